@@ -1,0 +1,133 @@
+/**
+ * The `fencepost` command: a thin adapter over the core library. It parses and validates every option before it
+ * starts anything, wires the clients, the clock and the events, and maps outcomes to exit codes.
+ */
+import { systemClock } from '../core/clock';
+import { runBilling, type BillingSummary } from '../core/billing';
+import { audit, type AuditReport } from '../core/audit';
+import { ConfigError, FencepostError, InfrastructureError } from '../core/errors';
+import { Events } from '../core/events';
+import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, tableNames } from '../core/schema';
+import { localClients, type Endpoints } from '../core/stores';
+import { startEmbeddedStack, type EmbeddedStack } from '../../local/stack';
+import { provision } from '../../local/provision';
+import { faultHooks } from './faults';
+import { EXIT, auditOptions, localOptions, parseCommand, runOptions, type StoreTarget } from './options';
+import { auditTable, progressBar, summaryTable } from './progress';
+import { HELP } from './help';
+
+type Out = (text: string) => void;
+const out: Out = (t) => process.stdout.write(t + '\n');
+const err: Out = (t) => process.stderr.write(t + '\n');
+
+/** Start the embedded stack unless endpoints were given; provision the tables and the bucket either way. */
+async function withStores<T>(target: StoreTarget, body: (endpoints: Endpoints) => Promise<T>): Promise<T> {
+  let stack: EmbeddedStack | undefined;
+  if (!target.endpoints) stack = await startEmbeddedStack();
+  const endpoints = target.endpoints ?? stack!.endpoints;
+  const clients = localClients(endpoints);
+  try {
+    await provision(clients.raw, clients.s3, target.tablePrefix, target.bucket).catch((e) => {
+      throw new InfrastructureError(`cannot reach the stores at ${endpoints.dynamodb} and ${endpoints.s3}: ${(e as Error).message}`, { cause: e });
+    });
+    return await body(endpoints);
+  } finally {
+    clients.destroy();
+    await stack?.stop();
+  }
+}
+
+async function runCommand(args: string[]): Promise<number> {
+  const values = parseCommand('run', args);
+  if (values.help) return out(HELP.run), EXIT.ok;
+  const o = runOptions(values);
+  return withStores(o, async (endpoints) => {
+    const clients = localClients(endpoints);
+    const events = new Events(o.worker, systemClock);
+    if (o.events) events.on((e) => process.stdout.write(JSON.stringify(e) + '\n'));
+    if (!o.json && !o.events) events.on(progressBar(o.config.invoices));
+    const hooks = faultHooks(process.env.FENCEPOST_FAULT, (point) => events.emit('observe', { fault: 'sigstop', ...point }));
+    const deps = { ddb: clients.ddb, s3: clients.s3, tables: tableNames(o.tablePrefix), bucket: o.bucket, clock: systemClock, events };
+    let summary: BillingSummary;
+    let report: AuditReport | undefined;
+    try {
+      summary = await runBilling(deps, { date: o.date, worker: o.worker, config: o.config, hooks });
+      // Without endpoints the stack is ours alone, so check the night before it goes away.
+      if (o.audit && !o.endpoints) report = await audit(deps, o.date, o.config.invoices);
+    } finally {
+      clients.destroy();
+    }
+    if (o.json) out(JSON.stringify(report ? { ...summary, audit: report } : summary));
+    else if (!o.events) {
+      out(summaryTable(summary, report));
+      if (report && !report.ok) out(auditTable(report));
+    }
+    if (report && !report.ok) return EXIT.auditFailed;
+    return summary.outcome === 'completed' || summary.outcome === 'already-done' ? EXIT.ok : EXIT.lost;
+  });
+}
+
+async function auditCommand(args: string[]): Promise<number> {
+  const values = parseCommand('audit', args);
+  if (values.help) return out(HELP.audit), EXIT.ok;
+  const o = auditOptions(values);
+  return withStores(o, async (endpoints) => {
+    const clients = localClients(endpoints);
+    try {
+      const report = await audit({ ddb: clients.ddb, s3: clients.s3, tables: tableNames(o.tablePrefix), bucket: o.bucket }, o.date, o.invoices);
+      out(o.json ? JSON.stringify(report) : auditTable(report));
+      return report.ok ? EXIT.ok : EXIT.auditFailed;
+    } finally {
+      clients.destroy();
+    }
+  });
+}
+
+async function localCommand(args: string[]): Promise<number> {
+  const values = parseCommand('local', args);
+  if (values.help) return out(HELP.local), EXIT.ok;
+  const o = localOptions(values);
+  const stack = await startEmbeddedStack(o);
+  const clients = localClients(stack.endpoints);
+  try {
+    await provision(clients.raw, clients.s3, DEFAULT_TABLE_PREFIX, DEFAULT_BUCKET);
+  } finally {
+    clients.destroy();
+  }
+  out(JSON.stringify({ dynamodbEndpoint: stack.endpoints.dynamodb, s3Endpoint: stack.endpoints.s3, dataDir: o.dataDir ?? null }));
+  err(`local stack up: --dynamodb-endpoint ${stack.endpoints.dynamodb} --s3-endpoint ${stack.endpoints.s3}  (Ctrl-C to stop)`);
+  await new Promise<void>((resolve) => {
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
+  });
+  await stack.stop();
+  err('local stack stopped');
+  return EXIT.ok;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...args] = argv;
+  try {
+    switch (command) {
+      case 'run': return await runCommand(args);
+      case 'audit': return await auditCommand(args);
+      case 'local': return await localCommand(args);
+      case undefined: case 'help': case '--help': case '-h':
+        out(HELP.main);
+        return command === undefined ? EXIT.usage : EXIT.ok;
+      default:
+        err(`fencepost: unknown command ${JSON.stringify(command)}; commands are run, audit, local (fencepost --help)`);
+        return EXIT.usage;
+    }
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      err(`fencepost ${command}: ${e.message}`);
+      return EXIT.usage;
+    }
+    if (e instanceof FencepostError) {
+      err(`fencepost ${command}: ${e.message}`);
+      return EXIT.failure;
+    }
+    err(`fencepost ${command}: ${(e as Error).stack ?? String(e)}`);
+    return EXIT.failure;
+  }
+}

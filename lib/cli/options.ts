@@ -1,0 +1,168 @@
+/**
+ * Command-line parsing: every option is declared here, unknown options are refused (util.parseArgs strict mode),
+ * and every value is validated before anything starts or is written.
+ */
+import { hostname } from 'node:os';
+import { parseArgs } from 'node:util';
+import { validateBillingConfig, validateDate, type BillingConfig } from '../core/config';
+import { ConfigError } from '../core/errors';
+import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX } from '../core/schema';
+import type { Endpoints } from '../core/stores';
+
+export const EXIT = {
+  ok: 0,
+  /** Infrastructure or unexpected failure. */
+  failure: 1,
+  /** Bad input: nothing was written. */
+  usage: 2,
+  /** This worker lost the lease or was fenced out; the data is safe, another holder owns the job. */
+  lost: 3,
+  /** The audit found a broken invariant. */
+  auditFailed: 4,
+} as const;
+
+const storeOptions = {
+  'dynamodb-endpoint': { type: 'string' },
+  's3-endpoint': { type: 'string' },
+  'table-prefix': { type: 'string' },
+  bucket: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+export const commandOptions = {
+  run: {
+    ...storeOptions,
+    date: { type: 'string' },
+    worker: { type: 'string' },
+    invoices: { type: 'string' },
+    'chunk-size': { type: 'string' },
+    'puts-per-transaction': { type: 'string' },
+    'lease-ms': { type: 'string' },
+    'renew-ms': { type: 'string' },
+    'margin-ms': { type: 'string' },
+    'claim-budget': { type: 'string' },
+    events: { type: 'boolean' },
+    'no-audit': { type: 'boolean' },
+  },
+  audit: { ...storeOptions, date: { type: 'string' }, invoices: { type: 'string' } },
+  local: { 'data-dir': { type: 'string' }, 'dynamodb-port': { type: 'string' }, 's3-port': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+} as const;
+
+export type CommandName = keyof typeof commandOptions;
+
+export function parseCommand<C extends CommandName>(command: C, args: string[]) {
+  try {
+    return parseArgs({ args, options: commandOptions[command], strict: true, allowPositionals: false }).values as Record<string, string | boolean | undefined>;
+  } catch (err) {
+    throw new ConfigError([`${command}: ${(err as Error).message.replace(/\. To specify.*$/s, '')} (see fencepost ${command} --help)`]);
+  }
+}
+
+/** An integer option, or undefined if absent; a bad value becomes a problem in the list. */
+function intOption(values: Record<string, unknown>, name: string, problems: string[]): number | undefined {
+  const raw = values[name];
+  if (raw === undefined) return undefined;
+  if (typeof raw !== 'string' || !/^-?\d+$/.test(raw.replace(/_/g, ''))) {
+    problems.push(`--${name} must be an integer, got ${JSON.stringify(raw)}`);
+    return undefined;
+  }
+  return Number(raw.replace(/_/g, ''));
+}
+
+export interface StoreTarget {
+  /** Undefined: start the embedded local stack. */
+  readonly endpoints: Endpoints | undefined;
+  readonly tablePrefix: string;
+  readonly bucket: string;
+}
+
+function storeTarget(values: Record<string, unknown>, problems: string[]): StoreTarget {
+  const ddb = values['dynamodb-endpoint'] as string | undefined;
+  const s3 = values['s3-endpoint'] as string | undefined;
+  if ((ddb === undefined) !== (s3 === undefined)) problems.push('give both --dynamodb-endpoint and --s3-endpoint, or neither (to start the embedded stack)');
+  for (const [name, url] of [['dynamodb-endpoint', ddb], ['s3-endpoint', s3]] as const) {
+    if (url !== undefined && !/^https?:\/\/[^/\s]+\/?$/.test(url)) problems.push(`--${name} must be a URL like http://127.0.0.1:8000, got ${JSON.stringify(url)}`);
+  }
+  const tablePrefix = (values['table-prefix'] as string | undefined) ?? DEFAULT_TABLE_PREFIX;
+  if (!/^[A-Za-z0-9_.-]{0,200}$/.test(tablePrefix)) problems.push(`--table-prefix may hold only letters, digits, '_', '-' and '.', got ${JSON.stringify(tablePrefix)}`);
+  const bucket = (values.bucket as string | undefined) ?? DEFAULT_BUCKET;
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) problems.push(`--bucket must be a valid S3 bucket name (3-63 lowercase letters, digits, '.', '-'), got ${JSON.stringify(bucket)}`);
+  return { endpoints: ddb && s3 ? { dynamodb: ddb.replace(/\/$/, ''), s3: s3.replace(/\/$/, '') } : undefined, tablePrefix, bucket };
+}
+
+/** Today's date for the nightly run: the calendar date on the wall clock (a date, not a duration). */
+export function today(): string {
+  return new Date().toISOString().slice(0, 10);
+}
+
+export interface RunOptions extends StoreTarget {
+  readonly date: string;
+  readonly worker: string;
+  readonly config: BillingConfig;
+  readonly json: boolean;
+  readonly events: boolean;
+  readonly audit: boolean;
+}
+
+export function runOptions(values: Record<string, unknown>): RunOptions {
+  const problems: string[] = [];
+  let date = today();
+  if (values.date !== undefined) {
+    try { date = validateDate(values.date); } catch (err) { problems.push(...(err as ConfigError).problems.map((p) => `--${p}`)); }
+  }
+  const target = storeTarget(values, problems);
+  const partial = {
+    invoices: intOption(values, 'invoices', problems),
+    chunkSize: intOption(values, 'chunk-size', problems),
+    putsPerTransaction: intOption(values, 'puts-per-transaction', problems),
+    leaseMs: intOption(values, 'lease-ms', problems),
+    renewMs: intOption(values, 'renew-ms', problems),
+    marginMs: intOption(values, 'margin-ms', problems),
+    claimBudget: intOption(values, 'claim-budget', problems),
+  };
+  let config: BillingConfig | undefined;
+  try { config = validateBillingConfig(partial); } catch (err) { problems.push(...(err as ConfigError).problems.map((p) => `--${p}`)); }
+  const worker = (values.worker as string | undefined) ?? `${hostname()}-${process.pid}`;
+  if (!/^[\w.:@-]{1,128}$/.test(worker)) problems.push(`--worker must be 1-128 characters of letters, digits, '_', '-', '.', ':' or '@', got ${JSON.stringify(worker)}`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { ...target, date, worker, config: config!, json: Boolean(values.json), events: Boolean(values.events), audit: !values['no-audit'] };
+}
+
+export interface AuditOptions extends StoreTarget {
+  readonly date: string;
+  readonly invoices: number;
+  readonly json: boolean;
+}
+
+export function auditOptions(values: Record<string, unknown>): AuditOptions {
+  const problems: string[] = [];
+  let date = '';
+  if (values.date === undefined) problems.push('--date is required: the night to audit (YYYY-MM-DD)');
+  else {
+    try { date = validateDate(values.date); } catch (err) { problems.push(...(err as ConfigError).problems.map((p) => `--${p}`)); }
+  }
+  const target = storeTarget(values, problems);
+  const invoices = intOption(values, 'invoices', problems) ?? 50_000;
+  if (invoices < 1) problems.push(`--invoices must be a positive integer, got ${invoices}`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { ...target, date, invoices, json: Boolean(values.json) };
+}
+
+export interface LocalOptions {
+  readonly dataDir?: string;
+  readonly dynamodbPort?: number;
+  readonly s3Port?: number;
+}
+
+export function localOptions(values: Record<string, unknown>): LocalOptions {
+  const problems: string[] = [];
+  const port = (name: string) => {
+    const p = intOption(values, name, problems);
+    if (p !== undefined && (p < 1 || p > 65535)) problems.push(`--${name} must be 1-65535, got ${p}`);
+    return p;
+  };
+  const ports = { dynamodbPort: port('dynamodb-port'), s3Port: port('s3-port') };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { dataDir: values['data-dir'] as string | undefined, ...ports };
+}

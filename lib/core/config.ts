@@ -1,0 +1,95 @@
+/**
+ * Configuration, validated once, collecting every problem into one ConfigError (so bad input is refused
+ * before anything is written). Defaults are the reference text's numbers (Part 0, Part 2, Part 5).
+ */
+import { ConfigError } from './errors';
+
+export interface LeaseConfig {
+  /** How long a lease lasts without renewal. @default 10000 (Part 0: a 10-second lease) */
+  readonly leaseMs: number;
+  /** How often the holder renews. @default 3000 (Part 0: renewed every 3 seconds; at most lease/3) */
+  readonly renewMs: number;
+  /** Stop time = sent_at + lease - margin. @default 2000 (Part 2) */
+  readonly marginMs: number;
+  /** How many times a claimant observes a live holder before giving up. @default 30 */
+  readonly claimBudget: number;
+}
+
+export interface BillingConfig extends LeaseConfig {
+  /** Invoices in the night. @default 50000 (Part 0) */
+  readonly invoices: number;
+  /** Invoices per chunk. @default 5000 (Part 0: 10 chunks of 5,000) */
+  readonly chunkSize: number;
+  /** Puts per transaction, next to the one ConditionCheck on the fence. @default 99 (Part 5: 100 actions at most) */
+  readonly putsPerTransaction: number;
+}
+
+export const DEFAULTS: BillingConfig = {
+  leaseMs: 10_000,
+  renewMs: 3_000,
+  marginMs: 2_000,
+  claimBudget: 30,
+  invoices: 50_000,
+  chunkSize: 5_000,
+  putsPerTransaction: 99,
+};
+
+/** DynamoDB's limit is 100 actions per transaction; one is the ConditionCheck on the fence (Part 5). */
+export const MAX_PUTS_PER_TRANSACTION = 99;
+
+const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
+
+/** Returns a problem description for a bad job date, or undefined. Rejects 2026-02-30 as well as 2026-9-28. */
+export function dateProblem(date: unknown): string | undefined {
+  if (typeof date !== 'string' || !DATE_RE.test(date)) return `date must be YYYY-MM-DD, got ${JSON.stringify(date)}`;
+  const [y, m, d] = date.split('-').map(Number);
+  const parsed = new Date(Date.UTC(y, m - 1, d));
+  if (parsed.getUTCFullYear() !== y || parsed.getUTCMonth() !== m - 1 || parsed.getUTCDate() !== d) {
+    return `date ${date} is not a calendar date`;
+  }
+  return undefined;
+}
+
+export function validateDate(date: unknown): string {
+  const problem = dateProblem(date);
+  if (problem) throw new ConfigError([problem]);
+  return date as string;
+}
+
+function positiveInteger(problems: string[], name: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name} must be a positive integer, got ${value}`);
+}
+
+/** The relation checks client-go makes for its lease settings, in our words (Part 2, Part 3). */
+export function leaseProblems(c: LeaseConfig): string[] {
+  const problems: string[] = [];
+  positiveInteger(problems, 'lease-ms', c.leaseMs);
+  positiveInteger(problems, 'renew-ms', c.renewMs);
+  positiveInteger(problems, 'claim-budget', c.claimBudget);
+  if (!Number.isSafeInteger(c.marginMs) || c.marginMs < 0) problems.push(`margin-ms must be a non-negative integer, got ${c.marginMs}`);
+  if (problems.length === 0) {
+    if (c.renewMs * 3 > c.leaseMs) problems.push(`renew-ms (${c.renewMs}) must be at most lease-ms / 3 (${Math.floor(c.leaseMs / 3)}): the holder renews every lease/3`);
+    if (c.marginMs >= c.leaseMs) problems.push(`margin-ms (${c.marginMs}) must be less than lease-ms (${c.leaseMs})`);
+    else if (c.leaseMs - c.marginMs <= c.renewMs) {
+      problems.push(`lease-ms - margin-ms (${c.leaseMs - c.marginMs}) must exceed renew-ms (${c.renewMs}), or the stop time passes before the next renewal`);
+    }
+  }
+  return problems;
+}
+
+export function validateBillingConfig(input: Partial<BillingConfig>): BillingConfig {
+  const c: BillingConfig = { ...DEFAULTS, ...stripUndefined(input) };
+  const problems = leaseProblems(c);
+  positiveInteger(problems, 'invoices', c.invoices);
+  positiveInteger(problems, 'chunk-size', c.chunkSize);
+  positiveInteger(problems, 'puts-per-transaction', c.putsPerTransaction);
+  if (c.putsPerTransaction > MAX_PUTS_PER_TRANSACTION) {
+    problems.push(`puts-per-transaction (${c.putsPerTransaction}) must be at most ${MAX_PUTS_PER_TRANSACTION}: a transaction holds 100 actions and one is the fence check`);
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return c;
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

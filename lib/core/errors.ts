@@ -1,0 +1,77 @@
+/**
+ * Typed errors a caller can act on. Every error carries what it met (the record that won, the fence it hit),
+ * so the caller never needs a second read to decide what to do. Match them with `instanceof`.
+ *
+ * What each one means for a holder (reference Part 4: "a rejected write means: you have lost the lock; stop and
+ * discard local state"):
+ *   LeaseLostError      the lock item no longer names us (or our epoch): stop, discard local state.
+ *   StopTimePassedError our own stop time passed on our monotonic clock: stop, don't act (Part 2).
+ *   FencedOutError      the resource refused our token: a newer holder raised the fence. Stop, discard.
+ *   AlreadyDoneError    the job is DONE; nothing to do.
+ *   ConfigError         bad input; nothing was written.
+ *   InfrastructureError the local stack or a store could not be reached or started.
+ */
+
+export abstract class FencepostError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** The lock item shows another holder or epoch: the lease is gone (Part 2, renew step 5). */
+export class LeaseLostError extends FencepostError {
+  constructor(
+    readonly lockKey: string,
+    readonly epoch: number,
+    /** The lock item as the store returned it when our condition failed (absent if unknown). */
+    readonly current?: Record<string, unknown>,
+    options?: { cause?: unknown },
+  ) {
+    super(`lease on ${lockKey} lost (our epoch ${epoch}, holder now ${String(current?.holder ?? 'none')}, epoch now ${String(current?.epoch ?? '?')})`, options);
+  }
+}
+
+/** The holder's own stop time (sent_at + lease - margin, monotonic) has passed (Part 2, "before every action"). */
+export class StopTimePassedError extends FencepostError {
+  constructor(readonly lockKey: string, readonly epoch: number, readonly stopAtMs: number, readonly nowMs: number) {
+    super(`stop time passed for ${lockKey} epoch ${epoch}: monotonic now ${nowMs.toFixed(0)} ms >= stop_at ${stopAtMs.toFixed(0)} ms`);
+  }
+}
+
+/** A resource refused our token because it has seen a higher one (Part 4, Part 5). */
+export class FencedOutError extends FencepostError {
+  constructor(
+    readonly resource: 'job-row' | 'manifest',
+    readonly token: number,
+    /** The fence we met, when the store told us (job row `fence`, manifest `token`). */
+    readonly fence: number | undefined,
+    options?: { cause?: unknown },
+  ) {
+    super(`fenced out at ${resource}: our token ${token}, fence ${fence ?? 'unknown'}`, options);
+  }
+}
+
+/** The job row is already DONE (the raise's condition refused it, or a pre-check saw it). */
+export class AlreadyDoneError extends FencepostError {
+  constructor(readonly jobId: string, readonly fence: number | undefined) {
+    super(`job ${jobId} is already DONE (fence ${fence ?? 'unknown'})`);
+  }
+}
+
+/** The claim gave up: the holder kept renewing through the whole observe budget. */
+export class ClaimBudgetExhaustedError extends FencepostError {
+  constructor(readonly lockKey: string, readonly attempts: number, readonly holder: string | undefined) {
+    super(`could not claim ${lockKey} after ${attempts} observations: ${holder ?? 'another holder'} is alive and renewing`);
+  }
+}
+
+/** Bad input. Collects every problem, so the user fixes them all at once. Nothing has been written. */
+export class ConfigError extends FencepostError {
+  constructor(readonly problems: readonly string[]) {
+    super(problems.length === 1 ? problems[0] : `invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  }
+}
+
+/** The local stack or a store could not be started or reached (missing Java, port in use, no answer). */
+export class InfrastructureError extends FencepostError {}

@@ -1,0 +1,209 @@
+/**
+ * The fence on the job row: the one place where an old holder is actually stopped (reference Parts 4 and 5).
+ *
+ *   raise     the new holder's FIRST act, before it reads or writes anything else: one conditional UpdateItem that
+ *             sets fence = token, state = RUNNING, and the sparse-index attributes, returning the old row (ALL_OLD)
+ *             so the holder learns the progress without a second read (Part 4, "Raise the fence first"; Part 6).
+ *   guard     the ConditionCheck a holder puts in its own transaction: fence <= token (equal accepted: the current
+ *             holder writes many times with the same token, Part 4 "Why equal is accepted").
+ *   writeBatch  1 ConditionCheck + up to 99 Puts in one TransactWriteItems (Part 5): the fenced write, in one place.
+ *   complete  DONE, leaving the sparse index, conditional on still being the fence's owner.
+ *
+ * A rejection by the fence means: you have lost the lock; stop and discard local state.
+ */
+import { createHash } from 'node:crypto';
+import { GetCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { type Clock, wallIso } from './clock';
+import { failedItem, isConditionalCheckFailed, isTransient } from './conditions';
+import { AlreadyDoneError, FencedOutError } from './errors';
+import type { Invoice } from './invoices';
+import { Attr, CLAIM_SHARD, type JobState } from './schema';
+
+export interface JobRow {
+  readonly pk: string;
+  readonly fence?: number;
+  readonly state?: JobState;
+  readonly owner_token?: number;
+  readonly owner?: string;
+  readonly chunks_done?: Set<number>;
+  readonly chunk_count?: number;
+  readonly claim_shard?: string;
+  readonly claimed_since?: string;
+}
+
+export interface FenceDeps {
+  readonly ddb: DynamoDBDocumentClient;
+  readonly jobs: string;
+  readonly invoices: string;
+  readonly clock: Clock;
+}
+
+// Named condition clauses, each with its reason.
+/** Our token is not lower than any token the row has accepted: reject lower, accept equal (Part 4). */
+const notLower = `(attribute_not_exists(${Attr.fence}) OR ${Attr.fence} <= :t)`;
+/** A DONE job stays DONE: a late or duplicate run must not reopen it. */
+const notDone = `(attribute_not_exists(#state) OR #state <> :done)`;
+/** We are still the fence's owner: nobody raised it since, and the row is ours (complete / progress). */
+const stillOwner = `${Attr.fence} = :t AND ${Attr.ownerToken} = :t`;
+/** An invoice is recorded once: the put lands only if no holder recorded it before. */
+const invoiceAbsent = `attribute_not_exists(${Attr.pk})`;
+
+export async function readJob(deps: Pick<FenceDeps, 'ddb' | 'jobs'>, jobId: string): Promise<JobRow | undefined> {
+  const out = await deps.ddb.send(new GetCommand({ TableName: deps.jobs, Key: { [Attr.pk]: jobId }, ConsistentRead: true }));
+  return out.Item as JobRow | undefined;
+}
+
+/**
+ * Raise the fence to `token` (Part 4). In the same write the row enters the sparse index (claim_shard +
+ * claimed_since), so no claim can exist without being findable by the sweeper (Part 6). Returns the old row.
+ */
+export async function raise(deps: FenceDeps, jobId: string, token: number, owner: string, chunkCount: number): Promise<JobRow | undefined> {
+  try {
+    const out = await deps.ddb.send(
+      new UpdateCommand({
+        TableName: deps.jobs,
+        Key: { [Attr.pk]: jobId },
+        ConditionExpression: `${notLower} AND ${notDone}`,
+        UpdateExpression:
+          `SET ${Attr.fence} = :t, #state = :running, ${Attr.ownerToken} = :t, #owner = :me, ` +
+          `${Attr.chunkCount} = :chunks, ${Attr.claimShard} = :shard, ${Attr.claimedSince} = :since`,
+        ExpressionAttributeNames: { '#state': Attr.state, '#owner': Attr.owner },
+        ExpressionAttributeValues: {
+          ':t': token, ':done': 'DONE', ':running': 'RUNNING', ':me': owner, ':chunks': chunkCount,
+          ':shard': CLAIM_SHARD, ':since': wallIso(deps.clock), // informational: the sweeper never compares it
+        },
+        ReturnValues: 'ALL_OLD',
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+      }),
+    );
+    return out.Attributes as JobRow | undefined;
+  } catch (err) {
+    if (!isConditionalCheckFailed(err)) throw err;
+    const row = failedItem(err) as JobRow | undefined;
+    if (row?.state === 'DONE') throw new AlreadyDoneError(jobId, row.fence);
+    throw new FencedOutError('job-row', token, row?.fence, { cause: err });
+  }
+}
+
+/** The guard a holder puts in its own transaction: the fence check, as a ConditionCheck item (Part 5). */
+export function guard(jobs: string, jobId: string, token: number) {
+  return {
+    ConditionCheck: {
+      TableName: jobs,
+      Key: { [Attr.pk]: jobId },
+      ConditionExpression: `${Attr.fence} <= :t`,
+      ExpressionAttributeValues: { ':t': token },
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
+    },
+  };
+}
+
+export interface BatchResult {
+  /** Invoices this call recorded. */
+  readonly recorded: number;
+  /** Invoices an earlier holder had already recorded (their puts were refused by attribute_not_exists). */
+  readonly alreadyRecorded: number;
+  /** TransactWriteItems calls made, including retries without the already-recorded puts. */
+  readonly transactions: number;
+}
+
+interface CancellationReason {
+  Code?: string;
+  Item?: Record<string, unknown>;
+}
+
+/**
+ * The fenced write (Part 5): one TransactWriteItems of 1 ConditionCheck on the job row + up to 99 Puts.
+ *   - a cancellation reason on the check: we have lost the lock → FencedOutError, nothing was written;
+ *   - a reason on a Put: that invoice was already recorded by an earlier holder; drop it and send the rest, so
+ *     each invoice is recorded exactly once;
+ *   - a transient error: retry the same request. ClientRequestToken makes a retry of a transaction that was
+ *     applied but whose response was lost succeed without writing again (DynamoDB keeps it idempotent for 10 min).
+ */
+export async function writeBatch(deps: FenceDeps, jobId: string, token: number, batch: readonly Invoice[]): Promise<BatchResult> {
+  let pending = batch;
+  let alreadyRecorded = 0;
+  let transactions = 0;
+  let transientRetries = 0;
+  while (pending.length > 0) {
+    transactions++;
+    try {
+      await deps.ddb.send(
+        new TransactWriteCommand({
+          ClientRequestToken: requestToken(jobId, token, pending),
+          TransactItems: [
+            guard(deps.jobs, jobId, token),
+            ...pending.map((inv) => ({
+              Put: {
+                TableName: deps.invoices,
+                Item: { [Attr.pk]: inv.pk, [Attr.customer]: inv.customer, [Attr.amount]: inv.amount, [Attr.token]: token },
+                ConditionExpression: invoiceAbsent,
+              },
+            })),
+          ],
+        }),
+      );
+      return { recorded: pending.length, alreadyRecorded, transactions };
+    } catch (err) {
+      const reasons = (err as { name?: string; CancellationReasons?: CancellationReason[] }).CancellationReasons;
+      if ((err as Error).name === 'TransactionCanceledException' && reasons) {
+        if (reasons[0]?.Code === 'ConditionalCheckFailed') {
+          const row = reasons[0].Item ? failedItem(reasons[0]) : undefined;
+          throw new FencedOutError('job-row', token, row ? Number(row[Attr.fence]) : undefined, { cause: err });
+        }
+        const refused = new Set(reasons.slice(1).flatMap((r, i) => (r.Code === 'ConditionalCheckFailed' ? [i] : [])));
+        if (refused.size > 0) {
+          alreadyRecorded += refused.size;
+          pending = pending.filter((_, i) => !refused.has(i));
+          continue;
+        }
+      }
+      if (isTransient(err) && transientRetries < 8) {
+        await deps.clock.sleep(Math.min(1000, 25 * 2 ** transientRetries++));
+        continue;
+      }
+      throw err;
+    }
+  }
+  return { recorded: 0, alreadyRecorded, transactions };
+}
+
+/** Same request, same token; a different set of puts, a different token (DynamoDB rejects a reused token otherwise). */
+function requestToken(jobId: string, token: number, batch: readonly Invoice[]): string {
+  const h = createHash('sha256').update(`${jobId}|${token}`);
+  for (const inv of batch) h.update(`|${inv.pk}`);
+  return h.digest('hex').slice(0, 36);
+}
+
+/** Record a chunk as done on the job row, conditional on still owning the fence. */
+export async function markChunkDone(deps: FenceDeps, jobId: string, token: number, chunk: number): Promise<void> {
+  await ownerUpdate(deps, jobId, token, `ADD ${Attr.chunksDone} :c`, { ':c': new Set([chunk]) });
+}
+
+/** Complete (design §4): state DONE, and the row leaves the sparse index in the same write. */
+export async function complete(deps: FenceDeps, jobId: string, token: number): Promise<void> {
+  await ownerUpdate(deps, jobId, token, `SET #state = :done REMOVE ${Attr.claimShard}, ${Attr.claimedSince}`, { ':done': 'DONE' }, { '#state': Attr.state });
+}
+
+async function ownerUpdate(
+  deps: FenceDeps, jobId: string, token: number, update: string,
+  values: Record<string, unknown>, names?: Record<string, string>,
+): Promise<void> {
+  try {
+    await deps.ddb.send(
+      new UpdateCommand({
+        TableName: deps.jobs,
+        Key: { [Attr.pk]: jobId },
+        ConditionExpression: stillOwner,
+        UpdateExpression: update,
+        ExpressionAttributeNames: names,
+        ExpressionAttributeValues: { ':t': token, ...values },
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+      }),
+    );
+  } catch (err) {
+    if (!isConditionalCheckFailed(err)) throw err;
+    const row = failedItem(err);
+    throw new FencedOutError('job-row', token, row ? Number(row[Attr.fence]) : undefined, { cause: err });
+  }
+}

@@ -1,0 +1,225 @@
+/**
+ * A lease kept in a DynamoDB item, claimed without trusting anyone's clock (reference Part 5, "A lease built on a
+ * DynamoDB item", and the Lock Client's rvn rule).
+ *
+ * What this guarantees: at most one claim per rvn the claimant saw, and an epoch that only grows (it is +1 on every
+ * claim, the item is never deleted and never TTL'd). What it does NOT guarantee: that only one process acts as
+ * holder. A paused holder wakes up believing it holds the lease; only the fence at the resource stops it
+ * (Part 4, fence.ts). The stop-time check here is an optimisation that keeps overlap rare, never the safety.
+ *
+ * Clocks: every duration is timed on the process's own monotonic clock (Part 3). No absolute time is stored for
+ * anyone to compare; `renewed_at` is informational and no code reads it.
+ */
+import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { type Clock, wallIso } from './clock';
+import type { LeaseConfig } from './config';
+import { failedItem, isConditionalCheckFailed, isTransient, newRvn } from './conditions';
+import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from './errors';
+import type { Events } from './events';
+import { Attr } from './schema';
+
+export interface LockItem {
+  readonly pk: string;
+  readonly holder?: string;
+  readonly lease_ms?: number;
+  readonly rvn?: string;
+  readonly epoch?: number;
+}
+
+export interface LeaseDeps {
+  readonly ddb: DynamoDBDocumentClient;
+  readonly table: string;
+  readonly clock: Clock;
+  readonly events: Events;
+}
+
+// Named condition clauses, each with its reason.
+/** Free: nobody holds it (never claimed, or released by clearing holder). */
+const isFree = `attribute_not_exists(${Attr.holder})`;
+/** Unchanged: nobody claimed, renewed or released since we looked a full lease ago, so the holder is gone. */
+const rvnUnchanged = `${Attr.rvn} = :seen`;
+/** Still ours: the holder and the epoch we were granted; a new claim changes both (or at least the epoch). */
+const stillOurs = `${Attr.holder} = :me AND ${Attr.epoch} = :e`;
+
+/** A strongly consistent read of the lock item: the authority's current view (design §4, observe). */
+export async function observe(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: string): Promise<LockItem | undefined> {
+  const out = await deps.ddb.send(new GetCommand({ TableName: deps.table, Key: { [Attr.pk]: key }, ConsistentRead: true }));
+  return out.Item as LockItem | undefined;
+}
+
+/**
+ * Claim the lease, clock-free (Part 5):
+ *   1. observe the lock item;
+ *   2. if nobody holds it, claim at once on condition "still free";
+ *   3. otherwise note its rvn, wait a full lease on OUR monotonic clock, and claim only if the rvn is unchanged;
+ *   4. a changed rvn means the holder is alive: observe again, within the budget.
+ * A claim sets holder, lease_ms and a new rvn, and adds 1 to the epoch, which is returned as the fencing token.
+ */
+export async function claim(deps: LeaseDeps, key: string, holder: string, config: LeaseConfig): Promise<Lease> {
+  for (let attempt = 1; attempt <= config.claimBudget; attempt++) {
+    // 1. observe
+    const seen = await observe(deps, key);
+    const held = seen?.holder !== undefined;
+    // 3. a holder is recorded: wait out a full lease (the one it declared) on our own monotonic clock.
+    const waitMs = held ? (seen.lease_ms ?? config.leaseMs) : 0;
+    deps.events.emit('observe', { key, holder: seen?.holder, epoch: seen?.epoch, rvn: seen?.rvn, waitMs, attempt });
+
+    let condition = isFree;
+    const values: Record<string, unknown> = {};
+    if (held) {
+      await deps.clock.sleep(waitMs);
+      condition = rvnUnchanged;
+      values[':seen'] = seen.rvn;
+    }
+
+    // 2./3. claim. sent_at is read BEFORE the request: the stop time must not start later than the grant (Part 2).
+    const sentAt = deps.clock.monotonicMs();
+    try {
+      const out = await deps.ddb.send(
+        new UpdateCommand({
+          TableName: deps.table,
+          Key: { [Attr.pk]: key },
+          ConditionExpression: condition,
+          UpdateExpression: `SET ${Attr.holder} = :me, ${Attr.leaseMs} = :lease, ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall, ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :one`,
+          ExpressionAttributeValues: { ...values, ':me': holder, ':lease': config.leaseMs, ':rvn': newRvn(), ':wall': wallIso(deps.clock), ':zero': 0, ':one': 1 },
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      const epoch = Number(out.Attributes?.[Attr.epoch]);
+      const lease = new Lease(deps, key, holder, epoch, config, sentAt);
+      deps.events.emit('claim', { key, token: epoch, attempt, stopAtMs: Math.round(lease.stopAtMs) });
+      return lease;
+    } catch (err) {
+      // 4. someone else claimed, renewed or released in between: look again.
+      if (!isConditionalCheckFailed(err)) throw err;
+    }
+  }
+  const last = await observe(deps, key);
+  throw new ClaimBudgetExhaustedError(key, config.claimBudget, last?.holder);
+}
+
+/** A held lease: the token to write with, the stop time, renewals, and the conditional release. */
+export class Lease {
+  /** The fencing token: this claim's epoch. */
+  readonly token: number;
+  private stopAt: number;
+  private lost: Error | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private inFlight: Promise<void> | undefined;
+
+  constructor(
+    private readonly deps: LeaseDeps,
+    readonly key: string,
+    readonly holder: string,
+    epoch: number,
+    private readonly config: LeaseConfig,
+    sentAt: number,
+  ) {
+    this.token = epoch;
+    this.stopAt = this.stopTimeFrom(sentAt);
+  }
+
+  /** The stop-time rule, in one place (Part 3): stop time = sent_at + lease - margin, on our monotonic clock. */
+  private stopTimeFrom(sentAt: number): number {
+    return sentAt + this.config.leaseMs - this.config.marginMs;
+  }
+
+  get stopAtMs(): number {
+    return this.stopAt;
+  }
+
+  /** BEFORE EVERY ACTION (Part 2): if monotonic now >= stop_at, stop, don't act. An optimisation; the fence is the safety. */
+  check(): void {
+    if (this.lost) throw this.lost;
+    const now = this.deps.clock.monotonicMs();
+    if (now >= this.stopAt) throw new StopTimePassedError(this.key, this.token, this.stopAt, now);
+  }
+
+  /**
+   * One renewal (Part 2, RENEW LOOP): read sent_at before sending; condition "still ours"; new rvn.
+   * A failed condition means the lease is lost. A transport error is retried until the stop time, then given up.
+   */
+  async renew(): Promise<void> {
+    if (this.lost) throw this.lost;
+    for (;;) {
+      const sentAt = this.deps.clock.monotonicMs(); // 1. read BEFORE sending
+      try {
+        await this.deps.ddb.send(
+          new UpdateCommand({
+            TableName: this.deps.table,
+            Key: { [Attr.pk]: this.key },
+            ConditionExpression: stillOurs,
+            UpdateExpression: `SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`,
+            ExpressionAttributeValues: { ':me': this.holder, ':e': this.token, ':rvn': newRvn(), ':wall': wallIso(this.deps.clock) },
+            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+          }),
+        );
+        this.stopAt = Math.max(this.stopAt, this.stopTimeFrom(sentAt)); // 4. on success
+        this.deps.events.emit('renew', { key: this.key, token: this.token, stopAtMs: Math.round(this.stopAt) });
+        return;
+      } catch (err) {
+        if (isConditionalCheckFailed(err)) {
+          this.lost = new LeaseLostError(this.key, this.token, failedItem(err), { cause: err });
+          this.deps.events.emit('lease-lost', { key: this.key, token: this.token, holderNow: failedItem(err)?.[Attr.holder] });
+          throw this.lost;
+        }
+        // 5. on failure: retry until stop_at; then give up the lease locally.
+        const now = this.deps.clock.monotonicMs();
+        this.deps.events.emit('renew-failed', { key: this.key, token: this.token, error: (err as Error).name });
+        if (!isTransient(err) || now >= this.stopAt) {
+          this.lost = new LeaseLostError(this.key, this.token, undefined, { cause: err });
+          throw this.lost;
+        }
+        await this.deps.clock.sleep(Math.min(this.config.renewMs / 4, this.stopAt - now));
+      }
+    }
+  }
+
+  /**
+   * Renew every renewMs from this process, the one doing the work: a sidecar's heartbeat proves only that the
+   * sidecar is alive (Part 10). A frozen process sends no renewals, so its lease runs out, as it should.
+   */
+  startHeartbeat(): void {
+    const tick = () => {
+      this.inFlight = this.renew()
+        .catch(() => undefined) // the loss is remembered in this.lost and surfaces at the next check()
+        .finally(() => {
+          this.inFlight = undefined;
+          if (this.timer !== undefined && !this.lost) this.timer = setTimeout(tick, this.config.renewMs);
+        });
+    };
+    this.timer = setTimeout(tick, this.config.renewMs);
+  }
+
+  async stopHeartbeat(): Promise<void> {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.inFlight;
+  }
+
+  /**
+   * Release (Part 2, RELEASE): conditional on still owning the lease; clears holder and writes a new rvn so a
+   * waiting claimant sees the change. Never deletes the item: it carries the epoch. Returns false if it was no
+   * longer ours (nothing changed).
+   */
+  async release(): Promise<boolean> {
+    await this.stopHeartbeat();
+    try {
+      await this.deps.ddb.send(
+        new UpdateCommand({
+          TableName: this.deps.table,
+          Key: { [Attr.pk]: this.key },
+          ConditionExpression: stillOurs,
+          UpdateExpression: `REMOVE ${Attr.holder} SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`,
+          ExpressionAttributeValues: { ':me': this.holder, ':e': this.token, ':rvn': newRvn(), ':wall': wallIso(this.deps.clock) },
+        }),
+      );
+      this.lost ??= new LeaseLostError(this.key, this.token, undefined);
+      this.deps.events.emit('released', { key: this.key, token: this.token });
+      return true;
+    } catch (err) {
+      if (isConditionalCheckFailed(err)) return false;
+      throw err;
+    }
+  }
+}

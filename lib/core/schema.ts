@@ -1,0 +1,101 @@
+/**
+ * The one description of the stores: table key schemas, the sparse GSI, attribute names and the manifest layout.
+ * The local stack creates exactly this (local/stack.ts), and the CDK stack provisions exactly this.
+ */
+
+/** Attribute names, named after the reference text's words. */
+export const Attr = {
+  pk: 'pk',
+  // lock item (Part 5, "A lease built on a DynamoDB item")
+  holder: 'holder',
+  leaseMs: 'lease_ms',
+  rvn: 'rvn',
+  epoch: 'epoch',
+  renewedAt: 'renewed_at', // informational wall time; no code reads it
+  // job (fence) row (Parts 4 and 6)
+  fence: 'fence',
+  state: 'state',
+  ownerToken: 'owner_token',
+  owner: 'owner',
+  chunksDone: 'chunks_done',
+  chunkCount: 'chunk_count',
+  claimShard: 'claim_shard', // present only while RUNNING: the sparse index's partition key
+  claimedSince: 'claimed_since', // present only while RUNNING: the sparse index's sort key (informational wall time)
+  // invoice item
+  token: 'token',
+  amount: 'amount',
+  customer: 'customer',
+} as const;
+
+export type JobState = 'QUEUED' | 'RUNNING' | 'DONE';
+
+export interface KeyAttribute {
+  readonly name: string;
+  readonly type: 'S' | 'N';
+}
+
+export interface TableDescription {
+  /** Appended to the deployment's prefix to make the table name. */
+  readonly suffix: string;
+  readonly partitionKey: KeyAttribute;
+  readonly sparseIndex?: { readonly name: string; readonly partitionKey: KeyAttribute; readonly sortKey: KeyAttribute };
+  /** Why the table exists, for the CDK construct's description and the docs. */
+  readonly purpose: string;
+}
+
+/** Lock/epoch table: never TTL'd, items never deleted: the epoch is the fencing token (Part 5, "TTL ... resets epochs"). */
+export const LOCK_TABLE: TableDescription = {
+  suffix: 'locks',
+  partitionKey: { name: Attr.pk, type: 'S' },
+  purpose: 'lease items: holder, lease_ms, rvn, epoch. No TTL, never deleted: epochs are fencing tokens.',
+};
+
+/** Job (fence) table with the sparse GSI holding only claimed rows, for the orphan sweeper (Part 6). */
+export const JOB_TABLE: TableDescription = {
+  suffix: 'jobs',
+  partitionKey: { name: Attr.pk, type: 'S' },
+  sparseIndex: {
+    name: 'claimed',
+    partitionKey: { name: Attr.claimShard, type: 'S' },
+    sortKey: { name: Attr.claimedSince, type: 'S' },
+  },
+  purpose: 'job rows: fence, state, owner_token, progress; claim_shard/claimed_since only while RUNNING.',
+};
+
+/** Invoice table: one item per invoice, put only if absent, carrying the writer's token for audit. */
+export const INVOICE_TABLE: TableDescription = {
+  suffix: 'invoices',
+  partitionKey: { name: Attr.pk, type: 'S' },
+  purpose: 'one item per invoice, recorded once (attribute_not_exists(pk)), with the writer token for audit.',
+};
+
+export const TABLES = [LOCK_TABLE, JOB_TABLE, INVOICE_TABLE] as const;
+
+/** The one value of claim_shard today; the index is sharded by this attribute if one shard ever gets hot. */
+export const CLAIM_SHARD = 'billing';
+
+export interface TableNames {
+  readonly locks: string;
+  readonly jobs: string;
+  readonly invoices: string;
+}
+
+export const DEFAULT_TABLE_PREFIX = 'fencepost-';
+export const DEFAULT_BUCKET = 'fencepost-manifests';
+
+export function tableNames(prefix: string = DEFAULT_TABLE_PREFIX): TableNames {
+  return { locks: prefix + LOCK_TABLE.suffix, jobs: prefix + JOB_TABLE.suffix, invoices: prefix + INVOICE_TABLE.suffix };
+}
+
+/** Keys in the lock, job and invoice tables, and in the manifest bucket, for one night's billing job. */
+export const Keys = {
+  lock: (date: string) => `billing#${date}`,
+  job: (date: string) => `billing#${date}`,
+  invoice: (date: string, index: number, width: number) => `inv#${date}#${String(index).padStart(width, '0')}`,
+  invoicePrefix: (date: string) => `inv#${date}#`,
+  manifest: (date: string) => `billing/${date}/manifest.json`,
+  /** A chunk's object includes the writer's token, so two holders never write the same key (Part 4, "on S3"). */
+  chunkObject: (date: string, chunk: number, token: number) =>
+    `billing/${date}/chunks/${String(chunk).padStart(2, '0')}.t${token}.jsonl`,
+  chunkPrefix: (date: string) => `billing/${date}/chunks/`,
+};

@@ -1,0 +1,117 @@
+/** The lease on real DynamoDB Local: clock-free claim, renew, stop time, release that keeps the epoch (Parts 2, 3, 5). */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { systemClock, type Clock } from '../lib/core/clock';
+import { DEFAULTS, type LeaseConfig } from '../lib/core/config';
+import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from '../lib/core/errors';
+import { Events, type FencepostEvent } from '../lib/core/events';
+import { claim, observe, type LeaseDeps } from '../lib/core/lease';
+import { namespace } from './support/stack';
+
+const fast: LeaseConfig = { ...DEFAULTS, leaseMs: 900, renewMs: 300, marginMs: 200, claimBudget: 3 };
+
+async function deps(worker: string, clock: Clock = systemClock): Promise<LeaseDeps & { seen: FencepostEvent[] }> {
+  const ns = await namespace();
+  const seen: FencepostEvent[] = [];
+  return { ddb: ns.clients.ddb, table: ns.tables.locks, clock, events: new Events(worker, clock).on((e) => seen.push(e)), seen };
+}
+
+test('a free lock is claimed at once with epoch 1; release keeps the item and the epoch; the next claim gets epoch 2', async () => {
+  const d = await deps('A');
+  const a = await claim(d, 'billing#2026-09-28', 'A', fast);
+  assert.equal(a.token, 1);
+  assert.equal(d.seen.find((e) => e.event === 'observe')?.waitMs, 0, 'no wait on a free lock');
+  assert.equal(await a.release(), true);
+  const after = await observe(d, 'billing#2026-09-28');
+  assert.ok(after, 'release never deletes the lock item');
+  assert.equal(after.holder, undefined);
+  assert.equal(after.epoch, 1, 'the epoch survives release');
+  const b = await claim({ ...d, events: new Events('B', systemClock) }, 'billing#2026-09-28', 'B', fast);
+  assert.equal(b.token, 2);
+  await b.release();
+});
+
+test('clock-free claim: a claimant that saw rvn v and finds v′ after its wait does not claim (the holder is alive)', async () => {
+  const d = await deps('A');
+  const a = await claim(d, 'k', 'A', fast);
+  a.startHeartbeat(); // A renews every 300 ms: the rvn keeps changing
+  const started = performance.now();
+  await assert.rejects(claim({ ...d, events: new Events('B', systemClock) }, 'k', 'B', { ...fast, claimBudget: 2 }), ClaimBudgetExhaustedError);
+  assert.ok(performance.now() - started >= 2 * fast.leaseMs, 'each observation waited a full lease');
+  a.check(); // A is still inside its stop time
+  const item = await observe(d, 'k');
+  assert.equal(item?.holder, 'A');
+  assert.equal(item?.epoch, 1, 'no claim happened');
+  await a.release();
+});
+
+test('a holder that stops renewing is taken over after one full lease on the claimant\'s own clock, with a higher token', async () => {
+  const d = await deps('A');
+  const a = await claim(d, 'k', 'A', fast); // never renews
+  const started = performance.now();
+  const b = await claim({ ...d, events: new Events('B', systemClock) }, 'k', 'B', fast);
+  assert.ok(performance.now() - started >= fast.leaseMs, 'waited the lease out');
+  assert.equal(b.token, a.token + 1);
+  await assert.rejects(a.renew(), LeaseLostError, 'renew after takeover → lease lost');
+  assert.throws(() => a.check(), LeaseLostError, 'the loss is remembered for the next check');
+  assert.equal(await a.release(), false, 'a holder that lost the lock cannot release the next holder\'s lease');
+  assert.equal((await observe(d, 'k'))?.holder, 'B');
+  await b.release();
+});
+
+test('the check before every action: stop time = sent_at + lease − margin, renewals move it', async () => {
+  const d = await deps('A');
+  const before = performance.now();
+  const a = await claim(d, 'k', 'A', fast);
+  assert.ok(a.stopAtMs >= before + fast.leaseMs - fast.marginMs, 'sent_at is read before the request');
+  assert.ok(a.stopAtMs <= performance.now() + fast.leaseMs - fast.marginMs);
+  a.check();
+  await new Promise((r) => setTimeout(r, 400));
+  const renewSent = performance.now();
+  await a.renew();
+  assert.ok(a.stopAtMs >= renewSent + fast.leaseMs - fast.marginMs);
+  await new Promise((r) => setTimeout(r, a.stopAtMs - performance.now() + 5));
+  assert.throws(() => a.check(), StopTimePassedError);
+  await a.release();
+});
+
+test('durations ignore the wall clock: a holder whose wall clock steps back 3 s stops at the same monotonic stop time', async () => {
+  let wallOffset = 0;
+  const stepped: Clock = { ...systemClock, wallMs: () => Date.now() + wallOffset };
+  const d = await deps('B', stepped);
+  const control = await claim({ ...(await deps('C')) }, 'k', 'C', fast);
+  const b = await claim(d, 'k', 'B', fast);
+  const stopAt = b.stopAtMs;
+  wallOffset = -3_000; // the wall clock the code sees is stepped back 3 s (Part 3's trace)
+  assert.equal(b.stopAtMs, stopAt, 'the stop time did not move');
+  const wallBefore = stepped.wallMs();
+  await new Promise((r) => setTimeout(r, stopAt - performance.now() + 5));
+  assert.ok(stepped.wallMs() < wallBefore + fast.leaseMs, 'the wall clock lags true time');
+  assert.throws(() => b.check(), StopTimePassedError, 'stopped on the monotonic clock, as without the step');
+  assert.ok(Math.abs(control.stopAtMs - b.stopAtMs) < 200, 'same stop time as an unstepped holder claimed at the same moment');
+  await b.release();
+  await control.release();
+});
+
+test('no code path deletes a lock item or puts a TTL on it', () => {
+  const root = path.resolve(__dirname, '..');
+  const offenders: string[] = [];
+  for (const dir of ['lib', 'lambda', 'local', 'bin']) {
+    const walk = (d: string): void => {
+      let entries: string[] = [];
+      try { entries = readdirSync(d); } catch { return; }
+      for (const f of entries) {
+        const p = path.join(d, f);
+        if (!f.includes('.')) walk(p);
+        else if (f.endsWith('.ts')) {
+          const text = readFileSync(p, 'utf8');
+          if (/DeleteCommand|DeleteItemCommand|DeleteRequest|UpdateTimeToLive|timeToLiveAttribute/.test(text)) offenders.push(path.relative(root, p));
+        }
+      }
+    };
+    walk(path.join(root, dir));
+  }
+  assert.deepEqual(offenders, [], 'no DynamoDB delete and no TTL anywhere in runtime code');
+});

@@ -1,0 +1,34 @@
+/**
+ * `npm test`: start one embedded stack (DynamoDB Local + local S3) for the whole run, then run every
+ * test file with Node's built-in test runner against it, and stop the stack. The runner's own summary and
+ * exit code are what CI reads.
+ */
+import { spawn } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
+import { startEmbeddedStack } from '../local/stack';
+
+async function main(): Promise<number> {
+  const dir = __dirname;
+  const only = process.argv.slice(2);
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.test.ts'))
+    .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
+    .sort()
+    .map((f) => path.join(dir, f));
+  const started = performance.now();
+  const stack = await startEmbeddedStack();
+  process.stderr.write(`test stack up in ${((performance.now() - started) / 1000).toFixed(1)} s: ${stack.endpoints.dynamodb} ${stack.endpoints.s3}\n`);
+  try {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], {
+      stdio: 'inherit',
+      env: { ...process.env, FENCEPOST_TEST_DYNAMODB: stack.endpoints.dynamodb, FENCEPOST_TEST_S3: stack.endpoints.s3, NODE_NO_WARNINGS: '1' },
+    });
+    const code: number = await new Promise((resolve) => child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0))));
+    return code;
+  } finally {
+    await stack.stop();
+  }
+}
+
+main().then((code) => { process.exitCode = code; }, (err) => { console.error(err); process.exitCode = 1; });

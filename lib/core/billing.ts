@@ -128,7 +128,10 @@ export async function runBilling(deps: BillingDeps, run: BillingRun): Promise<Bi
       lease.check();
       await afterCheck({ step: 'chunk-commit', chunk });
       const { first, end } = chunkRange(plan, chunk);
-      await manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, invoices: end - first });
+      await manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, invoices: end - first }).catch((err) => {
+        if (err instanceof FencedOutError) deps.events.emit('commit-rejected', { token: lease.token, chunk, fence: err.fence });
+        throw err;
+      });
       await fence.markChunkDone(fenceDeps, jobId, lease.token, chunk);
       summary.chunksCommitted++;
       deps.events.emit('chunk-committed', { token: lease.token, chunk, key: object.key });

@@ -15,6 +15,7 @@ export type EventName =
   | 'batch-committed'
   | 'batch-rejected'
   | 'chunk-committed'
+  | 'commit-rejected'
   | 'completed'
   | 'already-done'
   | 'released';

@@ -130,7 +130,7 @@ export async function writeBatch(deps: FenceDeps, jobId: string, token: number, 
     try {
       await deps.ddb.send(
         new TransactWriteCommand({
-          ClientRequestToken: requestToken(jobId, token, pending),
+          ClientRequestToken: requestToken(deps, jobId, token, pending),
           TransactItems: [
             guard(deps.jobs, jobId, token),
             ...pending.map((inv) => ({
@@ -168,9 +168,12 @@ export async function writeBatch(deps: FenceDeps, jobId: string, token: number, 
   return { recorded: 0, alreadyRecorded, transactions };
 }
 
-/** Same request, same token; a different set of puts, a different token (DynamoDB rejects a reused token otherwise). */
-function requestToken(jobId: string, token: number, batch: readonly Invoice[]): string {
-  const h = createHash('sha256').update(`${jobId}|${token}`);
+/**
+ * Same request, same ClientRequestToken; any other request, another one. DynamoDB scopes the token to the account,
+ * not the table, and rejects a reused token with other parameters, so the tables are part of it.
+ */
+function requestToken(deps: FenceDeps, jobId: string, token: number, batch: readonly Invoice[]): string {
+  const h = createHash('sha256').update(`${deps.jobs}|${deps.invoices}|${jobId}|${token}`);
   for (const inv of batch) h.update(`|${inv.pk}`);
   return h.digest('hex').slice(0, 36);
 }

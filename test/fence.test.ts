@@ -1,0 +1,100 @@
+/** The fence on the job row, on real DynamoDB Local (Parts 4, 5, 6). */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { systemClock } from '../lib/core/clock';
+import { AlreadyDoneError, FencedOutError } from '../lib/core/errors';
+import * as fence from '../lib/core/fence';
+import { chunkBatches, type NightPlan } from '../lib/core/invoices';
+import { Attr, CLAIM_SHARD, JOB_TABLE, Keys } from '../lib/core/schema';
+import { namespace, type Namespace } from './support/stack';
+
+const DATE = '2026-09-28';
+const JOB = Keys.job(DATE);
+const plan: NightPlan = { date: DATE, invoices: 1_000, chunkSize: 500, putsPerTransaction: 99 };
+
+function fenceDeps(ns: Namespace): fence.FenceDeps {
+  return { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+}
+
+async function invoiceTokens(ns: Namespace): Promise<Map<string, number>> {
+  const out = await ns.clients.ddb.send(new ScanCommand({ TableName: ns.tables.invoices, ConsistentRead: true }));
+  return new Map((out.Items ?? []).map((i) => [String(i[Attr.pk]), Number(i[Attr.token])]));
+}
+
+async function indexedRows(ns: Namespace): Promise<string[]> {
+  const out = await ns.clients.ddb.send(new QueryCommand({
+    TableName: ns.tables.jobs, IndexName: JOB_TABLE.sparseIndex!.name,
+    KeyConditionExpression: `${Attr.claimShard} = :s`, ExpressionAttributeValues: { ':s': CLAIM_SHARD },
+  }));
+  return (out.Items ?? []).map((r) => String(r[Attr.pk]));
+}
+
+test('equal token accepted (the holder writes many times); lower token rejected with nothing written; higher token moves the fence', async () => {
+  const ns = await namespace();
+  const d = fenceDeps(ns);
+  const [b0, b1, b2, b3] = [...chunkBatches(plan, 0)];
+  await fence.raise(d, JOB, 7, 'A', 2);
+  assert.equal((await fence.writeBatch(d, JOB, 7, b0)).recorded, 99);
+  assert.equal((await fence.writeBatch(d, JOB, 7, b1)).recorded, 99, 'equal token: the current holder, accepted again');
+
+  const old = await fence.raise(d, JOB, 12, 'B', 2);
+  assert.equal(old?.fence, 7, 'the raise returns the old row');
+  assert.equal((await fence.readJob(d, JOB))?.fence, 12, 'a higher token moves the fence');
+
+  await assert.rejects(fence.writeBatch(d, JOB, 7, b2), (err) => err instanceof FencedOutError && err.fence === 12 && err.token === 7);
+  const tokens = await invoiceTokens(ns);
+  assert.equal(tokens.size, 198, 'the refused transaction wrote nothing');
+  assert.ok(b2.every((inv) => !tokens.has(inv.pk)));
+
+  assert.equal((await fence.writeBatch(d, JOB, 12, b3)).recorded, 99);
+  await assert.rejects(fence.raise(d, JOB, 11, 'Z', 2), FencedOutError, 'a lower raise is refused');
+});
+
+test('a takeover that redoes a chunk whose first batches an earlier holder committed records each invoice once', async () => {
+  const ns = await namespace();
+  const d = fenceDeps(ns);
+  const batches = [...chunkBatches(plan, 0)];
+  await fence.raise(d, JOB, 1, 'A', 2);
+  await fence.writeBatch(d, JOB, 1, batches[0]);
+  await fence.writeBatch(d, JOB, 1, batches[1]);
+  // A stops mid-chunk; B takes over and redoes the whole chunk.
+  await fence.raise(d, JOB, 2, 'B', 2);
+  let recorded = 0;
+  let already = 0;
+  for (const b of batches) {
+    const r = await fence.writeBatch(d, JOB, 2, b);
+    recorded += r.recorded;
+    already += r.alreadyRecorded;
+  }
+  assert.equal(already, 198, 'the puts A had landed were refused by attribute_not_exists, not written again');
+  assert.equal(recorded, 500 - 198);
+  const tokens = await invoiceTokens(ns);
+  assert.equal(tokens.size, 500, 'each invoice of the chunk exactly once');
+  assert.equal([...tokens.values()].filter((t) => t === 1).length, 198, 'A\'s invoices kept A\'s token');
+});
+
+test('the claim marker is findable: the raise puts the row in the sparse index, complete takes it out', async () => {
+  const ns = await namespace();
+  const d = fenceDeps(ns);
+  await fence.raise(d, JOB, 3, 'A', 1);
+  assert.deepEqual(await indexedRows(ns), [JOB]);
+  await fence.markChunkDone(d, JOB, 3, 0);
+  assert.deepEqual([...((await fence.readJob(d, JOB))?.chunks_done ?? [])], [0]);
+  await fence.complete(d, JOB, 3);
+  assert.deepEqual(await indexedRows(ns), [], 'DONE leaves the index');
+  const row = await fence.readJob(d, JOB);
+  assert.equal(row?.state, 'DONE');
+  assert.equal(row?.claim_shard, undefined);
+  await assert.rejects(fence.raise(d, JOB, 4, 'B', 1), AlreadyDoneError, 'a DONE job is not reopened, even by a higher token');
+});
+
+test('complete and progress need the fence to still be ours', async () => {
+  const ns = await namespace();
+  const d = fenceDeps(ns);
+  await fence.raise(d, JOB, 1, 'A', 1);
+  await fence.raise(d, JOB, 2, 'B', 1);
+  await assert.rejects(fence.markChunkDone(d, JOB, 1, 0), FencedOutError);
+  await assert.rejects(fence.complete(d, JOB, 1), FencedOutError);
+  assert.equal((await fence.readJob(d, JOB))?.state, 'RUNNING');
+});

@@ -10,15 +10,15 @@
  *    child of Node) that notices within 0.5 s that it has been re-parented, then kills the JVM (TERM, KILL after 3 s).
  *    Process identity is checked by pid + start time, so a recycled pid is never hit.
  *  - Each instance also writes a pid file under `os.tmpdir()/fencepost-dynamodb-local/`; `reapOrphans()` (run at the
- *    start of every `startDynamoDbLocal`) kills recorded JVMs whose parent is gone, after checking
- *    /proc/<pid>/cmdline names DynamoDBLocal.jar, and deletes stale pid files.
+ *    start of every `startDynamoDbLocal`) kills recorded JVMs whose parent is gone, after checking that
+ *    /proc/<pid>/cmdline names DynamoDBLocal.jar (and the recorded jar and port), and deletes stale pid files.
  *
  * Network: DynamoDB Local 3.x has no bind-address option (Jetty `new Server(port)`), so the JVM LISTENS ON ALL
  * INTERFACES; `host` only chooses the address we check and put in `endpoint`. Telemetry is off (`-disableTelemetry`
  * and DDB_LOCAL_TELEMETRY=0). The Java binary is `$FENCEPOST_JAVA` if set, else `java` on PATH.
  * Linux-first: the watchdog and reaper read /proc (without /proc the watchdog falls back to `kill -0`).
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -118,7 +118,11 @@ interface PidFile {
   readonly startedAt: string;
 }
 
-const isDynamoDbLocal = (pid: number) => cmdlineOf(pid).includes('DynamoDBLocal.jar');
+/** The recorded JVM is still running: its command line names DynamoDBLocal.jar, the recorded jar and port. */
+function isRecordedJvm(rec: PidFile): boolean {
+  const cmd = cmdlineOf(rec.javaPid);
+  return cmd.includes('DynamoDBLocal.jar') && cmd.includes(rec.jar) && cmd.includes(`-port ${rec.port} `);
+}
 
 /** Kills recorded DynamoDB Local JVMs whose parent is gone and removes stale pid files. Returns how many it killed. */
 export async function reapOrphans(): Promise<number> {
@@ -138,12 +142,12 @@ export async function reapOrphans(): Promise<number> {
       fs.rmSync(file, { force: true }); // half-written or garbage
       continue;
     }
-    if (isDynamoDbLocal(rec.javaPid)) {
+    if (isRecordedJvm(rec)) {
       // Still parented by the recorded pid, and that pid alive: it belongs to a running process. Leave it.
       if (ppidOf(rec.javaPid) === rec.parentPid && isAlive(rec.parentPid)) continue;
       signal(rec.javaPid, 'SIGTERM');
-      for (let waited = 0; waited < KILL_GRACE_MS && isDynamoDbLocal(rec.javaPid); waited += 100) await sleep(100);
-      if (isDynamoDbLocal(rec.javaPid)) signal(rec.javaPid, 'SIGKILL');
+      for (let waited = 0; waited < KILL_GRACE_MS && isRecordedJvm(rec); waited += 100) await sleep(100);
+      if (isRecordedJvm(rec)) signal(rec.javaPid, 'SIGKILL');
       killed++;
     }
     fs.rmSync(file, { force: true });
@@ -182,11 +186,7 @@ done`;
 
 // ---------------------------------------------------------------- exit / signal cleanup
 
-interface Running {
-  readonly java: ChildProcess;
-  killNow(): void;
-}
-const running = new Set<Running>();
+const running = new Set<{ killNow(): void }>();
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 
 function killAllNow(): void {
@@ -293,12 +293,13 @@ async function launch(java: string, dir: string, jar: string, host: string, port
   });
   const exited = new Promise<void>((resolve) => {
     if (child.pid === undefined) resolve();
-    child.once('exit', () => resolve());
+    child.once('close', () => resolve()); // after 'exit' and after its output has been read
     child.once('error', () => resolve());
   });
   let spawnError: Error | undefined;
   child.once('error', (e) => (spawnError = e));
   const lastLines: string[] = [];
+  let bindFailed = false;
   for (const stream of [child.stdout, child.stderr]) {
     let partial = '';
     stream?.setEncoding('utf8');
@@ -307,7 +308,8 @@ async function launch(java: string, dir: string, jar: string, host: string, port
       partial = lines.pop() ?? '';
       for (const line of lines.filter((l) => l.trim())) {
         lastLines.push(line);
-        if (lastLines.length > 15) lastLines.shift();
+        if (lastLines.length > 10) lastLines.shift();
+        bindFailed ||= BIND_FAILURE.test(line);
         options.log?.(line);
       }
     });
@@ -335,7 +337,7 @@ async function launch(java: string, dir: string, jar: string, host: string, port
   for (const s of [child.stdout, child.stderr]) (s as unknown as net.Socket | null)?.unref();
 
   let stopping: Promise<void> | undefined;
-  const entry: Running = { java: child, killNow: () => child.exitCode === null && child.signalCode === null && signal(pid, 'SIGTERM') };
+  const entry = { killNow: () => child.exitCode === null && child.signalCode === null && signal(pid, 'SIGTERM') };
   if (running.size === 0) installHandlers();
   running.add(entry);
   const forget = () => {
@@ -369,29 +371,29 @@ async function launch(java: string, dir: string, jar: string, host: string, port
     region: 'us-east-1',
     credentials: { accessKeyId: 'fencepost', secretAccessKey: 'fencepost' },
     maxAttempts: 1,
-    requestHandler: { connectionTimeout: 1000, requestTimeout: 2000 },
+    requestHandler: { connectionTimeout: 1000, requestTimeout: 2000, throwOnRequestTimeout: true },
   });
   const output = () => (lastLines.length ? lastLines.join(' | ') : '(no output)');
+  const jvmGone = exited.then(() => 'exited' as const);
   try {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      if (child.exitCode !== null || child.signalCode !== null) {
-        await exited;
-        if (BIND_FAILURE.test(lastLines.join('\n'))) {
+      // Each attempt is bounded and loses to the JVM's exit, so a silent listener on the port cannot hang us.
+      const abortSignal = AbortSignal.timeout(Math.max(1, Math.min(2000, deadline - Date.now())));
+      const attempt = client.send(new ListTablesCommand({ Limit: 1 }), { abortSignal }).then(() => 'ready' as const, () => 'retry' as const);
+      const outcome = await Promise.race([attempt, jvmGone]);
+      if (outcome === 'ready') break;
+      if (outcome === 'exited') {
+        if (bindFailed) {
           const msg = `DynamoDB Local: port ${port} on ${host} is already in use`;
           throw options.port ? new InfrastructureError(msg) : new PortTakenError(msg);
         }
-        throw new InfrastructureError(`DynamoDB Local exited (code ${child.exitCode ?? child.signalCode}) before answering; last output: ${output()}`);
+        throw new InfrastructureError(`DynamoDB Local exited (${child.exitCode ?? child.signalCode}) before answering; last output: ${output()}`);
       }
-      try {
-        await client.send(new ListTablesCommand({ Limit: 1 }));
-        break;
-      } catch {
-        if (Date.now() >= deadline) {
-          throw new InfrastructureError(`DynamoDB Local did not answer on ${endpoint} within ${timeoutMs} ms; last output: ${output()}`);
-        }
-        await sleep(100);
+      if (Date.now() >= deadline) {
+        throw new InfrastructureError(`DynamoDB Local did not answer on ${endpoint} within ${timeoutMs} ms; last output: ${output()}`);
       }
+      await sleep(100);
     }
   } catch (e) {
     await stop();

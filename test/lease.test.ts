@@ -106,7 +106,8 @@ test('no code path deletes a lock item or puts a TTL on it', () => {
         const p = path.join(d, f);
         if (!f.includes('.')) walk(p);
         else if (f.endsWith('.ts')) {
-          const text = readFileSync(p, 'utf8');
+          // Code only: a comment may well say why there is no TTL.
+          const text = readFileSync(p, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
           if (/DeleteCommand|DeleteItemCommand|DeleteRequest|UpdateTimeToLive|timeToLiveAttribute/.test(text)) offenders.push(path.relative(root, p));
         }
       }

@@ -68,11 +68,116 @@ export interface BillingSummary {
   reason?: string;
 }
 
+/** What the raise learned: the chunks still to do (from the old row's progress) and the manifest writer. */
+export interface RaisedNight {
+  readonly chunksToDo: number[];
+  readonly manifest: ManifestWriter;
+  readonly previousFence: number | undefined;
+}
+
+export interface ChunkResult {
+  readonly recorded: number;
+  readonly alreadyRecorded: number;
+  readonly transactions: number;
+}
+
+function planOf(date: string, config: BillingConfig): NightPlan {
+  return { date, invoices: config.invoices, chunkSize: config.chunkSize, putsPerTransaction: config.putsPerTransaction };
+}
+
+function fenceDepsOf(deps: BillingDeps): fence.FenceDeps {
+  return { ddb: deps.ddb, jobs: deps.tables.jobs, invoices: deps.tables.invoices, clock: deps.clock };
+}
+
+function manifestDepsOf(deps: BillingDeps) {
+  return { s3: deps.s3, bucket: deps.bucket, clock: deps.clock };
+}
+
+/**
+ * Raise the fence first (Part 4): the job row, then the manifest, before reading or writing anything else.
+ * Throws AlreadyDoneError for a DONE night and FencedOutError if a higher token got there first.
+ */
+export async function raiseNight(deps: BillingDeps, lease: Lease, date: string, config: BillingConfig): Promise<RaisedNight> {
+  const plan = planOf(date, config);
+  lease.check();
+  const old = await fence.raise(fenceDepsOf(deps), Keys.job(date), lease.token, lease.holder, chunkCount(plan));
+  deps.events.emit('fence-raised', { token: lease.token, previousFence: old?.fence, previousState: old?.state });
+  lease.check();
+  const { writer } = await ManifestWriter.raise(manifestDepsOf(deps), date, Keys.job(date), lease.token);
+  deps.events.emit('manifest-raised', { token: lease.token });
+  const done = old?.chunks_done ?? new Set<number>();
+  const chunksToDo = Array.from({ length: chunkCount(plan) }, (_, c) => c).filter((c) => !done.has(c));
+  return { chunksToDo, manifest: writer, previousFence: old?.fence };
+}
+
+/** A writer for the manifest a holder raised in another process (the workflow's chunk Lambdas). */
+export function resumeManifest(deps: BillingDeps, date: string, token: number): ManifestWriter {
+  return ManifestWriter.resume(manifestDepsOf(deps), date, Keys.job(date), token);
+}
+
+/**
+ * One chunk: fenced batches (check before each), the chunk object under our token's key, the manifest commit
+ * (If-Match), then the chunk is marked done on the job row. Safe to redo: recorded invoices are refused by
+ * attribute_not_exists and counted as already recorded; the object and the manifest entry are rewritten.
+ */
+export async function billChunk(
+  deps: BillingDeps, lease: Lease, manifest: ManifestWriter, date: string, config: BillingConfig, chunk: number, hooks?: BillingHooks,
+): Promise<ChunkResult> {
+  const plan = planOf(date, config);
+  const jobId = Keys.job(date);
+  const fenceDeps = fenceDepsOf(deps);
+  let recorded = 0;
+  let alreadyRecorded = 0;
+  let transactions = 0;
+  let batchNo = 0;
+  for (const batch of chunkBatches(plan, chunk)) {
+    lease.check();
+    await hooks?.afterCheck?.({ step: 'batch', chunk, batch: batchNo });
+    const r = await fence.writeBatch(fenceDeps, jobId, lease.token, batch).catch((err) => {
+      if (err instanceof FencedOutError) deps.events.emit('batch-rejected', { token: lease.token, chunk, batch: batchNo, fence: err.fence });
+      throw err;
+    });
+    recorded += r.recorded;
+    alreadyRecorded += r.alreadyRecorded;
+    transactions += r.transactions;
+    deps.events.emit('batch-committed', { token: lease.token, chunk, batch: batchNo, recorded: r.recorded, alreadyRecorded: r.alreadyRecorded, first: batch[0].index });
+    batchNo++;
+  }
+  lease.check();
+  const object = await manifest.putChunkObject(chunk, [...renderChunkLines(plan, chunk, lease.token)].join(''));
+  lease.check();
+  await hooks?.afterCheck?.({ step: 'chunk-commit', chunk });
+  const { first, end } = chunkRange(plan, chunk);
+  await manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, invoices: end - first }).catch((err) => {
+    if (err instanceof FencedOutError) deps.events.emit('commit-rejected', { token: lease.token, chunk, fence: err.fence });
+    throw err;
+  });
+  await fence.markChunkDone(fenceDeps, jobId, lease.token, chunk);
+  deps.events.emit('chunk-committed', { token: lease.token, chunk, key: object.key, recorded, alreadyRecorded });
+  return { recorded, alreadyRecorded, transactions };
+}
+
+/** Complete: the manifest first, then the job row, which is the authority for DONE (it leaves the sparse index). */
+export async function completeNight(deps: BillingDeps, lease: Lease, manifest: ManifestWriter, date: string, hooks?: BillingHooks): Promise<void> {
+  lease.check();
+  await hooks?.afterCheck?.({ step: 'complete' });
+  await manifest.markDone();
+  await fence.complete(fenceDepsOf(deps), Keys.job(date), lease.token);
+  deps.events.emit('completed', { token: lease.token, jobId: Keys.job(date) });
+}
+
+/** The outcome a holder reports for an error that means "stop, someone else owns the job"; undefined otherwise. */
+export function outcomeOf(err: unknown): Exclude<Outcome, 'completed'> | undefined {
+  if (err instanceof AlreadyDoneError) return 'already-done';
+  if (err instanceof FencedOutError) return 'fenced-out';
+  if (err instanceof LeaseLostError || err instanceof StopTimePassedError) return 'lost-lease';
+  return undefined;
+}
+
+/** The direct engine: the whole night in this process. The cloud workflow runs the same steps as Lambdas. */
 export async function runBilling(deps: BillingDeps, run: BillingRun): Promise<BillingSummary> {
   const started = deps.clock.monotonicMs();
   const jobId = Keys.job(run.date);
-  const plan: NightPlan = { date: run.date, invoices: run.config.invoices, chunkSize: run.config.chunkSize, putsPerTransaction: run.config.putsPerTransaction };
-  const fenceDeps = { ddb: deps.ddb, jobs: deps.tables.jobs, invoices: deps.tables.invoices, clock: deps.clock };
   const summary: BillingSummary = {
     jobId, worker: run.worker, token: undefined, outcome: 'completed',
     invoicesRecorded: 0, invoicesAlreadyRecorded: 0, transactions: 0, fencedRejections: 0, chunksCommitted: 0, seconds: 0,
@@ -83,87 +188,50 @@ export async function runBilling(deps: BillingDeps, run: BillingRun): Promise<Bi
     summary.seconds = Math.round(deps.clock.monotonicMs() - started) / 1000;
     return summary;
   };
-  const afterCheck = async (point: CheckPoint) => run.hooks?.afterCheck?.(point);
 
   // 0. A DONE night needs no lease: say so at once (a duplicate trigger after the run finished).
-  const before = await fence.readJob(fenceDeps, jobId);
+  const before = await fence.readJob(fenceDepsOf(deps), jobId);
   if (before?.state === 'DONE') {
     deps.events.emit('already-done', { jobId, fence: before.fence });
     return finish('already-done');
   }
 
-  // 1. claim the lease, clock-free
-  const lease: Lease = await claim({ ddb: deps.ddb, table: deps.tables.locks, clock: deps.clock, events: deps.events }, Keys.lock(run.date), run.worker, run.config);
+  // 1. claim the lease, clock-free; 4. renew from this process while working
+  const lease = await claim({ ddb: deps.ddb, table: deps.tables.locks, clock: deps.clock, events: deps.events }, Keys.lock(run.date), run.worker, run.config);
   summary.token = lease.token;
   lease.startHeartbeat();
   try {
-    // 2. raise the fence first: before reading or writing anything else (Part 4)
-    const old = await fence.raise(fenceDeps, jobId, lease.token, run.worker, chunkCount(plan));
-    deps.events.emit('fence-raised', { token: lease.token, previousFence: old?.fence, previousState: old?.state });
-
-    // 3. the same on S3
-    const { writer: manifest } = await ManifestWriter.raise({ s3: deps.s3, bucket: deps.bucket, clock: deps.clock }, run.date, jobId, lease.token);
-    deps.events.emit('manifest-raised', { token: lease.token });
-
+    // 2. + 3. raise the fence first, then the manifest
+    const night = await raiseNight(deps, lease, run.date, run.config);
     // 5. the chunks still to do
-    const done = old?.chunks_done ?? new Set<number>();
-    for (let chunk = 0; chunk < chunkCount(plan); chunk++) {
-      if (done.has(chunk)) continue;
-      let batchNo = 0;
-      for (const batch of chunkBatches(plan, chunk)) {
-        lease.check();
-        await afterCheck({ step: 'batch', chunk, batch: batchNo });
-        const r = await fence.writeBatch(fenceDeps, jobId, lease.token, batch).catch((err) => {
-          if (err instanceof FencedOutError) deps.events.emit('batch-rejected', { token: lease.token, chunk, batch: batchNo, fence: err.fence });
-          throw err;
-        });
-        summary.invoicesRecorded += r.recorded;
-        summary.invoicesAlreadyRecorded += r.alreadyRecorded;
-        summary.transactions += r.transactions;
-        deps.events.emit('batch-committed', { token: lease.token, chunk, batch: batchNo, recorded: r.recorded, alreadyRecorded: r.alreadyRecorded, first: batch[0].index });
-        batchNo++;
-      }
-      lease.check();
-      const object = await manifest.putChunkObject(chunk, [...renderChunkLines(plan, chunk, lease.token)].join(''));
-      lease.check();
-      await afterCheck({ step: 'chunk-commit', chunk });
-      const { first, end } = chunkRange(plan, chunk);
-      await manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, invoices: end - first }).catch((err) => {
-        if (err instanceof FencedOutError) deps.events.emit('commit-rejected', { token: lease.token, chunk, fence: err.fence });
-        throw err;
-      });
-      await fence.markChunkDone(fenceDeps, jobId, lease.token, chunk);
+    for (const chunk of night.chunksToDo) {
+      const r = await billChunk(deps, lease, night.manifest, run.date, run.config, chunk, run.hooks);
+      summary.invoicesRecorded += r.recorded;
+      summary.invoicesAlreadyRecorded += r.alreadyRecorded;
+      summary.transactions += r.transactions;
       summary.chunksCommitted++;
-      deps.events.emit('chunk-committed', { token: lease.token, chunk, key: object.key });
     }
-
-    // 6. complete: the manifest first, then the job row, which is the authority for DONE
-    lease.check();
-    await afterCheck({ step: 'complete' });
-    await manifest.markDone();
-    await fence.complete(fenceDeps, jobId, lease.token);
-    deps.events.emit('completed', { token: lease.token, jobId });
+    // 6. complete, then release
+    await completeNight(deps, lease, night.manifest, run.date, run.hooks);
     await lease.release();
     return finish('completed');
   } catch (err) {
-    await lease.stopHeartbeat();
-    if (err instanceof AlreadyDoneError) {
-      await lease.release();
-      deps.events.emit('already-done', { jobId, fence: err.fence });
-      return finish('already-done');
-    }
-    if (err instanceof FencedOutError) {
-      // Lost the lock: stop and discard local state (Part 4). Releasing would fail anyway if the lease moved on.
-      summary.fencedRejections++;
-      await lease.release().catch(() => false);
-      return finish('fenced-out', err.message);
-    }
-    if (err instanceof LeaseLostError || err instanceof StopTimePassedError) {
-      await lease.release().catch(() => false);
-      return finish('lost-lease', err.message);
-    }
-    // Anything else: give the lease back conditionally so the next run need not wait it out, and fail loudly.
-    await lease.release().catch(() => false);
+    const outcome = outcomeOf(err);
+    if (outcome === 'fenced-out') summary.fencedRejections++;
+    if (outcome === 'already-done') deps.events.emit('already-done', { jobId, fence: (err as AlreadyDoneError).fence });
+    // Lost, fenced or done: stop and discard local state (Part 4). Anything else: fail loudly. Either way give the
+    // lease back conditionally, so the next holder need not wait it out; it changes nothing if it moved on.
+    await releaseQuietly(lease, deps.events);
+    if (outcome) return finish(outcome, outcome === 'already-done' ? undefined : (err as Error).message);
     throw err;
+  }
+}
+
+/** A release during cleanup must not hide the error that led to it, but its own failure is reported, not dropped. */
+export async function releaseQuietly(lease: Lease, events: Events): Promise<void> {
+  try {
+    await lease.release();
+  } catch (err) {
+    events.emit('release-failed', { token: lease.token, error: (err as Error).name, message: (err as Error).message });
   }
 }

@@ -18,7 +18,8 @@ export type EventName =
   | 'commit-rejected'
   | 'completed'
   | 'already-done'
-  | 'released';
+  | 'released'
+  | 'release-failed';
 
 export interface FencepostEvent {
   readonly event: EventName;

@@ -47,6 +47,60 @@ export async function observe(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: strin
   return out.Item as LockItem | undefined;
 }
 
+/** What a claimant saw, and how long it must wait before claiming: a full lease if anyone holds it (Part 5). */
+export interface Sighting {
+  readonly holder?: string;
+  readonly epoch?: number;
+  /** The rvn seen; the claim is conditional on it being unchanged. Absent when the lock was free. */
+  readonly seenRvn?: string;
+  /** 0 when the lock is free; otherwise the holder's declared lease, to be waited on the claimant's own timer. */
+  readonly waitMs: number;
+}
+
+export async function sight(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: string, config: Pick<LeaseConfig, 'leaseMs'>): Promise<Sighting> {
+  const seen = await observe(deps, key);
+  if (seen?.holder === undefined) return { epoch: seen?.epoch, waitMs: 0 };
+  return { holder: seen.holder, epoch: seen.epoch, seenRvn: seen.rvn, waitMs: seen.lease_ms ?? config.leaseMs };
+}
+
+/**
+ * One claim attempt, made after the sighting's wait (the caller waits: a monotonic sleep here, a Step Functions
+ * Wait state in the cloud). Condition: still free, or rvn unchanged since the sighting. Returns the new epoch, or
+ * undefined if someone claimed, renewed or released in between.
+ *
+ * `claimRvn` is the rvn this claim writes. A retry that passes the same one (the workflow derives it from the
+ * execution and the sighting) and finds it in the item knows its first try landed and its response was lost,
+ * and takes that epoch; the caller must renew before acting on it. Finding only our holder name is not enough:
+ * a zombie of an earlier run under the same name would then share our token.
+ */
+export async function tryClaim(
+  deps: Pick<LeaseDeps, 'ddb' | 'table' | 'clock'>, key: string, holder: string, config: Pick<LeaseConfig, 'leaseMs'>, sighting: Sighting,
+  claimRvn: string = newRvn(),
+): Promise<number | undefined> {
+  try {
+    const out = await deps.ddb.send(
+      new UpdateCommand({
+        TableName: deps.table,
+        Key: { [Attr.pk]: key },
+        ConditionExpression: sighting.seenRvn === undefined ? isFree : rvnUnchanged,
+        UpdateExpression: `SET ${Attr.holder} = :me, ${Attr.leaseMs} = :lease, ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall, ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :one`,
+        ExpressionAttributeValues: {
+          ...(sighting.seenRvn === undefined ? {} : { ':seen': sighting.seenRvn }),
+          ':me': holder, ':lease': config.leaseMs, ':rvn': claimRvn, ':wall': wallIso(deps.clock), ':zero': 0, ':one': 1,
+        },
+        ReturnValues: 'ALL_NEW',
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+      }),
+    );
+    return Number(out.Attributes?.[Attr.epoch]);
+  } catch (err) {
+    if (!isConditionalCheckFailed(err)) throw err;
+    const current = failedItem(err);
+    const landed = current?.[Attr.holder] === holder && current?.[Attr.rvn] === claimRvn;
+    return landed ? Number(current[Attr.epoch]) : undefined;
+  }
+}
+
 /**
  * Claim the lease, clock-free (Part 5):
  *   1. observe the lock item;
@@ -57,45 +111,29 @@ export async function observe(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: strin
  */
 export async function claim(deps: LeaseDeps, key: string, holder: string, config: LeaseConfig): Promise<Lease> {
   for (let attempt = 1; attempt <= config.claimBudget; attempt++) {
-    // 1. observe
-    const seen = await observe(deps, key);
-    const held = seen?.holder !== undefined;
-    // 3. a holder is recorded: wait out a full lease (the one it declared) on our own monotonic clock.
-    const waitMs = held ? (seen.lease_ms ?? config.leaseMs) : 0;
-    deps.events.emit('observe', { key, holder: seen?.holder, epoch: seen?.epoch, rvn: seen?.rvn, waitMs, attempt });
-
-    let condition = isFree;
-    const values: Record<string, unknown> = {};
-    if (held) {
-      await deps.clock.sleep(waitMs);
-      condition = rvnUnchanged;
-      values[':seen'] = seen.rvn;
-    }
-
-    // 2./3. claim. sent_at is read BEFORE the request: the stop time must not start later than the grant (Part 2).
+    const sighting = await sight(deps, key, config); // 1.
+    deps.events.emit('observe', { key, holder: sighting.holder, epoch: sighting.epoch, rvn: sighting.seenRvn, waitMs: sighting.waitMs, attempt });
+    if (sighting.waitMs > 0) await deps.clock.sleep(sighting.waitMs); // 3. wait on our own monotonic clock
+    // sent_at is read BEFORE the request: the stop time must not start later than the grant (Part 2).
     const sentAt = deps.clock.monotonicMs();
-    try {
-      const out = await deps.ddb.send(
-        new UpdateCommand({
-          TableName: deps.table,
-          Key: { [Attr.pk]: key },
-          ConditionExpression: condition,
-          UpdateExpression: `SET ${Attr.holder} = :me, ${Attr.leaseMs} = :lease, ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall, ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :one`,
-          ExpressionAttributeValues: { ...values, ':me': holder, ':lease': config.leaseMs, ':rvn': newRvn(), ':wall': wallIso(deps.clock), ':zero': 0, ':one': 1 },
-          ReturnValues: 'ALL_NEW',
-        }),
-      );
-      const epoch = Number(out.Attributes?.[Attr.epoch]);
-      const lease = new Lease(deps, key, holder, epoch, config, sentAt);
-      deps.events.emit('claim', { key, token: epoch, attempt, stopAtMs: Math.round(lease.stopAtMs) });
-      return lease;
-    } catch (err) {
-      // 4. someone else claimed, renewed or released in between: look again.
-      if (!isConditionalCheckFailed(err)) throw err;
-    }
+    const epoch = await tryClaim(deps, key, holder, config, sighting); // 2./3.
+    if (epoch === undefined) continue; // 4.
+    const lease = new Lease(deps, key, holder, epoch, config, sentAt);
+    deps.events.emit('claim', { key, token: epoch, attempt, waitedMs: sighting.waitMs, stopAtMs: Math.round(lease.stopAtMs) });
+    return lease;
   }
   const last = await observe(deps, key);
   throw new ClaimBudgetExhaustedError(key, config.claimBudget, last?.holder);
+}
+
+/**
+ * Take up a lease claimed earlier, in another process (the next Lambda of the workflow): renew FIRST, and compute
+ * this process's own stop time from that renewal. A stop time never crosses a process boundary (design §5).
+ */
+export async function resume(deps: LeaseDeps, key: string, holder: string, token: number, config: LeaseConfig): Promise<Lease> {
+  const lease = new Lease(deps, key, holder, token, config, -Infinity); // no stop time until the renewal lands
+  await lease.renew();
+  return lease;
 }
 
 /** A held lease: the token to write with, the stop time, renewals, and the conditional release. */

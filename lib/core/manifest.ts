@@ -73,9 +73,17 @@ export class ManifestWriter {
       token,
       state: 'RUNNING',
       chunks: current?.chunks ?? {},
-      raisedBy: [...(current?.raisedBy ?? []), { token, at: wallIso(deps.clock) }],
+      raisedBy: current?.raisedBy.at(-1)?.token === token ? current.raisedBy : [...(current?.raisedBy ?? []), { token, at: wallIso(deps.clock) }],
     }), true);
     return { writer, body };
+  }
+
+  /**
+   * A writer for a holder that raised the manifest in another process (the workflow's next Lambda). It knows no
+   * ETag yet, so its first commit reads the manifest and refuses to go on unless it still carries our token.
+   */
+  static resume(deps: ManifestDeps, date: string, jobId: string, token: number): ManifestWriter {
+    return new ManifestWriter(deps, date, jobId, token);
   }
 
   /** Write a chunk's object under our token's key. Nobody else writes this key, so no condition is needed. */

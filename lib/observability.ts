@@ -1,0 +1,24 @@
+/**
+ * The names the Lambdas publish (CloudWatch embedded metric format, via Powertools Metrics) and the alarms and
+ * the dashboard read. One list, so a renamed metric cannot silently orphan its alarm.
+ */
+export const METRICS_NAMESPACE = 'Fencepost';
+export const SERVICE_NAME = 'fencepost-billing';
+
+export const Metric = {
+  /** A write refused by the fence (DynamoDB ConditionCheck or S3 412): a holder lost the lock (Part 4). */
+  fencedRejections: 'FencedRejections',
+  /** A holder found its lease gone (renewal condition failed, or its stop time passed). */
+  leaseLost: 'LeaseLost',
+  invoicesRecorded: 'InvoicesRecorded',
+  invoicesAlreadyRecorded: 'InvoicesAlreadyRecorded',
+  /** Milliseconds a claimant waited out a live-looking lease before claiming (the clock-free wait). */
+  takeoverWaitMs: 'TakeoverWaitMs',
+  /** Estimated |offset| of the Lambda's wall clock from AWS's, and the estimate's error bound (docs/CLOCK.md). */
+  clockOffsetMs: 'ClockOffsetMs',
+  clockOffsetErrorMs: 'ClockOffsetErrorMs',
+  chunksCommitted: 'ChunksCommitted',
+  runsCompleted: 'RunsCompleted',
+  runsAlreadyDone: 'RunsAlreadyDone',
+  runsLost: 'RunsLost',
+} as const;

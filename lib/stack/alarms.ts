@@ -1,0 +1,213 @@
+/**
+ * Alarms, their topic and the dashboard (ARCHITECTURE.md section 6; docs/ALARMS.md says what to do for each).
+ *
+ * None of these keep the data safe: the fence does (Part 4). They tell a person that the assumptions the lease
+ * leans on are failing (clock offset eating the margin, zombies being fenced, contention), or that the night
+ * will not be DONE in time (failed executions, undelivered starts, no completed run by the deadline).
+ *
+ * App metrics are read by the names in lib/observability.ts, with the `service` dimension Powertools adds.
+ */
+import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
+import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../observability';
+
+export interface FencepostAlarmsProps {
+  readonly locks: dynamodb.ITable;
+  readonly jobs: dynamodb.ITable;
+  readonly stateMachine: sfn.IStateMachine;
+  /** The nightly schedule's dead-letter queue. */
+  readonly deadLetterQueue: sqs.IQueue;
+  /** Alarm above this estimated clock offset (ms); below the margin. */
+  readonly clockOffsetAlarmMs: number;
+  /** The lease margin (ms), drawn on the clock-offset graph for scale. */
+  readonly marginMs: number;
+  /** Alarm at this many fenced rejections in 5 minutes. */
+  readonly fencedRejectionsThreshold: number;
+  /** Alarm above this many ConditionalCheckFailedRequests on one table in 5 minutes. */
+  readonly conditionalCheckFailedThreshold: number;
+  /** Hour (0..23, in timeZone) by which the night must be DONE. */
+  readonly deadlineHour: number;
+  /** IANA time zone of the schedule and the deadline. */
+  readonly timeZone: string;
+  /** E-mail address subscribed to the topic. @default - no subscription */
+  readonly alarmEmail?: string;
+}
+
+export type AlarmName =
+  | 'clockOffset' | 'fencedRejections' | 'lockConditionalChecks' | 'jobConditionalChecks' | 'billingNotDone'
+  | 'executionsFailed' | 'executionsTimedOut' | 'executionsAborted' | 'scheduleDeadLetters';
+
+const FIVE_MINUTES = Duration.minutes(5);
+
+function appMetric(metricName: string, statistic: string, period: Duration = FIVE_MINUTES): cloudwatch.Metric {
+  return new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: SERVICE_NAME }, statistic, period });
+}
+
+export class FencepostAlarms extends Construct {
+  readonly topic: sns.Topic;
+  readonly key: kms.Key;
+  readonly alarms: Readonly<Record<AlarmName, cloudwatch.Alarm>>;
+  readonly dashboard: cloudwatch.Dashboard;
+
+  constructor(scope: Construct, id: string, props: FencepostAlarmsProps) {
+    super(scope, id);
+    const stack = Stack.of(this);
+
+    // A customer managed key, because CloudWatch cannot publish to a topic under the AWS managed SNS key (its key
+    // policy can't grant cloudwatch.amazonaws.com). The topic holds no data after delivery: destroy with the stack.
+    this.key = new kms.Key(this, 'TopicKey', {
+      description: 'Fencepost alarm topic encryption',
+      enableKeyRotation: true,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    this.topic = new sns.Topic(this, 'Topic', { displayName: 'Fencepost alarms', masterKey: this.key, enforceSSL: true });
+    const cloudwatchAlarms = new iam.ServicePrincipal('cloudwatch.amazonaws.com');
+    const fromThisAccountsAlarms = {
+      StringEquals: { 'aws:SourceAccount': stack.account },
+      ArnLike: { 'aws:SourceArn': stack.formatArn({ service: 'cloudwatch', resource: 'alarm', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME }) },
+    };
+    this.key.addToResourcePolicy(new iam.PolicyStatement({
+      principals: [cloudwatchAlarms], actions: ['kms:Decrypt', 'kms:GenerateDataKey*'], resources: ['*'], conditions: fromThisAccountsAlarms,
+    }));
+    this.topic.addToResourcePolicy(new iam.PolicyStatement({
+      principals: [cloudwatchAlarms], actions: ['sns:Publish'], resources: [this.topic.topicArn], conditions: fromThisAccountsAlarms,
+    }));
+    if (props.alarmEmail) this.topic.addSubscription(new subscriptions.EmailSubscription(props.alarmEmail));
+
+    const alarm = (name: string, p: cloudwatch.AlarmProps): cloudwatch.Alarm => {
+      const a = new cloudwatch.Alarm(this, name, p);
+      a.addAlarmAction(new actions.SnsAction(this.topic));
+      return a;
+    };
+    const atLeast = (metric: cloudwatch.IMetric, threshold: number, alarmDescription: string): cloudwatch.AlarmProps => ({
+      metric, threshold, alarmDescription, evaluationPeriods: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    const above = (metric: cloudwatch.IMetric, threshold: number, alarmDescription: string): cloudwatch.AlarmProps => ({
+      ...atLeast(metric, threshold, alarmDescription), comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+    });
+    const conditionalChecks = (table: dynamodb.ITable, which: string, normal: string) => above(
+      table.metricConditionalCheckFailedRequests({ statistic: 'Sum', period: FIVE_MINUTES }),
+      props.conditionalCheckFailedThreshold,
+      `The ${which} table refused more than ${props.conditionalCheckFailedThreshold} conditional writes in 5 minutes. Some are normal (${normal}); `
+        + 'a rate above this means contention (several claimants or duplicate triggers) or a zombie storm (many holders acting on leases they lost). '
+        + 'Safety holds (the fence refused them); find who is writing: Fencepost dashboard, LeaseLost, FencedRejections, the executions list. See docs/ALARMS.md.',
+    );
+
+    const billingNotDone = alarm('BillingNotDone', {
+      metric: appMetric(Metric.runsCompleted, 'Sum', Duration.days(1)),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.BREACHING, // no datapoint at all is exactly "no run completed"
+      alarmDescription: `No billing run completed in the 24 hours ending at the ${props.deadlineHour}:00 ${props.timeZone} deadline: tonight's invoices are not DONE. `
+        + 'Check the billing state machine executions and the schedule DLQ, then start a run for the night by hand (a duplicate run is harmless: lease and fence). See docs/ALARMS.md.',
+    });
+    // Evaluated once a day, when a 1-day period closes. The period's "midnight" is placed at the deadline by the
+    // fixed UTC offset below, so the alarm looks at exactly the 24 hours that end at the deadline (docs/ALARMS.md).
+    (billingNotDone.node.defaultChild as cloudwatch.CfnAlarm).evaluationWindow = {
+      wallClockWindow: { timezone: deadlineWindowZone(props.timeZone, props.deadlineHour) },
+    };
+
+    const sm = props.stateMachine;
+    this.alarms = {
+      clockOffset: alarm('ClockOffset', above(appMetric(Metric.clockOffsetMs, 'Maximum'), props.clockOffsetAlarmMs,
+        `A Lambda's wall clock is more than ${props.clockOffsetAlarmMs} ms off AWS's time (estimate from response Date headers, docs/CLOCK.md). `
+        + `The lease margin (${props.marginMs} ms) absorbs clock error; this fires well before it is used up. Durations are timed on the monotonic clock, `
+        + 'so safety does not depend on it, but investigate the execution environment (NTP/chrony, a VM pause) before the offset nears the margin.')),
+      fencedRejections: alarm('FencedRejections', atLeast(appMetric(Metric.fencedRejections, 'Sum'), props.fencedRejectionsThreshold,
+        `At least ${props.fencedRejectionsThreshold} write(s) in 5 minutes were refused by the fence (a DynamoDB ConditionCheck or an S3 412): a holder kept acting after it lost its lease (a zombie, Part 4). `
+        + 'The fence worked and nothing was written twice; find why the holder overran its lease (long GC/freeze, throttling, a renewal path failing) via LeaseLost and the executions.')),
+      lockConditionalChecks: alarm('LockConditionalChecks', conditionalChecks(props.locks, 'lock',
+        "a waiting claimant's claim after its lease-long wait when the holder renewed, a duplicate trigger, a renewal after takeover")),
+      jobConditionalChecks: alarm('JobConditionalChecks', conditionalChecks(props.jobs, 'job',
+        'a duplicate trigger meeting a DONE job, a sweeper re-queue that lost a race to a new holder')),
+      billingNotDone,
+      executionsFailed: alarm('ExecutionsFailed', atLeast(sm.metricFailed({ period: FIVE_MINUTES }), 1,
+        'A billing execution failed (a lost lease ends quietly, so this is something else: a bug, a permission, a store error). '
+        + 'It released its lease conditionally. Read the execution history, fix the cause, start the night again (safe to re-run).')),
+      executionsTimedOut: alarm('ExecutionsTimedOut', atLeast(sm.metricTimedOut({ period: FIVE_MINUTES }), 1,
+        'A billing execution hit its state machine timeout. Its lease lapses on its own and the sweeper re-queues the job; '
+        + 'check why it was slow (throttling, a stuck chunk) and whether the night still finishes before the deadline.')),
+      executionsAborted: alarm('ExecutionsAborted', atLeast(sm.metricAborted({ period: FIVE_MINUTES }), 1,
+        'A billing execution was stopped (StopExecution, by a person or automation). It could not release its lease, which lapses; '
+        + 'the sweeper re-queues the job. Make sure the stop was intended and that the night is re-run.')),
+      scheduleDeadLetters: alarm('ScheduleDeadLetters', above(
+        props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: FIVE_MINUTES }), 0,
+        'EventBridge Scheduler could not start the billing state machine after its retries: a night was never started. '
+        + 'Read the message (it carries the error), fix it (role, state machine), start the night by hand, then purge the queue.')),
+    };
+
+    this.dashboard = this.buildDashboard(props);
+  }
+
+  private buildDashboard(props: FencepostAlarmsProps): cloudwatch.Dashboard {
+    const sum = (name: string) => appMetric(name, 'Sum');
+    const sm = props.stateMachine;
+    const graph = (title: string, left: cloudwatch.IMetric[], extra: Partial<cloudwatch.GraphWidgetProps> = {}) =>
+      new cloudwatch.GraphWidget({ title, left, width: 8, height: 6, ...extra });
+    const dashboard = new cloudwatch.Dashboard(this, 'Dashboard');
+    dashboard.addWidgets(
+      graph('Run progress', [sum(Metric.invoicesRecorded), sum(Metric.invoicesAlreadyRecorded)], { right: [sum(Metric.chunksCommitted)] }),
+      graph('Runs', [sum(Metric.runsCompleted), sum(Metric.runsAlreadyDone), sum(Metric.runsLost)]),
+      graph('Executions', [sm.metricStarted(), sm.metricSucceeded(), sm.metricFailed(), sm.metricTimedOut(), sm.metricAborted()]),
+    );
+    dashboard.addWidgets(
+      graph('Rejections', [sum(Metric.fencedRejections)], {
+        right: [
+          props.locks.metricConditionalCheckFailedRequests({ statistic: 'Sum', label: 'lock table ConditionalCheckFailed' }),
+          props.jobs.metricConditionalCheckFailedRequests({ statistic: 'Sum', label: 'job table ConditionalCheckFailed' }),
+        ],
+      }),
+      graph('Lease losses and takeover waits', [sum(Metric.leaseLost)], { right: [appMetric(Metric.takeoverWaitMs, 'Maximum')] }),
+      graph('Clock offset (ms)', [appMetric(Metric.clockOffsetMs, 'Maximum'), appMetric(Metric.clockOffsetErrorMs, 'Maximum')], {
+        leftAnnotations: [
+          { value: props.clockOffsetAlarmMs, label: 'alarm', color: cloudwatch.Color.ORANGE },
+          { value: props.marginMs, label: 'lease margin', color: cloudwatch.Color.RED },
+        ],
+      }),
+    );
+    dashboard.addWidgets(
+      graph('Schedule dead letters', [props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum' })]),
+      new cloudwatch.AlarmStatusWidget({ title: 'Alarms', alarms: Object.values(this.alarms), width: 16, height: 6 }),
+    );
+    return dashboard;
+  }
+}
+
+/**
+ * The fixed UTC offset whose midnight falls on the deadline, for the deadline alarm's 1-day wall-clock window
+ * (CloudWatch aligns 1-day windows to midnight in the zone given). For a zone with daylight saving time, the
+ * deadline is placed at its latest UTC instant of the year, so the alarm fires at the deadline or up to the DST
+ * shift (an hour) after it, never before. E.g. UTC 5 h -> "-05:00"; Europe/Paris 5 h -> "-04:00" (04:00 UTC).
+ */
+export function deadlineWindowZone(timeZone: string, deadlineHour: number, year = 2025): string {
+  const offsets: number[] = [];
+  for (let month = 0; month < 12; month++) {
+    for (const day of [1, 15]) offsets.push(utcOffsetMinutes(timeZone, new Date(Date.UTC(year, month, day, 12))));
+  }
+  const deadlineUtc = deadlineHour * 60 - Math.min(...offsets); // minutes after UTC midnight (mod a day)
+  let zone = (((-deadlineUtc) % 1440) + 1440) % 1440; // offset whose local midnight is that UTC instant
+  if (zone >= 720) zone -= 1440; // as an offset between -12:00 and +11:59
+  const sign = zone < 0 ? '-' : '+';
+  const abs = Math.abs(zone);
+  return `${sign}${String(Math.floor(abs / 60)).padStart(2, '0')}:${String(abs % 60).padStart(2, '0')}`;
+}
+
+function utcOffsetMinutes(timeZone: string, at: Date): number {
+  const name = new Intl.DateTimeFormat('en-US', { timeZone, timeZoneName: 'longOffset' })
+    .formatToParts(at).find((p) => p.type === 'timeZoneName')?.value ?? 'GMT';
+  const m = /^GMT([+-])(\d{2}):(\d{2})$/.exec(name);
+  if (!m) return 0; // "GMT": UTC itself
+  return (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 60 + Number(m[3]));
+}

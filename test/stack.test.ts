@@ -1,0 +1,267 @@
+/**
+ * The CDK stack, checked on its synthesized template: the stores are exactly schema.ts (no TTL anywhere, Part 5),
+ * the bucket is locked down, every alarm exists with its threshold and action, the schedule reaches the state
+ * machine with retries and a DLQ, IAM is specific, cdk-nag has nothing unacknowledged, and bad context is refused
+ * with every problem listed. One synth of the real cdk.json context is shared by every test (bundling is slow).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { App, Stack } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import type { CfnResource } from 'aws-cdk-lib';
+import type { IConstruct } from 'constructs';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { FencepostStack } from '../lib/stack/fencepost-stack';
+import { CONTEXT_KEY, STACK_DEFAULTS, parseStackConfig, readStackConfig } from '../lib/stack/config';
+import { deadlineWindowZone } from '../lib/stack/alarms';
+import { JOB_TABLE, LOCK_TABLE, INVOICE_TABLE, Attr, TABLES } from '../lib/core/schema';
+import { ConfigError } from '../lib/core/errors';
+import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../lib/observability';
+
+const cdkJson = JSON.parse(readFileSync(path.join(__dirname, '..', 'cdk.json'), 'utf8')) as { app: string; context: Record<string, unknown> };
+
+function synth(context: Record<string, unknown>) {
+  // CDK's built-in CloudFormation validation (~7 s) only ever warns; `cdk synth` runs it, these assertions needn't.
+  const app = new App({ context, builtinCloudFormationValidation: false });
+  const stack = new FencepostStack(app, 'Fencepost', { config: readStackConfig(app) });
+  return { app, stack, template: Template.fromStack(stack) };
+}
+
+const { app, stack, template } = synth(cdkJson.context);
+const ref = (c: IConstruct) => ({ Ref: stack.getLogicalId(c.node.defaultChild as CfnResource) });
+const arnOf = (c: IConstruct) => ({ 'Fn::GetAtt': [stack.getLogicalId(c.node.defaultChild as CfnResource), 'Arn'] });
+type Resource = { Type: string; Properties?: Record<string, any>; DeletionPolicy?: string };
+const ofType = (type: string) => Object.values(template.findResources(type)) as Resource[];
+
+test('cdk.json runs the app with tsx and holds exactly the defaults the code falls back to', () => {
+  assert.equal(cdkJson.app, 'npx tsx bin/app.ts');
+  assert.deepEqual(cdkJson.context[CONTEXT_KEY], STACK_DEFAULTS);
+  assert.deepEqual(parseStackConfig(cdkJson.context[CONTEXT_KEY]), STACK_DEFAULTS);
+});
+
+test('tables: one per schema.ts description, no TTL on any, PITR, deletion protection, on-demand, retained, CloudFormation-named', () => {
+  const tables = ofType('AWS::DynamoDB::Table');
+  assert.equal(tables.length, TABLES.length);
+  for (const t of tables) {
+    // Part 5: "TTL is not a deadline, and it resets epochs"
+    assert.equal(t.Properties!.TimeToLiveSpecification, undefined, 'no table has a TTL attribute');
+    assert.deepEqual(t.Properties!.PointInTimeRecoverySpecification, { PointInTimeRecoveryEnabled: true });
+    assert.equal(t.Properties!.DeletionProtectionEnabled, true);
+    assert.equal(t.Properties!.BillingMode, 'PAY_PER_REQUEST');
+    assert.equal(t.Properties!.TableName, undefined);
+    assert.equal(t.DeletionPolicy, 'Retain');
+  }
+  const byConstruct = [[stack.data.locks, LOCK_TABLE], [stack.data.jobs, JOB_TABLE], [stack.data.invoices, INVOICE_TABLE]] as const;
+  for (const [table, d] of byConstruct) {
+    const resource = template.toJSON().Resources[ref(table).Ref] as Resource;
+    assert.deepEqual(resource.Properties!.KeySchema, [{ AttributeName: d.partitionKey.name, KeyType: 'HASH' }]);
+    assert.equal(resource.Properties!.GlobalSecondaryIndexes?.length ?? 0, d.sparseIndex ? 1 : 0);
+  }
+});
+
+test("the job table's sparse GSI is keyed exactly on schema.ts's claim attributes, which only claimed rows carry", () => {
+  const index = JOB_TABLE.sparseIndex!;
+  assert.deepEqual([index.partitionKey.name, index.sortKey.name], [Attr.claimShard, Attr.claimedSince]);
+  assert.deepEqual([Attr.claimShard, Attr.claimedSince], ['claim_shard', 'claimed_since']);
+  // Sparse: neither is the table's key, so a row is in the index only while it carries both (RUNNING).
+  assert.ok(![index.partitionKey.name, index.sortKey.name].includes(JOB_TABLE.partitionKey.name));
+  const job = template.toJSON().Resources[ref(stack.data.jobs).Ref] as Resource;
+  assert.deepEqual(job.Properties!.GlobalSecondaryIndexes, [{
+    IndexName: index.name,
+    KeySchema: [{ AttributeName: 'claim_shard', KeyType: 'HASH' }, { AttributeName: 'claimed_since', KeyType: 'RANGE' }],
+    Projection: { ProjectionType: 'ALL' },
+  }]);
+  const definitions = [...job.Properties!.AttributeDefinitions].sort((a, b) => a.AttributeName.localeCompare(b.AttributeName));
+  assert.deepEqual(definitions, [
+    { AttributeName: 'claim_shard', AttributeType: 'S' },
+    { AttributeName: 'claimed_since', AttributeType: 'S' },
+    { AttributeName: 'pk', AttributeType: 'S' },
+  ]);
+});
+
+test('manifest bucket: versioned, public access blocked, TLS only, encrypted, access-logged, lifecycle, retained', () => {
+  const bucket = ref(stack.data.bucket);
+  template.hasResource('AWS::S3::Bucket', {
+    DeletionPolicy: 'Retain',
+    Properties: Match.objectLike({
+      VersioningConfiguration: { Status: 'Enabled' },
+      PublicAccessBlockConfiguration: { BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true },
+      BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
+      LoggingConfiguration: Match.objectLike({ DestinationBucketName: ref(stack.data.accessLogs) }),
+      LifecycleConfiguration: {
+        Rules: Match.arrayWith([
+          Match.objectLike({ NoncurrentVersionExpiration: { NoncurrentDays: 30 }, Status: 'Enabled' }),
+          Match.objectLike({ Prefix: 'billing/', ExpirationInDays: 35, Status: 'Enabled' }),
+        ]),
+      },
+    }),
+  });
+  template.hasResourceProperties('AWS::S3::BucketPolicy', {
+    Bucket: bucket,
+    PolicyDocument: {
+      Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Action: 's3:*', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]),
+    },
+  });
+});
+
+test('every alarm exists with its metric, threshold and the SNS action; the topic is KMS-encrypted and TLS-only', () => {
+  const topic = ref(stack.alarms.topic);
+  const c = STACK_DEFAULTS;
+  const fromApp = { Namespace: METRICS_NAMESPACE, Dimensions: [{ Name: 'service', Value: SERVICE_NAME }] };
+  const sm = { Namespace: 'AWS/States', Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.billing.stateMachine) }] };
+  const ccf = (table: IConstruct) => ({ Namespace: 'AWS/DynamoDB', MetricName: 'ConditionalCheckFailedRequests', Dimensions: [{ Name: 'TableName', Value: ref(table) }] });
+  const expected: Record<keyof typeof stack.alarms.alarms, Record<string, unknown>> = {
+    clockOffset: { ...fromApp, MetricName: Metric.clockOffsetMs, Statistic: 'Maximum', Period: 300, Threshold: c.clockOffsetAlarmMs, ComparisonOperator: 'GreaterThanThreshold' },
+    fencedRejections: { ...fromApp, MetricName: Metric.fencedRejections, Statistic: 'Sum', Period: 300, Threshold: c.fencedRejectionsAlarmThreshold, ComparisonOperator: 'GreaterThanOrEqualToThreshold' },
+    lockConditionalChecks: { ...ccf(stack.data.locks), Statistic: 'Sum', Period: 300, Threshold: c.conditionalCheckFailedAlarmThreshold, ComparisonOperator: 'GreaterThanThreshold' },
+    jobConditionalChecks: { ...ccf(stack.data.jobs), Statistic: 'Sum', Period: 300, Threshold: c.conditionalCheckFailedAlarmThreshold, ComparisonOperator: 'GreaterThanThreshold' },
+    billingNotDone: {
+      ...fromApp, MetricName: Metric.runsCompleted, Statistic: 'Sum', Period: 86400, Threshold: 1, ComparisonOperator: 'LessThanThreshold',
+      TreatMissingData: 'breaching', EvaluationWindow: { WallClockWindow: { Timezone: '-05:00' } }, // midnight at -05:00 is 05:00 UTC
+    },
+    executionsFailed: { ...sm, MetricName: 'ExecutionsFailed', Statistic: 'Sum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold' },
+    executionsTimedOut: { ...sm, MetricName: 'ExecutionsTimedOut', Statistic: 'Sum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold' },
+    executionsAborted: { ...sm, MetricName: 'ExecutionsAborted', Statistic: 'Sum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold' },
+    scheduleDeadLetters: {
+      Namespace: 'AWS/SQS', MetricName: 'ApproximateNumberOfMessagesVisible', Statistic: 'Maximum', Threshold: 0, ComparisonOperator: 'GreaterThanThreshold',
+      Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [ref(stack.schedule.deadLetterQueue).Ref, 'QueueName'] } }],
+    },
+  };
+  assert.deepEqual(Object.keys(stack.alarms.alarms).sort(), Object.keys(expected).sort());
+  assert.equal(ofType('AWS::CloudWatch::Alarm').length, Object.keys(expected).length);
+  for (const [name, alarm] of Object.entries(stack.alarms.alarms)) {
+    const resource = template.toJSON().Resources[ref(alarm).Ref] as Resource;
+    assert.ok(resource, name);
+    assert.deepEqual(resource.Properties!.AlarmActions, [topic], `${name} notifies the topic`);
+    assert.ok(String(resource.Properties!.AlarmDescription).length > 80, `${name} says what it means and what to do`);
+    for (const [key, value] of Object.entries(expected[name as keyof typeof expected])) {
+      assert.deepEqual(resource.Properties![key], value, `${name}.${key}`);
+    }
+  }
+  template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: arnOf(stack.alarms.key) });
+  template.hasResourceProperties('AWS::KMS::Key', { EnableKeyRotation: true });
+  template.hasResourceProperties('AWS::SNS::TopicPolicy', {
+    PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]) },
+  });
+  template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
+});
+
+test('the deadline window: a fixed offset whose midnight is the deadline, at its latest UTC instant under DST', () => {
+  assert.equal(deadlineWindowZone('UTC', 5), '-05:00');
+  assert.equal(deadlineWindowZone('UTC', 0), '+00:00');
+  assert.equal(deadlineWindowZone('Europe/Paris', 5), '-04:00'); // 04:00 UTC: 05:00 CET, 06:00 CEST (late, never early)
+  assert.equal(deadlineWindowZone('America/New_York', 5), '-10:00'); // 10:00 UTC: 05:00 EST
+  assert.equal(deadlineWindowZone('Asia/Tokyo', 5), '+04:00'); // 20:00 UTC the day before
+  assert.equal(deadlineWindowZone('Asia/Kolkata', 5), '+00:30'); // 23:30 UTC the day before
+});
+
+test('the nightly schedule starts the state machine with scheduledTime, retries, a DLQ and a role that can only start it', () => {
+  template.hasResourceProperties('AWS::Scheduler::Schedule', {
+    ScheduleExpression: STACK_DEFAULTS.scheduleExpression,
+    ScheduleExpressionTimezone: STACK_DEFAULTS.scheduleTimeZone,
+    State: 'ENABLED',
+    Target: {
+      Arn: ref(stack.billing.stateMachine),
+      RoleArn: arnOf(stack.schedule.role),
+      Input: JSON.stringify({ scheduledTime: '<aws.scheduler.scheduled-time>' }),
+      DeadLetterConfig: { Arn: arnOf(stack.schedule.deadLetterQueue) },
+      RetryPolicy: { MaximumRetryAttempts: 3, MaximumEventAgeInSeconds: 3600 },
+    },
+  });
+  template.hasResourceProperties('AWS::SQS::Queue', { SqsManagedSseEnabled: true });
+  template.hasResourceProperties('AWS::SQS::QueuePolicy', {
+    PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]) },
+  });
+  template.hasResourceProperties('AWS::IAM::Role', {
+    AssumeRolePolicyDocument: { Statement: [Match.objectLike({ Principal: { Service: 'scheduler.amazonaws.com' }, Condition: Match.objectLike({ StringEquals: Match.objectLike({ 'aws:SourceAccount': { Ref: 'AWS::AccountId' } }) }) })] },
+  });
+  const policies = ofType('AWS::IAM::Policy').filter((p) => p.Properties!.Roles.some((r: unknown) => JSON.stringify(r) === JSON.stringify(ref(stack.schedule.role))));
+  assert.equal(policies.length, 1);
+  assert.deepEqual(policies[0].Properties!.PolicyDocument.Statement, [
+    { Action: 'states:StartExecution', Effect: 'Allow', Resource: ref(stack.billing.stateMachine) },
+    { Action: 'sqs:SendMessage', Effect: 'Allow', Resource: arnOf(stack.schedule.deadLetterQueue) },
+  ]);
+});
+
+/** Actions AWS authorizes only on Resource "*" (no resource-level permissions). */
+const RESOURCE_STAR_ONLY = new Set([
+  'xray:PutTraceSegments', 'xray:PutTelemetryRecords', 'xray:GetSamplingRules', 'xray:GetSamplingTargets',
+  'logs:CreateLogDelivery', 'logs:GetLogDelivery', 'logs:UpdateLogDelivery', 'logs:DeleteLogDelivery', 'logs:ListLogDeliveries',
+  'logs:PutResourcePolicy', 'logs:DescribeResourcePolicies', 'logs:DescribeLogGroups', 'cloudwatch:PutMetricData',
+]);
+
+test('IAM: no "*" action, no service-wide wildcard, no Resource "*" where the action has a specific resource', () => {
+  const statements = [
+    ...ofType('AWS::IAM::Policy').map((p) => p.Properties!.PolicyDocument),
+    ...ofType('AWS::IAM::ManagedPolicy').map((p) => p.Properties!.PolicyDocument),
+    ...ofType('AWS::IAM::Role').flatMap((r) => (r.Properties!.Policies ?? []).map((p: any) => p.PolicyDocument)),
+  ].flatMap((doc) => doc.Statement as Array<{ Effect: string; Action: string | string[]; Resource: unknown }>);
+  assert.ok(statements.length > 0);
+  const problems: string[] = [];
+  for (const s of statements.filter((x) => x.Effect === 'Allow')) {
+    const actions = ([] as string[]).concat(s.Action);
+    const resources = ([] as unknown[]).concat(s.Resource);
+    for (const a of actions) if (a === '*' || /^[\w-]+:\*$/.test(a)) problems.push(`wildcard action ${a}`);
+    if (resources.includes('*')) {
+      for (const a of actions) if (!RESOURCE_STAR_ONLY.has(a)) problems.push(`${a} on Resource "*"`);
+    }
+  }
+  assert.deepEqual(problems, []);
+});
+
+test('cdk-nag AWS Solutions: no unacknowledged finding (errors or warnings: either fails `cdk synth`)', () => {
+  const report = new AwsSolutionsChecks().validateScope(app);
+  const findings = report.violations.map((v) => `${v.severity} ${v.ruleName} at ${v.violatingResources.map((r) => r.constructPath).join(', ')}: ${v.description}`);
+  assert.deepEqual(findings, []);
+});
+
+test('env-agnostic: the stack names no account or Region', () => {
+  assert.ok(Stack.of(stack).account.startsWith('${Token'), 'account is the deploy-time pseudo parameter');
+  assert.ok(Stack.of(stack).region.startsWith('${Token'), 'region is the deploy-time pseudo parameter');
+});
+
+test('context overrides reach the stack: time zone, deadline, thresholds, e-mail subscription', () => {
+  const { stack: s, template: t } = synth({
+    ...cdkJson.context,
+    'aws:cdk:bundling-stacks': [], // the template is all this test reads: skip asset bundling
+    [CONTEXT_KEY]: { scheduleTimeZone: 'Europe/Paris', billingDeadlineHour: 6, conditionalCheckFailedAlarmThreshold: 7, alarmEmail: 'billing-oncall@example.com' },
+  });
+  t.hasResourceProperties('AWS::Scheduler::Schedule', { ScheduleExpressionTimezone: 'Europe/Paris' });
+  t.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'billing-oncall@example.com' });
+  const alarm = (a: IConstruct) => t.toJSON().Resources[s.getLogicalId(a.node.defaultChild as CfnResource)] as Resource;
+  assert.equal(alarm(s.alarms.alarms.lockConditionalChecks).Properties!.Threshold, 7);
+  assert.deepEqual(alarm(s.alarms.alarms.billingNotDone).Properties!.EvaluationWindow, { WallClockWindow: { Timezone: '-05:00' } });
+});
+
+test('invalid context is refused with one error listing every problem', () => {
+  const bad = {
+    renewMs: 4_000, // > leaseMs / 3
+    clockOffsetAlarmMs: 2_000, // >= marginMs
+    scheduleTimeZone: 'Mars/Olympus_Mons',
+    chunkConcurrency: 41,
+    scheduleExpression: 'cron(30 1 * * ?)',
+    billingDeadlineHour: 24,
+    fencedRejectionsAlarmThreshold: 0,
+    alarmEmail: 'not-an-address',
+  };
+  const err = (() => {
+    try {
+      synth({ [CONTEXT_KEY]: bad });
+    } catch (e) {
+      return e;
+    }
+    return undefined;
+  })();
+  assert.ok(err instanceof ConfigError, 'throws a ConfigError');
+  const expected = ['renewMs', 'clockOffsetAlarmMs', 'scheduleTimeZone', 'chunkConcurrency', 'scheduleExpression', 'billingDeadlineHour', 'fencedRejectionsAlarmThreshold', 'alarmEmail'];
+  assert.equal(err.problems.length, expected.length, err.message);
+  for (const key of expected) assert.ok(err.problems.some((p) => p.startsWith(key)), `names ${key}: ${err.message}`);
+  assert.match(err.message, /renewMs \(4000\) must be at most leaseMs \/ 3/);
+
+  assert.throws(() => parseStackConfig({ leaseMS: 10_000 }), /fencepost\.leaseMS is not a setting/);
+  assert.throws(() => parseStackConfig({ leaseMs: '10000' }), /leaseMs must be a number/);
+  assert.throws(() => parseStackConfig({ billingDeadlineHour: 2 }), /at least an hour after the scheduled start/);
+  assert.deepEqual(parseStackConfig('{"leaseMs":20000,"renewMs":5000}'), { ...STACK_DEFAULTS, leaseMs: 20_000, renewMs: 5_000 });
+});

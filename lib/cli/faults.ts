@@ -1,31 +1,43 @@
 /**
  * Fault injection for the process-level tests: a REAL pause at an exact point. When FENCEPOST_FAULT names a
- * check point, the process sends itself SIGSTOP right after passing its stop-time check and before acting, which
- * is the gap in which a pause defeats any holder-side check (reference Part 4). The process really stops: its
- * renewals stop too, and only SIGCONT from outside resumes it.
+ * point, the process sends itself SIGSTOP there; only SIGCONT from outside resumes it. Its renewals stop too,
+ * because the whole process is stopped: nothing is skipped or simulated.
  *
- *   FENCEPOST_FAULT=sigstop:batch:<chunk>:<batch>   before sending that batch's transaction
- *   FENCEPOST_FAULT=sigstop:chunk-commit:<chunk>    before rewriting the manifest for that chunk
- *   FENCEPOST_FAULT=sigstop:complete                before completing the job
- * Tests only; documented in docs/TESTING.md.
+ *   FENCEPOST_FAULT=sigstop:batch:<chunk>:<batch>   after the stop-time check, before sending that batch
+ *   FENCEPOST_FAULT=sigstop:chunk-commit:<chunk>    after the check, before rewriting the manifest for that chunk
+ *   FENCEPOST_FAULT=sigstop:complete                after the check, before completing the job
+ *   FENCEPOST_FAULT=sigstop:after-chunk:<chunk>     (workflow engine) between that chunk's task and the next task
+ * The first three are the gap in which a pause defeats any holder-side check (reference Part 4).
+ * Tests only; documented in docs/DESIGN.md ("Fault injection").
  */
 import type { BillingHooks, CheckPoint } from '../core/billing';
+import { ConfigError } from '../core/errors';
 
-export function faultHooks(spec: string | undefined, announce: (point: CheckPoint) => void): BillingHooks | undefined {
+export type FaultHooks = BillingHooks & { afterTask?(state: string, output: unknown): void };
+
+const STEPS = ['batch', 'chunk-commit', 'complete', 'after-chunk'];
+
+export function faultHooks(spec: string | undefined, announce: (point: CheckPoint | { step: 'after-chunk'; chunk: number }) => void): FaultHooks | undefined {
   if (!spec) return undefined;
   const [kind, step, chunk, batch] = spec.split(':');
-  if (kind !== 'sigstop' || !['batch', 'chunk-commit', 'complete'].includes(step)) {
-    throw new Error(`FENCEPOST_FAULT=${spec} is not understood (see docs/TESTING.md)`);
-  }
+  if (kind !== 'sigstop' || !STEPS.includes(step)) throw new ConfigError([`FENCEPOST_FAULT=${spec} is not understood (see docs/DESIGN.md, "Fault injection")`]);
   let fired = false;
+  const stop = (point: CheckPoint | { step: 'after-chunk'; chunk: number }) => {
+    fired = true;
+    announce(point);
+    process.kill(process.pid, 'SIGSTOP');
+  };
   return {
     afterCheck(point) {
       if (fired || point.step !== step) return;
       if (chunk !== undefined && point.chunk !== Number(chunk)) return;
       if (batch !== undefined && point.batch !== Number(batch)) return;
-      fired = true;
-      announce(point);
-      process.kill(process.pid, 'SIGSTOP');
+      stop(point);
+    },
+    afterTask(state, output) {
+      const done = (output as { chunk?: number } | undefined)?.chunk;
+      if (fired || step !== 'after-chunk' || state !== 'BillChunk' || done !== Number(chunk)) return;
+      stop({ step: 'after-chunk', chunk: done });
     },
   };
 }

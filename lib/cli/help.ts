@@ -22,11 +22,15 @@ Bills one night. Safe to run twice, or on several workers at once: one holds the
   --worker ID                this holder's name (default: <hostname>-<pid>)
   --invoices N               invoices in the night (default 50000)
   --chunk-size N             invoices per chunk (default 5000)
-  --puts-per-transaction N   invoice puts per transaction, next to the fence check (default 99, at most 99)
+  --puts-per-transaction N   invoice puts per transaction, next to the fence check (default 99, at most 99;
+                             other values need --engine direct)
   --lease-ms N               lease length (default 10000)
   --renew-ms N               renewal interval, at most lease/3 (default 3000)
   --margin-ms N              stop time = sent_at + lease - margin (default 2000)
   --claim-budget N           observations of a live holder before giving up (default 30)
+  --engine E                 stepfunctions (default): the synthesized state machine, run locally, each task
+                             calling the same Lambda handler the cloud runs; direct: the core library in-process
+  --chunk-concurrency N      chunk tasks in flight at once (stepfunctions engine; default 1)
   --dynamodb-endpoint URL    use these stores (with --s3-endpoint) instead of the embedded stack
   --s3-endpoint URL
   --table-prefix P           table names are P + locks|jobs|invoices (default fencepost-)

@@ -3,7 +3,8 @@
  * starts anything, wires the clients, the clock and the events, and maps outcomes to exit codes.
  */
 import { systemClock } from '../core/clock';
-import { runBilling, type BillingSummary } from '../core/billing';
+import type { BillingSummary } from '../core/billing';
+import { runDirect, runStepFunctions } from './engines';
 import { audit, type AuditReport } from '../core/audit';
 import { ConfigError, FencepostError, InfrastructureError } from '../core/errors';
 import { Events } from '../core/events';
@@ -48,10 +49,11 @@ async function runCommand(args: string[]): Promise<number> {
     if (!o.json && !o.events) events.on(progressBar(o.config.invoices));
     const hooks = faultHooks(process.env.FENCEPOST_FAULT, (point) => events.emit('observe', { fault: 'sigstop', ...point }));
     const deps = { ddb: clients.ddb, s3: clients.s3, tables: tableNames(o.tablePrefix), bucket: o.bucket, clock: systemClock, events };
+    const run = { date: o.date, worker: o.worker, config: o.config, chunkConcurrency: o.chunkConcurrency, endpoints, hooks };
     let summary: BillingSummary;
     let report: AuditReport | undefined;
     try {
-      summary = await runBilling(deps, { date: o.date, worker: o.worker, config: o.config, hooks });
+      summary = o.engine === 'direct' ? await runDirect(deps, run) : await runStepFunctions(deps, run);
       // Without endpoints the stack is ours alone, so check the night before it goes away.
       if (o.audit && !o.endpoints) report = await audit(deps, o.date, o.config.invoices);
     } finally {

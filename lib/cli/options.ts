@@ -8,6 +8,7 @@ import { validateBillingConfig, validateDate, type BillingConfig } from '../core
 import { ConfigError } from '../core/errors';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX } from '../core/schema';
 import type { Endpoints } from '../core/stores';
+import { ENGINES, type Engine } from './engines';
 
 export const EXIT = {
   ok: 0,
@@ -42,6 +43,8 @@ export const commandOptions = {
     'renew-ms': { type: 'string' },
     'margin-ms': { type: 'string' },
     'claim-budget': { type: 'string' },
+    'chunk-concurrency': { type: 'string' },
+    engine: { type: 'string' },
     events: { type: 'boolean' },
     'no-audit': { type: 'boolean' },
   },
@@ -97,6 +100,8 @@ export function today(): string {
 }
 
 export interface RunOptions extends StoreTarget {
+  readonly engine: Engine;
+  readonly chunkConcurrency: number;
   readonly date: string;
   readonly worker: string;
   readonly config: BillingConfig;
@@ -123,10 +128,18 @@ export function runOptions(values: Record<string, unknown>): RunOptions {
   };
   let config: BillingConfig | undefined;
   try { config = validateBillingConfig(partial); } catch (err) { problems.push(...(err as ConfigError).problems.map((p) => `--${p}`)); }
+  const engine = (values.engine as string | undefined) ?? 'stepfunctions';
+  if (!ENGINES.includes(engine as Engine)) problems.push(`--engine must be one of ${ENGINES.join(', ')}, got ${JSON.stringify(engine)}`);
+  const chunkConcurrency = intOption(values, 'chunk-concurrency', problems) ?? 1;
+  if (chunkConcurrency < 1 || chunkConcurrency > 40) problems.push(`--chunk-concurrency must be 1..40, got ${chunkConcurrency}`);
+  if (engine === 'direct' && chunkConcurrency !== 1) problems.push('--chunk-concurrency needs --engine stepfunctions: the direct engine bills one chunk at a time');
+  if (engine !== 'direct' && partial.putsPerTransaction !== undefined && partial.putsPerTransaction !== 99) {
+    problems.push('--puts-per-transaction needs --engine direct: the deployed workflow always writes 99 puts per transaction');
+  }
   const worker = (values.worker as string | undefined) ?? `${hostname()}-${process.pid}`;
   if (!/^[\w.:@-]{1,128}$/.test(worker)) problems.push(`--worker must be 1-128 characters of letters, digits, '_', '-', '.', ':' or '@', got ${JSON.stringify(worker)}`);
   if (problems.length > 0) throw new ConfigError(problems);
-  return { ...target, date, worker, config: config!, json: Boolean(values.json), events: Boolean(values.events), audit: !values['no-audit'] };
+  return { ...target, engine: engine as Engine, chunkConcurrency, date, worker, config: config!, json: Boolean(values.json), events: Boolean(values.events), audit: !values['no-audit'] };
 }
 
 export interface AuditOptions extends StoreTarget {

@@ -140,7 +140,7 @@ export async function billChunk(
     recorded += r.recorded;
     alreadyRecorded += r.alreadyRecorded;
     transactions += r.transactions;
-    deps.events.emit('batch-committed', { token: lease.token, chunk, batch: batchNo, recorded: r.recorded, alreadyRecorded: r.alreadyRecorded, first: batch[0].index });
+    deps.events.emit('batch-committed', { token: lease.token, chunk, batch: batchNo, recorded: r.recorded, alreadyRecorded: r.alreadyRecorded, transactions: r.transactions, first: batch[0].index });
     batchNo++;
   }
   lease.check();

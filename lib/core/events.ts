@@ -41,7 +41,11 @@ export class Events {
   }
 
   emit(event: EventName, fields: { token?: number; [field: string]: unknown } = {}): void {
-    const e: FencepostEvent = { event, worker: this.worker, monoMs: Math.round(this.clock.monotonicMs()), ...fields };
+    this.forward({ event, worker: this.worker, monoMs: Math.round(this.clock.monotonicMs()), ...fields });
+  }
+
+  /** Pass on an event already stamped elsewhere in this process (the local workflow's handlers). */
+  forward(e: FencepostEvent): void {
     for (const l of this.listeners) l(e);
   }
 }

@@ -136,6 +136,14 @@ export async function resume(deps: LeaseDeps, key: string, holder: string, token
   return lease;
 }
 
+/**
+ * Give back a lease claimed in another process, without renewing it first (the workflow's failure path):
+ * conditional on still being ours, so it changes nothing if the lease moved on.
+ */
+export async function releaseClaimed(deps: LeaseDeps, key: string, holder: string, token: number, config: LeaseConfig): Promise<boolean> {
+  return new Lease(deps, key, holder, token, config, -Infinity).release();
+}
+
 /** A held lease: the token to write with, the stop time, renewals, and the conditional release. */
 export class Lease {
   /** The fencing token: this claim's epoch. */

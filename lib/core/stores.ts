@@ -7,6 +7,8 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { Agent } from 'node:http';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
+import type { Clock } from './clock';
+import type { ClockOffsetEstimator } from './clock-offset';
 
 export interface Endpoints {
   readonly dynamodb: string;
@@ -19,6 +21,38 @@ export interface Clients {
   readonly ddb: DynamoDBDocumentClient;
   readonly s3: S3Client;
   destroy(): void;
+}
+
+/**
+ * Clients for AWS (Region and credentials from the environment, as inside a Lambda). Keep-alive is the SDK's
+ * default; the clients are built once per process and reused across invocations.
+ */
+export function awsClients(): Clients {
+  const raw = new DynamoDBClient({});
+  const ddb = DynamoDBDocumentClient.from(raw, { marshallOptions: { removeUndefinedValues: true } });
+  const s3 = new S3Client({});
+  return { raw, ddb, s3, destroy: () => { raw.destroy(); s3.destroy(); } };
+}
+
+/** Either client, for middleware that only needs the stack. */
+type AnyClient = { middlewareStack: DynamoDBClient['middlewareStack'] } | { middlewareStack: S3Client['middlewareStack'] };
+
+/**
+ * Feed every response's Date header, with our wall clock read just before and just after the attempt, to an
+ * offset estimator (lib/core/clock-offset.ts). Per attempt, inside the retry loop, so a retry's wait is not counted.
+ */
+export function observeClockOffset(client: AnyClient, clock: Clock, estimator: ClockOffsetEstimator): void {
+  (client.middlewareStack as DynamoDBClient['middlewareStack']).add(
+    (next) => async (args) => {
+      const sent = clock.wallMs(); // wall: the offset is about wall clocks, no duration is timed here
+      const result = await next(args);
+      const received = clock.wallMs();
+      const headers = (result.response as { headers?: Record<string, string> } | undefined)?.headers;
+      estimator.observe(sent, received, headers?.date ?? headers?.Date);
+      return result;
+    },
+    { step: 'deserialize', name: 'fencepostClockOffset', priority: 'low' },
+  );
 }
 
 /** Clients for local endpoints: loopback only, dummy credentials, path-style S3, kept-alive connections. */

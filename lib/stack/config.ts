@@ -201,5 +201,6 @@ export function workflowSettings(c: StackConfig): WorkflowSettings {
     chunkSize: c.chunkSize,
     chunkConcurrency: c.chunkConcurrency,
     claimBudget: c.claimBudget,
+    scheduleTimeZone: c.scheduleTimeZone,
   };
 }

@@ -1,0 +1,26 @@
+/**
+ * Claim, after the Wait state: one conditional write (still free, or rvn unchanged since the observation).
+ * The rvn this claim writes is derived from the execution and the observation, so a retry of this task after a
+ * lost response recognises its own claim (lib/core/lease.ts tryClaim). Returns the token, or claimed: false to
+ * send the workflow back to observe.
+ */
+import { createHash } from 'node:crypto';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { tryClaim } from '../lib/core/lease';
+import { Keys } from '../lib/core/schema';
+import { Metric } from '../lib/observability';
+import type { Observation } from './observe';
+import { invoke, metrics, nightInput } from './runtime';
+
+export const handler = (event: { jobDate?: unknown; holder?: unknown; sighting?: Observation }) =>
+  invoke('claim', async (rt) => {
+    const { jobDate, holder } = nightInput(event);
+    const seen = event.sighting;
+    const sighting = { holder: seen?.holder, seenRvn: seen?.free === false ? seen.seenRvn : undefined, waitMs: (seen?.waitSeconds ?? 0) * 1000 };
+    const claimRvn = createHash('sha256').update(`${holder}|${sighting.seenRvn ?? 'free'}|${seen?.seenEpoch ?? 0}|${seen?.attempt ?? 0}`).digest('hex').slice(0, 32);
+    const token = await tryClaim(rt.leaseDeps, Keys.lock(jobDate), holder, rt.config, sighting, claimRvn);
+    if (token === undefined) return { claimed: false as const };
+    if (sighting.waitMs > 0) metrics.addMetric(Metric.takeoverWaitMs, MetricUnit.Milliseconds, sighting.waitMs);
+    rt.deps.events.emit('claim', { key: Keys.lock(jobDate), token, waitedMs: sighting.waitMs });
+    return { claimed: true as const, token };
+  });

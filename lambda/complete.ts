@@ -1,0 +1,17 @@
+/** Complete the night (manifest DONE, then the job row DONE, leaving the sparse index), then release the lease. */
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { completeNight, resumeManifest } from '../lib/core/billing';
+import { resume } from '../lib/core/lease';
+import { Keys } from '../lib/core/schema';
+import { Metric } from '../lib/observability';
+import { invoke, metrics, nightInput } from './runtime';
+
+export const handler = (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
+  invoke('complete', async (rt) => {
+    const { jobDate, holder, token } = nightInput(event, { token: true });
+    const lease = await resume(rt.leaseDeps, Keys.lock(jobDate), holder, token, rt.config);
+    await completeNight(rt.deps, lease, resumeManifest(rt.deps, jobDate, token), jobDate, rt.hooks);
+    await lease.release();
+    metrics.addMetric(Metric.runsCompleted, MetricUnit.Count, 1);
+    return { outcome: 'completed' as const, token };
+  });

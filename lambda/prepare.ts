@@ -1,0 +1,28 @@
+/**
+ * Validate the execution's input and settle the night: `{ "jobDate": "YYYY-MM-DD" }` from a person, or
+ * `{ "scheduledTime": "<ISO time>" }` from EventBridge Scheduler, whose night is the scheduled time's calendar
+ * date in the schedule's time zone. Bad input fails here, before anything is written.
+ */
+import { validateDate } from '../lib/core/config';
+import { ConfigError } from '../lib/core/errors';
+import { invoke } from './runtime';
+
+export interface PrepareInput {
+  readonly input?: { readonly jobDate?: unknown; readonly scheduledTime?: unknown };
+  readonly holder?: unknown;
+}
+
+export function jobDateOf(input: PrepareInput['input'], timeZone: string): string {
+  if (input?.jobDate !== undefined) return validateDate(input.jobDate);
+  const at = typeof input?.scheduledTime === 'string' ? new Date(input.scheduledTime) : undefined;
+  if (!at || Number.isNaN(at.getTime())) {
+    throw new ConfigError([`input must be { "jobDate": "YYYY-MM-DD" } or { "scheduledTime": "<ISO 8601 time>" }, got ${JSON.stringify(input ?? null)}`]);
+  }
+  return new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(at);
+}
+
+export const handler = (event: PrepareInput) =>
+  invoke('prepare', async (rt) => {
+    if (typeof event?.holder !== 'string' || event.holder === '') throw new ConfigError(['holder (the execution name) is required']);
+    return { jobDate: jobDateOf(event.input, rt.scheduleTimeZone), holder: event.holder };
+  });

@@ -1,0 +1,26 @@
+/**
+ * Raise the fence first (reference Part 4): renew the lease (this process's own stop time), then raise the job
+ * row and the manifest to our token. Returns the chunks still to do; a DONE night releases and says so.
+ */
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { raiseNight } from '../lib/core/billing';
+import { AlreadyDoneError } from '../lib/core/errors';
+import { resume } from '../lib/core/lease';
+import { Keys } from '../lib/core/schema';
+import { Metric } from '../lib/observability';
+import { invoke, metrics, nightInput } from './runtime';
+
+export const handler = (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
+  invoke('raise', async (rt) => {
+    const { jobDate, holder, token } = nightInput(event, { token: true });
+    const lease = await resume(rt.leaseDeps, Keys.lock(jobDate), holder, token, rt.config);
+    try {
+      const night = await raiseNight(rt.deps, lease, jobDate, rt.config);
+      return { alreadyDone: false, chunks: night.chunksToDo };
+    } catch (err) {
+      if (!(err instanceof AlreadyDoneError)) throw err;
+      await lease.release();
+      metrics.addMetric(Metric.runsAlreadyDone, MetricUnit.Count, 1);
+      return { alreadyDone: true, chunks: [] as number[] };
+    }
+  });

@@ -1,0 +1,82 @@
+/**
+ * The two ways `fencepost run` bills a night:
+ *   stepfunctions  (default) the synthesized state machine, run locally by aws-local-stepfunctions, each task
+ *                  calling the same Lambda handler the cloud runs (local/workflow.ts);
+ *   direct         the core's runBilling in this process, for tests and benchmarks.
+ * Both report the same summary; for the workflow it is gathered from the holders' events.
+ */
+import { runBilling, type BillingDeps, type BillingHooks, type BillingSummary, type Outcome } from '../core/billing';
+import type { BillingConfig } from '../core/config';
+import { ClaimBudgetExhaustedError, InfrastructureError } from '../core/errors';
+import type { FencepostEvent } from '../core/events';
+import { Keys } from '../core/schema';
+import type { Endpoints } from '../core/stores';
+import { runWorkflowLocally } from '../../local/workflow';
+
+export type Engine = 'stepfunctions' | 'direct';
+export const ENGINES: readonly Engine[] = ['stepfunctions', 'direct'];
+
+export interface EngineRun {
+  readonly date: string;
+  readonly worker: string;
+  readonly config: BillingConfig;
+  readonly chunkConcurrency: number;
+  readonly endpoints: Endpoints;
+  readonly hooks?: BillingHooks & { afterTask?(state: string, output: unknown): void | Promise<void> };
+}
+
+/** Count what the holders reported: the summary of a run we only see through its events. */
+export function summaryFromEvents(jobId: string, worker: string): { listener: (e: FencepostEvent) => void; summary: BillingSummary } {
+  const summary: BillingSummary = {
+    jobId, worker, token: undefined, outcome: 'completed',
+    invoicesRecorded: 0, invoicesAlreadyRecorded: 0, transactions: 0, fencedRejections: 0, chunksCommitted: 0, seconds: 0,
+  };
+  const listener = (e: FencepostEvent) => {
+    if (e.event === 'claim') summary.token = e.token;
+    if (e.event === 'batch-committed') {
+      summary.invoicesRecorded += Number(e.recorded);
+      summary.invoicesAlreadyRecorded += Number(e.alreadyRecorded);
+      summary.transactions += Number(e.transactions);
+    }
+    if (e.event === 'chunk-committed') summary.chunksCommitted++;
+    if (e.event === 'batch-rejected' || e.event === 'commit-rejected') summary.fencedRejections++;
+  };
+  return { listener, summary };
+}
+
+export async function runDirect(deps: BillingDeps, run: EngineRun): Promise<BillingSummary> {
+  return runBilling(deps, { date: run.date, worker: run.worker, config: run.config, hooks: run.hooks });
+}
+
+export async function runStepFunctions(deps: BillingDeps, run: EngineRun): Promise<BillingSummary> {
+  const started = deps.clock.monotonicMs();
+  const { listener, summary } = summaryFromEvents(Keys.job(run.date), run.worker);
+  const result = await runWorkflowLocally({
+    endpoints: run.endpoints, tables: deps.tables, bucket: deps.bucket, name: run.worker,
+    input: { jobDate: run.date },
+    settings: {
+      leaseMs: run.config.leaseMs, renewMs: run.config.renewMs, marginMs: run.config.marginMs, claimBudget: run.config.claimBudget,
+      invoices: run.config.invoices, chunkSize: run.config.chunkSize, chunkConcurrency: run.chunkConcurrency,
+    },
+    onEvent: (e) => { listener(e); deps.events.forward(e); },
+    hooks: run.hooks,
+  });
+  summary.seconds = Math.round(deps.clock.monotonicMs() - started) / 1000;
+  if (result.status === 'FAILED') {
+    if (result.endState === 'ClaimBudgetExhausted') throw new ClaimBudgetExhaustedError(Keys.lock(run.date), run.config.claimBudget, undefined);
+    throw new InfrastructureError(`the billing workflow failed at ${result.endState ?? 'an unknown state'}: ${result.error}: ${result.cause}`);
+  }
+  const lostError = ((result.output?.lost ?? {}) as { Error?: string; Cause?: string });
+  const outcomes: Record<string, Outcome> = { Completed: 'completed', AlreadyDone: 'already-done', Lost: lostError.Error === 'FencedOutError' ? 'fenced-out' : 'lost-lease' };
+  summary.outcome = outcomes[result.endState ?? ''] ?? 'completed';
+  if (summary.outcome === 'fenced-out' || summary.outcome === 'lost-lease') {
+    summary.reason = `${lostError.Error}: ${safeMessage(lostError.Cause)}`;
+    if (summary.outcome === 'fenced-out' && summary.fencedRejections === 0) summary.fencedRejections = 1;
+  }
+  return summary;
+}
+
+/** Step Functions carries a Lambda error's Cause as a JSON string ({ errorMessage, ... }). */
+function safeMessage(cause: string | undefined): string {
+  try { return (JSON.parse(cause ?? '') as { errorMessage?: string }).errorMessage ?? String(cause); } catch { return String(cause); }
+}

@@ -8,43 +8,38 @@
  *
  * Each round runs the three on fresh tables, in rotating order, after a warm-up; the figures are medians with
  * min–max over the rounds. The machine is shared and noisy: trust the ratios more than the absolute numbers.
+ * Target: fenced within 10% of bare (fenced / bare ≥ 0.90).
  *
- *   npx tsx bench/write-path.ts [--invoices 50000] [--rounds 3]
+ *   npx tsx bench/write-path.ts [--invoices 50000] [--rounds 3] [--quick]     (the same as bench/run.ts --only write-path)
  */
-import { parseArgs } from 'node:util';
 import { BatchWriteCommand, PutCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { systemClock } from '../lib/core/clock';
 import * as fence from '../lib/core/fence';
 import { chunkBatches, chunkCount, type NightPlan } from '../lib/core/invoices';
-import { Attr, Keys, tableNames } from '../lib/core/schema';
-import { localClients, type Clients } from '../lib/core/stores';
-import { provision } from '../local/provision';
-import { startEmbeddedStack } from '../local/stack';
+import { Attr, Keys, type TableNames } from '../lib/core/schema';
+import type { Clients } from '../lib/core/stores';
+import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement, type SharedStack } from './common';
 
-process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-
-const { values } = parseArgs({ options: { invoices: { type: 'string', default: '50000' }, rounds: { type: 'string', default: '3' } } });
 const DATE = '2026-09-28';
 const JOB = Keys.job(DATE);
 const TOKEN = 7;
-const plan: NightPlan = { date: DATE, invoices: Number(values.invoices), chunkSize: 5_000, putsPerTransaction: 99 };
 
-function* allBatches() {
+function* allBatches(plan: NightPlan) {
   for (let c = 0; c < chunkCount(plan); c++) yield* chunkBatches(plan, c);
 }
 
-type Variant = (clients: Clients, tables: ReturnType<typeof tableNames>) => Promise<number>;
+type Variant = (clients: Clients, tables: TableNames, plan: NightPlan) => Promise<number>;
 
 const variants: Record<string, Variant> = {
-  async fenced(c, t) {
+  async fenced(c, t, plan) {
     const deps = { ddb: c.ddb, jobs: t.jobs, invoices: t.invoices, clock: systemClock };
     let n = 0;
-    for (const batch of allBatches()) n += (await fence.writeBatch(deps, JOB, TOKEN, batch)).transactions;
+    for (const batch of allBatches(plan)) n += (await fence.writeBatch(deps, JOB, TOKEN, batch)).transactions;
     return n;
   },
-  async bare(c, t) {
+  async bare(c, t, plan) {
     let n = 0;
-    for (const batch of allBatches()) {
+    for (const batch of allBatches(plan)) {
       await c.ddb.send(new TransactWriteCommand({
         TransactItems: [
           { ConditionCheck: { TableName: t.jobs, Key: { pk: JOB }, ConditionExpression: 'fence <= :t', ExpressionAttributeValues: { ':t': TOKEN } } },
@@ -55,9 +50,9 @@ const variants: Record<string, Variant> = {
     }
     return n;
   },
-  async unfenced(c, t) {
+  async unfenced(c, t, plan) {
     let n = 0;
-    for (const batch of allBatches()) {
+    for (const batch of allBatches(plan)) {
       for (let i = 0; i < batch.length; i += 25) {
         let items: Record<string, unknown>[] | undefined = batch.slice(i, i + 25).map((inv) => ({ PutRequest: { Item: { pk: inv.pk, customer: inv.customer, amount: inv.amount, token: TOKEN } } }));
         while (items && items.length > 0) {
@@ -71,51 +66,65 @@ const variants: Record<string, Variant> = {
   },
 };
 
-async function once(clients: Clients, name: string, round: number): Promise<{ ips: number; requests: number; seconds: number }> {
-  const prefix = `bench${round}${name}-`;
-  await provision(clients.raw, clients.s3, prefix, `bench${round}${name}`);
-  const tables = tableNames(prefix);
-  await clients.ddb.send(new PutCommand({ TableName: tables.jobs, Item: { [Attr.pk]: JOB, [Attr.fence]: TOKEN } }));
-  const t0 = performance.now();
-  const requests = await variants[name](clients, tables);
-  const seconds = (performance.now() - t0) / 1000;
-  return { ips: plan.invoices / seconds, requests, seconds };
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-
-async function main() {
-  const stack = await startEmbeddedStack();
-  const clients = localClients(stack.endpoints);
+async function once(stack: SharedStack, name: string, plan: NightPlan): Promise<{ ips: number; requests: number; seconds: number }> {
+  const ns = await stack.namespace(`wp${name.slice(0, 2)}`);
   try {
-    const names = Object.keys(variants);
-    process.stderr.write(`warm-up (5,000 invoices each) ...\n`);
-    const full = plan.invoices;
-    (plan as { invoices: number }).invoices = 5_000;
-    for (const n of names) await once(clients, n, 0);
-    (plan as { invoices: number }).invoices = full;
-    const results: Record<string, { ips: number[]; requests: number }> = Object.fromEntries(names.map((n) => [n, { ips: [], requests: 0 }]));
-    const rounds = Number(values.rounds);
-    for (let r = 1; r <= rounds; r++) {
-      const order = names.map((_, i) => names[(i + r) % names.length]); // rotate, so no variant always goes first
-      for (const n of order) {
-        const res = await once(clients, n, r);
-        results[n].ips.push(res.ips);
-        results[n].requests = res.requests;
-        process.stderr.write(`round ${r}/${rounds} ${n.padEnd(8)} ${res.seconds.toFixed(1)} s  ${Math.round(res.ips)} invoices/s  (${res.requests} requests)\n`);
-      }
-    }
-    const rows = names.map((n) => ({ variant: n, median: median(results[n].ips), min: Math.min(...results[n].ips), max: Math.max(...results[n].ips), requests: results[n].requests }));
-    console.log(`\nwrite path, ${plan.invoices.toLocaleString('en-US')} invoices, ${rounds} rounds, one request in flight, DynamoDB Local`);
-    console.log('variant   invoices/s (median)   min–max          requests');
-    for (const r of rows) console.log(`${r.variant.padEnd(9)} ${String(Math.round(r.median)).padStart(19)}   ${Math.round(r.min)}–${Math.round(r.max)}`.padEnd(50) + `${r.requests}`);
-    const m = Object.fromEntries(rows.map((r) => [r.variant, r.median]));
-    console.log(`\nfenced / bare      = ${(m.fenced / m.bare).toFixed(3)}   (target ≥ 0.90: the project's path within 10% of the bare loop)`);
-    console.log(`fenced / unfenced  = ${(m.fenced / m.unfenced).toFixed(3)}   (the price of the fence and of recording each invoice once)`);
+    await stack.clients.ddb.send(new PutCommand({ TableName: ns.tables.jobs, Item: { [Attr.pk]: JOB, [Attr.fence]: TOKEN } }));
+    const t0 = performance.now();
+    const requests = await variants[name](stack.clients, ns.tables, plan);
+    const seconds = (performance.now() - t0) / 1000;
+    return { ips: plan.invoices / seconds, requests, seconds };
   } finally {
-    clients.destroy();
-    await stack.stop();
+    await stack.drop(ns);
   }
 }
 
-main().catch((err) => { console.error(err); process.exitCode = 1; });
+export const writePath: Measurement = {
+  name: 'write-path',
+  title: '1. Write path: fenced writer vs a bare TransactWriteItems loop vs unfenced BatchWriteItem',
+  fullMinutes: 6,
+  async run(ctx: BenchContext) {
+    const report = newReport(this.name, this.title);
+    const stack = await ctx.stack();
+    const invoices = Number(ctx.options.invoices ?? (ctx.quick ? 5_000 : 50_000));
+    const plan: NightPlan = { date: DATE, invoices, chunkSize: 5_000, putsPerTransaction: 99 };
+    const names = Object.keys(variants);
+    const warm = Math.min(5_000, invoices);
+    ctx.log(`write-path: warm-up (${fmt(warm)} invoices each) ...`);
+    for (const n of names) await once(stack, n, { ...plan, invoices: warm });
+    const results: Record<string, { ips: number[]; requests: number }> = Object.fromEntries(names.map((n) => [n, { ips: [], requests: 0 }]));
+    for (let r = 1; r <= ctx.rounds; r++) {
+      for (const n of rotate(names, r)) {
+        const res = await once(stack, n, plan);
+        results[n].ips.push(res.ips);
+        results[n].requests = res.requests;
+        ctx.log(`write-path: round ${r}/${ctx.rounds} ${n.padEnd(8)} ${res.seconds.toFixed(1)} s  ${Math.round(res.ips)} invoices/s  (${res.requests} requests)`);
+      }
+    }
+    const m = Object.fromEntries(names.map((n) => [n, stat(results[n].ips)]));
+    report.blocks.push(
+      `${fmt(invoices)} invoices, ${ctx.rounds} round(s) after a warm-up, one request in flight, DynamoDB Local; medians (min–max)\n` +
+      table(['variant', 'invoices/s', 'requests', 'ratio to bare'], names.map((n) => [
+        n, fmtStat(m[n]), fmt(results[n].requests), (m[n].median / m.bare.median).toFixed(3),
+      ])),
+    );
+    const ratio = m.fenced.median / m.bare.median;
+    const ratios = results.fenced.ips.map((x, i) => x / results.bare.ips[i]);
+    report.verdicts.push({
+      measurement: this.name, what: 'fenced / bare (invoices/s)',
+      figure: `${ratio.toFixed(3)} (per-round ${ratios.map((x) => x.toFixed(2)).join(', ')})`,
+      target: '≥ 0.90', met: ratio >= 0.9,
+    });
+    report.verdicts.push({
+      measurement: this.name, what: 'fenced / unfenced (invoices/s)', figure: (m.fenced.median / m.unfenced.median).toFixed(3),
+      target: 'informational: the price of the fence and of recording each invoice once', met: undefined,
+    });
+    Object.assign(report.data, { invoices, rounds: ctx.rounds, results });
+    return report;
+  },
+};
+
+if (require.main === module) {
+  // Kept for `npx tsx bench/write-path.ts [--invoices N] [--rounds N] [--quick]`: the suite runner with only this.
+  void import('./run').then(({ cli }) => cli(['--only', 'write-path', ...process.argv.slice(2)]));
+}

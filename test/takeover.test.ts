@@ -19,7 +19,7 @@ import { startWorker } from './support/worker';
 
 const DATE = '2026-09-28';
 const LEASE_MS = 3_000;
-const night = ['--date', DATE, '--invoices', '2000', '--chunk-size', '500', '--lease-ms', String(LEASE_MS), '--renew-ms', '1000', '--margin-ms', '1000'];
+const nightArgs = ['--date', DATE, '--invoices', '2000', '--chunk-size', '500', '--lease-ms', String(LEASE_MS), '--renew-ms', '1000', '--margin-ms', '1000'];
 const plan = { date: DATE, invoices: 2000, chunkSize: 500, putsPerTransaction: 99 };
 
 function processState(pid: number): string {
@@ -41,8 +41,10 @@ async function auditNight(ns: Namespace) {
   return audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 2000);
 }
 
-test('Part 4: A pauses past its lease between its check and its write; B takes over; A\'s late batch is refused, nothing written', async () => {
+for (const engine of ['direct', 'stepfunctions']) {
+test(`Part 4 (${engine} engine): A pauses past its lease between its check and its write; B takes over; A's late batch is refused, nothing written`, async () => {
   const ns = await namespace();
+  const night = [...nightArgs, '--engine', engine];
   // A stops itself right after the check for chunk 1, batch 2 (the gap no holder-side check can close).
   const a = startWorker(ns, [...night, '--worker', 'A'], { FENCEPOST_FAULT: 'sigstop:batch:1:2' });
   await a.waitFor((e) => e.fault === 'sigstop');
@@ -79,8 +81,9 @@ test('Part 4: A pauses past its lease between its check and its write; B takes o
   assert.equal(report.invoicesFound, 2000);
 });
 
-test('Part 4 on S3: A pauses before its manifest commit; B raises the manifest; A\'s If-Match commit gets 412 and A stops', async () => {
+test(`Part 4 on S3 (${engine} engine): A pauses before its manifest commit; B raises the manifest; A's If-Match commit gets 412 and A stops`, async () => {
   const ns = await namespace();
+  const night = [...nightArgs, '--engine', engine];
   const a = startWorker(ns, [...night, '--worker', 'A'], { FENCEPOST_FAULT: 'sigstop:chunk-commit:1' });
   await a.waitFor((e) => e.fault === 'sigstop');
   const b = startWorker(ns, [...night, '--worker', 'B']);
@@ -101,3 +104,4 @@ test('Part 4 on S3: A pauses before its manifest commit; B raises the manifest; 
   const report = await auditNight(ns);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });
+}

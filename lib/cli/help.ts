@@ -7,11 +7,14 @@ Usage: fencepost <command> [options]
 Commands:
   run     bill one night: claim the lease, raise the fence, write the invoices in fenced batches, commit, release
   audit   read the stores and check the invariants (each invoice once, tokens vs fences, sparse index, epochs)
+  sweep   find orphaned claims through the sparse index and re-queue them (liveness only; the fence is the safety)
+  bump-epochs   after a point-in-time restore of the lock table: raise every epoch so no token repeats
   local   start the embedded local stack (DynamoDB Local + local S3) and print its endpoints
 
 Without --dynamodb-endpoint/--s3-endpoint, run and audit start the embedded stack themselves.
 Exit codes: 0 done (by us or already), 1 infrastructure or unexpected error, 2 bad input (nothing written),
-            3 this worker lost the lease or was fenced out (the data is safe), 4 an audit found a broken invariant.
+            3 this worker lost the lease or was fenced out (the data is safe), 4 an audit found a broken invariant,
+            5 the sweeper saw a storm and re-queued nothing.
 Run 'fencepost <command> --help' for its options.`,
 
   run: `Usage: fencepost run [--date YYYY-MM-DD] [options]
@@ -46,6 +49,32 @@ Exit: 0 completed or already done; 3 lost the lease or fenced out; 2 bad input; 
 Checks invariants 1-4 of docs/DESIGN.md: each invoice once and none missing when DONE; no token above the fence
 it met (DynamoDB and the S3 manifest); the sparse index holds exactly the RUNNING rows; the lock epoch is at
 least every token seen. Exit 0 only when all hold, 4 otherwise.`,
+
+  sweep: `Usage: fencepost sweep --dynamodb-endpoint URL --s3-endpoint URL [--table-prefix P] [--bucket B] [options]
+
+Reads only the sparse index of claimed job rows. For each, it asks the lock item whether the lease is alive
+without comparing clocks: a first sighting notes the rvn (or that the lock is free); a second sighting at least
+one full lease later that finds it unchanged makes the row an orphan, re-queued with one conditional write
+(state = RUNNING AND owner_token = :seen AND fence = :seen). Then it starts a billing run for that job.
+
+  --every D              sweep every D (10s, 500ms, 1m) until Ctrl-C (default: sight, wait one lease, sight, exit)
+  --lease-ms N           the lease to wait between sightings when the lock item declares none (default 10000)
+  --storm-share F        if more than this share of claimed rows look dead at once, re-queue none (default 0.5)
+  --storm-minimum N      ... and at least this many (default 3)
+  --max-requeues N       re-queues per sweep at most (default 10)
+  --no-start-runs        re-queue only; start no billing run
+  --run-invoices N, --run-chunk-size N, --run-engine E, --run-renew-ms N, --run-margin-ms N
+                         options for the billing runs it starts (their --lease-ms is --lease-ms)
+  --json, --events       one JSON summary at the end / one JSON line per event (and the started runs' events)
+
+Exit: 0 swept (and every started run ended DONE), 5 a storm was seen, 1 a started run failed, 2 bad input.`,
+
+  bump: `Usage: fencepost bump-epochs [--by 1000000] [--run-id ID] [--dry-run] [endpoints…] [--table-prefix P] [--json]
+
+Run after ANY point-in-time restore of the lock table, before the table is used: a restore brings old epochs
+back, and the next claim would hand out a token the stores have already accepted. Raises every lock item's epoch
+by --by, each with one conditional write that records the run id, so the command can be repeated or resumed
+(same --run-id) without bumping any item twice. --dry-run reports what it would change and writes nothing.`,
 
   local: `Usage: fencepost local [--data-dir D] [--dynamodb-port N] [--s3-port N]
 

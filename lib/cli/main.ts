@@ -13,7 +13,8 @@ import { localClients, type Endpoints } from '../core/stores';
 import { startEmbeddedStack, type EmbeddedStack } from '../../local/stack';
 import { provision } from '../../local/provision';
 import { faultHooks } from './faults';
-import { EXIT, auditOptions, localOptions, parseCommand, runOptions, type StoreTarget } from './options';
+import { EXIT, auditOptions, bumpOptions, localOptions, parseCommand, runOptions, sweepOptions, type StoreTarget } from './options';
+import { bumpCommand, sweepCommand } from './sweep';
 import { auditTable, progressBar, summaryTable } from './progress';
 import { HELP } from './help';
 
@@ -106,6 +107,34 @@ async function localCommand(args: string[]): Promise<number> {
   return EXIT.ok;
 }
 
+async function sweepCommandEntry(args: string[]): Promise<number> {
+  const values = parseCommand('sweep', args);
+  if (values.help) return out(HELP.sweep), EXIT.ok;
+  const o = sweepOptions(values);
+  return withStores(o, async (endpoints) => {
+    const clients = localClients(endpoints);
+    try {
+      return await sweepCommand(o, clients, out, err);
+    } finally {
+      clients.destroy();
+    }
+  });
+}
+
+async function bumpCommandEntry(args: string[]): Promise<number> {
+  const values = parseCommand('bump-epochs', args);
+  if (values.help) return out(HELP.bump), EXIT.ok;
+  const o = bumpOptions(values);
+  return withStores(o, async (endpoints) => {
+    const clients = localClients(endpoints);
+    try {
+      return await bumpCommand(o, clients, out);
+    } finally {
+      clients.destroy();
+    }
+  });
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...args] = argv;
   try {
@@ -113,11 +142,13 @@ export async function main(argv: string[]): Promise<number> {
       case 'run': return await runCommand(args);
       case 'audit': return await auditCommand(args);
       case 'local': return await localCommand(args);
+      case 'sweep': return await sweepCommandEntry(args);
+      case 'bump-epochs': return await bumpCommandEntry(args);
       case undefined: case 'help': case '--help': case '-h':
         out(HELP.main);
         return command === undefined ? EXIT.usage : EXIT.ok;
       default:
-        err(`fencepost: unknown command ${JSON.stringify(command)}; commands are run, audit, local (fencepost --help)`);
+        err(`fencepost: unknown command ${JSON.stringify(command)}; commands are run, audit, sweep, bump-epochs, local (fencepost --help)`);
         return EXIT.usage;
     }
   } catch (e) {

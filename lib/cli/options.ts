@@ -49,6 +49,22 @@ export const commandOptions = {
     'no-audit': { type: 'boolean' },
   },
   audit: { ...storeOptions, date: { type: 'string' }, invoices: { type: 'string' } },
+  sweep: {
+    ...storeOptions,
+    every: { type: 'string' },
+    'lease-ms': { type: 'string' },
+    'storm-share': { type: 'string' },
+    'storm-minimum': { type: 'string' },
+    'max-requeues': { type: 'string' },
+    'no-start-runs': { type: 'boolean' },
+    events: { type: 'boolean' },
+    'run-invoices': { type: 'string' },
+    'run-chunk-size': { type: 'string' },
+    'run-engine': { type: 'string' },
+    'run-renew-ms': { type: 'string' },
+    'run-margin-ms': { type: 'string' },
+  },
+  'bump-epochs': { ...storeOptions, by: { type: 'string' }, 'run-id': { type: 'string' }, 'dry-run': { type: 'boolean' } },
   local: { 'data-dir': { type: 'string' }, 'dynamodb-port': { type: 'string' }, 's3-port': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
 } as const;
 
@@ -178,4 +194,65 @@ export function localOptions(values: Record<string, unknown>): LocalOptions {
   const ports = { dynamodbPort: port('dynamodb-port'), s3Port: port('s3-port') };
   if (problems.length > 0) throw new ConfigError(problems);
   return { dataDir: values['data-dir'] as string | undefined, ...ports };
+}
+
+export interface SweepOptions extends StoreTarget {
+  /** Undefined: one sweep (two sightings a lease apart), then exit. */
+  readonly everyMs: number | undefined;
+  readonly sweeper: { leaseMs: number; stormShare: number; stormMinimum: number; maxRequeuesPerSweep: number };
+  readonly startRuns: boolean;
+  readonly json: boolean;
+  readonly events: boolean;
+  /** Options for the billing runs the sweeper starts for re-queued jobs. */
+  readonly runArgs: string[];
+}
+
+export function sweepOptions(values: Record<string, unknown>): SweepOptions {
+  const problems: string[] = [];
+  const target = storeTarget(values, problems);
+  if (!target.endpoints) problems.push('sweep needs --dynamodb-endpoint and --s3-endpoint: it watches a stack that billing runs use (start one with fencepost local)');
+  let everyMs: number | undefined;
+  if (values.every !== undefined) {
+    const m = /^(\d+)(ms|s|m)?$/.exec(String(values.every));
+    if (!m) problems.push(`--every must be a duration like 10s, 500ms or 1m, got ${JSON.stringify(values.every)}`);
+    else everyMs = Number(m[1]) * ({ ms: 1, s: 1000, m: 60_000 }[m[2] ?? 's'] as number);
+    if (everyMs !== undefined && everyMs < 100) problems.push('--every must be at least 100ms');
+  }
+  const leaseMs = intOption(values, 'lease-ms', problems) ?? 10_000;
+  const stormShare = values['storm-share'] === undefined ? 0.5 : Number(values['storm-share']);
+  if (!(stormShare > 0 && stormShare <= 1)) problems.push(`--storm-share must be in (0, 1], got ${JSON.stringify(values['storm-share'])}`);
+  const stormMinimum = intOption(values, 'storm-minimum', problems) ?? 3;
+  const maxRequeuesPerSweep = intOption(values, 'max-requeues', problems) ?? 10;
+  for (const [name, v] of [['lease-ms', leaseMs], ['storm-minimum', stormMinimum], ['max-requeues', maxRequeuesPerSweep]] as const) {
+    if (v < 1) problems.push(`--${name} must be a positive integer, got ${v}`);
+  }
+  const runArgs: string[] = [];
+  for (const name of ['invoices', 'chunk-size', 'engine', 'renew-ms', 'margin-ms']) {
+    const v = values[`run-${name}`];
+    if (v !== undefined) runArgs.push(`--${name}`, String(v));
+  }
+  runArgs.push('--lease-ms', String(leaseMs));
+  if (problems.length > 0) throw new ConfigError(problems);
+  return {
+    ...target, everyMs, sweeper: { leaseMs, stormShare, stormMinimum, maxRequeuesPerSweep },
+    startRuns: !values['no-start-runs'], json: Boolean(values.json), events: Boolean(values.events), runArgs,
+  };
+}
+
+export interface BumpOptions extends StoreTarget {
+  readonly by: number;
+  readonly runId: string;
+  readonly dryRun: boolean;
+  readonly json: boolean;
+}
+
+export function bumpOptions(values: Record<string, unknown>): BumpOptions {
+  const problems: string[] = [];
+  const target = storeTarget(values, problems);
+  const by = intOption(values, 'by', problems) ?? 1_000_000;
+  if (by < 1) problems.push(`--by must be a positive integer, got ${by}`);
+  const runId = (values['run-id'] as string | undefined) ?? `bump-${today()}-${process.pid}`;
+  if (!/^[\w.:-]{1,100}$/.test(runId)) problems.push(`--run-id must be 1-100 letters, digits, '_', '-', '.', ':', got ${JSON.stringify(runId)}`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { ...target, by, runId, dryRun: Boolean(values['dry-run']), json: Boolean(values.json) };
 }

@@ -19,7 +19,10 @@ export type EventName =
   | 'completed'
   | 'already-done'
   | 'released'
-  | 'release-failed';
+  | 'release-failed'
+  | 'swept'
+  | 'sweeper-storm'
+  | 'requeued';
 
 export interface FencepostEvent {
   readonly event: EventName;

@@ -1,0 +1,362 @@
+/**
+ * What every benchmark shares: statistics (medians with min–max over rounds), rotating order, tables, the shared
+ * embedded stack with throw-away namespaces, `fencepost run` child processes whose event lines are timestamped on
+ * arrival in THIS process (one machine, one monotonic clock), and a /proc sampler for resident memory.
+ *
+ * Benchmarks are not tests: nothing here asserts; every figure is printed next to its target and the reader judges.
+ * The machine is shared and noisy, so a comparison is always two things measured side by side in one run, repeated.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { DeleteTableCommand } from '@aws-sdk/client-dynamodb';
+import { DeleteBucketCommand, DeleteObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import type { FencepostEvent } from '../lib/core/events';
+import { tableNames, type TableNames } from '../lib/core/schema';
+import { localClients, type Clients, type Endpoints } from '../lib/core/stores';
+import { provision } from '../local/provision';
+import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
+export const ROOT = path.resolve(__dirname, '..');
+export const CLI = path.join(ROOT, 'bin/fencepost.ts');
+
+// ---------------------------------------------------------------- statistics and formatting
+
+export const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+export interface Stat { readonly median: number; readonly min: number; readonly max: number; readonly n: number }
+export const stat = (xs: readonly number[]): Stat => ({ median: median(xs), min: Math.min(...xs), max: Math.max(...xs), n: xs.length });
+
+/** `1,234 (1,100–1,300)`, or just the value for a single sample. */
+export function fmtStat(s: Stat, digits = 0, unit = ''): string {
+  const f = (x: number) => fmt(x, digits);
+  return s.n <= 1 ? `${f(s.median)}${unit}` : `${f(s.median)}${unit} (${f(s.min)}–${f(s.max)})`;
+}
+
+export function fmt(x: number, digits = 0): string {
+  if (!Number.isFinite(x)) return String(x);
+  return x.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+}
+
+export const mb = (kb: number) => kb / 1024;
+
+/** Round r's order: the list rotated by r, so no variant always goes first (or last). */
+export function rotate<T>(items: readonly T[], round: number): T[] {
+  return items.map((_, i) => items[(i + round) % items.length]);
+}
+
+export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: readonly string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
+  return [line(headers), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
+}
+
+// ---------------------------------------------------------------- the suite's shape
+
+export interface Verdict {
+  readonly measurement: string;
+  readonly what: string;
+  readonly figure: string;
+  readonly target: string;
+  /** true met, false not met, undefined: informational (no target, or not measurable here). */
+  readonly met: boolean | undefined;
+}
+
+export interface Report {
+  readonly name: string;
+  readonly title: string;
+  /** Printed blocks: tables and notes. */
+  readonly blocks: string[];
+  readonly verdicts: Verdict[];
+  /** Raw figures, for --out. */
+  readonly data: Record<string, unknown>;
+}
+
+export interface BenchContext {
+  readonly quick: boolean;
+  /** Rounds for every comparison (≥ 3 in the full mode, 1 in --quick). */
+  readonly rounds: number;
+  /** The shared embedded stack, started on first use (its start-up is timed once). */
+  stack(): Promise<SharedStack>;
+  log(line: string): void;
+  /** Options a single measurement accepts (e.g. --invoices for write-path). */
+  readonly options: Record<string, string | undefined>;
+}
+
+export interface Measurement {
+  readonly name: string;
+  readonly title: string;
+  /** Roughly how long the full mode takes, for the suite's plan line. */
+  readonly fullMinutes: number;
+  run(ctx: BenchContext): Promise<Report>;
+}
+
+export function newReport(name: string, title: string): Report {
+  return { name, title, blocks: [], verdicts: [], data: {} };
+}
+
+// ---------------------------------------------------------------- the shared stack and throw-away namespaces
+
+export interface Namespace {
+  readonly prefix: string;
+  readonly bucket: string;
+  readonly tables: TableNames;
+  storeArgs(): string[];
+}
+
+export class SharedStack {
+  private constructor(readonly stack: EmbeddedStack, readonly clients: Clients, readonly startupSeconds: number) {}
+
+  static async start(): Promise<SharedStack> {
+    const t0 = performance.now();
+    const stack = await startEmbeddedStack();
+    const startupSeconds = (performance.now() - t0) / 1000;
+    return new SharedStack(stack, localClients(stack.endpoints), startupSeconds);
+  }
+
+  get endpoints(): Endpoints {
+    return this.stack.endpoints;
+  }
+
+  get jvmPid(): number {
+    return this.stack.dynamodb.pid;
+  }
+
+  /** Fresh tables and a bucket, provisioned from the one schema (as `fencepost run` would). */
+  async namespace(tag: string): Promise<Namespace> {
+    const id = `${tag}${randomBytes(3).toString('hex')}`.toLowerCase().replace(/[^a-z0-9]/g, '');
+    const prefix = `b${id}-`;
+    const bucket = `b${id}`;
+    await provision(this.clients.raw, this.clients.s3, prefix, bucket);
+    const endpoints = this.endpoints;
+    return {
+      prefix, bucket, tables: tableNames(prefix),
+      storeArgs: () => ['--dynamodb-endpoint', endpoints.dynamodb, '--s3-endpoint', endpoints.s3, '--table-prefix', prefix, '--bucket', bucket],
+    };
+  }
+
+  /** Delete a namespace's tables and objects, so DynamoDB Local's memory and the S3 map do not grow run after run. */
+  async drop(ns: Namespace): Promise<void> {
+    for (const t of Object.values(ns.tables)) {
+      await this.clients.raw.send(new DeleteTableCommand({ TableName: t })).catch(() => undefined);
+    }
+    try {
+      for (;;) {
+        const list = await this.clients.s3.send(new ListObjectsV2Command({ Bucket: ns.bucket }));
+        for (const o of list.Contents ?? []) await this.clients.s3.send(new DeleteObjectCommand({ Bucket: ns.bucket, Key: o.Key! }));
+        if (!list.IsTruncated) break;
+      }
+      await this.clients.s3.send(new DeleteBucketCommand({ Bucket: ns.bucket }));
+    } catch {
+      /* best effort */
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.clients.destroy();
+    await this.stack.stop();
+  }
+}
+
+// ---------------------------------------------------------------- `fencepost run` (and `local`) child processes
+
+/** An event line, with the time it arrived in this process (performance.now(), this process's monotonic clock). */
+export type Arrived = FencepostEvent & { readonly atMs: number };
+
+export interface Child {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  /** performance.now() just before spawn. */
+  readonly spawnedAt: number;
+  readonly events: Arrived[];
+  /** Lines of stdout that were not events (the --json summary, `local`'s endpoints). */
+  readonly other: { line: string; atMs: number }[];
+  readonly stderr: string[];
+  /** Resolves with [exit code, signal] and the arrival time of the exit. */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; atMs: number }>;
+  /** The first event (past or future) matching pred. Rejects on timeout or exit. */
+  waitFor(pred: (e: Arrived) => boolean, timeoutMs?: number): Promise<Arrived>;
+  /** Called synchronously on each event as it arrives (before waiters): the place to act with no delay. */
+  onEvent(listener: (e: Arrived) => void): void;
+  /** The --json summary, once the process has exited. */
+  summary(): Record<string, unknown> | undefined;
+}
+
+export function spawnCli(args: readonly string[], env: Record<string, string> = {}): Child {
+  const spawnedAt = performance.now();
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, NODE_NO_WARNINGS: '1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const events: Arrived[] = [];
+  const other: { line: string; atMs: number }[] = [];
+  const stderr: string[] = [];
+  const listeners: ((e: Arrived) => void)[] = [];
+  const waiters: { pred: (e: Arrived) => boolean; resolve: (e: Arrived) => void }[] = [];
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    const atMs = performance.now();
+    let parsed: Record<string, unknown> | undefined;
+    try { parsed = JSON.parse(line) as Record<string, unknown>; } catch { /* not JSON */ }
+    if (!parsed || typeof parsed.event !== 'string') return void other.push({ line, atMs });
+    const e = { ...(parsed as FencepostEvent), atMs };
+    events.push(e);
+    for (const l of listeners) l(e);
+    for (const w of [...waiters]) if (w.pred(e)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(e); }
+  });
+  createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
+  const exited = once(child, 'exit').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null, atMs: performance.now() }));
+  return {
+    child, pid: child.pid!, spawnedAt, events, other, stderr, exited,
+    onEvent: (l) => void listeners.push(l),
+    waitFor(pred, timeoutMs = 120_000) {
+      const hit = events.find(pred);
+      if (hit) return Promise.resolve(hit);
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`timed out waiting for an event; saw ${events.map((e) => e.event).join(',')}; stderr: ${stderr.join(' | ')}`)), timeoutMs);
+        waiters.push({ pred, resolve: (e) => { clearTimeout(timer); resolve(e); } });
+        void exited.then(() => setTimeout(() => { clearTimeout(timer); reject(new Error(`the process exited before the event; saw ${events.map((e) => e.event).join(',')}; stderr: ${stderr.slice(-5).join(' | ')}`)); }, 100));
+      });
+    },
+    summary() {
+      for (const o of [...other].reverse()) {
+        try { const j = JSON.parse(o.line) as Record<string, unknown>; if ('outcome' in j) return j; } catch { /* next */ }
+      }
+      return undefined;
+    },
+  };
+}
+
+/** SIGKILL a child we started, by its pid, if it is still running. */
+export function kill(c: Child, sig: NodeJS.Signals = 'SIGKILL'): void {
+  if (c.child.exitCode === null && c.child.signalCode === null) {
+    try { process.kill(c.pid, sig); } catch { /* gone */ }
+  }
+}
+
+/** Run a child to its exit and fail loudly on a non-zero code. */
+export async function runToEnd(c: Child, what: string): Promise<{ code: number | null; atMs: number }> {
+  const r = await c.exited;
+  if (r.code !== 0) throw new Error(`${what} exited ${r.code ?? r.signal}: ${c.stderr.slice(-8).join('\n')}`);
+  return r;
+}
+
+// ---------------------------------------------------------------- resident memory from /proc
+
+export interface ProcMem { readonly rssKb: number; readonly hwmKb: number }
+
+export function procMem(pid: number): ProcMem | undefined {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+    const rss = /VmRSS:\s+(\d+)/.exec(s);
+    const hwm = /VmHWM:\s+(\d+)/.exec(s);
+    if (!rss || !hwm) return undefined; // a zombie has no memory lines
+    return { rssKb: Number(rss[1]), hwmKb: Number(hwm[1]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Children of pid (from /proc/<pid>/task/<pid>/children, else a scan of /proc/* /stat). */
+export function childrenOf(pid: number): number[] {
+  try {
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    const out: number[] = [];
+    for (const d of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      try {
+        const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+        if (Number(stat[1]) === pid) out.push(Number(d));
+      } catch { /* gone */ }
+    }
+    return out;
+  }
+}
+
+export function isDynamoDbLocal(pid: number): boolean {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('DynamoDBLocal.jar');
+  } catch {
+    return false;
+  }
+}
+
+/** The DynamoDB Local JVM started by pid (a direct child), if any. */
+export function jvmChildOf(pid: number): number | undefined {
+  return childrenOf(pid).find(isDynamoDbLocal);
+}
+
+/**
+ * Samples VmRSS (and VmHWM, the kernel's own high-water mark) of named processes every ~100 ms. The peak of the SUM
+ * is taken over simultaneous samples, so it is what the machine had to hold at once.
+ */
+export class MemorySampler {
+  private timer: NodeJS.Timeout | undefined;
+  readonly peakRssKb: Record<string, number> = {};
+  readonly lastHwmKb: Record<string, number> = {};
+  peakSumKb = 0;
+  samples = 0;
+  private marks: { label: string; atMs: number; peakSumKb: number; peakRssKb: Record<string, number> }[] = [];
+
+  constructor(private readonly pids: () => Record<string, number | undefined>, private readonly periodMs = 100) {}
+
+  start(): this {
+    const tick = () => {
+      let sum = 0;
+      for (const [name, pid] of Object.entries(this.pids())) {
+        if (pid === undefined) continue;
+        const m = procMem(pid);
+        if (!m) continue;
+        sum += m.rssKb;
+        this.peakRssKb[name] = Math.max(this.peakRssKb[name] ?? 0, m.rssKb);
+        this.lastHwmKb[name] = Math.max(this.lastHwmKb[name] ?? 0, m.hwmKb);
+      }
+      this.peakSumKb = Math.max(this.peakSumKb, sum);
+      this.samples++;
+    };
+    tick();
+    this.timer = setInterval(tick, this.periodMs);
+    return this;
+  }
+
+  /** Remember the peaks so far under a label (e.g. "night" at the completed event), then keep sampling. */
+  mark(label: string): void {
+    this.marks.push({ label, atMs: performance.now(), peakSumKb: this.peakSumKb, peakRssKb: { ...this.peakRssKb } });
+  }
+
+  markOf(label: string) {
+    return this.marks.find((m) => m.label === label);
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}
+
+// ---------------------------------------------------------------- machine description for the report
+
+export function machine(): string {
+  const cpus = os.cpus();
+  return `${cpus.length} × ${cpus[0]?.model.trim() ?? 'cpu'}, ${fmt(os.totalmem() / 2 ** 30, 1)} GiB RAM, ${os.type()} ${os.release()}, Node ${process.version}`;
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** A date no other run in this process used (so a night is never found DONE by accident). */
+let dayCounter = 0;
+export function freshDate(): string {
+  const d = new Date(Date.UTC(2031, 0, 1) + (dayCounter++ + Math.floor(Math.random() * 3000)) * 86_400_000);
+  return d.toISOString().slice(0, 10);
+}

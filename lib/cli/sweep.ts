@@ -1,0 +1,104 @@
+/**
+ * `fencepost sweep` and `fencepost bump-epochs`: thin adapters over lib/core/sweeper.ts and lib/core/restore.ts.
+ *
+ * A sweep needs two sightings a lease apart, so `sweep` without --every sights, waits one lease on its own
+ * monotonic clock, sights again, re-queues the orphans and exits; `--every 10s` keeps sweeping until Ctrl-C.
+ * For each re-queued job it starts a billing run (a `fencepost run` child process on the same stores) and waits
+ * for it before exiting.
+ */
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import path from 'node:path';
+import type { Clients } from '../core/stores';
+import { systemClock } from '../core/clock';
+import { Events } from '../core/events';
+import { bumpEpochs, type BumpReport } from '../core/restore';
+import { Keys, tableNames } from '../core/schema';
+import { Sweeper, type SweepReport } from '../core/sweeper';
+import type { BumpOptions, SweepOptions } from './options';
+
+const CLI = path.resolve(__dirname, '../../bin/fencepost.ts');
+
+export interface SweepRun {
+  readonly jobId: string;
+  readonly exitCode: number | null;
+  readonly summary?: unknown;
+}
+
+/** Start a billing run for a re-queued job, as its own process (as the cloud starts a new execution). */
+function startRun(o: SweepOptions, jobId: string, n: number, forward: (line: string) => void): Promise<SweepRun> {
+  const date = jobId.slice(Keys.job('').length);
+  const e = o.endpoints!;
+  const args = ['--import', 'tsx', CLI, 'run', '--date', date, '--dynamodb-endpoint', e.dynamodb, '--s3-endpoint', e.s3,
+    '--table-prefix', o.tablePrefix, '--bucket', o.bucket, '--worker', `sweeper-run-${process.pid}-${n}`, ...o.runArgs, o.events ? '--events' : '--json'];
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_NO_WARNINGS: '1' } });
+  let last: string | undefined;
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    last = line;
+    if (o.events) forward(line);
+  });
+  return new Promise((resolve) => child.on('exit', (code) => {
+    let summary: unknown;
+    try { summary = o.events ? undefined : JSON.parse(last ?? ''); } catch { summary = undefined; }
+    resolve({ jobId, exitCode: code, summary });
+  }));
+}
+
+export async function sweepCommand(o: SweepOptions, clients: Clients, out: (t: string) => void, err: (t: string) => void): Promise<number> {
+  const tables = tableNames(o.tablePrefix);
+  const events = new Events(`sweeper-${process.pid}`, systemClock);
+  if (o.events) events.on((e) => out(JSON.stringify(e)));
+  const sweeper = new Sweeper({ ddb: clients.ddb, jobs: tables.jobs, locks: tables.locks, clock: systemClock, events }, o.sweeper);
+  const runs: Promise<SweepRun>[] = [];
+  const onRequeued = (jobId: string) => {
+    if (o.startRuns) runs.push(startRun(o, jobId, runs.length + 1, out));
+  };
+  const reports: SweepReport[] = [];
+  const describe = (r: SweepReport) =>
+    `claimed ${r.claimed}, orphans ${r.orphans}, re-queued ${r.requeued.length}${r.requeued.length ? ` (${r.requeued.join(', ')})` : ''}, alive ${r.skippedAlive}, first sightings ${r.pending}, items read ${r.itemsRead}${r.storm ? ', STORM: re-queued none' : ''}${r.deferred ? `, ${r.deferred} deferred` : ''}`;
+
+  if (o.everyMs === undefined) {
+    reports.push(await sweeper.sweep(onRequeued));
+    await systemClock.sleep(o.sweeper.leaseMs); // a full lease on our own clock before the second sighting
+    reports.push(await sweeper.sweep(onRequeued));
+  } else {
+    let stopping = false;
+    const stop = () => { stopping = true; };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    while (!stopping) {
+      const r = await sweeper.sweep(onRequeued);
+      reports.push(r);
+      if (!o.json && !o.events) err(`sweep: ${describe(r)}`);
+      for (let waited = 0; waited < o.everyMs && !stopping; waited += 100) await systemClock.sleep(Math.min(100, o.everyMs - waited));
+    }
+  }
+  const finished = await Promise.all(runs);
+  const total = {
+    sweeps: reports.length,
+    orphans: reports.reduce((n, r) => n + r.orphans, 0),
+    requeued: reports.flatMap((r) => r.requeued),
+    skippedAlive: reports.reduce((n, r) => n + r.skippedAlive, 0),
+    storms: reports.filter((r) => r.storm).length,
+    itemsRead: reports.reduce((n, r) => n + r.itemsRead, 0),
+    runs: finished,
+  };
+  if (o.json) out(JSON.stringify(total));
+  else if (!o.events) {
+    if (o.everyMs === undefined) err(`sweep: ${describe(reports.at(-1)!)}`);
+    for (const r of finished) err(`billing run for ${r.jobId}: exit ${r.exitCode}${r.summary ? ` (${(r.summary as { outcome?: string }).outcome})` : ''}`);
+  }
+  return total.storms > 0 ? 5 : finished.some((r) => r.exitCode !== 0) ? 1 : 0;
+}
+
+export async function bumpCommand(o: BumpOptions, clients: Clients, out: (t: string) => void): Promise<number> {
+  const report: BumpReport = await bumpEpochs({ ddb: clients.ddb, locks: tableNames(o.tablePrefix).locks }, { by: o.by, runId: o.runId, dryRun: o.dryRun });
+  if (o.json) out(JSON.stringify(report));
+  else {
+    out(`${o.dryRun ? 'dry run: would bump' : 'bumped'} ${report.changed.length} of ${report.scanned} lock items by ${o.by.toLocaleString('en-US')} (run id ${o.runId})`);
+    for (const c of report.changed) out(`  ${c.key}: epoch ${c.from} → ${c.to}`);
+    if (report.alreadyBumped.length) out(`  already bumped by this run id: ${report.alreadyBumped.length} (${report.alreadyBumped.slice(0, 5).join(', ')}${report.alreadyBumped.length > 5 ? ', …' : ''})`);
+    if (!o.dryRun) out(`To resume after an interruption, run it again with --run-id ${o.runId}: no item is bumped twice.`);
+  }
+  return 0;
+}

@@ -1,0 +1,200 @@
+/**
+ * The orphan sweeper (reference Part 6): finds job rows still RUNNING whose holder is gone, and re-queues them.
+ *
+ * It is liveness only. The fence keeps the data safe even when the sweeper is wrong: a wrongly re-queued job is
+ * taken by a new holder with a higher token, and the old holder's writes are then refused (Part 6).
+ *
+ *   1. read ONLY the sparse index: claimed rows are the only rows in it (never scan the job table);
+ *   2. for each, ask the authority (the lock item) whether a lease is alive, without comparing clocks:
+ *      a first sighting notes the lock's rvn (or that it is free); a second sighting at least one full lease
+ *      later, on the sweeper's own monotonic clock, that finds the same rvn (or the lock still free) means
+ *      nobody renewed in a whole lease: an orphan. A holder caught between its claim and its fence raise is
+ *      never swept: its renewals change the rvn;
+ *   3. never storm: if more than a set share of the claimed rows look dead at once, the likely cause is our own
+ *      renewal path failing, not the holders: re-queue none, report a storm (metric + alarm);
+ *   4. otherwise re-queue at a bounded rate, each with one conditional write
+ *      (state = RUNNING AND owner_token = :seen AND fence = :seen), so a new holder that raised the fence in
+ *      between makes the write fail and do nothing.
+ */
+import { QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { Clock } from './clock';
+import { isConditionalCheckFailed } from './conditions';
+import type { Events } from './events';
+import type { JobRow } from './fence';
+import { observe } from './lease';
+import { Attr, CLAIM_SHARD, JOB_TABLE } from './schema';
+
+export interface SweeperConfig {
+  /** The lease to wait between two sightings when the lock item does not declare one. @default 10000 */
+  readonly leaseMs: number;
+  /** Above this share of claimed rows looking dead at once, re-queue none (a storm). @default 0.5 */
+  readonly stormShare: number;
+  /** A storm needs at least this many dead-looking rows (one dead job of one is not a storm). @default 3 */
+  readonly stormMinimum: number;
+  /** At most this many re-queues per sweep. @default 10 */
+  readonly maxRequeuesPerSweep: number;
+}
+
+export const SWEEPER_DEFAULTS: SweeperConfig = { leaseMs: 10_000, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
+
+export interface SweeperDeps {
+  readonly ddb: DynamoDBDocumentClient;
+  readonly jobs: string;
+  readonly locks: string;
+  readonly clock: Clock;
+  readonly events?: Events;
+}
+
+/** One look at one claimed row and its lock. JSON-safe: the cloud passes it through a Wait state. */
+export interface ClaimSighting {
+  readonly jobId: string;
+  readonly ownerToken: number;
+  readonly fence: number;
+  /** The lock's rvn while held; undefined when the lock was free. */
+  readonly rvn: string | undefined;
+  readonly held: boolean;
+  /** The lease the lock item declares (or the configured one): how long the second sighting must wait. */
+  readonly leaseMs: number;
+}
+
+export interface SweepReport {
+  /** Rows in the sparse index this sweep (all of them claimed by construction). */
+  readonly claimed: number;
+  /** Orphans: unchanged across a full lease. */
+  readonly orphans: number;
+  readonly requeued: string[];
+  /** Looked dead but the write found a new owner or fence (a takeover raced us): nothing changed. */
+  readonly lostRaces: number;
+  /** Renewed (rvn changed) or changed hands since the first sighting. */
+  readonly skippedAlive: number;
+  /** First sightings, to be checked a lease later. */
+  readonly pending: number;
+  readonly storm: boolean;
+  /** Orphans left for a later sweep by the rate bound. */
+  readonly deferred: number;
+  /** Items read from DynamoDB: index rows + lock items. */
+  readonly itemsRead: number;
+}
+
+/** 1.–2. One pass over the sparse index: every claimed row with its lock's current rvn. */
+export async function sightClaimed(deps: SweeperDeps, config: Pick<SweeperConfig, 'leaseMs'>): Promise<{ sightings: ClaimSighting[]; itemsRead: number }> {
+  const sightings: ClaimSighting[] = [];
+  let itemsRead = 0;
+  let start: Record<string, unknown> | undefined;
+  do {
+    const page = await deps.ddb.send(new QueryCommand({
+      TableName: deps.jobs, IndexName: JOB_TABLE.sparseIndex!.name,
+      KeyConditionExpression: `${Attr.claimShard} = :shard`, ExpressionAttributeValues: { ':shard': CLAIM_SHARD },
+      ExclusiveStartKey: start,
+    }));
+    for (const row of (page.Items ?? []) as JobRow[]) {
+      itemsRead += 2;
+      // The job row and its lock share the key (billing#<date>): Keys.job(d) === Keys.lock(d).
+      const lock = await observe({ ddb: deps.ddb, table: deps.locks }, row.pk);
+      sightings.push({
+        jobId: row.pk, ownerToken: Number(row.owner_token), fence: Number(row.fence),
+        held: lock?.holder !== undefined, rvn: lock?.holder !== undefined ? lock.rvn : undefined, leaseMs: lock?.lease_ms ?? config.leaseMs,
+      });
+    }
+    start = page.LastEvaluatedKey;
+  } while (start);
+  return { sightings, itemsRead };
+}
+
+/** Orphan: the same row (owner and fence) and the same lock state, a full lease apart. */
+export function isOrphan(first: ClaimSighting, second: ClaimSighting): boolean {
+  return first.ownerToken === second.ownerToken && first.fence === second.fence && first.held === second.held && first.rvn === second.rvn;
+}
+
+/** 3. The storm rule: too many dead-looking rows at once means the renewal path, not the holders, is failing. */
+export function isStorm(orphans: number, claimed: number, config: Pick<SweeperConfig, 'stormShare' | 'stormMinimum'>): boolean {
+  return orphans >= config.stormMinimum && orphans > claimed * config.stormShare;
+}
+
+/** 4. Re-queue one orphan: one conditional write on exactly what was sighted. False if a new holder got there first. */
+export async function requeue(deps: Pick<SweeperDeps, 'ddb' | 'jobs'>, orphan: Pick<ClaimSighting, 'jobId' | 'ownerToken' | 'fence'>): Promise<boolean> {
+  try {
+    await deps.ddb.send(new UpdateCommand({
+      TableName: deps.jobs,
+      Key: { [Attr.pk]: orphan.jobId },
+      // Still RUNNING, by the owner and at the fence we saw: anything else means someone moved it on.
+      ConditionExpression: `#state = :running AND ${Attr.ownerToken} = :owner AND ${Attr.fence} = :fence`,
+      // QUEUED leaves the sparse index in the same write (Part 6).
+      UpdateExpression: `SET #state = :queued REMOVE ${Attr.claimShard}, ${Attr.claimedSince}`,
+      ExpressionAttributeNames: { '#state': Attr.state },
+      ExpressionAttributeValues: { ':running': 'RUNNING', ':queued': 'QUEUED', ':owner': orphan.ownerToken, ':fence': orphan.fence },
+    }));
+    return true;
+  } catch (err) {
+    if (isConditionalCheckFailed(err)) return false;
+    throw err;
+  }
+}
+
+/**
+ * The decision of a sweep, given the first sightings and the second ones made at least a lease later (and the
+ * number of claimed rows in all): which rows are orphans, whether that is a storm, and which to re-queue now.
+ */
+export function decide(first: readonly ClaimSighting[], second: readonly ClaimSighting[], claimed: number, config: SweeperConfig) {
+  const before = new Map(first.map((s) => [s.jobId, s]));
+  const orphans = second.filter((s) => before.has(s.jobId) && isOrphan(before.get(s.jobId)!, s));
+  const alive = second.filter((s) => before.has(s.jobId) && !isOrphan(before.get(s.jobId)!, s)).length;
+  const storm = isStorm(orphans.length, claimed, config);
+  const now = storm ? [] : orphans.slice(0, config.maxRequeuesPerSweep);
+  return { orphans, alive, storm, requeueNow: now, deferred: storm ? 0 : orphans.length - now.length };
+}
+
+/**
+ * The local sweeper: keeps its first sightings in memory between sweeps and times "a full lease later" on its own
+ * monotonic clock. (The cloud keeps them in the state machine's data across a Wait state instead.)
+ */
+export class Sweeper {
+  private readonly seen = new Map<string, { sighting: ClaimSighting; atMs: number }>();
+
+  constructor(private readonly deps: SweeperDeps, private readonly config: SweeperConfig = SWEEPER_DEFAULTS) {}
+
+  async sweep(onRequeued?: (jobId: string) => Promise<void> | void): Promise<SweepReport> {
+    const now = () => this.deps.clock.monotonicMs();
+    const { sightings, itemsRead } = await sightClaimed(this.deps, this.config);
+    const due: ClaimSighting[] = [];
+    const firsts: ClaimSighting[] = [];
+    let pending = 0;
+    let skippedAlive = 0;
+    const current = new Set(sightings.map((s) => s.jobId));
+    for (const id of this.seen.keys()) if (!current.has(id)) this.seen.delete(id); // left the index: done or re-queued
+    for (const s of sightings) {
+      const earlier = this.seen.get(s.jobId);
+      if (!earlier || !isOrphan(earlier.sighting, s)) {
+        if (earlier) skippedAlive++;
+        this.seen.set(s.jobId, { sighting: s, atMs: now() }); // first sighting (or a fresh one after a change)
+        pending++;
+      } else if (now() - earlier.atMs >= earlier.sighting.leaseMs) {
+        due.push(s);
+        firsts.push(earlier.sighting);
+      } else {
+        pending++; // unchanged, but not yet a full lease: look again next sweep
+      }
+    }
+    const d = decide(firsts, due, sightings.length, this.config);
+    const requeued: string[] = [];
+    let lostRaces = 0;
+    for (const o of d.requeueNow) {
+      if (await requeue(this.deps, o)) {
+        requeued.push(o.jobId);
+        this.seen.delete(o.jobId);
+        this.deps.events?.emit('requeued', { jobId: o.jobId, token: o.ownerToken, fence: o.fence });
+        await onRequeued?.(o.jobId);
+      } else {
+        lostRaces++;
+        this.seen.delete(o.jobId);
+      }
+    }
+    const storm = d.storm;
+    const report: SweepReport = {
+      claimed: sightings.length, orphans: d.orphans.length, requeued, lostRaces, skippedAlive: skippedAlive + d.alive,
+      pending, storm, deferred: d.deferred, itemsRead,
+    };
+    this.deps.events?.emit(storm ? 'sweeper-storm' : 'swept', { ...report, requeued: requeued.length });
+    return report;
+  }
+}

@@ -1,0 +1,141 @@
+/** The orphan sweeper on real DynamoDB Local (reference Part 6): two sightings a lease apart, no clock comparison. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
+import { systemClock } from '../lib/core/clock';
+import { DEFAULTS, type LeaseConfig } from '../lib/core/config';
+import { FencedOutError } from '../lib/core/errors';
+import { Events } from '../lib/core/events';
+import * as fence from '../lib/core/fence';
+import { chunkBatches } from '../lib/core/invoices';
+import { claim, type LeaseDeps } from '../lib/core/lease';
+import { Keys } from '../lib/core/schema';
+import { Sweeper, requeue, sightClaimed, type SweeperConfig } from '../lib/core/sweeper';
+import { namespace, type Namespace } from './support/stack';
+
+const lease: LeaseConfig = { ...DEFAULTS, leaseMs: 600, renewMs: 150, marginMs: 150 };
+const sweeperConfig: SweeperConfig = { leaseMs: 600, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function deps(ns: Namespace, worker = 'W') {
+  const events = new Events(worker, systemClock);
+  const leaseDeps: LeaseDeps = { ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events };
+  const fenceDeps: fence.FenceDeps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+  const sweeper = new Sweeper({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock }, sweeperConfig);
+  return { leaseDeps, fenceDeps, sweeper };
+}
+
+/** A holder that claims and raises the fence for a night, optionally renewing. */
+async function holder(ns: Namespace, date: string, name: string, renewing: boolean) {
+  const { leaseDeps, fenceDeps } = deps(ns, name);
+  const l = await claim(leaseDeps, Keys.lock(date), name, lease);
+  await fence.raise(fenceDeps, Keys.job(date), l.token, name, 1);
+  if (renewing) l.startHeartbeat();
+  return l;
+}
+
+test('a dead holder\'s row is an orphan only on a second sighting a full lease later; the re-queue takes it out of the index', async () => {
+  const ns = await namespace();
+  const { sweeper, fenceDeps } = deps(ns);
+  await holder(ns, '2026-09-28', 'B', false); // B "dies": no renewals
+  const first = await sweeper.sweep();
+  assert.deepEqual([first.claimed, first.orphans, first.pending], [1, 0, 1], 'first sighting only notes the rvn');
+  const early = await sweeper.sweep();
+  assert.equal(early.orphans, 0, 'not before a full lease has passed on the sweeper\'s own clock');
+  await sleep(sweeperConfig.leaseMs + 50);
+  const second = await sweeper.sweep();
+  assert.deepEqual(second.requeued, [Keys.job('2026-09-28')]);
+  const row = await fence.readJob(fenceDeps, Keys.job('2026-09-28'));
+  assert.equal(row?.state, 'QUEUED');
+  assert.equal(row?.claim_shard, undefined, 'the re-queue leaves the sparse index in the same write');
+  assert.equal((await sweeper.sweep()).claimed, 0);
+});
+
+test('a live holder is never swept: its renewals change the rvn between sightings', async () => {
+  const ns = await namespace();
+  const { sweeper } = deps(ns);
+  const a = await holder(ns, '2026-09-28', 'A', true);
+  for (let i = 0; i < 4; i++) {
+    const r = await sweeper.sweep();
+    assert.equal(r.requeued.length, 0);
+    await sleep(sweeperConfig.leaseMs / 2 + 10);
+  }
+  const r = await sweeper.sweep();
+  assert.equal(r.orphans, 0);
+  assert.ok(r.skippedAlive >= 1);
+  await a.release();
+});
+
+test('a holder caught between its claim and its fence raise is not swept (the old owner\'s row, the new holder\'s live lease)', async () => {
+  const ns = await namespace();
+  const { sweeper, leaseDeps, fenceDeps } = deps(ns);
+  const date = '2026-09-28';
+  await holder(ns, date, 'B', false); // B dies holding token 1; the row says RUNNING by 1
+  await sweeper.sweep();
+  const c = await claim(leaseDeps, Keys.lock(date), 'C', lease); // C waits out B's lease, claims token 2 ...
+  c.startHeartbeat(); // ... and renews, but has not raised the fence yet
+  await sleep(sweeperConfig.leaseMs + 50);
+  await sweeper.sweep();
+  await sleep(sweeperConfig.leaseMs + 50);
+  const r = await sweeper.sweep();
+  assert.deepEqual(r.requeued, [], 'the lock is alive, whoever holds it');
+  assert.equal((await fence.readJob(fenceDeps, Keys.job(date)))?.state, 'RUNNING');
+  await c.release();
+});
+
+test('a wrong re-queue cannot break safety: the paused holder\'s next write is refused by the fence', async () => {
+  const ns = await namespace();
+  const { sweeper, leaseDeps, fenceDeps } = deps(ns);
+  const date = '2026-09-28';
+  const a = await holder(ns, date, 'A', false); // A is alive but paused: it renews nothing
+  await sweeper.sweep();
+  await sleep(sweeperConfig.leaseMs + 50);
+  assert.equal((await sweeper.sweep()).requeued.length, 1, 'the sweeper re-queues A\'s job');
+  const b = await claim(leaseDeps, Keys.lock(date), 'B', lease);
+  await fence.raise(fenceDeps, Keys.job(date), b.token, 'B', 1);
+  const [batch] = chunkBatches({ date, invoices: 99, chunkSize: 99, putsPerTransaction: 99 }, 0);
+  await assert.rejects(fence.writeBatch(fenceDeps, Keys.job(date), a.token, batch), FencedOutError, 'A wakes and is fenced out');
+  assert.equal((await fence.writeBatch(fenceDeps, Keys.job(date), b.token, batch)).recorded, 99, 'B records everything, once');
+});
+
+test('a re-queue racing a takeover does nothing: its condition names the owner and fence it saw', async () => {
+  const ns = await namespace();
+  const { leaseDeps, fenceDeps } = deps(ns);
+  const date = '2026-09-28';
+  await holder(ns, date, 'B', false);
+  const { sightings } = await sightClaimed({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock }, sweeperConfig);
+  const c = await claim(leaseDeps, Keys.lock(date), 'C', lease); // C takes over and raises in between
+  await fence.raise(fenceDeps, Keys.job(date), c.token, 'C', 1);
+  assert.equal(await requeue({ ddb: ns.clients.ddb, jobs: ns.tables.jobs }, sightings[0]), false);
+  const row = await fence.readJob(fenceDeps, Keys.job(date));
+  assert.equal(row?.state, 'RUNNING');
+  assert.equal(row?.owner_token, c.token, 'C\'s claim stands');
+});
+
+test('a storm (most claimed rows dead at once) re-queues nothing and says so', async () => {
+  const ns = await namespace();
+  const { sweeper, fenceDeps } = deps(ns);
+  const dates = ['2026-09-01', '2026-09-02', '2026-09-03', '2026-09-04'];
+  for (const d of dates) await holder(ns, d, `H${d}`, false);
+  await sweeper.sweep();
+  await sleep(sweeperConfig.leaseMs + 50);
+  const r = await sweeper.sweep();
+  assert.equal(r.storm, true);
+  assert.equal(r.orphans, 4);
+  assert.deepEqual(r.requeued, []);
+  for (const d of dates) assert.equal((await fence.readJob(fenceDeps, Keys.job(d)))?.state, 'RUNNING');
+});
+
+test('the sweeper reads the sparse index only: items read grow with claimed rows, not with DONE rows', async () => {
+  const ns = await namespace();
+  const { sweeper } = deps(ns);
+  for (let i = 0; i < 200; i += 25) {
+    await ns.clients.ddb.send(new BatchWriteCommand({ RequestItems: { [ns.tables.jobs]: Array.from({ length: 25 }, (_, j) => ({
+      PutRequest: { Item: { pk: `billing#2020-${String(i + j).padStart(4, '0')}`, state: 'DONE', fence: 1, owner_token: 1 } },
+    })) } }));
+  }
+  await holder(ns, '2026-09-28', 'A', false);
+  const r = await sweeper.sweep();
+  assert.equal(r.claimed, 1);
+  assert.equal(r.itemsRead, 2, 'one index row and its lock item, not 201 job rows');
+});

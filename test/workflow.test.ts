@@ -1,0 +1,112 @@
+/**
+ * The synthesized billing state machine, run locally (local/workflow.ts) with real worker processes on the
+ * embedded stack: a whole night, two executions of the same night at once, a holder process paused past its
+ * lease between two chunk tasks, and bad input refused before anything is written.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { audit } from '../lib/core/audit';
+import { synthesizeWorkflow } from '../local/workflow';
+import { namespace, type Namespace } from './support/stack';
+import { spawn } from 'node:child_process';
+import { startWorker } from './support/worker';
+
+const DATE = '2026-09-28';
+const night = ['--date', DATE, '--invoices', '2000', '--chunk-size', '500', '--lease-ms', '3000', '--renew-ms', '1000', '--margin-ms', '1000', '--engine', 'stepfunctions'];
+
+async function auditNight(ns: Namespace) {
+  return audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 2000);
+}
+
+test('the local definition is the synthesized one: the clock-free wait is a Wait state on the lease read from the item', () => {
+  const wf = synthesizeWorkflow({ leaseMs: 3000, renewMs: 1000, marginMs: 1000 });
+  const states = wf.definition.States as Record<string, Record<string, unknown>>;
+  assert.equal(wf.definition.StartAt, 'Prepare');
+  assert.equal(states.WaitOutTheLease.Type, 'Wait');
+  assert.equal(states.WaitOutTheLease.SecondsPath, '$.observed.waitSeconds');
+  assert.equal(states.WaitOutTheLease.Next, 'Claim');
+  assert.deepEqual(wf.taskHandlers, { Prepare: 'prepare', Observe: 'observe', Claim: 'claim', RaiseFence: 'raise', BillChunk: 'chunk', Complete: 'complete', ReleaseAfterFailure: 'release' });
+  const lostCatch = (states.RaiseFence.Catch as { ErrorEquals: string[]; Next: string }[])[0];
+  assert.deepEqual(lostCatch, { ...lostCatch, ErrorEquals: ['LeaseLostError', 'StopTimePassedError', 'FencedOutError'], Next: 'Lost' });
+  assert.equal(wf.environment.FENCEPOST_LEASE_MS, '3000', 'the functions are configured from the same context');
+});
+
+test('a whole night through the synthesized workflow completes and the audit holds', async () => {
+  const ns = await namespace();
+  const w = startWorker(ns, [...night, '--worker', 'exec-1']);
+  assert.equal(await w.exited, 0, w.stderr.join('\n'));
+  const kinds = new Set(w.events.map((e) => e.event));
+  for (const k of ['observe', 'claim', 'renew', 'fence-raised', 'manifest-raised', 'batch-committed', 'chunk-committed', 'completed', 'released']) assert.ok(kinds.has(k as never), k);
+  assert.equal(w.events.filter((e) => e.event === 'chunk-committed').length, 4);
+  assert.ok(w.events.filter((e) => e.event === 'renew').length >= 6, 'every task that acts for the holder renewed first');
+  const report = await auditNight(ns);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+  assert.equal(report.state, 'DONE');
+});
+
+test('two executions of the same night started together: one completes, the other ends lost or already-done; nothing twice', async () => {
+  const ns = await namespace();
+  const a = startWorker(ns, [...night, '--worker', 'exec-a']);
+  const b = startWorker(ns, [...night, '--worker', 'exec-b']);
+  const [ca, cb] = await Promise.all([a.exited, b.exited]);
+  const outcomes = [a, b].map((w) => w.events.find((e) => e.event === 'completed') ? 'completed' : w.events.find((e) => e.event === 'claim') ? 'claimed' : 'waited');
+  assert.ok([ca, cb].every((c) => c === 0 || c === 3), `exit codes ${ca}, ${cb}: ${a.stderr.join(' ')} ${b.stderr.join(' ')}`);
+  assert.equal(outcomes.filter((o) => o === 'completed').length, 1, `exactly one completed: ${outcomes}`);
+  const report = await auditNight(ns);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+  assert.equal(report.invoicesFound, 2000);
+});
+
+test('a holder process paused past its lease between two chunk tasks is stopped; the other execution completes the night', async () => {
+  const ns = await namespace();
+  const a = startWorker(ns, [...night, '--worker', 'exec-a'], { FENCEPOST_FAULT: 'sigstop:after-chunk:1' });
+  await a.waitFor((e) => e.fault === 'sigstop');
+  const b = startWorker(ns, [...night, '--worker', 'exec-b']);
+  const claimed = await b.waitFor((e) => e.event === 'claim');
+  assert.equal(claimed.token, 2);
+  assert.ok(Number(claimed.waitedMs) >= 3000, 'B waited out A\'s lease in its Wait state');
+  await b.waitFor((e) => e.event === 'fence-raised');
+  a.child.kill('SIGCONT');
+  assert.equal(await a.exited, 3, 'A ends as lost, quietly, with the lost exit code');
+  assert.ok(a.events.some((e) => e.event === 'lease-lost' || e.event === 'batch-rejected' || e.event === 'commit-rejected'), 'A learned it lost');
+  assert.ok(!a.events.some((e) => e.event === 'chunk-committed' && Number(e.chunk) > 1), 'A committed nothing after its pause');
+  assert.equal(await b.exited, 0, b.stderr.join('\n'));
+  assert.ok(b.events.some((e) => e.event === 'chunk-committed'), 'B finished the chunks A left');
+  assert.ok(!b.events.some((e) => e.event === 'chunk-committed' && [0, 1].includes(Number(e.chunk))), 'B skipped the chunks A had committed (learned from the raise)');
+  const report = await auditNight(ns);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
+test('bad state-machine input fails at validation with nothing written', async () => {
+  const ns = await namespace();
+  // In a child process: the handlers' runtime is per process, as in a Lambda.
+  const script = `
+    const { runWorkflowLocally } = require('./local/workflow');
+    const common = ${JSON.stringify({ endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket })};
+    (async () => {
+      const results = [];
+      for (const input of [{}, { jobDate: '2026-02-30' }, { jobDate: 20260928 }, { scheduledTime: 'yesterday' }]) {
+        results.push(await runWorkflowLocally({ ...common, name: 'bad-' + results.length, input }));
+      }
+      console.log(JSON.stringify(results));
+    })();`;
+  const p = spawn(process.execPath, ['--import', 'tsx', '-e', script], { cwd: `${__dirname}/..`, env: { ...process.env, NODE_NO_WARNINGS: '1' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  p.stdout!.on('data', (d) => (out += d));
+  await once(p, 'exit');
+  const results = JSON.parse(out.trim().split('\n').at(-1)!) as { status: string; endState: string; cause: string }[];
+  for (const r of results) {
+    assert.equal(r.status, 'FAILED');
+    assert.equal(r.endState, 'InvalidInput');
+  }
+  assert.match(results[1].cause, /not a calendar date/);
+  for (const table of Object.values(ns.tables)) {
+    const items = await ns.clients.ddb.send(new ScanCommand({ TableName: table }));
+    assert.equal(items.Count, 0, `${table} is empty`);
+  }
+  const objects = await ns.clients.s3.send(new ListObjectsV2Command({ Bucket: ns.bucket }));
+  assert.equal(objects.KeyCount ?? 0, 0, 'the bucket is empty');
+});

@@ -13,6 +13,11 @@ export const Env = {
   chunkSize: 'FENCEPOST_CHUNK_SIZE',
   claimBudget: 'FENCEPOST_CLAIM_BUDGET',
   scheduleTimeZone: 'FENCEPOST_SCHEDULE_TIME_ZONE',
+  /** The sweeper's functions: its storm rule, and the billing state machine it starts runs of. */
+  stormShare: 'FENCEPOST_STORM_SHARE',
+  stormMinimum: 'FENCEPOST_STORM_MINIMUM',
+  maxRequeues: 'FENCEPOST_MAX_REQUEUES',
+  billingStateMachineArn: 'FENCEPOST_BILLING_STATE_MACHINE_ARN',
   /** Local runs only: the embedded stack's endpoints. Unset in AWS. */
   dynamodbEndpoint: 'FENCEPOST_DYNAMODB_ENDPOINT',
   s3Endpoint: 'FENCEPOST_S3_ENDPOINT',

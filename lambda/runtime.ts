@@ -9,6 +9,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, Metrics } from '@aws-lambda-powertools/metrics';
 import { Tracer } from '@aws-lambda-powertools/tracer';
+import { SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
 import type { BillingDeps, BillingHooks } from '../lib/core/billing';
 import { outcomeOf } from '../lib/core/billing';
 import { systemClock } from '../lib/core/clock';
@@ -93,6 +94,23 @@ export function runtime(): Runtime {
   return current;
 }
 
+/**
+ * Start a billing execution for a night (the sweeper, after a re-queue). The name is derived from the job and the
+ * fence it re-queued, so a retried sweep step gets ExecutionAlreadyExists instead of a second run.
+ */
+export async function startBillingRun(jobDate: string, fence: number): Promise<string> {
+  const arn = required(Env.billingStateMachineArn);
+  sfn ??= tracer.captureAWSv3Client(new SFNClient({}));
+  const name = `requeue-${jobDate}-f${fence}`;
+  try {
+    await sfn.send(new StartExecutionCommand({ stateMachineArn: arn, name, input: JSON.stringify({ jobDate }) }));
+  } catch (err) {
+    if ((err as Error).name !== 'ExecutionAlreadyExists') throw err;
+  }
+  return name;
+}
+let sfn: SFNClient | undefined;
+
 /** The error a Retry clause matches: a store that throttled, timed out or failed transiently. */
 export class TransientStoreError extends FencepostError {}
 
@@ -109,6 +127,7 @@ export async function invoke<T>(name: string, body: (rt: Runtime) => Promise<T>)
     const outcome = outcomeOf(err);
     if (outcome === 'fenced-out') metrics.addMetric(Metric.fencedRejections, MetricUnit.Count, 1);
     if (outcome === 'lost-lease') metrics.addMetric(Metric.leaseLost, MetricUnit.Count, 1);
+    if (outcome === 'fenced-out' || outcome === 'lost-lease') metrics.addMetric(Metric.runsLost, MetricUnit.Count, 1);
     if (outcome) logger.warn(`${name}: ${outcome}`, { error: (err as Error).message });
     else if (isTransient(err)) throw new TransientStoreError(`${name}: ${(err as Error).name}: ${(err as Error).message}`, { cause: err });
     else logger.error(`${name} failed`, err as Error);

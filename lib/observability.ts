@@ -21,4 +21,9 @@ export const Metric = {
   runsCompleted: 'RunsCompleted',
   runsAlreadyDone: 'RunsAlreadyDone',
   runsLost: 'RunsLost',
+  /** The sweeper (Part 6): orphans found, re-queued, rows skipped as alive, and storms (re-queued none). */
+  orphansFound: 'OrphansFound',
+  orphansRequeued: 'OrphansRequeued',
+  sweeperSkippedAlive: 'SweeperSkippedAlive',
+  sweeperStorm: 'SweeperStorm',
 } as const;

@@ -128,6 +128,15 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
       Namespace: 'AWS/SQS', MetricName: 'ApproximateNumberOfMessagesVisible', Statistic: 'Maximum', Threshold: 0, ComparisonOperator: 'GreaterThanThreshold',
       Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [ref(stack.schedule.deadLetterQueue).Ref, 'QueueName'] } }],
     },
+    sweeperStorm: { ...fromApp, MetricName: Metric.sweeperStorm, Statistic: 'Sum', Period: 300, Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold' },
+    sweeperFailed: {
+      Namespace: 'AWS/States', Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.sweeper.stateMachine) }],
+      MetricName: 'ExecutionsFailed', Statistic: 'Sum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+    },
+    sweeperDeadLetters: {
+      Namespace: 'AWS/SQS', MetricName: 'ApproximateNumberOfMessagesVisible', Statistic: 'Maximum', Threshold: 0, ComparisonOperator: 'GreaterThanThreshold',
+      Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [ref(stack.sweeperSchedule.deadLetterQueue).Ref, 'QueueName'] } }],
+    },
   };
   assert.deepEqual(Object.keys(stack.alarms.alarms).sort(), Object.keys(expected).sort());
   assert.equal(ofType('AWS::CloudWatch::Alarm').length, Object.keys(expected).length);
@@ -264,4 +273,20 @@ test('invalid context is refused with one error listing every problem', () => {
   assert.throws(() => parseStackConfig({ leaseMs: '10000' }), /leaseMs must be a number/);
   assert.throws(() => parseStackConfig({ billingDeadlineHour: 2 }), /at least an hour after the scheduled start/);
   assert.deepEqual(parseStackConfig('{"leaseMs":20000,"renewMs":5000}'), { ...STACK_DEFAULTS, leaseMs: 20_000, renewMs: 5_000 });
+});
+
+test('the orphan sweeper: its own state machine on a schedule, reading the job table only through the sparse index', () => {
+  const policies = ofType('AWS::IAM::Policy').flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
+  const actions = policies.flatMap((s) => ([] as string[]).concat(s.Action));
+  assert.ok(!actions.includes('dynamodb:Scan'), 'no function may scan any table');
+  const queries = policies.filter((s) => ([] as string[]).concat(s.Action).includes('dynamodb:Query'));
+  assert.ok(queries.length >= 2);
+  for (const q of queries) assert.match(JSON.stringify(q.Resource), /\/index\/claimed/, 'Query only on the claimed index');
+  template.hasResourceProperties('AWS::Scheduler::Schedule', {
+    ScheduleExpression: STACK_DEFAULTS.sweeperScheduleExpression,
+    Target: Match.objectLike({ Arn: ref(stack.sweeper.stateMachine), DeadLetterConfig: Match.anyValue() }),
+  });
+  const definition = JSON.stringify(template.toJSON().Resources[ref(stack.sweeper.stateMachine).Ref].Properties.DefinitionString);
+  assert.match(definition, /WaitOutTheLease/);
+  assert.match(definition, /\$\.sighted\.waitSeconds/, 'the second sighting waits the lease read from the lock items');
 });

@@ -20,7 +20,7 @@ test('npx cdk synth --quiet succeeds offline and bundles every handler', { timeo
     assert.equal(r.status, 0, `cdk synth failed:\n${r.stdout}\n${r.stderr}`);
     const template = JSON.parse(readFileSync(path.join(out, 'Fencepost.template.json'), 'utf8')) as { Resources: Record<string, { Type: string; Metadata?: Record<string, string> }> };
     const functions = Object.values(template.Resources).filter((res) => res.Type === 'AWS::Lambda::Function');
-    assert.equal(functions.length, 7, 'seven billing functions');
+    assert.equal(functions.length, 9, 'seven billing functions and two sweeper functions');
     for (const fn of functions) {
       const asset = fn.Metadata?.['aws:asset:path'];
       assert.ok(asset && existsSync(path.join(out, asset, 'index.js')), `bundled: ${asset}`);

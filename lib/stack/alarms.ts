@@ -26,6 +26,9 @@ export interface FencepostAlarmsProps {
   readonly stateMachine: sfn.IStateMachine;
   /** The nightly schedule's dead-letter queue. */
   readonly deadLetterQueue: sqs.IQueue;
+  /** The orphan sweeper's state machine and its schedule's dead-letter queue. */
+  readonly sweeper: sfn.IStateMachine;
+  readonly sweeperDeadLetterQueue: sqs.IQueue;
   /** Alarm above this estimated clock offset (ms); below the margin. */
   readonly clockOffsetAlarmMs: number;
   /** The lease margin (ms), drawn on the clock-offset graph for scale. */
@@ -44,7 +47,7 @@ export interface FencepostAlarmsProps {
 
 export type AlarmName =
   | 'clockOffset' | 'fencedRejections' | 'lockConditionalChecks' | 'jobConditionalChecks' | 'billingNotDone'
-  | 'executionsFailed' | 'executionsTimedOut' | 'executionsAborted' | 'scheduleDeadLetters';
+  | 'executionsFailed' | 'executionsTimedOut' | 'executionsAborted' | 'scheduleDeadLetters' | 'sweeperStorm' | 'sweeperFailed' | 'sweeperDeadLetters';
 
 const FIVE_MINUTES = Duration.minutes(5);
 
@@ -146,6 +149,16 @@ export class FencepostAlarms extends Construct {
         props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: FIVE_MINUTES }), 0,
         'EventBridge Scheduler could not start the billing state machine after its retries: a night was never started. '
         + 'Read the message (it carries the error), fix it (role, state machine), start the night by hand, then purge the queue.')),
+      sweeperStorm: alarm('SweeperStorm', atLeast(appMetric(Metric.sweeperStorm, 'Sum'), 1,
+        'The orphan sweeper saw most claimed jobs look dead at once and re-queued NONE of them (Part 6: a storm usually means our own renewal '
+        + 'path is failing, not the holders). Check the lock table (throttling, errors), the billing executions and LeaseLost. If the holders '
+        + 'really are gone (a mass crash), re-run the nights by hand; the fence keeps that safe.')),
+      sweeperFailed: alarm('SweeperFailed', atLeast(props.sweeper.metricFailed({ period: FIVE_MINUTES }), 1,
+        'An orphan sweeper execution failed: orphaned nights are not being re-queued until it works again. Read the execution history.')),
+      sweeperDeadLetters: alarm('SweeperDeadLetters', above(
+        props.sweeperDeadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: FIVE_MINUTES }), 0,
+        'EventBridge Scheduler could not start the orphan sweeper after its retries. Sweeps are missed until it works again; '
+        + 'read the message (it carries the error), fix the role or state machine, then purge the queue.')),
     };
 
     this.dashboard = this.buildDashboard(props);
@@ -170,6 +183,7 @@ export class FencepostAlarms extends Construct {
         ],
       }),
       graph('Lease losses and takeover waits', [sum(Metric.leaseLost)], { right: [appMetric(Metric.takeoverWaitMs, 'Maximum')] }),
+      graph('Sweeper', [sum(Metric.orphansFound), sum(Metric.orphansRequeued), sum(Metric.sweeperStorm)], { right: [sum(Metric.sweeperSkippedAlive)] }),
       graph('Clock offset (ms)', [appMetric(Metric.clockOffsetMs, 'Maximum'), appMetric(Metric.clockOffsetErrorMs, 'Maximum')], {
         leftAnnotations: [
           { value: props.clockOffsetAlarmMs, label: 'alarm', color: cloudwatch.Color.ORANGE },

@@ -10,20 +10,18 @@
  * A lost lease or a fenced-out write ends the run quietly (Succeed "Lost", with a metric, no retries); transient
  * store errors are retried with backoff; anything else releases the lease conditionally and fails loudly.
  */
-import path from 'node:path';
 import { type CfnElement, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
 import type { IBucket } from 'aws-cdk-lib/aws-s3';
 import * as iam from 'aws-cdk-lib/aws-iam';
-import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
-import type { HandlerName } from '../../lambda/index';
+import type { BillingHandlerName } from '../../lambda/index';
+import { handlerFunction } from './handler-function';
 import { Env } from '../../lambda/env';
-import { METRICS_NAMESPACE, SERVICE_NAME } from '../observability';
 
 export interface WorkflowSettings {
   readonly leaseMs: number;
@@ -51,14 +49,16 @@ export const LOST_ERRORS = ['LeaseLostError', 'StopTimePassedError', 'FencedOutE
 export const TRANSIENT_ERRORS = ['TransientStoreError', 'Lambda.ServiceException', 'Lambda.AWSLambdaException', 'Lambda.SdkClientException', 'Lambda.TooManyRequestsException'];
 
 /** Per-function timeouts; each task's timeout is its function's plus 30 s, so the Lambda always times out first. */
-const TIMEOUT: Record<HandlerName, Duration> = {
+const TIMEOUT: Record<BillingHandlerName, Duration> = {
   prepare: Duration.seconds(10), observe: Duration.seconds(20), claim: Duration.seconds(20), raise: Duration.seconds(30),
   chunk: Duration.minutes(5), complete: Duration.seconds(30), release: Duration.seconds(20),
 };
 
 export class BillingWorkflow extends Construct {
   readonly stateMachine: sfn.StateMachine;
-  readonly functions: Record<HandlerName, NodejsFunction>;
+  readonly functions: Record<BillingHandlerName, NodejsFunction>;
+  /** The environment every billing function gets (the sweeper's functions reuse it). */
+  readonly environment: Record<string, string>;
 
   constructor(scope: Construct, id: string, props: BillingWorkflowProps) {
     super(scope, id);
@@ -69,20 +69,9 @@ export class BillingWorkflow extends Construct {
       [Env.leaseMs]: String(s.leaseMs), [Env.renewMs]: String(s.renewMs), [Env.marginMs]: String(s.marginMs),
       [Env.invoices]: String(s.invoices), [Env.chunkSize]: String(s.chunkSize), [Env.claimBudget]: String(s.claimBudget),
       [Env.scheduleTimeZone]: s.scheduleTimeZone ?? 'UTC',
-      POWERTOOLS_SERVICE_NAME: SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE, POWERTOOLS_LOG_LEVEL: 'INFO',
     };
-    const fn = (name: HandlerName, memoryMb = 256) => new NodejsFunction(this, `${name[0].toUpperCase()}${name.slice(1)}Function`, {
-      entry: path.join(__dirname, '../../lambda', `${name}.ts`),
-      handler: 'handler',
-      runtime: lambda.Runtime.NODEJS_24_X,
-      architecture: lambda.Architecture.ARM_64,
-      memorySize: memoryMb,
-      timeout: TIMEOUT[name],
-      tracing: lambda.Tracing.ACTIVE,
-      environment: { ...environment, [Env.handler]: name },
-      logGroup: new logs.LogGroup(this, `${name}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
-      bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, sourceMap: true },
-    });
+    this.environment = environment;
+    const fn = (name: BillingHandlerName, memoryMb = 256) => handlerFunction(this, name, { environment, timeout: TIMEOUT[name], memoryMb });
     this.functions = {
       prepare: fn('prepare'), observe: fn('observe'), claim: fn('claim'), raise: fn('raise'),
       chunk: fn('chunk', 1024), complete: fn('complete'), release: fn('release'),
@@ -122,14 +111,6 @@ export class BillingWorkflow extends Construct {
     const stack = Stack.of(this);
     const logicalId = (c: Construct) => stack.getLogicalId(c.node.defaultChild as CfnElement);
     const bucketId = logicalId(bucket as unknown as Construct);
-    for (const one of Object.values(this.functions)) {
-      Validations.of(one).acknowledge(
-        { id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
-          reason: 'The AWS-managed basic execution policy only lets the function write its own CloudWatch Logs; a copy of it would add nothing.' },
-        { id: 'AwsSolutions-IAM5[Resource::*]',
-          reason: 'X-Ray tracing (xray:PutTraceSegments, xray:PutTelemetryRecords) supports no resource-level permissions: AWS requires "*".' },
-      );
-    }
     for (const one of [this.functions.raise, this.functions.chunk, this.functions.complete]) {
       Validations.of(one).acknowledge({
         id: `AwsSolutions-IAM5[Resource::<${bucketId}.Arn>/billing/*]`,
@@ -147,7 +128,7 @@ export class BillingWorkflow extends Construct {
   }
 
   /** A Lambda task with our retry policy; without resultPath its result replaces the state's input. */
-  private task(id: string, name: HandlerName, payload: Record<string, unknown>, resultPath?: string): tasks.LambdaInvoke {
+  private task(id: string, name: BillingHandlerName, payload: Record<string, unknown>, resultPath?: string): tasks.LambdaInvoke {
     const t = new tasks.LambdaInvoke(this, id, {
       lambdaFunction: this.functions[name],
       payload: sfn.TaskInput.fromObject(payload),

@@ -41,6 +41,14 @@ export interface StackConfig {
   readonly billingDeadlineHour: number;
   /** Where alarm notifications are e-mailed. @default - no subscription; subscribe to the topic yourself */
   readonly alarmEmail?: string;
+  /** How often the orphan sweeper runs (Scheduler's finest rate is one minute). @default 'rate(1 minute)' */
+  readonly sweeperScheduleExpression: string;
+  /** Above this share of claimed rows looking dead at once, the sweeper re-queues none (a storm). @default 0.5 */
+  readonly sweeperStormShare: number;
+  /** A storm needs at least this many dead-looking rows. @default 3 */
+  readonly sweeperStormMinimum: number;
+  /** Re-queues per sweep at most. @default 10 */
+  readonly sweeperMaxRequeues: number;
 }
 
 /** The reference text's numbers (ARCHITECTURE.md section 8); cdk.json repeats them so they are visible. */
@@ -60,13 +68,18 @@ export const STACK_DEFAULTS: StackConfig = {
   // (and claimBudget + 1 = 31 in all). Above 40 means more than one claimant, or renewals failing en masse.
   conditionalCheckFailedAlarmThreshold: 40,
   billingDeadlineHour: 5,
+  sweeperScheduleExpression: 'rate(1 minute)',
+  sweeperStormShare: 0.5,
+  sweeperStormMinimum: 3,
+  sweeperMaxRequeues: 10,
 };
 
 const NUMBER_KEYS = [
   'leaseMs', 'renewMs', 'marginMs', 'invoices', 'chunkSize', 'chunkConcurrency', 'claimBudget',
   'clockOffsetAlarmMs', 'fencedRejectionsAlarmThreshold', 'conditionalCheckFailedAlarmThreshold', 'billingDeadlineHour',
+  'sweeperStormShare', 'sweeperStormMinimum', 'sweeperMaxRequeues',
 ] as const;
-const STRING_KEYS = ['scheduleExpression', 'scheduleTimeZone', 'alarmEmail'] as const;
+const STRING_KEYS = ['scheduleExpression', 'scheduleTimeZone', 'alarmEmail', 'sweeperScheduleExpression'] as const;
 const KNOWN_KEYS: ReadonlySet<string> = new Set([...NUMBER_KEYS, ...STRING_KEYS]);
 
 /** The core reports problems under the CLI's flag names; say them as the context keys the user wrote. */
@@ -123,6 +136,12 @@ export function parseStackConfig(raw: unknown): StackConfig {
     if (gap !== undefined && gap < 60) {
       problems.push(`billingDeadlineHour (${c.billingDeadlineHour}:00) must be at least an hour after the scheduled start (${gap} minutes is too little for a night's run)`);
     }
+  }
+  const sweepProblem = scheduleProblem(c.sweeperScheduleExpression);
+  if (sweepProblem) problems.push(sweepProblem.replace('scheduleExpression', 'sweeperScheduleExpression'));
+  if (!(c.sweeperStormShare > 0 && c.sweeperStormShare <= 1)) problems.push(`sweeperStormShare must be in (0, 1], got ${c.sweeperStormShare}`);
+  for (const key of ['sweeperStormMinimum', 'sweeperMaxRequeues'] as const) {
+    if (!Number.isSafeInteger(c[key]) || c[key] < 1) problems.push(`${key} must be a positive integer, got ${c[key]}`);
   }
   if (c.alarmEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(c.alarmEmail)) {
     problems.push(`alarmEmail must be an e-mail address, got ${JSON.stringify(c.alarmEmail)}`);

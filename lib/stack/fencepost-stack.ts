@@ -3,13 +3,14 @@
  * schedule and the alarms. It only composes; each construct owns its resources and exposes them.
  * Environment-agnostic: no account or Region lookups, so `cdk synth` needs no credentials.
  */
-import { CfnOutput, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 import { FencepostAlarms } from './alarms';
 import { BillingWorkflow } from './billing-workflow';
 import { type StackConfig, workflowSettings } from './config';
 import { FencepostData } from './data';
 import { NightlySchedule } from './schedule';
+import { OrphanSweeper } from './sweeper';
 
 export interface FencepostStackProps extends StackProps {
   /** The validated configuration (readStackConfig). */
@@ -20,6 +21,8 @@ export class FencepostStack extends Stack {
   readonly data: FencepostData;
   readonly billing: BillingWorkflow;
   readonly schedule: NightlySchedule;
+  readonly sweeper: OrphanSweeper;
+  readonly sweeperSchedule: NightlySchedule;
   readonly alarms: FencepostAlarms;
 
   constructor(scope: Construct, id: string, props: FencepostStackProps) {
@@ -41,11 +44,29 @@ export class FencepostStack extends Stack {
       timeZone: c.scheduleTimeZone,
     });
 
+    this.sweeper = new OrphanSweeper(this, 'Sweeper', {
+      locks: this.data.locks,
+      jobs: this.data.jobs,
+      billing: this.billing.stateMachine,
+      environment: this.billing.environment,
+      stormShare: c.sweeperStormShare,
+      stormMinimum: c.sweeperStormMinimum,
+      maxRequeues: c.sweeperMaxRequeues,
+    });
+    this.sweeperSchedule = new NightlySchedule(this, 'SweeperSchedule', {
+      stateMachine: this.sweeper.stateMachine,
+      expression: c.sweeperScheduleExpression,
+      timeZone: c.scheduleTimeZone,
+      maxEventAge: Duration.minutes(5), // a missed sweep is replaced by the next one
+    });
+
     this.alarms = new FencepostAlarms(this, 'Alarms', {
       locks: this.data.locks,
       jobs: this.data.jobs,
       stateMachine: this.billing.stateMachine,
       deadLetterQueue: this.schedule.deadLetterQueue,
+      sweeper: this.sweeper.stateMachine,
+      sweeperDeadLetterQueue: this.sweeperSchedule.deadLetterQueue,
       clockOffsetAlarmMs: c.clockOffsetAlarmMs,
       marginMs: c.marginMs,
       fencedRejectionsThreshold: c.fencedRejectionsAlarmThreshold,
@@ -60,6 +81,7 @@ export class FencepostStack extends Stack {
     new CfnOutput(this, 'InvoiceTableName', { value: this.data.invoices.tableName });
     new CfnOutput(this, 'ManifestBucketName', { value: this.data.bucket.bucketName });
     new CfnOutput(this, 'BillingStateMachineArn', { value: this.billing.stateMachine.stateMachineArn });
+    new CfnOutput(this, 'SweeperStateMachineArn', { value: this.sweeper.stateMachine.stateMachineArn });
     new CfnOutput(this, 'AlarmTopicArn', { value: this.alarms.topic.topicArn });
     new CfnOutput(this, 'DashboardName', { value: this.alarms.dashboard.dashboardName });
   }

@@ -1,0 +1,47 @@
+/**
+ * One Lambda function per handler module in lambda/: bundled locally with esbuild (no Docker), Node.js 24 on
+ * arm64, X-Ray active, its own log group, and FENCEPOST_HANDLER naming the module (the local runner maps task
+ * states back to handlers by it). Grants are not given here: each construct grants its functions by need.
+ */
+import path from 'node:path';
+import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import type { Construct } from 'constructs';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import type { HandlerName } from '../../lambda/index';
+import { Env } from '../../lambda/env';
+import { METRICS_NAMESPACE, SERVICE_NAME } from '../observability';
+
+export interface HandlerFunctionProps {
+  readonly environment: Record<string, string>;
+  readonly timeout: Duration;
+  /** @default 256 */
+  readonly memoryMb?: number;
+}
+
+export function handlerFunction(scope: Construct, name: HandlerName, props: HandlerFunctionProps): NodejsFunction {
+  const id = name.split('-').map((w) => w[0].toUpperCase() + w.slice(1)).join('');
+  const fn = new NodejsFunction(scope, `${id}Function`, {
+    entry: path.join(__dirname, '../../lambda', `${name}.ts`),
+    handler: 'handler',
+    runtime: lambda.Runtime.NODEJS_24_X,
+    architecture: lambda.Architecture.ARM_64,
+    memorySize: props.memoryMb ?? 256,
+    timeout: props.timeout,
+    tracing: lambda.Tracing.ACTIVE,
+    environment: {
+      ...props.environment, [Env.handler]: name,
+      POWERTOOLS_SERVICE_NAME: SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE, POWERTOOLS_LOG_LEVEL: 'INFO',
+    },
+    logGroup: new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
+    bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, sourceMap: true },
+  });
+  Validations.of(fn).acknowledge(
+    { id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+      reason: 'The AWS-managed basic execution policy only lets the function write its own CloudWatch Logs; a copy of it would add nothing.' },
+    { id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'X-Ray tracing (xray:PutTraceSegments, xray:PutTelemetryRecords) supports no resource-level permissions: AWS requires "*".' },
+  );
+  return fn;
+}

@@ -21,7 +21,7 @@ import { FencepostStack } from '../lib/stack/fencepost-stack';
 import type { BillingHooks } from '../lib/core/billing';
 import type { EventListener } from '../lib/core/events';
 import type { TableNames } from '../lib/core/schema';
-import type { Endpoints } from '../lib/core/stores';
+import type { Clients } from '../lib/core/stores';
 import type { HandlerName } from '../lambda/index';
 import { Env } from '../lambda/env';
 
@@ -98,7 +98,8 @@ function forEachState(machine: Json, visit: (name: string, state: Json) => void)
 }
 
 export interface LocalExecution {
-  readonly endpoints: Endpoints;
+  /** Clients for the embedded stack (the handlers use them instead of AWS's). */
+  readonly clients: Clients;
   readonly tables: TableNames;
   readonly bucket: string;
   /** The execution's name: the lease's holder. Unique per execution, as in AWS. */
@@ -127,13 +128,13 @@ export async function runWorkflowLocally(run: LocalExecution): Promise<LocalResu
   for (const [k, v] of Object.entries(wf.environment)) if (typeof v === 'string') process.env[k] = v;
   Object.assign(process.env, {
     [Env.lockTable]: run.tables.locks, [Env.jobTable]: run.tables.jobs, [Env.invoiceTable]: run.tables.invoices,
-    [Env.bucket]: run.bucket, [Env.dynamodbEndpoint]: run.endpoints.dynamodb, [Env.s3Endpoint]: run.endpoints.s3, [Env.worker]: run.name,
+    [Env.bucket]: run.bucket, [Env.worker]: run.name,
     POWERTOOLS_METRICS_DISABLED: 'true', POWERTOOLS_TRACE_ENABLED: 'false', POWERTOOLS_LOG_LEVEL: logLevel,
   });
   // Imported only now: Powertools reads its settings from the environment when the handlers' modules load.
   const { attachLocal } = require('../lambda/runtime') as typeof import('../lambda/runtime');
   const { handlers } = require('../lambda/index') as typeof import('../lambda/index');
-  attachLocal(run.onEvent, run.hooks);
+  attachLocal({ clients: run.clients, onEvent: run.onEvent, hooks: run.hooks });
 
   const { StateMachine } = await import('aws-local-stepfunctions');
   const machine = new StateMachine(wf.definition as never, { validationOptions: { checkArn: false } });

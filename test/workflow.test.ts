@@ -85,7 +85,9 @@ test('bad state-machine input fails at validation with nothing written', async (
   // In a child process: the handlers' runtime is per process, as in a Lambda.
   const script = `
     const { runWorkflowLocally } = require('./local/workflow');
-    const common = ${JSON.stringify({ endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket })};
+    const { localClients } = require('./lib/core/stores');
+    const given = ${JSON.stringify({ endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket })};
+    const common = { clients: localClients(given.endpoints), tables: given.tables, bucket: given.bucket };
     (async () => {
       const results = [];
       for (const input of [{}, { jobDate: '2026-02-30' }, { jobDate: 20260928 }, { scheduledTime: 'yesterday' }]) {

@@ -9,6 +9,8 @@ Commands:
   audit   read the stores and check the invariants (each invoice once, tokens vs fences, sparse index, epochs)
   sweep   find orphaned claims through the sparse index and re-queue them (liveness only; the fence is the safety)
   bump-epochs   after a point-in-time restore of the lock table: raise every epoch so no token repeats
+  chaos   the fault suite: randomized pauses, crashes, duplicate triggers, clock and store faults, all audited
+  story   replay the reference's five beats with real processes and print the event table
   local   start the embedded local stack (DynamoDB Local + local S3) and print its endpoints
 
 Without --dynamodb-endpoint/--s3-endpoint, run and audit start the embedded stack themselves.
@@ -75,6 +77,22 @@ Run after ANY point-in-time restore of the lock table, before the table is used:
 back, and the next claim would hand out a token the stores have already accepted. Raises every lock item's epoch
 by --by, each with one conditional write that records the run id, so the command can be repeated or resumed
 (same --run-id) without bumping any item twice. --dry-run reports what it would change and writes nothing.`,
+
+  chaos: `Usage: fencepost chaos [--schedules 200] [--seed N] [--kinds pause,crash,duplicates,clock,store,sweeper-race] [--workflow-share 0.2] [endpoints…] [--json]
+
+Runs randomized schedules of real faults against real worker processes, each on its own tables, and audits every
+one against the invariants (docs/DESIGN.md): SIGSTOP past the lease (inside the check-to-act gap or at a random
+event), SIGKILL mid-chunk (recovered by a waiting worker or the sweeper, within the liveness bound), 2-3 runs of one
+night at once, a wall clock 3 s fast or stepped back 3 s (libfaketime: apt-get install -y faketime), throttling and
+lost-after-applied responses in the SDK, and a sweeper racing a takeover. Prints each failure with the seed that
+replays it. Exit 0 only with no violation (4 otherwise).`,
+
+  story: `Usage: fencepost story [--time-scale 1] [endpoints…] [--json]
+
+Plays the reference's billing story with real processes and prints the event table from the events they emitted:
+A holds the job; A freezes (SIGSTOP); B takes over with a higher token and raises the fence; A's late batch is
+refused; B dies holding the job (SIGKILL); the sweeper finds the orphan through the sparse index and re-queues it;
+C takes over and completes; the lock is released. --time-scale 0.3 runs it with leases and pauses 0.3 times as long.`,
 
   local: `Usage: fencepost local [--data-dir D] [--dynamodb-port N] [--s3-port N]
 

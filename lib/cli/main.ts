@@ -12,10 +12,12 @@ import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, tableNames } from '../core/schema
 import { localClients, type Endpoints } from '../core/stores';
 import { startEmbeddedStack, type EmbeddedStack } from '../../local/stack';
 import { provision } from '../../local/provision';
+import { injectStoreFaults } from '../../local/store-faults';
 import { faultHooks } from './faults';
-import { EXIT, auditOptions, bumpOptions, localOptions, parseCommand, runOptions, sweepOptions, type StoreTarget } from './options';
+import { EXIT, auditOptions, bumpOptions, chaosOptions, localOptions, parseCommand, runOptions, sweepOptions, type StoreTarget } from './options';
 import { bumpCommand, sweepCommand } from './sweep';
-import { auditTable, progressBar, summaryTable } from './progress';
+import { auditTable, chaosTable, progressBar, summaryTable } from './progress';
+import { runChaos } from '../../local/chaos';
 import { HELP } from './help';
 
 type Out = (text: string) => void;
@@ -45,12 +47,13 @@ async function runCommand(args: string[]): Promise<number> {
   const o = runOptions(values);
   return withStores(o, async (endpoints) => {
     const clients = localClients(endpoints);
+    injectStoreFaults(clients, process.env.FENCEPOST_STORE_FAULTS); // the fault suite only
     const events = new Events(o.worker, systemClock);
     if (o.events) events.on((e) => process.stdout.write(JSON.stringify(e) + '\n'));
     if (!o.json && !o.events) events.on(progressBar(o.config.invoices));
     const hooks = faultHooks(process.env.FENCEPOST_FAULT, (point) => events.emit('observe', { fault: 'sigstop', ...point }));
     const deps = { ddb: clients.ddb, s3: clients.s3, tables: tableNames(o.tablePrefix), bucket: o.bucket, clock: systemClock, events };
-    const run = { date: o.date, worker: o.worker, config: o.config, chunkConcurrency: o.chunkConcurrency, endpoints, hooks };
+    const run = { date: o.date, worker: o.worker, config: o.config, chunkConcurrency: o.chunkConcurrency, clients, hooks };
     let summary: BillingSummary;
     let report: AuditReport | undefined;
     try {
@@ -135,6 +138,27 @@ async function bumpCommandEntry(args: string[]): Promise<number> {
   });
 }
 
+async function chaosCommand(args: string[]): Promise<number> {
+  const values = parseCommand('chaos', args);
+  if (values.help) return out(HELP.chaos), EXIT.ok;
+  const o = chaosOptions(values);
+  return withStores(o, async (endpoints) => {
+    const clients = localClients(endpoints);
+    try {
+      err(`chaos: ${o.schedules} schedules, seed ${o.seed}, kinds ${o.kinds.join(',')}`);
+      const report = await runChaos({
+        endpoints, clients, schedules: o.schedules, seed: o.seed, kinds: o.kinds, workflowShare: o.workflowShare,
+        onResult: (r) => err(`${r.ok ? 'ok  ' : 'FAIL'} #${r.index} seed ${r.seed} ${r.kind} (${r.engine}, ${r.seconds.toFixed(1)} s): ${r.detail}${r.ok ? '' : `\n      ${r.violations.join('\n      ')}\n      replay: fencepost chaos --seed ${r.seed} --schedules 1 --kinds ${r.kind}`}`),
+      });
+      if (o.json) out(JSON.stringify({ ...report, results: report.results.filter((r) => !r.ok) }));
+      else out(chaosTable(report));
+      return report.violations === 0 ? EXIT.ok : EXIT.auditFailed;
+    } finally {
+      clients.destroy();
+    }
+  });
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...args] = argv;
   try {
@@ -144,11 +168,12 @@ export async function main(argv: string[]): Promise<number> {
       case 'local': return await localCommand(args);
       case 'sweep': return await sweepCommandEntry(args);
       case 'bump-epochs': return await bumpCommandEntry(args);
+      case 'chaos': return await chaosCommand(args);
       case undefined: case 'help': case '--help': case '-h':
         out(HELP.main);
         return command === undefined ? EXIT.usage : EXIT.ok;
       default:
-        err(`fencepost: unknown command ${JSON.stringify(command)}; commands are run, audit, sweep, bump-epochs, local (fencepost --help)`);
+        err(`fencepost: unknown command ${JSON.stringify(command)}; commands are run, audit, sweep, bump-epochs, chaos, story, local (fencepost --help)`);
         return EXIT.usage;
     }
   } catch (e) {

@@ -9,6 +9,7 @@ import { ConfigError } from '../core/errors';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX } from '../core/schema';
 import type { Endpoints } from '../core/stores';
 import { ENGINES, type Engine } from './engines';
+import { KINDS, type Kind } from '../../local/chaos';
 
 export const EXIT = {
   ok: 0,
@@ -65,6 +66,8 @@ export const commandOptions = {
     'run-margin-ms': { type: 'string' },
   },
   'bump-epochs': { ...storeOptions, by: { type: 'string' }, 'run-id': { type: 'string' }, 'dry-run': { type: 'boolean' } },
+  chaos: { ...storeOptions, schedules: { type: 'string' }, seed: { type: 'string' }, kinds: { type: 'string' }, 'workflow-share': { type: 'string' } },
+  story: { ...storeOptions, 'time-scale': { type: 'string' } },
   local: { 'data-dir': { type: 'string' }, 'dynamodb-port': { type: 'string' }, 's3-port': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
 } as const;
 
@@ -255,4 +258,26 @@ export function bumpOptions(values: Record<string, unknown>): BumpOptions {
   if (!/^[\w.:-]{1,100}$/.test(runId)) problems.push(`--run-id must be 1-100 letters, digits, '_', '-', '.', ':', got ${JSON.stringify(runId)}`);
   if (problems.length > 0) throw new ConfigError(problems);
   return { ...target, by, runId, dryRun: Boolean(values['dry-run']), json: Boolean(values.json) };
+}
+
+export interface ChaosCliOptions extends StoreTarget {
+  readonly schedules: number;
+  readonly seed: number;
+  readonly kinds: readonly Kind[];
+  readonly workflowShare: number;
+  readonly json: boolean;
+}
+
+export function chaosOptions(values: Record<string, unknown>): ChaosCliOptions {
+  const problems: string[] = [];
+  const target = storeTarget(values, problems);
+  const schedules = intOption(values, 'schedules', problems) ?? 200;
+  if (schedules < 1) problems.push(`--schedules must be a positive integer, got ${schedules}`);
+  const seed = intOption(values, 'seed', problems) ?? Math.floor(Math.random() * 1e9);
+  const kinds = values.kinds === undefined ? [...KINDS] : String(values.kinds).split(',');
+  for (const k of kinds) if (!KINDS.includes(k as Kind)) problems.push(`--kinds: ${JSON.stringify(k)} is not one of ${KINDS.join(', ')}`);
+  const workflowShare = values['workflow-share'] === undefined ? 0.2 : Number(values['workflow-share']);
+  if (!(workflowShare >= 0 && workflowShare <= 1)) problems.push(`--workflow-share must be in [0, 1], got ${JSON.stringify(values['workflow-share'])}`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { ...target, schedules, seed, kinds: kinds as Kind[], workflowShare, json: Boolean(values.json) };
 }

@@ -2,6 +2,7 @@
 import type { BillingSummary } from '../core/billing';
 import type { AuditReport } from '../core/audit';
 import type { FencepostEvent } from '../core/events';
+import type { ChaosReport } from '../../local/chaos';
 
 export function progressBar(total: number, stream: NodeJS.WriteStream = process.stderr): (e: FencepostEvent) => void {
   let done = 0;
@@ -53,5 +54,16 @@ export function summaryTable(s: BillingSummary, audit?: AuditReport): string {
 export function auditTable(r: AuditReport): string {
   const lines = [`audit of ${r.jobId}: state ${r.state ?? 'absent'}, fence ${r.fence ?? '-'}, epoch ${r.epoch ?? '-'}, ${r.invoicesFound}/${r.invoicesExpected} invoices`];
   for (const c of r.checks) lines.push(`  ${c.ok ? 'ok  ' : 'FAIL'}  invariant ${c.invariant}: ${c.name}: ${c.detail}`);
+  return lines.join('\n');
+}
+
+export function chaosTable(r: ChaosReport): string {
+  const lines = [
+    `chaos: ${r.schedules} schedules (seed ${r.seed}) in ${r.seconds.toFixed(0)} s: ${r.violations} invariant violations`,
+    `  schedules by kind: ${Object.entries(r.schedulesByKind).map(([k, n]) => `${k} ${n}`).join(', ')}`,
+    `  faults injected:   ${Object.entries(r.faultsByKind).map(([k, n]) => `${k} ${n}`).join(', ')}`,
+    `  takeovers ${r.takeovers}, fenced rejections ${r.fencedRejections}`,
+  ];
+  for (const f of r.results.filter((x) => !x.ok)) lines.push(`  FAIL seed ${f.seed} ${f.kind}: ${f.violations.join('; ')}`);
   return lines.join('\n');
 }

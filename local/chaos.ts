@@ -1,0 +1,357 @@
+/**
+ * The fault suite: randomized schedules of real faults against real worker processes on the embedded stack,
+ * each audited against the design's invariants (§7). Used by `npm test` (20 schedules) and `fencepost chaos`
+ * (200 or more). Every schedule has its own seed: a failure prints it, and `fencepost chaos --seed S --schedules 1`
+ * replays that schedule.
+ *
+ * Kinds of schedule:
+ *   pause        a holder is stopped (SIGSTOP) at a random point, longer than its lease, then continued
+ *   crash        a holder is killed (SIGKILL) mid-chunk; a waiting worker or the sweeper brings the night to DONE
+ *   duplicates   2–3 runs of the same night started together
+ *   clock        a worker whose wall clock runs 3 s fast or is stepped back 3 s mid-run (libfaketime)
+ *   store        throttling and lost-after-applied responses injected in the AWS SDK middleware
+ *   sweeper-race a sweeper's re-queue racing a takeover and a paused holder's late renewal
+ *
+ * Checks per schedule: invariants 1–4 by the auditor; 6 (the night is DONE once the faults stop, within the
+ * liveness bound for crashes); 5 for clock schedules (the faked-clock holder's stop times follow its monotonic
+ * clock); and, when a pause lands between a check and a batch, that batch's invoices never carry the zombie's token.
+ */
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { audit } from '../lib/core/audit';
+import { readJob } from '../lib/core/fence';
+import { chunkBatches, chunkCount, transactionsPerChunk } from '../lib/core/invoices';
+import { Keys, tableNames } from '../lib/core/schema';
+import type { Clients, Endpoints } from '../lib/core/stores';
+import { provision } from './provision';
+import { prng } from './store-faults';
+import { startProcess, type SeenEvent, type WorkerProcess } from './worker-process';
+
+export const KINDS = ['pause', 'crash', 'duplicates', 'clock', 'store', 'sweeper-race'] as const;
+export type Kind = (typeof KINDS)[number];
+
+const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
+const DATE = '2026-09-28';
+const LEASE = { leaseMs: 1500, renewMs: 400, marginMs: 500 };
+
+export interface ScheduleResult {
+  readonly index: number;
+  readonly seed: number;
+  readonly kind: Kind;
+  readonly engine: string;
+  readonly ok: boolean;
+  readonly violations: string[];
+  readonly faults: Record<string, number>;
+  readonly takeovers: number;
+  readonly fencedRejections: number;
+  readonly seconds: number;
+  readonly detail: string;
+}
+
+export interface ChaosReport {
+  readonly seed: number;
+  readonly schedules: number;
+  readonly violations: number;
+  readonly faultsByKind: Record<string, number>;
+  readonly schedulesByKind: Record<string, number>;
+  readonly takeovers: number;
+  readonly fencedRejections: number;
+  readonly seconds: number;
+  readonly results: ScheduleResult[];
+}
+
+export interface ChaosOptions {
+  readonly endpoints: Endpoints;
+  readonly clients: Clients;
+  readonly schedules: number;
+  readonly seed: number;
+  readonly kinds?: readonly Kind[];
+  /** Share of schedules whose workers run the synthesized workflow (slower: a synth per process). @default 0.2 */
+  readonly workflowShare?: number;
+  readonly onResult?: (r: ScheduleResult) => void;
+}
+
+export function libfaketimeAvailable(): boolean {
+  return existsSync(LIBFAKETIME);
+}
+
+export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
+  const started = performance.now();
+  const kinds = o.kinds ?? KINDS;
+  if (kinds.includes('clock') && !libfaketimeAvailable()) {
+    throw new Error(`clock schedules need libfaketime (${LIBFAKETIME}): apt-get install -y faketime`);
+  }
+  const results: ScheduleResult[] = [];
+  for (let i = 0; i < o.schedules; i++) {
+    const seed = (o.seed + i * 7919) >>> 0;
+    const kind = o.schedules >= kinds.length ? kinds[i % kinds.length] : kinds[Math.floor(prng(seed)() * kinds.length)];
+    const r = await runSchedule(o, i, seed, kind);
+    results.push(r);
+    o.onResult?.(r);
+  }
+  const faultsByKind: Record<string, number> = {};
+  const schedulesByKind: Record<string, number> = {};
+  for (const r of results) {
+    schedulesByKind[r.kind] = (schedulesByKind[r.kind] ?? 0) + 1;
+    for (const [k, n] of Object.entries(r.faults)) faultsByKind[k] = (faultsByKind[k] ?? 0) + n;
+  }
+  return {
+    seed: o.seed, schedules: results.length, violations: results.reduce((n, r) => n + r.violations.length, 0),
+    faultsByKind, schedulesByKind,
+    takeovers: results.reduce((n, r) => n + r.takeovers, 0), fencedRejections: results.reduce((n, r) => n + r.fencedRejections, 0),
+    seconds: Math.round(performance.now() - started) / 1000, results,
+  };
+}
+
+interface Ctx {
+  readonly seed: number;
+  readonly random: () => number;
+  readonly prefix: string;
+  readonly bucket: string;
+  readonly invoices: number;
+  readonly chunkSize: number;
+  readonly engine: string;
+  readonly o: ChaosOptions;
+  readonly faults: Record<string, number>;
+  readonly violations: string[];
+  readonly workers: WorkerProcess[];
+  notes: string[];
+}
+
+const pick = <T>(random: () => number, xs: readonly T[]): T => xs[Math.floor(random() * xs.length)];
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const count = (ctx: Ctx, kind: string, n = 1) => { ctx.faults[kind] = (ctx.faults[kind] ?? 0) + n; };
+
+function storeArgs(ctx: Ctx): string[] {
+  return ['--dynamodb-endpoint', ctx.o.endpoints.dynamodb, '--s3-endpoint', ctx.o.endpoints.s3, '--table-prefix', ctx.prefix, '--bucket', ctx.bucket];
+}
+
+function nightArgs(ctx: Ctx, engine = ctx.engine): string[] {
+  return ['--date', DATE, '--invoices', String(ctx.invoices), '--chunk-size', String(ctx.chunkSize), '--engine', engine,
+    '--lease-ms', String(LEASE.leaseMs), '--renew-ms', String(LEASE.renewMs), '--margin-ms', String(LEASE.marginMs), '--claim-budget', '60'];
+}
+
+function worker(ctx: Ctx, name: string, env: Record<string, string> = {}, engine?: string): WorkerProcess {
+  const w = startProcess(['run', ...storeArgs(ctx), ...nightArgs(ctx, engine), '--events', '--worker', `${name}-${ctx.seed}`], env);
+  ctx.workers.push(w);
+  return w;
+}
+
+function sweeper(ctx: Ctx, everyMs: number): WorkerProcess {
+  const w = startProcess(['sweep', ...storeArgs(ctx), '--every', `${everyMs}ms`, '--lease-ms', String(LEASE.leaseMs), '--events',
+    '--run-invoices', String(ctx.invoices), '--run-chunk-size', String(ctx.chunkSize), '--run-engine', 'direct',
+    '--run-renew-ms', String(LEASE.renewMs), '--run-margin-ms', String(LEASE.marginMs)]);
+  ctx.workers.push(w);
+  return w;
+}
+
+async function jobState(ctx: Ctx): Promise<string | undefined> {
+  return (await readJob({ ddb: ctx.o.clients.ddb, jobs: tableNames(ctx.prefix).jobs }, Keys.job(DATE)))?.state;
+}
+
+async function waitDone(ctx: Ctx, timeoutMs: number): Promise<number | undefined> {
+  const t0 = performance.now();
+  while (performance.now() - t0 < timeoutMs) {
+    if ((await jobState(ctx)) === 'DONE') return performance.now();
+    await sleep(100);
+  }
+  return undefined;
+}
+
+/**
+ * A random event of the holder's stream to act on, once it holds the job (its fence raised): the k-th batch, a
+ * renewal, or a chunk commit. A holder that dies between its claim and its fence raise leaves no claim marker for
+ * the sweeper; its lease lapses and the next trigger re-runs the night (docs/DESIGN.md, "What the sweeper cannot see").
+ */
+function randomTrigger(ctx: Ctx): { describe: string; pred: (e: SeenEvent) => boolean } {
+  const batches = chunkCount({ invoices: ctx.invoices, chunkSize: ctx.chunkSize }) * transactionsPerChunk({ date: DATE, invoices: ctx.invoices, chunkSize: ctx.chunkSize, putsPerTransaction: 99 }, 0);
+  const which = pick(ctx.random, ['batch', 'batch', 'renew', 'chunk']);
+  let raised = false;
+  if (which === 'renew') return { describe: 'right after a renewal', pred: (e) => (raised ||= e.event === 'fence-raised') && e.event === 'renew' };
+  if (which === 'chunk') return { describe: 'between chunks', pred: (e) => e.event === 'chunk-committed' && Number(e.chunk) === 0 };
+  const k = 1 + Math.floor(ctx.random() * Math.max(1, batches - 3));
+  let seen = 0;
+  return { describe: `mid-transaction stream (after batch ${k})`, pred: (e) => e.event === 'batch-committed' && ++seen === k };
+}
+
+async function pause(ctx: Ctx): Promise<void> {
+  const inside = ctx.random() < 0.5;
+  let a: WorkerProcess;
+  let lateBatch: { chunk: number; batch: number } | undefined;
+  if (inside) {
+    // Stopped by itself right after passing its stop-time check: the gap only the fence closes (Part 4).
+    const chunks = chunkCount({ invoices: ctx.invoices, chunkSize: ctx.chunkSize });
+    const chunk = Math.floor(ctx.random() * chunks);
+    const point = pick(ctx.random, ['batch', 'batch', 'chunk-commit']);
+    const spec = point === 'batch' ? `sigstop:batch:${chunk}:${Math.floor(ctx.random() * 2)}` : `sigstop:chunk-commit:${chunk}`;
+    if (point === 'batch') lateBatch = { chunk, batch: Number(spec.split(':')[3]) };
+    a = worker(ctx, 'A', { FENCEPOST_FAULT: spec });
+    await a.waitFor((e) => e.fault === 'sigstop', 60_000);
+    ctx.notes.push(`A stopped itself after its check (${spec})`);
+  } else {
+    a = worker(ctx, 'A');
+    const trigger = randomTrigger(ctx);
+    await a.waitFor(trigger.pred, 60_000);
+    a.child.kill('SIGSTOP');
+    ctx.notes.push(`A stopped ${trigger.describe}`);
+  }
+  count(ctx, 'pause');
+  const b = worker(ctx, 'B');
+  await Promise.race([b.waitFor((e) => e.event === 'fence-raised', 60_000), b.exited]).catch(() => undefined);
+  await sleep(Math.floor(ctx.random() * 300));
+  a.child.kill('SIGCONT');
+  await Promise.all([a.exited, b.exited]);
+  if (lateBatch) {
+    const aToken = a.events.find((e) => e.event === 'claim')?.token;
+    const tokens = await invoiceTokens(ctx);
+    const batch = [...chunkBatches({ date: DATE, invoices: ctx.invoices, chunkSize: ctx.chunkSize, putsPerTransaction: 99 }, lateBatch.chunk)][lateBatch.batch];
+    if (aToken !== undefined && batch.some((inv) => tokens.get(inv.pk) === aToken)) {
+      ctx.violations.push(`invariant 2: A's late batch (chunk ${lateBatch.chunk}, batch ${lateBatch.batch}) landed with A's token ${aToken}`);
+    }
+  }
+}
+
+async function crash(ctx: Ctx): Promise<void> {
+  const a = worker(ctx, 'A');
+  const viaSweeper = ctx.random() < 0.5;
+  const b = viaSweeper ? undefined : worker(ctx, 'B'); // already waiting: observes A alive, waits its lease
+  const trigger = randomTrigger(ctx);
+  await a.waitFor(trigger.pred, 60_000);
+  a.child.kill('SIGKILL');
+  const killedAt = performance.now();
+  count(ctx, 'crash');
+  ctx.notes.push(`A killed ${trigger.describe}; recovery by ${viaSweeper ? 'the sweeper' : 'a waiting worker'}`);
+  const everyMs = 300;
+  const s = viaSweeper ? sweeper(ctx, everyMs) : undefined;
+  const doneAt = await waitDone(ctx, 90_000);
+  if (s) { s.child.kill('SIGTERM'); await s.exited; }
+  if (b) await b.exited;
+  if (doneAt === undefined) return;
+  // Liveness (invariant 6): lease (the lapse) + sweeper period + one run (its own lease wait included) + process start.
+  const run = s ? s.events.find((e) => e.event === 'completed') : b!.events.find((e) => e.event === 'completed');
+  const claim = s ? s.events.find((e) => e.event === 'claim') : b!.events.find((e) => e.event === 'claim');
+  const runMs = run && claim ? Number(run.seenAtMs) - Number(claim.seenAtMs) + LEASE.leaseMs : 0;
+  const boundMs = LEASE.leaseMs + (s ? everyMs + LEASE.leaseMs : 0) + runMs + 4_000;
+  const tookMs = doneAt - killedAt;
+  ctx.notes.push(`DONE ${Math.round(tookMs)} ms after the kill (bound ${Math.round(boundMs)} ms)`);
+  if (tookMs > boundMs) ctx.violations.push(`invariant 6: DONE ${Math.round(tookMs)} ms after the crash, above the bound ${Math.round(boundMs)} ms`);
+}
+
+async function duplicates(ctx: Ctx): Promise<void> {
+  const n = 2 + Math.floor(ctx.random() * 2);
+  count(ctx, 'duplicate-trigger', n - 1);
+  const ws = Array.from({ length: n }, (_, i) => worker(ctx, `D${i}`, {}, ctx.random() < 0.5 ? ctx.engine : 'direct'));
+  const codes = await Promise.all(ws.map((w) => w.exited));
+  const completed = ws.filter((w) => w.events.some((e) => e.event === 'completed')).length;
+  ctx.notes.push(`${n} runs together: exits ${codes.join(',')}, ${completed} completed`);
+  if (completed !== 1) ctx.violations.push(`duplicates: ${completed} runs completed the night (expected exactly 1)`);
+  for (const c of codes) if (c !== 0 && c !== 3) ctx.violations.push(`duplicates: a run exited ${c}`);
+}
+
+async function clock(ctx: Ctx): Promise<void> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'fencepost-faketime-'));
+  const file = path.join(dir, 'offset');
+  const step = ctx.random() < 0.5;
+  writeFileSync(file, step ? '+0\n' : '+3s\n');
+  const env = { LD_PRELOAD: LIBFAKETIME, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+  count(ctx, step ? 'clock-step-back' : 'clock-fast');
+  const a = worker(ctx, 'A', env);
+  const b = ctx.random() < 0.5 ? worker(ctx, 'B') : undefined;
+  if (step) {
+    await a.waitFor((e) => e.event === 'renew' || e.event === 'completed', 60_000).catch(() => undefined);
+    writeFileSync(file, '-3s\n'); // the wall clock A sees steps back 3 s, mid-lease
+  }
+  await Promise.all([a.exited, b?.exited]);
+  ctx.notes.push(`A's wall clock ${step ? 'stepped back 3 s after its first renewal' : 'ran 3 s fast'}${b ? ', B ran beside it' : ''}`);
+  // Invariant 5: A's stop times follow its monotonic clock, whatever its wall clock does.
+  for (const e of a.events.filter((x) => x.event === 'renew' || x.event === 'claim')) {
+    const ahead = Number(e.stopAtMs) - Number(e.monoMs);
+    if (ahead > LEASE.leaseMs - LEASE.marginMs + 5) ctx.violations.push(`invariant 5: A's stop time is ${ahead} ms ahead of its monotonic now (> lease - margin)`);
+  }
+}
+
+async function store(ctx: Ctx): Promise<void> {
+  const spec = `seed=${ctx.seed},throttle=${(0.03 + ctx.random() * 0.1).toFixed(3)},lost=${(0.03 + ctx.random() * 0.1).toFixed(3)}`;
+  const a = worker(ctx, 'A', { FENCEPOST_STORE_FAULTS: spec });
+  const b = ctx.random() < 0.4 ? worker(ctx, 'B', { FENCEPOST_STORE_FAULTS: spec.replace(/seed=\d+/, `seed=${ctx.seed + 1}`) }) : undefined;
+  await Promise.all([a.exited, b?.exited]);
+  for (const w of [a, b]) {
+    const line = w?.stderr.find((l) => l.startsWith('store-faults '));
+    if (!line) continue;
+    const counts = JSON.parse(line.slice('store-faults '.length)) as Record<string, number>;
+    count(ctx, 'store-throttle', counts.throttle);
+    count(ctx, 'store-lost-response', counts.lost);
+  }
+  ctx.notes.push(`store faults ${spec}${b ? ' on two workers' : ''}`);
+  if ((await jobState(ctx)) !== 'DONE') {
+    // The faults stop: a clean run must finish the night (invariant 6).
+    ctx.notes.push('a faulty run gave up; a clean run follows');
+    await worker(ctx, 'R').exited;
+  }
+}
+
+async function sweeperRace(ctx: Ctx): Promise<void> {
+  const a = worker(ctx, 'A');
+  const trigger = randomTrigger(ctx);
+  await a.waitFor(trigger.pred, 60_000);
+  a.child.kill('SIGSTOP');
+  count(ctx, 'pause');
+  count(ctx, 'sweeper-race');
+  const s = sweeper(ctx, 200);
+  const b = worker(ctx, 'B');
+  await waitDone(ctx, 90_000);
+  a.child.kill('SIGCONT'); // A's late renewal meets a lease it lost
+  await Promise.all([a.exited, b.exited]);
+  s.child.kill('SIGTERM');
+  await s.exited;
+  const requeued = s.events.filter((e) => e.event === 'requeued').length;
+  ctx.notes.push(`A stopped ${trigger.describe}; sweeper re-queued ${requeued}, B ${b.events.some((e) => e.event === 'completed') ? 'completed' : 'did not complete'}`);
+}
+
+async function invoiceTokens(ctx: Ctx): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  let start: Record<string, unknown> | undefined;
+  do {
+    const page = await ctx.o.clients.ddb.send(new ScanCommand({ TableName: tableNames(ctx.prefix).invoices, ConsistentRead: true, ExclusiveStartKey: start }));
+    for (const i of page.Items ?? []) out.set(String(i.pk), Number(i.token));
+    start = page.LastEvaluatedKey;
+  } while (start);
+  return out;
+}
+
+const SCENARIOS: Record<Kind, (ctx: Ctx) => Promise<void>> = {
+  pause, crash, duplicates, clock, store, 'sweeper-race': sweeperRace,
+};
+
+async function runSchedule(o: ChaosOptions, index: number, seed: number, kind: Kind): Promise<ScheduleResult> {
+  const t0 = performance.now();
+  const random = prng(seed);
+  const ctx: Ctx = {
+    seed, random, o, prefix: `c${seed.toString(36)}-`, bucket: `chaos-${seed.toString(36)}`,
+    invoices: 300 + Math.floor(random() * 600), chunkSize: pick(random, [150, 200, 250]),
+    engine: random() < (o.workflowShare ?? 0.2) ? 'stepfunctions' : 'direct',
+    faults: {}, violations: [], workers: [], notes: [],
+  };
+  await provision(o.clients.raw, o.clients.s3, ctx.prefix, ctx.bucket);
+  try {
+    await SCENARIOS[kind](ctx);
+  } catch (err) {
+    ctx.violations.push(`the schedule could not run: ${(err as Error).message}`);
+  } finally {
+    for (const w of ctx.workers) if (w.child.exitCode === null && w.child.signalCode === null) { w.child.kill('SIGCONT'); w.child.kill('SIGKILL'); }
+  }
+  // Invariants 1–4 on the stores, and 6: once the faults stop, the night is DONE.
+  const report = await audit({ ddb: o.clients.ddb, s3: o.clients.s3, tables: tableNames(ctx.prefix), bucket: ctx.bucket }, DATE, ctx.invoices);
+  for (const c of report.checks) if (!c.ok) ctx.violations.push(`invariant ${c.invariant}: ${c.name}: ${c.detail}`);
+  if (report.state !== 'DONE') ctx.violations.push(`invariant 6: the night ended ${report.state ?? 'never claimed'}, not DONE`);
+  const tokens = new Set(ctx.workers.flatMap((w) => w.events.filter((e) => e.event === 'claim').map((e) => e.token)));
+  const fencedRejections = ctx.workers.reduce((n, w) => n + w.events.filter((e) => e.event === 'batch-rejected' || e.event === 'commit-rejected').length, 0);
+  return {
+    index, seed, kind, engine: ctx.engine, ok: ctx.violations.length === 0, violations: ctx.violations, faults: ctx.faults,
+    takeovers: Math.max(0, tokens.size - 1), fencedRejections,
+    seconds: Math.round(performance.now() - t0) / 1000,
+    detail: `${ctx.invoices} invoices / ${ctx.chunkSize}; ${ctx.notes.join('; ')}`,
+  };
+}

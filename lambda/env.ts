@@ -18,9 +18,6 @@ export const Env = {
   stormMinimum: 'FENCEPOST_STORM_MINIMUM',
   maxRequeues: 'FENCEPOST_MAX_REQUEUES',
   billingStateMachineArn: 'FENCEPOST_BILLING_STATE_MACHINE_ARN',
-  /** Local runs only: the embedded stack's endpoints. Unset in AWS. */
-  dynamodbEndpoint: 'FENCEPOST_DYNAMODB_ENDPOINT',
-  s3Endpoint: 'FENCEPOST_S3_ENDPOINT',
   /** Local runs only: the name events carry (the execution's name). */
   worker: 'FENCEPOST_WORKER',
 } as const;

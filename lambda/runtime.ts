@@ -3,8 +3,8 @@
  * the AWS clients (built once, reused while the function stays warm, with the clock-offset middleware), and
  * Powertools' Logger, Metrics and Tracer. Handlers are thin: parse the input, call the core, map errors.
  *
- * The local runner (local/workflow.ts) runs these same handlers in-process against the embedded stack: it sets
- * the endpoint variables below and may add an event listener and fault hooks before the first invocation.
+ * The local runner (local/workflow.ts) runs these same handlers in-process against the embedded stack: it attaches
+ * its own clients (and may add an event listener and fault hooks) before the first invocation.
  */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, Metrics } from '@aws-lambda-powertools/metrics';
@@ -19,7 +19,7 @@ import { validateBillingConfig, validateDate, type BillingConfig } from '../lib/
 import { ConfigError, FencepostError } from '../lib/core/errors';
 import { Events, type EventListener, type FencepostEvent } from '../lib/core/events';
 import type { LeaseDeps } from '../lib/core/lease';
-import { awsClients, localClients, observeClockOffset } from '../lib/core/stores';
+import { awsClients, observeClockOffset, type Clients } from '../lib/core/stores';
 import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../lib/observability';
 import { Env } from './env';
 
@@ -40,13 +40,18 @@ export interface Runtime {
 }
 
 let current: Runtime | undefined;
-const extraListeners: EventListener[] = [];
-let extraHooks: BillingHooks | undefined;
 
-/** Local runner only: receive the holders' events, and inject fault hooks. Call before the first invocation. */
-export function attachLocal(listener: EventListener | undefined, hooks?: BillingHooks): void {
-  if (listener) extraListeners.push(listener);
-  extraHooks = hooks;
+/** What the local runner injects (local/workflow.ts): its clients for the embedded stack, a listener, fault hooks. */
+export interface LocalAttachment {
+  readonly clients: Clients;
+  readonly onEvent?: EventListener;
+  readonly hooks?: BillingHooks;
+}
+let local: LocalAttachment | undefined;
+
+/** Local runner only: call before the first invocation. In AWS nothing is attached and the clients are AWS's. */
+export function attachLocal(attachment: LocalAttachment): void {
+  local = attachment;
 }
 
 function required(name: string): string {
@@ -66,10 +71,7 @@ export function runtime(): Runtime {
     leaseMs: optionalInt(Env.leaseMs), renewMs: optionalInt(Env.renewMs), marginMs: optionalInt(Env.marginMs),
     invoices: optionalInt(Env.invoices), chunkSize: optionalInt(Env.chunkSize), claimBudget: optionalInt(Env.claimBudget),
   });
-  const local = process.env[Env.dynamodbEndpoint] && process.env[Env.s3Endpoint];
-  const clients = local
-    ? localClients({ dynamodb: process.env[Env.dynamodbEndpoint]!, s3: process.env[Env.s3Endpoint]! })
-    : awsClients();
+  const clients = local?.clients ?? awsClients();
   if (!local) {
     tracer.captureAWSv3Client(clients.raw);
     tracer.captureAWSv3Client(clients.s3);
@@ -81,13 +83,13 @@ export function runtime(): Runtime {
     if (quiet.has(e.event)) logger.debug(e.event, { ...e });
     else logger.info(e.event, { ...e });
   });
-  for (const l of extraListeners) events.on(l);
+  if (local?.onEvent) events.on(local.onEvent);
   const deps: BillingDeps = {
     ddb: clients.ddb, s3: clients.s3, clock: systemClock, events, bucket: required(Env.bucket),
     tables: { locks: required(Env.lockTable), jobs: required(Env.jobTable), invoices: required(Env.invoiceTable) },
   };
   current = {
-    deps, config, offset, hooks: extraHooks,
+    deps, config, offset, hooks: local?.hooks,
     leaseDeps: { ddb: deps.ddb, table: deps.tables.locks, clock: systemClock, events },
     scheduleTimeZone: process.env[Env.scheduleTimeZone] ?? 'UTC',
   };

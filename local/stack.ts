@@ -4,7 +4,9 @@
  */
 import { startDynamoDbLocal, type DynamoDbLocal } from './dynamodb-local';
 import { startLocalS3, type LocalS3 } from './s3-server';
-import type { Endpoints } from '../lib/core/stores';
+import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
+import { TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { localClients, type Endpoints } from '../lib/core/stores';
 
 export interface EmbeddedStackOptions {
   /** Keep DynamoDB Local's data in this folder (default: in memory). */
@@ -25,8 +27,9 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
   let dynamodb: DynamoDbLocal;
   try {
     dynamodb = await startDynamoDbLocal({ dataDir: options.dataDir, port: options.dynamodbPort });
+    await warmUp({ dynamodb: dynamodb.endpoint, s3: s3.endpoint });
   } catch (err) {
-    await s3.stop();
+    await Promise.allSettled([s3.stop(), dynamodb!?.stop()]);
     throw err;
   }
   return {
@@ -37,4 +40,31 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
       await Promise.allSettled([dynamodb.stop(), s3.stop()]);
     },
   };
+}
+
+/**
+ * A fresh DynamoDB Local JVM answers its first transactions slowly (class loading and JIT: ~2 s for the first
+ * TransactWriteItems, measured here), which would eat a short test lease on its first batch. Warm it up on a
+ * scratch table before anyone holds a lease.
+ */
+async function warmUp(endpoints: Endpoints): Promise<void> {
+  const clients = localClients(endpoints);
+  const table = 'fencepost-warmup';
+  try {
+    await clients.raw.send(new CreateTableCommand({
+      TableName: table, BillingMode: 'PAY_PER_REQUEST',
+      KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }], AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+    })).catch((err) => { if ((err as Error).name !== 'ResourceInUseException') throw err; });
+    for (let round = 0; round < 3; round++) {
+      await clients.ddb.send(new TransactWriteCommand({
+        TransactItems: [
+          { ConditionCheck: { TableName: table, Key: { pk: 'fence' }, ConditionExpression: 'attribute_not_exists(pk) OR fence <= :t', ExpressionAttributeValues: { ':t': 1 } } },
+          ...Array.from({ length: 99 }, (_, i) => ({ Put: { TableName: table, Item: { pk: `w${round}-${i}`, n: i } } })),
+        ],
+      }));
+      await clients.ddb.send(new UpdateCommand({ TableName: table, Key: { pk: 'lock' }, UpdateExpression: 'SET rvn = :r', ExpressionAttributeValues: { ':r': String(round) } }));
+    }
+  } finally {
+    clients.destroy();
+  }
 }

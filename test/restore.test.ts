@@ -68,10 +68,19 @@ test('fencepost bump-epochs --dry-run then for real, on the CLI', async () => {
   };
   const dry = await cli(['--dry-run', '--run-id', 'restore-1']);
   assert.equal(dry.code, 0);
-  assert.match(dry.out, /dry run: would bump 2 of 2 lock items by 1,000,000/);
+  assert.match(dry.out, /dry run: would bump 2 of 2 lock items in \S+locks by 1,000,000/);
   const real = await cli(['--run-id', 'restore-1', '--json']);
   const report = JSON.parse(real.out);
   assert.deepEqual(report.changed.map((c: { to: number }) => c.to).sort(), [1_000_001, 1_000_001]);
   const repeat = await cli(['--run-id', 'restore-1']);
   assert.match(repeat.out, /bumped 0 of 2[\s\S]*already bumped by this run id: 2/);
+});
+
+test('bump-epochs --aws needs the restored table named explicitly (refused before any call)', async () => {
+  const child = runCli(['bump-epochs', '--aws', '--dry-run']);
+  let err = '';
+  child.stderr!.on('data', (d) => (err += d));
+  const [code] = await once(child, 'exit');
+  assert.equal(code, 2);
+  assert.match(err, /--aws needs --lock-table NAME/);
 });

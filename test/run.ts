@@ -8,6 +8,8 @@ import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { startEmbeddedStack } from '../local/stack';
 
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true'; // Node 20 here; see README "Node version"
+
 async function main(): Promise<number> {
   const dir = __dirname;
   const only = process.argv.slice(2);

@@ -71,12 +71,13 @@ one full lease later that finds it unchanged makes the row an orphan, re-queued 
 
 Exit: 0 swept (and every started run ended DONE), 5 a storm was seen, 1 a started run failed, 2 bad input.`,
 
-  bump: `Usage: fencepost bump-epochs [--by 1000000] [--run-id ID] [--dry-run] [endpoints…] [--table-prefix P] [--json]
+  bump: `Usage: fencepost bump-epochs [--by 1000000] [--run-id ID] [--dry-run] [endpoints… | --aws --lock-table NAME] [--table-prefix P] [--json]
 
 Run after ANY point-in-time restore of the lock table, before the table is used: a restore brings old epochs
 back, and the next claim would hand out a token the stores have already accepted. Raises every lock item's epoch
 by --by, each with one conditional write that records the run id, so the command can be repeated or resumed
-(same --run-id) without bumping any item twice. --dry-run reports what it would change and writes nothing.`,
+(same --run-id) without bumping any item twice. --dry-run reports what it would change and writes nothing.
+--aws --lock-table NAME bumps a table in your AWS account (credentials and Region from the environment).`,
 
   chaos: `Usage: fencepost chaos [--schedules 200] [--seed N] [--kinds pause,crash,duplicates,clock,store,sweeper-race] [--workflow-share 0.2] [endpoints…] [--json]
 

@@ -9,15 +9,16 @@ import { audit, type AuditReport } from '../core/audit';
 import { ConfigError, FencepostError, InfrastructureError } from '../core/errors';
 import { Events } from '../core/events';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, tableNames } from '../core/schema';
-import { localClients, type Endpoints } from '../core/stores';
+import { awsClients, localClients, type Endpoints } from '../core/stores';
 import { startEmbeddedStack, type EmbeddedStack } from '../../local/stack';
 import { provision } from '../../local/provision';
 import { injectStoreFaults } from '../../local/store-faults';
 import { faultHooks } from './faults';
-import { EXIT, auditOptions, bumpOptions, chaosOptions, localOptions, parseCommand, runOptions, sweepOptions, type StoreTarget } from './options';
+import { EXIT, auditOptions, bumpOptions, chaosOptions, localOptions, storyOptions, parseCommand, runOptions, sweepOptions, type StoreTarget } from './options';
 import { bumpCommand, sweepCommand } from './sweep';
 import { auditTable, chaosTable, progressBar, summaryTable } from './progress';
 import { runChaos } from '../../local/chaos';
+import { playStory, storyTable } from '../../local/story';
 import { HELP } from './help';
 
 type Out = (text: string) => void;
@@ -128,6 +129,14 @@ async function bumpCommandEntry(args: string[]): Promise<number> {
   const values = parseCommand('bump-epochs', args);
   if (values.help) return out(HELP.bump), EXIT.ok;
   const o = bumpOptions(values);
+  if (o.aws) {
+    const clients = awsClients(); // the one command that talks to AWS: the restored table, named explicitly
+    try {
+      return await bumpCommand(o, clients, out);
+    } finally {
+      clients.destroy();
+    }
+  }
   return withStores(o, async (endpoints) => {
     const clients = localClients(endpoints);
     try {
@@ -159,6 +168,23 @@ async function chaosCommand(args: string[]): Promise<number> {
   });
 }
 
+async function storyCommand(args: string[]): Promise<number> {
+  const values = parseCommand('story', args);
+  if (values.help) return out(HELP.story), EXIT.ok;
+  const o = storyOptions(values);
+  return withStores(o, async (endpoints) => {
+    const clients = localClients(endpoints);
+    try {
+      err(`the billing story at time scale ${o.timeScale}: lease ${Math.round(10_000 * o.timeScale)} ms, renew ${Math.round(3_000 * o.timeScale)} ms, margin ${Math.round(2_000 * o.timeScale)} ms`);
+      const result = await playStory(endpoints, clients, o.timeScale, o.json ? undefined : (r) => err(`  ${r.t.toFixed(2)} s  ${r.actor}: ${r.event}`));
+      out(o.json ? JSON.stringify(result) : storyTable(result));
+      return result.audit.ok ? EXIT.ok : EXIT.auditFailed;
+    } finally {
+      clients.destroy();
+    }
+  });
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...args] = argv;
   try {
@@ -169,6 +195,7 @@ export async function main(argv: string[]): Promise<number> {
       case 'sweep': return await sweepCommandEntry(args);
       case 'bump-epochs': return await bumpCommandEntry(args);
       case 'chaos': return await chaosCommand(args);
+      case 'story': return await storyCommand(args);
       case undefined: case 'help': case '--help': case '-h':
         out(HELP.main);
         return command === undefined ? EXIT.usage : EXIT.ok;

@@ -65,7 +65,7 @@ export const commandOptions = {
     'run-renew-ms': { type: 'string' },
     'run-margin-ms': { type: 'string' },
   },
-  'bump-epochs': { ...storeOptions, by: { type: 'string' }, 'run-id': { type: 'string' }, 'dry-run': { type: 'boolean' } },
+  'bump-epochs': { ...storeOptions, by: { type: 'string' }, 'run-id': { type: 'string' }, 'dry-run': { type: 'boolean' }, aws: { type: 'boolean' }, 'lock-table': { type: 'string' } },
   chaos: { ...storeOptions, schedules: { type: 'string' }, seed: { type: 'string' }, kinds: { type: 'string' }, 'workflow-share': { type: 'string' } },
   story: { ...storeOptions, 'time-scale': { type: 'string' } },
   local: { 'data-dir': { type: 'string' }, 'dynamodb-port': { type: 'string' }, 's3-port': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
@@ -243,6 +243,10 @@ export function sweepOptions(values: Record<string, unknown>): SweepOptions {
 }
 
 export interface BumpOptions extends StoreTarget {
+  /** Bump a table in AWS (credentials and Region from the environment) instead of a local stack. */
+  readonly aws: boolean;
+  /** The lock table's name; required with --aws (the restored table's name). */
+  readonly lockTable: string | undefined;
   readonly by: number;
   readonly runId: string;
   readonly dryRun: boolean;
@@ -256,8 +260,13 @@ export function bumpOptions(values: Record<string, unknown>): BumpOptions {
   if (by < 1) problems.push(`--by must be a positive integer, got ${by}`);
   const runId = (values['run-id'] as string | undefined) ?? `bump-${today()}-${process.pid}`;
   if (!/^[\w.:-]{1,100}$/.test(runId)) problems.push(`--run-id must be 1-100 letters, digits, '_', '-', '.', ':', got ${JSON.stringify(runId)}`);
+  const aws = Boolean(values.aws);
+  const lockTable = values['lock-table'] as string | undefined;
+  if (aws && !lockTable) problems.push('--aws needs --lock-table NAME: the restored lock table to bump');
+  if (aws && target.endpoints) problems.push('--aws and --dynamodb-endpoint/--s3-endpoint exclude each other');
+  if (lockTable !== undefined && !/^[A-Za-z0-9_.-]{3,255}$/.test(lockTable)) problems.push(`--lock-table must be a DynamoDB table name, got ${JSON.stringify(lockTable)}`);
   if (problems.length > 0) throw new ConfigError(problems);
-  return { ...target, by, runId, dryRun: Boolean(values['dry-run']), json: Boolean(values.json) };
+  return { ...target, aws, lockTable, by, runId, dryRun: Boolean(values['dry-run']), json: Boolean(values.json) };
 }
 
 export interface ChaosCliOptions extends StoreTarget {
@@ -280,4 +289,18 @@ export function chaosOptions(values: Record<string, unknown>): ChaosCliOptions {
   if (!(workflowShare >= 0 && workflowShare <= 1)) problems.push(`--workflow-share must be in [0, 1], got ${JSON.stringify(values['workflow-share'])}`);
   if (problems.length > 0) throw new ConfigError(problems);
   return { ...target, schedules, seed, kinds: kinds as Kind[], workflowShare, json: Boolean(values.json) };
+}
+
+export interface StoryOptions extends StoreTarget {
+  readonly timeScale: number;
+  readonly json: boolean;
+}
+
+export function storyOptions(values: Record<string, unknown>): StoryOptions {
+  const problems: string[] = [];
+  const target = storeTarget(values, problems);
+  const timeScale = values['time-scale'] === undefined ? 1 : Number(values['time-scale']);
+  if (!(timeScale >= 0.05 && timeScale <= 10)) problems.push(`--time-scale must be a number from 0.05 to 10, got ${JSON.stringify(values['time-scale'])}`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { ...target, timeScale, json: Boolean(values.json) };
 }

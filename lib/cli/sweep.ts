@@ -92,10 +92,11 @@ export async function sweepCommand(o: SweepOptions, clients: Clients, out: (t: s
 }
 
 export async function bumpCommand(o: BumpOptions, clients: Clients, out: (t: string) => void): Promise<number> {
-  const report: BumpReport = await bumpEpochs({ ddb: clients.ddb, locks: tableNames(o.tablePrefix).locks }, { by: o.by, runId: o.runId, dryRun: o.dryRun });
+  const locks = o.lockTable ?? tableNames(o.tablePrefix).locks;
+  const report: BumpReport = await bumpEpochs({ ddb: clients.ddb, locks }, { by: o.by, runId: o.runId, dryRun: o.dryRun });
   if (o.json) out(JSON.stringify(report));
   else {
-    out(`${o.dryRun ? 'dry run: would bump' : 'bumped'} ${report.changed.length} of ${report.scanned} lock items by ${o.by.toLocaleString('en-US')} (run id ${o.runId})`);
+    out(`${o.dryRun ? 'dry run: would bump' : 'bumped'} ${report.changed.length} of ${report.scanned} lock items in ${locks} by ${o.by.toLocaleString('en-US')} (run id ${o.runId})`);
     for (const c of report.changed) out(`  ${c.key}: epoch ${c.from} → ${c.to}`);
     if (report.alreadyBumped.length) out(`  already bumped by this run id: ${report.alreadyBumped.length} (${report.alreadyBumped.slice(0, 5).join(', ')}${report.alreadyBumped.length > 5 ? ', …' : ''})`);
     if (!o.dryRun) out(`To resume after an interruption, run it again with --run-id ${o.runId}: no item is bumped twice.`);

@@ -226,12 +226,17 @@ export class Lease {
    * sidecar is alive (Part 10). A frozen process sends no renewals, so its lease runs out, as it should.
    */
   startHeartbeat(): void {
+    // Fixed rate: the next renewal is due renewMs after the last one was SENT, not after it returned, so a slow
+    // store cannot stretch the period past the stop time (with lease 10 s, renew 3 s, margin 2 s, a renewal
+    // that takes 4 s to return still leaves the next one due at 6 s, before the stop time at 8 s).
     const tick = () => {
+      const sent = this.deps.clock.monotonicMs();
       this.inFlight = this.renew()
         .catch(() => undefined) // the loss is remembered in this.lost and surfaces at the next check()
         .finally(() => {
           this.inFlight = undefined;
-          if (this.timer !== undefined && !this.lost) this.timer = setTimeout(tick, this.config.renewMs);
+          const next = Math.max(0, sent + this.config.renewMs - this.deps.clock.monotonicMs());
+          if (this.timer !== undefined && !this.lost) this.timer = setTimeout(tick, next);
         });
     };
     this.timer = setTimeout(tick, this.config.renewMs);

@@ -4,29 +4,36 @@
  */
 import { systemClock } from '../core/clock';
 import type { BillingSummary } from '../core/billing';
-import { runDirect, runStepFunctions } from './engines';
 import { audit, type AuditReport } from '../core/audit';
 import { ConfigError, FencepostError, InfrastructureError } from '../core/errors';
 import { Events } from '../core/events';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, tableNames } from '../core/schema';
-import { awsClients, localClients, type Endpoints } from '../core/stores';
-import { startEmbeddedStack, type EmbeddedStack } from '../../local/stack';
-import { provision } from '../../local/provision';
-import { injectStoreFaults } from '../../local/store-faults';
-import { faultHooks } from './faults';
-import { EXIT, auditOptions, bumpOptions, chaosOptions, localOptions, storyOptions, parseCommand, runOptions, sweepOptions, type StoreTarget } from './options';
-import { bumpCommand, sweepCommand } from './sweep';
-import { auditTable, chaosTable, progressBar, summaryTable } from './progress';
+import { awsClients, localClients, type Clients, type Endpoints } from '../core/stores';
 import { runChaos } from '../../local/chaos';
+import { provision } from '../../local/provision';
+import { startEmbeddedStack, type EmbeddedStack } from '../../local/stack';
+import { injectStoreFaults } from '../../local/store-faults';
 import { playStory, storyTable } from '../../local/story';
+import { runDirect, runStepFunctions } from './engines';
+import { faultHooks } from './faults';
 import { HELP } from './help';
+import {
+  EXIT, auditOptions, bumpOptions, chaosOptions, localOptions, parseCommand, runOptions, storyOptions, sweepOptions,
+  type CommandName, type StoreTarget,
+} from './options';
+import { auditTable, chaosTable, progressBar, summaryTable } from './progress';
+import { bumpCommand, sweepCommand } from './sweep';
 
 type Out = (text: string) => void;
 const out: Out = (t) => process.stdout.write(t + '\n');
 const err: Out = (t) => process.stderr.write(t + '\n');
+type Values = Record<string, string | boolean | undefined>;
 
-/** Start the embedded stack unless endpoints were given; provision the tables and the bucket either way. */
-async function withStores<T>(target: StoreTarget, body: (endpoints: Endpoints) => Promise<T>): Promise<T> {
+/**
+ * Start the embedded stack unless endpoints were given, provision the tables and the bucket, and hand the body
+ * clients for them; everything is stopped and closed afterwards, whatever happens.
+ */
+async function withStores<T>(target: StoreTarget, body: (clients: Clients, endpoints: Endpoints) => Promise<T>): Promise<T> {
   let stack: EmbeddedStack | undefined;
   if (!target.endpoints) stack = await startEmbeddedStack();
   const endpoints = target.endpoints ?? stack!.endpoints;
@@ -35,35 +42,26 @@ async function withStores<T>(target: StoreTarget, body: (endpoints: Endpoints) =
     await provision(clients.raw, clients.s3, target.tablePrefix, target.bucket).catch((e) => {
       throw new InfrastructureError(`cannot reach the stores at ${endpoints.dynamodb} and ${endpoints.s3}: ${(e as Error).message}`, { cause: e });
     });
-    return await body(endpoints);
+    return await body(clients, endpoints);
   } finally {
     clients.destroy();
     await stack?.stop();
   }
 }
 
-async function runCommand(args: string[]): Promise<number> {
-  const values = parseCommand('run', args);
-  if (values.help) return out(HELP.run), EXIT.ok;
+function run(values: Values): Promise<number> {
   const o = runOptions(values);
-  return withStores(o, async (endpoints) => {
-    const clients = localClients(endpoints);
+  return withStores(o, async (clients) => {
     injectStoreFaults(clients, process.env.FENCEPOST_STORE_FAULTS); // the fault suite only
     const events = new Events(o.worker, systemClock);
-    if (o.events) events.on((e) => process.stdout.write(JSON.stringify(e) + '\n'));
+    if (o.events) events.on((e) => out(JSON.stringify(e)));
     if (!o.json && !o.events) events.on(progressBar(o.config.invoices));
     const hooks = faultHooks(process.env.FENCEPOST_FAULT, (point) => events.emit('observe', { fault: 'sigstop', ...point }));
     const deps = { ddb: clients.ddb, s3: clients.s3, tables: tableNames(o.tablePrefix), bucket: o.bucket, clock: systemClock, events };
-    const run = { date: o.date, worker: o.worker, config: o.config, chunkConcurrency: o.chunkConcurrency, clients, hooks };
-    let summary: BillingSummary;
-    let report: AuditReport | undefined;
-    try {
-      summary = o.engine === 'direct' ? await runDirect(deps, run) : await runStepFunctions(deps, run);
-      // Without endpoints the stack is ours alone, so check the night before it goes away.
-      if (o.audit && !o.endpoints) report = await audit(deps, o.date, o.config.invoices);
-    } finally {
-      clients.destroy();
-    }
+    const night = { date: o.date, worker: o.worker, config: o.config, chunkConcurrency: o.chunkConcurrency, clients, hooks };
+    const summary: BillingSummary = o.engine === 'direct' ? await runDirect(deps, night) : await runStepFunctions(deps, night);
+    // Without endpoints the stack is ours alone, so check the night before it goes away.
+    const report: AuditReport | undefined = o.audit && !o.endpoints ? await audit(deps, o.date, o.config.invoices) : undefined;
     if (o.json) out(JSON.stringify(report ? { ...summary, audit: report } : summary));
     else if (!o.events) {
       out(summaryTable(summary, report));
@@ -74,25 +72,16 @@ async function runCommand(args: string[]): Promise<number> {
   });
 }
 
-async function auditCommand(args: string[]): Promise<number> {
-  const values = parseCommand('audit', args);
-  if (values.help) return out(HELP.audit), EXIT.ok;
+function auditCommand(values: Values): Promise<number> {
   const o = auditOptions(values);
-  return withStores(o, async (endpoints) => {
-    const clients = localClients(endpoints);
-    try {
-      const report = await audit({ ddb: clients.ddb, s3: clients.s3, tables: tableNames(o.tablePrefix), bucket: o.bucket }, o.date, o.invoices);
-      out(o.json ? JSON.stringify(report) : auditTable(report));
-      return report.ok ? EXIT.ok : EXIT.auditFailed;
-    } finally {
-      clients.destroy();
-    }
+  return withStores(o, async (clients) => {
+    const report = await audit({ ddb: clients.ddb, s3: clients.s3, tables: tableNames(o.tablePrefix), bucket: o.bucket }, o.date, o.invoices);
+    out(o.json ? JSON.stringify(report) : auditTable(report));
+    return report.ok ? EXIT.ok : EXIT.auditFailed;
   });
 }
 
-async function localCommand(args: string[]): Promise<number> {
-  const values = parseCommand('local', args);
-  if (values.help) return out(HELP.local), EXIT.ok;
+async function local(values: Values): Promise<number> {
   const o = localOptions(values);
   const stack = await startEmbeddedStack(o);
   const clients = localClients(stack.endpoints);
@@ -111,108 +100,76 @@ async function localCommand(args: string[]): Promise<number> {
   return EXIT.ok;
 }
 
-async function sweepCommandEntry(args: string[]): Promise<number> {
-  const values = parseCommand('sweep', args);
-  if (values.help) return out(HELP.sweep), EXIT.ok;
+function sweep(values: Values): Promise<number> {
   const o = sweepOptions(values);
-  return withStores(o, async (endpoints) => {
-    const clients = localClients(endpoints);
-    try {
-      return await sweepCommand(o, clients, out, err);
-    } finally {
-      clients.destroy();
-    }
-  });
+  return withStores(o, (clients) => sweepCommand(o, clients, out, err));
 }
 
-async function bumpCommandEntry(args: string[]): Promise<number> {
-  const values = parseCommand('bump-epochs', args);
-  if (values.help) return out(HELP.bump), EXIT.ok;
+async function bump(values: Values): Promise<number> {
   const o = bumpOptions(values);
-  if (o.aws) {
-    const clients = awsClients(); // the one command that talks to AWS: the restored table, named explicitly
-    try {
-      return await bumpCommand(o, clients, out);
-    } finally {
-      clients.destroy();
-    }
+  if (!o.aws) return withStores(o, (clients) => bumpCommand(o, clients, out));
+  const clients = awsClients(); // the one command that talks to AWS: the restored table, named explicitly
+  try {
+    return await bumpCommand(o, clients, out);
+  } finally {
+    clients.destroy();
   }
-  return withStores(o, async (endpoints) => {
-    const clients = localClients(endpoints);
-    try {
-      return await bumpCommand(o, clients, out);
-    } finally {
-      clients.destroy();
-    }
-  });
 }
 
-async function chaosCommand(args: string[]): Promise<number> {
-  const values = parseCommand('chaos', args);
-  if (values.help) return out(HELP.chaos), EXIT.ok;
+function chaos(values: Values): Promise<number> {
   const o = chaosOptions(values);
-  return withStores(o, async (endpoints) => {
-    const clients = localClients(endpoints);
-    try {
-      err(`chaos: ${o.schedules} schedules, seed ${o.seed}, kinds ${o.kinds.join(',')}`);
-      const report = await runChaos({
-        endpoints, clients, schedules: o.schedules, seed: o.seed, kinds: o.kinds, workflowShare: o.workflowShare,
-        onResult: (r) => err(`${r.ok ? 'ok  ' : 'FAIL'} #${r.index} seed ${r.seed} ${r.kind} (${r.engine}, ${r.seconds.toFixed(1)} s): ${r.detail}${r.ok ? '' : `\n      ${r.violations.join('\n      ')}\n      replay: fencepost chaos --seed ${r.seed} --schedules 1 --kinds ${r.kind}`}`),
-      });
-      if (o.json) out(JSON.stringify({ ...report, results: report.results.filter((r) => !r.ok) }));
-      else out(chaosTable(report));
-      return report.violations === 0 ? EXIT.ok : EXIT.auditFailed;
-    } finally {
-      clients.destroy();
-    }
+  return withStores(o, async (clients, endpoints) => {
+    err(`chaos: ${o.schedules} schedules, seed ${o.seed}, kinds ${o.kinds.join(',')}`);
+    const report = await runChaos({
+      endpoints, clients, schedules: o.schedules, seed: o.seed, kinds: o.kinds, workflowShare: o.workflowShare,
+      onResult: (r) => err(`${r.ok ? 'ok  ' : 'FAIL'} #${r.index} seed ${r.seed} ${r.kind} (${r.engine}, ${r.seconds.toFixed(1)} s): ${r.detail}${r.ok ? '' : `\n      ${r.violations.join('\n      ')}\n      replay: fencepost chaos --seed ${r.seed} --schedules 1 --kinds ${r.kind}`}`),
+    });
+    out(o.json ? JSON.stringify({ ...report, results: report.results.filter((r) => !r.ok) }) : chaosTable(report));
+    return report.violations === 0 ? EXIT.ok : EXIT.auditFailed;
   });
 }
 
-async function storyCommand(args: string[]): Promise<number> {
-  const values = parseCommand('story', args);
-  if (values.help) return out(HELP.story), EXIT.ok;
+function story(values: Values): Promise<number> {
   const o = storyOptions(values);
-  return withStores(o, async (endpoints) => {
-    const clients = localClients(endpoints);
-    try {
-      err(`the billing story at time scale ${o.timeScale}: lease ${Math.round(10_000 * o.timeScale)} ms, renew ${Math.round(3_000 * o.timeScale)} ms, margin ${Math.round(2_000 * o.timeScale)} ms`);
-      const result = await playStory(endpoints, clients, o.timeScale, o.json ? undefined : (r) => err(`  ${r.t.toFixed(2)} s  ${r.actor}: ${r.event}`));
-      out(o.json ? JSON.stringify(result) : storyTable(result));
-      return result.audit.ok ? EXIT.ok : EXIT.auditFailed;
-    } finally {
-      clients.destroy();
-    }
+  return withStores(o, async (clients, endpoints) => {
+    err(`the billing story at time scale ${o.timeScale}: lease ${Math.round(10_000 * o.timeScale)} ms, renew ${Math.round(3_000 * o.timeScale)} ms, margin ${Math.round(2_000 * o.timeScale)} ms`);
+    const result = await playStory(endpoints, clients, o.timeScale, o.json ? undefined : (r) => err(`  ${r.t.toFixed(2)} s  ${r.actor}: ${r.event}`));
+    out(o.json ? JSON.stringify(result) : storyTable(result));
+    return result.audit.ok ? EXIT.ok : EXIT.auditFailed;
   });
 }
+
+const COMMANDS: Record<CommandName, { help: string; run: (values: Values) => Promise<number> }> = {
+  run: { help: HELP.run, run },
+  audit: { help: HELP.audit, run: auditCommand },
+  sweep: { help: HELP.sweep, run: sweep },
+  'bump-epochs': { help: HELP.bump, run: bump },
+  chaos: { help: HELP.chaos, run: chaos },
+  story: { help: HELP.story, run: story },
+  local: { help: HELP.local, run: local },
+};
 
 export async function main(argv: string[]): Promise<number> {
   const [command, ...args] = argv;
+  if (command === undefined || ['help', '--help', '-h'].includes(command)) {
+    out(HELP.main);
+    return command === undefined ? EXIT.usage : EXIT.ok;
+  }
+  if (!Object.hasOwn(COMMANDS, command)) {
+    err(`fencepost: unknown command ${JSON.stringify(command)}; commands are ${Object.keys(COMMANDS).join(', ')} (fencepost --help)`);
+    return EXIT.usage;
+  }
+  const c = COMMANDS[command as CommandName];
   try {
-    switch (command) {
-      case 'run': return await runCommand(args);
-      case 'audit': return await auditCommand(args);
-      case 'local': return await localCommand(args);
-      case 'sweep': return await sweepCommandEntry(args);
-      case 'bump-epochs': return await bumpCommandEntry(args);
-      case 'chaos': return await chaosCommand(args);
-      case 'story': return await storyCommand(args);
-      case undefined: case 'help': case '--help': case '-h':
-        out(HELP.main);
-        return command === undefined ? EXIT.usage : EXIT.ok;
-      default:
-        err(`fencepost: unknown command ${JSON.stringify(command)}; commands are run, audit, sweep, bump-epochs, chaos, story, local (fencepost --help)`);
-        return EXIT.usage;
-    }
+    const values = parseCommand(command as CommandName, args);
+    if (values.help) return out(c.help), EXIT.ok;
+    return await c.run(values);
   } catch (e) {
     if (e instanceof ConfigError) {
       err(`fencepost ${command}: ${e.message}`);
       return EXIT.usage;
     }
-    if (e instanceof FencepostError) {
-      err(`fencepost ${command}: ${e.message}`);
-      return EXIT.failure;
-    }
-    err(`fencepost ${command}: ${(e as Error).stack ?? String(e)}`);
+    err(`fencepost ${command}: ${e instanceof FencepostError ? e.message : (e as Error).stack ?? String(e)}`);
     return EXIT.failure;
   }
 }

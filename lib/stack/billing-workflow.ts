@@ -20,21 +20,13 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import type { BillingHandlerName } from '../../lambda/index';
+import type { StackConfig } from './config';
 import { handlerFunction } from './handler-function';
 import { Env } from '../../lambda/env';
 
-export interface WorkflowSettings {
-  readonly leaseMs: number;
-  readonly renewMs: number;
-  readonly marginMs: number;
-  readonly invoices: number;
-  readonly chunkSize: number;
-  /** Chunk tasks in flight at once (the Map's MaxConcurrency). @default 1 */
-  readonly chunkConcurrency: number;
-  readonly claimBudget: number;
-  /** The schedule's time zone: a scheduled time's calendar date there is the night billed. @default 'UTC' */
-  readonly scheduleTimeZone?: string;
-}
+/** The settings the workflow's functions and Map take: a slice of the validated stack configuration. */
+export type WorkflowSettings = Pick<StackConfig,
+  'leaseMs' | 'renewMs' | 'marginMs' | 'invoices' | 'chunkSize' | 'chunkConcurrency' | 'claimBudget' | 'scheduleTimeZone'>;
 
 export interface BillingWorkflowProps {
   readonly locks: ITable;
@@ -68,7 +60,7 @@ export class BillingWorkflow extends Construct {
       [Env.bucket]: props.bucket.bucketName,
       [Env.leaseMs]: String(s.leaseMs), [Env.renewMs]: String(s.renewMs), [Env.marginMs]: String(s.marginMs),
       [Env.invoices]: String(s.invoices), [Env.chunkSize]: String(s.chunkSize), [Env.claimBudget]: String(s.claimBudget),
-      [Env.scheduleTimeZone]: s.scheduleTimeZone ?? 'UTC',
+      [Env.scheduleTimeZone]: s.scheduleTimeZone,
     };
     this.environment = environment;
     const fn = (name: BillingHandlerName, memoryMb = 256) => handlerFunction(this, name, { environment, timeout: TIMEOUT[name], memoryMb });

@@ -92,6 +92,13 @@ function intOption(values: Record<string, unknown>, name: string, problems: stri
   return Number(raw.replace(/_/g, ''));
 }
 
+/** A positive integer option with a default; a bad value becomes a problem in the list. */
+function positiveInt(values: Record<string, unknown>, name: string, fallback: number, problems: string[]): number {
+  const v = intOption(values, name, problems) ?? fallback;
+  if (v < 1) problems.push(`--${name} must be a positive integer, got ${v}`);
+  return v;
+}
+
 export interface StoreTarget {
   /** Undefined: start the embedded local stack. */
   readonly endpoints: Endpoints | undefined;
@@ -175,8 +182,7 @@ export function auditOptions(values: Record<string, unknown>): AuditOptions {
     try { date = validateDate(values.date); } catch (err) { problems.push(...(err as ConfigError).problems.map((p) => `--${p}`)); }
   }
   const target = storeTarget(values, problems);
-  const invoices = intOption(values, 'invoices', problems) ?? 50_000;
-  if (invoices < 1) problems.push(`--invoices must be a positive integer, got ${invoices}`);
+  const invoices = positiveInt(values, 'invoices', 50_000, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return { ...target, date, invoices, json: Boolean(values.json) };
 }
@@ -221,14 +227,11 @@ export function sweepOptions(values: Record<string, unknown>): SweepOptions {
     else everyMs = Number(m[1]) * ({ ms: 1, s: 1000, m: 60_000 }[m[2] ?? 's'] as number);
     if (everyMs !== undefined && everyMs < 100) problems.push('--every must be at least 100ms');
   }
-  const leaseMs = intOption(values, 'lease-ms', problems) ?? 10_000;
+  const leaseMs = positiveInt(values, 'lease-ms', 10_000, problems);
   const stormShare = values['storm-share'] === undefined ? 0.5 : Number(values['storm-share']);
   if (!(stormShare > 0 && stormShare <= 1)) problems.push(`--storm-share must be in (0, 1], got ${JSON.stringify(values['storm-share'])}`);
-  const stormMinimum = intOption(values, 'storm-minimum', problems) ?? 3;
-  const maxRequeuesPerSweep = intOption(values, 'max-requeues', problems) ?? 10;
-  for (const [name, v] of [['lease-ms', leaseMs], ['storm-minimum', stormMinimum], ['max-requeues', maxRequeuesPerSweep]] as const) {
-    if (v < 1) problems.push(`--${name} must be a positive integer, got ${v}`);
-  }
+  const stormMinimum = positiveInt(values, 'storm-minimum', 3, problems);
+  const maxRequeuesPerSweep = positiveInt(values, 'max-requeues', 10, problems);
   const runArgs: string[] = [];
   for (const name of ['invoices', 'chunk-size', 'engine', 'renew-ms', 'margin-ms']) {
     const v = values[`run-${name}`];
@@ -256,8 +259,7 @@ export interface BumpOptions extends StoreTarget {
 export function bumpOptions(values: Record<string, unknown>): BumpOptions {
   const problems: string[] = [];
   const target = storeTarget(values, problems);
-  const by = intOption(values, 'by', problems) ?? 1_000_000;
-  if (by < 1) problems.push(`--by must be a positive integer, got ${by}`);
+  const by = positiveInt(values, 'by', 1_000_000, problems);
   const runId = (values['run-id'] as string | undefined) ?? `bump-${today()}-${process.pid}`;
   if (!/^[\w.:-]{1,100}$/.test(runId)) problems.push(`--run-id must be 1-100 letters, digits, '_', '-', '.', ':', got ${JSON.stringify(runId)}`);
   const aws = Boolean(values.aws);
@@ -280,8 +282,7 @@ export interface ChaosCliOptions extends StoreTarget {
 export function chaosOptions(values: Record<string, unknown>): ChaosCliOptions {
   const problems: string[] = [];
   const target = storeTarget(values, problems);
-  const schedules = intOption(values, 'schedules', problems) ?? 200;
-  if (schedules < 1) problems.push(`--schedules must be a positive integer, got ${schedules}`);
+  const schedules = positiveInt(values, 'schedules', 200, problems);
   const seed = intOption(values, 'seed', problems) ?? Math.floor(Math.random() * 1e9);
   const kinds = values.kinds === undefined ? [...KINDS] : String(values.kinds).split(',');
   for (const k of kinds) if (!KINDS.includes(k as Kind)) problems.push(`--kinds: ${JSON.stringify(k)} is not one of ${KINDS.join(', ')}`);

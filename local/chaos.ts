@@ -185,7 +185,10 @@ function randomTrigger(ctx: Ctx): { describe: string; pred: (e: SeenEvent) => bo
   const batches = chunkCount({ invoices: ctx.invoices, chunkSize: ctx.chunkSize }) * transactionsPerChunk({ date: DATE, invoices: ctx.invoices, chunkSize: ctx.chunkSize, putsPerTransaction: 99 }, 0);
   const which = pick(ctx.random, ['batch', 'batch', 'renew', 'chunk']);
   let raised = false;
-  if (which === 'renew') return { describe: 'right after a renewal', pred: (e) => (raised ||= e.event === 'fence-raised') && e.event === 'renew' };
+  let completed = false; // a renewal that lands while the holder completes is not "mid-chunk"
+  if (which === 'renew') {
+    return { describe: 'right after a renewal', pred: (e) => (raised ||= e.event === 'fence-raised') && !(completed ||= e.event === 'completed') && e.event === 'renew' };
+  }
   if (which === 'chunk') return { describe: 'between chunks', pred: (e) => e.event === 'chunk-committed' && Number(e.chunk) === 0 };
   const k = 1 + Math.floor(ctx.random() * Math.max(1, batches - 3));
   let seen = 0;
@@ -263,6 +266,10 @@ async function crash(ctx: Ctx): Promise<void> {
  * reports the whole time to DONE (sweeper start-up + that + one run, which waits out the lapsed lease itself).
  */
 async function recoverBySweeper(ctx: Ctx, faultsStoppedAt: number): Promise<void> {
+  if ((await jobState(ctx)) === 'DONE') {
+    ctx.notes.push('the night was DONE before the fault: nothing to recover');
+    return;
+  }
   const everyMs = 300;
   const s = sweeper(ctx, everyMs);
   const doneAt = await waitDone(ctx, 90_000);

@@ -55,9 +55,10 @@ export function rotate<T>(items: readonly T[], round: number): T[] {
   return items.map((_, i) => items[(i + round) % items.length]);
 }
 
-export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
+/** A plain-text table: the first column left-aligned, the others right-aligned unless `left` lists them. */
+export function table(headers: readonly string[], rows: readonly (readonly string[])[], left: readonly number[] = [0]): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: readonly string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
+  const line = (cells: readonly string[]) => cells.map((c, i) => (left.includes(i) ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
   return [line(headers), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
@@ -91,6 +92,8 @@ export interface BenchContext {
   log(line: string): void;
   /** Options a single measurement accepts (e.g. --invoices for write-path). */
   readonly options: Record<string, string | undefined>;
+  /** Reports of the measurements already run in this suite, by name (later ones may reuse their figures). */
+  readonly results: Map<string, Report>;
 }
 
 export interface Measurement {
@@ -115,21 +118,25 @@ export interface Namespace {
 }
 
 export class SharedStack {
-  private constructor(readonly stack: EmbeddedStack, readonly clients: Clients, readonly startupSeconds: number) {}
+  private constructor(
+    readonly endpoints: Endpoints,
+    readonly clients: Clients,
+    readonly startupSeconds: number,
+    readonly jvmPid: number | undefined,
+    private readonly stopStack: () => Promise<void>,
+  ) {}
 
+  /** Start an embedded stack in this process (DynamoDB Local's JVM as a child, the S3 endpoint in-process). */
   static async start(): Promise<SharedStack> {
     const t0 = performance.now();
-    const stack = await startEmbeddedStack();
+    const stack: EmbeddedStack = await startEmbeddedStack();
     const startupSeconds = (performance.now() - t0) / 1000;
-    return new SharedStack(stack, localClients(stack.endpoints), startupSeconds);
+    return new SharedStack(stack.endpoints, localClients(stack.endpoints), startupSeconds, stack.dynamodb.pid, () => stack.stop());
   }
 
-  get endpoints(): Endpoints {
-    return this.stack.endpoints;
-  }
-
-  get jvmPid(): number {
-    return this.stack.dynamodb.pid;
+  /** Use a stack another process runs (`fencepost local`); stopping it is that process's business. */
+  static attach(endpoints: Endpoints, startupSeconds: number, jvmPid: number | undefined): SharedStack {
+    return new SharedStack(endpoints, localClients(endpoints), startupSeconds, jvmPid, async () => undefined);
   }
 
   /** Fresh tables and a bucket, provisioned from the one schema (as `fencepost run` would). */
@@ -164,7 +171,7 @@ export class SharedStack {
 
   async stop(): Promise<void> {
     this.clients.destroy();
-    await this.stack.stop();
+    await this.stopStack();
   }
 }
 
@@ -192,9 +199,14 @@ export interface Child {
   summary(): Record<string, unknown> | undefined;
 }
 
-export function spawnCli(args: readonly string[], env: Record<string, string> = {}): Child {
+export function spawnCli(args: readonly string[], env: Record<string, string> = {}, nodeArgs: readonly string[] = []): Child {
+  return spawnScript(CLI, args, env, nodeArgs);
+}
+
+/** Any TypeScript script of this project, run as the CLI is: `node --import tsx <script> ...args`. */
+export function spawnScript(script: string, args: readonly string[] = [], env: Record<string, string> = {}, nodeArgs: readonly string[] = []): Child {
   const spawnedAt = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env, NODE_NO_WARNINGS: '1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -241,6 +253,40 @@ export function spawnCli(args: readonly string[], env: Record<string, string> = 
 export function kill(c: Child, sig: NodeJS.Signals = 'SIGKILL'): void {
   if (c.child.exitCode === null && c.child.signalCode === null) {
     try { process.kill(c.pid, sig); } catch { /* gone */ }
+  }
+}
+
+/**
+ * A fresh stack in its own process (`fencepost local`: the JVM and the S3 endpoint, nothing else), so that each
+ * process's memory belongs to one purpose. Stopped with SIGTERM (the command stops its stack on it).
+ */
+export async function withLocalStack<T>(body: (stack: SharedStack, local: Child) => Promise<T>): Promise<T> {
+  const local = spawnCli(['local']);
+  try {
+    const deadline = Date.now() + 60_000;
+    let endpoints: Endpoints | undefined;
+    while (!endpoints) {
+      const line = local.other.find((o) => o.line.includes('dynamodbEndpoint'));
+      if (line) {
+        const j = JSON.parse(line.line) as { dynamodbEndpoint: string; s3Endpoint: string };
+        endpoints = { dynamodb: j.dynamodbEndpoint, s3: j.s3Endpoint };
+        break;
+      }
+      if (local.child.exitCode !== null || Date.now() > deadline) throw new Error(`fencepost local did not start: ${local.stderr.join(' | ')}`);
+      await sleep(50);
+    }
+    const startup = (local.other.find((o) => o.line.includes('dynamodbEndpoint'))!.atMs - local.spawnedAt) / 1000;
+    const stack = SharedStack.attach(endpoints, startup, jvmChildOf(local.pid));
+    try {
+      return await body(stack, local);
+    } finally {
+      stack.clients.destroy();
+    }
+  } finally {
+    kill(local, 'SIGTERM');
+    const t = setTimeout(() => kill(local, 'SIGKILL'), 10_000);
+    await local.exited;
+    clearTimeout(t);
   }
 }
 

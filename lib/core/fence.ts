@@ -4,15 +4,16 @@
  *   raise     the new holder's FIRST act, before it reads or writes anything else: one conditional UpdateItem that
  *             sets fence = token, state = RUNNING, and the sparse-index attributes, returning the old row (ALL_OLD)
  *             so the holder learns the progress without a second read (Part 4, "Raise the fence first"; Part 6).
- *   guard     the ConditionCheck a holder puts in its own transaction: fence <= token (equal accepted: the current
- *             holder writes many times with the same token, Part 4 "Why equal is accepted").
- *   writeBatch  1 ConditionCheck + up to 99 Puts in one TransactWriteItems (Part 5): the fenced write, in one place.
+ *   fencedTransaction  the fenced write, in one place (Part 5): 1 ConditionCheck on the job row, fence <= token
+ *             (equal accepted: the current holder writes many times with the same token, Part 4 "Why equal is
+ *             accepted"), + up to 99 Puts, in one TransactWriteItems; writeBatch sends it and reads the outcome.
  *   complete  DONE, leaving the sparse index, conditional on still being the fence's owner.
  *
  * A rejection by the fence means: you have lost the lock; stop and discard local state.
  */
 import { createHash } from 'node:crypto';
-import { GetCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { TransactWriteItemsCommand, type TransactWriteItem, type TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
+import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { type Clock, wallIso } from './clock';
 import { failedItem, isConditionalCheckFailed, isTransient } from './conditions';
 import { AlreadyDoneError, FencedOutError } from './errors';
@@ -85,17 +86,31 @@ export async function raise(deps: FenceDeps, jobId: string, token: number, owner
   }
 }
 
-/** The guard a holder puts in its own transaction: the fence check, as a ConditionCheck item (Part 5). */
-export function guard(jobs: string, jobId: string, token: number) {
-  return {
+/**
+ * The fenced transaction (Part 5): 1 ConditionCheck on the job row (fence <= token: reject lower, accept equal)
+ * + one Put per invoice (recorded once: attribute_not_exists). Built as AttributeValues directly rather than
+ * through the document client's generic marshalling: this runs 510 times a night and that cut the client CPU per
+ * transaction by about 40% (bench/waste.ts measures both). The ClientRequestToken makes a retry idempotent.
+ */
+export function fencedTransaction(tables: { readonly jobs: string; readonly invoices: string }, jobId: string, token: number, batch: readonly Invoice[]): TransactWriteItemsCommandInput {
+  const t = { N: String(token) };
+  const check: TransactWriteItem = {
     ConditionCheck: {
-      TableName: jobs,
-      Key: { [Attr.pk]: jobId },
+      TableName: tables.jobs,
+      Key: { [Attr.pk]: { S: jobId } },
       ConditionExpression: `${Attr.fence} <= :t`,
-      ExpressionAttributeValues: { ':t': token },
-      ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
+      ExpressionAttributeValues: { ':t': t },
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
     },
   };
+  const puts = batch.map((inv): TransactWriteItem => ({
+    Put: {
+      TableName: tables.invoices,
+      Item: { [Attr.pk]: { S: inv.pk }, [Attr.customer]: { S: inv.customer }, [Attr.amount]: { N: String(inv.amount) }, [Attr.token]: t },
+      ConditionExpression: invoiceAbsent,
+    },
+  }));
+  return { ClientRequestToken: requestToken(tables, jobId, token, batch), TransactItems: [check, ...puts] };
 }
 
 export interface BatchResult {
@@ -128,21 +143,7 @@ export async function writeBatch(deps: FenceDeps, jobId: string, token: number, 
   while (pending.length > 0) {
     transactions++;
     try {
-      await deps.ddb.send(
-        new TransactWriteCommand({
-          ClientRequestToken: requestToken(deps, jobId, token, pending),
-          TransactItems: [
-            guard(deps.jobs, jobId, token),
-            ...pending.map((inv) => ({
-              Put: {
-                TableName: deps.invoices,
-                Item: { [Attr.pk]: inv.pk, [Attr.customer]: inv.customer, [Attr.amount]: inv.amount, [Attr.token]: token },
-                ConditionExpression: invoiceAbsent,
-              },
-            })),
-          ],
-        }),
-      );
+      await deps.ddb.send(new TransactWriteItemsCommand(fencedTransaction(deps, jobId, token, pending)));
       return { recorded: pending.length, alreadyRecorded, transactions };
     } catch (err) {
       const reasons = (err as { name?: string; CancellationReasons?: CancellationReason[] }).CancellationReasons;
@@ -172,8 +173,8 @@ export async function writeBatch(deps: FenceDeps, jobId: string, token: number, 
  * Same request, same ClientRequestToken; any other request, another one. DynamoDB scopes the token to the account,
  * not the table, and rejects a reused token with other parameters, so the tables are part of it.
  */
-function requestToken(deps: FenceDeps, jobId: string, token: number, batch: readonly Invoice[]): string {
-  const h = createHash('sha256').update(`${deps.jobs}|${deps.invoices}|${jobId}|${token}`);
+function requestToken(tables: { readonly jobs: string; readonly invoices: string }, jobId: string, token: number, batch: readonly Invoice[]): string {
+  const h = createHash('sha256').update(`${tables.jobs}|${tables.invoices}|${jobId}|${token}`);
   for (const inv of batch) h.update(`|${inv.pk}`);
   return h.digest('hex').slice(0, 36);
 }

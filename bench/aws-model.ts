@@ -15,12 +15,15 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import { PutCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
+import { PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { systemClock } from '../lib/core/clock';
+import { DEFAULTS } from '../lib/core/config';
 import * as fence from '../lib/core/fence';
 import { chunkBatches, chunkRange, invoiceAt, renderChunkLines, type Invoice, type NightPlan } from '../lib/core/invoices';
 import { ManifestWriter } from '../lib/core/manifest';
 import { Attr, CLAIM_SHARD, Keys } from '../lib/core/schema';
+import { observation, type Observation } from '../lambda/observe';
 import { ROOT, fmt, newReport, stat, table, type BenchContext, type Measurement } from './common';
 
 // ---------------------------------------------------------------- item sizes (AWS: "Item sizes and capacity unit consumption")
@@ -70,20 +73,25 @@ export async function countTransitions(): Promise<Record<string, { total: number
   const { synthesizeWorkflow } = require('../local/workflow') as typeof import('../local/workflow');
   const { StateMachine } = await import('aws-local-stepfunctions');
   const wf = synthesizeWorkflow();
-  const scenarios: Record<string, { observations: { free: boolean }[]; claims: boolean[]; alreadyDone?: boolean }> = {
-    'lock free (a normal night)': { observations: [{ free: true }], claims: [true] },
-    'one holder waited out (takeover)': { observations: [{ free: false }], claims: [true] },
-    'holder alive once, then waited out': { observations: [{ free: false }, { free: false }], claims: [false, true] },
-    'duplicate trigger, night already DONE at the raise': { observations: [{ free: true }], claims: [true], alreadyDone: true },
+  // What each Observe reads: the rvn of the lock item (undefined: free). The stub runs the real claim rule on it
+  // (lambda/observe.ts observation()), so the count follows the definition and the rule, Wait seconds included.
+  const dead = () => 'r1';
+  const aliveFor = (observes: number) => (i: number) => (i < observes ? `r${i}` : 'last');
+  const scenarios: Record<string, { rvnAt: (i: number) => string | undefined; claims: boolean[]; alreadyDone?: boolean }> = {
+    'lock free (a normal night)': { rvnAt: () => undefined, claims: [true] },
+    'a dead holder watched out (takeover, 10 s lease)': { rvnAt: dead, claims: [true] },
+    'holder alive 30 s, then watched out': { rvnAt: aliveFor(30), claims: [true] },
+    'duplicate trigger, night already DONE at the raise': { rvnAt: () => undefined, claims: [true], alreadyDone: true },
   };
   const out: Record<string, { total: number; byState: Record<string, number> }> = {};
   for (const [name, sc] of Object.entries(scenarios)) {
     let o = 0, c = 0;
     const handlers: Record<string, (input: unknown) => unknown> = {
       Prepare: () => ({ jobDate: '2026-09-28', holder: 'exec-1' }),
-      Observe: () => {
-        const ob = sc.observations[Math.min(o++, sc.observations.length - 1)];
-        return { done: false, free: ob.free, holder: ob.free ? undefined : 'exec-0', seenRvn: 'r', seenEpoch: 1, waitSeconds: 0, attempt: o, exhausted: false };
+      Observe: (input) => {
+        const rvn = sc.rvnAt(o++);
+        const seen = rvn === undefined ? { waitMs: 0 } : { holder: 'exec-0', epoch: 1, seenRvn: rvn, waitMs: DEFAULTS.leaseMs };
+        return observation((input as { previous?: Partial<Observation> }).previous, false, seen, DEFAULTS);
       },
       Claim: () => (sc.claims[Math.min(c++, sc.claims.length - 1)] ? { claimed: true, token: 2 } : { claimed: false }),
       RaiseFence: () => (sc.alreadyDone ? { alreadyDone: true, chunks: [] } : { alreadyDone: false, chunks: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] }),
@@ -94,7 +102,7 @@ export async function countTransitions(): Promise<Record<string, { total: number
     const taskResourceLocalHandlers = Object.fromEntries(Object.keys(wf.taskHandlers).map((state) => [state, async (input: unknown) => handlers[state](input)]));
     const machine = new StateMachine(wf.definition as never, { validationOptions: { checkArn: false } });
     const execution = machine.run({ jobDate: '2026-09-28' } as never, {
-      overrides: { taskResourceLocalHandlers: taskResourceLocalHandlers as never },
+      overrides: { taskResourceLocalHandlers: taskResourceLocalHandlers as never, waitTimeOverrides: { WatchTheLease: 0 } },
       context: { Execution: { Id: 'local:exec-1', Name: 'exec-1', Input: { jobDate: '2026-09-28' }, StartTime: new Date().toISOString() } } as never,
     });
     const byState: Record<string, number> = {};
@@ -204,10 +212,7 @@ export const awsModel: Measurement = {
       await ddb.send(new PutCommand({ TableName: ns.tables.locks, Item: { ...lockItem(0), [Attr.pk]: Keys.lock(date), [Attr.holder]: 'me', [Attr.epoch]: 3 } }));
       const plan: NightPlan = { date, invoices: 50_000, chunkSize: 5_000, putsPerTransaction: 99 };
       const batch: Invoice[] = chunkBatches(plan, 9).next().value!;
-      const tx = await ddb.send(new TransactWriteCommand({
-        ReturnConsumedCapacity: 'INDEXES',
-        TransactItems: [fence.guard(ns.tables.jobs, job, 3), ...batch.map((i) => ({ Put: { TableName: ns.tables.invoices, Item: { pk: i.pk, customer: i.customer, amount: i.amount, token: 3 }, ConditionExpression: 'attribute_not_exists(pk)' } }))],
-      }));
+      const tx = await ddb.send(new TransactWriteItemsCommand({ ...fence.fencedTransaction(ns.tables, job, 3, batch), ReturnConsumedCapacity: 'INDEXES' }));
       const renew = await ddb.send(new UpdateCommand({
         TableName: ns.tables.locks, Key: { pk: Keys.lock(date) }, ConditionExpression: 'holder = :me AND epoch = :e',
         UpdateExpression: 'SET rvn = :rvn, renewed_at = :w', ExpressionAttributeValues: { ':me': 'me', ':e': 3, ':rvn': randomUUID(), ':w': new Date().toISOString() },

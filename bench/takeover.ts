@@ -7,13 +7,13 @@
  * shared stack. On one of its `renew` event lines the bench sends it SIGKILL at once. A second worker B takes over:
  *
  *   after-kill             B is started right after the kill (it pays its process start-up before it observes);
- *   waiting                B was started before the kill and is already in its clock-free wait; A is killed on the
- *                          first renewal after B's first observation + a phase that steps through the lease, so the
- *                          runs sample where the last renewal falls in B's observe cycle;
+ *   waiting                B was started before the kill and is already watching the lock (the library's claim rule:
+ *                          re-read every poll period, claim once one rvn has stayed unchanged a full lease); A is
+ *                          killed on the first renewal after B's first observation + a phase that steps through the
+ *                          lease, so the runs sample where the last renewal falls in B's cycle;
  *   after-kill (workflow)  as after-kill, B being the synthesized state machine (`--engine stepfunctions`);
- *   waiting (prototype)    as waiting, B being bench/prototype-claimant.ts: the same direct engine, but its clock-free
- *                          claim re-observes every 500 ms and claims once one rvn has stayed unchanged for a full
- *                          lease since B first saw it (the AWS Lock Client's rule), instead of observing once a lease.
+ *   waiting (before)       as waiting, B being bench/baseline-claimant.ts: the rule this project had before, one
+ *                          sighting then a full lease's sleep, measured side by side as the "before" figure.
  *
  * Every time is the arrival of an event line in THIS process (one machine, one monotonic clock). R is the arrival of
  * A's last `renew` line: a few ms after DynamoDB applied it, so the measured latency slightly UNDER-states the true
@@ -34,8 +34,8 @@ import { ROOT, freshDate, fmt, kill, newReport, sleep, spawnCli, spawnScript, st
 
 const LEASE_MS = 10_000;
 
-type Variant = 'after-kill' | 'waiting' | 'after-kill (workflow)' | 'waiting (prototype: poll 500 ms)';
-const VARIANTS: Variant[] = ['after-kill', 'waiting', 'after-kill (workflow)', 'waiting (prototype: poll 500 ms)'];
+type Variant = 'after-kill' | 'waiting' | 'after-kill (workflow)' | 'waiting (before: one sighting a lease)';
+const VARIANTS: Variant[] = ['after-kill', 'waiting', 'after-kill (workflow)', 'waiting (before: one sighting a lease)'];
 const isWaiting = (v: Variant) => v.startsWith('waiting');
 
 interface Run {
@@ -65,8 +65,8 @@ async function oneTakeover(stack: SharedStack, variant: Variant, phaseMs: number
   try {
     await a.waitFor((e) => e.event === 'fence-raised', 60_000);
     let renew: Arrived;
-    const spawnB = () => variant === 'waiting (prototype: poll 500 ms)'
-      ? spawnScript(path.join(ROOT, 'bench/prototype-claimant.ts'), ['--invoices', String(invoices), '--date', date, '--worker', 'claimant-B', '--poll-ms', '500', ...ns.storeArgs()])
+    const spawnB = () => variant === 'waiting (before: one sighting a lease)'
+      ? spawnScript(path.join(ROOT, 'bench/baseline-claimant.ts'), ['--invoices', String(invoices), '--date', date, '--worker', 'claimant-B', ...ns.storeArgs()])
       : spawnCli([...common, '--engine', variant === 'after-kill (workflow)' ? 'stepfunctions' : 'direct', '--worker', 'claimant-B']);
     if (isWaiting(variant)) {
       b = spawnB();
@@ -132,7 +132,7 @@ export const takeover: Measurement = {
     const invoices = 50_000; // long enough that A is still writing when it is killed
     const plan: { variant: Variant; phaseMs?: number }[] = [];
     for (let i = 0; i < n; i++) plan.push({ variant: 'after-kill' });
-    for (const v of ['waiting', 'waiting (prototype: poll 500 ms)'] as Variant[]) {
+    for (const v of ['waiting', 'waiting (before: one sighting a lease)'] as Variant[]) {
       for (let i = 0; i < n; i++) plan.push({ variant: v, phaseMs: n === 1 ? LEASE_MS / 2 : Math.round((i * LEASE_MS) / n) });
     }
     for (let i = 0; i < (ctx.quick ? 1 : 3); i++) plan.push({ variant: 'after-kill (workflow)' });

@@ -1,5 +1,5 @@
 /**
- * Claim, after the Wait state: one conditional write (still free, or rvn unchanged since the observation).
+ * Claim, when the observation said so: one conditional write (still free, or rvn unchanged since the watch began).
  * The rvn this claim writes is derived from the execution and the observation, so a retry of this task after a
  * lost response recognises its own claim (lib/core/lease.ts tryClaim). Returns the token, or claimed: false to
  * send the workflow back to observe.
@@ -16,7 +16,7 @@ export const handler = (event: { jobDate?: unknown; holder?: unknown; sighting?:
   invoke('claim', async (rt) => {
     const { jobDate, holder } = nightInput(event);
     const seen = event.sighting;
-    const sighting = { holder: seen?.holder, seenRvn: seen?.free === false ? seen.seenRvn : undefined, waitMs: (seen?.waitSeconds ?? 0) * 1000 };
+    const sighting = { holder: seen?.holder, seenRvn: seen?.free === false ? seen.seenRvn : undefined, waitMs: seen?.watch?.unchangedMs ?? 0 };
     const claimRvn = createHash('sha256').update(`${holder}|${sighting.seenRvn ?? 'free'}|${seen?.seenEpoch ?? 0}|${seen?.attempt ?? 0}`).digest('hex').slice(0, 32);
     const token = await tryClaim(rt.leaseDeps, Keys.lock(jobDate), holder, rt.config, sighting, claimRvn);
     if (token === undefined) return { claimed: false as const };

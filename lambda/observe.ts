@@ -1,10 +1,12 @@
 /**
- * Observe: a strongly consistent read of the job row and the lock item. Says whether the night is DONE, and if
- * someone holds the lease, the rvn seen and how long to wait (a full lease) before a claim may be tried.
- * The wait itself is a Step Functions Wait state: the claimant's own timer (design §4).
+ * Observe: a strongly consistent read of the job row and the lock item, and one step of the claim rule
+ * (lib/core/lease.ts nextClaimStep): claim now, or wait a poll period and observe again, or give up.
+ * The claimant's timer is Step Functions' Wait state: the seconds of the Wait that ran since the previous
+ * observation are what this execution has watched the rvn for (a Wait never waits less), design §4.
  */
 import { readJob } from '../lib/core/fence';
-import { sight } from '../lib/core/lease';
+import type { LeaseConfig } from '../lib/core/config';
+import { nextClaimStep, sight, type Sighting, type Watch } from '../lib/core/lease';
 import { Keys } from '../lib/core/schema';
 import { invoke, nightInput } from './runtime';
 
@@ -14,22 +16,34 @@ export interface Observation {
   readonly holder?: string;
   readonly seenRvn?: string;
   readonly seenEpoch?: number;
-  /** Whole seconds, rounded up: a Wait state never waits less than the lease. */
+  /** The rvn watched and for how long, carried to the next observation. */
+  readonly watch?: Watch;
+  /** The rvn has stayed unchanged for a full lease (or the lock is free): claim now. */
+  readonly claimNow: boolean;
+  /** Whole seconds, rounded up, for the Wait state before the next observation; 0 when claiming. */
   readonly waitSeconds: number;
   readonly attempt: number;
-  /** The claim budget is spent: the holder stayed alive through every wait. */
+  /** The claim budget is spent: the holder stayed alive through that many leases of waiting. */
   readonly exhausted: boolean;
 }
 
-export const handler = (event: { jobDate?: unknown; holder?: unknown; attempt?: unknown }) =>
+/** The pure part: one observation from the previous one and what was just read (also used by bench/aws-model.ts). */
+export function observation(previous: Partial<Observation> | undefined, done: boolean, s: Sighting, config: Pick<LeaseConfig, 'leaseMs' | 'claimBudget'>): Observation & { newRvn: boolean } {
+  const step = nextClaimStep(previous?.watch, s, (Number(previous?.waitSeconds) || 0) * 1000, config);
+  return {
+    done, free: s.holder === undefined, holder: s.holder, seenRvn: s.seenRvn, seenEpoch: s.epoch,
+    watch: step.watch, claimNow: step.action === 'claim', exhausted: step.action === 'give-up',
+    waitSeconds: step.action === 'wait' ? Math.max(1, Math.ceil(step.waitMs / 1000)) : 0,
+    attempt: (Number(previous?.attempt) || 0) + 1, newRvn: step.action !== 'wait' || step.newRvn,
+  };
+}
+
+export const handler = (event: { jobDate?: unknown; holder?: unknown; previous?: Partial<Observation> }) =>
   invoke('observe', async (rt): Promise<Observation> => {
     const { jobDate } = nightInput(event);
-    const attempt = (Number(event.attempt) || 0) + 1;
     const job = await readJob({ ddb: rt.deps.ddb, jobs: rt.deps.tables.jobs }, Keys.job(jobDate));
     const s = await sight(rt.leaseDeps, Keys.lock(jobDate), rt.config);
-    rt.deps.events.emit('observe', { key: Keys.lock(jobDate), holder: s.holder, epoch: s.epoch, rvn: s.seenRvn, waitMs: s.waitMs, attempt });
-    return {
-      done: job?.state === 'DONE', free: s.holder === undefined, holder: s.holder, seenRvn: s.seenRvn, seenEpoch: s.epoch,
-      waitSeconds: Math.ceil(s.waitMs / 1000), attempt, exhausted: attempt > rt.config.claimBudget,
-    };
+    const { newRvn, ...o } = observation(event.previous, job?.state === 'DONE', s, rt.config);
+    if (newRvn) rt.deps.events.emit('observe', { key: Keys.lock(jobDate), holder: s.holder, epoch: s.epoch, rvn: s.seenRvn, waitMs: s.waitMs, attempt: o.attempt });
+    return o;
   });

@@ -7,7 +7,7 @@ import { systemClock, type Clock } from '../lib/core/clock';
 import { DEFAULTS, type LeaseConfig } from '../lib/core/config';
 import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from '../lib/core/errors';
 import { Events, type FencepostEvent } from '../lib/core/events';
-import { claim, observe, type LeaseDeps } from '../lib/core/lease';
+import { claim, nextClaimStep, observe, pollMsOf, type LeaseDeps, type Sighting } from '../lib/core/lease';
 import { namespace } from './support/stack';
 
 const fast: LeaseConfig = { ...DEFAULTS, leaseMs: 900, renewMs: 300, marginMs: 200, claimBudget: 3 };
@@ -33,13 +33,40 @@ test('a free lock is claimed at once with epoch 1; release keeps the item and th
   await b.release();
 });
 
-test('clock-free claim: a claimant that saw rvn v and finds v′ after its wait does not claim (the holder is alive)', async () => {
+test('the claim rule: claim when free, or once one rvn has stayed unchanged a full lease; a new rvn starts the count again', () => {
+  const cfg = { leaseMs: 10_000, claimBudget: 3 };
+  const held = (rvn: string): Sighting => ({ holder: 'A', epoch: 1, seenRvn: rvn, waitMs: 10_000 });
+  assert.equal(pollMsOf(cfg), 500, 'a 10 s lease is re-read every 500 ms');
+  assert.equal(pollMsOf({ leaseMs: 900 }), 100, 'never more often than every 100 ms');
+  assert.equal(nextClaimStep(undefined, { waitMs: 0 }, 0, cfg).action, 'claim', 'a free lock is claimed at once');
+
+  let step = nextClaimStep(undefined, held('v1'), 0, cfg);
+  assert.deepEqual(step, { action: 'wait', waitMs: 500, newRvn: true, watch: { rvn: 'v1', unchangedMs: 0, waitedMs: 0 } });
+  for (let i = 0; i < 19; i++) {
+    step = nextClaimStep(step.watch, held('v1'), 500, cfg);
+    assert.equal(step.action, 'wait', `after ${(i + 1) * 500} ms of v1 unchanged: not yet a lease`);
+  }
+  assert.equal(step.watch.unchangedMs, 9_500);
+  assert.equal(step.action === 'wait' && step.waitMs, 500, 'the last wait is what is left of the lease');
+  step = nextClaimStep(step.watch, held('v2'), 500, cfg);
+  assert.deepEqual(step.watch, { rvn: 'v2', unchangedMs: 0, waitedMs: 10_000 }, 'a renewal (new rvn): the holder is alive, count again');
+  assert.equal(step.action === 'wait' && step.newRvn, true);
+  step = nextClaimStep(step.watch, held('v2'), 10_000, cfg);
+  assert.equal(step.action, 'claim', 'v2 unchanged for a full lease on the claimant\'s timer');
+  assert.equal(nextClaimStep({ rvn: 'v9', unchangedMs: 0, waitedMs: 29_000 }, held('v10'), 1_000, cfg).action, 'give-up',
+    'the budget is counted in leases of waiting: 3 × 10 s');
+  assert.equal(nextClaimStep({ rvn: 'v9', unchangedMs: 0, waitedMs: 0 }, held('v9'), 9_999, cfg).action, 'wait', 'one ms short of a lease is not a lease');
+});
+
+test('clock-free claim: a claimant that keeps seeing the rvn change never claims (the holder is alive), and gives up at its budget', async () => {
   const d = await deps('A');
   const a = await claim(d, 'k', 'A', fast);
   a.startHeartbeat(); // A renews every 300 ms: the rvn keeps changing
   const started = performance.now();
-  await assert.rejects(claim({ ...d, events: new Events('B', systemClock) }, 'k', 'B', { ...fast, claimBudget: 2 }), ClaimBudgetExhaustedError);
-  assert.ok(performance.now() - started >= 2 * fast.leaseMs, 'each observation waited a full lease');
+  const bSeen: FencepostEvent[] = [];
+  await assert.rejects(claim({ ...d, events: new Events('B', systemClock).on((e) => bSeen.push(e)) }, 'k', 'B', { ...fast, claimBudget: 2 }), ClaimBudgetExhaustedError);
+  assert.ok(performance.now() - started >= 2 * fast.leaseMs, 'it waited its budget of two leases');
+  assert.ok(bSeen.filter((e) => e.event === 'observe').length >= 3, 'and saw A\'s renewals as new rvns while it watched');
   a.check(); // A is still inside its stop time
   const item = await observe(d, 'k');
   assert.equal(item?.holder, 'A');
@@ -47,18 +74,27 @@ test('clock-free claim: a claimant that saw rvn v and finds v′ after its wait 
   await a.release();
 });
 
-test('a holder that stops renewing is taken over after one full lease on the claimant\'s own clock, with a higher token', async () => {
+test('a holder that stops renewing is taken over one full lease after its last rvn, on the claimant\'s own clock, with a higher token', async () => {
   const d = await deps('A');
-  const a = await claim(d, 'k', 'A', fast); // never renews
-  const started = performance.now();
-  const b = await claim({ ...d, events: new Events('B', systemClock) }, 'k', 'B', fast);
-  assert.ok(performance.now() - started >= fast.leaseMs, 'waited the lease out');
-  assert.equal(b.token, a.token + 1);
+  const a = await claim(d, 'k', 'A', fast);
+  a.startHeartbeat();
+  const bClock = systemClock;
+  const bSeen: FencepostEvent[] = [];
+  const b = claim({ ...d, clock: bClock, events: new Events('B', bClock).on((e) => bSeen.push(e)) }, 'k', 'B', fast);
+  await new Promise((r) => setTimeout(r, 1_000)); // B watches A renew for a while
+  await a.stopHeartbeat(); // A stops renewing: its last renewal has landed
+  const lastRenewal = performance.now();
+  const bLease = await b;
+  const claimedAfter = performance.now() - lastRenewal;
+  assert.ok(claimedAfter >= fast.leaseMs, `never before last renewal + lease (${Math.round(claimedAfter)} ms)`);
+  assert.ok(claimedAfter <= fast.leaseMs + pollMsOf(fast) + 400, `within a poll period (+ store round trips) of the formula, not a second lease (${Math.round(claimedAfter)} ms)`);
+  assert.equal(bLease.token, a.token + 1);
+  assert.ok(bSeen.filter((e) => e.event === 'observe').length >= 2, 'B saw at least one of A\'s renewals before A stopped');
   await assert.rejects(a.renew(), LeaseLostError, 'renew after takeover → lease lost');
   assert.throws(() => a.check(), LeaseLostError, 'the loss is remembered for the next check');
   assert.equal(await a.release(), false, 'a holder that lost the lock cannot release the next holder\'s lease');
   assert.equal((await observe(d, 'k'))?.holder, 'B');
-  await b.release();
+  await bLease.release();
 });
 
 test('the check before every action: stop time = sent_at + lease − margin, renewals move it', async () => {

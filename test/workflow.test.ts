@@ -21,13 +21,16 @@ async function auditNight(ns: Namespace) {
   return audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 2000);
 }
 
-test('the local definition is the synthesized one: the clock-free wait is a Wait state on the lease read from the item', () => {
+test('the local definition is the synthesized one: the clock-free watch is Observe ⇄ a Wait state, then Claim', () => {
   const wf = synthesizeWorkflow({ leaseMs: 3000, renewMs: 1000, marginMs: 1000 });
   const states = wf.definition.States as Record<string, Record<string, unknown>>;
   assert.equal(wf.definition.StartAt, 'Prepare');
-  assert.equal(states.WaitOutTheLease.Type, 'Wait');
-  assert.equal(states.WaitOutTheLease.SecondsPath, '$.observed.waitSeconds');
-  assert.equal(states.WaitOutTheLease.Next, 'Claim');
+  assert.equal(states.WatchTheLease.Type, 'Wait');
+  assert.equal(states.WatchTheLease.SecondsPath, '$.observed.waitSeconds');
+  assert.equal(states.WatchTheLease.Next, 'Observe', 'after a poll period, observe again: the claim rule decides');
+  const choices = (states.ClaimOrWatch.Choices as { Variable: string; Next: string }[]).map((c) => [c.Variable, c.Next]);
+  assert.deepEqual(choices, [['$.observed.done', 'AlreadyDone'], ['$.observed.exhausted', 'ClaimBudgetExhausted'], ['$.observed.claimNow', 'Claim']]);
+  assert.equal(states.ClaimOrWatch.Default, 'WatchTheLease');
   assert.deepEqual(wf.taskHandlers, { Prepare: 'prepare', Observe: 'observe', Claim: 'claim', RaiseFence: 'raise', BillChunk: 'chunk', Complete: 'complete', ReleaseAfterFailure: 'release' });
   const lostCatch = (states.RaiseFence.Catch as { ErrorEquals: string[]; Next: string }[])[0];
   assert.deepEqual(lostCatch, { ...lostCatch, ErrorEquals: ['LeaseLostError', 'StopTimePassedError', 'FencedOutError'], Next: 'Lost' });

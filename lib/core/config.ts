@@ -11,7 +11,7 @@ export interface LeaseConfig {
   readonly renewMs: number;
   /** Stop time = sent_at + lease - margin. @default 2000 (Part 2) */
   readonly marginMs: number;
-  /** How many times a claimant observes a live holder before giving up. @default 30 */
+  /** How many leases a claimant waits on a live holder before giving up. @default 30 */
   readonly claimBudget: number;
 }
 

@@ -61,8 +61,8 @@ export class AlreadyDoneError extends FencepostError {
 
 /** The claim gave up: the holder kept renewing through the whole observe budget. */
 export class ClaimBudgetExhaustedError extends FencepostError {
-  constructor(readonly lockKey: string, readonly attempts: number, readonly holder: string | undefined) {
-    super(`could not claim ${lockKey} after ${attempts} observations: ${holder ?? 'another holder'} is alive and renewing`);
+  constructor(readonly lockKey: string, readonly leases: number, readonly holder: string | undefined) {
+    super(`could not claim ${lockKey} after waiting ${leases} leases: ${holder ?? 'another holder'} is alive and renewing`);
   }
 }
 

@@ -53,7 +53,7 @@ export interface Sighting {
   readonly epoch?: number;
   /** The rvn seen; the claim is conditional on it being unchanged. Absent when the lock was free. */
   readonly seenRvn?: string;
-  /** 0 when the lock is free; otherwise the holder's declared lease, to be waited on the claimant's own timer. */
+  /** 0 when the lock is free; otherwise the holder's declared lease: how long the rvn must stay unchanged. */
   readonly waitMs: number;
 }
 
@@ -64,8 +64,8 @@ export async function sight(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: string,
 }
 
 /**
- * One claim attempt, made after the sighting's wait (the caller waits: a monotonic sleep here, a Step Functions
- * Wait state in the cloud). Condition: still free, or rvn unchanged since the sighting. Returns the new epoch, or
+ * One claim attempt, made when nextClaimStep says so (the caller times the watch: a monotonic clock here, Step
+ * Functions Wait states in the cloud). Condition: still free, or rvn unchanged since the sighting. Returns the new epoch, or
  * undefined if someone claimed, renewed or released in between.
  *
  * `claimRvn` is the rvn this claim writes. A retry that passes the same one (the workflow derives it from the
@@ -101,29 +101,84 @@ export async function tryClaim(
   }
 }
 
+/** How often a waiting claimant re-reads the lock item: lease/20, at least 100 ms (500 ms at the default 10 s lease). */
+export function pollMsOf(config: Pick<LeaseConfig, 'leaseMs'>): number {
+  return Math.max(100, Math.round(config.leaseMs / 20));
+}
+
+/** What a claimant carries from one sighting to the next, every duration on its own timer. */
+export interface Watch {
+  /** The rvn being watched (absent while the lock is free). */
+  readonly rvn?: string;
+  /** How long this rvn has been seen unchanged, counted from the first response that showed it. */
+  readonly unchangedMs: number;
+  /** How long the claimant has waited in all: the claim budget is spent in leases of waiting. */
+  readonly waitedMs: number;
+}
+
+export type ClaimStep =
+  | { readonly action: 'claim'; readonly watch: Watch }
+  | { readonly action: 'wait'; readonly waitMs: number; readonly watch: Watch; readonly newRvn: boolean }
+  | { readonly action: 'give-up'; readonly watch: Watch };
+
 /**
- * Claim the lease, clock-free (Part 5):
- *   1. observe the lock item;
- *   2. if nobody holds it, claim at once on condition "still free";
- *   3. otherwise note its rvn, wait a full lease on OUR monotonic clock, and claim only if the rvn is unchanged;
- *   4. a changed rvn means the holder is alive: observe again, within the budget.
- * A claim sets holder, lease_ms and a new rvn, and adds 1 to the epoch, which is returned as the fencing token.
+ * THE CLAIM RULE, in one place (Part 5: the Lock Client's clock-free rule, timed as Kubernetes times it "from when
+ * it last observed a change to the lease record"). Claim at once if nobody holds the lock. Otherwise claim only
+ * once the same rvn has been seen unchanged for a full lease on the claimant's own timer, re-reading every poll
+ * period meanwhile; a changed rvn means the holder is alive, and the count starts again.
+ *
+ * `elapsedMs` is the claimant's timer since the previous sighting, and must never exceed the truth (locally the
+ * monotonic clock between two responses; in the cloud the Wait state's seconds, which Step Functions waits at least).
+ * Why the claim can never come early: the first response that showed rvn X arrived after the store applied X, so
+ * the claim (conditional on rvn = X) is sent at least a lease after X was applied: never below the formula.
+ * Why polling: a claimant that waits a whole lease per sighting can need two leases after the holder dies; a
+ * poll bounds the excess by one poll period (bench/takeover.ts measured both).
+ */
+export function nextClaimStep(prev: Watch | undefined, s: Sighting, elapsedMs: number, config: Pick<LeaseConfig, 'leaseMs' | 'claimBudget'>): ClaimStep {
+  const waitedMs = (prev?.waitedMs ?? 0) + (prev === undefined ? 0 : elapsedMs);
+  if (s.waitMs === 0) return { action: 'claim', watch: { unchangedMs: 0, waitedMs } };
+  const same = prev !== undefined && prev.rvn !== undefined && prev.rvn === s.seenRvn;
+  const watch: Watch = { rvn: s.seenRvn, unchangedMs: same ? prev.unchangedMs + elapsedMs : 0, waitedMs };
+  if (watch.unchangedMs >= s.waitMs) return { action: 'claim', watch };
+  if (waitedMs >= config.claimBudget * s.waitMs) return { action: 'give-up', watch };
+  return { action: 'wait', waitMs: Math.min(pollMsOf(config), s.waitMs - watch.unchangedMs), watch, newRvn: !same };
+}
+
+/**
+ * Claim the lease, clock-free (Part 5), following nextClaimStep: observe; claim at once if free; otherwise watch
+ * the rvn, re-reading every poll period, and claim on condition "rvn unchanged" once it has stayed so for a full
+ * lease on OUR monotonic clock. A claim sets holder, lease_ms and a new rvn, and adds 1 to the epoch, which is
+ * returned as the fencing token. A failed claim (someone else moved first) goes back to watching, within the budget.
  */
 export async function claim(deps: LeaseDeps, key: string, holder: string, config: LeaseConfig): Promise<Lease> {
-  for (let attempt = 1; attempt <= config.claimBudget; attempt++) {
-    const sighting = await sight(deps, key, config); // 1.
-    deps.events.emit('observe', { key, holder: sighting.holder, epoch: sighting.epoch, rvn: sighting.seenRvn, waitMs: sighting.waitMs, attempt });
-    if (sighting.waitMs > 0) await deps.clock.sleep(sighting.waitMs); // 3. wait on our own monotonic clock
+  let watch: Watch | undefined;
+  let lastSeenAt = 0;
+  for (let attempt = 0; ;) {
+    const sighting = await sight(deps, key, config);
+    const seenAt = deps.clock.monotonicMs(); // after the response: no earlier than the write that produced its rvn
+    const step = nextClaimStep(watch, sighting, seenAt - lastSeenAt, config);
+    [watch, lastSeenAt] = [step.watch, seenAt];
+    if (step.action === 'give-up') throw new ClaimBudgetExhaustedError(key, config.claimBudget, sighting.holder);
+    if (step.action === 'wait' && !step.newRvn) {
+      await deps.clock.sleep(step.waitMs);
+      continue;
+    }
+    if (step.action === 'wait' || sighting.waitMs === 0) {
+      attempt++; // one event per rvn sighted (or free lock), not per poll
+      deps.events.emit('observe', { key, holder: sighting.holder, epoch: sighting.epoch, rvn: sighting.seenRvn, waitMs: sighting.waitMs, attempt });
+    }
+    if (step.action === 'wait') {
+      await deps.clock.sleep(step.waitMs);
+      continue;
+    }
     // sent_at is read BEFORE the request: the stop time must not start later than the grant (Part 2).
     const sentAt = deps.clock.monotonicMs();
-    const epoch = await tryClaim(deps, key, holder, config, sighting); // 2./3.
-    if (epoch === undefined) continue; // 4.
+    const epoch = await tryClaim(deps, key, holder, config, sighting);
+    if (epoch === undefined) continue; // someone claimed, renewed or released in between: watch again
     const lease = new Lease(deps, key, holder, epoch, config, sentAt);
-    deps.events.emit('claim', { key, token: epoch, attempt, waitedMs: sighting.waitMs, stopAtMs: Math.round(lease.stopAtMs) });
+    deps.events.emit('claim', { key, token: epoch, attempt, waitedMs: Math.round(watch.unchangedMs), stopAtMs: Math.round(lease.stopAtMs) });
     return lease;
   }
-  const last = await observe(deps, key);
-  throw new ClaimBudgetExhaustedError(key, config.claimBudget, last?.holder);
 }
 
 /**

@@ -1,11 +1,12 @@
 /**
  * The nightly billing state machine (design §5) and its Lambdas, each a thin adapter over the core library.
  *
- *   Prepare → Observe ⇄ (Wait lease → Claim) → Raise fence → Chunks (Map) → Complete
+ *   Prepare → Observe ⇄ Wait a poll period … → Claim → Raise fence → Chunks (Map) → Complete
  *
- * The clock-free claim (reference Part 5) is spread over states: Observe reads the lock item; if someone holds
- * it, a Wait state waits the holder's declared lease (SecondsPath) on Step Functions' timer; Claim then claims
- * only if the rvn is unchanged, else the loop observes again, within the claim budget. Every Lambda that acts
+ * The clock-free claim (reference Part 5) is spread over states: Observe reads the lock item and takes one step
+ * of the claim rule (lib/core/lease.ts nextClaimStep); while someone holds it, a Wait state (SecondsPath) waits a
+ * poll period on Step Functions' timer and Observe counts how long the rvn has stayed unchanged; once that is a
+ * full lease, Claim claims on condition "rvn unchanged"; a failed claim observes again, within the claim budget. Every Lambda that acts
  * for the holder renews first and computes its own stop time: a stop time never crosses a process boundary.
  * A lost lease or a fenced-out write ends the run quietly (Succeed "Lost", with a metric, no retries); transient
  * store errors are retried with backoff; anything else releases the lease conditionally and fails loudly.
@@ -141,9 +142,9 @@ export class BillingWorkflow extends Construct {
     const prepare = this.task('Prepare', 'prepare', { 'input.$': '$', 'holder.$': '$$.Execution.Name' }, '$.night')
       .addCatch(invalid, { errors: ['ConfigError'], resultPath: '$.error' });
     const start = new sfn.Pass(this, 'FirstObservation', { result: sfn.Result.fromObject({ attempt: 0 }), resultPath: '$.observed' });
-    const observe = this.task('Observe', 'observe', { ...night, 'attempt.$': '$.observed.attempt' }, '$.observed');
+    const observe = this.task('Observe', 'observe', { ...night, 'previous.$': '$.observed' }, '$.observed');
     const claim = this.task('Claim', 'claim', { ...night, 'sighting.$': '$.observed' }, '$.claimed');
-    const waitLease = new sfn.Wait(this, 'WaitOutTheLease', { time: sfn.WaitTime.secondsPath('$.observed.waitSeconds') });
+    const poll = new sfn.Wait(this, 'WatchTheLease', { time: sfn.WaitTime.secondsPath('$.observed.waitSeconds') });
     const raise = this.task('RaiseFence', 'raise', held, '$.raised');
     const chunkTask = this.task('BillChunk', 'chunk', { 'jobDate.$': '$.jobDate', 'holder.$': '$.holder', 'token.$': '$.token', 'chunk.$': '$.chunk' });
     const chunks = new sfn.Map(this, 'Chunks', {
@@ -157,7 +158,7 @@ export class BillingWorkflow extends Construct {
     const completed = new sfn.Succeed(this, 'Completed');
     const alreadyDone = new sfn.Succeed(this, 'AlreadyDone');
     const lost = new sfn.Succeed(this, 'Lost', { comment: 'Lost the lease or fenced out: another holder owns the night. Quiet by design.' });
-    const gaveUp = new sfn.Fail(this, 'ClaimBudgetExhausted', { error: 'ClaimBudgetExhausted', cause: 'the holder stayed alive through every wait of the claim budget' });
+    const gaveUp = new sfn.Fail(this, 'ClaimBudgetExhausted', { error: 'ClaimBudgetExhausted', cause: 'the holder stayed alive through every lease of the claim budget' });
     const failed = new sfn.Fail(this, 'Failed', { error: 'BillingFailed', causePath: '$.error.Cause' });
     const releaseAfterFailure = this.task('ReleaseAfterFailure', 'release', held, '$.released');
     releaseAfterFailure.addCatch(failed, { resultPath: '$.releaseError' }).next(failed);
@@ -169,12 +170,12 @@ export class BillingWorkflow extends Construct {
     // Transitions, in the order of the algorithm.
     prepare.next(start);
     start.next(observe);
-    observe.next(new sfn.Choice(this, 'DoneOrFree')
+    observe.next(new sfn.Choice(this, 'ClaimOrWatch')
       .when(sfn.Condition.booleanEquals('$.observed.done', true), alreadyDone)
       .when(sfn.Condition.booleanEquals('$.observed.exhausted', true), gaveUp)
-      .when(sfn.Condition.booleanEquals('$.observed.free', true), claim)
-      .otherwise(waitLease));
-    waitLease.next(claim);
+      .when(sfn.Condition.booleanEquals('$.observed.claimNow', true), claim)
+      .otherwise(poll));
+    poll.next(observe);
     claim.next(new sfn.Choice(this, 'Claimed')
       .when(sfn.Condition.booleanEquals('$.claimed.claimed', true), raise)
       .otherwise(observe));

@@ -1,10 +1,14 @@
 /**
- * Probe for bench/waste.ts: in a fresh process, how long loading the local workflow runner (aws-cdk-lib and the stack)
- * and one synthesizeWorkflow() take. Prints one JSON line { loadMs, synthMs }. Not a benchmark on its own.
+ * Probe for bench/waste.ts: in a fresh process, what the workflow engine pays before its first state: loading the
+ * local runner, then getting the synthesized definition, either synthesized now (`cold`: aws-cdk-lib loaded and the
+ * stack synthesized in-process) or read from the synth cache (`cached`). Prints one JSON line { loadMs, synthMs }.
+ * Not a benchmark on its own.
  */
+const mode = process.argv[2] === 'cached' ? 'cached' : 'cold';
 const t0 = performance.now();
-const { synthesizeWorkflow } = require('../local/workflow') as typeof import('../local/workflow');
+const wf = require('../local/workflow') as typeof import('../local/workflow');
 const t1 = performance.now();
-synthesizeWorkflow();
+if (mode === 'cached') wf.synthesizeWorkflow();
+else wf.synthesizeWorkflowNow();
 const t2 = performance.now();
-process.stdout.write(`${JSON.stringify({ loadMs: Math.round(t1 - t0), synthMs: Math.round(t2 - t1) })}\n`);
+process.stdout.write(`${JSON.stringify({ mode, loadMs: Math.round(t1 - t0), synthMs: Math.round(t2 - t1) })}\n`);

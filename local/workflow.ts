@@ -4,7 +4,8 @@
  * Lambda task mapped to the same handler module the cloud runs (lambda/index.ts), against the embedded stack.
  *
  * How the template becomes a runnable definition:
- *   1. synthesize the stack in-process from cdk.json's context (plus overrides), with asset bundling skipped;
+ *   1. synthesize the stack in-process from cdk.json's context (plus overrides), with asset bundling skipped
+ *      (cached: see workflowCacheKey);
  *   2. resolve the DefinitionString's Fn::Join, replacing each function's Fn::GetAtt with a placeholder ARN
  *      that names the function's logical id;
  *   3. map each Task state to the handler named by that function's FENCEPOST_HANDLER variable;
@@ -13,11 +14,9 @@
  * aws-local-stepfunctions 3.0.0 declares Node ≥ 22 and calls Promise.withResolvers, which Node 20 lacks: the
  * polyfill below is installed in this local runner only (the Lambdas run on Node 24 in AWS).
  */
-import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readFileSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { App } from 'aws-cdk-lib';
-import { CONTEXT_KEY, readStackConfig } from '../lib/stack/config';
-import { FencepostStack } from '../lib/stack/fencepost-stack';
 import type { BillingHooks } from '../lib/core/billing';
 import type { EventListener } from '../lib/core/events';
 import type { TableNames } from '../lib/core/schema';
@@ -48,8 +47,52 @@ export interface SynthesizedWorkflow {
   readonly environment: Record<string, unknown>;
 }
 
-/** Synthesize the stack from cdk.json's context (with overrides) and pull out the billing state machine. */
+const CACHE_DIR = path.join(ROOT, 'node_modules', '.cache', 'fencepost');
+
+/**
+ * The synthesized workflow for these overrides, from the cache when nothing it depends on has changed. A cold CDK
+ * synth costs every `fencepost run` about 1.5 s (bench/waste.ts); the key covers every input of the synth, so a
+ * stale definition cannot be run. FENCEPOST_SYNTH_CACHE=off always synthesizes.
+ */
 export function synthesizeWorkflow(overrides: Json = {}): SynthesizedWorkflow {
+  if (process.env.FENCEPOST_SYNTH_CACHE === 'off') return synthesizeWorkflowNow(overrides);
+  const file = path.join(CACHE_DIR, `workflow-${workflowCacheKey(overrides)}.json`);
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as SynthesizedWorkflow;
+  } catch {
+    const wf = synthesizeWorkflowNow(overrides);
+    mkdirSync(CACHE_DIR, { recursive: true });
+    const tmp = `${file}.${process.pid}.tmp`; // write then rename: concurrent runs never read half a file
+    writeFileSync(tmp, JSON.stringify(wf));
+    renameSync(tmp, file);
+    return wf;
+  }
+}
+
+/**
+ * What the synth reads: the overrides, cdk.json, the locked dependency versions (aws-cdk-lib), and every source
+ * file of the stack, the handlers and the core they import. Hashing them all costs a few ms.
+ */
+export function workflowCacheKey(overrides: Json): string {
+  const h = createHash('sha256').update(JSON.stringify(overrides));
+  const files = ['cdk.json', 'package-lock.json', ...['lib', 'lambda'].flatMap((dir) => sourcesUnder(dir))];
+  for (const f of files) h.update(`\0${f}\0`).update(readFileSync(path.join(ROOT, f)));
+  return h.digest('hex').slice(0, 32);
+}
+
+function sourcesUnder(dir: string): string[] {
+  return readdirSync(path.join(ROOT, dir), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => path.join(dir, f))
+    .sort();
+}
+
+/** Synthesize the stack from cdk.json's context (with overrides) and pull out the billing state machine. */
+export function synthesizeWorkflowNow(overrides: Json = {}): SynthesizedWorkflow {
+  // Loaded here, not at the top: a cached definition needs neither aws-cdk-lib nor the stack.
+  const { App } = require('aws-cdk-lib') as typeof import('aws-cdk-lib');
+  const { CONTEXT_KEY, readStackConfig } = require('../lib/stack/config') as typeof import('../lib/stack/config');
+  const { FencepostStack } = require('../lib/stack/fencepost-stack') as typeof import('../lib/stack/fencepost-stack');
   const cdkJson = JSON.parse(readFileSync(path.join(ROOT, 'cdk.json'), 'utf8')) as { context: Json };
   const context = { ...cdkJson.context, [CONTEXT_KEY]: { ...(cdkJson.context[CONTEXT_KEY] as Json), ...overrides }, 'aws:cdk:bundling-stacks': [] };
   const app = new App({ context, builtinCloudFormationValidation: false });

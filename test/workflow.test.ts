@@ -9,7 +9,9 @@ import { once } from 'node:events';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { audit } from '../lib/core/audit';
-import { synthesizeWorkflow } from '../local/workflow';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { synthesizeWorkflow, synthesizeWorkflowNow, workflowCacheKey } from '../local/workflow';
 import { namespace, type Namespace } from './support/stack';
 import { spawn } from 'node:child_process';
 import { startWorker } from './support/worker';
@@ -35,6 +37,17 @@ test('the local definition is the synthesized one: the clock-free watch is Obser
   const lostCatch = (states.RaiseFence.Catch as { ErrorEquals: string[]; Next: string }[])[0];
   assert.deepEqual(lostCatch, { ...lostCatch, ErrorEquals: ['LeaseLostError', 'StopTimePassedError', 'FencedOutError'], Next: 'Lost' });
   assert.equal(wf.environment.FENCEPOST_LEASE_MS, '3000', 'the functions are configured from the same context');
+});
+
+test('the synth cache returns exactly what a synth returns, keys on the settings, and survives a damaged entry', () => {
+  const settings = { leaseMs: 4000, renewMs: 1000, marginMs: 1000 };
+  const fresh = synthesizeWorkflowNow(settings);
+  assert.deepEqual(synthesizeWorkflow(settings), fresh, 'first call: synthesized and stored');
+  assert.deepEqual(synthesizeWorkflow(settings), fresh, 'second call: read back, the same');
+  assert.notEqual(workflowCacheKey(settings), workflowCacheKey({ ...settings, leaseMs: 5000 }), 'other settings, another entry');
+  assert.equal(synthesizeWorkflow({ ...settings, leaseMs: 5000 }).environment.FENCEPOST_LEASE_MS, '5000');
+  writeFileSync(path.join(__dirname, '..', 'node_modules', '.cache', 'fencepost', `workflow-${workflowCacheKey(settings)}.json`), '{"definition":');
+  assert.deepEqual(synthesizeWorkflow(settings), fresh, 'a damaged entry is synthesized again');
 });
 
 test('a whole night through the synthesized workflow completes and the audit holds', async () => {

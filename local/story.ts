@@ -68,7 +68,7 @@ export async function playStory(endpoints: Endpoints, clients: Clients, timeScal
     switch (e.event) {
       case 'observe':
         if (e.fault) add({ t: at, actor, event: 'freezes (SIGSTOP, after a passed check)', token: e.token ?? undefined, note: `chunk ${String(e.chunk)}, batch ${String(e.batch)}` });
-        else if (e.holder !== undefined) add({ t: at, actor, event: `sees ${actorOf(String(e.holder))}'s lease, waits ${String(e.waitMs)} ms`, note: 'clock-free: rvn noted' });
+        else if (e.holder !== undefined) add({ t: at, actor, event: `sees ${actorOf(String(e.holder))}'s lease, watches its rvn for ${String(e.waitMs)} ms`, note: 'clock-free: rvn noted' });
         break;
       case 'claim': add({ t: at, actor, event: 'claims the lease', token: e.token }); break;
       case 'fence-raised': fence = e.token; state = 'RUNNING'; add({ t: at, actor, event: 'raises the fence first', token: e.token, note: `was ${String(e.previousFence ?? 'unset')}` }); break;

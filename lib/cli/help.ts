@@ -32,7 +32,7 @@ Bills one night. Safe to run twice, or on several workers at once: one holds the
   --lease-ms N               lease length (default 10000)
   --renew-ms N               renewal interval, at most lease/3 (default 3000)
   --margin-ms N              stop time = sent_at + lease - margin (default 2000)
-  --claim-budget N           observations of a live holder before giving up (default 30)
+  --claim-budget N           leases to wait on a live holder before giving up (default 30)
   --engine E                 stepfunctions (default): the synthesized state machine, run locally, each task
                              calling the same Lambda handler the cloud runs; direct: the core library in-process
   --chunk-concurrency N      chunk tasks in flight at once (stepfunctions engine; default 1)

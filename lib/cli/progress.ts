@@ -19,7 +19,7 @@ export function progressBar(total: number, stream: NodeJS.WriteStream = process.
   return (e) => {
     switch (e.event) {
       case 'observe':
-        if (e.holder !== undefined) stream.write(`${tty ? '\r' : ''}lease held by ${String(e.holder)} (epoch ${String(e.epoch)}): waiting ${String(e.waitMs)} ms on our own clock before claiming\n`);
+        if (e.holder !== undefined) stream.write(`${tty ? '\r' : ''}lease held by ${String(e.holder)} (epoch ${String(e.epoch)}): claiming once its rvn stays unchanged for ${String(e.waitMs)} ms on our own clock\n`);
         break;
       case 'claim': stream.write(`claimed the lease: token ${e.token}\n`); break;
       case 'fence-raised': stream.write(`fence raised to ${e.token} (was ${String(e.previousFence ?? 'unset')})\n`); break;

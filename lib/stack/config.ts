@@ -25,7 +25,7 @@ export interface StackConfig {
   readonly chunkSize: number;
   /** Chunks the workflow runs at once (Step Functions Map concurrency), 1..40. @default 1 */
   readonly chunkConcurrency: number;
-  /** Observations of a live holder before a claimant gives up. @default 30 */
+  /** Leases a claimant waits on a live holder before it gives up. @default 30 */
   readonly claimBudget: number;
   /** EventBridge Scheduler expression for the nightly start, `cron(...)` or `rate(...)`. @default 'cron(30 1 * * ? *)' */
   readonly scheduleExpression: string;
@@ -64,7 +64,8 @@ export const STACK_DEFAULTS: StackConfig = {
   scheduleTimeZone: 'UTC',
   clockOffsetAlarmMs: 500,
   fencedRejectionsAlarmThreshold: 1,
-  // One waiting claimant fails at most one claim per lease it waits out: 300 s / 10 s + 1 = 31 in 5 minutes
+  // One waiting claimant claims only after one rvn stayed unchanged a full lease, so it fails at most one claim per
+  // lease it waits: 300 s / 10 s + 1 = 31 in 5 minutes
   // (and claimBudget + 1 = 31 in all). Above 40 means more than one claimant, or renewals failing en masse.
   conditionalCheckFailedAlarmThreshold: 40,
   billingDeadlineHour: 5,

@@ -254,13 +254,16 @@ export const awsModel: Measurement = {
     );
     // 4. the arithmetic the doc shows, from the figures above (prices ASSUMED)
     const normal = transitions['lock free (a normal night)'].total;
+    const idleSweep = sweeperTransitions['nothing claimed'];
     const wru = 50_000 * 2 + 510 * 2;
     const chunkSeconds = (51 * tx.median + tail.median) / 1000;
     report.blocks.push(
       `model, prices ASSUMED for ${ASSUMED.region}:\n` +
       `  fenced transactions' WRUs per night = 50,000 puts × 2 + 510 checks × 2 = ${fmt(wru)} → $${(wru / 1e6 * ASSUMED.wruPerMillion).toFixed(4)} a night, $${(wru / 1e6 * ASSUMED.wruPerMillion * 365).toFixed(2)} a year\n` +
       `  state transitions per normal night = ${normal} → $${(normal / 1000 * ASSUMED.sfnPerThousandTransitions).toFixed(5)} a night\n` +
-      `  chunk Lambda duration (local figure) ≈ 51 × ${fmt(tx.median, 1)} ms + ${fmt(tail.median, 1)} ms = ${chunkSeconds.toFixed(2)} s`,
+      `  chunk Lambda duration (local figure) ≈ 51 × ${fmt(tx.median, 1)} ms + ${fmt(tail.median, 1)} ms = ${chunkSeconds.toFixed(2)} s\n` +
+      `  sweeper with nothing claimed = ${idleSweep} transitions a run; rate(1 minute) = ${fmt(idleSweep * 1440 * 365)} a year → $${(idleSweep * 1440 * 365 / 1000 * ASSUMED.sfnPerThousandTransitions).toFixed(2)}; ` +
+      `only 01:00–06:59 (cron(* 1-6 * * ? *)) = ${fmt(idleSweep * 360 * 365)} → $${(idleSweep * 360 * 365 / 1000 * ASSUMED.sfnPerThousandTransitions).toFixed(2)} (before the free tier)`,
     );
     report.verdicts.push(
       { measurement: this.name, what: 'state transitions per normal night (counted on the synthesized definition)', figure: String(normal), target: 'informational', met: undefined },

@@ -182,6 +182,14 @@ export const takeover: Measurement = {
         target: '≤ +1,000 ms', met: ex.max <= 1000,
       });
     }
+    const started = byVariant('after-kill').filter((r) => r.startup !== undefined);
+    if (started.length > 0) {
+      const net = stat(started.map((r) => r.latencyMs - LEASE_MS - r.startup!));
+      report.verdicts.push({
+        measurement: this.name, what: 'after-kill without B\'s own process start-up (spawn → first event): what the protocol adds',
+        figure: `median +${fmt(net.median)} ms (${fmt(net.min)}–${fmt(net.max)}); start-up ${fmt(stat(started.map((r) => r.startup!)).median)} ms`, target: 'informational', met: undefined,
+      });
+    }
     report.verdicts.push({
       measurement: this.name, what: 'never below the formula (min over runs of claim − R, and of first batch − R)',
       figure: `claim − R ≥ ${fmt(minClaim)} ms, first batch − R ≥ ${fmt(minLatency)} ms`, target: `≥ ${fmt(LEASE_MS)} ms`, met: minClaim >= LEASE_MS,

@@ -226,7 +226,7 @@ export const waste: Measurement = {
       const rows = [...inst.calls.entries()].sort((a, b) => b[1].totalMs - a[1].totalMs).map(([name, c]) => [
         name, fmt(c.calls), fmt(c.totalMs), fmt(c.wireMs), fmt(c.totalMs - c.wireMs), fmt(((c.totalMs - c.wireMs) / c.calls) * 1000), pct(c.totalMs / nightMs).replace('+', ''),
       ]);
-      const tx = inst.calls.get('ddb:TransactWriteItems')!;
+      const tx = { ...inst.calls.get('ddb:TransactWriteItems')! }; // a snapshot: the later phases run on the same instrumented clients
       const eventBytes = recorded.reduce((s, e) => s + Buffer.byteLength(JSON.stringify(e)) + 1, 0);
       report.blocks.push(
         `profile: one direct night of ${fmt(invoices)} invoices in the bench process (${(nightMs / 1000).toFixed(1)} s, ${fmt(summary.transactions)} transactions); ` +

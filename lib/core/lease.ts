@@ -245,16 +245,7 @@ export class Lease {
     for (;;) {
       const sentAt = this.deps.clock.monotonicMs(); // 1. read BEFORE sending
       try {
-        await this.deps.ddb.send(
-          new UpdateCommand({
-            TableName: this.deps.table,
-            Key: { [Attr.pk]: this.key },
-            ConditionExpression: stillOurs,
-            UpdateExpression: `SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`,
-            ExpressionAttributeValues: { ':me': this.holder, ':e': this.token, ':rvn': newRvn(), ':wall': wallIso(this.deps.clock) },
-            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-          }),
-        );
+        await this.writeIfStillOurs(`SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`);
         this.stopAt = Math.max(this.stopAt, this.stopTimeFrom(sentAt)); // 4. on success
         this.deps.events.emit('renew', { key: this.key, token: this.token, stopAtMs: Math.round(this.stopAt) });
         return;
@@ -311,15 +302,7 @@ export class Lease {
   async release(): Promise<boolean> {
     await this.stopHeartbeat();
     try {
-      await this.deps.ddb.send(
-        new UpdateCommand({
-          TableName: this.deps.table,
-          Key: { [Attr.pk]: this.key },
-          ConditionExpression: stillOurs,
-          UpdateExpression: `REMOVE ${Attr.holder} SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`,
-          ExpressionAttributeValues: { ':me': this.holder, ':e': this.token, ':rvn': newRvn(), ':wall': wallIso(this.deps.clock) },
-        }),
-      );
+      await this.writeIfStillOurs(`REMOVE ${Attr.holder} SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`);
       this.lost ??= new LeaseLostError(this.key, this.token, undefined);
       this.deps.events.emit('released', { key: this.key, token: this.token });
       return true;
@@ -327,5 +310,19 @@ export class Lease {
       if (isConditionalCheckFailed(err)) return false;
       throw err;
     }
+  }
+
+  /** A write to the lock item that lands only while the lease is still ours (same holder, same epoch), with a new rvn. */
+  private writeIfStillOurs(update: string) {
+    return this.deps.ddb.send(
+      new UpdateCommand({
+        TableName: this.deps.table,
+        Key: { [Attr.pk]: this.key },
+        ConditionExpression: stillOurs,
+        UpdateExpression: update,
+        ExpressionAttributeValues: { ':me': this.holder, ':e': this.token, ':rvn': newRvn(), ':wall': wallIso(this.deps.clock) },
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+      }),
+    );
   }
 }

@@ -247,8 +247,8 @@ async function crash(ctx: Ctx): Promise<void> {
   if (b) {
     await b.exited;
     // Liveness by the clock-free rule, counted rather than timed (timings on a loaded 2-core machine vary): once
-    // A is dead its rvn stops changing, so B's claim must succeed at the latest after ONE sighting made after the
-    // kill (the wait in progress may fail once, if A renewed during it). A second sighting would mean B missed it.
+    // A is dead its rvn stops changing, so B sights at most ONE new rvn after the kill (A's last renewal, if B's
+    // poll had not seen it yet) and claims once that rvn has stayed unchanged a lease. A second would mean B missed it.
     const claimed = b.events.find((e) => e.event === 'claim');
     if (claimed) {
       const sightingsAfter = b.events.filter((e) => e.event === 'observe' && e.seenAtMs > killedAt && e.seenAtMs < claimed.seenAtMs).length;

@@ -82,10 +82,11 @@ test('a holder that stops renewing is taken over one full lease after its last r
   const bSeen: FencepostEvent[] = [];
   const b = claim({ ...d, clock: bClock, events: new Events('B', bClock).on((e) => bSeen.push(e)) }, 'k', 'B', fast);
   await new Promise((r) => setTimeout(r, 1_000)); // B watches A renew for a while
-  await a.stopHeartbeat(); // A stops renewing: its last renewal has landed
-  const lastRenewal = performance.now();
+  await a.stopHeartbeat();
+  const lastRenewalSent = performance.now(); // A's last renewal: applied after this instant, so the formula's
+  await a.renew(); //                           earliest safe takeover is no earlier than this + lease
   const bLease = await b;
-  const claimedAfter = performance.now() - lastRenewal;
+  const claimedAfter = performance.now() - lastRenewalSent;
   assert.ok(claimedAfter >= fast.leaseMs, `never before last renewal + lease (${Math.round(claimedAfter)} ms)`);
   assert.ok(claimedAfter <= fast.leaseMs + pollMsOf(fast) + 400, `within a poll period (+ store round trips) of the formula, not a second lease (${Math.round(claimedAfter)} ms)`);
   assert.equal(bLease.token, a.token + 1);

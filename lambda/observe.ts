@@ -34,9 +34,7 @@ export function observation(previous: Partial<Observation> | undefined, done: bo
     done, free: s.holder === undefined, holder: s.holder, seenRvn: s.seenRvn, seenEpoch: s.epoch,
     watch: step.watch, claimNow: step.action === 'claim', exhausted: step.action === 'give-up',
     waitSeconds: step.action === 'wait' ? Math.max(1, Math.ceil(step.waitMs / 1000)) : 0,
-    attempt: (Number(previous?.attempt) || 0) + 1,
-    // One `observe` event per rvn sighted (or free lock), as the local claim emits them: not one per poll.
-    newRvn: step.action === 'wait' ? step.newRvn : s.waitMs === 0 || previous?.watch?.rvn !== s.seenRvn,
+    attempt: (Number(previous?.attempt) || 0) + 1, newRvn: step.newRvn,
   };
 }
 

@@ -116,10 +116,14 @@ export interface Watch {
   readonly waitedMs: number;
 }
 
-export type ClaimStep =
-  | { readonly action: 'claim'; readonly watch: Watch }
-  | { readonly action: 'wait'; readonly waitMs: number; readonly watch: Watch; readonly newRvn: boolean }
-  | { readonly action: 'give-up'; readonly watch: Watch };
+export interface ClaimStep {
+  readonly action: 'claim' | 'wait' | 'give-up';
+  /** With 'wait': how long to wait before the next sighting (at most a poll period). 0 otherwise. */
+  readonly waitMs: number;
+  readonly watch: Watch;
+  /** This sighting showed a free lock or an rvn not watched before: report it once, not once per poll. */
+  readonly newRvn: boolean;
+}
 
 /**
  * THE CLAIM RULE, in one place (Part 5: the Lock Client's clock-free rule, timed as Kubernetes times it "from when
@@ -136,11 +140,11 @@ export type ClaimStep =
  */
 export function nextClaimStep(prev: Watch | undefined, s: Sighting, elapsedMs: number, config: Pick<LeaseConfig, 'leaseMs' | 'claimBudget'>): ClaimStep {
   const waitedMs = (prev?.waitedMs ?? 0) + (prev === undefined ? 0 : elapsedMs);
-  if (s.waitMs === 0) return { action: 'claim', watch: { unchangedMs: 0, waitedMs } };
+  if (s.waitMs === 0) return { action: 'claim', waitMs: 0, watch: { unchangedMs: 0, waitedMs }, newRvn: true };
   const same = prev !== undefined && prev.rvn !== undefined && prev.rvn === s.seenRvn;
   const watch: Watch = { rvn: s.seenRvn, unchangedMs: same ? prev.unchangedMs + elapsedMs : 0, waitedMs };
-  if (watch.unchangedMs >= s.waitMs) return { action: 'claim', watch };
-  if (waitedMs >= config.claimBudget * s.waitMs) return { action: 'give-up', watch };
+  if (watch.unchangedMs >= s.waitMs) return { action: 'claim', waitMs: 0, watch, newRvn: !same };
+  if (waitedMs >= config.claimBudget * s.waitMs) return { action: 'give-up', waitMs: 0, watch, newRvn: !same };
   return { action: 'wait', waitMs: Math.min(pollMsOf(config), s.waitMs - watch.unchangedMs), watch, newRvn: !same };
 }
 
@@ -159,12 +163,8 @@ export async function claim(deps: LeaseDeps, key: string, holder: string, config
     const step = nextClaimStep(watch, sighting, seenAt - lastSeenAt, config);
     [watch, lastSeenAt] = [step.watch, seenAt];
     if (step.action === 'give-up') throw new ClaimBudgetExhaustedError(key, config.claimBudget, sighting.holder);
-    if (step.action === 'wait' && !step.newRvn) {
-      await deps.clock.sleep(step.waitMs);
-      continue;
-    }
-    if (step.action === 'wait' || sighting.waitMs === 0) {
-      attempt++; // one event per rvn sighted (or free lock), not per poll
+    if (step.newRvn) {
+      attempt++;
       deps.events.emit('observe', { key, holder: sighting.holder, epoch: sighting.epoch, rvn: sighting.seenRvn, waitMs: sighting.waitMs, attempt });
     }
     if (step.action === 'wait') {

@@ -35,7 +35,7 @@ export function handlerFunction(scope: Construct, name: HandlerName, props: Hand
       POWERTOOLS_SERVICE_NAME: SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE, POWERTOOLS_LOG_LEVEL: 'INFO',
     },
     logGroup: new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
-    bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, sourceMap: true },
+    bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, keepNames: true, sourceMap: true },
   });
   Validations.of(fn).acknowledge(
     { id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',

@@ -206,7 +206,8 @@ async function pause(ctx: Ctx): Promise<void> {
     const point = pick(ctx.random, ['batch', 'batch', 'chunk-commit']);
     const spec = point === 'batch' ? `sigstop:batch:${chunk}:${Math.floor(ctx.random() * 2)}` : `sigstop:chunk-commit:${chunk}`;
     if (point === 'batch') lateBatch = { chunk, batch: Number(spec.split(':')[3]) };
-    a = worker(ctx, 'A', { FENCEPOST_FAULT: spec });
+    // A point inside the core: a workflow worker runs the handlers' sources to reach it (docs/DESIGN.md, "Fault injection").
+    a = worker(ctx, 'A', { FENCEPOST_FAULT: spec, ...(ctx.engine === 'stepfunctions' ? { FENCEPOST_LAMBDA_CODE: 'source' } : {}) });
     if (!(await reached(ctx, a, (e) => e.fault === 'sigstop'))) return;
     ctx.notes.push(`A stopped itself after its check (${spec})`);
   } else {

@@ -27,13 +27,29 @@ export interface WorkerProcess {
   onEvent(listener: (e: SeenEvent) => void): void;
 }
 
-/** Run the CLI with tsx in a child process; extra env (FENCEPOST_FAULT, LD_PRELOAD, …) is passed through. */
+/**
+ * Run the CLI with tsx in a child process; extra env (FENCEPOST_FAULT, LD_PRELOAD, …) is passed through.
+ * The process leads its own process group, and its `kill` signals the whole group: the local Lambda environments a
+ * workflow run starts (local/lambda-runner.ts) are paused, continued and killed with it, as one holder.
+ */
 export function runCli(args: string[], env: Record<string, string> = {}): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env, NODE_NO_WARNINGS: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
+  const own = child.kill.bind(child);
+  child.kill = (signal?: NodeJS.Signals | number) => {
+    if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) return own(signal);
+    try {
+      process.kill(-child.pid, signal ?? 'SIGTERM');
+      return true;
+    } catch {
+      return own(signal);
+    }
+  };
+  return child;
 }
 
 /** Start a `fencepost <args>` process that prints events (the caller includes --events) and follow them. */

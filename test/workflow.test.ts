@@ -103,7 +103,7 @@ test('bad state-machine input fails at validation with nothing written', async (
     const { runWorkflowLocally } = require('./local/workflow');
     const { localClients } = require('./lib/core/stores');
     const given = ${JSON.stringify({ endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket })};
-    const common = { clients: localClients(given.endpoints), tables: given.tables, bucket: given.bucket };
+    const common = { clients: localClients(given.endpoints), endpoints: given.endpoints, tables: given.tables, bucket: given.bucket };
     (async () => {
       const results = [];
       for (const input of [{}, { jobDate: '2026-02-30' }, { jobDate: 20260928 }, { scheduledTime: 'yesterday' }]) {

@@ -10,7 +10,7 @@ import type { BillingConfig } from '../core/config';
 import { ClaimBudgetExhaustedError, InfrastructureError } from '../core/errors';
 import type { FencepostEvent } from '../core/events';
 import { Keys } from '../core/schema';
-import type { Clients } from '../core/stores';
+import type { Clients, Endpoints } from '../core/stores';
 import { runWorkflowLocally } from '../../local/workflow';
 
 export type Engine = 'stepfunctions' | 'direct';
@@ -21,8 +21,10 @@ export interface EngineRun {
   readonly worker: string;
   readonly config: BillingConfig;
   readonly chunkConcurrency: number;
-  /** The clients the engine's holders use (the workflow's handlers get them injected). */
+  /** The clients the engine's holders use (source-mode handlers get them injected). */
   readonly clients: Clients;
+  /** The stores' endpoints (the workflow's bundled functions are pointed at them). */
+  readonly endpoints: Endpoints;
   readonly hooks?: BillingHooks & { afterTask?(state: string, output: unknown): void | Promise<void> };
 }
 
@@ -53,7 +55,9 @@ export async function runStepFunctions(deps: BillingDeps, run: EngineRun): Promi
   const started = deps.clock.monotonicMs();
   const { listener, summary } = summaryFromEvents(Keys.job(run.date), run.worker);
   const result = await runWorkflowLocally({
-    clients: run.clients, tables: deps.tables, bucket: deps.bucket, name: run.worker,
+    clients: run.clients, endpoints: run.endpoints, tables: deps.tables, bucket: deps.bucket, name: run.worker,
+    // Tests only: the handlers' sources in-process, for fault points between a check and a write (docs/DESIGN.md).
+    lambdaCode: process.env.FENCEPOST_LAMBDA_CODE === 'source' ? 'source' : 'bundle',
     input: { jobDate: run.date },
     settings: {
       leaseMs: run.config.leaseMs, renewMs: run.config.renewMs, marginMs: run.config.marginMs, claimBudget: run.config.claimBudget,

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { HandlerName } from '../../lambda/index';
 import { Env } from '../../lambda/env';
@@ -32,10 +32,12 @@ export function handlerFunction(scope: Construct, name: HandlerName, props: Hand
     tracing: lambda.Tracing.ACTIVE,
     environment: {
       ...props.environment, [Env.handler]: name,
+      // Stack traces point into the TypeScript sources through the shipped source map.
+      NODE_OPTIONS: '--enable-source-maps',
       POWERTOOLS_SERVICE_NAME: SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE, POWERTOOLS_LOG_LEVEL: 'INFO',
     },
     logGroup: new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
-    bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, keepNames: true, sourceMap: true },
+    bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, keepNames: true, sourceMap: true, logLevel: LogLevel.WARNING },
   });
   Validations.of(fn).acknowledge(
     { id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',

@@ -4,9 +4,13 @@
  * Guarantees:
  *   - PutObject with `If-None-Match: *` or `If-Match: <etag>` is checked when the upload completes (after the whole
  *     body has arrived), and the check and the store run in one synchronous step: of N concurrent conditional PUTs on
- *     one key exactly one wins (the first to finish) and the rest get 412 PreconditionFailed.
- *   - If-Match on a missing key is 404 NoSuchKey; a conditional PUT whose key was deleted by another request while its
- *     body was still arriving is 409 ConditionalRequestConflict (see commitPut).
+ *     one key at most one wins (the first to finish), and the rest get 412 PreconditionFailed or 409.
+ *   - 409 ConditionalRequestConflict, as AWS answers a conditional write that races a conflicting operation on the
+ *     same key ("retry"): (a) a conditional PUT whose body completes while another conditional PUT on that key is
+ *     committing (received in full, not yet stored: `conflictWindowMs`, default 5 ms, widened by tests so races
+ *     happen on 2 cores); (b) a conditional PUT whose key was deleted by another request while its body was still
+ *     arriving (see commitPut).
+ *   - If-Match on a missing key is 404 NoSuchKey.
  *   - ETag is the quoted hex MD5 of the body; Content-Type, a few standard headers and x-amz-meta-* are kept.
  *   - aws-chunked request bodies (what @aws-sdk/client-s3 sends for stream bodies) are decoded. Content-MD5 and
  *     x-amz-checksum-crc32/sha1/sha256 (header or trailer) are verified; other checksum algorithms are accepted unchecked.
@@ -14,20 +18,35 @@
  * Operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket, ListObjectsV2, PutObject, GetObject, HeadObject,
  * DeleteObject.
  *
+ * Every request can be recorded (`onCall`: principal from the SigV4 Authorization header, operation, bucket, key)
+ * for the IAM proof; the server itself checks no signature and no permission.
+ *
  * Does not: persist anything (in memory, one process), do virtual-hosted addressing (path-style only), check
- * signatures or credentials, do versioning, multipart, copy, ranges, ACLs, tagging, or conditional deletes.
+ * signatures or credentials, do versioning, multipart, copy, ranges, ACLs, tagging, or conditional deletes. Not
+ * emulated about 409: AWS's exact conflict window (undocumented: ours is a fixed commit delay), a 409 caused by an
+ * unconditional PUT racing a conditional one (here the conditional one then sees the new object: 412 or success),
+ * and 403 AccessDenied for a missing key when the caller lacks s3:ListBucket (there is no IAM here: always 404).
  * It binds loopback addresses only.
  */
 import http from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
+import { setTimeout as delay } from 'node:timers/promises';
 import { ConfigError, InfrastructureError } from '../lib/core/errors';
+import { principalOf, type CallSink } from './call-log';
 
 export interface LocalS3Options {
   /** Loopback address to bind. Default '127.0.0.1'. */
   host?: string;
   /** 0 or absent: a free port. */
   port?: number;
+  /**
+   * How long a conditional PUT stays "committing" after its body has arrived: another conditional PUT on the same
+   * key completing meanwhile gets 409 ConditionalRequestConflict. Default 5 ms; 0 commits at once (no 409 races).
+   */
+  conflictWindowMs?: number;
+  /** Record every request: principal, service 's3', operation, bucket, key (local/call-log.ts). */
+  onCall?: CallSink;
 }
 
 export interface LocalS3 {
@@ -87,10 +106,14 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
   const problems: string[] = [];
   if (!isLoopback(host)) problems.push(`local S3: host ${host} is not a loopback address (use 127.0.0.1, ::1 or localhost)`);
   if (!Number.isInteger(port) || port < 0 || port > 65535) problems.push(`local S3: port ${port} is not an integer in 0..65535`);
+  const conflictWindowMs = options.conflictWindowMs ?? 5;
+  if (!(Number.isFinite(conflictWindowMs) && conflictWindowMs >= 0)) problems.push(`local S3: conflictWindowMs ${conflictWindowMs} is not a number >= 0`);
   if (problems.length > 0) throw new ConfigError(problems);
 
   const buckets = new Map<string, Bucket>();
   let seq = 0; // bumped by every mutation; a request remembers the value it started at
+  /** bucket + NUL + key of every conditional PUT that is committing (body received, not yet stored). */
+  const committing = new Set<string>();
   const server = http.createServer((req, res) => {
     const requestId = randomBytes(8).toString('hex').toUpperCase();
     handle(req, res, requestId).catch((err: unknown) => {
@@ -109,8 +132,6 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): Promise<void> {
     const startedAt = seq;
-    const raw = await readBody(req);
-    // Everything below is synchronous: each request's checks and effects are atomic with respect to other requests.
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const query = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
@@ -124,6 +145,10 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
       throw new S3Error(400, 'InvalidURI', 'Could not parse the specified URI.');
     }
     const method = req.method ?? 'GET';
+    options.onCall?.({ principal: principalOf(req.headers.authorization), service: 's3', operation: operationOf(method, bucketName, key, query, req), ...(bucketName ? { bucket: bucketName } : {}), ...(key ? { key } : {}) });
+    const raw = await readBody(req);
+    // Everything below is synchronous (but the commit window of a conditional PUT): each request's checks and
+    // effects are atomic with respect to other requests.
     const allow = (...names: string[]) => {
       for (const name of query.keys()) if (name !== 'x-id' && !names.includes(name)) throw notImplemented(`?${name}`);
     };
@@ -192,7 +217,7 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
     if (method === 'PUT') {
       allow();
       if (header(req, 'x-amz-copy-source') !== undefined) throw notImplemented('CopyObject (x-amz-copy-source)');
-      const bucket = bucketOf(bucketName);
+      bucketOf(bucketName); // NoSuchBucket before the body is even looked at
       const body = decodeBody(req, raw);
       const etag = `"${createHash('md5').update(body).digest('hex')}"`;
       const headers: Record<string, string> = { 'content-type': 'binary/octet-stream' };
@@ -206,8 +231,11 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
       const ifMatch = header(req, 'if-match');
       const ifNoneMatch = header(req, 'if-none-match');
       if (ifNoneMatch !== undefined && ifNoneMatch.trim() !== '*') throw notImplemented('If-None-Match on PutObject only accepts *');
-      commitPut(bucket, key, ifMatch, ifNoneMatch, startedAt);
-      bucket.objects.set(key, { body, etag, lastModified: new Date(Math.floor(Date.now() / 1000) * 1000), headers, meta });
+      const conditional = ifMatch !== undefined || ifNoneMatch !== undefined;
+      if (conditional && conflictWindowMs > 0) await commitWindow(bucketName, key);
+      const target = bucketOf(bucketName); // it may have been deleted during the window
+      commitPut(target, key, ifMatch, ifNoneMatch, startedAt);
+      target.objects.set(key, { body, etag, lastModified: new Date(Math.floor(Date.now() / 1000) * 1000), headers, meta });
       seq++;
       return send(200, { etag });
     }
@@ -233,6 +261,27 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
     }
 
     throw notImplemented(`${method} object`);
+  }
+
+  /**
+   * A conditional PUT whose body has arrived is "committing" for conflictWindowMs; meanwhile another conditional PUT
+   * on the same key gets 409 ConditionalRequestConflict. AWS: "If a conflicting operation occurs during the upload S3
+   * returns a 409 ConditionalRequestConflict response. On a 409 failure you should retry the upload" (PutObject API
+   * reference, If-Match / If-None-Match, https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html; the S3
+   * User Guide's conditional-writes.html, "Conditional write behavior"). The first to finish still wins: the one
+   * committing is not disturbed, and its own condition is checked when its window ends.
+   */
+  async function commitWindow(bucketName: string, key: string): Promise<void> {
+    const slot = `${bucketName}\0${key}`;
+    if (committing.has(slot)) {
+      throw new S3Error(409, 'ConditionalRequestConflict', 'A conflicting operation occurred. If using PutObject you can retry the request.', { Key: key });
+    }
+    committing.add(slot);
+    try {
+      await delay(conflictWindowMs); // Node timers run on the monotonic clock
+    } finally {
+      committing.delete(slot);
+    }
   }
 
   /**
@@ -351,6 +400,20 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
       return stopped;
     },
   };
+}
+
+/** The S3 API operation a request is, as AWS names it (for the call log; IAM actions are the proof's business). */
+function operationOf(method: string, bucket: string, key: string, query: URLSearchParams, req: http.IncomingMessage): string {
+  if (bucket === '') return method === 'GET' ? 'ListBuckets' : `${method} /`;
+  if (key === '') {
+    if (method === 'GET' && query.get('list-type') === '2') return 'ListObjectsV2';
+    const bucketOps: Record<string, string> = { PUT: 'CreateBucket', HEAD: 'HeadBucket', DELETE: 'DeleteBucket', GET: 'ListObjects' };
+    const sub = [...query.keys()].find((k) => k !== 'x-id');
+    return sub === undefined ? (bucketOps[method] ?? `${method} bucket`) : `${method} bucket ?${sub}`;
+  }
+  if (method === 'PUT') return header(req, 'x-amz-copy-source') !== undefined ? 'CopyObject' : 'PutObject';
+  const objectOps: Record<string, string> = { GET: 'GetObject', HEAD: 'HeadObject', DELETE: 'DeleteObject' };
+  return objectOps[method] ?? `${method} object`;
 }
 
 function readBody(req: http.IncomingMessage): Promise<Buffer> {

@@ -1,8 +1,12 @@
 /** The fence on the job row, on real DynamoDB Local (Parts 4, 5, 6). */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { after } from 'node:test';
+import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { systemClock } from '../lib/core/clock';
+import { localClients } from '../lib/core/stores';
+import { startDynamoDbProxy } from '../local/dynamodb-proxy';
 import { AlreadyDoneError, FencedOutError } from '../lib/core/errors';
 import * as fence from '../lib/core/fence';
 import { chunkBatches, type NightPlan } from '../lib/core/invoices';
@@ -97,4 +101,81 @@ test('complete and progress need the fence to still be ours', async () => {
   await assert.rejects(fence.markChunkDone(d, JOB, 1, 0), FencedOutError);
   await assert.rejects(fence.complete(d, JOB, 1), FencedOutError);
   assert.equal((await fence.readJob(d, JOB))?.state, 'RUNNING');
+});
+
+/** The JSON body of a serialized DynamoDB request (a string or bytes, depending on the SDK version). */
+function wireBody(request: unknown): { ClientRequestToken?: string; TransactItems?: unknown[] } {
+  const body = (request as { body?: unknown }).body;
+  return JSON.parse(typeof body === 'string' ? body : Buffer.from(body as Uint8Array).toString('utf8'));
+}
+
+/** The ClientRequestToken of every TransactWriteItems this client puts on the wire (read from the signed body). */
+function tokensOnTheWire(client: ReturnType<typeof localClients>): string[] {
+  const seen: string[] = [];
+  client.raw.middlewareStack.add(
+    (next, context) => async (args) => {
+      if (context.commandName === 'TransactWriteItemsCommand') seen.push(String(wireBody(args.request).ClientRequestToken));
+      return next(args);
+    },
+    { step: 'finalizeRequest', name: 'testTokensOnTheWire', priority: 'low' },
+  );
+  return seen;
+}
+
+test('a transaction cancelled for TransactionConflict on the fence check is retried with the same ClientRequestToken, and the night is correct', async () => {
+  const ns = await namespace();
+  const client = localClients(ns.endpoints);
+  after(() => client.destroy());
+  const sent = tokensOnTheWire(client);
+  // The first attempt meets an ongoing transaction on the job row it ConditionChecks: answered as the SDK parses
+  // AWS's 400 (TransactionCanceledException, reasons in item order), before it reaches DynamoDB Local.
+  let injected = 0;
+  client.raw.middlewareStack.add(
+    (next, context) => async (args) => {
+      if (context.commandName !== 'TransactWriteItemsCommand' || injected++ > 0) return next(args);
+      const items = wireBody(args.request).TransactItems?.length ?? 0;
+      const codes = ['TransactionConflict', ...Array.from({ length: items - 1 }, () => 'None')];
+      const message = `Transaction cancelled, please refer cancellation reasons for specific reasons [${codes.join(', ')}]`;
+      throw new TransactionCanceledException({
+        $metadata: { httpStatusCode: 400, requestId: 'injected' }, message, Message: message,
+        CancellationReasons: codes.map((Code) => (Code === 'None' ? { Code } : { Code, Message: 'Transaction is ongoing for the item' })),
+      });
+    },
+    { step: 'finalizeRequest', name: 'testInjectConflict', priority: 'low' },
+  );
+  const slept: number[] = [];
+  const d: fence.FenceDeps = { ddb: client.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, random: () => 0.5, clock: { ...systemClock, sleep: (ms) => { slept.push(ms); return systemClock.sleep(ms); } } };
+  const [b0, b1] = [...chunkBatches(plan, 0)];
+  await fence.raise(d, JOB, 5, 'A', 2);
+  const r = await fence.writeBatch(d, JOB, 5, b0);
+  assert.deepEqual(r, { recorded: 99, alreadyRecorded: 0, transactions: 2 }, 'retried once, everything recorded by us');
+  assert.equal(injected, 2);
+  assert.equal(sent.length, 2);
+  assert.equal(sent[1], sent[0], 'the same ClientRequestToken on the wire');
+  assert.deepEqual(slept, [12.5], 'one full-jitter backoff (random 0.5 of 25 ms)');
+  assert.equal((await fence.writeBatch(d, JOB, 5, b1)).recorded, 99);
+  const tokens = await invoiceTokens(ns);
+  assert.equal(tokens.size, 198, 'each invoice once');
+  assert.ok([...tokens.values()].every((t) => t === 5), 'all with the holder\'s token');
+});
+
+test('two batches of one holder ConditionCheck the job row at once: through the conflict proxy one is cancelled (TransactionConflict) and retried', async () => {
+  const ns = await namespace();
+  const proxy = await startDynamoDbProxy({ target: ns.endpoints.dynamodb, conflictWindowMs: 300 });
+  const client = localClients({ dynamodb: proxy.endpoint, s3: ns.endpoints.s3 });
+  after(async () => { client.destroy(); await proxy.stop(); });
+  const sent = tokensOnTheWire(client);
+  const d: fence.FenceDeps = { ddb: client.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock, random: () => 0.5 };
+  const [b0, b1] = [...chunkBatches(plan, 0)];
+  await fence.raise(d, JOB, 9, 'A', 2);
+  const [r0, r1] = await Promise.all([fence.writeBatch(d, JOB, 9, b0), fence.writeBatch(d, JOB, 9, b1)]);
+  const conflicts = proxy.stats().transactionConflicts;
+  assert.ok(conflicts >= 1, `the proxy cancelled at least one (${conflicts})`);
+  assert.equal(r0.recorded + r1.recorded, 198);
+  assert.equal(r0.alreadyRecorded + r1.alreadyRecorded, 0, 'a conflict is not "already recorded"');
+  assert.equal(sent.length, 2 + conflicts, 'every cancellation sent again');
+  assert.equal(new Set(sent).size, 2, 'each retry with its own request\'s ClientRequestToken');
+  const tokens = await invoiceTokens(ns);
+  assert.equal(tokens.size, 198);
+  assert.ok([...tokens.values()].every((t) => t === 9));
 });

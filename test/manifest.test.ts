@@ -1,6 +1,9 @@
 /** The manifest fence on the local S3 endpoint (Part 4, "The same fence on S3"): If-None-Match to create, If-Match to commit. */
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
+import type { AwsCall } from '../local/call-log';
+import { startLocalS3 } from '../local/s3-server';
 import { systemClock } from '../lib/core/clock';
 import { FencedOutError } from '../lib/core/errors';
 import { ManifestWriter, readManifest } from '../lib/core/manifest';
@@ -47,4 +50,66 @@ test('two commits by the same holder at once both land (a 412 on our own token r
   }));
   const m = await readManifest(deps, DATE);
   assert.deepEqual(Object.keys(m!.body.chunks).sort(), ['00', '01', '02', '03']);
+});
+
+/** A local S3 of the test's own, with a commit window wide enough that conditional writes race on 2 cores. */
+async function racyS3(conflictWindowMs: number) {
+  const calls: AwsCall[] = [];
+  const server = await startLocalS3({ conflictWindowMs, onCall: (c) => calls.push(c) });
+  const s3 = new S3Client({ endpoint: server.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
+  const answers: string[] = []; // the error name of every failed S3 call, as the SDK parsed it
+  s3.middlewareStack.add((next) => async (args) => {
+    try {
+      return await next(args);
+    } catch (err) {
+      answers.push((err as Error).name);
+      throw err;
+    }
+  }, { step: 'initialize', name: 'testAnswers' });
+  await s3.send(new CreateBucketCommand({ Bucket: 'racy' }));
+  calls.length = 0;
+  after(async () => { s3.destroy(); await server.stop(); });
+  return { deps: { s3, bucket: 'racy', clock: systemClock, random: () => 0.5 }, calls, answers };
+}
+
+test('a 409 ConditionalRequestConflict is retried by reading again: two commits at once both land', async () => {
+  const { deps, answers } = await racyS3(150);
+  const { writer } = await ManifestWriter.raise(deps, DATE, 'job', 4);
+  const twin = ManifestWriter.resume(deps, DATE, 'job', 4);
+  await twin.commitChunk(0, { key: 'k0', etag: '"e0"', token: 4, invoices: 1 }); // learns the ETag
+  await writer.commitChunk(1, { key: 'k1', etag: '"e1"', token: 4, invoices: 1 }); // 412 on its stale ETag, merges
+  answers.length = 0;
+  // Both hold the current ETag now; the second to complete lands inside the first's commit window: 409.
+  await Promise.all([
+    twin.commitChunk(2, { key: 'k2', etag: '"e2"', token: 4, invoices: 1 }),
+    writer.commitChunk(3, { key: 'k3', etag: '"e3"', token: 4, invoices: 1 }),
+  ]);
+  assert.ok(answers.includes('ConditionalRequestConflict'), `a 409 happened (answers: ${answers.join(', ')})`);
+  const m = await readManifest(deps, DATE);
+  assert.deepEqual(Object.keys(m!.body.chunks).sort(), ['00', '01', '02', '03'], 'nothing lost');
+  assert.equal(m!.body.token, 4);
+});
+
+test('a missing manifest is created with If-None-Match: * and never read first (404 or 403 alike); an existing one is read only after the 412', async () => {
+  const { deps, calls, answers } = await racyS3(5);
+  const first = await ManifestWriter.raise(deps, DATE, 'job', 2);
+  assert.deepEqual(first.body.raisedBy.map((r) => r.token), [2]);
+  assert.deepEqual(calls.map((c) => c.operation), ['PutObject'], 'created at once: no GetObject of a missing key');
+  assert.deepEqual(answers, []);
+  calls.length = 0;
+  const second = await ManifestWriter.raise(deps, DATE, 'job', 3);
+  assert.deepEqual(calls.map((c) => c.operation), ['PutObject', 'GetObject', 'PutObject'], 'create → 412 → read → If-Match');
+  assert.deepEqual(answers, ['PreconditionFailed']);
+  assert.deepEqual(second.body.raisedBy.map((r) => r.token), [2, 3]);
+  await assert.rejects(first.writer.commitChunk(0, { key: 'k', etag: '"e"', token: 2, invoices: 1 }), FencedOutError);
+});
+
+test('two raises of a missing manifest at once: one creates it, the other reads it after its 412 or 409 and raises over it', async () => {
+  const { deps } = await racyS3(150);
+  const [a, b] = await Promise.allSettled([ManifestWriter.raise(deps, DATE, 'job', 5), ManifestWriter.raise(deps, DATE, 'job', 6)]);
+  assert.equal(b.status, 'fulfilled', 'the higher token always raises');
+  const m = await readManifest(deps, DATE);
+  assert.equal(m!.body.token, 6);
+  if (a.status === 'rejected') assert.ok(a.reason instanceof FencedOutError, 'the lower one may only be fenced out');
+  else assert.deepEqual(m!.body.raisedBy.map((r) => r.token), [5, 6]);
 });

@@ -1,7 +1,13 @@
 /**
  * Pins local/s3-server.ts to AWS S3's documented behaviour, speaking to it only through @aws-sdk/client-s3 over HTTP.
- * Sources: S3 User Guide "How to prevent object overwrites with conditional writes" (conditional-writes.html),
- * PutObject / GetObject / CreateBucket / ListObjectsV2 API references.
+ * Sources: S3 User Guide "How to prevent object overwrites with conditional writes"
+ * (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html), the PutObject API reference
+ * (https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html: If-Match / If-None-Match, "If a conflicting
+ * operation occurs during the upload S3 returns a 409 ConditionalRequestConflict response. On a 409 failure you should
+ * retry the upload"), GetObject / CreateBucket / ListObjectsV2 API references.
+ *
+ * Not emulated (see local/s3-server.ts): AWS's exact conflict window, a 409 caused by an unconditional PUT, and the
+ * 403 AccessDenied S3 answers for a missing key when the caller lacks s3:ListBucket.
  */
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -25,6 +31,7 @@ import {
   type ListObjectsV2CommandOutput,
 } from '@aws-sdk/client-s3';
 import { startLocalS3, type LocalS3 } from '../local/s3-server';
+import type { AwsCall } from '../local/call-log';
 import { ConfigError, InfrastructureError } from '../lib/core/errors';
 
 const BUCKET = 'conformance';
@@ -138,7 +145,7 @@ describe('conditional writes: If-Match', () => {
   });
 });
 
-describe('conditional writes under concurrency: the first to finish wins, the rest get 412', () => {
+describe('conditional writes under concurrency: the first to finish wins, the rest get 412 or 409', () => {
   async function race(key: string, extra: { IfMatch?: string; IfNoneMatch?: string }) {
     // All 20 requests are in flight (headers sent, condition true when they started) before any body completes.
     const bodies = Array.from({ length: 20 }, (_, i) => heldBody(`writer-${String(i).padStart(2, '0')}-`, 'body'));
@@ -153,9 +160,13 @@ describe('conditional writes under concurrency: the first to finish wins, the re
     assert.equal(winners.length, 1, `exactly one winner, got ${winners.length}`);
     assert.equal(losers.length, 19);
     for (const err of losers) {
+      // 412 if the winner had committed when this one completed; 409 if it was still committing (retry).
       assert.ok(err instanceof S3ServiceException);
-      assert.equal(err.name, 'PreconditionFailed');
-      assert.equal(err.$metadata.httpStatusCode, 412);
+      assert.ok(
+        (err.name === 'PreconditionFailed' && err.$metadata.httpStatusCode === 412) ||
+          (err.name === 'ConditionalRequestConflict' && err.$metadata.httpStatusCode === 409),
+        `${err.name} ${err.$metadata.httpStatusCode}`,
+      );
     }
     const winnerBody = `writer-${String(winners[0].i).padStart(2, '0')}-body`;
     assert.equal(winners[0].etag, md5Etag(winnerBody));
@@ -203,6 +214,111 @@ describe('409 ConditionalRequestConflict: a delete succeeds while a conditional 
     await s3.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: 'conflict/none' }));
     held.release();
     assert.equal((await pending).ETag, md5Etag('only-body'));
+  });
+});
+
+describe('409 ConditionalRequestConflict: a conditional PUT completes while another one on the key is committing', () => {
+  // A wide commit window (the server's conflictWindowMs) makes the race certain on 2 cores; onCall tells us when the
+  // first request has arrived, so the second is sent while the first commits.
+  const WINDOW_MS = 400;
+  let racy: LocalS3;
+  let client: S3Client;
+  const arrived: Array<(call: AwsCall) => void> = [];
+  const calls: AwsCall[] = [];
+  before(async () => {
+    racy = await startLocalS3({ conflictWindowMs: WINDOW_MS, onCall: (c) => { calls.push(c); for (const f of arrived.splice(0)) f(c); } });
+    client = clientFor(racy.endpoint);
+    await client.send(new CreateBucketCommand({ Bucket: BUCKET }));
+  });
+  after(async () => {
+    client.destroy();
+    await racy.stop();
+  });
+  const nextCall = () => new Promise<AwsCall>((resolve) => arrived.push(resolve));
+  const putTo = (key: string, body: string, extra: { IfMatch?: string; IfNoneMatch?: string } = {}) =>
+    client.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: body, ...extra }));
+  const text = async (key: string) => (await (await client.send(new GetObjectCommand({ Bucket: BUCKET, Key: key }))).Body?.transformToString()) ?? '';
+
+  test('If-None-Match: the second gets 409 (retry); the first wins; the retry then gets 412', async () => {
+    const seen = nextCall();
+    const first = putTo('race/create', 'first', { IfNoneMatch: '*' });
+    await seen;
+    await new Promise((r) => setTimeout(r, 50)); // its small body has arrived: it is committing now
+    await expectS3Error(putTo('race/create', 'second', { IfNoneMatch: '*' }), 'ConditionalRequestConflict', 409);
+    assert.equal((await first).ETag, md5Etag('first'), 'the one committing is not disturbed');
+    await expectS3Error(putTo('race/create', 'second', { IfNoneMatch: '*' }), 'PreconditionFailed', 412); // "retry": now it exists
+    assert.equal(await text('race/create'), 'first');
+  });
+
+  test('If-Match: the second gets 409 with the S3 XML error body; after the first commits a fresh ETag succeeds', async () => {
+    const base = await putTo('race/cas', 'base');
+    const seen = nextCall();
+    const first = putTo('race/cas', 'one', { IfMatch: base.ETag });
+    await seen;
+    await new Promise((r) => setTimeout(r, 50));
+    const err = await expectS3Error(putTo('race/cas', 'two', { IfMatch: base.ETag }), 'ConditionalRequestConflict', 409);
+    assert.match(err.message, /conflicting operation/);
+    const one = await first;
+    await expectS3Error(putTo('race/cas', 'two', { IfMatch: base.ETag }), 'PreconditionFailed', 412); // the ETag moved on
+    await putTo('race/cas', 'two', { IfMatch: one.ETag }); // "fetch the object's ETag and retry the upload"
+    assert.equal(await text('race/cas'), 'two');
+  });
+
+  test('the raw answer is HTTP 409 with <Code>ConditionalRequestConflict</Code>', async () => {
+    const seen = nextCall();
+    const first = putTo('race/raw', 'first', { IfNoneMatch: '*' });
+    await seen;
+    await new Promise((r) => setTimeout(r, 50));
+    const res = await fetch(`${racy.endpoint}/${BUCKET}/race/raw`, { method: 'PUT', headers: { 'if-none-match': '*' }, body: 'second' });
+    assert.equal(res.status, 409);
+    const xml = await res.text();
+    assert.match(xml, /<Error><Code>ConditionalRequestConflict<\/Code>/);
+    assert.match(xml, /<Key>race\/raw<\/Key>/);
+    await first;
+  });
+
+  test('unconditional writes and other keys are not held up by a commit', async () => {
+    const seen = nextCall();
+    const first = putTo('race/held', 'first', { IfNoneMatch: '*' });
+    await seen;
+    await new Promise((r) => setTimeout(r, 50));
+    const other = putTo('race/other', 'x', { IfNoneMatch: '*' }); // another key: its own window, no 409
+    await putTo('race/held', 'plain'); // unconditional: stored at once, last writer wins, no 409
+    await expectS3Error(first, 'PreconditionFailed', 412); // checked when its window ends: the key now exists
+    assert.equal(await text('race/held'), 'plain');
+    assert.equal((await other).ETag, md5Etag('x'));
+  });
+
+  test('onCall records principal, service, operation, bucket and key of every request', async () => {
+    calls.length = 0;
+    const signed = new S3Client({ endpoint: racy.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'RaiseFn', secretAccessKey: 'x' }, logger });
+    try {
+      await signed.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'log/a', Body: 'a' }));
+      await signed.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'log/a' }));
+      await signed.send(new HeadObjectCommand({ Bucket: BUCKET, Key: 'log/a' }));
+      await signed.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: 'log/' }));
+      await signed.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: 'log/a' }));
+      await signed.send(new CreateBucketCommand({ Bucket: 'log-bucket' }));
+      await signed.send(new HeadBucketCommand({ Bucket: 'log-bucket' }));
+      await signed.send(new ListBucketsCommand({}));
+      await expectS3Error(signed.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'log/missing' })), 'NoSuchKey', 404); // failed calls too
+    } finally {
+      signed.destroy();
+    }
+    assert.deepEqual(calls, [
+      { principal: 'RaiseFn', service: 's3', operation: 'PutObject', bucket: BUCKET, key: 'log/a' },
+      { principal: 'RaiseFn', service: 's3', operation: 'GetObject', bucket: BUCKET, key: 'log/a' },
+      { principal: 'RaiseFn', service: 's3', operation: 'HeadObject', bucket: BUCKET, key: 'log/a' },
+      { principal: 'RaiseFn', service: 's3', operation: 'ListObjectsV2', bucket: BUCKET },
+      { principal: 'RaiseFn', service: 's3', operation: 'DeleteObject', bucket: BUCKET, key: 'log/a' },
+      { principal: 'RaiseFn', service: 's3', operation: 'CreateBucket', bucket: 'log-bucket' },
+      { principal: 'RaiseFn', service: 's3', operation: 'HeadBucket', bucket: 'log-bucket' },
+      { principal: 'RaiseFn', service: 's3', operation: 'ListBuckets' },
+      { principal: 'RaiseFn', service: 's3', operation: 'GetObject', bucket: BUCKET, key: 'log/missing' },
+    ]);
+    const anon = await fetch(`${racy.endpoint}/${BUCKET}/log/missing`);
+    assert.equal(anon.status, 404);
+    assert.deepEqual(calls.at(-1), { principal: 'anonymous', service: 's3', operation: 'GetObject', bucket: BUCKET, key: 'log/missing' });
   });
 });
 
@@ -418,8 +534,9 @@ describe('startup', () => {
     }
   });
 
-  test('only loopback hosts are accepted', async () => {
+  test('only loopback hosts are accepted, and conflictWindowMs must be a number >= 0', async () => {
     await assert.rejects(startLocalS3({ host: '0.0.0.0' }), ConfigError);
+    await assert.rejects(startLocalS3({ conflictWindowMs: -1 }), ConfigError);
   });
 
   test('a second server on its own port is independent, and stop() is idempotent', async () => {

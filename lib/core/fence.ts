@@ -15,7 +15,10 @@ import { createHash } from 'node:crypto';
 import { TransactWriteItemsCommand, type TransactWriteItem, type TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
 import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { type Clock, wallIso } from './clock';
-import { failedItem, isConditionalCheckFailed, isTransient } from './conditions';
+import {
+  DEFAULT_BACKOFF, cancellationReasons, classifyCancellation, failedItem, fullJitterMs, isConditionalCheckFailed, isTransient, retryTransient,
+  type Backoff,
+} from './conditions';
 import { AlreadyDoneError, FencedOutError } from './errors';
 import type { Invoice } from './invoices';
 import { Attr, CLAIM_SHARD, type JobState } from './schema';
@@ -37,7 +40,11 @@ export interface FenceDeps {
   readonly jobs: string;
   readonly invoices: string;
   readonly clock: Clock;
+  /** Jitter source for the retry backoff (docs/DESIGN.md "Retry classification"). Default Math.random. */
+  readonly random?: () => number;
 }
+
+const backoffOf = (deps: FenceDeps): Backoff => ({ sleep: (ms) => deps.clock.sleep(ms), random: deps.random });
 
 // Named condition clauses, each with its reason.
 /** Our token is not lower than any token the row has accepted: reject lower, accept equal (Part 4). */
@@ -60,7 +67,9 @@ export async function readJob(deps: Pick<FenceDeps, 'ddb' | 'jobs'>, jobId: stri
  */
 export async function raise(deps: FenceDeps, jobId: string, token: number, owner: string, chunkCount: number): Promise<JobRow | undefined> {
   try {
-    const out = await deps.ddb.send(
+    // A transient failure (TransactionConflictException: a transaction held the row) is sent again: the condition
+    // still holds if the first try landed, because equal is accepted.
+    const out = await retryTransient(backoffOf(deps), () => deps.ddb.send(
       new UpdateCommand({
         TableName: deps.jobs,
         Key: { [Attr.pk]: jobId },
@@ -76,7 +85,7 @@ export async function raise(deps: FenceDeps, jobId: string, token: number, owner
         ReturnValues: 'ALL_OLD',
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
       }),
-    );
+    ));
     return out.Attributes as JobRow | undefined;
   } catch (err) {
     if (!isConditionalCheckFailed(err)) throw err;
@@ -122,18 +131,17 @@ export interface BatchResult {
   readonly transactions: number;
 }
 
-interface CancellationReason {
-  Code?: string;
-  Item?: Record<string, unknown>;
-}
-
 /**
- * The fenced write (Part 5): one TransactWriteItems of 1 ConditionCheck on the job row + up to 99 Puts.
- *   - a cancellation reason on the check: we have lost the lock → FencedOutError, nothing was written;
- *   - a reason on a Put: that invoice was already recorded by an earlier holder; drop it and send the rest, so
- *     each invoice is recorded exactly once;
- *   - a transient error: retry the same request. ClientRequestToken makes a retry of a transaction that was
- *     applied but whose response was lost succeed without writing again (DynamoDB keeps it idempotent for 10 min).
+ * The fenced write (Part 5): one TransactWriteItems of 1 ConditionCheck on the job row + up to 99 Puts. A
+ * cancellation is decided by its reasons (conditions.classifyCancellation; docs/DESIGN.md "Retry classification"):
+ *   - ConditionalCheckFailed on the check (position 0): we have lost the lock → FencedOutError, nothing was written;
+ *   - ConditionalCheckFailed on a Put: that invoice was already recorded by an earlier holder; drop it and send the
+ *     rest (a new request, so a new ClientRequestToken), so each invoice is recorded exactly once. A conflict
+ *     reported beside it changes nothing: the condition decides;
+ *   - only transient reasons (TransactionConflict: another transaction or write touched one of our items, the job
+ *     row we only ConditionCheck included; throttling), or any other transient error: send the SAME request again
+ *     after a full-jitter backoff. Same request, same ClientRequestToken, so a retry of a transaction that was
+ *     applied but whose response was lost succeeds without writing again (DynamoDB keeps it idempotent for 10 min).
  */
 export async function writeBatch(deps: FenceDeps, jobId: string, token: number, batch: readonly Invoice[]): Promise<BatchResult> {
   let pending = batch;
@@ -146,21 +154,20 @@ export async function writeBatch(deps: FenceDeps, jobId: string, token: number, 
       await deps.ddb.send(new TransactWriteItemsCommand(fencedTransaction(deps, jobId, token, pending)));
       return { recorded: pending.length, alreadyRecorded, transactions };
     } catch (err) {
-      const reasons = (err as { name?: string; CancellationReasons?: CancellationReason[] }).CancellationReasons;
-      if ((err as Error).name === 'TransactionCanceledException' && reasons) {
-        if (reasons[0]?.Code === 'ConditionalCheckFailed') {
+      const reasons = cancellationReasons(err);
+      const cancellation = reasons === undefined ? undefined : classifyCancellation(reasons);
+      if (reasons !== undefined && cancellation?.kind === 'condition') {
+        if (cancellation.failed.includes(0)) {
           const row = reasons[0].Item ? failedItem(reasons[0]) : undefined;
           throw new FencedOutError('job-row', token, row ? Number(row[Attr.fence]) : undefined, { cause: err });
         }
-        const refused = new Set(reasons.slice(1).flatMap((r, i) => (r.Code === 'ConditionalCheckFailed' ? [i] : [])));
-        if (refused.size > 0) {
-          alreadyRecorded += refused.size;
-          pending = pending.filter((_, i) => !refused.has(i));
-          continue;
-        }
+        const refused = new Set(cancellation.failed.map((i) => i - 1)); // position i is pending[i - 1]
+        alreadyRecorded += refused.size;
+        pending = pending.filter((_, i) => !refused.has(i));
+        continue;
       }
-      if (isTransient(err) && transientRetries < 8) {
-        await deps.clock.sleep(Math.min(1000, 25 * 2 ** transientRetries++));
+      if (isTransient(err) && transientRetries < DEFAULT_BACKOFF.retries) {
+        await deps.clock.sleep(fullJitterMs(transientRetries++, deps.random ?? Math.random));
         continue;
       }
       throw err;
@@ -194,7 +201,8 @@ async function ownerUpdate(
   values: Record<string, unknown>, names?: Record<string, string>,
 ): Promise<void> {
   try {
-    await deps.ddb.send(
+    // Safe to send again: ADD of a set member and SET DONE leave the row as one landed try would.
+    await retryTransient(backoffOf(deps), () => deps.ddb.send(
       new UpdateCommand({
         TableName: deps.jobs,
         Key: { [Attr.pk]: jobId },
@@ -204,7 +212,7 @@ async function ownerUpdate(
         ExpressionAttributeValues: { ':t': token, ...values },
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
       }),
-    );
+    ));
   } catch (err) {
     if (!isConditionalCheckFailed(err)) throw err;
     const row = failedItem(err);

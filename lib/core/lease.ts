@@ -13,7 +13,7 @@
 import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { type Clock, wallIso } from './clock';
 import type { LeaseConfig } from './config';
-import { failedItem, isConditionalCheckFailed, isTransient, newRvn } from './conditions';
+import { failedItem, fullJitterMs, isConditionalCheckFailed, isTransient, newRvn, retryTransient, type Backoff } from './conditions';
 import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from './errors';
 import type { Events } from './events';
 import { Attr } from './schema';
@@ -31,7 +31,11 @@ export interface LeaseDeps {
   readonly table: string;
   readonly clock: Clock;
   readonly events: Events;
+  /** Jitter source for the retry backoff (docs/DESIGN.md "Retry classification"). Default Math.random. */
+  readonly random?: () => number;
 }
+
+const backoffOf = (deps: Pick<LeaseDeps, 'clock' | 'random'>): Backoff => ({ sleep: (ms) => deps.clock.sleep(ms), random: deps.random });
 
 // Named condition clauses, each with its reason.
 /** Free: nobody holds it (never claimed, or released by clearing holder). */
@@ -74,11 +78,13 @@ export async function sight(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: string,
  * a zombie of an earlier run under the same name would then share our token.
  */
 export async function tryClaim(
-  deps: Pick<LeaseDeps, 'ddb' | 'table' | 'clock'>, key: string, holder: string, config: Pick<LeaseConfig, 'leaseMs'>, sighting: Sighting,
+  deps: Pick<LeaseDeps, 'ddb' | 'table' | 'clock' | 'random'>, key: string, holder: string, config: Pick<LeaseConfig, 'leaseMs'>, sighting: Sighting,
   claimRvn: string = newRvn(),
 ): Promise<number | undefined> {
   try {
-    const out = await deps.ddb.send(
+    // A transient failure (TransactionConflictException, throttling) is sent again with the same claimRvn: if the
+    // first try landed, the condition fails and the rvn we find says it was ours (below).
+    const out = await retryTransient(backoffOf(deps), () => deps.ddb.send(
       new UpdateCommand({
         TableName: deps.table,
         Key: { [Attr.pk]: key },
@@ -91,7 +97,7 @@ export async function tryClaim(
         ReturnValues: 'ALL_NEW',
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
       }),
-    );
+    ));
     return Number(out.Attributes?.[Attr.epoch]);
   } catch (err) {
     if (!isConditionalCheckFailed(err)) throw err;
@@ -242,7 +248,7 @@ export class Lease {
    */
   async renew(): Promise<void> {
     if (this.lost) throw this.lost;
-    for (;;) {
+    for (let retry = 0; ; retry++) {
       const sentAt = this.deps.clock.monotonicMs(); // 1. read BEFORE sending
       try {
         await this.writeIfStillOurs(`SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`);
@@ -255,14 +261,16 @@ export class Lease {
           this.deps.events.emit('lease-lost', { key: this.key, token: this.token, holderNow: failedItem(err)?.[Attr.holder] });
           throw this.lost;
         }
-        // 5. on failure: retry until stop_at; then give up the lease locally.
+        // 5. on failure: retry until stop_at; then give up the lease locally. Transient by reason, not by name
+        // (TransactionConflictException: a transaction held the lock item); full jitter, at most renewMs/4 a wait.
         const now = this.deps.clock.monotonicMs();
         this.deps.events.emit('renew-failed', { key: this.key, token: this.token, error: (err as Error).name });
         if (!isTransient(err) || now >= this.stopAt) {
           this.lost = new LeaseLostError(this.key, this.token, undefined, { cause: err });
           throw this.lost;
         }
-        await this.deps.clock.sleep(Math.min(this.config.renewMs / 4, this.stopAt - now));
+        const waitMs = fullJitterMs(retry, this.deps.random ?? Math.random, { baseMs: 25, capMs: this.config.renewMs / 4 });
+        await this.deps.clock.sleep(Math.min(waitMs, this.stopAt - now));
       }
     }
   }
@@ -302,7 +310,9 @@ export class Lease {
   async release(): Promise<boolean> {
     await this.stopHeartbeat();
     try {
-      await this.writeIfStillOurs(`REMOVE ${Attr.holder} SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`);
+      // A transient failure is sent again; if the first try landed, the retry's condition fails (holder cleared)
+      // and we report false, which only means "nothing more to release".
+      await retryTransient(backoffOf(this.deps), () => this.writeIfStillOurs(`REMOVE ${Attr.holder} SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`));
       this.lost ??= new LeaseLostError(this.key, this.token, undefined);
       this.deps.events.emit('released', { key: this.key, token: this.token });
       return true;

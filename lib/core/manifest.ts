@@ -7,10 +7,17 @@
  *   - the new holder raises the manifest's token first, before anything else;
  *   - readers trust only what the manifest names, so a zombie's stray object changes nothing.
  * A 412 means someone else rewrote the manifest. If the manifest's token is now higher than ours we are fenced out;
- * if it is still ours (two of our own chunk tasks committing at once) we merge and try again.
+ * if it is still ours (two of our own chunk tasks committing at once) we merge and try again. A 409
+ * ConditionalRequestConflict means a conflicting write was in flight on the key when ours completed: S3 says retry,
+ * so we read again (the other write may have landed) and retry, after a full-jitter backoff.
+ *
+ * A missing manifest is never learnt from a read: without s3:ListBucket, S3 answers a GET of a missing key with 403
+ * AccessDenied, not 404 NoSuchKey. The raise therefore CREATES first (If-None-Match: *) and reads only on a 412,
+ * which says the manifest exists (docs/DESIGN.md "Retry classification").
  */
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { type Clock, wallIso } from './clock';
+import { fullJitterMs } from './conditions';
 import { FencedOutError } from './errors';
 import { Keys } from './schema';
 
@@ -36,6 +43,8 @@ export interface ManifestDeps {
   readonly s3: S3Client;
   readonly bucket: string;
   readonly clock: Clock;
+  /** Jitter source for the 409 backoff. Default Math.random. */
+  readonly random?: () => number;
 }
 
 const MAX_MERGES = 20;
@@ -53,6 +62,12 @@ export async function readManifest(deps: Pick<ManifestDeps, 's3' | 'bucket'>, da
 function isPreconditionFailed(err: unknown): boolean {
   const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
   return e?.name === 'PreconditionFailed' || e?.$metadata?.httpStatusCode === 412;
+}
+
+/** S3's "a conflicting operation was in flight on this key": retry (PutObject API reference, If-Match / If-None-Match). */
+function isConditionalConflict(err: unknown): boolean {
+  const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
+  return e?.name === 'ConditionalRequestConflict' || e?.$metadata?.httpStatusCode === 409;
 }
 
 /** One holder's view of the manifest: the ETag it last saw, and its token. */
@@ -104,21 +119,26 @@ export class ManifestWriter {
   }
 
   /**
-   * Compare-and-set loop. The first attempt uses the ETag we remember; a 412 makes us re-read: a higher token
-   * means we are fenced out; the same token (our own concurrent commit) means merge and retry.
+   * Compare-and-set loop. Raising with nothing known: create (If-None-Match: *) and read only if that meets a 412.
+   * Otherwise the first attempt uses the ETag we remember (a resumed writer reads first: the raise made the
+   * manifest, so it exists). A 412 makes us re-read: a higher token means we are fenced out; our own token (our
+   * own concurrent commit) means merge and retry. A 409 means retry: re-read and try again, after a backoff.
    */
   private async update(change: (current: ManifestBody | undefined) => ManifestBody, raising = false): Promise<ManifestBody> {
-    let fresh = raising || this.etag === undefined;
+    let step: 'create' | 'read' | 'write' = raising ? 'create' : this.etag === undefined ? 'read' : 'write';
+    let conflicts = 0;
     for (let attempt = 0; attempt < MAX_MERGES; attempt++) {
-      if (fresh) {
+      if (step === 'read') {
         const read = await readManifest(this.deps, this.date);
         this.last = read?.body;
         this.etag = read?.etag;
         const fence = this.last?.token ?? 0;
         // Raising: refuse only a higher token. Afterwards: anything but our own token means a newer holder raised it.
         if (raising ? fence > this.token : fence !== this.token) throw new FencedOutError('manifest', this.token, fence);
+        if (raising && read === undefined) step = 'create'; // gone since our 412 (local 404 only): create it again
       }
-      const next = change(this.last);
+      const creating = step === 'create';
+      const next = change(creating ? undefined : this.last);
       try {
         const out = await this.deps.s3.send(
           new PutObjectCommand({
@@ -126,15 +146,27 @@ export class ManifestWriter {
             Key: Keys.manifest(this.date),
             Body: JSON.stringify(next, null, 1),
             ContentType: 'application/json',
-            ...(this.etag === undefined ? { IfNoneMatch: '*' } : { IfMatch: this.etag }),
+            ...(creating ? { IfNoneMatch: '*' } : { IfMatch: this.etag }),
           }),
         );
         this.etag = out.ETag;
         this.last = next;
         return next;
       } catch (err) {
-        if (!isPreconditionFailed(err) && (err as Error).name !== 'NoSuchKey') throw err;
-        fresh = true; // someone rewrote (or removed) it since we looked: read again
+        if (isConditionalConflict(err)) {
+          // Retry. A create is simply sent again (a read now could meet a key that is still missing); a rewrite
+          // reads first, since the write in flight may have landed.
+          await this.deps.clock.sleep(fullJitterMs(conflicts++, this.deps.random ?? Math.random));
+          step = creating ? 'create' : 'read';
+        } else if (isPreconditionFailed(err)) {
+          step = 'read'; // it exists (create) or was rewritten (If-Match): decide from what is there
+        } else if ((err as Error).name === 'NoSuchKey') {
+          // If-Match on a manifest that is gone. Raising: create it again. Otherwise it no longer names our token.
+          if (!raising) throw new FencedOutError('manifest', this.token, undefined, { cause: err });
+          step = 'create';
+        } else {
+          throw err;
+        }
       }
     }
     throw new FencedOutError('manifest', this.token, this.last?.token);

@@ -27,17 +27,22 @@ export function faultHooks(spec: string | undefined, announce: (point: CheckPoin
     announce(point);
     process.kill(process.pid, 'SIGSTOP');
   };
+  // Only the hook the spec needs: a workflow running its bundles can honour afterTask but not afterCheck.
+  if (step === 'after-chunk') {
+    return {
+      afterTask(state, output) {
+        const done = (output as { chunk?: number } | undefined)?.chunk;
+        if (fired || state !== 'BillChunk' || done !== Number(chunk)) return;
+        stop({ step: 'after-chunk', chunk: done });
+      },
+    };
+  }
   return {
     afterCheck(point) {
       if (fired || point.step !== step) return;
       if (chunk !== undefined && point.chunk !== Number(chunk)) return;
       if (batch !== undefined && point.batch !== Number(batch)) return;
       stop(point);
-    },
-    afterTask(state, output) {
-      const done = (output as { chunk?: number } | undefined)?.chunk;
-      if (fired || step !== 'after-chunk' || state !== 'BillChunk' || done !== Number(chunk)) return;
-      stop({ step: 'after-chunk', chunk: done });
     },
   };
 }

@@ -13,7 +13,7 @@ import { SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
 import type { BillingDeps, BillingHooks } from '../lib/core/billing';
 import { outcomeOf } from '../lib/core/billing';
 import { systemClock } from '../lib/core/clock';
-import { ClockOffsetEstimator } from '../lib/core/clock-offset';
+import { ClockOffsetEstimator, offsetBeyondErrorMs } from '../lib/core/clock-offset';
 import { isTransient } from '../lib/core/conditions';
 import { validateBillingConfig, validateDate, type BillingConfig } from '../lib/core/config';
 import { ConfigError, FencepostError } from '../lib/core/errors';
@@ -139,6 +139,7 @@ export async function invoke<T>(name: string, body: (rt: Runtime) => Promise<T>)
     if (est) {
       metrics.addMetric(Metric.clockOffsetMs, MetricUnit.Milliseconds, Math.abs(est.offsetMs));
       metrics.addMetric(Metric.clockOffsetErrorMs, MetricUnit.Milliseconds, est.errorMs);
+      metrics.addMetric(Metric.clockOffsetBeyondErrorMs, MetricUnit.Milliseconds, offsetBeyondErrorMs(est)); // what the alarm reads
     }
     if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
   }

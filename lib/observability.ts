@@ -17,6 +17,8 @@ export const Metric = {
   /** Estimated |offset| of the Lambda's wall clock from AWS's, and the estimate's error bound (docs/CLOCK.md). */
   clockOffsetMs: 'ClockOffsetMs',
   clockOffsetErrorMs: 'ClockOffsetErrorMs',
+  /** max(0, |offset| − error): the part of the offset the estimate proves. 0 for any clock the interval could fit. */
+  clockOffsetBeyondErrorMs: 'ClockOffsetBeyondErrorMs',
   chunksCommitted: 'ChunksCommitted',
   runsCompleted: 'RunsCompleted',
   runsAlreadyDone: 'RunsAlreadyDone',

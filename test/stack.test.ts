@@ -19,6 +19,12 @@ import { deadlineWindowZone } from '../lib/stack/alarms';
 import { JOB_TABLE, LOCK_TABLE, INVOICE_TABLE, Attr, TABLES } from '../lib/core/schema';
 import { ConfigError } from '../lib/core/errors';
 import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../lib/observability';
+import { TIMEOUT, TRANSIENT_ERRORS } from '../lib/stack/billing-workflow';
+import { CONNECTION_TIMEOUT_MS, REQUEST_TIMEOUT_MS, awsClients } from '../lib/core/stores';
+import { resolveJoin } from '../local/workflow';
+
+// asl-validator ships no type declarations; this is the part of its API the test uses.
+const aslValidator = require('asl-validator') as (definition: unknown) => { isValid: boolean; errors: unknown[]; errorsText(separator?: string): string };
 
 const cdkJson = JSON.parse(readFileSync(path.join(__dirname, '..', 'cdk.json'), 'utf8')) as { app: string; context: Record<string, unknown> };
 
@@ -113,10 +119,12 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
   const sm = { Namespace: 'AWS/States', Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.billing.stateMachine) }] };
   const ccf = (table: IConstruct) => ({ Namespace: 'AWS/DynamoDB', MetricName: 'ConditionalCheckFailedRequests', Dimensions: [{ Name: 'TableName', Value: ref(table) }] });
   const expected: Record<keyof typeof stack.alarms.alarms, Record<string, unknown>> = {
-    clockOffset: { ...fromApp, MetricName: Metric.clockOffsetMs, Statistic: 'Maximum', Period: 300, Threshold: c.clockOffsetAlarmMs, ComparisonOperator: 'GreaterThanThreshold' },
+    // Intended change (issue 9): the part of the offset beyond its error bound, not |offset| (test/clock-offset.test.ts).
+    clockOffset: { ...fromApp, MetricName: Metric.clockOffsetBeyondErrorMs, Statistic: 'Maximum', Period: 300, Threshold: c.clockOffsetAlarmMs, ComparisonOperator: 'GreaterThanThreshold' },
     fencedRejections: { ...fromApp, MetricName: Metric.fencedRejections, Statistic: 'Sum', Period: 300, Threshold: c.fencedRejectionsAlarmThreshold, ComparisonOperator: 'GreaterThanOrEqualToThreshold' },
     lockConditionalChecks: { ...ccf(stack.data.locks), Statistic: 'Sum', Period: 300, Threshold: c.conditionalCheckFailedAlarmThreshold, ComparisonOperator: 'GreaterThanThreshold' },
     jobConditionalChecks: { ...ccf(stack.data.jobs), Statistic: 'Sum', Period: 300, Threshold: c.conditionalCheckFailedAlarmThreshold, ComparisonOperator: 'GreaterThanThreshold' },
+    transactionConflicts: { Threshold: c.conditionalCheckFailedAlarmThreshold, ComparisonOperator: 'GreaterThanThreshold', TreatMissingData: 'notBreaching' },
     billingNotDone: {
       ...fromApp, MetricName: Metric.runsCompleted, Statistic: 'Sum', Period: 86400, Threshold: 1, ComparisonOperator: 'LessThanThreshold',
       TreatMissingData: 'breaching', EvaluationWindow: { WallClockWindow: { Timezone: '-05:00' } }, // midnight at -05:00 is 05:00 UTC
@@ -149,6 +157,17 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
       assert.deepEqual(resource.Properties![key], value, `${name}.${key}`);
     }
   }
+  // TransactionConflict of the two tables a fenced transaction writes, summed (a math expression, no MetricName).
+  const conflicts = template.toJSON().Resources[ref(stack.alarms.alarms.transactionConflicts).Ref] as Resource;
+  const metrics = conflicts.Properties!.Metrics as Array<{ Id: string; Expression?: string; ReturnData?: boolean; MetricStat?: { Metric: Record<string, unknown>; Stat: string; Period: number } }>;
+  assert.deepEqual(metrics.find((m) => m.Expression)!.Expression, 'FILL(jobs, 0) + FILL(invoices, 0)');
+  for (const [id, table] of [['jobs', stack.data.jobs], ['invoices', stack.data.invoices]] as const) {
+    assert.deepEqual(metrics.find((m) => m.Id === id)!.MetricStat, {
+      Metric: { Namespace: 'AWS/DynamoDB', MetricName: 'TransactionConflict', Dimensions: [{ Name: 'TableName', Value: ref(table) }] }, Stat: 'Sum', Period: 300,
+    });
+  }
+  // No alarm claims that ConditionalCheckFailedRequests counts a fenced transaction: only the app's metric does.
+  assert.match(String((template.toJSON().Resources[ref(stack.alarms.alarms.fencedRejections).Ref] as Resource).Properties!.AlarmDescription), /no per-table metric/);
   template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: arnOf(stack.alarms.key) });
   template.hasResourceProperties('AWS::KMS::Key', { EnableKeyRotation: true });
   template.hasResourceProperties('AWS::SNS::TopicPolicy', {
@@ -289,4 +308,65 @@ test('the orphan sweeper: its own state machine on a schedule, reading the job t
   const definition = JSON.stringify(template.toJSON().Resources[ref(stack.sweeper.stateMachine).Ref].Properties.DefinitionString);
   assert.match(definition, /WaitOutTheLease/);
   assert.match(definition, /\$\.sighted\.waitSeconds/, 'the second sighting waits the lease read from the lock items');
+});
+
+/** A state machine's definition from the template, its Fn::Join resolved with placeholder ARNs (as the local runner does). */
+const definitionOf = (machine: IConstruct) =>
+  JSON.parse(resolveJoin((template.toJSON().Resources[ref(machine).Ref] as Resource).Properties!.DefinitionString)) as Record<string, any>;
+
+test('asl-validator: both synthesized definitions (billing and sweeper) are valid Amazon States Language', () => {
+  for (const [name, machine] of [['billing', stack.billing.stateMachine], ['sweeper', stack.sweeper.stateMachine]] as const) {
+    const definition = definitionOf(machine);
+    assert.ok(Object.keys(definition.States).length > 3, name);
+    const result = aslValidator(definition);
+    assert.deepEqual(result.errors, [], `${name}: ${result.errorsText('\n')}`);
+    assert.equal(result.isValid, true, name);
+  }
+});
+
+test('state machine log groups live under /aws/vendedlogs/states/ (the CloudWatch Logs resource-policy size limit)', () => {
+  const groups = template.toJSON().Resources as Record<string, Resource>;
+  for (const machine of [stack.billing.stateMachine, stack.sweeper.stateMachine]) {
+    const props = (groups[ref(machine).Ref]).Properties!;
+    const groupId = props.LoggingConfiguration.Destinations[0].CloudWatchLogsLogGroup.LogGroupArn['Fn::GetAtt'][0] as string;
+    assert.match(String(groups[groupId].Properties!.LogGroupName), /^\/aws\/vendedlogs\/states\/Fencepost-(billing|sweeper)$/);
+  }
+});
+
+test('the chunk function is timed to its work (a minute), its task 30 s more; an Invoke timeout is retried', () => {
+  assert.equal(TIMEOUT.chunk.toSeconds(), 60);
+  const chunkFn = template.toJSON().Resources[ref(stack.billing.functions.chunk).Ref] as Resource;
+  assert.equal(chunkFn.Properties!.Timeout, 60);
+  const definition = definitionOf(stack.billing.stateMachine);
+  const billChunk = definition.States.Chunks.ItemProcessor.States.BillChunk;
+  assert.equal(billChunk.TimeoutSeconds, 90);
+  assert.ok(TRANSIENT_ERRORS.includes('Lambda.ClientExecutionTimeoutException'));
+  assert.ok(billChunk.Retry[0].ErrorEquals.includes('Lambda.ClientExecutionTimeoutException'));
+  for (const sweepTask of ['SightClaimed', 'VerifyAndRequeue']) {
+    assert.ok(definitionOf(stack.sweeper.stateMachine).States[sweepTask].Retry[0].ErrorEquals.includes('Lambda.ClientExecutionTimeoutException'), sweepTask);
+  }
+});
+
+test('each schedule carries its own description', () => {
+  const schedules = ofType('AWS::Scheduler::Schedule');
+  const byTarget = (machine: IConstruct) => schedules.find((x) => JSON.stringify(x.Properties!.Target.Arn) === JSON.stringify(ref(machine)))!;
+  assert.match(byTarget(stack.billing.stateMachine).Properties!.Description, /nightly billing/);
+  assert.match(byTarget(stack.sweeper.stateMachine).Properties!.Description, /orphan sweeper/);
+});
+
+test("the Lambdas' AWS clients give up on a hung call: connection and request timeouts, thrown as errors", async () => {
+  const clients = awsClients(); // no call is made: only the handlers' configuration is read
+  try {
+    for (const client of [clients.raw, clients.s3]) {
+      // The handler resolves its options lazily (configProvider), before its first request; nothing is sent here.
+      const handler = client.config.requestHandler as unknown as { configProvider: Promise<Record<string, unknown>> };
+      const config = await handler.configProvider;
+      assert.equal(config.connectionTimeout, CONNECTION_TIMEOUT_MS);
+      assert.equal(config.requestTimeout, REQUEST_TIMEOUT_MS);
+      assert.equal(config.throwOnRequestTimeout, true);
+    }
+    assert.ok(REQUEST_TIMEOUT_MS * 3 < TIMEOUT.chunk.toMilliseconds() / 2, 'three attempts of a hung call fit well inside the chunk timeout');
+  } finally {
+    clients.destroy();
+  }
 });

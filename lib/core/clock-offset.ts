@@ -53,3 +53,13 @@ export class ClockOffsetEstimator {
     return this.inconsistent;
   }
 }
+
+/**
+ * The part of the offset that lies outside the estimate's error bound: max(0, |offset| − error). The true offset is
+ * within offset ± error, so this is the least the clock can be off. A correct clock is always inside its interval
+ * (the server stamped a time in [Date, Date + 1 s) while we were between t_sent and t_received), so it reads 0
+ * however wide one sample's ±0.5 s truncation makes the bound; the alarm watches this, not |offset|.
+ */
+export function offsetBeyondErrorMs(est: OffsetEstimate): number {
+  return Math.max(0, Math.abs(est.offsetMs) - est.errorMs);
+}

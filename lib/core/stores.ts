@@ -24,13 +24,25 @@ export interface Clients {
 }
 
 /**
+ * Per attempt: a connection must open within CONNECTION_TIMEOUT_MS and the whole request and response take at most
+ * REQUEST_TIMEOUT_MS, or the attempt fails with TimeoutError and the SDK retries it. Without these a hung call waits
+ * until the function's own timeout, while the lease heartbeat beside it keeps the night held for a worker doing
+ * nothing. A fenced transaction (100 items) or a chunk object takes tens of milliseconds; 5 s is far above that.
+ */
+export const CONNECTION_TIMEOUT_MS = 2_000;
+export const REQUEST_TIMEOUT_MS = 5_000;
+
+/**
  * Clients for AWS (Region and credentials from the environment, as inside a Lambda). Keep-alive is the SDK's
  * default; the clients are built once per process and reused across invocations.
  */
 export function awsClients(): Clients {
-  const raw = new DynamoDBClient({});
+  // Handler options rather than a NodeHttpHandler instance: each client builds its own from its own @smithy version.
+  // throwOnRequestTimeout: without it a breached requestTimeout only logs a warning (@smithy/node-http-handler ≥ 4.4).
+  const requestHandler = { connectionTimeout: CONNECTION_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS, throwOnRequestTimeout: true };
+  const raw = new DynamoDBClient({ requestHandler });
   const ddb = DynamoDBDocumentClient.from(raw, { marshallOptions: { removeUndefinedValues: true } });
-  const s3 = new S3Client({});
+  const s3 = new S3Client({ requestHandler });
   return { raw, ddb, s3, destroy: () => { raw.destroy(); s3.destroy(); } };
 }
 

@@ -23,6 +23,7 @@ import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../observability';
 export interface FencepostAlarmsProps {
   readonly locks: dynamodb.ITable;
   readonly jobs: dynamodb.ITable;
+  readonly invoices: dynamodb.ITable;
   readonly stateMachine: sfn.IStateMachine;
   /** The nightly schedule's dead-letter queue. */
   readonly deadLetterQueue: sqs.IQueue;
@@ -35,7 +36,7 @@ export interface FencepostAlarmsProps {
   readonly marginMs: number;
   /** Alarm at this many fenced rejections in 5 minutes. */
   readonly fencedRejectionsThreshold: number;
-  /** Alarm above this many ConditionalCheckFailedRequests on one table in 5 minutes. */
+  /** Alarm above this many ConditionalCheckFailedRequests on one table, or TransactionConflicts on the fenced tables, in 5 minutes. */
   readonly conditionalCheckFailedThreshold: number;
   /** Hour (0..23, in timeZone) by which the night must be DONE. */
   readonly deadlineHour: number;
@@ -46,13 +47,31 @@ export interface FencepostAlarmsProps {
 }
 
 export type AlarmName =
-  | 'clockOffset' | 'fencedRejections' | 'lockConditionalChecks' | 'jobConditionalChecks' | 'billingNotDone'
+  | 'clockOffset' | 'fencedRejections' | 'lockConditionalChecks' | 'jobConditionalChecks' | 'transactionConflicts' | 'billingNotDone'
   | 'executionsFailed' | 'executionsTimedOut' | 'executionsAborted' | 'scheduleDeadLetters' | 'sweeperStorm' | 'sweeperFailed' | 'sweeperDeadLetters';
 
 const FIVE_MINUTES = Duration.minutes(5);
 
 function appMetric(metricName: string, statistic: string, period: Duration = FIVE_MINUTES): cloudwatch.Metric {
   return new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: SERVICE_NAME }, statistic, period });
+}
+
+/**
+ * TransactionConflict counts item-level requests DynamoDB rejected because another request was writing the same item
+ * at that moment. A condition that cancels a transaction is counted neither there nor in ConditionalCheckFailedRequests
+ * (which the metrics page defines for PutItem, UpdateItem and DeleteItem): the app's FencedRejections is the only
+ * count of those (docs/ALARMS.md).
+ */
+function transactionConflicts(props: Pick<FencepostAlarmsProps, 'jobs' | 'invoices'>): cloudwatch.MathExpression {
+  return new cloudwatch.MathExpression({
+    expression: 'FILL(jobs, 0) + FILL(invoices, 0)',
+    usingMetrics: {
+      jobs: props.jobs.metric('TransactionConflict', { statistic: 'Sum', period: FIVE_MINUTES }),
+      invoices: props.invoices.metric('TransactionConflict', { statistic: 'Sum', period: FIVE_MINUTES }),
+    },
+    period: FIVE_MINUTES,
+    label: 'job + invoice table TransactionConflict',
+  });
 }
 
 export class FencepostAlarms extends Construct {
@@ -122,19 +141,27 @@ export class FencepostAlarms extends Construct {
       wallClockWindow: { timezone: deadlineWindowZone(props.timeZone, props.deadlineHour) },
     };
 
+    const conflicts = transactionConflicts(props);
     const sm = props.stateMachine;
     this.alarms = {
-      clockOffset: alarm('ClockOffset', above(appMetric(Metric.clockOffsetMs, 'Maximum'), props.clockOffsetAlarmMs,
-        `A Lambda's wall clock is more than ${props.clockOffsetAlarmMs} ms off AWS's time (estimate from response Date headers, docs/CLOCK.md). `
+      // Alarm on what the estimate proves, max(0, |offset| − error), not on |offset|: one Date header is truncated to
+      // the second, so a correct clock's |offset| alone reads up to ~500 ms (docs/ALARMS.md, test/clock-offset.test.ts).
+      clockOffset: alarm('ClockOffset', above(appMetric(Metric.clockOffsetBeyondErrorMs, 'Maximum'), props.clockOffsetAlarmMs,
+        `A Lambda's wall clock is provably more than ${props.clockOffsetAlarmMs} ms off AWS's time: the offset estimated from response Date headers, less its error bound (docs/CLOCK.md). `
         + `The lease margin (${props.marginMs} ms) absorbs clock error; this fires well before it is used up. Durations are timed on the monotonic clock, `
         + 'so safety does not depend on it, but investigate the execution environment (NTP/chrony, a VM pause) before the offset nears the margin.')),
       fencedRejections: alarm('FencedRejections', atLeast(appMetric(Metric.fencedRejections, 'Sum'), props.fencedRejectionsThreshold,
-        `At least ${props.fencedRejectionsThreshold} write(s) in 5 minutes were refused by the fence (a DynamoDB ConditionCheck or an S3 412): a holder kept acting after it lost its lease (a zombie, Part 4). `
+        `At least ${props.fencedRejectionsThreshold} write(s) in 5 minutes were refused by the fence (a TransactWriteItems cancelled by its ConditionCheck on the job row, or an S3 412): a holder kept acting after it lost its lease (a zombie, Part 4). `
+        + 'Counted by the Lambdas themselves: DynamoDB publishes no per-table metric for a condition that cancels a transaction. '
         + 'The fence worked and nothing was written twice; find why the holder overran its lease (long GC/freeze, throttling, a renewal path failing) via LeaseLost and the executions.')),
       lockConditionalChecks: alarm('LockConditionalChecks', conditionalChecks(props.locks, 'lock',
         "a waiting claimant's claim after its lease-long wait when the holder renewed, a duplicate trigger, a renewal after takeover")),
       jobConditionalChecks: alarm('JobConditionalChecks', conditionalChecks(props.jobs, 'job',
-        'a duplicate trigger meeting a DONE job, a sweeper re-queue that lost a race to a new holder')),
+        'a duplicate trigger meeting a DONE job, a sweeper re-queue that lost a race to a new holder; a chunk\'s fenced transaction is not counted here')),
+      transactionConflicts: alarm('TransactionConflicts', above(conflicts, props.conditionalCheckFailedThreshold,
+        `DynamoDB rejected more than ${props.conditionalCheckFailedThreshold} item-level writes on the job and invoice tables in 5 minutes because another request was writing the same item at that moment (TransactionConflict). `
+        + 'With one chunk at a time a holder never races itself, so this means two writers on one night at once: a zombie\'s transactions against the new holder\'s raise or puts, or a sweeper re-queue against a running chunk. '
+        + 'The chunk retries them and the fence keeps the data safe; find the second writer (FencedRejections, LeaseLost, the executions list). See docs/ALARMS.md.')),
       billingNotDone,
       executionsFailed: alarm('ExecutionsFailed', atLeast(sm.metricFailed({ period: FIVE_MINUTES }), 1,
         'A billing execution failed (a lost lease ends quietly, so this is something else: a bug, a permission, a store error). '
@@ -180,11 +207,14 @@ export class FencepostAlarms extends Construct {
         right: [
           props.locks.metricConditionalCheckFailedRequests({ statistic: 'Sum', label: 'lock table ConditionalCheckFailed' }),
           props.jobs.metricConditionalCheckFailedRequests({ statistic: 'Sum', label: 'job table ConditionalCheckFailed' }),
+          transactionConflicts(props),
         ],
       }),
       graph('Lease losses and takeover waits', [sum(Metric.leaseLost)], { right: [appMetric(Metric.takeoverWaitMs, 'Maximum')] }),
       graph('Sweeper', [sum(Metric.orphansFound), sum(Metric.orphansRequeued), sum(Metric.sweeperStorm)], { right: [sum(Metric.sweeperSkippedAlive)] }),
-      graph('Clock offset (ms)', [appMetric(Metric.clockOffsetMs, 'Maximum'), appMetric(Metric.clockOffsetErrorMs, 'Maximum')], {
+      graph('Clock offset (ms)', [
+        appMetric(Metric.clockOffsetBeyondErrorMs, 'Maximum'), appMetric(Metric.clockOffsetMs, 'Maximum'), appMetric(Metric.clockOffsetErrorMs, 'Maximum'),
+      ], {
         leftAnnotations: [
           { value: props.clockOffsetAlarmMs, label: 'alarm', color: cloudwatch.Color.ORANGE },
           { value: props.marginMs, label: 'lease margin', color: cloudwatch.Color.RED },

@@ -39,13 +39,31 @@ export interface BillingWorkflowProps {
 
 /** Error names the Lambdas throw (lib/core/errors.ts, lambda/runtime.ts). The Catch and Retry clauses match them. */
 export const LOST_ERRORS = ['LeaseLostError', 'StopTimePassedError', 'FencedOutError'];
-export const TRANSIENT_ERRORS = ['TransientStoreError', 'Lambda.ServiceException', 'Lambda.AWSLambdaException', 'Lambda.SdkClientException', 'Lambda.TooManyRequestsException'];
+export const TRANSIENT_ERRORS = [
+  'TransientStoreError', 'Lambda.ServiceException', 'Lambda.AWSLambdaException', 'Lambda.SdkClientException', 'Lambda.TooManyRequestsException',
+  'Lambda.ClientExecutionTimeoutException', // the Invoke call itself timed out: nothing says the function ran, so try again
+];
 
-/** Per-function timeouts; each task's timeout is its function's plus 30 s, so the Lambda always times out first. */
-const TIMEOUT: Record<BillingHandlerName, Duration> = {
+/**
+ * Per-function timeouts; each task's timeout is its function's plus 30 s, so the Lambda always times out first.
+ * A chunk is 51 transactions (5,000 invoices, 99 Puts each) plus its object and a manifest commit: about 2.5 s
+ * (docs/PERFORMANCE.md). A minute leaves room for retries of every call, each bounded by the SDK's request timeout
+ * (lib/core/stores.ts awsClients). Longer would only let a stuck chunk keep renewing its lease (the heartbeat runs
+ * beside the work) while writing nothing, holding the night from a new holder.
+ */
+export const TIMEOUT: Record<BillingHandlerName, Duration> = {
   prepare: Duration.seconds(10), observe: Duration.seconds(20), claim: Duration.seconds(20), raise: Duration.seconds(30),
-  chunk: Duration.minutes(5), complete: Duration.seconds(30), release: Duration.seconds(20),
+  chunk: Duration.minutes(1), complete: Duration.seconds(30), release: Duration.seconds(20),
 };
+
+/**
+ * State machine log groups go under /aws/vendedlogs/states/: Step Functions adds every log group it delivers to to
+ * the account's CloudWatch Logs resource policy, which is limited to 5,120 characters; under /aws/vendedlogs/ it
+ * doesn't need to (https://docs.aws.amazon.com/step-functions/latest/dg/bp-cwl.html).
+ */
+export function stateMachineLogGroupName(scope: Construct, name: string): string {
+  return `/aws/vendedlogs/states/${Stack.of(scope).stackName}-${name}`;
+}
 
 export class BillingWorkflow extends Construct {
   readonly stateMachine: sfn.StateMachine;
@@ -91,7 +109,9 @@ export class BillingWorkflow extends Construct {
       timeout: Duration.hours(2),
       tracingEnabled: true,
       logs: {
-        destination: new logs.LogGroup(this, 'ExecutionLogs', { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
+        destination: new logs.LogGroup(this, 'ExecutionLogs', {
+          logGroupName: stateMachineLogGroupName(this, 'billing'), retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY,
+        }),
         level: sfn.LogLevel.ALL,
         includeExecutionData: true,
       },

@@ -42,6 +42,7 @@ export class FencepostStack extends Stack {
       stateMachine: this.billing.stateMachine,
       expression: c.scheduleExpression,
       timeZone: c.scheduleTimeZone,
+      description: 'Fencepost: start the nightly billing run',
     });
 
     this.sweeper = new OrphanSweeper(this, 'Sweeper', {
@@ -58,11 +59,13 @@ export class FencepostStack extends Stack {
       expression: c.sweeperScheduleExpression,
       timeZone: c.scheduleTimeZone,
       maxEventAge: Duration.minutes(5), // a missed sweep is replaced by the next one
+      description: 'Fencepost: start the orphan sweeper (re-queues nights whose holder stopped renewing)',
     });
 
     this.alarms = new FencepostAlarms(this, 'Alarms', {
       locks: this.data.locks,
       jobs: this.data.jobs,
+      invoices: this.data.invoices,
       stateMachine: this.billing.stateMachine,
       deadLetterQueue: this.schedule.deadLetterQueue,
       sweeper: this.sweeper.stateMachine,

@@ -23,6 +23,8 @@ export interface NightlyScheduleProps {
   readonly expression: string;
   /** IANA time zone the expression is read in. */
   readonly timeZone: string;
+  /** What this schedule starts, shown in the Scheduler console (each schedule says its own). */
+  readonly description: string;
   /** Delivery retries before a start goes to the dead-letter queue. @default 3 */
   readonly retryAttempts?: number;
   /** How long Scheduler keeps trying one night's start. @default Duration.hours(1) */
@@ -61,7 +63,7 @@ export class NightlySchedule extends Construct {
           },
         },
       }),
-      description: 'EventBridge Scheduler: start the nightly billing state machine',
+      description: `EventBridge Scheduler: ${props.description}`,
     });
 
     // The target grants exactly states:StartExecution on the state machine and sqs:SendMessage on the DLQ to the role.
@@ -76,7 +78,7 @@ export class NightlySchedule extends Construct {
     this.schedule = new scheduler.Schedule(this, 'Schedule', {
       schedule: scheduler.ScheduleExpression.expression(props.expression, TimeZone.of(props.timeZone)),
       target,
-      description: 'Fencepost: start the nightly billing run',
+      description: props.description,
     });
   }
 }

@@ -18,7 +18,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Env } from '../../lambda/env';
 import { JOB_TABLE } from '../core/schema';
-import { TRANSIENT_ERRORS } from './billing-workflow';
+import { TRANSIENT_ERRORS, stateMachineLogGroupName } from './billing-workflow';
 import { handlerFunction } from './handler-function';
 
 export interface SweeperProps {
@@ -79,7 +79,9 @@ export class OrphanSweeper extends Construct {
       timeout: Duration.minutes(15),
       tracingEnabled: true,
       logs: {
-        destination: new logs.LogGroup(this, 'ExecutionLogs', { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
+        destination: new logs.LogGroup(this, 'ExecutionLogs', {
+          logGroupName: stateMachineLogGroupName(this, 'sweeper'), retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY,
+        }),
         level: sfn.LogLevel.ALL,
       },
     });

@@ -7,7 +7,9 @@ import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { HeadBucketCommand } from '@aws-sdk/client-s3';
 import { localClients } from '../lib/core/stores';
 import { endpoints, namespace, unusedNames } from './support/stack';
-import { runCli, storeArgs } from './support/worker';
+import { runCli, startWorker, storeArgs } from './support/worker';
+import { main } from '../lib/cli/main';
+import { chaosOptions, commandOptions, parseCommand, type CommandName } from '../lib/cli/options';
 
 async function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = runCli(args, env);
@@ -27,6 +29,7 @@ async function refusedWithNothingWritten(args: string[], message: RegExp): Promi
   assert.equal(r.code, 2, `exit 2 for bad input; stderr: ${r.stderr}`);
   assert.match(r.stderr, message);
   assert.ok(r.stderr.split('\n').filter(Boolean).length <= 6, `a short, clear message, not a stack trace:\n${r.stderr}`);
+  assert.equal(r.stdout, '', 'nothing on stdout');
   const clients = localClients(ep);
   try {
     const tables = await clients.raw.send(new ListTablesCommand({}));
@@ -50,7 +53,89 @@ test('bad input: more than 99 puts per transaction', () =>
   refusedWithNothingWritten(['run', '--date', '2026-09-28', '--puts-per-transaction', '100'], /at most 99/));
 
 test('bad input: an unknown option', () =>
-  refusedWithNothingWritten(['run', '--date', '2026-09-28', '--chunks', '3'], /Unknown option '--chunks'/));
+  refusedWithNothingWritten(['run', '--date', '2026-09-28', '--chunks', '3'], /^fencepost run: unknown option '--chunks' \(see fencepost run --help\)\n$/));
+
+test('bad input: a negative number is one line naming the option, not Node\'s three-line parser message', () =>
+  refusedWithNothingWritten(['run', '--date', '2026-09-28', '--invoices', '-5'], /^fencepost run: --invoices must be a positive integer, got -5\n$/));
+
+test('bad input: an option given where a value belongs', () =>
+  refusedWithNothingWritten(['run', '--worker', '--json', '--date', '2026-09-28'], /^fencepost run: --worker needs a value \(a worker ID\), got the option --json instead\n$/));
+
+test('bad input: a bad --run-* option of sweep is refused before the sweeper writes a re-queue', () =>
+  refusedWithNothingWritten(['sweep', '--run-chunk-size', '0'], /^fencepost sweep: --run-chunk-size must be a positive integer, got 0\n$/));
+
+/** main() in this process, for input refused before anything starts: its exit code and its stderr lines. */
+async function refusedInProcess(argv: string[]): Promise<{ code: number; lines: string[] }> {
+  const lines: string[] = [];
+  const write = process.stderr.write;
+  process.stderr.write = ((chunk: string | Uint8Array) => (lines.push(...String(chunk).split('\n').filter(Boolean)), true)) as typeof write;
+  try {
+    return { code: await main(argv), lines };
+  } finally {
+    process.stderr.write = write;
+  }
+}
+
+// Endpoints that are never contacted: validation refuses first (sweep requires endpoints, so give them).
+const NOWHERE = ['--dynamodb-endpoint', 'http://127.0.0.1:1', '--s3-endpoint', 'http://127.0.0.1:2'];
+
+test('bad input, every option of every command: a missing value, an option where the value belongs, a bad number → exit 2, one line naming the option', async () => {
+  const commands = Object.keys(commandOptions) as CommandName[];
+  const cases: { argv: string[]; names: string }[] = [];
+  for (const command of commands) {
+    const base = command === 'sweep' ? NOWHERE : [];
+    cases.push({ argv: [command, ...base, '--bogus'], names: "'--bogus'" });
+    cases.push({ argv: [command, ...base, 'stray'], names: '"stray"' });
+    for (const [name, spec] of Object.entries(commandOptions[command]) as [string, { type: string }][]) {
+      if (spec.type === 'boolean') {
+        cases.push({ argv: [command, ...base, `--${name}=yes`], names: `--${name}` });
+        continue;
+      }
+      cases.push({ argv: [command, ...base, `--${name}`], names: `--${name}` }); // the value is missing
+      cases.push({ argv: [command, ...base, `--${name}`, '--help'], names: `--${name}` }); // an option where the value belongs
+      cases.push({ argv: [command, ...base, `--${name}`, '-q'], names: `--${name}` });
+    }
+  }
+  // Integer options: negative, zero, non-integer and non-numeric values (margin-ms and seed may be 0 or negative).
+  const ints: [CommandName, string, string[]][] = [
+    ['run', 'invoices', []], ['run', 'chunk-size', []], ['run', 'puts-per-transaction', ['--engine', 'direct']], ['run', 'lease-ms', []],
+    ['run', 'renew-ms', []], ['run', 'claim-budget', []], ['run', 'chunk-concurrency', []], ['audit', 'invoices', ['--date', '2026-09-28']],
+    ['sweep', 'lease-ms', NOWHERE], ['sweep', 'storm-minimum', NOWHERE], ['sweep', 'max-requeues', NOWHERE], ['sweep', 'run-invoices', NOWHERE],
+    ['sweep', 'run-chunk-size', NOWHERE], ['sweep', 'run-renew-ms', NOWHERE], ['bump-epochs', 'by', []], ['chaos', 'schedules', []],
+    ['local', 'dynamodb-port', []], ['local', 's3-port', []],
+  ];
+  for (const [command, name, extra] of ints) for (const v of ['-5', '0', '1.5', 'many', '']) cases.push({ argv: [command, ...extra, `--${name}`, v], names: `--${name}` });
+  for (const [command, name, extra] of [['run', 'margin-ms', []], ['sweep', 'run-margin-ms', NOWHERE]] as const) {
+    for (const v of ['-1', '0.5', 'x']) cases.push({ argv: [command, ...extra, `--${name}`, v], names: `--${name}` });
+  }
+  for (const [command, name, extra] of [['sweep', 'storm-share', NOWHERE], ['chaos', 'workflow-share', []], ['story', 'time-scale', []]] as const) {
+    for (const v of ['-0.5', '0x1', 'lots', '11']) cases.push({ argv: [command, ...extra, `--${name}`, v], names: `--${name}` });
+  }
+  for (const v of ['-5s', '0', '10x']) cases.push({ argv: ['sweep', ...NOWHERE, '--every', v], names: '--every' });
+  cases.push({ argv: ['run', '--engine', 'lambda'], names: '--engine' }, { argv: ['sweep', ...NOWHERE, '--run-engine', 'lambda'], names: '--run-engine' });
+  cases.push({ argv: ['run', '--date', '-5'], names: '--date' }, { argv: ['run', '--invoices', '5', '--invoices', '6'], names: '--invoices' });
+  cases.push({ argv: ['chaos', '--kinds', 'pause,nap'], names: '--kinds' }, { argv: ['bump-epochs', '--run-id', 'a b'], names: '--run-id' });
+  cases.push({ argv: ['audit', '--date', '2026-09-28', '--dynamodb-endpoint', 'localhost:8000', '--s3-endpoint', 'http://127.0.0.1:2'], names: '--dynamodb-endpoint' });
+
+  const failures: string[] = [];
+  for (const { argv, names } of cases) {
+    const r = await refusedInProcess(argv);
+    const ok = r.code === 2 && r.lines.length === 1 && r.lines[0].startsWith(`fencepost ${argv[0]}: `) && r.lines[0].includes(names);
+    if (!ok) failures.push(`${argv.join(' ')} → exit ${r.code}:\n    ${r.lines.join('\n    ')}`);
+  }
+  assert.deepEqual(failures, [], `${failures.length} of ${cases.length} cases not refused in one clear line`);
+});
+
+test('a negative number that is a valid value is taken as the value (--seed -5), not refused as an option', () => {
+  assert.equal(chaosOptions(parseCommand('chaos', ['--seed', '-5', '--schedules', '1'])).seed, -5);
+  assert.equal(parseCommand('run', ['--worker=-A']).worker, '-A', '--opt=-value passes a value that starts with a dash');
+});
+
+test('several bad options: one line each, every one named', async () => {
+  const r = await refusedInProcess(['run', '--invoices', '-5', '--chunk-size', '0', '--engine', 'x']);
+  assert.equal(r.code, 2);
+  assert.deepEqual(r.lines.map((l) => /--[\w-]+/.exec(l)?.[0]), ['--invoices', '--chunk-size', '--engine'], r.lines.join('\n'));
+});
 
 test('bad input: lease settings that contradict each other are all listed', () =>
   refusedWithNothingWritten(['run', '--date', '2026-09-28', '--renew-ms', '5000', '--invoices', 'many'], /--invoices must be an integer[\s\S]*renew-ms \(5000\) must be at most lease-ms \/ 3/));
@@ -108,4 +193,59 @@ test('run --json prints one summary object; a second run of the same night is al
   const wrongCount = await cli(['audit', ...storeArgs(ns), '--date', '2026-09-28', '--invoices', '1200']);
   assert.equal(wrongCount.code, 4, 'the audit notices 200 invoices missing from a DONE night');
   assert.match(wrongCount.stdout, /FAIL.*200 of 1200 invoices missing/);
+});
+
+// A run that loses its lease, with --events --json: every line on stdout is JSON, and the summary is the last
+// one, even though the holder's work (a queued chunk task, a renewal) can report after the engine has returned.
+for (const [engine, fault] of [['stepfunctions', 'sigstop:after-chunk:1'], ['direct', 'sigstop:batch:1:2']]) {
+  test(`run --events --json (${engine} engine) that loses its lease: the JSON summary is the last line on stdout`, async () => {
+    const ns = await namespace();
+    const night = ['--date', '2026-09-28', '--invoices', '2000', '--chunk-size', '500', '--lease-ms', '3000', '--renew-ms', '1000', '--margin-ms', '1000', '--engine', engine];
+    const a = startWorker(ns, [...night, '--worker', 'A', '--json'], { FENCEPOST_FAULT: fault });
+    let stdout = '';
+    a.child.stdout!.on('data', (d) => (stdout += d));
+    await a.waitFor((e) => e.fault === 'sigstop');
+    const b = startWorker(ns, [...night, '--worker', 'B']);
+    await b.waitFor((e) => e.event === 'fence-raised');
+    a.child.kill('SIGCONT');
+    assert.equal(await a.exited, 3, a.stderr.join('\n'));
+    assert.equal(await b.exited, 0, b.stderr.join('\n'));
+    const lines = stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.ok(lines.some((l) => l.event === 'lease-lost' || l.event === 'batch-rejected' || l.event === 'commit-rejected'), 'A reported the loss as an event');
+    const last = lines.at(-1)!;
+    assert.equal(last.event, undefined, `the last line is the summary, not an event: ${JSON.stringify(last)}`);
+    assert.equal(last.worker, 'A');
+    assert.ok(['lost-lease', 'fenced-out'].includes(String(last.outcome)), String(last.outcome));
+    assert.equal(lines.filter((l) => l.event === undefined).length, 1, 'one summary');
+  });
+}
+
+test('fencepost local prints copy-paste AWS CLI commands with the real table names, bucket and endpoints', async () => {
+  const child = runCli(['local']);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => (stdout += d));
+  child.stderr!.on('data', (d) => (stderr += d));
+  const exited = once(child, 'exit');
+  try {
+    const deadline = Date.now() + 90_000;
+    while (!/aws s3 ls/.test(stderr)) {
+      assert.equal(child.exitCode, null, `fencepost local exited early: ${stderr}`);
+      assert.ok(Date.now() < deadline, `no endpoints printed: ${stderr}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const up = JSON.parse(stdout.split('\n')[0]) as { dynamodbEndpoint: string; s3Endpoint: string; tables: Record<string, string>; bucket: string };
+    assert.deepEqual(up.tables, { locks: 'fencepost-locks', jobs: 'fencepost-jobs', invoices: 'fencepost-invoices' });
+    assert.equal(up.bucket, 'fencepost-manifests');
+    assert.match(up.dynamodbEndpoint, /^http:\/\/127\.0\.0\.1:\d+$/);
+    for (const expected of [
+      `aws dynamodb scan --table-name fencepost-jobs --endpoint-url ${up.dynamodbEndpoint}`,
+      `aws dynamodb scan --table-name fencepost-locks --endpoint-url ${up.dynamodbEndpoint}`,
+      `aws s3 ls s3://fencepost-manifests --recursive --endpoint-url ${up.s3Endpoint}`,
+      `--dynamodb-endpoint ${up.dynamodbEndpoint} --s3-endpoint ${up.s3Endpoint}`,
+    ]) assert.ok(stderr.includes(expected), `${expected}\nin:\n${stderr}`);
+  } finally {
+    child.kill('SIGTERM');
+    await exited;
+  }
 });

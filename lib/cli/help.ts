@@ -1,4 +1,27 @@
 /** Help texts. Kept next to the options they describe (lib/cli/options.ts); docs/CLI.md quotes them. */
+import type { TableNames } from '../core/schema';
+import type { Endpoints } from '../core/stores';
+
+/**
+ * What `fencepost local` prints for a human once the stack is up: the endpoints, the real table and bucket names,
+ * and AWS CLI commands to copy. DynamoDB Local runs with -sharedDb, so any profile and region see the same tables
+ * (without it each access key and region gets its own, empty, database); --region is given only so a user with no
+ * default region is not refused by the CLI.
+ */
+export function localBanner(endpoints: Endpoints, tables: TableNames, bucket: string): string {
+  const ddb = `--endpoint-url ${endpoints.dynamodb} --region us-east-1`;
+  const s3 = `--endpoint-url ${endpoints.s3} --region us-east-1`;
+  return [
+    `local stack up: --dynamodb-endpoint ${endpoints.dynamodb} --s3-endpoint ${endpoints.s3}  (Ctrl-C to stop)`,
+    `  tables ${tables.locks}, ${tables.jobs}, ${tables.invoices}; bucket ${bucket}`,
+    '  look inside with the AWS CLI (any profile or credentials):',
+    `    aws dynamodb scan --table-name ${tables.jobs} ${ddb}`,
+    `    aws dynamodb scan --table-name ${tables.locks} ${ddb}`,
+    `    aws dynamodb scan --table-name ${tables.invoices} --select COUNT ${ddb}`,
+    `    aws s3 ls s3://${bucket} --recursive ${s3}`,
+  ].join('\n');
+}
+
 export const HELP = {
   main: `fencepost: a nightly billing job that runs exactly once in effect, guarded by leases and fencing tokens.
 
@@ -41,7 +64,7 @@ Bills one night. Safe to run twice, or on several workers at once: one holds the
   --table-prefix P           table names are P + locks|jobs|invoices (default fencepost-)
   --bucket B                 manifest bucket (default fencepost-manifests)
   --json                     print one JSON summary object at the end (and nothing else on stdout)
-  --events                   print one JSON line per event as it happens
+  --events                   print one JSON line per event as it happens (with --json, the summary comes last)
   --no-audit                 skip the audit after a run on the embedded stack
 
 Exit: 0 completed or already done; 3 lost the lease or fenced out; 2 bad input; 1 other failure; 4 audit failed.`,
@@ -97,7 +120,9 @@ C takes over and completes; the lock is released. --time-scale 0.3 runs it with 
 
   local: `Usage: fencepost local [--data-dir D] [--dynamodb-port N] [--s3-port N]
 
-Starts DynamoDB Local (in memory, or on D) and the local S3 endpoint on loopback, creates the tables and the
-bucket, prints the endpoints as JSON, and stays up until Ctrl-C. Point several 'fencepost run' processes at it
-to watch a takeover for real.`,
+Starts DynamoDB Local (in memory, or on D; -sharedDb) and the local S3 endpoint on loopback, creates the tables
+and the bucket, prints the endpoints, table names and bucket as one JSON line on stdout, and stays up until Ctrl-C.
+On stderr it prints AWS CLI commands to look inside (aws dynamodb scan --table-name fencepost-jobs --endpoint-url
+URL, aws s3 ls s3://fencepost-manifests ...); any profile sees the same tables. Point several 'fencepost run'
+processes at it to watch a takeover for real.`,
 };

@@ -6,7 +6,7 @@ import { systemClock } from '../core/clock';
 import type { BillingSummary } from '../core/billing';
 import { audit, type AuditReport } from '../core/audit';
 import { ConfigError, FencepostError, InfrastructureError } from '../core/errors';
-import { Events } from '../core/events';
+import { Events, type EventListener } from '../core/events';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, tableNames } from '../core/schema';
 import { awsClients, localClients, type Clients, type Endpoints } from '../core/stores';
 import { runChaos } from '../../local/chaos';
@@ -16,7 +16,7 @@ import { injectStoreFaults } from '../../local/store-faults';
 import { playStory, storyTable } from '../../local/story';
 import { runDirect, runStepFunctions } from './engines';
 import { faultHooks } from './faults';
-import { HELP } from './help';
+import { HELP, localBanner } from './help';
 import {
   EXIT, auditOptions, bumpOptions, chaosOptions, localOptions, parseCommand, runOptions, storyOptions, sweepOptions,
   type CommandName, type StoreTarget,
@@ -28,6 +28,20 @@ type Out = (text: string) => void;
 const out: Out = (t) => process.stdout.write(t + '\n');
 const err: Out = (t) => process.stderr.write(t + '\n');
 type Values = Record<string, string | boolean | undefined>;
+
+/** Fans events out to listeners until closed; what arrives after close() goes to `late`, if given. */
+function eventStream(late?: EventListener): { listener: EventListener; on(l: EventListener): void; close(): void } {
+  const listeners: EventListener[] = [];
+  let open = true;
+  return {
+    listener: (e) => {
+      if (!open) return late?.(e);
+      for (const l of listeners) l(e);
+    },
+    on: (l) => void listeners.push(l),
+    close: () => { open = false; },
+  };
+}
 
 /**
  * Start the embedded stack unless endpoints were given, provision the tables and the bucket, and hand the body
@@ -51,15 +65,26 @@ async function withStores<T>(target: StoreTarget, body: (clients: Clients, endpo
 
 function run(values: Values): Promise<number> {
   const o = runOptions(values);
-  return withStores(o, async (clients) => {
+  return withStores(o, async (clients, endpoints) => {
     injectStoreFaults(clients, process.env.FENCEPOST_STORE_FAULTS); // the fault suite only
     const events = new Events(o.worker, systemClock);
-    if (o.events) events.on((e) => out(JSON.stringify(e)));
-    if (!o.json && !o.events) events.on(progressBar(o.config.invoices));
+    // Events can still arrive after the engine has returned: the local Step Functions runner starts a queued Map
+    // iteration after the Map has failed, and that chunk task resumes the lease and reports lease-lost. They
+    // describe work that no longer counts, so the stream closes at the summary point and the summary (with
+    // --json) is stdout's last line; late events go to stderr only when --events asked for them.
+    const stream = eventStream(o.events ? (e) => err(`fencepost run: after the summary: ${JSON.stringify(e)}`) : undefined);
+    events.on(stream.listener);
+    if (o.events) stream.on((e) => out(JSON.stringify(e)));
+    if (!o.json && !o.events) stream.on(progressBar(o.config.invoices));
     const hooks = faultHooks(process.env.FENCEPOST_FAULT, (point) => events.emit('observe', { fault: 'sigstop', ...point }));
     const deps = { ddb: clients.ddb, s3: clients.s3, tables: tableNames(o.tablePrefix), bucket: o.bucket, clock: systemClock, events };
-    const night = { date: o.date, worker: o.worker, config: o.config, chunkConcurrency: o.chunkConcurrency, clients, hooks };
-    const summary: BillingSummary = o.engine === 'direct' ? await runDirect(deps, night) : await runStepFunctions(deps, night);
+    const night = { date: o.date, worker: o.worker, config: o.config, chunkConcurrency: o.chunkConcurrency, clients, endpoints, hooks };
+    let summary: BillingSummary;
+    try {
+      summary = o.engine === 'direct' ? await runDirect(deps, night) : await runStepFunctions(deps, night);
+    } finally {
+      stream.close(); // the summary point, or the error's
+    }
     // Without endpoints the stack is ours alone, so check the night before it goes away.
     const report: AuditReport | undefined = o.audit && !o.endpoints ? await audit(deps, o.date, o.config.invoices) : undefined;
     if (o.json) out(JSON.stringify(report ? { ...summary, audit: report } : summary));
@@ -90,8 +115,9 @@ async function local(values: Values): Promise<number> {
   } finally {
     clients.destroy();
   }
-  out(JSON.stringify({ dynamodbEndpoint: stack.endpoints.dynamodb, s3Endpoint: stack.endpoints.s3, dataDir: o.dataDir ?? null }));
-  err(`local stack up: --dynamodb-endpoint ${stack.endpoints.dynamodb} --s3-endpoint ${stack.endpoints.s3}  (Ctrl-C to stop)`);
+  const tables = tableNames(DEFAULT_TABLE_PREFIX);
+  out(JSON.stringify({ dynamodbEndpoint: stack.endpoints.dynamodb, s3Endpoint: stack.endpoints.s3, dataDir: o.dataDir ?? null, tables, bucket: DEFAULT_BUCKET }));
+  err(localBanner(stack.endpoints, tables, DEFAULT_BUCKET));
   await new Promise<void>((resolve) => {
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
   });
@@ -166,7 +192,8 @@ export async function main(argv: string[]): Promise<number> {
     return await c.run(values);
   } catch (e) {
     if (e instanceof ConfigError) {
-      err(`fencepost ${command}: ${e.message}`);
+      // One line per problem, each naming its option: no header, no stack.
+      for (const p of e.problems) err(`fencepost ${command}: ${p}`);
       return EXIT.usage;
     }
     err(`fencepost ${command}: ${e instanceof FencepostError ? e.message : (e as Error).stack ?? String(e)}`);

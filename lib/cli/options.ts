@@ -1,6 +1,6 @@
 /**
- * Command-line parsing: every option is declared here, unknown options are refused (util.parseArgs strict mode),
- * and every value is validated before anything starts or is written.
+ * Command-line parsing: every option is declared here, unknown options are refused, and every value is validated
+ * before anything starts or is written; each bad option is reported in one line that names it.
  */
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
@@ -73,12 +73,116 @@ export const commandOptions = {
 
 export type CommandName = keyof typeof commandOptions;
 
-export function parseCommand<C extends CommandName>(command: C, args: string[]) {
-  try {
-    return parseArgs({ args, options: commandOptions[command], strict: true, allowPositionals: false }).values as Record<string, string | boolean | undefined>;
-  } catch (err) {
-    throw new ConfigError([`${command}: ${(err as Error).message.replace(/\. To specify.*$/s, '')} (see fencepost ${command} --help)`]);
+type Options<C extends CommandName> = (typeof commandOptions)[C];
+/** Every option that takes a value, across all commands (the compiler checks EXPECTS names each one). */
+type ValueOption = { [C in CommandName]: { [K in keyof Options<C>]: Options<C>[K] extends { type: 'string' } ? K : never }[keyof Options<C>] }[CommandName];
+
+/** What each value option expects, for the one-line message when its value is missing or looks like an option. */
+const EXPECTS: Record<ValueOption, string> = {
+  'dynamodb-endpoint': 'a URL like http://127.0.0.1:8000',
+  's3-endpoint': 'a URL like http://127.0.0.1:9000',
+  'table-prefix': 'a table-name prefix like fencepost-',
+  bucket: 'an S3 bucket name',
+  date: 'a date YYYY-MM-DD',
+  worker: 'a worker ID',
+  invoices: 'a positive integer',
+  'chunk-size': 'a positive integer',
+  'puts-per-transaction': 'an integer from 1 to 99',
+  'lease-ms': 'milliseconds, a positive integer',
+  'renew-ms': 'milliseconds, a positive integer',
+  'margin-ms': 'milliseconds, 0 or more',
+  'claim-budget': 'a positive integer',
+  'chunk-concurrency': 'an integer from 1 to 40',
+  engine: `one of ${ENGINES.join(', ')}`,
+  every: 'a duration like 10s, 500ms or 1m',
+  'storm-share': 'a fraction in (0, 1]',
+  'storm-minimum': 'a positive integer',
+  'max-requeues': 'a positive integer',
+  'run-invoices': 'a positive integer',
+  'run-chunk-size': 'a positive integer',
+  'run-engine': `one of ${ENGINES.join(', ')}`,
+  'run-renew-ms': 'milliseconds, a positive integer',
+  'run-margin-ms': 'milliseconds, 0 or more',
+  by: 'a positive integer',
+  'run-id': 'an ID',
+  'lock-table': 'a DynamoDB table name',
+  schedules: 'a positive integer',
+  seed: 'an integer',
+  kinds: `a comma-separated list of ${KINDS.join(', ')}`,
+  'workflow-share': 'a fraction in [0, 1]',
+  'time-scale': 'a number from 0.05 to 10',
+  'data-dir': 'a folder',
+  'dynamodb-port': 'a port number 1-65535',
+  's3-port': 'a port number 1-65535',
+};
+
+/** The closest option name, for "did you mean": a typo (edit distance <= 2) or a prefix either way. */
+function closest(name: string, known: readonly string[]): string | undefined {
+  const distance = (a: string, b: string): number => {
+    let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      const row = [i];
+      for (let j = 1; j <= b.length; j++) row[j] = Math.min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = row;
+    }
+    return prev[b.length];
+  };
+  const scored = known.map((k) => ({ k, d: k.startsWith(name) || name.startsWith(k) ? 1 : distance(name, k) })).filter((x) => x.d <= 2);
+  return scored.sort((a, b) => a.d - b.d)[0]?.k;
+}
+
+/**
+ * Parse a command's arguments. Node's strict parseArgs explains a bad option in up to three lines that suggest
+ * `--opt=-XYZ` (and refuses `--invoices -5` as "ambiguous"), so the tokens are checked here instead: one line per
+ * bad option, naming it and what it expects. A value starting with '-' is taken when it is a number (so
+ * `--invoices -5` reaches the range check and `--seed -5` works), refused when it looks like an option.
+ */
+export function parseCommand<C extends CommandName>(command: C, args: string[]): Record<string, string | boolean | undefined> {
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = commandOptions[command];
+  const expects = EXPECTS as Record<string, string>;
+  const { tokens } = parseArgs({ args, options, strict: false, allowPositionals: true, tokens: true });
+  const values: Record<string, string | boolean | undefined> = {};
+  const problems: string[] = [];
+  const help = `fencepost ${command} --help`;
+  let afterUnknown = false;
+  for (const t of tokens) {
+    if (t.kind === 'option-terminator') continue;
+    if (t.kind === 'positional') {
+      // The value of an unknown option is not a second problem.
+      if (!afterUnknown) problems.push(`unexpected argument ${JSON.stringify(t.value)}: ${command} takes only options (see ${help})`);
+      afterUnknown = false;
+      continue;
+    }
+    afterUnknown = false;
+    const spec = Object.hasOwn(options, t.name) ? options[t.name] : undefined;
+    if (!spec) {
+      const guess = t.rawName.startsWith('--') ? closest(t.name, Object.keys(options)) : undefined;
+      problems.push(`unknown option '${t.rawName}'${guess ? `; did you mean --${guess}?` : ''} (see ${help})`);
+      afterUnknown = t.value === undefined;
+      continue;
+    }
+    if (spec.type === 'boolean') {
+      if (t.value !== undefined) problems.push(`${t.rawName} takes no value, got ${JSON.stringify(t.value)}`);
+      else values[t.name] = true;
+      continue;
+    }
+    const what = expects[t.name];
+    if (t.value === undefined) {
+      problems.push(`${t.rawName} needs a value: ${what}`);
+    } else if (!t.inlineValue && t.value.startsWith('-') && !/^-[\d.]/.test(t.value)) {
+      const name = t.value.replace(/^-+/, '').split('=')[0];
+      const known = Object.hasOwn(options, name) || Object.values(options).some((o) => t.value === `-${o.short}`);
+      problems.push(known || t.value === '--'
+        ? `${t.rawName} needs a value (${what}), got the option ${t.value} instead`
+        : `${t.rawName} needs a value (${what}), got ${JSON.stringify(t.value)}, which looks like an option (write ${t.rawName}=${t.value} if it is the value)`);
+    } else if (values[t.name] !== undefined && values[t.name] !== t.value) {
+      problems.push(`${t.rawName} given twice (${JSON.stringify(values[t.name])} and ${JSON.stringify(t.value)}): give it once`);
+    } else {
+      values[t.name] = t.value;
+    }
   }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return values;
 }
 
 /** An integer option, or undefined if absent; a bad value becomes a problem in the list. */
@@ -89,7 +193,23 @@ function intOption(values: Record<string, unknown>, name: string, problems: stri
     problems.push(`--${name} must be an integer, got ${JSON.stringify(raw)}`);
     return undefined;
   }
-  return Number(raw.replace(/_/g, ''));
+  const n = Number(raw.replace(/_/g, ''));
+  if (!Number.isSafeInteger(n)) {
+    problems.push(`--${name} is too large, got ${raw}`);
+    return undefined;
+  }
+  return n;
+}
+
+/** A decimal number option, or undefined if absent; Number() alone would take '', '0x1' and 'Infinity'. */
+function numberOption(values: Record<string, unknown>, name: string, problems: string[]): number | undefined {
+  const raw = values[name];
+  if (raw === undefined) return undefined;
+  if (typeof raw !== 'string' || !/^-?(\d+\.?\d*|\.\d+)$/.test(raw)) {
+    problems.push(`--${name} must be a number, got ${JSON.stringify(raw)}`);
+    return undefined;
+  }
+  return Number(raw);
 }
 
 /** A positive integer option with a default; a bad value becomes a problem in the list. */
@@ -201,6 +321,8 @@ export function localOptions(values: Record<string, unknown>): LocalOptions {
     return p;
   };
   const ports = { dynamodbPort: port('dynamodb-port'), s3Port: port('s3-port') };
+  if (values['data-dir'] === '') problems.push('--data-dir needs a folder, got ""');
+  if (ports.dynamodbPort !== undefined && ports.dynamodbPort === ports.s3Port) problems.push(`--dynamodb-port and --s3-port must differ, both are ${ports.s3Port}`);
   if (problems.length > 0) throw new ConfigError(problems);
   return { dataDir: values['data-dir'] as string | undefined, ...ports };
 }
@@ -228,17 +350,24 @@ export function sweepOptions(values: Record<string, unknown>): SweepOptions {
     if (everyMs !== undefined && everyMs < 100) problems.push('--every must be at least 100ms');
   }
   const leaseMs = positiveInt(values, 'lease-ms', 10_000, problems);
-  const stormShare = values['storm-share'] === undefined ? 0.5 : Number(values['storm-share']);
-  if (!(stormShare > 0 && stormShare <= 1)) problems.push(`--storm-share must be in (0, 1], got ${JSON.stringify(values['storm-share'])}`);
+  const stormShare = numberOption(values, 'storm-share', problems) ?? 0.5;
+  if (!(stormShare > 0 && stormShare <= 1)) problems.push(`--storm-share must be in (0, 1], got ${stormShare}`);
   const stormMinimum = positiveInt(values, 'storm-minimum', 3, problems);
   const maxRequeuesPerSweep = positiveInt(values, 'max-requeues', 10, problems);
   const runArgs: string[] = [];
+  const runValues: Record<string, unknown> = { 'lease-ms': String(leaseMs) };
   for (const name of ['invoices', 'chunk-size', 'engine', 'renew-ms', 'margin-ms']) {
     const v = values[`run-${name}`];
-    if (v !== undefined) runArgs.push(`--${name}`, String(v));
+    if (v !== undefined) runArgs.push(`--${name}`, String(v)), (runValues[name] = v);
   }
   runArgs.push('--lease-ms', String(leaseMs));
-  if (problems.length > 0) throw new ConfigError(problems);
+  // The runs start only after a re-queue has been written: check their options now, as `run` would, so a bad
+  // --run-* value is refused before anything is written (named as the sweep option it came from).
+  try { runOptions(runValues); } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    problems.push(...err.problems.map((p) => p.replace(/--(invoices|chunk-size|engine|renew-ms|margin-ms)\b/g, '--run-$1')));
+  }
+  if (problems.length > 0) throw new ConfigError([...new Set(problems)]); // --lease-ms is checked for the sweep and its runs
   return {
     ...target, everyMs, sweeper: { leaseMs, stormShare, stormMinimum, maxRequeuesPerSweep },
     startRuns: !values['no-start-runs'], json: Boolean(values.json), events: Boolean(values.events), runArgs,
@@ -286,8 +415,8 @@ export function chaosOptions(values: Record<string, unknown>): ChaosCliOptions {
   const seed = intOption(values, 'seed', problems) ?? Math.floor(Math.random() * 1e9);
   const kinds = values.kinds === undefined ? [...KINDS] : String(values.kinds).split(',');
   for (const k of kinds) if (!KINDS.includes(k as Kind)) problems.push(`--kinds: ${JSON.stringify(k)} is not one of ${KINDS.join(', ')}`);
-  const workflowShare = values['workflow-share'] === undefined ? 0.2 : Number(values['workflow-share']);
-  if (!(workflowShare >= 0 && workflowShare <= 1)) problems.push(`--workflow-share must be in [0, 1], got ${JSON.stringify(values['workflow-share'])}`);
+  const workflowShare = numberOption(values, 'workflow-share', problems) ?? 0.2;
+  if (!(workflowShare >= 0 && workflowShare <= 1)) problems.push(`--workflow-share must be in [0, 1], got ${workflowShare}`);
   if (problems.length > 0) throw new ConfigError(problems);
   return { ...target, schedules, seed, kinds: kinds as Kind[], workflowShare, json: Boolean(values.json) };
 }
@@ -300,8 +429,8 @@ export interface StoryOptions extends StoreTarget {
 export function storyOptions(values: Record<string, unknown>): StoryOptions {
   const problems: string[] = [];
   const target = storeTarget(values, problems);
-  const timeScale = values['time-scale'] === undefined ? 1 : Number(values['time-scale']);
-  if (!(timeScale >= 0.05 && timeScale <= 10)) problems.push(`--time-scale must be a number from 0.05 to 10, got ${JSON.stringify(values['time-scale'])}`);
+  const timeScale = numberOption(values, 'time-scale', problems) ?? 1;
+  if (!(timeScale >= 0.05 && timeScale <= 10)) problems.push(`--time-scale must be a number from 0.05 to 10, got ${timeScale}`);
   if (problems.length > 0) throw new ConfigError(problems);
   return { ...target, timeScale, json: Boolean(values.json) };
 }

@@ -13,6 +13,9 @@
  *    start of every `startDynamoDbLocal`) kills recorded JVMs whose parent is gone, after checking that
  *    /proc/<pid>/cmdline names DynamoDBLocal.jar (and the recorded jar and port), and deletes stale pid files.
  *
+ * Data: `-sharedDb`, so every access key and Region sees the same tables (a data folder written without it keeps
+ * its tables in per-key files that this instance does not read).
+ *
  * Network: DynamoDB Local 3.x has no bind-address option (Jetty `new Server(port)`), so the JVM LISTENS ON ALL
  * INTERFACES; `host` only chooses the address we check and put in `endpoint`. Telemetry is off (`-disableTelemetry`
  * and DDB_LOCAL_TELEMETRY=0). The Java binary is `$FENCEPOST_JAVA` if set, else `java` on PATH.
@@ -284,6 +287,9 @@ async function launch(java: string, dir: string, jar: string, host: string, port
     '-jar', jar,
     '-port', String(port),
     ...(options.dataDir ? ['-dbPath', path.resolve(options.dataDir)] : ['-inMemory']),
+    // One database whatever the access key and Region: without it DynamoDB Local keeps one per key + Region, and a
+    // CLI profile or a function with its own access key would see no tables.
+    '-sharedDb',
     '-disableTelemetry',
   ];
   const child = spawn(java, args, {

@@ -100,9 +100,9 @@ export class BillingWorkflow extends Construct {
     allow([f.chunk], ['dynamodb:ConditionCheckItem', 'dynamodb:UpdateItem'], [props.jobs.tableArn]);
     allow([f.chunk], ['dynamodb:PutItem'], [props.invoices.tableArn]);
     const manifestFns = [f.raise, f.chunk, f.complete];
+    // No s3:ListBucket: the raise creates the manifest with If-None-Match: * and reads only after a 412, so nothing
+    // depends on whether a missing key answers 404 (with ListBucket) or 403 (without).
     allow(manifestFns, ['s3:GetObject', 's3:PutObject'], [props.bucket.arnForObjects('billing/*')]);
-    // ListBucket lets a missing manifest read as 404 NoSuchKey instead of 403 (the raise creates it then).
-    allow(manifestFns, ['s3:ListBucket'], [props.bucket.bucketArn], { StringLike: { 's3:prefix': ['billing/*'] } });
     this.stateMachine = new sfn.StateMachine(this, 'StateMachine', {
       stateMachineType: sfn.StateMachineType.STANDARD,
       definitionBody: sfn.DefinitionBody.fromChainable(this.definition(s)),

@@ -20,9 +20,20 @@ export interface HandlerFunctionProps {
   readonly memoryMb?: number;
 }
 
+/**
+ * A handler's function. Invoke grants name the function alone: Step Functions invokes the unqualified ARN and
+ * nothing invokes a version or alias, so the `<arn>:*` that CDK adds by default would be a grant nobody uses
+ * (the IAM proof, test/iam.test.ts, fails on unused grants).
+ */
+class HandlerFunction extends NodejsFunction {
+  override get resourceArnsForGrantInvoke(): string[] {
+    return [this.functionArn];
+  }
+}
+
 export function handlerFunction(scope: Construct, name: HandlerName, props: HandlerFunctionProps): NodejsFunction {
   const id = name.split('-').map((w) => w[0].toUpperCase() + w.slice(1)).join('');
-  const fn = new NodejsFunction(scope, `${id}Function`, {
+  const fn = new HandlerFunction(scope, `${id}Function`, {
     entry: path.join(__dirname, '../../lambda', `${name}.ts`),
     handler: 'handler',
     runtime: lambda.Runtime.NODEJS_24_X,

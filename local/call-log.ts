@@ -20,7 +20,7 @@ export interface AwsCall {
   readonly bucket?: string;
   readonly key?: string;
   /** A transaction's items: each is authorized on its own (a Put needs dynamodb:PutItem on its table, and so on). */
-  readonly items?: readonly { readonly operation: 'Put' | 'Update' | 'Delete' | 'ConditionCheck'; readonly table: string }[];
+  readonly items?: readonly { readonly operation: 'Put' | 'Update' | 'Delete' | 'ConditionCheck' | 'Get'; readonly table: string }[];
   /** Lambda Invoke: the function's name or ARN; StartExecution: the state machine's ARN. */
   readonly target?: string;
 }

@@ -30,7 +30,9 @@ import type { Clients, Endpoints } from '../lib/core/stores';
 import type { HandlerName } from '../lambda/index';
 import { Env } from '../lambda/env';
 import { ConfigError } from '../lib/core/errors';
+import { fileCallSink, type CallSink } from './call-log';
 import { LocalLambdas, type DeployedFunction } from './lambda-runner';
+import { startLocalSfn } from './sfn-endpoint';
 
 type Json = Record<string, unknown>;
 type Resource = { Type: string; Properties: Json };
@@ -126,8 +128,9 @@ export function synthesizeWorkflowNow(overrides: Json = {}): SynthesizedWorkflow
   const outdir = mkdtempSync(path.join(CACHE_DIR, 'synth-'));
   try {
     const app = new App({ context, outdir, builtinCloudFormationValidation: false });
-    const stack = new FencepostStack(app, 'Fencepost', { config: readStackConfig(app) });
-    const template = quietly(() => app.synth()).getStackByName(stack.stackName).template as { Resources: Record<string, Resource> };
+    // The functions are bundled as their constructs are built.
+    const stack = quietly(() => new FencepostStack(app, 'Fencepost', { config: readStackConfig(app) }));
+    const template = app.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Resource> };
     const idOf = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as never);
     const functions: SynthesizedWorkflow['functions'] = {};
     for (const [id, r] of Object.entries(template.Resources)) {
@@ -219,6 +222,33 @@ function forEachState(machine: Json, visit: (name: string, state: Json) => void)
   }
 }
 
+/** An iteration started after its Map failed, stopped before it invoked anything. */
+class IterationStopped extends Error {
+  constructor(map: string) {
+    super(`${map} has failed: this iteration is stopped, as Step Functions stops a failed Map's iterations`);
+    this.name = 'IterationStopped';
+  }
+}
+
+/**
+ * The tasks inside each Map's item processor that have no Catch of their own (their failure fails the iteration,
+ * and so the Map), with the names their Retry clauses match. A retried error may still exhaust its attempts and
+ * fail the Map; such an iteration is not stopped early here (the Map still fails, a little later).
+ */
+function mapsOf(definition: Json): Record<string, { name: string; retried(error: string): boolean }> {
+  const out: Record<string, { name: string; retried(error: string): boolean }> = {};
+  forEachState(definition, (name, state) => {
+    const inner = (state.ItemProcessor ?? state.Iterator) as Json | undefined;
+    if (!inner) return;
+    for (const [innerName, innerState] of Object.entries(inner.States as Record<string, Json>)) {
+      if (innerState.Type !== 'Task' || innerState.Catch) continue;
+      const matched = ((innerState.Retry as { ErrorEquals: string[] }[] | undefined) ?? []).flatMap((r) => r.ErrorEquals);
+      out[innerName] = { name, retried: (error) => matched.includes(error) || matched.includes('States.ALL') };
+    }
+  });
+  return out;
+}
+
 /** The local ARN of a state machine of the stack (what a function's environment reference resolves to). */
 export function localStateMachineArn(logicalId: string): string {
   return `arn:aws:states:${LOCAL_ARN.region}:${LOCAL_ARN.account}:stateMachine:${logicalId}`;
@@ -273,11 +303,51 @@ type TaskCalls = Record<string, (input: unknown) => Promise<unknown>>;
 
 /** Execute the synthesized billing workflow once. */
 export async function runWorkflowLocally(run: LocalExecution): Promise<LocalResult> {
+  return runMachineLocally(synthesizeWorkflow(run.settings), 'billing', run);
+}
+
+export interface SweeperRun extends Omit<LocalExecution, 'input' | 'hooks' | 'lambdaCode' | 'name'> {
+  readonly name?: string;
+}
+
+export interface SweeperResult extends LocalResult {
+  /** The billing executions VerifyAndRequeue started through the local Step Functions endpoint, once they closed. */
+  readonly started: readonly { readonly name: string; readonly input: unknown; readonly result: LocalResult }[];
+}
+
+/**
+ * Execute the synthesized sweeper state machine once, bundles only. Its StartExecution calls reach a local Step
+ * Functions endpoint (local/sfn-endpoint.ts) that runs each re-queued night through the billing workflow.
+ */
+export async function runSweeperLocally(run: SweeperRun): Promise<SweeperResult> {
   const wf = synthesizeWorkflow(run.settings);
+  const billingArn = localStateMachineArn(wf.billing.logicalId);
+  const sfn = await startLocalSfn({
+    machines: { [billingArn]: (name, input) => runMachineLocally(wf, 'billing', { ...run, name, input: input as Json }) },
+    onCall: callLog(),
+  });
+  try {
+    const result = await runMachineLocally(wf, 'sweeper', { ...run, name: run.name ?? 'sweep', input: {} }, sfn.endpoint);
+    const started = await Promise.all(sfn.executions.map(async (e) => ({ name: e.name, input: JSON.parse(e.input) as unknown, result: (await e.done) as LocalResult })));
+    return { ...result, started };
+  } finally {
+    await sfn.stop();
+  }
+}
+
+/** Where the local Step Functions records the invocations it makes, when a call log is kept (the IAM proof). */
+function callLog(): CallSink | undefined {
+  const file = process.env.FENCEPOST_CALL_LOG;
+  return file ? fileCallSink(file) : undefined;
+}
+
+async function runMachineLocally(wf: SynthesizedWorkflow, which: 'billing' | 'sweeper', run: LocalExecution, sfnEndpoint?: string): Promise<LocalResult> {
+  const machine = wf[which];
   const code = run.lambdaCode ?? 'bundle';
   if (code === 'bundle' && run.hooks?.afterCheck) {
     throw new ConfigError(['a fault point between a check and a write steps through the core library: it needs the handlers\' sources (FENCEPOST_LAMBDA_CODE=source)']);
   }
+  if (code === 'source' && which !== 'billing') throw new Error('only the billing workflow has a source mode');
   const local = { [Env.lockTable]: run.tables.locks, [Env.jobTable]: run.tables.jobs, [Env.invoiceTable]: run.tables.invoices, [Env.bucket]: run.bucket };
   let lambdas: LocalLambdas | undefined;
   let calls: TaskCalls;
@@ -287,13 +357,18 @@ export async function runWorkflowLocally(run: LocalExecution): Promise<LocalResu
       functions[id] = { ...fn, environment: { ...resolveEnvironment(fn.environment, wf), ...local, [Env.worker]: run.name } };
     }
     const echo = process.env.FENCEPOST_LAMBDA_LOG_LEVEL ? (id: string, line: string) => process.stderr.write(`[${id}] ${line}\n`) : undefined;
-    lambdas = new LocalLambdas({ functions, endpoints: run.endpoints, onEvent: run.onEvent, onLog: echo });
-    calls = Object.fromEntries(Object.entries(wf.billing.taskFunctions).map(([state, id]) => [state, (input: unknown) => lambdas!.invoke(id, input)]));
+    lambdas = new LocalLambdas({ functions, endpoints: { ...run.endpoints, sfn: sfnEndpoint }, onEvent: run.onEvent, onLog: echo });
+    const record = callLog();
+    calls = Object.fromEntries(Object.entries(machine.taskFunctions).map(([state, id]) => [state, (input: unknown) => {
+      // Step Functions invokes the function with the state machine's role: the IAM proof checks that grant too.
+      record?.({ principal: machine.logicalId, service: 'lambda', operation: 'Invoke', target: id });
+      return lambdas!.invoke(id, input);
+    }]));
   } else {
     calls = sourceHandlers(run, wf, local);
   }
   try {
-    return await execute(wf.billing, calls, run);
+    return await execute(machine, calls, run);
   } finally {
     await lambdas?.close();
   }
@@ -328,12 +403,23 @@ function sourceHandlers(run: LocalExecution, wf: SynthesizedWorkflow, local: Rec
 async function execute(machine: SynthesizedMachine, calls: TaskCalls, run: LocalExecution): Promise<LocalResult> {
   const { StateMachine } = await import('aws-local-stepfunctions');
   const sm = new StateMachine(machine.definition as never, { validationOptions: { checkArn: false } });
+  // Step Functions stops every iteration of a Map once one has failed; aws-local-stepfunctions still starts the
+  // iterations it had queued. An iteration started after its Map failed is stopped here, before it invokes anything.
+  const maps = mapsOf(machine.definition);
+  const failedMaps = new Set<string>();
   const taskResourceLocalHandlers = Object.fromEntries(Object.entries(calls).map(([state, call]) => [
     state,
     async (input: unknown) => {
-      const output = await call(input);
-      await run.hooks?.afterTask?.(state, output);
-      return output;
+      const map = maps[state];
+      if (map && failedMaps.has(map.name)) throw new IterationStopped(map.name); // the Map has already failed: nobody reads this
+      try {
+        const output = await call(input);
+        await run.hooks?.afterTask?.(state, output);
+        return output;
+      } catch (err) {
+        if (map && !map.retried((err as Error).name)) failedMaps.add(map.name);
+        throw err;
+      }
     },
   ]));
   const execution = sm.run(run.input as never, {

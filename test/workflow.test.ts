@@ -11,7 +11,13 @@ import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { audit } from '../lib/core/audit';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { synthesizeWorkflow, synthesizeWorkflowNow, workflowCacheKey } from '../local/workflow';
+import { runSweeperLocally, synthesizeWorkflow, synthesizeWorkflowNow, workflowCacheKey } from '../local/workflow';
+import { systemClock } from '../lib/core/clock';
+import { DEFAULTS } from '../lib/core/config';
+import { Events } from '../lib/core/events';
+import { raise as raiseFence } from '../lib/core/fence';
+import { claim } from '../lib/core/lease';
+import { Keys } from '../lib/core/schema';
 import { namespace, type Namespace } from './support/stack';
 import { spawn } from 'node:child_process';
 import { startWorker } from './support/worker';
@@ -127,4 +133,21 @@ test('bad state-machine input fails at validation with nothing written', async (
   }
   const objects = await ns.clients.s3.send(new ListObjectsV2Command({ Bucket: ns.bucket }));
   assert.equal(objects.KeyCount ?? 0, 0, 'the bucket is empty');
+});
+
+test('the synthesized sweeper, on its bundles, re-queues a dead holder\'s night and starts a billing run that completes it', async () => {
+  const ns = await namespace();
+  // A holder claims and raises the fence, then dies: no renewal ever again.
+  const settings = { leaseMs: 2000, renewMs: 500, marginMs: 500, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 125 };
+  const events = new Events('dead', systemClock);
+  const held = await claim({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events }, Keys.lock(DATE), 'dead', { ...DEFAULTS, ...settings });
+  await raiseFence({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock }, Keys.job(DATE), held.token, 'dead', 4);
+  const r = await runSweeperLocally({ clients: ns.clients, endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket, settings });
+  assert.equal(r.status, 'SUCCEEDED', `${r.error}: ${r.cause}`);
+  assert.equal(r.endState, 'Swept');
+  assert.equal(r.started.length, 1, 'one billing run started for the re-queued night');
+  assert.match(r.started[0].name, new RegExp(`^requeue-${DATE}-f${held.token}$`));
+  assert.equal(r.started[0].result.endState, 'Completed', JSON.stringify(r.started[0].result));
+  const report = await audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 2000);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });

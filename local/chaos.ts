@@ -9,8 +9,13 @@
  *   crash        a holder is killed (SIGKILL) mid-chunk; a waiting worker or the sweeper brings the night to DONE
  *   duplicates   2–3 runs of the same night started together
  *   clock        a worker whose wall clock runs 3 s fast or is stepped back 3 s mid-run (libfaketime)
- *   store        throttling and lost-after-applied responses injected in the AWS SDK middleware
+ *   store        throttling and lost-after-applied responses injected in the AWS SDK middleware (a workflow worker
+ *                runs the handlers' sources for it: the middleware is the worker's own clients')
  *   sweeper-race a sweeper's re-queue racing a takeover and a paused holder's late renewal
+ *   conflict     a pause, crash, duplicate or sweeper race through a DynamoDB proxy whose in-flight transactions
+ *                cancel others on a shared item (TransactionConflict) with a wide window, workflow chunks 3 at once
+ *   cancel-throttle  the same through a proxy that cancels transactions at random with ThrottlingError or
+ *                ProvisionedThroughputExceeded reasons and answers some calls 500 (local/dynamodb-proxy.ts)
  *
  * Checks per schedule: invariants 1–4 by the auditor; 6 (the night is DONE once the faults stop, within the
  * liveness bound for crashes); 5 for clock schedules (the faked-clock holder's stop times follow its monotonic
@@ -26,10 +31,11 @@ import { chunkBatches, chunkCount, transactionsPerChunk } from '../lib/core/invo
 import { Keys, tableNames } from '../lib/core/schema';
 import type { Clients, Endpoints } from '../lib/core/stores';
 import { provision } from './provision';
+import { startDynamoDbProxy, type DynamoDbProxyOptions } from './dynamodb-proxy';
 import { prng } from './store-faults';
 import { startProcess, type SeenEvent, type WorkerProcess } from './worker-process';
 
-export const KINDS = ['pause', 'crash', 'duplicates', 'clock', 'store', 'sweeper-race'] as const;
+export const KINDS = ['pause', 'crash', 'duplicates', 'clock', 'store', 'sweeper-race', 'conflict', 'cancel-throttle'] as const;
 export type Kind = (typeof KINDS)[number];
 
 const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
@@ -113,11 +119,16 @@ interface Ctx {
   readonly invoices: number;
   readonly chunkSize: number;
   readonly engine: string;
+  /** The stores the workers use: the suite's, or a fault proxy's in front of them. */
+  endpoints: Endpoints;
+  /** Chunk tasks in flight at once (workflow engine). */
+  chunkConcurrency: number;
   readonly o: ChaosOptions;
   readonly faults: Record<string, number>;
   readonly violations: string[];
   readonly workers: WorkerProcess[];
   notes: string[];
+  stopProxy?: () => Promise<void>;
 }
 
 const pick = <T>(random: () => number, xs: readonly T[]): T => xs[Math.floor(random() * xs.length)];
@@ -125,12 +136,13 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const count = (ctx: Ctx, kind: string, n = 1) => { ctx.faults[kind] = (ctx.faults[kind] ?? 0) + n; };
 
 function storeArgs(ctx: Ctx): string[] {
-  return ['--dynamodb-endpoint', ctx.o.endpoints.dynamodb, '--s3-endpoint', ctx.o.endpoints.s3, '--table-prefix', ctx.prefix, '--bucket', ctx.bucket];
+  return ['--dynamodb-endpoint', ctx.endpoints.dynamodb, '--s3-endpoint', ctx.endpoints.s3, '--table-prefix', ctx.prefix, '--bucket', ctx.bucket];
 }
 
 function nightArgs(ctx: Ctx, engine = ctx.engine): string[] {
   return ['--date', DATE, '--invoices', String(ctx.invoices), '--chunk-size', String(ctx.chunkSize), '--engine', engine,
-    '--lease-ms', String(LEASE.leaseMs), '--renew-ms', String(LEASE.renewMs), '--margin-ms', String(LEASE.marginMs), '--claim-budget', '60'];
+    '--lease-ms', String(LEASE.leaseMs), '--renew-ms', String(LEASE.renewMs), '--margin-ms', String(LEASE.marginMs), '--claim-budget', '60',
+    ...(engine === 'stepfunctions' ? ['--chunk-concurrency', String(ctx.chunkConcurrency)] : [])];
 }
 
 function worker(ctx: Ctx, name: string, env: Record<string, string> = {}, engine?: string): WorkerProcess {
@@ -326,8 +338,9 @@ async function clock(ctx: Ctx): Promise<void> {
 
 async function store(ctx: Ctx): Promise<void> {
   const spec = `seed=${ctx.seed},throttle=${(0.03 + ctx.random() * 0.1).toFixed(3)},lost=${(0.03 + ctx.random() * 0.1).toFixed(3)}`;
-  const a = worker(ctx, 'A', { FENCEPOST_STORE_FAULTS: spec });
-  const b = ctx.random() < 0.4 ? worker(ctx, 'B', { FENCEPOST_STORE_FAULTS: spec.replace(/seed=\d+/, `seed=${ctx.seed + 1}`) }) : undefined;
+  const sources: Record<string, string> = ctx.engine === 'stepfunctions' ? { FENCEPOST_LAMBDA_CODE: 'source' } : {};
+  const a = worker(ctx, 'A', { FENCEPOST_STORE_FAULTS: spec, ...sources });
+  const b = ctx.random() < 0.4 ? worker(ctx, 'B', { FENCEPOST_STORE_FAULTS: spec.replace(/seed=\d+/, `seed=${ctx.seed + 1}`), ...sources }) : undefined;
   await Promise.all([a.exited, b?.exited]);
   for (const w of [a, b]) {
     const line = w?.stderr.find((l) => l.startsWith('store-faults '));
@@ -368,8 +381,41 @@ async function invoiceTokens(ctx: Ctx): Promise<Map<string, number>> {
   return out;
 }
 
+/**
+ * Run one of the process-fault scenarios with the workers' DynamoDB behind a proxy of its own (local/dynamodb-proxy.ts),
+ * so AWS's concurrency rules and cancellation reasons meet the pauses, crashes and races; its counts are the faults.
+ */
+async function throughProxy(ctx: Ctx, options: Omit<DynamoDbProxyOptions, 'target'>, label: string): Promise<void> {
+  const proxy = await startDynamoDbProxy({ target: ctx.o.endpoints.dynamodb, ...options });
+  ctx.endpoints = { ...ctx.o.endpoints, dynamodb: proxy.endpoint };
+  ctx.chunkConcurrency = 3;
+  const scenario = pick(ctx.random, ['pause', 'crash', 'duplicates', 'sweeper-race'] as const);
+  try {
+    await SCENARIOS[scenario](ctx);
+  } finally {
+    const st = proxy.stats();
+    count(ctx, 'conflict', st.transactionConflicts + st.writeConflicts);
+    for (const [k, n] of Object.entries(st.injected)) if (n > 0) count(ctx, `proxy-${k}`, n);
+    ctx.notes.push(`${label}: ${scenario} through the proxy (${st.transactionConflicts} transaction and ${st.writeConflicts} write conflicts, injected ${JSON.stringify(st.injected)})`);
+    // Recovery and the audit that follow use the proxy too; it is stopped once the schedule is over.
+    ctx.stopProxy = () => proxy.stop();
+  }
+}
+
+async function conflict(ctx: Ctx): Promise<void> {
+  await throughProxy(ctx, { conflictWindowMs: 10 + Math.floor(ctx.random() * 40) }, 'conflict window');
+}
+
+async function cancelThrottle(ctx: Ctx): Promise<void> {
+  const rate = 0.02 + ctx.random() * 0.08;
+  await throughProxy(ctx, {
+    conflictWindowMs: 5,
+    randomFaults: { seed: ctx.seed, rates: { 'throttle-cancel': rate, 'throughput-cancel': rate, 'http-500': rate / 4 } },
+  }, `cancellations at ${(rate * 100).toFixed(1)}%`);
+}
+
 const SCENARIOS: Record<Kind, (ctx: Ctx) => Promise<void>> = {
-  pause, crash, duplicates, clock, store, 'sweeper-race': sweeperRace,
+  pause, crash, duplicates, clock, store, 'sweeper-race': sweeperRace, conflict, 'cancel-throttle': cancelThrottle,
 };
 
 async function runSchedule(o: ChaosOptions, index: number, seed: number, kind: Kind): Promise<ScheduleResult> {
@@ -379,6 +425,7 @@ async function runSchedule(o: ChaosOptions, index: number, seed: number, kind: K
     seed, random, o, prefix: `c${seed.toString(36)}-`, bucket: `chaos-${seed.toString(36)}`,
     invoices: 300 + Math.floor(random() * 600), chunkSize: pick(random, [150, 200, 250]),
     engine: random() < (o.workflowShare ?? 0.2) ? 'stepfunctions' : 'direct',
+    endpoints: o.endpoints, chunkConcurrency: 1,
     faults: {}, violations: [], workers: [], notes: [],
   };
   await provision(o.clients.raw, o.clients.s3, ctx.prefix, ctx.bucket);
@@ -400,6 +447,7 @@ async function runSchedule(o: ChaosOptions, index: number, seed: number, kind: K
     await worker(ctx, 'R').exited;
   }
   // Invariants 1–4 on the stores, and 6: once the faults stop, the night is DONE.
+  await ctx.stopProxy?.();
   const report = await audit({ ddb: o.clients.ddb, s3: o.clients.s3, tables: tableNames(ctx.prefix), bucket: ctx.bucket }, DATE, ctx.invoices);
   for (const c of report.checks) if (!c.ok) ctx.violations.push(`invariant ${c.invariant}: ${c.name}: ${c.detail}`);
   if (report.state !== 'DONE') ctx.violations.push(`invariant 6: the night ended ${report.state ?? 'never claimed'}, not DONE`);

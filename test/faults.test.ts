@@ -9,7 +9,7 @@ import { localClients } from '../lib/core/stores';
 import { KINDS, runChaos } from '../local/chaos';
 import { endpoints } from './support/stack';
 
-test('20 randomized fault schedules (pause, crash, duplicates, clock, store, sweeper races): 0 invariant violations', { timeout: 900_000 }, async (t) => {
+test('20 randomized fault schedules (pause, crash, duplicates, clock, store, sweeper races, conflicts, cancellations): 0 invariant violations', { timeout: 900_000 }, async (t) => {
   const ep = await endpoints();
   const clients = localClients(ep);
   const seed = Number(process.env.FENCEPOST_CHAOS_SEED ?? 20261130);

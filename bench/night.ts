@@ -1,5 +1,6 @@
 /**
- * 2. A whole night through the synthesized workflow vs the direct engine, on one shared stack.
+ * 2. A whole night through the synthesized workflow vs the direct engine, on one shared stack; and the workflow's
+ *    functions as deployed (bundles, each in its own Node 24 process) vs their sources in the runner's process.
  *
  * Each night runs in its own `fencepost run` child process (the workflow's Lambda runtime is cached per process with
  * its table environment), with --json --events against the shared stack's endpoints and a fresh set of tables:
@@ -14,8 +15,9 @@
  */
 import { freshDate, fmt, fmtStat, newReport, rotate, runToEnd, spawnCli, stat, table, type BenchContext, type Measurement, type SharedStack } from './common';
 
-type Engine = 'direct' | 'stepfunctions';
-const ENGINES: Engine[] = ['direct', 'stepfunctions'];
+/** `stepfunctions-source`: the workflow with the handlers' sources in-process (FENCEPOST_LAMBDA_CODE=source). */
+type Engine = 'direct' | 'stepfunctions' | 'stepfunctions-source';
+const ENGINES: Engine[] = ['direct', 'stepfunctions', 'stepfunctions-source'];
 
 export interface NightFigures {
   readonly e2e: number;
@@ -29,7 +31,9 @@ export interface NightFigures {
 export async function nightOnStack(stack: SharedStack, engine: Engine, invoices: number, extra: string[] = []): Promise<NightFigures> {
   const ns = await stack.namespace(engine === 'direct' ? 'nd' : 'ns');
   try {
-    const c = spawnCli(['run', '--engine', engine, '--json', '--events', '--invoices', String(invoices), '--date', freshDate(), '--worker', `bench-${engine}`, ...ns.storeArgs(), ...extra]);
+    const source = engine === 'stepfunctions-source';
+    const c = spawnCli(['run', '--engine', source ? 'stepfunctions' : engine, '--json', '--events', '--invoices', String(invoices), '--date', freshDate(),
+      '--worker', `bench-${engine}`, ...ns.storeArgs(), ...extra], source ? { FENCEPOST_LAMBDA_CODE: 'source' } : {});
     const { atMs: exitAt } = await runToEnd(c, `fencepost run --engine ${engine}`);
     const first = c.events[0];
     const observe = c.events.find((e) => e.event === 'observe');
@@ -61,12 +65,12 @@ export const night: Measurement = {
     const invoices = ctx.quick ? 5_000 : 50_000;
     ctx.log(`night: warm-up (5,000 invoices, each engine) ...`);
     for (const e of ENGINES) await nightOnStack(stack, e, 5_000);
-    const runs: Record<Engine, NightFigures[]> = { direct: [], stepfunctions: [] };
+    const runs: Record<Engine, NightFigures[]> = { direct: [], stepfunctions: [], 'stepfunctions-source': [] };
     for (let r = 1; r <= ctx.rounds; r++) {
       for (const e of rotate(ENGINES, r)) {
         const f = await nightOnStack(stack, e, invoices);
         runs[e].push(f);
-        ctx.log(`night: round ${r}/${ctx.rounds} ${e.padEnd(13)} end to end ${f.e2e.toFixed(1)} s, night ${f.night.toFixed(1)} s, start-up ${f.startup.toFixed(1)} s`);
+        ctx.log(`night: round ${r}/${ctx.rounds} ${e.padEnd(20)} end to end ${f.e2e.toFixed(1)} s, night ${f.night.toFixed(1)} s, start-up ${f.startup.toFixed(1)} s`);
       }
     }
     const s = (e: Engine, k: keyof NightFigures) => stat(runs[e].map((f) => f[k]));
@@ -85,10 +89,15 @@ export const night: Measurement = {
     const perRound = runs.stepfunctions.map((f, i) => f.e2e / runs.direct[i].e2e - 1);
     const nightOverhead = s('stepfunctions', 'night').median / s('direct', 'night').median - 1;
     const stackOverhead = withStack('stepfunctions').median / withStack('direct').median - 1;
+    const bundles = s('stepfunctions', 'e2e').median / s('stepfunctions-source', 'e2e').median - 1;
+    const bundlesNight = s('stepfunctions', 'night').median / s('stepfunctions-source', 'night').median - 1;
+    const bundlesPerRound = runs.stepfunctions.map((f, i) => f.e2e / runs['stepfunctions-source'][i].e2e - 1);
     report.verdicts.push(
       { measurement: this.name, what: 'workflow overhead, end to end', figure: `${pct(overhead)} (per-round ${perRound.map(pct).join(', ')})`, target: '≤ +15%', met: overhead <= 0.15 },
       { measurement: this.name, what: 'workflow overhead, the night only (first observe → completed)', figure: pct(nightOverhead), target: '≤ +15%', met: nightOverhead <= 0.15 },
       { measurement: this.name, what: 'workflow overhead including the stack start-up', figure: pct(stackOverhead), target: 'informational', met: undefined },
+      { measurement: this.name, what: 'bundles (as deployed, a process per function) vs sources in-process, end to end', figure: `${pct(bundles)} (per-round ${bundlesPerRound.map(pct).join(', ')})`, target: 'informational', met: undefined },
+      { measurement: this.name, what: 'bundles vs sources, the night only', figure: pct(bundlesNight), target: 'informational', met: undefined },
     );
     Object.assign(report.data, { invoices, stackStartupSeconds: stack.startupSeconds, runs });
     return report;

@@ -218,20 +218,22 @@ export const awsModel: Measurement = {
         UpdateExpression: 'SET rvn = :rvn, renewed_at = :w', ExpressionAttributeValues: { ':me': 'me', ':e': 3, ':rvn': randomUUID(), ':w': new Date().toISOString() },
         ReturnConsumedCapacity: 'INDEXES',
       }));
+      // Each chunk has its own fence item (docs/DESIGN.md, "Chunk fences"); its progress is recorded on it.
+      const deps = { ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+      const measureChunks = ctx.quick ? [2] : [2, 3, 4, 5];
+      await fence.raiseChunkFences(deps, job, 3, [0, 1, 7, ...measureChunks]);
       const progress = await ddb.send(new UpdateCommand({
-        TableName: ns.tables.jobs, Key: { pk: job }, ConditionExpression: 'fence = :t AND owner_token = :t', UpdateExpression: 'ADD chunks_done :c',
-        ExpressionAttributeValues: { ':t': 3, ':c': new Set([7]) }, ReturnConsumedCapacity: 'INDEXES',
+        TableName: ns.tables.jobs, Key: { pk: Keys.chunkFence(job, 7) }, ConditionExpression: 'fence = :t', UpdateExpression: 'SET done_by = :t',
+        ExpressionAttributeValues: { ':t': 3 }, ReturnConsumedCapacity: 'INDEXES',
       }));
       capacity = { transaction: tx.ConsumedCapacity, renew: renew.ConsumedCapacity, chunkProgress: progress.ConsumedCapacity };
       // per-transaction latency (one in flight), after the JVM has warmed up on two chunks
-      const deps = { ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
-      for (const c of [0, 1]) for (const b of chunkBatches(plan, c)) await fence.writeBatch(deps, job, 3, b);
-      const measureChunks = ctx.quick ? [2] : [2, 3, 4, 5];
+      for (const c of [0, 1]) for (const b of chunkBatches(plan, c)) await fence.writeBatch(deps, Keys.chunkFence(job, c), 3, b);
       const { writer } = await ManifestWriter.raise({ s3: stack.clients.s3, bucket: ns.bucket, clock: systemClock }, date, job, 3);
       for (const c of measureChunks) {
         for (const b of chunkBatches(plan, c)) {
           const t0 = performance.now();
-          await fence.writeBatch(deps, job, 3, b);
+          await fence.writeBatch(deps, Keys.chunkFence(job, c), 3, b);
           txMs.push(performance.now() - t0);
         }
         const t0 = performance.now();

@@ -1,4 +1,7 @@
-/** Complete the night (manifest DONE, then the job row DONE, leaving the sparse index), then release the lease. */
+/**
+ * Complete the night (manifest DONE, then the job row DONE, leaving the sparse index, once every chunk fence item
+ * says done: it reads them, dynamodb:GetItem on the job table), then release the lease.
+ */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { completeNight, resumeManifest } from '../lib/core/billing';
 import { resume } from '../lib/core/lease';

@@ -1,6 +1,7 @@
 /**
  * Raise the fence first (reference Part 4): renew the lease (this process's own stop time), then raise the job
- * row and the manifest to our token. Returns the chunks still to do; a DONE night releases and says so.
+ * row, every chunk fence and the manifest to our token (docs/DESIGN.md § Chunk fences). Returns the chunks still to
+ * do (the chunk fence items an earlier holder had not marked done); a DONE night releases and says so.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { raiseNight } from '../lib/core/billing';

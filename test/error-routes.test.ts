@@ -12,6 +12,8 @@ import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DeleteTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { systemClock } from '../lib/core/clock';
+import { raiseChunkFences, readJob } from '../lib/core/fence';
 import { Attr, Keys } from '../lib/core/schema';
 import { DEFAULT_BACKOFF, newRvn } from '../lib/core/conditions';
 import { startDynamoDbProxy, type DynamoDbProxy } from '../local/dynamodb-proxy';
@@ -84,15 +86,15 @@ test('the lock stolen after Claim: RaiseFence throws LeaseLostError → Lost (qu
   DRIVEN.add('LeaseLostError');
 });
 
-test('the fence raised under the holder: BillChunk throws FencedOutError → Lost (quietly)', async () => {
+test('the fences raised under the holder: BillChunk throws FencedOutError → Lost (quietly)', async () => {
   const ns = await namespace();
   const r = await night(ns, 'fenced', { jobDate: DATE }, {
     afterTask: async (state) => {
       if (state !== 'RaiseFence') return;
-      await ns.clients.ddb.send(new UpdateCommand({
-        TableName: ns.tables.jobs, Key: { [Attr.pk]: Keys.job(DATE) },
-        UpdateExpression: `SET ${Attr.fence} = ${Attr.fence} + :one`, ExpressionAttributeValues: { ':one': 1 },
-      }));
+      // What a newer holder's raise does to the chunk fences (the lock item still names us: our renewals pass).
+      const deps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+      const ours = Number((await readJob(deps, Keys.job(DATE)))?.fence);
+      await raiseChunkFences(deps, Keys.job(DATE), ours + 1, [0, 1]);
     },
   });
   assert.equal(failedWith(r, 'BillChunk'), 'FencedOutError');

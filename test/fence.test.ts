@@ -1,4 +1,4 @@
-/** The fence on the job row, on real DynamoDB Local (Parts 4, 5, 6). */
+/** The fence on the job row, on real DynamoDB Local (Parts 4, 5, 6); chunk fences: test/chunk-fences.test.ts. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { after } from 'node:test';
@@ -43,7 +43,7 @@ test('equal token accepted (the holder writes many times); lower token rejected 
   assert.equal((await fence.writeBatch(d, JOB, 7, b1)).recorded, 99, 'equal token: the current holder, accepted again');
 
   const old = await fence.raise(d, JOB, 12, 'B', 2);
-  assert.equal(old?.fence, 7, 'the raise returns the old row');
+  assert.equal(old.job?.fence, 7, 'the raise returns the old row');
   assert.equal((await fence.readJob(d, JOB))?.fence, 12, 'a higher token moves the fence');
 
   await assert.rejects(fence.writeBatch(d, JOB, 7, b2), (err) => err instanceof FencedOutError && err.fence === 12 && err.token === 7);
@@ -84,7 +84,8 @@ test('the claim marker is findable: the raise puts the row in the sparse index, 
   await fence.raise(d, JOB, 3, 'A', 1);
   assert.deepEqual(await indexedRows(ns), [JOB]);
   await fence.markChunkDone(d, JOB, 3, 0);
-  assert.deepEqual([...((await fence.readJob(d, JOB))?.chunks_done ?? [])], [0]);
+  assert.deepEqual((await fence.readChunkFences(d, JOB, 1)).map((c) => c?.done_by), [3], 'progress is on the chunk\'s own fence item');
+  assert.deepEqual(await indexedRows(ns), [JOB], 'the chunk fence item is not in the index');
   await fence.complete(d, JOB, 3);
   assert.deepEqual(await indexedRows(ns), [], 'DONE leaves the index');
   const row = await fence.readJob(d, JOB);

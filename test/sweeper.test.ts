@@ -139,3 +139,25 @@ test('the sweeper reads the sparse index only: items read grow with claimed rows
   assert.equal(r.claimed, 1);
   assert.equal(r.itemsRead, 2, 'one index row and its lock item, not 201 job rows');
 });
+
+test('chunk fences: the sweeper sees only the job row, its re-queue leaves the chunk fence items alone, and the next holder learns the progress from them', async () => {
+  const ns = await namespace();
+  const { sweeper, leaseDeps, fenceDeps } = deps(ns);
+  const date = '2026-09-28';
+  const job = Keys.job(date);
+  const a = await claim(leaseDeps, Keys.lock(date), 'A', lease); // A raises 3 chunk fences, finishes chunk 1, dies
+  await fence.raise(fenceDeps, job, a.token, 'A', 3);
+  await fence.markChunkDone(fenceDeps, job, a.token, 1);
+  const first = await sweeper.sweep();
+  assert.equal(first.claimed, 1, 'three chunk fence items beside the row, none in the index');
+  await sleep(sweeperConfig.leaseMs + 50);
+  assert.deepEqual((await sweeper.sweep()).requeued, [job]);
+  assert.deepEqual((await fence.readChunkFences(fenceDeps, job, 3)).map((c) => [c?.fence, c?.done_by]), [[a.token, undefined], [a.token, a.token], [a.token, undefined]]);
+  const b = await claim(leaseDeps, Keys.lock(date), 'B', lease);
+  const raised = await fence.raise(fenceDeps, job, b.token, 'B', 3);
+  assert.equal(raised.job?.state, 'QUEUED');
+  assert.deepEqual([...raised.chunksDone], [1], 'B skips the chunk A finished');
+  const [batch] = chunkBatches({ date, invoices: 99, chunkSize: 99, putsPerTransaction: 99 }, 0);
+  await assert.rejects(fence.writeBatch(fenceDeps, Keys.chunkFence(job, 0), a.token, batch), FencedOutError, 'A, if it was only paused, is refused on every chunk');
+  await b.release();
+});

@@ -2,15 +2,18 @@
  * The auditor: reads the stores after the fact and checks the design's invariants 1–4 (design §7). It only reads.
  * Unlike the holders and the sweeper, it may scan: it runs rarely and must see everything.
  *
- *   1. each invoice once, with the data the generator gives it; none missing once the job is DONE;
- *   2. no token above the fence it met: invoice tokens ≤ job fence; the manifest names only existing objects
- *      written under its own token or an earlier one, and its token is ≤ the job fence;
- *   3. sparse index ⇔ RUNNING: every row in the index is RUNNING, every RUNNING row is in the index;
+ *   1. each invoice once, with the data the generator gives it; none missing once the job is DONE, and every chunk
+ *      fence item then says done;
+ *   2. no token above the fence it met: invoice tokens ≤ job fence; chunk fences ≤ job fence (the job row is raised
+ *      first) and each done mark ≤ its chunk's fence; the manifest names only existing objects written under its
+ *      own token or an earlier one, and its token is ≤ the job fence;
+ *   3. sparse index ⇔ RUNNING: every row in the index is a RUNNING job row (never a chunk fence item), every
+ *      RUNNING row is in the index;
  *   4. epochs never behind: the lock item exists and its epoch ≥ every token seen anywhere.
  */
 import { HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { QueryCommand, ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { readJob } from './fence';
+import { readJob, type ChunkFence } from './fence';
 import { idWidth, invoiceAt } from './invoices';
 import { observe } from './lease';
 import { readManifest } from './manifest';
@@ -62,6 +65,13 @@ export async function audit(deps: AuditDeps, date: string, invoices: number): Pr
   const manifest = await readManifest(deps, date);
   const fence = job?.fence;
   const done = job?.state === 'DONE';
+  // The job table, once: job rows (invariant 3, table-wide) and this night's chunk fence items (the ones with `chunk`).
+  const jobRows: Record<string, unknown>[] = [];
+  const chunkFences = new Map<number, ChunkFence>();
+  for await (const row of scanAll(deps.ddb, { TableName: deps.tables.jobs })) {
+    if (row[Attr.chunk] === undefined) jobRows.push(row);
+    else if (row[Attr.pk] === Keys.chunkFence(jobId, Number(row[Attr.chunk]))) chunkFences.set(Number(row[Attr.chunk]), row as unknown as ChunkFence);
+  }
 
   // 1. each invoice once, as generated; none missing when DONE
   const width = idWidth(invoices);
@@ -85,7 +95,13 @@ export async function audit(deps: AuditDeps, date: string, invoices: number): Pr
   }
   const missing = done ? seen.reduce((n, v) => n + (v === 0 ? 1 : 0), 0) : 0;
   check(1, 'each invoice recorded once, as generated', wrong, `${found} invoices, each once, each as generated`);
-  check(1, 'none missing once DONE', missing ? [`${missing} of ${invoices} invoices missing although the job is DONE`] : [], done ? `all ${invoices} present` : `job is ${job?.state ?? 'absent'}: not required yet`);
+  const chunksNotDone = done ? Array.from({ length: job?.chunk_count ?? 0 }, (_, c) => c).filter((c) => chunkFences.get(c)?.done_by === undefined) : [];
+  const missingProblems = [
+    ...(missing ? [`${missing} of ${invoices} invoices missing although the job is DONE`] : []),
+    ...chunksNotDone.map((c) => `chunk ${c}'s fence item does not say done although the job is DONE`),
+  ];
+  check(1, 'none missing once DONE', missingProblems,
+    done ? `all ${invoices} present, all ${job?.chunk_count ?? 0} chunk fence items say done` : `job is ${job?.state ?? 'absent'}: not required yet`);
 
   // 2. tokens vs fences, DynamoDB and S3
   const s3Problems: string[] = [];
@@ -109,7 +125,12 @@ export async function audit(deps: AuditDeps, date: string, invoices: number): Pr
   } else if (done) {
     s3Problems.push('job is DONE but there is no manifest');
   }
-  check(2, 'no invoice token above the job fence', aboveFence, `invoice tokens ${JSON.stringify(tokensSeen)} ≤ fence ${fence ?? '-'}`);
+  for (const [c, item] of [...chunkFences].sort(([a], [b]) => a - b)) {
+    if (fence === undefined || item.fence > fence) aboveFence.push(`chunk ${c}'s fence ${item.fence} is above the job fence ${fence}`);
+    if (item.done_by !== undefined && item.done_by > item.fence) aboveFence.push(`chunk ${c} recorded done by token ${item.done_by}, above its fence ${item.fence}`);
+  }
+  check(2, 'no invoice token or chunk fence above the job fence', aboveFence,
+    `invoice tokens ${JSON.stringify(tokensSeen)} and ${chunkFences.size} chunk fences ${JSON.stringify([...chunkFences.values()].map((i) => i.fence))} ≤ fence ${fence ?? '-'}`);
   check(2, 'manifest names only committed objects of its token or earlier', s3Problems, manifest ? `manifest token ${manifest.body.token}, ${Object.keys(manifest.body.chunks).length} chunks, all present` : 'no manifest yet');
 
   // 3. sparse index ⇔ RUNNING (over the whole job table: the invariant is table-wide)
@@ -123,20 +144,19 @@ export async function audit(deps: AuditDeps, date: string, invoices: number): Pr
     }));
     for (const row of out.Items ?? []) {
       indexed.add(String(row[Attr.pk]));
-      if (row[Attr.state] !== 'RUNNING') indexProblems.push(`${row[Attr.pk]} is in the sparse index but ${row[Attr.state]}`);
+      if (row[Attr.chunk] !== undefined) indexProblems.push(`${row[Attr.pk]} is a chunk fence item in the sparse index`);
+      else if (row[Attr.state] !== 'RUNNING') indexProblems.push(`${row[Attr.pk]} is in the sparse index but ${row[Attr.state]}`);
     }
     start = out.LastEvaluatedKey;
   } while (start);
-  let rows = 0;
-  for await (const row of scanAll(deps.ddb, { TableName: deps.tables.jobs })) {
-    rows++;
+  for (const row of jobRows) {
     if (row[Attr.state] === 'RUNNING' && !indexed.has(String(row[Attr.pk]))) indexProblems.push(`${row[Attr.pk]} is RUNNING but not in the sparse index`);
   }
-  check(3, 'sparse index holds exactly the RUNNING rows', indexProblems, `${indexed.size} of ${rows} job rows indexed, all RUNNING`);
+  check(3, 'sparse index holds exactly the RUNNING rows', indexProblems, `${indexed.size} of ${jobRows.length} job rows indexed, all RUNNING; no chunk fence item`);
 
   // 4. epochs never behind any token
   const epoch = lock?.epoch;
-  const maxToken = Math.max(0, fence ?? 0, manifest?.body.token ?? 0, ...Object.keys(tokensSeen).map(Number));
+  const maxToken = Math.max(0, fence ?? 0, manifest?.body.token ?? 0, ...Object.keys(tokensSeen).map(Number), ...[...chunkFences.values()].map((i) => i.fence));
   const epochProblems: string[] = [];
   if (maxToken > 0 && epoch === undefined) epochProblems.push(`tokens up to ${maxToken} were used but the lock item has no epoch (deleted?)`);
   else if (epoch !== undefined && epoch < maxToken) epochProblems.push(`lock epoch ${epoch} is behind token ${maxToken}: the next claim would repeat a token`);

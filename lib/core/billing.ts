@@ -2,11 +2,12 @@
  * The nightly billing job, composed from the lease, the fence and the manifest (reference Parts 2, 4 and 5).
  *
  *   1. claim the lease, clock-free (lease.ts): the token is the claim's epoch;
- *   2. raise the fence on the job row FIRST, learning the progress from the old row (fence.ts);
+ *   2. raise the fences FIRST: the job row, then every chunk fence, learning the progress from the old chunk items
+ *      (fence.ts; docs/DESIGN.md § Chunk fences);
  *   3. raise the manifest's token (manifest.ts);
  *   4. renew from this process while working;
- *   5. for each chunk still to do: fenced batches of 1 check + ≤ 99 puts, then the chunk object, then the
- *      manifest commit (If-Match), then the chunk is marked done on the job row;
+ *   5. for each chunk still to do: fenced batches of 1 check on THE CHUNK'S fence item + ≤ 99 puts, then the chunk
+ *      object, then the manifest commit (If-Match), then the chunk is marked done on its fence item;
  *   6. manifest DONE, then job row DONE (it leaves the sparse index), then release.
  * Before every action the holder checks its stop time; that keeps overlap rare. What keeps the data correct is the
  * fence: a write carrying a lower token is refused by the store, whatever the holder believes.
@@ -94,19 +95,19 @@ function manifestDepsOf(deps: BillingDeps) {
 }
 
 /**
- * Raise the fence first (Part 4): the job row, then the manifest, before reading or writing anything else.
+ * Raise the fence first (Part 4): the job row, then every chunk fence, then the manifest, before reading or writing
+ * anything else. `fence-raised` means every fence item is raised: no write of an older token lands after it.
  * Throws AlreadyDoneError for a DONE night and FencedOutError if a higher token got there first.
  */
 export async function raiseNight(deps: BillingDeps, lease: Lease, date: string, config: BillingConfig): Promise<RaisedNight> {
   const plan = planOf(date, config);
   lease.check();
-  const old = await fence.raise(fenceDepsOf(deps), Keys.job(date), lease.token, lease.holder, chunkCount(plan));
-  deps.events.emit('fence-raised', { token: lease.token, previousFence: old?.fence, previousState: old?.state });
+  const { job: old, chunksDone } = await fence.raise(fenceDepsOf(deps), Keys.job(date), lease.token, lease.holder, chunkCount(plan));
+  deps.events.emit('fence-raised', { token: lease.token, previousFence: old?.fence, previousState: old?.state, chunkFences: chunkCount(plan) });
   lease.check();
   const { writer } = await ManifestWriter.raise(manifestDepsOf(deps), date, Keys.job(date), lease.token);
   deps.events.emit('manifest-raised', { token: lease.token });
-  const done = old?.chunks_done ?? new Set<number>();
-  const chunksToDo = Array.from({ length: chunkCount(plan) }, (_, c) => c).filter((c) => !done.has(c));
+  const chunksToDo = Array.from({ length: chunkCount(plan) }, (_, c) => c).filter((c) => !chunksDone.has(c));
   return { chunksToDo, manifest: writer, previousFence: old?.fence };
 }
 
@@ -116,8 +117,9 @@ export function resumeManifest(deps: BillingDeps, date: string, token: number): 
 }
 
 /**
- * One chunk: fenced batches (check before each), the chunk object under our token's key, the manifest commit
- * (If-Match), then the chunk is marked done on the job row. Safe to redo: recorded invoices are refused by
+ * One chunk: fenced batches (check before each) on the chunk's own fence item, the chunk object under our token's
+ * key, the manifest commit (If-Match), then the chunk is marked done on its fence item. Touches no item another
+ * chunk touches, so chunks run concurrently without conflicts (docs/DESIGN.md § Chunk fences). Safe to redo: recorded invoices are refused by
  * attribute_not_exists and counted as already recorded; the object and the manifest entry are rewritten.
  */
 export async function billChunk(
@@ -125,6 +127,7 @@ export async function billChunk(
 ): Promise<ChunkResult> {
   const plan = planOf(date, config);
   const jobId = Keys.job(date);
+  const chunkFence = Keys.chunkFence(jobId, chunk);
   const fenceDeps = fenceDepsOf(deps);
   let recorded = 0;
   let alreadyRecorded = 0;
@@ -133,7 +136,7 @@ export async function billChunk(
   for (const batch of chunkBatches(plan, chunk)) {
     lease.check();
     await hooks?.afterCheck?.({ step: 'batch', chunk, batch: batchNo });
-    const r = await fence.writeBatch(fenceDeps, jobId, lease.token, batch).catch((err) => {
+    const r = await fence.writeBatch(fenceDeps, chunkFence, lease.token, batch).catch((err) => {
       if (err instanceof FencedOutError) deps.events.emit('batch-rejected', { token: lease.token, chunk, batch: batchNo, fence: err.fence });
       throw err;
     });
@@ -157,7 +160,10 @@ export async function billChunk(
   return { recorded, alreadyRecorded, transactions };
 }
 
-/** Complete: the manifest first, then the job row, which is the authority for DONE (it leaves the sparse index). */
+/**
+ * Complete: the manifest first, then the job row, which is the authority for DONE (it leaves the sparse index), once
+ * every chunk fence item says done.
+ */
 export async function completeNight(deps: BillingDeps, lease: Lease, manifest: ManifestWriter, date: string, hooks?: BillingHooks): Promise<void> {
   lease.check();
   await hooks?.afterCheck?.({ step: 'complete' });

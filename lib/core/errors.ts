@@ -42,7 +42,7 @@ export class StopTimePassedError extends FencepostError {
 /** A resource refused our token because it has seen a higher one (Part 4, Part 5). */
 export class FencedOutError extends FencepostError {
   constructor(
-    readonly resource: 'job-row' | 'manifest',
+    readonly resource: 'job-row' | 'chunk-fence' | 'manifest',
     readonly token: number,
     /** The fence we met, when the store told us (job row `fence`, manifest `token`). */
     readonly fence: number | undefined,
@@ -56,6 +56,13 @@ export class FencedOutError extends FencepostError {
 export class AlreadyDoneError extends FencepostError {
   constructor(readonly jobId: string, readonly fence: number | undefined) {
     super(`job ${jobId} is already DONE (fence ${fence ?? 'unknown'})`);
+  }
+}
+
+/** Complete found chunks whose fence items do not record them done (docs/DESIGN.md, "Chunk fences"). */
+export class NightIncompleteError extends FencepostError {
+  constructor(readonly jobId: string, readonly chunksNotDone: readonly number[]) {
+    super(`job ${jobId} cannot complete: chunks ${chunksNotDone.join(', ')} are not recorded done`);
   }
 }
 

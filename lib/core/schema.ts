@@ -17,10 +17,14 @@ export const Attr = {
   state: 'state',
   ownerToken: 'owner_token',
   owner: 'owner',
+  /** Not written since chunk fences (progress lives on the chunk fence items); kept for bench/aws-model's item sizes. */
   chunksDone: 'chunks_done',
   chunkCount: 'chunk_count',
   claimShard: 'claim_shard', // present only while RUNNING: the sparse index's partition key
   claimedSince: 'claimed_since', // present only while RUNNING: the sparse index's sort key (informational wall time)
+  // chunk fence item, beside the job row (docs/DESIGN.md § Chunk fences): pk, fence, chunk, done_by
+  chunk: 'chunk', // present only on chunk fence items: the chunk number (never claim_shard: never in the sparse index)
+  doneBy: 'done_by', // the token of the holder that recorded the chunk done, after its manifest commit
   // invoice item
   token: 'token',
   amount: 'amount',
@@ -59,7 +63,7 @@ export const JOB_TABLE: TableDescription = {
     partitionKey: { name: Attr.claimShard, type: 'S' },
     sortKey: { name: Attr.claimedSince, type: 'S' },
   },
-  purpose: 'job rows: fence, state, owner_token, progress; claim_shard/claimed_since only while RUNNING.',
+  purpose: 'job rows: fence, state, owner_token; claim_shard/claimed_since only while RUNNING. Beside each, its chunk fence items (fence, done_by), never indexed.',
 };
 
 /** Invoice table: one item per invoice, put only if absent, carrying the writer's token for audit. */
@@ -91,6 +95,8 @@ export function tableNames(prefix: string = DEFAULT_TABLE_PREFIX): TableNames {
 export const Keys = {
   lock: (date: string) => `billing#${date}`,
   job: (date: string) => `billing#${date}`,
+  /** A chunk's own fence item, beside its job row in the job table: `billing#<date>#chunk#07` (docs/DESIGN.md § Chunk fences). */
+  chunkFence: (jobId: string, chunk: number) => `${jobId}#chunk#${String(chunk).padStart(2, '0')}`,
   invoice: (date: string, index: number, width: number) => `inv#${date}#${String(index).padStart(width, '0')}`,
   invoicePrefix: (date: string) => `inv#${date}#`,
   manifest: (date: string) => `billing/${date}/manifest.json`,

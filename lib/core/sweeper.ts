@@ -15,6 +15,9 @@
  *   4. otherwise re-queue at a bounded rate, each with one conditional write
  *      (state = RUNNING AND owner_token = :seen AND fence = :seen), so a new holder that raised the fence in
  *      between makes the write fail and do nothing.
+ * It reads and writes job rows only. Chunk fence items (docs/DESIGN.md § Chunk fences) never carry claim_shard, so
+ * they are never in the index; a re-queue leaves them as they are, and the next holder raises the job row first and
+ * then every chunk fence, learning the progress from them.
  */
 import { QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Clock } from './clock';

@@ -31,6 +31,7 @@ import type { HandlerName } from '../lambda/index';
 import { Env } from '../lambda/env';
 import { ConfigError } from '../lib/core/errors';
 import { fileCallSink, type CallSink } from './call-log';
+import { toLocalDefinition } from './distributed-map';
 import { LocalLambdas, type DeployedFunction } from './lambda-runner';
 import { startLocalSfn } from './sfn-endpoint';
 
@@ -402,10 +403,12 @@ function sourceHandlers(run: LocalExecution, wf: SynthesizedWorkflow, local: Rec
 
 async function execute(machine: SynthesizedMachine, calls: TaskCalls, run: LocalExecution): Promise<LocalResult> {
   const { StateMachine } = await import('aws-local-stepfunctions');
-  const sm = new StateMachine(machine.definition as never, { validationOptions: { checkArn: false } });
+  // A Distributed Map runs as an inline Map with AWS's routing for a failed child (local/distributed-map.ts).
+  const definition = toLocalDefinition(machine.definition);
+  const sm = new StateMachine(definition as never, { validationOptions: { checkArn: false } });
   // Step Functions stops every iteration of a Map once one has failed; aws-local-stepfunctions still starts the
   // iterations it had queued. An iteration started after its Map failed is stopped here, before it invokes anything.
-  const maps = mapsOf(machine.definition);
+  const maps = mapsOf(definition);
   const failedMaps = new Set<string>();
   const taskResourceLocalHandlers = Object.fromEntries(Object.entries(calls).map(([state, call]) => [
     state,

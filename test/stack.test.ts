@@ -19,7 +19,7 @@ import { deadlineWindowZone } from '../lib/stack/alarms';
 import { JOB_TABLE, LOCK_TABLE, INVOICE_TABLE, Attr, TABLES } from '../lib/core/schema';
 import { ConfigError } from '../lib/core/errors';
 import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../lib/observability';
-import { TIMEOUT, TRANSIENT_ERRORS } from '../lib/stack/billing-workflow';
+import { MAP_RUN_FAILED, TIMEOUT, TRANSIENT_ERRORS, chunkListBytes, chunkMapPlan } from '../lib/stack/billing-workflow';
 import { CONNECTION_TIMEOUT_MS, REQUEST_TIMEOUT_MS, awsClients } from '../lib/core/stores';
 import { resolveJoin } from '../local/workflow';
 
@@ -368,5 +368,83 @@ test("the Lambdas' AWS clients give up on a hung call: connection and request ti
     assert.ok(REQUEST_TIMEOUT_MS * 3 < TIMEOUT.chunk.toMilliseconds() / 2, 'three attempts of a hung call fit well inside the chunk timeout');
   } finally {
     clients.destroy();
+  }
+});
+
+test('large nights: above distributedMapAboveChunks the chunks run as a Distributed Map, granted and acknowledged', () => {
+  const { app: a, stack: s, template: t } = synth({
+    ...cdkJson.context,
+    'aws:cdk:bundling-stacks': [], // the template is all this test reads: skip asset bundling
+    [CONTEXT_KEY]: { invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 200 }, // 2,000 chunks
+  });
+  assert.equal(s.billing.distributed, true);
+  assert.equal(stack.billing.distributed, false, 'the default night (10 chunks) stays inline');
+  const machine = t.toJSON().Resources[s.getLogicalId(s.billing.stateMachine.node.defaultChild as CfnResource)] as Resource;
+  const definition = JSON.parse(resolveJoin(machine.Properties!.DefinitionString)) as Record<string, any>;
+  const map = definition.States.Chunks;
+  assert.deepEqual(map.ItemProcessor.ProcessorConfig, { Mode: 'DISTRIBUTED', ExecutionType: 'STANDARD' });
+  assert.equal(map.MaxConcurrency, 200);
+  assert.equal(map.ResultPath, null);
+  const inline = definitionOf(stack.billing.stateMachine).States.Chunks;
+  // The chunk task and its Retry are the inline ones; its output is cut to the chunk number (payload).
+  const { OutputPath, ...billChunk } = map.ItemProcessor.States.BillChunk;
+  assert.equal(OutputPath, '$.chunk');
+  assert.deepEqual(billChunk.Retry, inline.ItemProcessor.States.BillChunk.Retry);
+  assert.deepEqual({ ...billChunk, Resource: undefined }, { ...inline.ItemProcessor.States.BillChunk, Resource: undefined });
+  // Today's routes, plus the one error AWS reports for a failed child, before States.ALL.
+  assert.deepEqual(map.Catch, [inline.Catch[0], { ErrorEquals: [MAP_RUN_FAILED], ResultPath: '$.error', Next: 'ReleaseAfterChunkFailure' }, inline.Catch[1]]);
+  // CDK's grant for the child executions: StartExecution on itself, Describe/Stop on its executions.
+  const statements = (Object.values(t.findResources('AWS::IAM::Policy')) as Resource[]).flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
+  const actions = statements.flatMap((x) => ([] as string[]).concat(x.Action));
+  for (const a of ['states:StartExecution', 'states:DescribeExecution', 'states:StopExecution']) assert.ok(actions.includes(a), a);
+  const report = new AwsSolutionsChecks().validateScope(a);
+  assert.deepEqual(report.violations.map((v) => `${v.ruleName} at ${v.violatingResources.map((r) => r.constructPath).join(', ')}`), []);
+  const valid = aslValidator(structuredClone(definition));
+  assert.deepEqual(valid.errors, [], valid.errorsText('\n'));
+});
+
+test("large nights: the chunk plan is checked against AWS's limits, every problem listed", () => {
+  const refused = (overrides: Record<string, unknown>) => {
+    try {
+      parseStackConfig(overrides);
+    } catch (e) {
+      assert.ok(e instanceof ConfigError);
+      return e.problems;
+    }
+    return [];
+  };
+  // Inline: concurrency at most 40; distributed (2,000 chunks): up to 10,000.
+  assert.match(refused({ chunkConcurrency: 41 }).join('\n'), /^chunkConcurrency must be an integer from 1 to 40 for an inline Map/);
+  assert.deepEqual(refused({ invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 41 }), []);
+  assert.match(refused({ invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 10_001 }).join('\n'), /^chunkConcurrency must be an integer from 1 to 10000 for a Distributed Map/);
+  // A chunk must fit half the chunk function's minute at 50 ms a transaction of 99: 599 transactions, 59,301 invoices.
+  assert.deepEqual(refused({ invoices: 59_301, chunkSize: 59_301 }), []);
+  assert.match(refused({ invoices: 60_000, chunkSize: 60_000 }).join('\n'), /^chunkSize \(60000\) makes a chunk of about 30\.4 s .* at most 59301$/m);
+  // 2,000 chunks kept inline: the history can pass 25,000 events.
+  assert.match(refused({ invoices: 1_000_000, chunkSize: 500, distributedMapAboveChunks: 2_000, chunkConcurrency: 40 }).join('\n'), /^distributedMapAboveChunks \(2000\) runs this night's 2000 chunks inline, whose history can reach \d+ events, above the 25000 quota: set it to at most \d+/m);
+  // A million chunks: the list alone passes 256 KiB, and one at a time they pass the 2-hour execution timeout.
+  const million = refused({ invoices: 1_000_000, chunkSize: 1 });
+  assert.deepEqual(million.map((p) => p.split(' ')[0]), ['chunkSize', 'chunkConcurrency'], million.join('\n'));
+  assert.match(million[0], /exceed the 262144-byte state payload quota/);
+  assert.match(million[1], /past the execution's 2 hours timeout/);
+  // The claim loop alone: 120 leases of 10 s watched in 1 s polls.
+  assert.match(refused({ claimBudget: 120 }).join('\n'), /^claimBudget \(120\) × leaseMs \(10000\) lets the claim loop alone write up to \d+ history events/m);
+  assert.match(refused({ distributedMapAboveChunks: -1 }).join('\n'), /^distributedMapAboveChunks must be a non-negative integer/);
+});
+
+test('large nights: the plan the checks use (history per chunk, payload, chunk time) at the defaults', () => {
+  const plan = chunkMapPlan(STACK_DEFAULTS);
+  assert.equal(plan.mode, 'inline');
+  assert.equal(plan.chunks, 10);
+  assert.equal(plan.eventsPerChunk, 19, '2 iteration events + a task of 5 events with 4 retries of 3');
+  assert.ok(plan.historyEvents < 25_000 && plan.historyEvents === plan.fixedEvents + 190);
+  assert.equal(plan.chunkMs, 51 * 50 + 50);
+  // Inline at the default threshold fits the history quota, with the defaults' claim loop.
+  const atThreshold = chunkMapPlan({ ...STACK_DEFAULTS, invoices: 500 * STACK_DEFAULTS.chunkSize });
+  assert.equal(atThreshold.mode, 'inline');
+  assert.ok(atThreshold.historyEvents <= 25_000, String(atThreshold.historyEvents));
+  assert.equal(chunkMapPlan({ ...STACK_DEFAULTS, invoices: 501 * STACK_DEFAULTS.chunkSize }).mode, 'distributed');
+  for (const n of [0, 1, 9, 10, 11, 99, 100, 101, 2_000, 12_345]) {
+    assert.equal(chunkListBytes(n), JSON.stringify(Array.from({ length: n }, (_, i) => i)).length, String(n));
   }
 });

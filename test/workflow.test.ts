@@ -11,7 +11,7 @@ import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { audit } from '../lib/core/audit';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { runSweeperLocally, synthesizeWorkflow, synthesizeWorkflowNow, workflowCacheKey } from '../local/workflow';
+import { runSweeperLocally, runWorkflowLocally, synthesizeWorkflow, synthesizeWorkflowNow, workflowCacheKey } from '../local/workflow';
 import { systemClock } from '../lib/core/clock';
 import { DEFAULTS } from '../lib/core/config';
 import { Events } from '../lib/core/events';
@@ -149,5 +149,20 @@ test('the synthesized sweeper, on its bundles, re-queues a dead holder\'s night 
   assert.match(r.started[0].name, new RegExp(`^requeue-${DATE}-f${held.token}$`));
   assert.equal(r.started[0].result.endState, 'Completed', JSON.stringify(r.started[0].result));
   const report = await audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 2000);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
+test('a night run as a Distributed Map (distributedMapAboveChunks: 0) completes on the bundles, chunks 3 at once', async () => {
+  const ns = await namespace();
+  const settings = { leaseMs: 3000, renewMs: 1000, marginMs: 1000, invoices: 2000, chunkSize: 500, chunkConcurrency: 3, distributedMapAboveChunks: 0, clockOffsetAlarmMs: 250 };
+  const wf = synthesizeWorkflow(settings);
+  const chunks = (wf.definition.States as Record<string, { ItemProcessor?: { ProcessorConfig?: { Mode?: string } } }>).Chunks;
+  assert.equal(chunks.ItemProcessor?.ProcessorConfig?.Mode, 'DISTRIBUTED', 'the template holds a Distributed Map');
+  const r = await runWorkflowLocally({
+    clients: ns.clients, endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket, name: 'distributed', input: { jobDate: DATE }, settings,
+  });
+  assert.equal(r.endState, 'Completed', `${r.error}: ${r.cause}`);
+  assert.equal(r.history.filter((h) => h.type === 'StateEntered' && h.state === 'BillChunk').length, 4);
+  const report = await auditNight(ns);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });

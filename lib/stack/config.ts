@@ -7,7 +7,7 @@
 import type { Construct } from 'constructs';
 import { ConfigError } from '../core/errors';
 import { DEFAULTS, validateBillingConfig } from '../core/config';
-import type { WorkflowSettings } from './billing-workflow';
+import { SFN_QUOTAS, chunkMapProblems, type WorkflowSettings } from './billing-workflow';
 
 /** The context key that holds every setting below (cdk.json `context.fencepost`). */
 export const CONTEXT_KEY = 'fencepost';
@@ -23,8 +23,18 @@ export interface StackConfig {
   readonly invoices: number;
   /** Invoices per chunk (one Lambda invocation each). @default 5000 (Part 0: 10 chunks of 5,000) */
   readonly chunkSize: number;
-  /** Chunks the workflow runs at once (Step Functions Map concurrency), 1..40. @default 1 */
+  /**
+   * Chunks the workflow runs at once (the Map's MaxConcurrency): 1..40 while the night's chunks run inline,
+   * 1..10,000 when they run as a Distributed Map. @default 1
+   */
   readonly chunkConcurrency: number;
+  /**
+   * Nights of more chunks than this run them as a Distributed Map (a child execution per chunk), not inline in the
+   * billing execution, whose history (25,000 events) and state (256 KiB) would otherwise grow with the night.
+   * 0: always distributed. @default 500 (the worst-case history of 500 inline chunks at the default lease and
+   * claim budget is about 17,100 events; see chunkMapPlan)
+   */
+  readonly distributedMapAboveChunks: number;
   /** Leases a claimant waits on a live holder before it gives up. @default 30 */
   readonly claimBudget: number;
   /** EventBridge Scheduler expression for the nightly start, `cron(...)` or `rate(...)`. @default 'cron(30 1 * * ? *)' */
@@ -59,6 +69,7 @@ export const STACK_DEFAULTS: StackConfig = {
   invoices: DEFAULTS.invoices,
   chunkSize: DEFAULTS.chunkSize,
   chunkConcurrency: 1,
+  distributedMapAboveChunks: 500,
   claimBudget: DEFAULTS.claimBudget,
   scheduleExpression: 'cron(30 1 * * ? *)',
   scheduleTimeZone: 'UTC',
@@ -76,7 +87,7 @@ export const STACK_DEFAULTS: StackConfig = {
 };
 
 const NUMBER_KEYS = [
-  'leaseMs', 'renewMs', 'marginMs', 'invoices', 'chunkSize', 'chunkConcurrency', 'claimBudget',
+  'leaseMs', 'renewMs', 'marginMs', 'invoices', 'chunkSize', 'chunkConcurrency', 'distributedMapAboveChunks', 'claimBudget',
   'clockOffsetAlarmMs', 'fencedRejectionsAlarmThreshold', 'conditionalCheckFailedAlarmThreshold', 'billingDeadlineHour',
   'sweeperStormShare', 'sweeperStormMinimum', 'sweeperMaxRequeues',
 ] as const;
@@ -115,8 +126,12 @@ export function parseStackConfig(raw: unknown): StackConfig {
 
   const c = { ...STACK_DEFAULTS, ...given } as StackConfig;
   problems.push(...coreProblems(c));
-  if (!Number.isSafeInteger(c.chunkConcurrency) || c.chunkConcurrency < 1 || c.chunkConcurrency > 40) {
-    problems.push(`chunkConcurrency must be an integer from 1 to 40, got ${c.chunkConcurrency}`);
+  // How the chunks run on AWS (Map mode, concurrency, chunk time, history, payload): the figures it reads must be
+  // valid (the core has already said which are not).
+  const planned = [c.invoices, c.chunkSize, c.leaseMs, c.claimBudget].every((n) => Number.isSafeInteger(n) && n >= 1);
+  if (planned) problems.push(...chunkMapProblems(c));
+  else if (!Number.isSafeInteger(c.chunkConcurrency) || c.chunkConcurrency < 1 || c.chunkConcurrency > SFN_QUOTAS.distributedConcurrency) {
+    problems.push(`chunkConcurrency must be an integer from 1 to ${SFN_QUOTAS.distributedConcurrency}, got ${c.chunkConcurrency}`);
   }
   const problem = scheduleProblem(c.scheduleExpression);
   if (problem) problems.push(problem);
@@ -220,6 +235,7 @@ export function workflowSettings(c: StackConfig): WorkflowSettings {
     invoices: c.invoices,
     chunkSize: c.chunkSize,
     chunkConcurrency: c.chunkConcurrency,
+    distributedMapAboveChunks: c.distributedMapAboveChunks,
     claimBudget: c.claimBudget,
     scheduleTimeZone: c.scheduleTimeZone,
   };

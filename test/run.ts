@@ -13,10 +13,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEmbeddedStack } from '../local/stack';
 
-/** Files that read what the others recorded: run after them. */
+/** Files that read what the others recorded: run after them, in a second batch (the runner orders files itself). */
 const LAST = ['iam.test.ts'];
 
-process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true'; // Node 20 here; see README "Node version"
+interface Counts { passed: number; failed: number; skipped: number }
 
 async function main(): Promise<number> {
   const dir = __dirname;
@@ -24,28 +24,47 @@ async function main(): Promise<number> {
   const files = readdirSync(dir)
     .filter((f) => f.endsWith('.test.ts'))
     .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
-    .sort((a, b) => Number(LAST.includes(a)) - Number(LAST.includes(b)) || a.localeCompare(b))
-    .map((f) => path.join(dir, f));
+    .sort();
+  const batches = [files.filter((f) => !LAST.includes(f)), files.filter((f) => LAST.includes(f))].filter((b) => b.length > 0);
   const started = performance.now();
   const logDir = mkdtempSync(path.join(tmpdir(), 'fencepost-calls-'));
   const callLog = path.join(logDir, 'calls.jsonl');
   const stack = await startEmbeddedStack({ callLog });
   process.stderr.write(`test stack up in ${((performance.now() - started) / 1000).toFixed(1)} s: ${stack.endpoints.dynamodb} ${stack.endpoints.s3}\n`);
+  const total: Counts = { passed: 0, failed: 0, skipped: 0 };
+  let code = 0;
   try {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], {
-      stdio: 'inherit',
-      env: {
-        ...process.env, FENCEPOST_TEST_DYNAMODB: stack.endpoints.dynamodb, FENCEPOST_TEST_S3: stack.endpoints.s3, NODE_NO_WARNINGS: '1',
+    for (const batch of batches) {
+      const r = await runBatch(batch.map((f) => path.join(dir, f)), {
+        FENCEPOST_TEST_DYNAMODB: stack.endpoints.dynamodb, FENCEPOST_TEST_S3: stack.endpoints.s3,
         // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants.
         ...(only.length === 0 ? { FENCEPOST_CALL_LOG: callLog } : {}),
-      },
-    });
-    const code: number = await new Promise((resolve) => child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0))));
-    return code;
+      });
+      total.passed += r.counts.passed;
+      total.failed += r.counts.failed;
+      total.skipped += r.counts.skipped;
+      if (r.code !== 0) code = r.code;
+    }
   } finally {
     await stack.stop();
     rmSync(logDir, { recursive: true, force: true });
   }
+  // One closing line for both batches.
+  process.stdout.write(`\ntests: ${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped\n`);
+  return code;
+}
+
+/** One `node --test` run; its output passes through, and its summary's counts are read back. */
+async function runBatch(files: string[], env: Record<string, string>): Promise<{ code: number; counts: Counts }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, ...env, NODE_NO_WARNINGS: '1' },
+  });
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => { process.stdout.write(d); out += d.toString(); });
+  const code: number = await new Promise((resolve) => child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0))));
+  const last = (name: string) => Number([...out.matchAll(new RegExp(`^ℹ ${name} (\\d+)$`, 'gm'))].at(-1)?.[1] ?? 0);
+  return { code, counts: { passed: last('pass'), failed: last('fail'), skipped: last('skipped') } };
 }
 
 main().then((code) => { process.exitCode = code; }, (err) => { console.error(err); process.exitCode = 1; });

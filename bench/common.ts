@@ -124,6 +124,8 @@ export class SharedStack {
     readonly startupSeconds: number,
     readonly jvmPid: number | undefined,
     private readonly stopStack: () => Promise<void>,
+    /** DynamoDB Local itself, behind the stack's conflict proxy: where a measurement puts a proxy of its own. */
+    readonly rawDynamoDb: string = endpoints.dynamodb,
   ) {}
 
   /** Start an embedded stack in this process (DynamoDB Local's JVM as a child, the S3 endpoint in-process). */
@@ -131,7 +133,7 @@ export class SharedStack {
     const t0 = performance.now();
     const stack: EmbeddedStack = await startEmbeddedStack();
     const startupSeconds = (performance.now() - t0) / 1000;
-    return new SharedStack(stack.endpoints, localClients(stack.endpoints), startupSeconds, stack.dynamodb.pid, () => stack.stop());
+    return new SharedStack(stack.endpoints, localClients(stack.endpoints), startupSeconds, stack.dynamodb.pid, () => stack.stop(), stack.dynamodb.endpoint);
   }
 
   /** Use a stack another process runs (`fencepost local`); stopping it is that process's business. */

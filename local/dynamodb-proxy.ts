@@ -158,11 +158,11 @@ export async function startDynamoDbProxy(options: DynamoDbProxyOptions): Promise
     });
 
   /** The key attribute names of a table (HASH, then RANGE), asked of DynamoDB Local with the caller's credentials. */
-  const keySchemaOf = (table: string, authorization: string | undefined): Promise<readonly string[] | undefined> => {
+  const keySchemaOf = (table: string): Promise<readonly string[] | undefined> => {
     let known = keySchemas.get(table);
     if (!known) {
       counts.keySchemaLookups++;
-      known = describeKeySchema(target, agent, table, authorization).then((names) => {
+      known = describeKeySchema(target, agent, table).then((names) => {
         if (!names) keySchemas.delete(table); // not there (yet): ask again next time
         return names;
       });
@@ -171,9 +171,9 @@ export async function startDynamoDbProxy(options: DynamoDbProxyOptions): Promise
     return known;
   };
 
-  const itemIdOf = async (table: unknown, attrs: unknown, authorization: string | undefined): Promise<string | undefined> => {
+  const itemIdOf = async (table: unknown, attrs: unknown): Promise<string | undefined> => {
     if (typeof table !== 'string' || !isObject(attrs)) return undefined;
-    const names = await keySchemaOf(table, authorization);
+    const names = await keySchemaOf(table);
     if (!names) return undefined;
     const parts: string[] = [];
     for (const n of names) {
@@ -221,7 +221,7 @@ export async function startDynamoDbProxy(options: DynamoDbProxyOptions): Promise
     let locked: string[] = [];
     let holder = 0;
     if (conflictsOn && operation === 'TransactWriteItems') {
-      const ids = await transactionItemIds(input, authorization);
+      const ids = await transactionItemIds(input);
       // From here to the lock, nothing awaits: the check and the lock are one step.
       const reasons = ids.map((id) => (id !== undefined && inFlight.has(id) ? 'TransactionConflict' : 'None'));
       if (reasons.includes('TransactionConflict')) {
@@ -232,7 +232,7 @@ export async function startDynamoDbProxy(options: DynamoDbProxyOptions): Promise
       locked = ids.filter((id): id is string => id !== undefined);
       for (const id of locked) inFlight.set(id, holder);
     } else if (conflictsOn && SINGLE_WRITES.has(operation)) {
-      const id = await itemIdOf(input?.TableName, operation === 'PutItem' ? input?.Item : input?.Key, authorization);
+      const id = await itemIdOf(input?.TableName, operation === 'PutItem' ? input?.Item : input?.Key);
       if (id !== undefined && inFlight.has(id)) {
         counts.writeConflicts++;
         return answer(res, { status: 400, body: JSON.stringify({ __type: `${ERROR_NS}TransactionConflictException`, message: CONFLICT_MESSAGE }) });
@@ -252,12 +252,12 @@ export async function startDynamoDbProxy(options: DynamoDbProxyOptions): Promise
     res.end(up.body);
   }
 
-  async function transactionItemIds(input: Json | undefined, authorization: string | undefined): Promise<(string | undefined)[]> {
+  async function transactionItemIds(input: Json | undefined): Promise<(string | undefined)[]> {
     const items = Array.isArray(input?.TransactItems) ? (input.TransactItems as unknown[]) : [];
     return Promise.all(items.map(async (entry) => {
       const w = writeOf(entry);
       if (!w) return undefined;
-      return itemIdOf(w.action.TableName, w.kind === 'Put' ? w.action.Item : w.action.Key, authorization);
+      return itemIdOf(w.action.TableName, w.kind === 'Put' ? w.action.Item : w.action.Key);
     }));
   }
 
@@ -429,7 +429,7 @@ function isHttpFault(kind: FaultKind): boolean {
 
 // ---------------------------------------------------------------- helpers
 
-async function describeKeySchema(target: URL, agent: http.Agent, table: string, authorization: string | undefined): Promise<readonly string[] | undefined> {
+async function describeKeySchema(target: URL, agent: http.Agent, table: string): Promise<readonly string[] | undefined> {
   const body = JSON.stringify({ TableName: table });
   const text = await new Promise<string | undefined>((resolve) => {
     const req = http.request({
@@ -437,8 +437,10 @@ async function describeKeySchema(target: URL, agent: http.Agent, table: string, 
       headers: {
         'Content-Type': 'application/x-amz-json-1.0',
         'X-Amz-Target': `${TARGET_PREFIX}DescribeTable`,
-        // The caller's credentials: without -sharedDb, DynamoDB Local keeps one database per access key and Region.
-        Authorization: authorization ?? 'AWS4-HMAC-SHA256 Credential=fencepost/19700101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0',
+        // The proxy's own key (DynamoDB Local takes letters and digits only), not the caller's: this lookup is the
+        // stand-in's, not a call the caller made, and the IAM proof reads the call log by principal. DynamoDB Local
+        // runs with -sharedDb, so every key sees the same tables.
+        Authorization: 'AWS4-HMAC-SHA256 Credential=DynamoDbProxy/19700101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0',
         'Content-Length': Buffer.byteLength(body),
       },
     }, (res) => {

@@ -102,7 +102,7 @@ by --by, each with one conditional write that records the run id, so the command
 (same --run-id) without bumping any item twice. --dry-run reports what it would change and writes nothing.
 --aws --lock-table NAME bumps a table in your AWS account (credentials and Region from the environment).`,
 
-  chaos: `Usage: fencepost chaos [--schedules 200] [--seed N] [--kinds pause,crash,duplicates,clock,store,sweeper-race] [--workflow-share 0.2] [endpoints…] [--json]
+  chaos: `Usage: fencepost chaos [--schedules 200] [--seed N] [--kinds pause,crash,duplicates,clock,store,sweeper-race,conflict,cancel-throttle] [--workflow-share 0.2] [endpoints…] [--json]
 
 Runs randomized schedules of real faults against real worker processes, each on its own tables, and audits every
 one against the invariants (docs/DESIGN.md): SIGSTOP past the lease (inside the check-to-act gap or at a random

@@ -27,6 +27,8 @@ import http from 'node:http';
 import type net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
+import { readBody } from './http-body';
+import { prng } from './store-faults';
 import { principalOf, type AwsCall, type CallSink } from './call-log';
 import { InfrastructureError } from '../lib/core/errors';
 
@@ -134,7 +136,7 @@ export async function startDynamoDbProxy(options: DynamoDbProxyOptions): Promise
   let nextTransaction = 1;
   const keySchemas = new Map<string, Promise<readonly string[] | undefined>>();
   const armed: { spec: FaultSpec; left: number }[] = [];
-  const random = options.randomFaults ? mulberry32(options.randomFaults.seed) : undefined;
+  const random = options.randomFaults ? prng(options.randomFaults.seed) : undefined; // seeded: a run's faults replay
   const counts = { requests: 0, forwarded: 0, transactionConflicts: 0, writeConflicts: 0, keySchemaLookups: 0 };
   const injected: Record<FaultKind, number> = { 'throttle-cancel': 0, 'throughput-cancel': 0, 'http-500': 0, 'http-503': 0, delay: 0 };
 
@@ -458,25 +460,5 @@ async function describeKeySchema(target: URL, agent: http.Agent, table: string):
   return [...schema].sort((a, b) => order(a.KeyType) - order(b.KeyType)).map((k) => k.AttributeName);
 }
 
-function readBody(req: http.IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
-}
-
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** A small seeded generator, so a run's random faults can be replayed from its seed. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}

@@ -33,6 +33,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ConfigError, InfrastructureError } from '../lib/core/errors';
+import { readBody } from './http-body';
 import { principalOf, type CallSink } from './call-log';
 
 export interface LocalS3Options {
@@ -416,17 +417,6 @@ function operationOf(method: string, bucket: string, key: string, query: URLSear
   return objectOps[method] ?? `${method} object`;
 }
 
-function readBody(req: http.IncomingMessage): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-    req.on('close', () => {
-      if (!req.complete) reject(new Error('client went away before the body was complete'));
-    });
-  });
-}
 
 /** The object's bytes: aws-chunked decoded, and checked against Content-MD5 / x-amz-checksum-* (headers or trailers). */
 function decodeBody(req: http.IncomingMessage, raw: Buffer): Buffer {

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClockOffsetEstimator, offsetBeyondErrorMs, type OffsetEstimate } from '../lib/core/clock-offset';
 import { STACK_DEFAULTS } from '../lib/stack/config';
+import { prng } from '../local/store-faults';
 
 const at = (ms: number) => new Date(ms).toUTCString(); // a Date header: whole seconds
 
@@ -45,17 +46,6 @@ test('no Date header, no estimate', () => {
   assert.equal(e.estimate(), undefined);
 });
 
-/** A small seeded PRNG (mulberry32): the simulation is random but the same on every run. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /**
  * Warm Lambda processes as the middleware sees them: each makes 1..60 calls with random latencies (mostly a few ms,

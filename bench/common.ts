@@ -357,18 +357,19 @@ export class MemorySampler {
   samples = 0;
   private marks: { label: string; atMs: number; peakSumKb: number; peakRssKb: Record<string, number> }[] = [];
 
-  constructor(private readonly pids: () => Record<string, number | undefined>, private readonly periodMs = 100) {}
+  /** A name may stand for several processes (a workflow run's function environments): their RSS is summed. */
+  constructor(private readonly pids: () => Record<string, number | readonly number[] | undefined>, private readonly periodMs = 100) {}
 
   start(): this {
     const tick = () => {
       let sum = 0;
       for (const [name, pid] of Object.entries(this.pids())) {
-        if (pid === undefined) continue;
-        const m = procMem(pid);
-        if (!m) continue;
-        sum += m.rssKb;
-        this.peakRssKb[name] = Math.max(this.peakRssKb[name] ?? 0, m.rssKb);
-        this.lastHwmKb[name] = Math.max(this.lastHwmKb[name] ?? 0, m.hwmKb);
+        const mems = (pid === undefined ? [] : typeof pid === 'number' ? [pid] : pid).map(procMem).filter((m) => m !== undefined);
+        if (mems.length === 0) continue;
+        const rssKb = mems.reduce((n, m) => n + m.rssKb, 0);
+        sum += rssKb;
+        this.peakRssKb[name] = Math.max(this.peakRssKb[name] ?? 0, rssKb);
+        this.lastHwmKb[name] = Math.max(this.lastHwmKb[name] ?? 0, mems.reduce((n, m) => n + m.hwmKb, 0));
       }
       this.peakSumKb = Math.max(this.peakSumKb, sum);
       this.samples++;

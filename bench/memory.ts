@@ -9,7 +9,7 @@
  *
  * Target: ≤ 600 MB together during the night.
  */
-import { freshDate, fmt, fmtStat, jvmChildOf, mb, MemorySampler, newReport, rotate, runToEnd, spawnCli, stat, table, type BenchContext, type Measurement } from './common';
+import { childrenOf, freshDate, fmt, fmtStat, jvmChildOf, mb, MemorySampler, newReport, rotate, runToEnd, spawnCli, stat, table, type BenchContext, type Measurement } from './common';
 
 type Engine = 'direct' | 'stepfunctions';
 const ENGINES: Engine[] = ['direct', 'stepfunctions'];
@@ -26,7 +26,8 @@ async function oneNight(engine: Engine, invoices: number): Promise<MemRun> {
   let jvm: number | undefined;
   const sampler = new MemorySampler(() => {
     jvm ??= jvmChildOf(c.pid);
-    return { node: c.pid, jvm };
+    // The workflow's functions run in child processes of their own (local/lambda-runner.ts): they count as the app.
+    return { node: [c.pid, ...childrenOf(c.pid).filter((p) => p !== jvm)], jvm };
   }).start();
   c.onEvent((e) => { if (e.event === 'completed') sampler.mark('night'); });
   try {

@@ -131,7 +131,8 @@ export class SharedStack {
   /** Start an embedded stack in this process (DynamoDB Local's JVM as a child, the S3 endpoint in-process). */
   static async start(): Promise<SharedStack> {
     const t0 = performance.now();
-    const stack: EmbeddedStack = await startEmbeddedStack();
+    // A 2 GB cap: DynamoDB Local holds every item in memory, and bench 10 writes nights of a million invoices.
+    const stack: EmbeddedStack = await startEmbeddedStack({ dynamodbHeapMb: 2048 });
     const startupSeconds = (performance.now() - t0) / 1000;
     return new SharedStack(stack.endpoints, localClients(stack.endpoints), startupSeconds, stack.dynamodb.pid, () => stack.stop(), stack.dynamodb.endpoint);
   }

@@ -73,6 +73,11 @@ export interface LocalLambdaOptions {
   readonly onEvent?: EventListener;
   /** Lines that are not events (warnings, errors) go here; default: dropped. */
   readonly onLog?: (functionId: string, line: string) => void;
+  /**
+   * Functions to start one environment of at once, in parallel, before their first invocation. Cold-start timing is
+   * not emulated here, so there is no point in paying the start-ups one after the other as the workflow advances.
+   */
+  readonly prewarm?: readonly string[];
 }
 
 /** An error as Step Functions sees a failed Lambda task: Error = errorType, Cause = the JSON error document. */
@@ -99,7 +104,12 @@ export class LocalLambdas {
   private closed = false;
   readonly node = lambdaNode();
 
-  constructor(private readonly options: LocalLambdaOptions) {}
+  constructor(private readonly options: LocalLambdaOptions) {
+    for (const id of new Set(options.prewarm ?? [])) {
+      const fn = options.functions[id];
+      if (fn) this.idle.set(id, [...(this.idle.get(id) ?? []), this.start(fn)]);
+    }
+  }
 
   /** Invoke a function synchronously (RequestResponse), as a Step Functions Lambda task does. */
   async invoke(logicalId: string, event: unknown): Promise<unknown> {

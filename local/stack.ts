@@ -24,6 +24,8 @@ export interface EmbeddedStackOptions {
   readonly conflictWindowMs?: number;
   /** Append one JSON line per AWS call the local endpoints answer to this file (local/call-log.ts). */
   readonly callLog?: string;
+  /** DynamoDB Local's JVM heap cap (default 256 MB; every item is held in memory, so a night of a million needs more). */
+  readonly dynamodbHeapMb?: number;
 }
 
 export interface EmbeddedStack {
@@ -42,7 +44,7 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
   let dynamodb: DynamoDbLocal | undefined;
   let proxy: DynamoDbProxy | undefined;
   try {
-    dynamodb = await startDynamoDbLocal({ dataDir: options.dataDir });
+    dynamodb = await startDynamoDbLocal({ dataDir: options.dataDir, heapMb: options.dynamodbHeapMb });
     // Straight to the JVM: the warm-up is ours, not a caller's, so it stays out of the call log.
     await warmUp({ dynamodb: dynamodb.endpoint, s3: s3.endpoint });
     proxy = await startDynamoDbProxy({

@@ -358,7 +358,9 @@ async function runMachineLocally(wf: SynthesizedWorkflow, which: 'billing' | 'sw
       functions[id] = { ...fn, environment: { ...resolveEnvironment(fn.environment, wf), ...local, [Env.worker]: run.name } };
     }
     const echo = process.env.FENCEPOST_LAMBDA_LOG_LEVEL ? (id: string, line: string) => process.stderr.write(`[${id}] ${line}\n`) : undefined;
-    lambdas = new LocalLambdas({ functions, endpoints: { ...run.endpoints, sfn: sfnEndpoint }, onEvent: run.onEvent, onLog: echo });
+    lambdas = new LocalLambdas({
+      functions, endpoints: { ...run.endpoints, sfn: sfnEndpoint }, onEvent: run.onEvent, onLog: echo, prewarm: Object.values(machine.taskFunctions),
+    });
     const record = callLog();
     calls = Object.fromEntries(Object.entries(machine.taskFunctions).map(([state, id]) => [state, (input: unknown) => {
       // Step Functions invokes the function with the state machine's role: the IAM proof checks that grant too.

@@ -382,10 +382,10 @@ async function launch(java: string, dir: string, jar: string, host: string, port
   const output = () => (lastLines.length ? lastLines.join(' | ') : '(no output)');
   const jvmGone = exited.then(() => 'exited' as const);
   try {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = performance.now() + timeoutMs; // monotonic: a start-up deadline must not move with the wall clock
     for (;;) {
       // Each attempt is bounded and loses to the JVM's exit, so a silent listener on the port cannot hang us.
-      const abortSignal = AbortSignal.timeout(Math.max(1, Math.min(2000, deadline - Date.now())));
+      const abortSignal = AbortSignal.timeout(Math.max(1, Math.min(2000, deadline - performance.now())));
       const attempt = client.send(new ListTablesCommand({ Limit: 1 }), { abortSignal }).then(() => 'ready' as const, () => 'retry' as const);
       const outcome = await Promise.race([attempt, jvmGone]);
       if (outcome === 'ready') break;
@@ -396,7 +396,7 @@ async function launch(java: string, dir: string, jar: string, host: string, port
         }
         throw new InfrastructureError(`DynamoDB Local exited (${child.exitCode ?? child.signalCode}) before answering; last output: ${output()}`);
       }
-      if (Date.now() >= deadline) {
+      if (performance.now() >= deadline) {
         throw new InfrastructureError(`DynamoDB Local did not answer on ${endpoint} within ${timeoutMs} ms; last output: ${output()}`);
       }
       await sleep(100);

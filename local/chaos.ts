@@ -13,7 +13,7 @@
  *                runs the handlers' sources for it: the middleware is the worker's own clients')
  *   sweeper-race a sweeper's re-queue racing a takeover and a paused holder's late renewal
  *   conflict     a pause, crash, duplicate or sweeper race through a DynamoDB proxy whose in-flight transactions
- *                cancel others on a shared item (TransactionConflict) with a wide window, workflow chunks 3 at once
+ *                cancel others on a shared item (TransactionConflict) with a wide window (50–250 ms), workflow chunks 3 at once
  *   cancel-throttle  the same through a proxy that cancels transactions at random with ThrottlingError or
  *                ProvisionedThroughputExceeded reasons and answers some calls 500 (local/dynamodb-proxy.ts)
  *
@@ -403,7 +403,8 @@ async function throughProxy(ctx: Ctx, options: Omit<DynamoDbProxyOptions, 'targe
 }
 
 async function conflict(ctx: Ctx): Promise<void> {
-  await throughProxy(ctx, { conflictWindowMs: 10 + Math.floor(ctx.random() * 40) }, 'conflict window');
+  // Wide, so that a zombie's late transaction and the new holder's raise, which meet only for a moment, overlap.
+  await throughProxy(ctx, { conflictWindowMs: 50 + Math.floor(ctx.random() * 200) }, 'conflict window');
 }
 
 async function cancelThrottle(ctx: Ctx): Promise<void> {

@@ -92,7 +92,6 @@ interface Environment {
   readonly child: ChildProcess;
   /** Resolves once the host has loaded the bundle (Lambda's init phase). */
   readonly ready: Promise<void>;
-  busy: boolean;
   timedOut?: boolean;
   pending?: { id: number; resolve(v: unknown): void; reject(e: unknown): void; timer: NodeJS.Timeout; timeoutSeconds: number };
 }
@@ -117,7 +116,6 @@ export class LocalLambdas {
     if (!fn) throw new Error(`no function ${logicalId} in the assembly`);
     if (this.closed) throw new LambdaTaskError('Lambda.ServiceException', 'the local Lambda runner is closed');
     const env = this.idle.get(logicalId)?.pop() ?? this.start(fn);
-    env.busy = true;
     await env.ready; // the init phase is not part of the invocation's timeout
     const id = ++this.nextId;
     const deadlineMs = Date.now() + fn.timeoutSeconds * 1000; // wall: the handler's context reads it against its own wall clock
@@ -133,7 +131,6 @@ export class LocalLambdas {
       });
     } finally {
       env.pending = undefined;
-      env.busy = false;
       if (!env.timedOut && env.child.exitCode === null && env.child.signalCode === null && !this.closed) {
         const list = this.idle.get(logicalId) ?? [];
         list.push(env);
@@ -172,7 +169,7 @@ export class LocalLambdas {
       child.on('message', onReady);
       child.once('exit', () => resolve()); // an environment that died in init: the invocation reports the exit
     });
-    const env: Environment = { child, busy: false, ready };
+    const env: Environment = { child, ready };
     this.all.add(env);
     createInterface({ input: child.stdout! }).on('line', (line) => this.logLine(fn.logicalId, line));
     createInterface({ input: child.stderr! }).on('line', (line) => this.options.onLog?.(fn.logicalId, line));

@@ -35,7 +35,6 @@ export interface JobRow {
   readonly state?: JobState;
   readonly owner_token?: number;
   readonly owner?: string;
-  readonly chunks_done?: Set<number>;
   readonly chunk_count?: number;
   readonly claim_shard?: string;
   readonly claimed_since?: string;

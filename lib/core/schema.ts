@@ -17,8 +17,6 @@ export const Attr = {
   state: 'state',
   ownerToken: 'owner_token',
   owner: 'owner',
-  /** Not written since chunk fences (progress lives on the chunk fence items); kept for bench/aws-model's item sizes. */
-  chunksDone: 'chunks_done',
   chunkCount: 'chunk_count',
   claimShard: 'claim_shard', // present only while RUNNING: the sparse index's partition key
   claimedSince: 'claimed_since', // present only while RUNNING: the sparse index's sort key (informational wall time)

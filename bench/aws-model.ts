@@ -17,12 +17,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { systemClock } from '../lib/core/clock';
-import { DEFAULTS } from '../lib/core/config';
-import * as fence from '../lib/core/fence';
-import { chunkBatches, chunkRange, invoiceAt, renderChunkLines, type Invoice, type NightPlan } from '../lib/core/invoices';
-import { ManifestWriter } from '../lib/core/manifest';
-import { Attr, CLAIM_SHARD, Keys } from '../lib/core/schema';
+import { systemClock } from '../core/clock';
+import { DEFAULTS } from '../core/config';
+import * as fence from '../core/fence';
+import { chunkBatches, chunkRange, invoiceAt, renderChunkLines, type Invoice, type NightPlan } from '../core/invoices';
+import { ManifestWriter } from '../core/manifest';
+import { Attr, CLAIM_SHARD, Keys } from '../core/schema';
 import { observation, type Observation } from '../lambda/observe';
 import { ROOT, fmt, newReport, stat, table, type BenchContext, type Measurement } from './common';
 
@@ -126,8 +126,8 @@ export async function countTransitions(): Promise<Record<string, { total: number
 export async function countSweeperTransitions(): Promise<Record<string, number>> {
   require('../local/workflow'); // installs the Promise.withResolvers polyfill aws-local-stepfunctions needs on Node 20
   const { App } = require('aws-cdk-lib') as typeof import('aws-cdk-lib');
-  const { readStackConfig } = require('../lib/stack/config') as typeof import('../lib/stack/config');
-  const { FencepostStack } = require('../lib/stack/fencepost-stack') as typeof import('../lib/stack/fencepost-stack');
+  const { readStackConfig } = require('../lib/config') as typeof import('../lib/config');
+  const { FencepostStack } = require('../lib/fencepost-stack') as typeof import('../lib/fencepost-stack');
   const { StateMachine } = await import('aws-local-stepfunctions');
   const cdkJson = JSON.parse(fs.readFileSync(path.join(ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> };
   const app = new App({ context: { ...cdkJson.context, 'aws:cdk:bundling-stacks': [] }, builtinCloudFormationValidation: false });

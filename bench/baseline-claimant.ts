@@ -3,7 +3,7 @@
  * bench/takeover.ts measures before and after side by side in one run. It observes ONCE, sleeps a full lease on its
  * monotonic clock, and claims if the rvn is unchanged; a changed rvn means observe again and wait another full lease.
  * Safe, but when the holder dies during a wait the claimant only notices at the end of it and then waits a whole
- * new lease: up to two leases after the last renewal. lib/core/lease.ts nextClaimStep re-reads every poll period
+ * new lease: up to two leases after the last renewal. core/lease.ts nextClaimStep re-reads every poll period
  * and times the lease from the first sighting of the last rvn instead.
  *
  * Run by bench/takeover.ts like `fencepost run --events` (same events, one JSON line each):
@@ -11,13 +11,13 @@
  *        --date D --worker W --invoices N
  */
 import { parseArgs } from 'node:util';
-import { billChunk, completeNight, raiseNight, type BillingDeps } from '../lib/core/billing';
-import { systemClock } from '../lib/core/clock';
-import { validateBillingConfig, type LeaseConfig } from '../lib/core/config';
-import { Events } from '../lib/core/events';
-import { Lease, sight, tryClaim, type LeaseDeps } from '../lib/core/lease';
-import { Keys, tableNames } from '../lib/core/schema';
-import { localClients } from '../lib/core/stores';
+import { billChunk, completeNight, raiseNight, type BillingDeps } from '../core/billing';
+import { systemClock } from '../core/clock';
+import { validateBillingConfig, type LeaseConfig } from '../core/config';
+import { Events } from '../core/events';
+import { Lease, sight, tryClaim, type LeaseDeps } from '../core/lease';
+import { Keys, tableNames } from '../core/schema';
+import { localClients } from '../core/stores';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 

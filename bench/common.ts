@@ -15,9 +15,9 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { DeleteTableCommand } from '@aws-sdk/client-dynamodb';
 import { DeleteBucketCommand, DeleteObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
-import type { FencepostEvent } from '../lib/core/events';
-import { tableNames, type TableNames } from '../lib/core/schema';
-import { localClients, type Clients, type Endpoints } from '../lib/core/stores';
+import type { FencepostEvent } from '../core/events';
+import { tableNames, type TableNames } from '../core/schema';
+import { localClients, type Clients, type Endpoints } from '../core/stores';
 import { provision } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
 

@@ -16,17 +16,17 @@
  * Full mode: 1,000,000 invoices per night (200 chunks of 5,000); --quick: 50,000. One round: a night of a million
  * is long, and the figures of interest (conflicts, retries) are counts, not noise-prone timings.
  */
-import { audit } from '../lib/core/audit';
-import { completeNight, raiseNight, type BillingDeps } from '../lib/core/billing';
-import { systemClock } from '../lib/core/clock';
-import { DEFAULT_BACKOFF, isTransient } from '../lib/core/conditions';
-import { DEFAULTS, type BillingConfig } from '../lib/core/config';
-import { Events } from '../lib/core/events';
-import * as fence from '../lib/core/fence';
-import { chunkBatches, chunkRange, renderChunkLines, type NightPlan } from '../lib/core/invoices';
-import { claim } from '../lib/core/lease';
-import { Keys } from '../lib/core/schema';
-import { localClients } from '../lib/core/stores';
+import { audit } from '../core/audit';
+import { completeNight, raiseNight, type BillingDeps } from '../core/billing';
+import { systemClock } from '../core/clock';
+import { DEFAULT_BACKOFF, isTransient } from '../core/conditions';
+import { DEFAULTS, type BillingConfig } from '../core/config';
+import { Events } from '../core/events';
+import * as fence from '../core/fence';
+import { chunkBatches, chunkRange, renderChunkLines, type NightPlan } from '../core/invoices';
+import { claim } from '../core/lease';
+import { Keys } from '../core/schema';
+import { localClients } from '../core/stores';
 import { startDynamoDbProxy, type DynamoDbProxyStats } from '../local/dynamodb-proxy';
 import { fmt, freshDate, newReport, runToEnd, spawnCli, table, type BenchContext, type Measurement, type SharedStack } from './common';
 

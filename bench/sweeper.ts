@@ -10,7 +10,7 @@
  *   query+verify  the same Query, then for each claimed row a strongly consistent GetItem on its lock item (the
  *                 sweeper asks the authority whether the lease is alive), 16 in flight;
  *   scan          a full Scan of the job table with FilterExpression attribute_exists(claim_shard);
- *   Sweeper.sweep the real sweep (lib/core/sweeper.ts, when it exists): sightClaimed's Query and, per row, a
+ *   Sweeper.sweep the real sweep (core/sweeper.ts, when it exists): sightClaimed's Query and, per row, a
  *                 GetItem on its lock item, one at a time; the decision; no write here (nothing is a full lease old
  *                 yet, or every row looks dead at once: a storm, which re-queues none).
  *
@@ -19,9 +19,9 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { systemClock } from '../lib/core/clock';
+import { systemClock } from '../core/clock';
 import { BatchWriteCommand, GetCommand, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { Attr, CLAIM_SHARD, JOB_TABLE } from '../lib/core/schema';
+import { Attr, CLAIM_SHARD, JOB_TABLE } from '../core/schema';
 import { itemSize, jobRow, lockItem } from './aws-model';
 import { ROOT, fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement, type Namespace, type SharedStack } from './common';
 
@@ -100,9 +100,9 @@ async function sweepScan(stack: SharedStack, ns: Namespace): Promise<Sweep> {
 const ALL_VARIANTS = ['query', 'query+verify', 'scan', 'Sweeper.sweep'] as const;
 type V = typeof ALL_VARIANTS[number];
 
-type SweeperModule = typeof import('../lib/core/sweeper');
+type SweeperModule = typeof import('../core/sweeper');
 
-/** The real sweep, when lib/core/sweeper.ts exists (loaded at run time; the types come from the file as it is today). */
+/** The real sweep, when core/sweeper.ts exists (loaded at run time; the types come from the file as it is today). */
 async function realSweep(sweeper: InstanceType<SweeperModule['Sweeper']>): Promise<Sweep> {
   const t0 = performance.now();
   const r = await sweeper.sweep();
@@ -117,7 +117,7 @@ export const sweeper: Measurement = {
     const report = newReport(this.name, this.title);
     const stack = await ctx.stack();
     const done = ctx.quick ? 10_000 : 100_000;
-    const sweeperFile = path.join(ROOT, 'lib/core/sweeper.ts');
+    const sweeperFile = path.join(ROOT, 'core/sweeper.ts');
     const hasSweeper = fs.existsSync(sweeperFile);
     const mod = hasSweeper ? (require(sweeperFile) as SweeperModule) : undefined;
     const VARIANTS: readonly V[] = hasSweeper ? ALL_VARIANTS : ALL_VARIANTS.filter((v) => v !== 'Sweeper.sweep');
@@ -172,9 +172,9 @@ export const sweeper: Measurement = {
         table(['population', 'sweep', 'ms per sweep', 'pages', 'items read', 'items returned', 'read capacity (DynamoDB Local)'], rows),
         `row sizes by AWS's item-size rules: claimed row ≈ ${claimedSize} B, DONE row ≈ ${doneSize} B. ` +
         (hasSweeper
-          ? `Sweeper.sweep is lib/core/sweeper.ts's real sweep (its items read count the index row and the lock item: 2 per claimed row; lock reads one at a time). ` +
+          ? `Sweeper.sweep is core/sweeper.ts's real sweep (its items read count the index row and the lock item: 2 per claimed row; lock reads one at a time). ` +
             `Its SightClaimed output, which the cloud sweeper carries through a Wait state, is ${fmt(payloadBytesPerRow ?? 0, 1)} B of JSON per claimed row.`
-          : `lib/core/sweeper.ts does not exist yet: the Query it is specified to make (design §4) is what is timed here, not a real sweep.`),
+          : `core/sweeper.ts does not exist yet: the Query it is specified to make (design §4) is what is timed here, not a real sweep.`),
       );
       const q100 = results['100'].query[0].read, q1000 = results['1000'].query[0].read;
       const s100 = results['100'].scan[0].read, s1000 = results['1000'].scan[0].read;

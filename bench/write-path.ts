@@ -21,11 +21,11 @@
 import { createHash } from 'node:crypto';
 import { TransactWriteItemsCommand, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
 import { BatchWriteCommand, PutCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
-import { systemClock } from '../lib/core/clock';
-import * as fence from '../lib/core/fence';
-import { chunkBatches, chunkCount, type Invoice, type NightPlan } from '../lib/core/invoices';
-import { Attr, Keys, type TableNames } from '../lib/core/schema';
-import type { Clients } from '../lib/core/stores';
+import { systemClock } from '../core/clock';
+import * as fence from '../core/fence';
+import { chunkBatches, chunkCount, type Invoice, type NightPlan } from '../core/invoices';
+import { Attr, Keys, type TableNames } from '../core/schema';
+import type { Clients } from '../core/stores';
 import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement, type SharedStack } from './common';
 
 const DATE = '2026-09-28';

@@ -2,13 +2,13 @@
  * The CDK app: `npx cdk synth` / `cdk deploy` run this (cdk.json `app`). It reads and validates the `fencepost`
  * context once (a bad value stops here, with every problem listed), builds the environment-agnostic stack
  * (no account or Region lookups: synth needs no credentials) and runs the cdk-nag AWS Solutions checks, whose
- * unacknowledged findings fail the synth (each acknowledgement in lib/stack carries its reason).
+ * unacknowledged findings fail the synth (each acknowledgement in lib/ carries its reason).
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { ConfigError } from '../lib/core/errors';
-import { CONTEXT_KEY, readStackConfig, type StackConfig } from '../lib/stack/config';
-import { FencepostStack } from '../lib/stack/fencepost-stack';
+import { ConfigError } from '../core/errors';
+import { CONTEXT_KEY, readStackConfig, type StackConfig } from '../lib/config';
+import { FencepostStack } from '../lib/fencepost-stack';
 
 const app = new App();
 let config: StackConfig;

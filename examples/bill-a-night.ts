@@ -1,10 +1,10 @@
 // Bill one night with the core library, on stores you already have (here: the embedded local stack).
-import { systemClock } from '../lib/core/clock';
-import { validateBillingConfig } from '../lib/core/config';
-import { runBilling } from '../lib/core/billing';
-import { Events } from '../lib/core/events';
-import { tableNames } from '../lib/core/schema';
-import { localClients } from '../lib/core/stores';
+import { systemClock } from '../core/clock';
+import { validateBillingConfig } from '../core/config';
+import { runBilling } from '../core/billing';
+import { Events } from '../core/events';
+import { tableNames } from '../core/schema';
+import { localClients } from '../core/stores';
 import { provision } from '../local/provision';
 import { startEmbeddedStack } from '../local/stack';
 

@@ -12,9 +12,9 @@ import { App, Aspects, Duration, type IAspect, RemovalPolicy, Stack } from 'aws-
 import { CfnTable } from 'aws-cdk-lib/aws-dynamodb';
 import { ExpectedResult, IntegTest, Match } from '@aws-cdk/integ-tests-alpha';
 import type { IConstruct } from 'constructs';
-import { Keys } from '../lib/core/schema';
-import { readStackConfig } from '../lib/stack/config';
-import { FencepostStack } from '../lib/stack/fencepost-stack';
+import { Keys } from '../core/schema';
+import { readStackConfig } from '../lib/config';
+import { FencepostStack } from '../lib/fencepost-stack';
 
 /** The night billed; any date works on fresh tables. */
 export const INTEG_NIGHT = '2026-01-15';

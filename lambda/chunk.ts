@@ -4,11 +4,11 @@
  * transactions, then its object and the manifest commit. Safe to retry: nothing is recorded twice.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { billChunk, resumeManifest } from '../lib/core/billing';
-import { ConfigError } from '../lib/core/errors';
-import { resume } from '../lib/core/lease';
-import { Keys } from '../lib/core/schema';
-import { Metric } from '../lib/observability';
+import { billChunk, resumeManifest } from '../core/billing';
+import { ConfigError } from '../core/errors';
+import { resume } from '../core/lease';
+import { Keys } from '../core/schema';
+import { Metric } from '../core/observability';
 import { invoke, metrics, nightInput } from './runtime';
 
 export const handler = (event: { jobDate?: unknown; holder?: unknown; token?: unknown; chunk?: unknown }) =>

@@ -1,14 +1,14 @@
 /**
  * Claim, when the observation said so: one conditional write (still free, or rvn unchanged since the watch began).
  * The rvn this claim writes is derived from the execution and the observation, so a retry of this task after a
- * lost response recognises its own claim (lib/core/lease.ts tryClaim). Returns the token, or claimed: false to
+ * lost response recognises its own claim (core/lease.ts tryClaim). Returns the token, or claimed: false to
  * send the workflow back to observe.
  */
 import { createHash } from 'node:crypto';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { tryClaim } from '../lib/core/lease';
-import { Keys } from '../lib/core/schema';
-import { Metric } from '../lib/observability';
+import { tryClaim } from '../core/lease';
+import { Keys } from '../core/schema';
+import { Metric } from '../core/observability';
 import type { Observation } from './observe';
 import { invoke, metrics, nightInput } from './runtime';
 

@@ -3,10 +3,10 @@
  * says done: it reads them, dynamodb:GetItem on the job table), then release the lease.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { completeNight, resumeManifest } from '../lib/core/billing';
-import { resume } from '../lib/core/lease';
-import { Keys } from '../lib/core/schema';
-import { Metric } from '../lib/observability';
+import { completeNight, resumeManifest } from '../core/billing';
+import { resume } from '../core/lease';
+import { Keys } from '../core/schema';
+import { Metric } from '../core/observability';
 import { invoke, metrics, nightInput } from './runtime';
 
 export const handler = (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>

@@ -1,5 +1,5 @@
 /** Environment variable names, in a module with no side effects (the stack and the local runner import it). */
-/** The environment a billing function is deployed with (lib/stack/billing-workflow.ts sets exactly these). */
+/** The environment a billing function is deployed with (lib/billing-workflow.ts sets exactly these). */
 export const Env = {
   handler: 'FENCEPOST_HANDLER',
   lockTable: 'FENCEPOST_LOCK_TABLE',

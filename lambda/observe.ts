@@ -1,13 +1,13 @@
 /**
  * Observe: a strongly consistent read of the job row and the lock item, and one step of the claim rule
- * (lib/core/lease.ts nextClaimStep): claim now, or wait a poll period and observe again, or give up.
+ * (core/lease.ts nextClaimStep): claim now, or wait a poll period and observe again, or give up.
  * The claimant's timer is Step Functions' Wait state: the seconds of the Wait that ran since the previous
  * observation are what this execution has watched the rvn for (a Wait never waits less), design §4.
  */
-import { readJob } from '../lib/core/fence';
-import type { LeaseConfig } from '../lib/core/config';
-import { nextClaimStep, sight, type Sighting, type Watch } from '../lib/core/lease';
-import { Keys } from '../lib/core/schema';
+import { readJob } from '../core/fence';
+import type { LeaseConfig } from '../core/config';
+import { nextClaimStep, sight, type Sighting, type Watch } from '../core/lease';
+import { Keys } from '../core/schema';
 import { invoke, nightInput } from './runtime';
 
 export interface Observation {

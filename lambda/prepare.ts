@@ -3,8 +3,8 @@
  * `{ "scheduledTime": "<ISO time>" }` from EventBridge Scheduler, whose night is the scheduled time's calendar
  * date in the schedule's time zone. Bad input fails here, before anything is written.
  */
-import { validateDate } from '../lib/core/config';
-import { ConfigError } from '../lib/core/errors';
+import { validateDate } from '../core/config';
+import { ConfigError } from '../core/errors';
 import { invoke } from './runtime';
 
 export interface PrepareInput {

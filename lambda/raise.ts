@@ -4,11 +4,11 @@
  * do (the chunk fence items an earlier holder had not marked done); a DONE night releases and says so.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { raiseNight } from '../lib/core/billing';
-import { AlreadyDoneError } from '../lib/core/errors';
-import { resume } from '../lib/core/lease';
-import { Keys } from '../lib/core/schema';
-import { Metric } from '../lib/observability';
+import { raiseNight } from '../core/billing';
+import { AlreadyDoneError } from '../core/errors';
+import { resume } from '../core/lease';
+import { Keys } from '../core/schema';
+import { Metric } from '../core/observability';
 import { invoke, metrics, nightInput } from './runtime';
 
 export const handler = (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>

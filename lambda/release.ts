@@ -2,8 +2,8 @@
  * The failure path: give the lease back, conditional on it still being ours (holder and epoch), without renewing.
  * It changes nothing if the lease moved on. A run that never got a token has nothing to release.
  */
-import { releaseClaimed } from '../lib/core/lease';
-import { Keys } from '../lib/core/schema';
+import { releaseClaimed } from '../core/lease';
+import { Keys } from '../core/schema';
 import { invoke, nightInput } from './runtime';
 
 export const handler = (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>

@@ -2,7 +2,7 @@
  * The sweeper's first look (reference Part 6): every row in the sparse index, with its lock's rvn. The state
  * machine then waits the longest lease among them (a Wait state: the sweeper's own timer) before verifying.
  */
-import { sightClaimed } from '../lib/core/sweeper';
+import { sightClaimed } from '../core/sweeper';
 import { invoke } from './runtime';
 
 export const handler = () =>

@@ -4,9 +4,9 @@
  * rate, each with one conditional write, and start a billing execution for each re-queued night.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { decide, requeue, sightClaimed, type ClaimSighting } from '../lib/core/sweeper';
-import { Keys } from '../lib/core/schema';
-import { Metric } from '../lib/observability';
+import { decide, requeue, sightClaimed, type ClaimSighting } from '../core/sweeper';
+import { Keys } from '../core/schema';
+import { Metric } from '../core/observability';
 import { Env } from './env';
 import { invoke, logger, metrics, startBillingRun } from './runtime';
 

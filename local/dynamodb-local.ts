@@ -27,7 +27,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
-import { InfrastructureError } from '../lib/core/errors';
+import { InfrastructureError } from '../core/errors';
 
 export interface DynamoDbLocalOptions {
   readonly host?: string; // default '127.0.0.1'

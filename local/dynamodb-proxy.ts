@@ -28,9 +28,9 @@ import type net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { readBody } from './http-body';
-import { prng } from './store-faults';
+import { prng } from '../harness/store-faults';
 import { principalOf, type AwsCall, type CallSink } from './call-log';
-import { InfrastructureError } from '../lib/core/errors';
+import { InfrastructureError } from '../core/errors';
 
 const TARGET_PREFIX = 'DynamoDB_20120810.';
 const ERROR_NS = 'com.amazonaws.dynamodb.v20120810#';

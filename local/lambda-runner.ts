@@ -23,8 +23,8 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
-import type { EventListener, FencepostEvent } from '../lib/core/events';
-import type { Endpoints } from '../lib/core/stores';
+import type { EventListener, FencepostEvent } from '../core/events';
+import type { Endpoints } from '../core/stores';
 
 const HOST = path.join(__dirname, 'lambda-host.cjs');
 

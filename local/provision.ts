@@ -1,5 +1,5 @@
 /**
- * Create the tables and the bucket from the one description in lib/core/schema.ts (the CDK stack reads the same).
+ * Create the tables and the bucket from the one description in core/schema.ts (the CDK stack reads the same).
  * Idempotent: existing tables and buckets are left as they are.
  */
 import {
@@ -7,7 +7,7 @@ import {
   type AttributeDefinition, type CreateTableCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, HeadBucketCommand, type S3Client } from '@aws-sdk/client-s3';
-import { TABLES, type TableDescription } from '../lib/core/schema';
+import { TABLES, type TableDescription } from '../core/schema';
 
 export function createTableInput(prefix: string, t: TableDescription): CreateTableCommandInput {
   const attrs = new Map<string, AttributeDefinition>();

@@ -32,7 +32,7 @@ import http from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { setTimeout as delay } from 'node:timers/promises';
-import { ConfigError, InfrastructureError } from '../lib/core/errors';
+import { ConfigError, InfrastructureError } from '../core/errors';
 import { readBody } from './http-body';
 import { principalOf, type CallSink } from './call-log';
 

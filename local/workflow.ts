@@ -23,13 +23,13 @@
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { BillingHooks } from '../lib/core/billing';
-import type { EventListener } from '../lib/core/events';
-import type { TableNames } from '../lib/core/schema';
-import type { Clients, Endpoints } from '../lib/core/stores';
+import type { BillingHooks } from '../core/billing';
+import type { EventListener } from '../core/events';
+import type { TableNames } from '../core/schema';
+import type { Clients, Endpoints } from '../core/stores';
 import type { HandlerName } from '../lambda/index';
 import { Env } from '../lambda/env';
-import { ConfigError } from '../lib/core/errors';
+import { ConfigError } from '../core/errors';
 import { fileCallSink, type CallSink } from './call-log';
 import { toLocalDefinition } from './distributed-map';
 import { LocalLambdas, type DeployedFunction } from './lambda-runner';
@@ -105,7 +105,7 @@ export function synthesizeWorkflow(overrides: Json = {}): SynthesizedWorkflow {
  */
 export function workflowCacheKey(overrides: Json): string {
   const h = createHash('sha256').update(JSON.stringify(overrides));
-  const files = ['cdk.json', 'package-lock.json', ...['lib', 'lambda'].flatMap((dir) => sourcesUnder(dir))];
+  const files = ['cdk.json', 'package-lock.json', ...['core', 'lib', 'lambda'].flatMap((dir) => sourcesUnder(dir))];
   for (const f of files) h.update(`\0${f}\0`).update(readFileSync(path.join(ROOT, f)));
   return h.digest('hex').slice(0, 32);
 }
@@ -121,8 +121,8 @@ function sourcesUnder(dir: string): string[] {
 export function synthesizeWorkflowNow(overrides: Json = {}): SynthesizedWorkflow {
   // Loaded here, not at the top: a cached synth needs neither aws-cdk-lib nor the stack.
   const { App } = require('aws-cdk-lib') as typeof import('aws-cdk-lib');
-  const { CONTEXT_KEY, readStackConfig } = require('../lib/stack/config') as typeof import('../lib/stack/config');
-  const { FencepostStack } = require('../lib/stack/fencepost-stack') as typeof import('../lib/stack/fencepost-stack');
+  const { CONTEXT_KEY, readStackConfig } = require('../lib/config') as typeof import('../lib/config');
+  const { FencepostStack } = require('../lib/fencepost-stack') as typeof import('../lib/fencepost-stack');
   const cdkJson = JSON.parse(readFileSync(path.join(ROOT, 'cdk.json'), 'utf8')) as { context: Json };
   const context = { ...cdkJson.context, [CONTEXT_KEY]: { ...(cdkJson.context[CONTEXT_KEY] as Json), ...overrides } };
   mkdirSync(CACHE_DIR, { recursive: true });

@@ -5,11 +5,11 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { HeadBucketCommand } from '@aws-sdk/client-s3';
-import { localClients } from '../lib/core/stores';
+import { localClients } from '../core/stores';
 import { endpoints, namespace, unusedNames } from './support/stack';
 import { runCli, startWorker, storeArgs } from './support/worker';
-import { main } from '../lib/cli/main';
-import { chaosOptions, commandOptions, parseCommand, type CommandName } from '../lib/cli/options';
+import { main } from '../cli/main';
+import { chaosOptions, commandOptions, parseCommand, type CommandName } from '../cli/options';
 
 async function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = runCli(args, env);

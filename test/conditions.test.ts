@@ -12,11 +12,11 @@ import {
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import {
   DEFAULT_BACKOFF, classifyCancellation, fullJitterMs, isTransient, retryTransient,
-} from '../lib/core/conditions';
-import type { Clock } from '../lib/core/clock';
-import { FencedOutError } from '../lib/core/errors';
-import * as fence from '../lib/core/fence';
-import { chunkBatches } from '../lib/core/invoices';
+} from '../core/conditions';
+import type { Clock } from '../core/clock';
+import { FencedOutError } from '../core/errors';
+import * as fence from '../core/fence';
+import { chunkBatches } from '../core/invoices';
 
 const meta = { httpStatusCode: 400, requestId: 'test', attempts: 1, totalRetryDelay: 0 };
 

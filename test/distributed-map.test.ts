@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { synthesizeWorkflow } from '../local/workflow'; // also installs the runner's Promise.withResolvers polyfill
 import { LOCAL_DIFFERENCES, MAP_RUN_FAILED, UnsupportedDistributedMapError, hasDistributedMap, toLocalDefinition } from '../local/distributed-map';
-import { LOST_ERRORS, MAP_RUN_FAILED as STACK_MAP_RUN_FAILED } from '../lib/stack/billing-workflow';
+import { LOST_ERRORS, MAP_RUN_FAILED as STACK_MAP_RUN_FAILED } from '../lib/billing-workflow';
 
 // asl-validator ships no type declarations; this is the part of its API the test uses.
 const aslValidator = require('asl-validator') as (definition: unknown) => { isValid: boolean; errors: unknown[]; errorsText(separator?: string): string };

@@ -10,7 +10,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { CreateTableCommand, DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { InfrastructureError } from '../lib/core/errors';
+import { InfrastructureError } from '../core/errors';
 import { STATE_DIR, findDynamoDbLocalJar, reapOrphans, startDynamoDbLocal } from '../local/dynamodb-local';
 
 const ROOT = path.resolve(__dirname, '..');

@@ -1,12 +1,12 @@
 /**
- * The CI part of the fault suite (local/chaos.ts): 20 randomized schedules of real faults on real processes,
+ * The CI part of the fault suite (harness/chaos.ts): 20 randomized schedules of real faults on real processes,
  * every one audited against the invariants. The long mode is `fencepost chaos --schedules 200`.
  * Set FENCEPOST_CHAOS_SEED to explore other schedules; a failure prints the seed that replays it.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { localClients } from '../lib/core/stores';
-import { KINDS, runChaos } from '../local/chaos';
+import { localClients } from '../core/stores';
+import { KINDS, runChaos } from '../harness/chaos';
 import { endpoints } from './support/stack';
 
 test('20 randomized fault schedules (pause, crash, duplicates, clock, store, sweeper races, conflicts, cancellations): 0 invariant violations', { timeout: 900_000 }, async (t) => {

@@ -1,5 +1,5 @@
 /**
- * The IAM grants are proven both ways (local/iam-proof.ts): every call a principal makes is allowed by its role as
+ * The IAM grants are proven both ways (harness/iam-proof.ts): every call a principal makes is allowed by its role as
  * synthesized, and every grant is used by some call. Here with hand-built call lists on the in-process synth; the
  * last test reads a real call log (FENCEPOST_CALL_LOG) recorded by the local workflow.
  */
@@ -9,14 +9,14 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { App, type CfnElement } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
-import { CONTEXT_KEY, readStackConfig } from '../lib/stack/config';
-import { FencepostStack } from '../lib/stack/fencepost-stack';
-import { INVOICE_TABLE, JOB_TABLE, LOCK_TABLE, Keys, tableNames } from '../lib/core/schema';
+import { CONTEXT_KEY, readStackConfig } from '../lib/config';
+import { FencepostStack } from '../lib/fencepost-stack';
+import { INVOICE_TABLE, JOB_TABLE, LOCK_TABLE, Keys, tableNames } from '../core/schema';
 import { readCallLog, type AwsCall } from '../local/call-log';
 import {
   NOT_EXERCISABLE_LOCALLY, formatReport, principals, proveGrants, resolve, resourceMapping, scheduleCalls,
   type PrincipalReport, type ProofReport, type Template,
-} from '../local/iam-proof';
+} from '../harness/iam-proof';
 
 // The stack, synthesized in-process as local/workflow.ts synthesizeWorkflowNow does: cdk.json's context, no bundling.
 const ROOT = path.resolve(__dirname, '..');
@@ -153,7 +153,7 @@ test('intrinsics resolve to ARNs in the fixed account; a qualified invoke is ref
   assert.equal(resolve(template, { Ref: P.billing }), `arn:aws:states:us-east-1:111111111111:stateMachine:${P.billing}`);
   assert.throws(() => resolve(template, { 'Fn::ImportValue': 'x' }), /cannot resolve Fn::ImportValue/);
 
-  // Invoke grants name the function alone (lib/stack/handler-function.ts): a version or alias may not be invoked.
+  // Invoke grants name the function alone (lib/handler-function.ts): a version or alias may not be invoked.
   const report = await proveGrants(template, [invoke(P.billing, `arn:aws:lambda:us-east-1:111111111111:function:${P.chunk}:live`)], { resources });
   assert.equal(of(report, P.billing).deniedCalls, 1, 'a qualified invoke is refused');
 });

@@ -1,9 +1,9 @@
 /** Pure unit tests: the chunking arithmetic of Part 5, the generator's determinism, and configuration checks. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chunkBatches, chunkCount, invoiceAt, transactionsPerChunk, transactionsPerNight, type NightPlan } from '../lib/core/invoices';
-import { DEFAULTS, dateProblem, validateBillingConfig } from '../lib/core/config';
-import { ConfigError } from '../lib/core/errors';
+import { chunkBatches, chunkCount, invoiceAt, transactionsPerChunk, transactionsPerNight, type NightPlan } from '../core/invoices';
+import { DEFAULTS, dateProblem, validateBillingConfig } from '../core/config';
+import { ConfigError } from '../core/errors';
 
 const night: NightPlan = { date: '2026-09-28', invoices: 50_000, chunkSize: 5_000, putsPerTransaction: 99 };
 

@@ -10,7 +10,7 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { LambdaTaskError, LocalLambdas, lambdaNode, type DeployedFunction } from '../local/lambda-runner';
-import type { FencepostEvent } from '../lib/core/events';
+import type { FencepostEvent } from '../core/events';
 
 const HANDLER = `
 let warm = 0;

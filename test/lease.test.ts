@@ -3,11 +3,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { systemClock, type Clock } from '../lib/core/clock';
-import { DEFAULTS, type LeaseConfig } from '../lib/core/config';
-import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from '../lib/core/errors';
-import { Events, type FencepostEvent } from '../lib/core/events';
-import { claim, nextClaimStep, observe, pollMsOf, type LeaseDeps, type Sighting } from '../lib/core/lease';
+import { systemClock, type Clock } from '../core/clock';
+import { DEFAULTS, type LeaseConfig } from '../core/config';
+import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from '../core/errors';
+import { Events, type FencepostEvent } from '../core/events';
+import { claim, nextClaimStep, observe, pollMsOf, type LeaseDeps, type Sighting } from '../core/lease';
 import { namespace } from './support/stack';
 
 const fast: LeaseConfig = { ...DEFAULTS, leaseMs: 900, renewMs: 300, marginMs: 200, claimBudget: 3 };
@@ -135,7 +135,7 @@ test('durations ignore the wall clock: a holder whose wall clock steps back 3 s 
 test('no code path deletes a lock item or puts a TTL on it', () => {
   const root = path.resolve(__dirname, '..');
   const offenders: string[] = [];
-  for (const dir of ['lib', 'lambda', 'local', 'bin']) {
+  for (const dir of ['core', 'lib', 'lambda', 'cli', 'local', 'harness', 'bin']) {
     const walk = (d: string): void => {
       let entries: string[] = [];
       try { entries = readdirSync(d); } catch { return; }

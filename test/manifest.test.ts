@@ -4,9 +4,9 @@ import assert from 'node:assert/strict';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import type { AwsCall } from '../local/call-log';
 import { startLocalS3 } from '../local/s3-server';
-import { systemClock } from '../lib/core/clock';
-import { FencedOutError } from '../lib/core/errors';
-import { ManifestWriter, readManifest } from '../lib/core/manifest';
+import { systemClock } from '../core/clock';
+import { FencedOutError } from '../core/errors';
+import { ManifestWriter, readManifest } from '../core/manifest';
 import { namespace } from './support/stack';
 
 const DATE = '2026-09-28';

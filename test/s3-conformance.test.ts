@@ -32,7 +32,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { startLocalS3, type LocalS3 } from '../local/s3-server';
 import type { AwsCall } from '../local/call-log';
-import { ConfigError, InfrastructureError } from '../lib/core/errors';
+import { ConfigError, InfrastructureError } from '../core/errors';
 
 const BUCKET = 'conformance';
 let server: LocalS3;

@@ -13,14 +13,14 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import type { CfnResource } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { FencepostStack } from '../lib/stack/fencepost-stack';
-import { CONTEXT_KEY, STACK_DEFAULTS, parseStackConfig, readStackConfig } from '../lib/stack/config';
-import { deadlineWindowZone } from '../lib/stack/alarms';
-import { JOB_TABLE, LOCK_TABLE, INVOICE_TABLE, Attr, TABLES } from '../lib/core/schema';
-import { ConfigError } from '../lib/core/errors';
-import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../lib/observability';
-import { MAP_RUN_FAILED, TIMEOUT, TRANSIENT_ERRORS, chunkListBytes, chunkMapPlan } from '../lib/stack/billing-workflow';
-import { CONNECTION_TIMEOUT_MS, REQUEST_TIMEOUT_MS, awsClients } from '../lib/core/stores';
+import { FencepostStack } from '../lib/fencepost-stack';
+import { CONTEXT_KEY, STACK_DEFAULTS, parseStackConfig, readStackConfig } from '../lib/config';
+import { deadlineWindowZone } from '../lib/alarms';
+import { JOB_TABLE, LOCK_TABLE, INVOICE_TABLE, Attr, TABLES } from '../core/schema';
+import { ConfigError } from '../core/errors';
+import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../core/observability';
+import { MAP_RUN_FAILED, TIMEOUT, TRANSIENT_ERRORS, chunkListBytes, chunkMapPlan } from '../lib/billing-workflow';
+import { CONNECTION_TIMEOUT_MS, REQUEST_TIMEOUT_MS, awsClients } from '../core/stores';
 import { resolveJoin } from '../local/workflow';
 
 // asl-validator ships no type declarations; this is the part of its API the test uses.

@@ -1,8 +1,8 @@
 /** `fencepost story`: the five beats with real processes, and the table built from the events they emitted. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { localClients } from '../lib/core/stores';
-import { playStory, storyTable } from '../local/story';
+import { localClients } from '../core/stores';
+import { playStory, storyTable } from '../harness/story';
 import { endpoints } from './support/stack';
 
 test('the story: A freezes, B fences A out, B dies, the sweeper re-queues, C completes; every row from a real event', { timeout: 300_000 }, async () => {

@@ -2,15 +2,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
-import { systemClock } from '../lib/core/clock';
-import { DEFAULTS, type LeaseConfig } from '../lib/core/config';
-import { FencedOutError } from '../lib/core/errors';
-import { Events } from '../lib/core/events';
-import * as fence from '../lib/core/fence';
-import { chunkBatches } from '../lib/core/invoices';
-import { claim, type LeaseDeps } from '../lib/core/lease';
-import { Keys } from '../lib/core/schema';
-import { Sweeper, requeue, sightClaimed, type SweeperConfig } from '../lib/core/sweeper';
+import { systemClock } from '../core/clock';
+import { DEFAULTS, type LeaseConfig } from '../core/config';
+import { FencedOutError } from '../core/errors';
+import { Events } from '../core/events';
+import * as fence from '../core/fence';
+import { chunkBatches } from '../core/invoices';
+import { claim, type LeaseDeps } from '../core/lease';
+import { Keys } from '../core/schema';
+import { Sweeper, requeue, sightClaimed, type SweeperConfig } from '../core/sweeper';
 import { namespace, type Namespace } from './support/stack';
 
 const lease: LeaseConfig = { ...DEFAULTS, leaseMs: 600, renewMs: 150, marginMs: 150 };

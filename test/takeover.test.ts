@@ -9,11 +9,11 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
-import { chunkBatches } from '../lib/core/invoices';
-import { readManifest } from '../lib/core/manifest';
-import { Attr, Keys } from '../lib/core/schema';
-import { systemClock } from '../lib/core/clock';
-import { audit } from '../lib/core/audit';
+import { chunkBatches } from '../core/invoices';
+import { readManifest } from '../core/manifest';
+import { Attr, Keys } from '../core/schema';
+import { systemClock } from '../core/clock';
+import { audit } from '../core/audit';
 import { namespace, type Namespace } from './support/stack';
 import { startWorker } from './support/worker';
 

@@ -8,16 +8,16 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
-import { audit } from '../lib/core/audit';
+import { audit } from '../core/audit';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { runSweeperLocally, runWorkflowLocally, synthesizeWorkflow, synthesizeWorkflowNow, workflowCacheKey } from '../local/workflow';
-import { systemClock } from '../lib/core/clock';
-import { DEFAULTS } from '../lib/core/config';
-import { Events } from '../lib/core/events';
-import { raise as raiseFence } from '../lib/core/fence';
-import { claim } from '../lib/core/lease';
-import { Keys } from '../lib/core/schema';
+import { systemClock } from '../core/clock';
+import { DEFAULTS } from '../core/config';
+import { Events } from '../core/events';
+import { raise as raiseFence } from '../core/fence';
+import { claim } from '../core/lease';
+import { Keys } from '../core/schema';
 import { namespace, type Namespace } from './support/stack';
 import { spawn } from 'node:child_process';
 import { startWorker } from './support/worker';
@@ -107,7 +107,7 @@ test('bad state-machine input fails at validation with nothing written', async (
   // In a child process: the handlers' runtime is per process, as in a Lambda.
   const script = `
     const { runWorkflowLocally } = require('./local/workflow');
-    const { localClients } = require('./lib/core/stores');
+    const { localClients } = require('./core/stores');
     const given = ${JSON.stringify({ endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket })};
     const common = { clients: localClients(given.endpoints), endpoints: given.endpoints, tables: given.tables, bucket: given.bucket };
     (async () => {

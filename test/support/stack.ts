@@ -7,8 +7,8 @@ import { after } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { startEmbeddedStack } from '../../local/stack';
 import { provision } from '../../local/provision';
-import { localClients, type Clients, type Endpoints } from '../../lib/core/stores';
-import { tableNames, type TableNames } from '../../lib/core/schema';
+import { localClients, type Clients, type Endpoints } from '../../core/stores';
+import { tableNames, type TableNames } from '../../core/schema';
 
 let own: ReturnType<typeof startEmbeddedStack> | undefined;
 const given = process.env.FENCEPOST_TEST_DYNAMODB && process.env.FENCEPOST_TEST_S3

@@ -1,8 +1,8 @@
-/** Worker processes for the tests: `fencepost run --events` on a test's own tables (local/worker-process.ts). */
-import { startProcess, type WorkerProcess } from '../../local/worker-process';
+/** Worker processes for the tests: `fencepost run --events` on a test's own tables (harness/worker-process.ts). */
+import { startProcess, type WorkerProcess } from '../../harness/worker-process';
 import type { Namespace } from './stack';
 
-export { runCli, type WorkerProcess } from '../../local/worker-process';
+export { runCli, type WorkerProcess } from '../../harness/worker-process';
 
 export function storeArgs(ns: Pick<Namespace, 'endpoints' | 'prefix' | 'bucket'>): string[] {
   return ['--dynamodb-endpoint', ns.endpoints.dynamodb, '--s3-endpoint', ns.endpoints.s3, '--table-prefix', ns.prefix, '--bucket', ns.bucket];

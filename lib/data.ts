@@ -1,5 +1,5 @@
 /**
- * The stores: the lock, job and invoice tables exactly as lib/core/schema.ts describes them, and the manifest
+ * The stores: the lock, job and invoice tables exactly as core/schema.ts describes them, and the manifest
  * bucket. Nothing here decides safety; it provisions the places where the fence is checked (Part 4, Part 5).
  *
  * Every table: PAY_PER_REQUEST, point-in-time recovery, deletion protection, RETAIN, and no TTL attribute.
@@ -32,7 +32,7 @@ function attribute(key: KeyAttribute): dynamodb.Attribute {
 }
 
 export interface SchemaTableProps {
-  /** The table as lib/core/schema.ts describes it (keys and sparse index); never re-typed here. */
+  /** The table as core/schema.ts describes it (keys and sparse index); never re-typed here. */
   readonly description: TableDescription;
 }
 

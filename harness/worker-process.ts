@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
-import type { FencepostEvent } from '../lib/core/events';
+import type { FencepostEvent } from '../core/events';
 
 const ROOT = path.resolve(__dirname, '..');
 export const CLI = path.join(ROOT, 'bin/fencepost.ts');

@@ -9,11 +9,11 @@ import { ConfigError, FencepostError, InfrastructureError } from '../core/errors
 import { Events, type EventListener } from '../core/events';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, tableNames } from '../core/schema';
 import { awsClients, localClients, type Clients, type Endpoints } from '../core/stores';
-import { runChaos } from '../../local/chaos';
-import { provision } from '../../local/provision';
-import { startEmbeddedStack, type EmbeddedStack } from '../../local/stack';
-import { injectStoreFaults } from '../../local/store-faults';
-import { playStory, storyTable } from '../../local/story';
+import { runChaos } from '../harness/chaos';
+import { provision } from '../local/provision';
+import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
+import { injectStoreFaults } from '../harness/store-faults';
+import { playStory, storyTable } from '../harness/story';
 import { runDirect, runStepFunctions } from './engines';
 import { faultHooks } from './faults';
 import { HELP, localBanner } from './help';

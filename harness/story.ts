@@ -10,10 +10,10 @@
  * timed by their arrival here: one clock for every actor. With --time-scale below 1 the leases, renewals and
  * margins shrink in proportion, so the story runs faster than real time with the same shape.
  */
-import { audit, type AuditReport } from '../lib/core/audit';
-import { tableNames } from '../lib/core/schema';
-import type { Clients, Endpoints } from '../lib/core/stores';
-import { provision } from './provision';
+import { audit, type AuditReport } from '../core/audit';
+import { tableNames } from '../core/schema';
+import type { Clients, Endpoints } from '../core/stores';
+import { provision } from '../local/provision';
 import { startProcess, type SeenEvent, type WorkerProcess } from './worker-process';
 
 export interface StoryRow {

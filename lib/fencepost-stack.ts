@@ -1,5 +1,5 @@
 /**
- * The deployable stack: stores, the billing workflow (owned by lib/stack/billing-workflow.ts), the nightly
+ * The deployable stack: stores, the billing workflow (owned by lib/billing-workflow.ts), the nightly
  * schedule and the alarms. It only composes; each construct owns its resources and exposes them.
  * Environment-agnostic: no account or Region lookups, so `cdk synth` needs no credentials.
  */

@@ -51,7 +51,7 @@ type AnyClient = { middlewareStack: DynamoDBClient['middlewareStack'] } | { midd
 
 /**
  * Feed every response's Date header, with our wall clock read just before and just after the attempt, to an
- * offset estimator (lib/core/clock-offset.ts). Per attempt, inside the retry loop, so a retry's wait is not counted.
+ * offset estimator (core/clock-offset.ts). Per attempt, inside the retry loop, so a retry's wait is not counted.
  */
 export function observeClockOffset(client: AnyClient, clock: Clock, estimator: ClockOffsetEstimator): void {
   (client.middlewareStack as DynamoDBClient['middlewareStack']).add(

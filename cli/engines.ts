@@ -11,7 +11,7 @@ import { ClaimBudgetExhaustedError, InfrastructureError } from '../core/errors';
 import type { FencepostEvent } from '../core/events';
 import { Keys } from '../core/schema';
 import type { Clients, Endpoints } from '../core/stores';
-import { runWorkflowLocally } from '../../local/workflow';
+import { runWorkflowLocally } from '../local/workflow';
 
 export type Engine = 'stepfunctions' | 'direct';
 export const ENGINES: readonly Engine[] = ['stepfunctions', 'direct'];

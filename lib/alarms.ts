@@ -5,7 +5,7 @@
  * leans on are failing (clock offset eating the margin, zombies being fenced, contention), or that the night
  * will not be DONE in time (failed executions, undelivered starts, no completed run by the deadline).
  *
- * App metrics are read by the names in lib/observability.ts, with the `service` dimension Powertools adds.
+ * App metrics are read by the names in core/observability.ts, with the `service` dimension Powertools adds.
  */
 import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -18,7 +18,7 @@ import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
-import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../observability';
+import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../core/observability';
 
 export interface FencepostAlarmsProps {
   readonly locks: dynamodb.ITable;

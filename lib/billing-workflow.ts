@@ -4,7 +4,7 @@
  *   Prepare → Observe ⇄ Wait a poll period … → Claim → Raise fence → Chunks (Map) → Complete
  *
  * The clock-free claim (reference Part 5) is spread over states: Observe reads the lock item and takes one step
- * of the claim rule (lib/core/lease.ts nextClaimStep); while someone holds it, a Wait state (SecondsPath) waits a
+ * of the claim rule (core/lease.ts nextClaimStep); while someone holds it, a Wait state (SecondsPath) waits a
  * poll period on Step Functions' timer and Observe counts how long the rvn has stayed unchanged; once that is a
  * full lease, Claim claims on condition "rvn unchanged"; a failed claim observes again, within the claim budget. Every Lambda that acts
  * for the holder renews first and computes its own stop time: a stop time never crosses a process boundary.
@@ -24,10 +24,10 @@ import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
-import type { BillingHandlerName } from '../../lambda/index';
+import type { BillingHandlerName } from '../lambda/index';
 import type { StackConfig } from './config';
 import { handlerFunction } from './handler-function';
-import { Env } from '../../lambda/env';
+import { Env } from '../lambda/env';
 
 /** The settings the workflow's functions and Map take: a slice of the validated stack configuration. */
 export type WorkflowSettings = Pick<StackConfig,
@@ -42,7 +42,7 @@ export interface BillingWorkflowProps {
   readonly settings: WorkflowSettings;
 }
 
-/** Error names the Lambdas throw (lib/core/errors.ts, lambda/runtime.ts). The Catch and Retry clauses match them. */
+/** Error names the Lambdas throw (core/errors.ts, lambda/runtime.ts). The Catch and Retry clauses match them. */
 export const LOST_ERRORS = ['LeaseLostError', 'StopTimePassedError', 'FencedOutError'];
 export const TRANSIENT_ERRORS = [
   'TransientStoreError', 'Lambda.ServiceException', 'Lambda.AWSLambdaException', 'Lambda.SdkClientException', 'Lambda.TooManyRequestsException',
@@ -61,7 +61,7 @@ export const MAP_RUN_FAILED = 'States.ExceedToleratedFailureThreshold';
  * Per-function timeouts; each task's timeout is its function's plus 30 s, so the Lambda always times out first.
  * A chunk is 51 transactions (5,000 invoices, 99 Puts each) plus its object and a manifest commit: about 2.5 s
  * (docs/PERFORMANCE.md). A minute leaves room for retries of every call, each bounded by the SDK's request timeout
- * (lib/core/stores.ts awsClients). Longer would only let a stuck chunk keep renewing its lease (the heartbeat runs
+ * (core/stores.ts awsClients). Longer would only let a stuck chunk keep renewing its lease (the heartbeat runs
  * beside the work) while writing nothing, holding the night from a new holder.
  */
 export const TIMEOUT: Record<BillingHandlerName, Duration> = {
@@ -85,7 +85,7 @@ export const SFN_QUOTAS = { historyEvents: 25_000, payloadBytes: 262_144, inline
  * The chunk-time assumption: one fenced transaction (1 check + 99 Puts) takes ~50 ms (DynamoDB Local on the 2-core
  * development machine: 510 in 23.95 s, docs/PERFORMANCE.md bench 8; AWS is expected to be faster), and the tail
  * (chunk object, manifest commit, progress update) ~50 ms (measured 29–45 ms). A chunk must fit in half its
- * function's timeout: the other half is for the SDK's retries of slow calls (lib/core/stores.ts REQUEST_TIMEOUT_MS).
+ * function's timeout: the other half is for the SDK's retries of slow calls (core/stores.ts REQUEST_TIMEOUT_MS).
  */
 export const CHUNK_TIME = { msPerTransaction: 50, tailMs: 50, putsPerTransaction: 99, shareOfTimeout: 0.5 } as const;
 

@@ -9,9 +9,9 @@ import type { Construct } from 'constructs';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
-import type { HandlerName } from '../../lambda/index';
-import { Env } from '../../lambda/env';
-import { METRICS_NAMESPACE, SERVICE_NAME } from '../observability';
+import type { HandlerName } from '../lambda/index';
+import { Env } from '../lambda/env';
+import { METRICS_NAMESPACE, SERVICE_NAME } from '../core/observability';
 
 export interface HandlerFunctionProps {
   readonly environment: Record<string, string>;
@@ -34,7 +34,7 @@ class HandlerFunction extends NodejsFunction {
 export function handlerFunction(scope: Construct, name: HandlerName, props: HandlerFunctionProps): NodejsFunction {
   const id = name.split('-').map((w) => w[0].toUpperCase() + w.slice(1)).join('');
   const fn = new HandlerFunction(scope, `${id}Function`, {
-    entry: path.join(__dirname, '../../lambda', `${name}.ts`),
+    entry: path.join(__dirname, '../lambda', `${name}.ts`),
     handler: 'handler',
     runtime: lambda.Runtime.NODEJS_24_X,
     architecture: lambda.Architecture.ARM_64,

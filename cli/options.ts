@@ -9,7 +9,7 @@ import { ConfigError } from '../core/errors';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX } from '../core/schema';
 import type { Endpoints } from '../core/stores';
 import { ENGINES, type Engine } from './engines';
-import { KINDS, type Kind } from '../../local/chaos';
+import { KINDS, type Kind } from '../harness/chaos';
 
 export const EXIT = {
   ok: 0,

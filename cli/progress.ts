@@ -2,7 +2,7 @@
 import type { BillingSummary } from '../core/billing';
 import type { AuditReport } from '../core/audit';
 import type { FencepostEvent } from '../core/events';
-import type { ChaosReport } from '../../local/chaos';
+import type { ChaosReport } from '../harness/chaos';
 
 export function progressBar(total: number, stream: NodeJS.WriteStream = process.stderr): (e: FencepostEvent) => void {
   let done = 0;

@@ -16,7 +16,7 @@ import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
-import { Env } from '../../lambda/env';
+import { Env } from '../lambda/env';
 import { JOB_TABLE } from '../core/schema';
 import { TRANSIENT_ERRORS, stateMachineLogGroupName } from './billing-workflow';
 import { handlerFunction } from './handler-function';

@@ -49,7 +49,10 @@ export function itemSize(item: Record<string, unknown>): number {
 /** A job row as fence.raise writes it (RUNNING: in the sparse index) or as complete leaves it (DONE). */
 export function jobRow(i: number, state: 'RUNNING' | 'DONE'): Record<string, unknown> {
   const row: Record<string, unknown> = {
-    [Attr.pk]: jobKey(i), [Attr.fence]: 3, [Attr.state]: state, [Attr.ownerToken]: 3,
+    [Attr.pk]: jobKey(i),
+    [Attr.fence]: 3,
+    [Attr.state]: state,
+    [Attr.ownerToken]: 3,
     [Attr.owner]: 'f3b1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d', // an execution name (a UUID when EventBridge Scheduler starts it)
     [Attr.chunkCount]: 10, // progress lives on the chunk fence items, not here (docs/DESIGN.md, "Chunk fences")
   };
@@ -64,7 +67,14 @@ export function jobRow(i: number, state: 'RUNNING' | 'DONE'): Record<string, unk
 export const jobKey = (i: number) => `billing#2026-09-28#t${String(i).padStart(6, '0')}`;
 
 export function lockItem(i: number): Record<string, unknown> {
-  return { [Attr.pk]: jobKey(i), [Attr.holder]: 'f3b1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d', [Attr.leaseMs]: 10_000, [Attr.rvn]: randomUUID(), [Attr.epoch]: 3, [Attr.renewedAt]: new Date().toISOString() };
+  return {
+    [Attr.pk]: jobKey(i),
+    [Attr.holder]: 'f3b1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d',
+    [Attr.leaseMs]: 10_000,
+    [Attr.rvn]: randomUUID(),
+    [Attr.epoch]: 3,
+    [Attr.renewedAt]: new Date().toISOString(),
+  };
 }
 
 // ---------------------------------------------------------------- state transitions of the synthesized definition
@@ -85,7 +95,8 @@ export async function countTransitions(): Promise<Record<string, { total: number
   };
   const out: Record<string, { total: number; byState: Record<string, number> }> = {};
   for (const [name, sc] of Object.entries(scenarios)) {
-    let o = 0, c = 0;
+    let o = 0,
+      c = 0;
     const handlers: Record<string, (input: unknown) => unknown> = {
       Prepare: () => ({ jobDate: '2026-09-28', holder: 'exec-1' }),
       Observe: (input) => {
@@ -99,7 +110,9 @@ export async function countTransitions(): Promise<Record<string, { total: number
       Complete: () => ({ ok: true }),
       ReleaseAfterFailure: () => ({ released: true }),
     };
-    const taskResourceLocalHandlers = Object.fromEntries(Object.keys(wf.taskHandlers).map((state) => [state, async (input: unknown) => handlers[state](input)]));
+    const taskResourceLocalHandlers = Object.fromEntries(
+      Object.keys(wf.taskHandlers).map((state) => [state, async (input: unknown) => handlers[state](input)]),
+    );
     const machine = new StateMachine(wf.definition as never, { validationOptions: { checkArn: false } });
     const execution = machine.run({ jobDate: '2026-09-28' } as never, {
       overrides: { taskResourceLocalHandlers: taskResourceLocalHandlers as never, waitTimeOverrides: { WatchTheLease: 0 } },
@@ -109,7 +122,10 @@ export async function countTransitions(): Promise<Record<string, { total: number
     let total = 0;
     const watch = (async () => {
       for await (const ev of execution.eventLogs as AsyncIterable<{ type: string; state?: { name: string } }>) {
-        if (ev.type === 'StateEntered' && ev.state) { total++; byState[ev.state.name] = (byState[ev.state.name] ?? 0) + 1; }
+        if (ev.type === 'StateEntered' && ev.state) {
+          total++;
+          byState[ev.state.name] = (byState[ev.state.name] ?? 0) + 1;
+        }
       }
     })();
     await execution.result;
@@ -137,7 +153,10 @@ export async function countSweeperTransitions(): Promise<Record<string, number>>
   const resolve = (v: unknown): string => {
     if (typeof v === 'string') return v;
     const o = v as Record<string, unknown>;
-    if (o['Fn::Join']) { const [sep, parts] = o['Fn::Join'] as [string, unknown[]]; return parts.map(resolve).join(sep); }
+    if (o['Fn::Join']) {
+      const [sep, parts] = o['Fn::Join'] as [string, unknown[]];
+      return parts.map(resolve).join(sep);
+    }
     if (o['Fn::GetAtt']) return `arn:aws:lambda:us-east-1:000000000000:function:${(o['Fn::GetAtt'] as string[])[0]}`;
     if (o.Ref) return String(o.Ref);
     throw new Error(`cannot resolve ${JSON.stringify(v)}`);
@@ -145,12 +164,23 @@ export async function countSweeperTransitions(): Promise<Record<string, number>>
   const definition = JSON.parse(resolve(template.Resources[id].Properties.DefinitionString)) as { States: Record<string, { Type: string }> };
   const out: Record<string, number> = {};
   for (const claimed of [0, 3]) {
-    const handlers = Object.fromEntries(Object.entries(definition.States).filter(([, st]) => st.Type === 'Task').map(([name]) => [name, async () =>
-      name.startsWith('Sight') ? { claimed, sightings: [], waitSeconds: 0 } : { orphans: 0, storm: false, requeued: [], deferred: 0, alive: claimed }]));
+    const handlers = Object.fromEntries(
+      Object.entries(definition.States)
+        .filter(([, st]) => st.Type === 'Task')
+        .map(([name]) => [
+          name,
+          async () =>
+            name.startsWith('Sight')
+              ? { claimed, sightings: [], waitSeconds: 0 }
+              : { orphans: 0, storm: false, requeued: [], deferred: 0, alive: claimed },
+        ]),
+    );
     const machine = new StateMachine(definition as never, { validationOptions: { checkArn: false } });
     const execution = machine.run({} as never, { overrides: { taskResourceLocalHandlers: handlers as never } });
     let n = 0;
-    const watch = (async () => { for await (const ev of execution.eventLogs as AsyncIterable<{ type: string }>) if (ev.type === 'StateEntered') n++; })();
+    const watch = (async () => {
+      for await (const ev of execution.eventLogs as AsyncIterable<{ type: string }>) if (ev.type === 'StateEntered') n++;
+    })();
     await execution.result;
     await watch;
     out[claimed === 0 ? 'nothing claimed' : 'rows claimed (sight, wait a lease, verify)'] = n;
@@ -187,17 +217,30 @@ export const awsModel: Measurement = {
     const sweeperTransitions = await countSweeperTransitions();
     report.blocks.push(
       'state transitions of one execution of the synthesized definition (states entered, Map iterations included; 10 chunks)\n' +
-      table(['scenario', 'transitions', 'states entered'], Object.entries(transitions).map(([k, v]) => [k, String(v.total),
-        Object.entries(v.byState).map(([s, n]) => (n > 1 ? `${s}×${n}` : s)).join(' ')]), [0, 2]),
+        table(
+          ['scenario', 'transitions', 'states entered'],
+          Object.entries(transitions).map(([k, v]) => [
+            k,
+            String(v.total),
+            Object.entries(v.byState)
+              .map(([s, n]) => (n > 1 ? `${s}×${n}` : s))
+              .join(' '),
+          ]),
+          [0, 2],
+        ),
       'state transitions of one execution of the synthesized sweeper state machine: ' +
-      Object.entries(sweeperTransitions).map(([k, v]) => `${k}: ${v}`).join('; '),
+        Object.entries(sweeperTransitions)
+          .map(([k, v]) => `${k}: ${v}`)
+          .join('; '),
     );
     // 2. item sizes
     const date = '2026-09-28';
     const inv = invoiceAt(date, 12_345, 5);
     const sizes = {
       invoice: itemSize({ [Attr.pk]: inv.pk, [Attr.customer]: inv.customer, [Attr.amount]: inv.amount, [Attr.token]: 12 }),
-      jobClaimed: itemSize(jobRow(0, 'RUNNING')), jobDone: itemSize(jobRow(0, 'DONE')), lock: itemSize(lockItem(0)),
+      jobClaimed: itemSize(jobRow(0, 'RUNNING')),
+      jobDone: itemSize(jobRow(0, 'DONE')),
+      lock: itemSize(lockItem(0)),
     };
     // 3. consumed capacity on DynamoDB Local, and per-transaction latency / chunk tail
     const stack = await ctx.stack();
@@ -209,23 +252,38 @@ export const awsModel: Measurement = {
       const job = Keys.job(date);
       const ddb = stack.clients.ddb;
       await ddb.send(new PutCommand({ TableName: ns.tables.jobs, Item: { ...jobRow(0, 'RUNNING'), [Attr.pk]: job } }));
-      await ddb.send(new PutCommand({ TableName: ns.tables.locks, Item: { ...lockItem(0), [Attr.pk]: Keys.lock(date), [Attr.holder]: 'me', [Attr.epoch]: 3 } }));
+      await ddb.send(
+        new PutCommand({ TableName: ns.tables.locks, Item: { ...lockItem(0), [Attr.pk]: Keys.lock(date), [Attr.holder]: 'me', [Attr.epoch]: 3 } }),
+      );
       const plan: NightPlan = { date, invoices: 50_000, chunkSize: 5_000, putsPerTransaction: 99 };
       const batch: Invoice[] = chunkBatches(plan, 9).next().value!;
-      const tx = await ddb.send(new TransactWriteItemsCommand({ ...fence.fencedTransaction(ns.tables, job, 3, batch), ReturnConsumedCapacity: 'INDEXES' }));
-      const renew = await ddb.send(new UpdateCommand({
-        TableName: ns.tables.locks, Key: { pk: Keys.lock(date) }, ConditionExpression: 'holder = :me AND epoch = :e',
-        UpdateExpression: 'SET rvn = :rvn, renewed_at = :w', ExpressionAttributeValues: { ':me': 'me', ':e': 3, ':rvn': randomUUID(), ':w': new Date().toISOString() },
-        ReturnConsumedCapacity: 'INDEXES',
-      }));
+      const tx = await ddb.send(
+        new TransactWriteItemsCommand({ ...fence.fencedTransaction(ns.tables, job, 3, batch), ReturnConsumedCapacity: 'INDEXES' }),
+      );
+      const renew = await ddb.send(
+        new UpdateCommand({
+          TableName: ns.tables.locks,
+          Key: { pk: Keys.lock(date) },
+          ConditionExpression: 'holder = :me AND epoch = :e',
+          UpdateExpression: 'SET rvn = :rvn, renewed_at = :w',
+          ExpressionAttributeValues: { ':me': 'me', ':e': 3, ':rvn': randomUUID(), ':w': new Date().toISOString() },
+          ReturnConsumedCapacity: 'INDEXES',
+        }),
+      );
       // Each chunk has its own fence item (docs/DESIGN.md, "Chunk fences"); its progress is recorded on it.
       const deps = { ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
       const measureChunks = ctx.quick ? [2] : [2, 3, 4, 5];
       await fence.raiseChunkFences(deps, job, 3, [0, 1, 7, ...measureChunks]);
-      const progress = await ddb.send(new UpdateCommand({
-        TableName: ns.tables.jobs, Key: { pk: Keys.chunkFence(job, 7) }, ConditionExpression: 'fence = :t', UpdateExpression: 'SET done_by = :t',
-        ExpressionAttributeValues: { ':t': 3 }, ReturnConsumedCapacity: 'INDEXES',
-      }));
+      const progress = await ddb.send(
+        new UpdateCommand({
+          TableName: ns.tables.jobs,
+          Key: { pk: Keys.chunkFence(job, 7) },
+          ConditionExpression: 'fence = :t',
+          UpdateExpression: 'SET done_by = :t',
+          ExpressionAttributeValues: { ':t': 3 },
+          ReturnConsumedCapacity: 'INDEXES',
+        }),
+      );
       capacity = { transaction: tx.ConsumedCapacity, renew: renew.ConsumedCapacity, chunkProgress: progress.ConsumedCapacity };
       // per-transaction latency (one in flight), after the JVM has warmed up on two chunks
       for (const c of [0, 1]) for (const b of chunkBatches(plan, c)) await fence.writeBatch(deps, Keys.chunkFence(job, c), 3, b);
@@ -246,13 +304,17 @@ export const awsModel: Measurement = {
     } finally {
       await stack.drop(ns);
     }
-    const tx = stat(txMs), tail = stat(tailMs);
+    const tx = stat(txMs),
+      tail = stat(tailMs);
     report.blocks.push(
-      'item sizes by AWS\'s rules (bytes)\n' +
-      table(['item', 'bytes'], Object.entries(sizes).map(([k, v]) => [k, String(v)])),
+      "item sizes by AWS's rules (bytes)\n" +
+        table(
+          ['item', 'bytes'],
+          Object.entries(sizes).map(([k, v]) => [k, String(v)]),
+        ),
       'ConsumedCapacity as DynamoDB Local reports it (ReturnConsumedCapacity INDEXES): ' + JSON.stringify(capacity),
       `one fenced transaction (1 check + 99 puts), one in flight, on DynamoDB Local: ${fmt(tx.median, 1)} ms median (${fmt(tx.min, 1)}–${fmt(tx.max, 1)}, ${tx.n} transactions); ` +
-      `chunk tail (render + chunk object PUT + manifest commit + progress update): ${fmt(tail.median, 1)} ms median (${fmt(tail.min, 1)}–${fmt(tail.max, 1)}, ${tail.n} chunks)`,
+        `chunk tail (render + chunk object PUT + manifest commit + progress update): ${fmt(tail.median, 1)} ms median (${fmt(tail.min, 1)}–${fmt(tail.max, 1)}, ${tail.n} chunks)`,
     );
     // 4. the arithmetic the doc shows, from the figures above (prices ASSUMED)
     const normal = transitions['lock free (a normal night)'].total;
@@ -261,15 +323,27 @@ export const awsModel: Measurement = {
     const chunkSeconds = (51 * tx.median + tail.median) / 1000;
     report.blocks.push(
       `model, prices ASSUMED for ${ASSUMED.region}:\n` +
-      `  fenced transactions' WRUs per night = 50,000 puts × 2 + 510 checks × 2 = ${fmt(wru)} → $${(wru / 1e6 * ASSUMED.wruPerMillion).toFixed(4)} a night, $${(wru / 1e6 * ASSUMED.wruPerMillion * 365).toFixed(2)} a year\n` +
-      `  state transitions per normal night = ${normal} → $${(normal / 1000 * ASSUMED.sfnPerThousandTransitions).toFixed(5)} a night\n` +
-      `  chunk Lambda duration (local figure) ≈ 51 × ${fmt(tx.median, 1)} ms + ${fmt(tail.median, 1)} ms = ${chunkSeconds.toFixed(2)} s\n` +
-      `  sweeper with nothing claimed = ${idleSweep} transitions a run; rate(1 minute) = ${fmt(idleSweep * 1440 * 365)} a year → $${(idleSweep * 1440 * 365 / 1000 * ASSUMED.sfnPerThousandTransitions).toFixed(2)}; ` +
-      `only 01:00–06:59 (cron(* 1-6 * * ? *)) = ${fmt(idleSweep * 360 * 365)} → $${(idleSweep * 360 * 365 / 1000 * ASSUMED.sfnPerThousandTransitions).toFixed(2)} (before the free tier)`,
+        `  fenced transactions' WRUs per night = 50,000 puts × 2 + 510 checks × 2 = ${fmt(wru)} → $${((wru / 1e6) * ASSUMED.wruPerMillion).toFixed(4)} a night, $${((wru / 1e6) * ASSUMED.wruPerMillion * 365).toFixed(2)} a year\n` +
+        `  state transitions per normal night = ${normal} → $${((normal / 1000) * ASSUMED.sfnPerThousandTransitions).toFixed(5)} a night\n` +
+        `  chunk Lambda duration (local figure) ≈ 51 × ${fmt(tx.median, 1)} ms + ${fmt(tail.median, 1)} ms = ${chunkSeconds.toFixed(2)} s\n` +
+        `  sweeper with nothing claimed = ${idleSweep} transitions a run; rate(1 minute) = ${fmt(idleSweep * 1440 * 365)} a year → $${(((idleSweep * 1440 * 365) / 1000) * ASSUMED.sfnPerThousandTransitions).toFixed(2)}; ` +
+        `only 01:00–06:59 (cron(* 1-6 * * ? *)) = ${fmt(idleSweep * 360 * 365)} → $${(((idleSweep * 360 * 365) / 1000) * ASSUMED.sfnPerThousandTransitions).toFixed(2)} (before the free tier)`,
     );
     report.verdicts.push(
-      { measurement: this.name, what: 'state transitions per normal night (counted on the synthesized definition)', figure: String(normal), target: 'informational', met: undefined },
-      { measurement: this.name, what: 'fenced transaction latency on DynamoDB Local (1 in flight)', figure: `${fmt(tx.median, 1)} ms`, target: 'informational', met: undefined },
+      {
+        measurement: this.name,
+        what: 'state transitions per normal night (counted on the synthesized definition)',
+        figure: String(normal),
+        target: 'informational',
+        met: undefined,
+      },
+      {
+        measurement: this.name,
+        what: 'fenced transaction latency on DynamoDB Local (1 in flight)',
+        figure: `${fmt(tx.median, 1)} ms`,
+        target: 'informational',
+        met: undefined,
+      },
     );
     Object.assign(report.data, { transitions, sweeperTransitions, sizes, capacity, txMs: tx, tailMs: tail, assumed: ASSUMED });
     return report;

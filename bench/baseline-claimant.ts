@@ -39,15 +39,27 @@ export async function claimOncePerLease(deps: LeaseDeps, key: string, holder: st
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
-      'dynamodb-endpoint': { type: 'string' }, 's3-endpoint': { type: 'string' }, 'table-prefix': { type: 'string' }, bucket: { type: 'string' },
-      date: { type: 'string' }, worker: { type: 'string' }, invoices: { type: 'string' },
+      'dynamodb-endpoint': { type: 'string' },
+      's3-endpoint': { type: 'string' },
+      'table-prefix': { type: 'string' },
+      bucket: { type: 'string' },
+      date: { type: 'string' },
+      worker: { type: 'string' },
+      invoices: { type: 'string' },
     },
   });
   const clients = localClients({ dynamodb: values['dynamodb-endpoint']!, s3: values['s3-endpoint']! });
   const worker = values.worker ?? `baseline-${process.pid}`;
   const events = new Events(worker, systemClock).on((e) => process.stdout.write(JSON.stringify(e) + '\n'));
   const config = validateBillingConfig({ invoices: Number(values.invoices ?? 50_000) });
-  const deps: BillingDeps = { ddb: clients.ddb, s3: clients.s3, tables: tableNames(values['table-prefix']), bucket: values.bucket!, clock: systemClock, events };
+  const deps: BillingDeps = {
+    ddb: clients.ddb,
+    s3: clients.s3,
+    tables: tableNames(values['table-prefix']),
+    bucket: values.bucket!,
+    clock: systemClock,
+    events,
+  };
   const date = values.date!;
   try {
     const lease = await claimOncePerLease({ ddb: deps.ddb, table: deps.tables.locks, clock: deps.clock, events }, Keys.lock(date), worker, config);
@@ -62,5 +74,8 @@ async function main(): Promise<void> {
 }
 
 if (require.main === module) {
-  main().catch((err) => { process.stderr.write(`${(err as Error).stack}\n`); process.exitCode = 1; });
+  main().catch((err) => {
+    process.stderr.write(`${(err as Error).stack}\n`);
+    process.exitCode = 1;
+  });
 }

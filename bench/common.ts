@@ -34,7 +34,12 @@ export const median = (xs: readonly number[]): number => {
   return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
 
-export interface Stat { readonly median: number; readonly min: number; readonly max: number; readonly n: number }
+export interface Stat {
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+  readonly n: number;
+}
 export const stat = (xs: readonly number[]): Stat => ({ median: median(xs), min: Math.min(...xs), max: Math.max(...xs), n: xs.length });
 
 /** `1,234 (1,100–1,300)`, or just the value for a single sample. */
@@ -58,7 +63,11 @@ export function rotate<T>(items: readonly T[], round: number): T[] {
 /** A plain-text table: the first column left-aligned, the others right-aligned unless `left` lists them. */
 export function table(headers: readonly string[], rows: readonly (readonly string[])[], left: readonly number[] = [0]): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: readonly string[]) => cells.map((c, i) => (left.includes(i) ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
+  const line = (cells: readonly string[]) =>
+    cells
+      .map((c, i) => (left.includes(i) ? c.padEnd(widths[i]) : c.padStart(widths[i])))
+      .join('  ')
+      .trimEnd();
   return [line(headers), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
@@ -134,7 +143,14 @@ export class SharedStack {
     // A 2 GB cap: DynamoDB Local holds every item in memory, and bench 10 writes nights of a million invoices.
     const stack: EmbeddedStack = await startEmbeddedStack({ dynamodbHeapMb: 2048 });
     const startupSeconds = (performance.now() - t0) / 1000;
-    return new SharedStack(stack.endpoints, localClients(stack.endpoints), startupSeconds, stack.dynamodb.pid, () => stack.stop(), stack.dynamodb.endpoint);
+    return new SharedStack(
+      stack.endpoints,
+      localClients(stack.endpoints),
+      startupSeconds,
+      stack.dynamodb.pid,
+      () => stack.stop(),
+      stack.dynamodb.endpoint,
+    );
   }
 
   /** Use a stack another process runs (`fencepost local`); stopping it is that process's business. */
@@ -150,7 +166,9 @@ export class SharedStack {
     await provision(this.clients.raw, this.clients.s3, prefix, bucket);
     const endpoints = this.endpoints;
     return {
-      prefix, bucket, tables: tableNames(prefix),
+      prefix,
+      bucket,
+      tables: tableNames(prefix),
       storeArgs: () => ['--dynamodb-endpoint', endpoints.dynamodb, '--s3-endpoint', endpoints.s3, '--table-prefix', prefix, '--bucket', bucket],
     };
   }
@@ -222,30 +240,69 @@ export function spawnScript(script: string, args: readonly string[] = [], env: R
   createInterface({ input: child.stdout! }).on('line', (line) => {
     const atMs = performance.now();
     let parsed: Record<string, unknown> | undefined;
-    try { parsed = JSON.parse(line) as Record<string, unknown>; } catch { /* not JSON */ }
+    try {
+      parsed = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      /* not JSON */
+    }
     if (!parsed || typeof parsed.event !== 'string') return void other.push({ line, atMs });
     const e = { ...(parsed as FencepostEvent), atMs };
     events.push(e);
     for (const l of listeners) l(e);
-    for (const w of [...waiters]) if (w.pred(e)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(e); }
+    for (const w of [...waiters])
+      if (w.pred(e)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(e);
+      }
   });
   createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
-  const exited = once(child, 'exit').then(([code, signal]) => ({ code: code as number | null, signal: signal as NodeJS.Signals | null, atMs: performance.now() }));
+  const exited = once(child, 'exit').then(([code, signal]) => ({
+    code: code as number | null,
+    signal: signal as NodeJS.Signals | null,
+    atMs: performance.now(),
+  }));
   return {
-    child, pid: child.pid!, spawnedAt, events, other, stderr, exited,
+    child,
+    pid: child.pid!,
+    spawnedAt,
+    events,
+    other,
+    stderr,
+    exited,
     onEvent: (l) => void listeners.push(l),
     waitFor(pred, timeoutMs = 120_000) {
       const hit = events.find(pred);
       if (hit) return Promise.resolve(hit);
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`timed out waiting for an event; saw ${events.map((e) => e.event).join(',')}; stderr: ${stderr.join(' | ')}`)), timeoutMs);
-        waiters.push({ pred, resolve: (e) => { clearTimeout(timer); resolve(e); } });
-        void exited.then(() => setTimeout(() => { clearTimeout(timer); reject(new Error(`the process exited before the event; saw ${events.map((e) => e.event).join(',')}; stderr: ${stderr.slice(-5).join(' | ')}`)); }, 100));
+        const timer = setTimeout(
+          () => reject(new Error(`timed out waiting for an event; saw ${events.map((e) => e.event).join(',')}; stderr: ${stderr.join(' | ')}`)),
+          timeoutMs,
+        );
+        waiters.push({
+          pred,
+          resolve: (e) => {
+            clearTimeout(timer);
+            resolve(e);
+          },
+        });
+        void exited.then(() =>
+          setTimeout(() => {
+            clearTimeout(timer);
+            reject(
+              new Error(`the process exited before the event; saw ${events.map((e) => e.event).join(',')}; stderr: ${stderr.slice(-5).join(' | ')}`),
+            );
+          }, 100),
+        );
       });
     },
     summary() {
       for (const o of [...other].reverse()) {
-        try { const j = JSON.parse(o.line) as Record<string, unknown>; if ('outcome' in j) return j; } catch { /* next */ }
+        try {
+          const j = JSON.parse(o.line) as Record<string, unknown>;
+          if ('outcome' in j) return j;
+        } catch {
+          /* next */
+        }
       }
       return undefined;
     },
@@ -255,7 +312,11 @@ export function spawnScript(script: string, args: readonly string[] = [], env: R
 /** SIGKILL a child we started, by its pid, if it is still running. */
 export function kill(c: Child, sig: NodeJS.Signals = 'SIGKILL'): void {
   if (c.child.exitCode === null && c.child.signalCode === null) {
-    try { process.kill(c.pid, sig); } catch { /* gone */ }
+    try {
+      process.kill(c.pid, sig);
+    } catch {
+      /* gone */
+    }
   }
 }
 
@@ -302,7 +363,10 @@ export async function runToEnd(c: Child, what: string): Promise<{ code: number |
 
 // ---------------------------------------------------------------- resident memory from /proc
 
-export interface ProcMem { readonly rssKb: number; readonly hwmKb: number }
+export interface ProcMem {
+  readonly rssKb: number;
+  readonly hwmKb: number;
+}
 
 export function procMem(pid: number): ProcMem | undefined {
   try {
@@ -325,9 +389,14 @@ export function childrenOf(pid: number): number[] {
     for (const d of fs.readdirSync('/proc')) {
       if (!/^\d+$/.test(d)) continue;
       try {
-        const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+        const stat = fs
+          .readFileSync(`/proc/${d}/stat`, 'utf8')
+          .replace(/^.*\) /s, '')
+          .split(' ');
         if (Number(stat[1]) === pid) out.push(Number(d));
-      } catch { /* gone */ }
+      } catch {
+        /* gone */
+      }
     }
     return out;
   }
@@ -359,7 +428,10 @@ export class MemorySampler {
   private marks: { label: string; atMs: number; peakSumKb: number; peakRssKb: Record<string, number> }[] = [];
 
   /** A name may stand for several processes (a workflow run's function environments): their RSS is summed. */
-  constructor(private readonly pids: () => Record<string, number | readonly number[] | undefined>, private readonly periodMs = 100) {}
+  constructor(
+    private readonly pids: () => Record<string, number | readonly number[] | undefined>,
+    private readonly periodMs = 100,
+  ) {}
 
   start(): this {
     const tick = () => {
@@ -370,7 +442,10 @@ export class MemorySampler {
         const rssKb = mems.reduce((n, m) => n + m.rssKb, 0);
         sum += rssKb;
         this.peakRssKb[name] = Math.max(this.peakRssKb[name] ?? 0, rssKb);
-        this.lastHwmKb[name] = Math.max(this.lastHwmKb[name] ?? 0, mems.reduce((n, m) => n + m.hwmKb, 0));
+        this.lastHwmKb[name] = Math.max(
+          this.lastHwmKb[name] ?? 0,
+          mems.reduce((n, m) => n + m.hwmKb, 0),
+        );
       }
       this.peakSumKb = Math.max(this.peakSumKb, sum);
       this.samples++;

@@ -53,8 +53,22 @@ async function workflowNight(stack: SharedStack, invoices: number, concurrency: 
   try {
     const date = freshDate();
     const args = ns.storeArgs().map((a) => (a === stack.endpoints.dynamodb ? proxy.endpoint : a));
-    const c = spawnCli(['run', '--engine', 'stepfunctions', '--chunk-concurrency', String(concurrency), '--json', '--events',
-      '--invoices', String(invoices), '--date', date, '--worker', `cc${concurrency}`, ...args]);
+    const c = spawnCli([
+      'run',
+      '--engine',
+      'stepfunctions',
+      '--chunk-concurrency',
+      String(concurrency),
+      '--json',
+      '--events',
+      '--invoices',
+      String(invoices),
+      '--date',
+      date,
+      '--worker',
+      `cc${concurrency}`,
+      ...args,
+    ]);
     await runToEnd(c, `fencepost run --chunk-concurrency ${concurrency}`);
     const summary = c.summary() as { outcome: string; transactions: number; invoicesRecorded: number };
     const observe = c.events.find((e) => e.event === 'observe');
@@ -65,8 +79,13 @@ async function workflowNight(stack: SharedStack, invoices: number, concurrency: 
     const batches = batchesOf({ date, invoices, chunkSize: DEFAULTS.chunkSize, putsPerTransaction: 99 });
     const report = await audit({ ddb: stack.clients.ddb, s3: stack.clients.s3, tables: ns.tables, bucket: ns.bucket }, date, invoices);
     return {
-      label: `workflow, ${concurrency} chunk${concurrency > 1 ? 's' : ''} at once`, seconds, invoicesPerSecond: invoices / seconds,
-      conflicts: conflictsOf(proxy.stats()), retried: summary.transactions - batches, gaveUp: 0, auditOk: report.ok,
+      label: `workflow, ${concurrency} chunk${concurrency > 1 ? 's' : ''} at once`,
+      seconds,
+      invoicesPerSecond: invoices / seconds,
+      conflicts: conflictsOf(proxy.stats()),
+      retried: summary.transactions - batches,
+      gaveUp: 0,
+      auditOk: report.ok,
     };
   } finally {
     await proxy.stop();
@@ -87,9 +106,21 @@ async function writePathNight(stack: SharedStack, invoices: number, concurrency:
     const date = freshDate();
     const jobId = Keys.job(date);
     const config: BillingConfig = { ...DEFAULTS, invoices, leaseMs: 60_000, renewMs: 10_000, marginMs: 10_000 };
-    const deps: BillingDeps = { ddb: clients.ddb, s3: clients.s3, tables: ns.tables, bucket: ns.bucket, clock: systemClock, events: new Events('bench', systemClock) };
+    const deps: BillingDeps = {
+      ddb: clients.ddb,
+      s3: clients.s3,
+      tables: ns.tables,
+      bucket: ns.bucket,
+      clock: systemClock,
+      events: new Events('bench', systemClock),
+    };
     const fenceDeps = { ddb: clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
-    const lease = await claim({ ddb: clients.ddb, table: ns.tables.locks, clock: systemClock, events: deps.events }, Keys.lock(date), 'bench', config);
+    const lease = await claim(
+      { ddb: clients.ddb, table: ns.tables.locks, clock: systemClock, events: deps.events },
+      Keys.lock(date),
+      'bench',
+      config,
+    );
     lease.startHeartbeat();
     const night = await raiseNight(deps, lease, date, config);
     const plan: NightPlan = { date, invoices, chunkSize: config.chunkSize, putsPerTransaction: 99 };
@@ -97,37 +128,43 @@ async function writePathNight(stack: SharedStack, invoices: number, concurrency:
     let transactions = 0;
     let gaveUp = 0;
     const t0 = performance.now();
-    await Promise.all(Array.from({ length: concurrency }, async () => {
-      for (let chunk = queue.shift(); chunk !== undefined; chunk = queue.shift()) {
-        const fenceKey = checks === 'chunk fence' ? Keys.chunkFence(jobId, chunk) : jobId;
-        for (const batch of chunkBatches(plan, chunk)) {
-          for (;;) {
-            try {
-              const r = await fence.writeBatch(fenceDeps, fenceKey, lease.token, batch);
-              transactions += r.transactions; // added after the await: `x += await …` would read x before it
-              break;
-            } catch (err) {
-              // What a Step Functions retry of the chunk task would do, without its waits: send the batch again.
-              if (!isTransient(err)) throw err;
-              transactions += 1 + DEFAULT_BACKOFF.retries; // every attempt writeBatch made before it gave up
-              gaveUp++;
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        for (let chunk = queue.shift(); chunk !== undefined; chunk = queue.shift()) {
+          const fenceKey = checks === 'chunk fence' ? Keys.chunkFence(jobId, chunk) : jobId;
+          for (const batch of chunkBatches(plan, chunk)) {
+            for (;;) {
+              try {
+                const r = await fence.writeBatch(fenceDeps, fenceKey, lease.token, batch);
+                transactions += r.transactions; // added after the await: `x += await …` would read x before it
+                break;
+              } catch (err) {
+                // What a Step Functions retry of the chunk task would do, without its waits: send the batch again.
+                if (!isTransient(err)) throw err;
+                transactions += 1 + DEFAULT_BACKOFF.retries; // every attempt writeBatch made before it gave up
+                gaveUp++;
+              }
             }
           }
+          const object = await night.manifest.putChunkObject(chunk, [...renderChunkLines(plan, chunk, lease.token)].join(''));
+          const { first, end } = chunkRange(plan, chunk);
+          await night.manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, invoices: end - first });
+          await fence.markChunkDone(fenceDeps, jobId, lease.token, chunk);
         }
-        const object = await night.manifest.putChunkObject(chunk, [...renderChunkLines(plan, chunk, lease.token)].join(''));
-        const { first, end } = chunkRange(plan, chunk);
-        await night.manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, invoices: end - first });
-        await fence.markChunkDone(fenceDeps, jobId, lease.token, chunk);
-      }
-    }));
+      }),
+    );
     const seconds = (performance.now() - t0) / 1000;
     await completeNight(deps, lease, night.manifest, date);
     await lease.release();
     const report = await audit({ ddb: stack.clients.ddb, s3: stack.clients.s3, tables: ns.tables, bucket: ns.bucket }, date, invoices);
     return {
-      label: `write path, ${concurrency} at once, every batch checks ${checks === 'chunk fence' ? 'its chunk\'s fence item' : 'the job row'}`,
-      seconds, invoicesPerSecond: invoices / seconds, conflicts: conflictsOf(proxy.stats()),
-      retried: transactions - batchesOf(plan), gaveUp, auditOk: report.ok,
+      label: `write path, ${concurrency} at once, every batch checks ${checks === 'chunk fence' ? "its chunk's fence item" : 'the job row'}`,
+      seconds,
+      invoicesPerSecond: invoices / seconds,
+      conflicts: conflictsOf(proxy.stats()),
+      retried: transactions - batchesOf(plan),
+      gaveUp,
+      auditOk: report.ok,
     };
   } finally {
     clients.destroy();
@@ -165,24 +202,58 @@ export const concurrency: Measurement = {
       b.push(await writePathNight(stack, invoices, 4, checks));
       ctx.log(`concurrency:   ${describe(b.at(-1)!)}`);
     }
-    const row = (f: Figures) => [f.label, fmt(f.seconds, 1), fmt(f.invoicesPerSecond), fmt(f.conflicts), fmt(f.retried), fmt(f.gaveUp), f.auditOk ? 'clean' : 'FAILED'];
+    const row = (f: Figures) => [
+      f.label,
+      fmt(f.seconds, 1),
+      fmt(f.invoicesPerSecond),
+      fmt(f.conflicts),
+      fmt(f.retried),
+      fmt(f.gaveUp),
+      f.auditOk ? 'clean' : 'FAILED',
+    ];
     const headers = ['case', 'night s', 'invoices/s', 'conflicts', 'transactions retried', 'batches given up', 'audit'];
     report.blocks.push(
       `${fmt(invoices)} invoices a night (${fmt(invoices / DEFAULTS.chunkSize)} chunks of ${fmt(DEFAULTS.chunkSize)}), each case through its own conflict proxy (window ${WINDOW_MS} ms), one round\n` +
-      `A. the synthesized workflow on its bundles, chunk fences\n` + table(headers, a.map(row)),
+        `A. the synthesized workflow on its bundles, chunk fences\n` +
+        table(headers, a.map(row)),
       `B. the fenced write path in one process, 4 chunks at once: the item every batch checks\n` + table(headers, b.map(row)),
     );
     const [one, four, eight] = a;
     const [jobRow, chunkFence] = b;
     report.verdicts.push(
-      { measurement: this.name, what: 'workflow at chunk concurrency 8: conflicts on fence items; audit', figure: `${eight.conflicts} conflicts; audit ${eight.auditOk ? 'clean' : 'FAILED'}`, target: '0; clean', met: eight.conflicts === 0 && eight.auditOk },
-      { measurement: this.name, what: 'workflow invoices/s at chunk concurrency 4 and 8 vs 1', figure: `×${fmt(four.invoicesPerSecond / one.invoicesPerSecond, 2)}, ×${fmt(eight.invoicesPerSecond / one.invoicesPerSecond, 2)}`, target: 'informational (2 cores, one DynamoDB Local)', met: undefined },
-      { measurement: this.name, what: 'single job-row fence at 4 at once: conflicts and retries (the "before")', figure: `${jobRow.conflicts} conflicts, ${jobRow.retried} retried, ${jobRow.gaveUp} given up; audit ${jobRow.auditOk ? 'clean' : 'FAILED'}`, target: 'conflicts appear, are retried, audit clean', met: jobRow.conflicts > 0 && jobRow.auditOk },
-      { measurement: this.name, what: 'chunk fences at 4 at once: conflicts; invoices/s vs the job-row fence', figure: `${chunkFence.conflicts} conflicts; ×${fmt(chunkFence.invoicesPerSecond / jobRow.invoicesPerSecond, 2)}`, target: '0 conflicts', met: chunkFence.conflicts === 0 && chunkFence.auditOk },
+      {
+        measurement: this.name,
+        what: 'workflow at chunk concurrency 8: conflicts on fence items; audit',
+        figure: `${eight.conflicts} conflicts; audit ${eight.auditOk ? 'clean' : 'FAILED'}`,
+        target: '0; clean',
+        met: eight.conflicts === 0 && eight.auditOk,
+      },
+      {
+        measurement: this.name,
+        what: 'workflow invoices/s at chunk concurrency 4 and 8 vs 1',
+        figure: `×${fmt(four.invoicesPerSecond / one.invoicesPerSecond, 2)}, ×${fmt(eight.invoicesPerSecond / one.invoicesPerSecond, 2)}`,
+        target: 'informational (2 cores, one DynamoDB Local)',
+        met: undefined,
+      },
+      {
+        measurement: this.name,
+        what: 'single job-row fence at 4 at once: conflicts and retries (the "before")',
+        figure: `${jobRow.conflicts} conflicts, ${jobRow.retried} retried, ${jobRow.gaveUp} given up; audit ${jobRow.auditOk ? 'clean' : 'FAILED'}`,
+        target: 'conflicts appear, are retried, audit clean',
+        met: jobRow.conflicts > 0 && jobRow.auditOk,
+      },
+      {
+        measurement: this.name,
+        what: 'chunk fences at 4 at once: conflicts; invoices/s vs the job-row fence',
+        figure: `${chunkFence.conflicts} conflicts; ×${fmt(chunkFence.invoicesPerSecond / jobRow.invoicesPerSecond, 2)}`,
+        target: '0 conflicts',
+        met: chunkFence.conflicts === 0 && chunkFence.auditOk,
+      },
     );
     Object.assign(report.data, { invoices, windowMs: WINDOW_MS, workflow: a, writePath: b });
     return report;
   },
 };
 
-const describe = (f: Figures) => `${fmt(f.seconds, 1)} s, ${fmt(f.invoicesPerSecond)} invoices/s, ${f.conflicts} conflicts, ${f.retried} retried, ${f.gaveUp} given up, audit ${f.auditOk ? 'clean' : 'FAILED'}`;
+const describe = (f: Figures) =>
+  `${fmt(f.seconds, 1)} s, ${fmt(f.invoicesPerSecond)} invoices/s, ${f.conflicts} conflicts, ${f.retried} retried, ${f.gaveUp} given up, audit ${f.auditOk ? 'clean' : 'FAILED'}`;

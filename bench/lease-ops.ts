@@ -22,13 +22,15 @@ import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type M
 
 async function pool<T>(items: readonly T[], inFlight: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: inFlight }, async () => {
-    for (;;) {
-      const i = next++;
-      if (i >= items.length) return;
-      await fn(items[i]);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      for (;;) {
+        const i = next++;
+        if (i >= items.length) return;
+        await fn(items[i]);
+      }
+    }),
+  );
 }
 
 export const leaseOps: Measurement = {
@@ -48,7 +50,13 @@ export const leaseOps: Measurement = {
       const keys = Array.from({ length: holders }, (_, i) => `lease#${String(i).padStart(4, '0')}`);
       const leases: Lease[] = new Array(holders);
       const c0 = performance.now();
-      await pool(keys.map((k, i) => [k, i] as const), inFlight, async ([k, i]) => { leases[i] = await claim(deps, k, `holder-${i}`, config); });
+      await pool(
+        keys.map((k, i) => [k, i] as const),
+        inFlight,
+        async ([k, i]) => {
+          leases[i] = await claim(deps, k, `holder-${i}`, config);
+        },
+      );
       const claimSeconds = (performance.now() - c0) / 1000;
       ctx.log(`lease-ops: ${fmt(holders)} claims in ${claimSeconds.toFixed(2)} s (${fmt(holders / claimSeconds)} claims/s, observe + claim each)`);
 
@@ -61,12 +69,15 @@ export const leaseOps: Measurement = {
         bare: async () => {
           const work = Array.from({ length: perRound }, () => leases).flat();
           await pool(work, inFlight, async (l) => {
-            await stack.clients.ddb.send(new UpdateCommand({
-              TableName: ns.tables.locks, Key: { [Attr.pk]: l.key },
-              ConditionExpression: `${Attr.holder} = :me AND ${Attr.epoch} = :e`,
-              UpdateExpression: `SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`,
-              ExpressionAttributeValues: { ':me': l.holder, ':e': l.token, ':rvn': randomUUID(), ':wall': new Date().toISOString() },
-            }));
+            await stack.clients.ddb.send(
+              new UpdateCommand({
+                TableName: ns.tables.locks,
+                Key: { [Attr.pk]: l.key },
+                ConditionExpression: `${Attr.holder} = :me AND ${Attr.epoch} = :e`,
+                UpdateExpression: `SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`,
+                ExpressionAttributeValues: { ':me': l.holder, ':e': l.token, ':rvn': randomUUID(), ':wall': new Date().toISOString() },
+              }),
+            );
           });
           return work.length;
         },
@@ -87,13 +98,28 @@ export const leaseOps: Measurement = {
       const m = { 'Lease.renew': stat(rps['Lease.renew']), bare: stat(rps.bare) };
       report.blocks.push(
         `${fmt(holders)} holders, ${perRound} renewals each per round (${fmt(holders * perRound)}), ${inFlight} in flight, ${rounds} round(s) after a warm-up; medians (min–max)\n` +
-        table(['variant', 'renewals/s', 'ratio to bare'], names.map((n) => [n, fmtStat(m[n]), (m[n].median / m.bare.median).toFixed(3)])),
+          table(
+            ['variant', 'renewals/s', 'ratio to bare'],
+            names.map((n) => [n, fmtStat(m[n]), (m[n].median / m.bare.median).toFixed(3)]),
+          ),
         `claims: ${fmt(holders)} clock-free claims of free locks (a GetItem + a conditional UpdateItem each), ${inFlight} in flight: ${claimSeconds.toFixed(2)} s, ${fmt(holders / claimSeconds)} claims/s`,
       );
       const ratio = m['Lease.renew'].median / m.bare.median;
       report.verdicts.push(
-        { measurement: this.name, what: 'Lease.renew / bare UpdateItem (renewals/s)', figure: `${ratio.toFixed(3)} (${fmt(m['Lease.renew'].median)} vs ${fmt(m.bare.median)} /s)`, target: '≥ 0.90', met: ratio >= 0.9 },
-        { measurement: this.name, what: 'renewals/s with 16 in flight vs the issue\'s ~1,285/s', figure: fmt(m['Lease.renew'].median), target: 'informational (another machine)', met: undefined },
+        {
+          measurement: this.name,
+          what: 'Lease.renew / bare UpdateItem (renewals/s)',
+          figure: `${ratio.toFixed(3)} (${fmt(m['Lease.renew'].median)} vs ${fmt(m.bare.median)} /s)`,
+          target: '≥ 0.90',
+          met: ratio >= 0.9,
+        },
+        {
+          measurement: this.name,
+          what: "renewals/s with 16 in flight vs the issue's ~1,285/s",
+          figure: fmt(m['Lease.renew'].median),
+          target: 'informational (another machine)',
+          met: undefined,
+        },
       );
       Object.assign(report.data, { holders, perRound, inFlight, claimSeconds, rps });
       return report;

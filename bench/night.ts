@@ -13,7 +13,20 @@
  *
  * Target: workflow overhead (end to end, workflow / direct − 1) ≤ 15%.
  */
-import { freshDate, fmt, fmtStat, newReport, rotate, runToEnd, spawnCli, stat, table, type BenchContext, type Measurement, type SharedStack } from './common';
+import {
+  freshDate,
+  fmt,
+  fmtStat,
+  newReport,
+  rotate,
+  runToEnd,
+  spawnCli,
+  stat,
+  table,
+  type BenchContext,
+  type Measurement,
+  type SharedStack,
+} from './common';
 
 /** `stepfunctions-source`: the workflow with the handlers' sources in-process (FENCEPOST_LAMBDA_CODE=source). */
 type Engine = 'direct' | 'stepfunctions' | 'stepfunctions-source';
@@ -32,8 +45,24 @@ export async function nightOnStack(stack: SharedStack, engine: Engine, invoices:
   const ns = await stack.namespace(engine === 'direct' ? 'nd' : 'ns');
   try {
     const source = engine === 'stepfunctions-source';
-    const c = spawnCli(['run', '--engine', source ? 'stepfunctions' : engine, '--json', '--events', '--invoices', String(invoices), '--date', freshDate(),
-      '--worker', `bench-${engine}`, ...ns.storeArgs(), ...extra], source ? { FENCEPOST_LAMBDA_CODE: 'source' } : {});
+    const c = spawnCli(
+      [
+        'run',
+        '--engine',
+        source ? 'stepfunctions' : engine,
+        '--json',
+        '--events',
+        '--invoices',
+        String(invoices),
+        '--date',
+        freshDate(),
+        '--worker',
+        `bench-${engine}`,
+        ...ns.storeArgs(),
+        ...extra,
+      ],
+      source ? { FENCEPOST_LAMBDA_CODE: 'source' } : {},
+    );
     const { atMs: exitAt } = await runToEnd(c, `fencepost run --engine ${engine}`);
     const first = c.events[0];
     const observe = c.events.find((e) => e.event === 'observe');
@@ -72,7 +101,9 @@ export const night: Measurement = {
       for (const e of rotate(ENGINES, r)) {
         const f = await nightOnStack(stack, e, invoices);
         runs[e].push(f);
-        ctx.log(`night: round ${r}/${ctx.rounds} ${e.padEnd(20)} end to end ${f.e2e.toFixed(1)} s, night ${f.night.toFixed(1)} s, start-up ${f.startup.toFixed(1)} s`);
+        ctx.log(
+          `night: round ${r}/${ctx.rounds} ${e.padEnd(20)} end to end ${f.e2e.toFixed(1)} s, night ${f.night.toFixed(1)} s, start-up ${f.startup.toFixed(1)} s`,
+        );
       }
     }
     const s = (e: Engine, k: keyof NightFigures) => stat(runs[e].map((f) => f[k]));
@@ -81,10 +112,20 @@ export const night: Measurement = {
     const ipsWithStack = (e: Engine) => stat(runs[e].map((f) => invoices / (f.e2e + stack.startupSeconds)));
     report.blocks.push(
       `${fmt(invoices)} invoices (${fmt(runs.direct[0].transactions)} fenced transactions), ${ctx.rounds} round(s), rotating order, after a warm-up; ` +
-      `each night in its own child process; medians (min–max)\n` +
-      table(['engine', 'end to end s', 'invoices/s e2e', 'night s', 'invoices/s night', 'start-up s', `+ stack s`, 'invoices/s + stack'],
-        ENGINES.map((e) => [e, fmtStat(s(e, 'e2e'), 1), fmtStat(ips(e, 'e2e')), fmtStat(s(e, 'night'), 1), fmtStat(ips(e, 'night')),
-          fmtStat(s(e, 'startup'), 2), fmtStat(withStack(e), 1), fmtStat(ipsWithStack(e))])),
+        `each night in its own child process; medians (min–max)\n` +
+        table(
+          ['engine', 'end to end s', 'invoices/s e2e', 'night s', 'invoices/s night', 'start-up s', `+ stack s`, 'invoices/s + stack'],
+          ENGINES.map((e) => [
+            e,
+            fmtStat(s(e, 'e2e'), 1),
+            fmtStat(ips(e, 'e2e')),
+            fmtStat(s(e, 'night'), 1),
+            fmtStat(ips(e, 'night')),
+            fmtStat(s(e, 'startup'), 2),
+            fmtStat(withStack(e), 1),
+            fmtStat(ipsWithStack(e)),
+          ]),
+        ),
       `shared stack start-up (DynamoDB Local JVM + local S3), timed once: ${stack.startupSeconds.toFixed(1)} s`,
     );
     const overhead = s('stepfunctions', 'e2e').median / s('direct', 'e2e').median - 1;
@@ -95,10 +136,34 @@ export const night: Measurement = {
     const bundlesNight = s('stepfunctions', 'night').median / s('stepfunctions-source', 'night').median - 1;
     const bundlesPerRound = runs.stepfunctions.map((f, i) => f.e2e / runs['stepfunctions-source'][i].e2e - 1);
     report.verdicts.push(
-      { measurement: this.name, what: 'workflow overhead, end to end', figure: `${pct(overhead)} (per-round ${perRound.map(pct).join(', ')})`, target: '≤ +15%', met: overhead <= 0.15 },
-      { measurement: this.name, what: 'workflow overhead, the night only (first observe → completed)', figure: pct(nightOverhead), target: '≤ +15%', met: nightOverhead <= 0.15 },
-      { measurement: this.name, what: 'workflow overhead including the stack start-up', figure: pct(stackOverhead), target: 'informational', met: undefined },
-      { measurement: this.name, what: 'bundles (as deployed, a process per function) vs sources in-process, end to end', figure: `${pct(bundles)} (per-round ${bundlesPerRound.map(pct).join(', ')})`, target: 'informational', met: undefined },
+      {
+        measurement: this.name,
+        what: 'workflow overhead, end to end',
+        figure: `${pct(overhead)} (per-round ${perRound.map(pct).join(', ')})`,
+        target: '≤ +15%',
+        met: overhead <= 0.15,
+      },
+      {
+        measurement: this.name,
+        what: 'workflow overhead, the night only (first observe → completed)',
+        figure: pct(nightOverhead),
+        target: '≤ +15%',
+        met: nightOverhead <= 0.15,
+      },
+      {
+        measurement: this.name,
+        what: 'workflow overhead including the stack start-up',
+        figure: pct(stackOverhead),
+        target: 'informational',
+        met: undefined,
+      },
+      {
+        measurement: this.name,
+        what: 'bundles (as deployed, a process per function) vs sources in-process, end to end',
+        figure: `${pct(bundles)} (per-round ${bundlesPerRound.map(pct).join(', ')})`,
+        target: 'informational',
+        met: undefined,
+      },
       { measurement: this.name, what: 'bundles vs sources, the night only', figure: pct(bundlesNight), target: 'informational', met: undefined },
     );
     Object.assign(report.data, { invoices, stackStartupSeconds: stack.startupSeconds, runs });

@@ -35,8 +35,12 @@ export async function cli(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
     options: {
-      quick: { type: 'boolean' }, only: { type: 'string' }, rounds: { type: 'string' }, out: { type: 'string' },
-      invoices: { type: 'string' }, help: { type: 'boolean', short: 'h' },
+      quick: { type: 'boolean' },
+      only: { type: 'string' },
+      rounds: { type: 'string' },
+      out: { type: 'string' },
+      invoices: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
     },
     strict: true,
   });
@@ -47,7 +51,10 @@ export async function cli(argv: string[]): Promise<number> {
   const quick = Boolean(values.quick);
   const rounds = values.rounds !== undefined ? Number(values.rounds) : quick ? 1 : 3;
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error(`--rounds must be a positive integer, got ${values.rounds}`);
-  const only = values.only?.split(',').map((s) => s.trim()).filter(Boolean);
+  const only = values.only
+    ?.split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const unknown = only?.filter((o) => !MEASUREMENTS.some((m) => m.name === o)) ?? [];
   if (unknown.length > 0) throw new Error(`unknown measurement(s) ${unknown.join(', ')}; known: ${MEASUREMENTS.map((m) => m.name).join(', ')}`);
   const selected = MEASUREMENTS.filter((m) => !only || only.includes(m.name));
@@ -55,13 +62,16 @@ export async function cli(argv: string[]): Promise<number> {
   let shared: Promise<SharedStack> | undefined;
   const log = (line: string) => process.stderr.write(`[${new Date().toISOString().slice(11, 19)}] ${line}\n`);
   const ctx: BenchContext = {
-    quick, rounds, log,
+    quick,
+    rounds,
+    log,
     options: { invoices: values.invoices },
     results: new Map(),
-    stack: () => (shared ??= SharedStack.start().then((s) => {
-      log(`shared stack up in ${s.startupSeconds.toFixed(1)} s: ${s.endpoints.dynamodb} ${s.endpoints.s3}`);
-      return s;
-    })),
+    stack: () =>
+      (shared ??= SharedStack.start().then((s) => {
+        log(`shared stack up in ${s.startupSeconds.toFixed(1)} s: ${s.endpoints.dynamodb} ${s.endpoints.s3}`);
+        return s;
+      })),
   };
 
   const out = (text: string) => process.stdout.write(`${text}\n`);
@@ -92,7 +102,13 @@ export async function cli(argv: string[]): Promise<number> {
         failed = true;
         const msg = (err as Error).stack ?? String(err);
         out(`ERROR in ${m.name}: ${msg}`);
-        verdicts.push({ measurement: m.name, what: 'the measurement itself', figure: `error: ${(err as Error).message.split('\n')[0]}`, target: 'runs', met: false });
+        verdicts.push({
+          measurement: m.name,
+          what: 'the measurement itself',
+          figure: `error: ${(err as Error).message.split('\n')[0]}`,
+          target: 'runs',
+          met: false,
+        });
       }
       log(`${m.name} took ${fmt((performance.now() - t0) / 60_000, 1)} min`);
     }
@@ -102,7 +118,13 @@ export async function cli(argv: string[]): Promise<number> {
   }
 
   out('\n## Summary\n');
-  out(table(['measurement', 'what', 'figure', 'target', 'verdict'], verdicts.map((v) => [v.measurement, v.what, v.figure, v.target, verdictWord(v)]), [0, 1, 2, 3, 4]));
+  out(
+    table(
+      ['measurement', 'what', 'figure', 'target', 'verdict'],
+      verdicts.map((v) => [v.measurement, v.what, v.figure, v.target, verdictWord(v)]),
+      [0, 1, 2, 3, 4],
+    ),
+  );
   if (values.out) {
     fs.writeFileSync(values.out, JSON.stringify({ at: new Date().toISOString(), machine: machine(), command, quick, rounds, reports }, null, 1));
     out(`\nraw figures: ${values.out}`);
@@ -115,7 +137,12 @@ const mark = (v: Verdict) => (v.met === undefined ? '  ·' : v.met ? '  ✓' : '
 
 if (require.main === module) {
   cli(process.argv.slice(2)).then(
-    (code) => { process.exitCode = code; },
-    (err) => { process.stderr.write(`${(err as Error).message}\n${HELP}\n`); process.exitCode = 2; },
+    (code) => {
+      process.exitCode = code;
+    },
+    (err) => {
+      process.stderr.write(`${(err as Error).message}\n${HELP}\n`);
+      process.exitCode = 2;
+    },
   );
 }

@@ -27,7 +27,13 @@ import { ROOT, fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, 
 
 const INDEX = JOB_TABLE.sparseIndex!.name;
 
-interface Sweep { ms: number; pages: number; read: number; returned: number; capacity: number | undefined }
+interface Sweep {
+  ms: number;
+  pages: number;
+  read: number;
+  returned: number;
+  capacity: number | undefined;
+}
 
 async function batchWrite(stack: SharedStack, tableName: string, items: Record<string, unknown>[], inFlight = 8): Promise<void> {
   const requests: Record<string, unknown>[][] = [];
@@ -49,19 +55,32 @@ async function batchWrite(stack: SharedStack, tableName: string, items: Record<s
 
 async function sweepQuery(stack: SharedStack, ns: Namespace, verify: boolean): Promise<Sweep> {
   const t0 = performance.now();
-  let pages = 0, read = 0, returned = 0, capacity = 0, sawCapacity = false;
+  let pages = 0,
+    read = 0,
+    returned = 0,
+    capacity = 0,
+    sawCapacity = false;
   let start: Record<string, unknown> | undefined;
   const rows: Record<string, unknown>[] = [];
   do {
-    const out = await stack.clients.ddb.send(new QueryCommand({
-      TableName: ns.tables.jobs, IndexName: INDEX,
-      KeyConditionExpression: '#shard = :shard', ExpressionAttributeNames: { '#shard': Attr.claimShard },
-      ExpressionAttributeValues: { ':shard': CLAIM_SHARD }, ExclusiveStartKey: start, ReturnConsumedCapacity: 'TOTAL',
-    }));
+    const out = await stack.clients.ddb.send(
+      new QueryCommand({
+        TableName: ns.tables.jobs,
+        IndexName: INDEX,
+        KeyConditionExpression: '#shard = :shard',
+        ExpressionAttributeNames: { '#shard': Attr.claimShard },
+        ExpressionAttributeValues: { ':shard': CLAIM_SHARD },
+        ExclusiveStartKey: start,
+        ReturnConsumedCapacity: 'TOTAL',
+      }),
+    );
     pages++;
     read += out.ScannedCount ?? 0;
     returned += out.Count ?? 0;
-    if (out.ConsumedCapacity?.CapacityUnits !== undefined) { capacity += out.ConsumedCapacity.CapacityUnits; sawCapacity = true; }
+    if (out.ConsumedCapacity?.CapacityUnits !== undefined) {
+      capacity += out.ConsumedCapacity.CapacityUnits;
+      sawCapacity = true;
+    }
     rows.push(...(out.Items ?? []));
     start = out.LastEvaluatedKey;
   } while (start);
@@ -81,24 +100,36 @@ async function sweepQuery(stack: SharedStack, ns: Namespace, verify: boolean): P
 
 async function sweepScan(stack: SharedStack, ns: Namespace): Promise<Sweep> {
   const t0 = performance.now();
-  let pages = 0, read = 0, returned = 0, capacity = 0, sawCapacity = false;
+  let pages = 0,
+    read = 0,
+    returned = 0,
+    capacity = 0,
+    sawCapacity = false;
   let start: Record<string, unknown> | undefined;
   do {
-    const out = await stack.clients.ddb.send(new ScanCommand({
-      TableName: ns.tables.jobs, FilterExpression: 'attribute_exists(#shard)', ExpressionAttributeNames: { '#shard': Attr.claimShard },
-      ExclusiveStartKey: start, ReturnConsumedCapacity: 'TOTAL',
-    }));
+    const out = await stack.clients.ddb.send(
+      new ScanCommand({
+        TableName: ns.tables.jobs,
+        FilterExpression: 'attribute_exists(#shard)',
+        ExpressionAttributeNames: { '#shard': Attr.claimShard },
+        ExclusiveStartKey: start,
+        ReturnConsumedCapacity: 'TOTAL',
+      }),
+    );
     pages++;
     read += out.ScannedCount ?? 0;
     returned += out.Count ?? 0;
-    if (out.ConsumedCapacity?.CapacityUnits !== undefined) { capacity += out.ConsumedCapacity.CapacityUnits; sawCapacity = true; }
+    if (out.ConsumedCapacity?.CapacityUnits !== undefined) {
+      capacity += out.ConsumedCapacity.CapacityUnits;
+      sawCapacity = true;
+    }
     start = out.LastEvaluatedKey;
   } while (start);
   return { ms: performance.now() - t0, pages, read, returned, capacity: sawCapacity ? capacity : undefined };
 }
 
 const ALL_VARIANTS = ['query', 'query+verify', 'scan', 'Sweeper.sweep'] as const;
-type V = typeof ALL_VARIANTS[number];
+type V = (typeof ALL_VARIANTS)[number];
 
 type SweeperModule = typeof import('../core/sweeper');
 
@@ -126,7 +157,11 @@ export const sweeper: Measurement = {
     try {
       ctx.log(`sweeper: writing ${fmt(done)} DONE rows and 100 claimed rows (BatchWriteItem, 8 in flight) ...`);
       const t0 = performance.now();
-      await batchWrite(stack, ns.tables.jobs, Array.from({ length: done }, (_, i) => jobRow(i, 'DONE')));
+      await batchWrite(
+        stack,
+        ns.tables.jobs,
+        Array.from({ length: done }, (_, i) => jobRow(i, 'DONE')),
+      );
       const writeSeconds = (performance.now() - t0) / 1000;
       const claimedRows = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => jobRow(done + from + i, 'RUNNING'));
       const lockRows = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => lockItem(done + from + i));
@@ -143,14 +178,19 @@ export const sweeper: Measurement = {
         const sw = mod ? new mod.Sweeper({ ddb: stack.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock }) : undefined;
         if (mod) {
           // What the cloud sweeper's SightClaimed Lambda returns into the state machine's data (256 KB at most).
-          const { sightings } = await mod.sightClaimed({ ddb: stack.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock }, { leaseMs: 10_000 });
+          const { sightings } = await mod.sightClaimed(
+            { ddb: stack.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock },
+            { leaseMs: 10_000 },
+          );
           const payload = JSON.stringify({ claimed: sightings.length, sightings, waitSeconds: 10 });
           payloadBytesPerRow = Buffer.byteLength(payload) / sightings.length;
         }
         for (const v of VARIANTS) await run(v, sw); // warm-up
         const rounds = Math.max(ctx.rounds, ctx.quick ? 1 : 3);
         for (let r = 1; r <= rounds; r++) for (const v of rotate(VARIANTS, r)) results[key][v].push(await run(v, sw));
-        ctx.log(`sweeper: ${fmt(claimed)} claimed: query ${fmt(stat(results[key].query.map((x) => x.ms)).median)} ms, scan ${fmt(stat(results[key].scan.map((x) => x.ms)).median)} ms`);
+        ctx.log(
+          `sweeper: ${fmt(claimed)} claimed: query ${fmt(stat(results[key].query.map((x) => x.ms)).median)} ms, scan ${fmt(stat(results[key].scan.map((x) => x.ms)).median)} ms`,
+        );
       }
       async function run(v: V, sw?: InstanceType<SweeperModule['Sweeper']>): Promise<Sweep> {
         if (v === 'Sweeper.sweep') return realSweep(sw!);
@@ -160,31 +200,58 @@ export const sweeper: Measurement = {
       for (const [claimed, byV] of Object.entries(results)) {
         for (const v of VARIANTS) {
           const xs = byV[v];
-          rows.push([`${fmt(Number(claimed))} claimed`, v, fmtStat(stat(xs.map((x) => x.ms)), 1), Number.isNaN(xs[0].pages) ? '—' : fmt(xs[0].pages), fmt(xs[0].read), fmt(xs[0].returned),
-            xs[0].capacity === undefined ? 'not reported' : fmt(xs[0].capacity, 1)]);
+          rows.push([
+            `${fmt(Number(claimed))} claimed`,
+            v,
+            fmtStat(stat(xs.map((x) => x.ms)), 1),
+            Number.isNaN(xs[0].pages) ? '—' : fmt(xs[0].pages),
+            fmt(xs[0].read),
+            fmt(xs[0].returned),
+            xs[0].capacity === undefined ? 'not reported' : fmt(xs[0].capacity, 1),
+          ]);
         }
       }
       const claimedSize = itemSize(jobRow(0, 'RUNNING'));
       const doneSize = itemSize(jobRow(0, 'DONE'));
       report.blocks.push(
         `${fmt(done)} DONE rows + 100, then 1,000 claimed rows in one job table (written in ${writeSeconds.toFixed(0)} s); ` +
-        `${Math.max(ctx.rounds, ctx.quick ? 1 : 3)} round(s) per population after a warm-up; time per sweep: median (min–max) ms\n` +
-        table(['population', 'sweep', 'ms per sweep', 'pages', 'items read', 'items returned', 'read capacity (DynamoDB Local)'], rows),
+          `${Math.max(ctx.rounds, ctx.quick ? 1 : 3)} round(s) per population after a warm-up; time per sweep: median (min–max) ms\n` +
+          table(['population', 'sweep', 'ms per sweep', 'pages', 'items read', 'items returned', 'read capacity (DynamoDB Local)'], rows),
         `row sizes by AWS's item-size rules: claimed row ≈ ${claimedSize} B, DONE row ≈ ${doneSize} B. ` +
-        (hasSweeper
-          ? `Sweeper.sweep is core/sweeper.ts's real sweep (its items read count the index row and the lock item: 2 per claimed row; lock reads one at a time). ` +
-            `Its SightClaimed output, which the cloud sweeper carries through a Wait state, is ${fmt(payloadBytesPerRow ?? 0, 1)} B of JSON per claimed row.`
-          : `core/sweeper.ts does not exist yet: the Query it is specified to make (design §4) is what is timed here, not a real sweep.`),
+          (hasSweeper
+            ? `Sweeper.sweep is core/sweeper.ts's real sweep (its items read count the index row and the lock item: 2 per claimed row; lock reads one at a time). ` +
+              `Its SightClaimed output, which the cloud sweeper carries through a Wait state, is ${fmt(payloadBytesPerRow ?? 0, 1)} B of JSON per claimed row.`
+            : `core/sweeper.ts does not exist yet: the Query it is specified to make (design §4) is what is timed here, not a real sweep.`),
       );
-      const q100 = results['100'].query[0].read, q1000 = results['1000'].query[0].read;
-      const s100 = results['100'].scan[0].read, s1000 = results['1000'].scan[0].read;
+      const q100 = results['100'].query[0].read,
+        q1000 = results['1000'].query[0].read;
+      const s100 = results['100'].scan[0].read,
+        s1000 = results['1000'].scan[0].read;
       report.verdicts.push(
-        { measurement: this.name, what: 'items read per sweep, sparse index: 100 → 1,000 claimed', figure: `${fmt(q100)} → ${fmt(q1000)} (Scan: ${fmt(s100)} → ${fmt(s1000)})`, target: 'grows with claimed rows only', met: q100 === 100 && q1000 === 1000 },
-        { measurement: this.name, what: 'time per sweep at 1,000 claimed: query / scan', figure: `${fmt(stat(results['1000'].query.map((x) => x.ms)).median, 1)} ms / ${fmt(stat(results['1000'].scan.map((x) => x.ms)).median)} ms`, target: 'informational', met: undefined },
+        {
+          measurement: this.name,
+          what: 'items read per sweep, sparse index: 100 → 1,000 claimed',
+          figure: `${fmt(q100)} → ${fmt(q1000)} (Scan: ${fmt(s100)} → ${fmt(s1000)})`,
+          target: 'grows with claimed rows only',
+          met: q100 === 100 && q1000 === 1000,
+        },
+        {
+          measurement: this.name,
+          what: 'time per sweep at 1,000 claimed: query / scan',
+          figure: `${fmt(stat(results['1000'].query.map((x) => x.ms)).median, 1)} ms / ${fmt(stat(results['1000'].scan.map((x) => x.ms)).median)} ms`,
+          target: 'informational',
+          met: undefined,
+        },
       );
       if (hasSweeper) {
         const r1000 = stat(results['1000']['Sweeper.sweep'].map((x) => x.ms)).median;
-        report.verdicts.push({ measurement: this.name, what: 'the real sweep (Sweeper.sweep) at 100 → 1,000 claimed', figure: `${fmt(stat(results['100']['Sweeper.sweep'].map((x) => x.ms)).median)} → ${fmt(r1000)} ms, ${fmt(results['100']['Sweeper.sweep'][0].read)} → ${fmt(results['1000']['Sweeper.sweep'][0].read)} items read`, target: 'grows with claimed rows only', met: results['1000']['Sweeper.sweep'][0].read === 2000 });
+        report.verdicts.push({
+          measurement: this.name,
+          what: 'the real sweep (Sweeper.sweep) at 100 → 1,000 claimed',
+          figure: `${fmt(stat(results['100']['Sweeper.sweep'].map((x) => x.ms)).median)} → ${fmt(r1000)} ms, ${fmt(results['100']['Sweeper.sweep'][0].read)} → ${fmt(results['1000']['Sweeper.sweep'][0].read)} items read`,
+          target: 'grows with claimed rows only',
+          met: results['1000']['Sweeper.sweep'][0].read === 2000,
+        });
       }
       Object.assign(report.data, { done, writeSeconds, results, claimedSize, doneSize, hasSweeper, payloadBytesPerRow });
       return report;

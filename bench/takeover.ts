@@ -30,7 +30,23 @@
  * Target: no more than 1 s above the formula at the default 10 s lease, and never below it.
  */
 import path from 'node:path';
-import { ROOT, freshDate, fmt, kill, newReport, sleep, spawnCli, spawnScript, stat, table, type Arrived, type BenchContext, type Child, type Measurement, type SharedStack } from './common';
+import {
+  ROOT,
+  freshDate,
+  fmt,
+  kill,
+  newReport,
+  sleep,
+  spawnCli,
+  spawnScript,
+  stat,
+  table,
+  type Arrived,
+  type BenchContext,
+  type Child,
+  type Measurement,
+  type SharedStack,
+} from './common';
 
 const LEASE_MS = 10_000;
 
@@ -65,9 +81,18 @@ async function oneTakeover(stack: SharedStack, variant: Variant, phaseMs: number
   try {
     await a.waitFor((e) => e.event === 'fence-raised', 60_000);
     let renew: Arrived;
-    const spawnB = () => variant === 'waiting (before: one sighting a lease)'
-      ? spawnScript(path.join(ROOT, 'bench/baseline-claimant.ts'), ['--invoices', String(invoices), '--date', date, '--worker', 'claimant-B', ...ns.storeArgs()])
-      : spawnCli([...common, '--engine', variant === 'after-kill (workflow)' ? 'stepfunctions' : 'direct', '--worker', 'claimant-B']);
+    const spawnB = () =>
+      variant === 'waiting (before: one sighting a lease)'
+        ? spawnScript(path.join(ROOT, 'bench/baseline-claimant.ts'), [
+            '--invoices',
+            String(invoices),
+            '--date',
+            date,
+            '--worker',
+            'claimant-B',
+            ...ns.storeArgs(),
+          ])
+        : spawnCli([...common, '--engine', variant === 'after-kill (workflow)' ? 'stepfunctions' : 'direct', '--worker', 'claimant-B']);
     if (isWaiting(variant)) {
       b = spawnB();
       const o1 = await b.waitFor((e) => e.event === 'observe' && e.holder === 'holder-A', 60_000);
@@ -86,7 +111,8 @@ async function oneTakeover(stack: SharedStack, variant: Variant, phaseMs: number
     const finalRvn = observes[observes.length - 1].rvn;
     const lastObserve = observes.find((e) => e.rvn === finalRvn)!;
     return {
-      variant, phaseMs,
+      variant,
+      phaseMs,
       latencyMs: firstBatch.atMs - renew.atMs,
       phase: lastObserve.atMs - renew.atMs,
       wait: claim.atMs - lastObserve.atMs,
@@ -117,7 +143,9 @@ function killOnRenewAfter(a: Child, fromMs: number): Promise<Arrived> {
       kill(a);
       resolve(e);
     });
-    void a.exited.then(() => { if (!done) reject(new Error(`the holder exited before a renewal to kill on; stderr: ${a.stderr.slice(-5).join(' | ')}`)); });
+    void a.exited.then(() => {
+      if (!done) reject(new Error(`the holder exited before a renewal to kill on; stderr: ${a.stderr.slice(-5).join(' | ')}`));
+    });
   });
 }
 
@@ -144,19 +172,44 @@ export const takeover: Measurement = {
     for (const [i, p] of order.entries()) {
       const r = await oneTakeover(stack, p.variant, p.phaseMs, invoices);
       runs.push(r);
-      ctx.log(`takeover: ${i + 1}/${order.length} ${p.variant}${p.phaseMs !== undefined ? ` phase ${p.phaseMs} ms` : ''}: ` +
-        `${fmt(r.latencyMs)} ms (formula + ${fmt(r.latencyMs - LEASE_MS)} ms), ${r.observations} observation(s)`);
+      ctx.log(
+        `takeover: ${i + 1}/${order.length} ${p.variant}${p.phaseMs !== undefined ? ` phase ${p.phaseMs} ms` : ''}: ` +
+          `${fmt(r.latencyMs)} ms (formula + ${fmt(r.latencyMs - LEASE_MS)} ms), ${r.observations} observation(s)`,
+      );
       await sleep(200);
     }
     const s = (xs: number[]) => (xs.length ? xs : [NaN]);
     const rows = runs.map((r) => [
       r.variant + (r.phaseMs !== undefined ? ` @${(r.phaseMs / 1000).toFixed(0)}s` : ''),
-      fmt(r.latencyMs), fmt(r.latencyMs - LEASE_MS), fmt(r.phase), fmt(r.wait), fmt(r.raise), fmt(r.manifest), fmt(r.firstTx),
-      String(r.observations), r.startup === undefined ? '—' : fmt(r.startup), r.firstBatch,
+      fmt(r.latencyMs),
+      fmt(r.latencyMs - LEASE_MS),
+      fmt(r.phase),
+      fmt(r.wait),
+      fmt(r.raise),
+      fmt(r.manifest),
+      fmt(r.firstTx),
+      String(r.observations),
+      r.startup === undefined ? '—' : fmt(r.startup),
+      r.firstBatch,
     ]);
     report.blocks.push(
       `lease ${LEASE_MS / 1000} s, renew every 3 s; every run a fresh night; times in ms on the bench's monotonic clock, R = arrival of A's last renew line\n` +
-      table(['run', 'R→first batch', 'above formula', 'phase', 'wait', 'raise', 'manifest', 'first tx', 'observations', 'B start-up', 'first batch rec/already/tx'], rows),
+        table(
+          [
+            'run',
+            'R→first batch',
+            'above formula',
+            'phase',
+            'wait',
+            'raise',
+            'manifest',
+            'first tx',
+            'observations',
+            'B start-up',
+            'first batch rec/already/tx',
+          ],
+          rows,
+        ),
     );
     const byVariant = (v: Variant) => runs.filter((r) => r.variant === v);
     const summaryRows = VARIANTS.map((v) => {
@@ -164,11 +217,20 @@ export const takeover: Measurement = {
       const ex = stat(s(rs.map((r) => r.latencyMs - LEASE_MS)));
       const post = stat(s(rs.map((r) => r.raise + r.manifest + r.firstTx + (r.wait - LEASE_MS))));
       const ph = stat(s(rs.map((r) => r.phase)));
-      return [v, String(rs.length), `${fmt(ex.median)} (${fmt(ex.min)}–${fmt(ex.max)})`, `${fmt(ph.median)} (${fmt(ph.min)}–${fmt(ph.max)})`, `${fmt(post.median)} (${fmt(post.min)}–${fmt(post.max)})`];
+      return [
+        v,
+        String(rs.length),
+        `${fmt(ex.median)} (${fmt(ex.min)}–${fmt(ex.max)})`,
+        `${fmt(ph.median)} (${fmt(ph.min)}–${fmt(ph.max)})`,
+        `${fmt(post.median)} (${fmt(post.min)}–${fmt(post.max)})`,
+      ];
     });
     report.blocks.push(
       'above the formula = phase + (wait − lease) + raise + manifest + first tx; medians (min–max) in ms\n' +
-      table(['variant', 'runs', 'above formula', 'phase (R → deciding observation)', 'after the lease (claim + raise + manifest + first tx)'], summaryRows),
+        table(
+          ['variant', 'runs', 'above formula', 'phase (R → deciding observation)', 'after the lease (claim + raise + manifest + first tx)'],
+          summaryRows,
+        ),
     );
     const minClaim = Math.min(...runs.map((r) => r.claimMinusRenewMs));
     const minLatency = Math.min(...runs.map((r) => r.latencyMs));
@@ -177,22 +239,30 @@ export const takeover: Measurement = {
       if (rs.length === 0) continue;
       const ex = stat(rs.map((r) => r.latencyMs - LEASE_MS));
       report.verdicts.push({
-        measurement: this.name, what: `${v}: first batch above the formula (R + 10 s)`,
+        measurement: this.name,
+        what: `${v}: first batch above the formula (R + 10 s)`,
         figure: `median +${fmt(ex.median)} ms (${fmt(ex.min)}–${fmt(ex.max)}, ${rs.length} runs)`,
-        target: '≤ +1,000 ms', met: ex.max <= 1000,
+        target: '≤ +1,000 ms',
+        met: ex.max <= 1000,
       });
     }
     const started = byVariant('after-kill').filter((r) => r.startup !== undefined);
     if (started.length > 0) {
       const net = stat(started.map((r) => r.latencyMs - LEASE_MS - r.startup!));
       report.verdicts.push({
-        measurement: this.name, what: 'after-kill without B\'s own process start-up (spawn → first event): what the protocol adds',
-        figure: `median +${fmt(net.median)} ms (${fmt(net.min)}–${fmt(net.max)}); start-up ${fmt(stat(started.map((r) => r.startup!)).median)} ms`, target: 'informational', met: undefined,
+        measurement: this.name,
+        what: "after-kill without B's own process start-up (spawn → first event): what the protocol adds",
+        figure: `median +${fmt(net.median)} ms (${fmt(net.min)}–${fmt(net.max)}); start-up ${fmt(stat(started.map((r) => r.startup!)).median)} ms`,
+        target: 'informational',
+        met: undefined,
       });
     }
     report.verdicts.push({
-      measurement: this.name, what: 'never below the formula (min over runs of claim − R, and of first batch − R)',
-      figure: `claim − R ≥ ${fmt(minClaim)} ms, first batch − R ≥ ${fmt(minLatency)} ms`, target: `≥ ${fmt(LEASE_MS)} ms`, met: minClaim >= LEASE_MS,
+      measurement: this.name,
+      what: 'never below the formula (min over runs of claim − R, and of first batch − R)',
+      figure: `claim − R ≥ ${fmt(minClaim)} ms, first batch − R ≥ ${fmt(minLatency)} ms`,
+      target: `≥ ${fmt(LEASE_MS)} ms`,
+      met: minClaim >= LEASE_MS,
     });
     Object.assign(report.data, { leaseMs: LEASE_MS, runs });
     return report;

@@ -32,10 +32,28 @@ import { chunkBatches, chunkRange, renderChunkLines, type Invoice, type NightPla
 import { claim } from '../core/lease';
 import { Keys } from '../core/schema';
 import { localClients, type Clients } from '../core/stores';
-import { ROOT, fmt, fmtStat, freshDate, newReport, rotate, runToEnd, spawnScript, stat, table, type BenchContext, type Measurement, type SharedStack } from './common';
+import {
+  ROOT,
+  fmt,
+  fmtStat,
+  freshDate,
+  newReport,
+  rotate,
+  runToEnd,
+  spawnScript,
+  stat,
+  table,
+  type BenchContext,
+  type Measurement,
+  type SharedStack,
+} from './common';
 import { pct } from './night';
 
-interface CallStats { calls: number; totalMs: number; wireMs: number }
+interface CallStats {
+  calls: number;
+  totalMs: number;
+  wireMs: number;
+}
 
 /** Clients of our own, with every send timed; the wire time comes from a middleware around the HTTP handler. */
 function instrumented(stack: SharedStack): { clients: Clients; calls: Map<string, CallStats> } {
@@ -46,7 +64,10 @@ function instrumented(stack: SharedStack): { clients: Clients; calls: Map<string
     if (!e) calls.set(name, (e = { calls: 0, totalMs: 0, wireMs: 0 }));
     return e;
   };
-  for (const [client, label] of [[clients.ddb, 'ddb'], [clients.s3, 's3']] as const) {
+  for (const [client, label] of [
+    [clients.ddb, 'ddb'],
+    [clients.s3, 's3'],
+  ] as const) {
     const send = client.send.bind(client) as (cmd: unknown, ...rest: unknown[]) => Promise<unknown>;
     (client as unknown as { send: typeof send }).send = async (cmd: unknown, ...rest: unknown[]) => {
       const t0 = performance.now();
@@ -59,7 +80,10 @@ function instrumented(stack: SharedStack): { clients: Clients; calls: Map<string
       }
     };
   }
-  for (const [client, label] of [[clients.raw, 'ddb'], [clients.s3, 's3']] as const) {
+  for (const [client, label] of [
+    [clients.raw, 'ddb'],
+    [clients.s3, 's3'],
+  ] as const) {
     (client.middlewareStack as Clients['raw']['middlewareStack']).add(
       (next, context) => async (args) => {
         const t0 = performance.now();
@@ -79,8 +103,16 @@ function instrumented(stack: SharedStack): { clients: Clients; calls: Map<string
 function operationOf(commandClass: string): string {
   const name = commandClass.replace(/Command$/, '');
   const doc: Record<string, string> = {
-    TransactWrite: 'TransactWriteItems', TransactGet: 'TransactGetItems', Get: 'GetItem', Put: 'PutItem', Update: 'UpdateItem',
-    Delete: 'DeleteItem', BatchWrite: 'BatchWriteItem', BatchGet: 'BatchGetItem', Query: 'Query', Scan: 'Scan',
+    TransactWrite: 'TransactWriteItems',
+    TransactGet: 'TransactGetItems',
+    Get: 'GetItem',
+    Put: 'PutItem',
+    Update: 'UpdateItem',
+    Delete: 'DeleteItem',
+    BatchWrite: 'BatchWriteItem',
+    BatchGet: 'BatchGetItem',
+    Query: 'Query',
+    Scan: 'Scan',
   };
   return doc[name] ?? name;
 }
@@ -94,7 +126,12 @@ function stubbedDynamoDb(): { raw: DynamoDBClient; doc: DynamoDBDocumentClient }
     httpHandlerConfigs: () => ({}),
     destroy: () => undefined,
   };
-  const raw = new DynamoDBClient({ region: 'us-east-1', endpoint: 'http://127.0.0.1:9', credentials: { accessKeyId: 'local', secretAccessKey: 'local' }, requestHandler: requestHandler as never });
+  const raw = new DynamoDBClient({
+    region: 'us-east-1',
+    endpoint: 'http://127.0.0.1:9',
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    requestHandler: requestHandler as never,
+  });
   return { raw, doc: DynamoDBDocumentClient.from(raw, { marshallOptions: { removeUndefinedValues: true } }) };
 }
 
@@ -106,8 +143,22 @@ async function clientCpu(plan: NightPlan, reps: number): Promise<Record<string, 
   const batches = [...chunkBatches(plan, 0)];
   // The document client's form of the same transaction: what fence.writeBatch sent before it built AttributeValues.
   const docItems = (b: Invoice[]) => [
-    { ConditionCheck: { TableName: tables.jobs, Key: { pk: job }, ConditionExpression: 'fence <= :t', ExpressionAttributeValues: { ':t': 12 }, ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const } },
-    ...b.map((i) => ({ Put: { TableName: tables.invoices, Item: { pk: i.pk, customer: i.customer, amount: i.amount, token: 12 }, ConditionExpression: 'attribute_not_exists(pk)' } })),
+    {
+      ConditionCheck: {
+        TableName: tables.jobs,
+        Key: { pk: job },
+        ConditionExpression: 'fence <= :t',
+        ExpressionAttributeValues: { ':t': 12 },
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
+      },
+    },
+    ...b.map((i) => ({
+      Put: {
+        TableName: tables.invoices,
+        Item: { pk: i.pk, customer: i.customer, amount: i.amount, token: 12 },
+        ConditionExpression: 'attribute_not_exists(pk)',
+      },
+    })),
   ];
   const ways: Record<string, () => Promise<void>> = {
     'fence.writeBatch, AttributeValues built directly (today)': async () => {
@@ -199,7 +250,7 @@ async function billOverlapped(deps: BillingDeps, date: string, worker: string, c
 
 export const waste: Measurement = {
   name: 'waste',
-  title: '8. Looking for waste: where a night\'s time goes, and prototypes measured before/after',
+  title: "8. Looking for waste: where a night's time goes, and prototypes measured before/after",
   fullMinutes: 7,
   async run(ctx: BenchContext) {
     const report = newReport(this.name, this.title);
@@ -209,7 +260,11 @@ export const waste: Measurement = {
     // ---- profile: a warm-up night on other clients, then the profiled night on fresh ones (so every socket counts)
     const warmClients = localClients(stack.endpoints);
     const warm = await stack.namespace('ww');
-    await runBilling(depsOf(warmClients, warm.tables, warm.bucket, new Events('warm', systemClock)), { date: '2026-09-28', worker: 'warm', config: validateBillingConfig({ invoices: 5_000 }) });
+    await runBilling(depsOf(warmClients, warm.tables, warm.bucket, new Events('warm', systemClock)), {
+      date: '2026-09-28',
+      worker: 'warm',
+      config: validateBillingConfig({ invoices: 5_000 }),
+    });
     await stack.drop(warm);
     warmClients.destroy();
     const inst = instrumented(stack);
@@ -219,29 +274,43 @@ export const waste: Measurement = {
       const events = new Events('profile', systemClock).on((e) => recorded.push(e));
       const date = freshDate();
       const t0 = performance.now();
-      const { result: summary, byPort } = await countingSockets(() => runBilling(depsOf(inst.clients, ns.tables, ns.bucket, events), { date, worker: 'profile', config }));
+      const { result: summary, byPort } = await countingSockets(() =>
+        runBilling(depsOf(inst.clients, ns.tables, ns.bucket, events), { date, worker: 'profile', config }),
+      );
       const nightMs = performance.now() - t0;
       await stack.drop(ns);
-      const ddbPort = Number(new URL(stack.endpoints.dynamodb).port), s3Port = Number(new URL(stack.endpoints.s3).port);
-      const rows = [...inst.calls.entries()].sort((a, b) => b[1].totalMs - a[1].totalMs).map(([name, c]) => [
-        name, fmt(c.calls), fmt(c.totalMs), fmt(c.wireMs), fmt(c.totalMs - c.wireMs), fmt(((c.totalMs - c.wireMs) / c.calls) * 1000), pct(c.totalMs / nightMs).replace('+', ''),
-      ]);
+      const ddbPort = Number(new URL(stack.endpoints.dynamodb).port),
+        s3Port = Number(new URL(stack.endpoints.s3).port);
+      const rows = [...inst.calls.entries()]
+        .sort((a, b) => b[1].totalMs - a[1].totalMs)
+        .map(([name, c]) => [
+          name,
+          fmt(c.calls),
+          fmt(c.totalMs),
+          fmt(c.wireMs),
+          fmt(c.totalMs - c.wireMs),
+          fmt(((c.totalMs - c.wireMs) / c.calls) * 1000),
+          pct(c.totalMs / nightMs).replace('+', ''),
+        ]);
       const tx = { ...inst.calls.get('ddb:TransactWriteItems')! }; // a snapshot: the later phases run on the same instrumented clients
       const eventBytes = recorded.reduce((s, e) => s + Buffer.byteLength(JSON.stringify(e)) + 1, 0);
       report.blocks.push(
         `profile: one direct night of ${fmt(invoices)} invoices in the bench process (${(nightMs / 1000).toFixed(1)} s, ${fmt(summary.transactions)} transactions); ` +
-        `total = at the call site, wire = around the HTTP handler, client = total − wire (renewals overlap the writes, so shares can add past 100%)\n` +
-        table(['call', 'calls', 'total ms', 'wire ms', 'client ms', 'client µs/call', 'share of night'], rows),
+          `total = at the call site, wire = around the HTTP handler, client = total − wire (renewals overlap the writes, so shares can add past 100%)\n` +
+          table(['call', 'calls', 'total ms', 'wire ms', 'client ms', 'client µs/call', 'share of night'], rows),
         `sockets opened during the night: DynamoDB ${fmt(byPort.get(ddbPort) ?? 0)}, S3 ${fmt(byPort.get(s3Port) ?? 0)} ` +
-        `(for ${fmt([...inst.calls.entries()].filter(([k]) => k.startsWith('ddb')).reduce((s, [, c]) => s + c.calls, 0))} DynamoDB and ` +
-        `${fmt([...inst.calls.entries()].filter(([k]) => k.startsWith('s3')).reduce((s, [, c]) => s + c.calls, 0))} S3 requests, on fresh clients with the project's keep-alive agent). ` +
-        `events: ${fmt(recorded.length)} (${fmt(eventBytes)} bytes of JSON lines with --events).`,
+          `(for ${fmt([...inst.calls.entries()].filter(([k]) => k.startsWith('ddb')).reduce((s, [, c]) => s + c.calls, 0))} DynamoDB and ` +
+          `${fmt([...inst.calls.entries()].filter(([k]) => k.startsWith('s3')).reduce((s, [, c]) => s + c.calls, 0))} S3 requests, on fresh clients with the project's keep-alive agent). ` +
+          `events: ${fmt(recorded.length)} (${fmt(eventBytes)} bytes of JSON lines with --events).`,
       );
 
       // ---- micro
       const plan: NightPlan = { date, invoices: 50_000, chunkSize: 5_000, putsPerTransaction: 99 };
       const reps = ctx.quick ? 5 : 30;
-      const asString: number[] = [], asBuffer: number[] = [], hash: number[] = [], json: number[] = [];
+      const asString: number[] = [],
+        asBuffer: number[] = [],
+        hash: number[] = [],
+        json: number[] = [];
       let bodyBytes = 0;
       const devnull = fs.openSync('/dev/null', 'w');
       for (let r = 0; r < reps; r++) {
@@ -270,13 +339,41 @@ export const waste: Measurement = {
       const nChunks = Math.ceil(invoices / 5_000);
       report.blocks.push(
         `micro (${reps} repetitions, medians (min–max)):\n` +
-        table(['what', 'time', 'per night (chunks / transactions / events)', 'vs the night'], [
-          [`render one chunk (${fmt(bodyBytes)} B) as one string (today)`, fmtStat(stat(asString), 2, ' ms'), `${fmt(stat(asString).median * nChunks, 1)} ms`, pct(stat(asString).median * nChunks / nightMs).replace('+', '')],
-          ['render one chunk into one Buffer', fmtStat(stat(asBuffer), 2, ' ms'), `${fmt(stat(asBuffer).median * nChunks, 1)} ms`, pct(stat(asBuffer).median * nChunks / nightMs).replace('+', '')],
-          ['ClientRequestToken (sha256 over 99 ids) per transaction', fmtStat(stat(hash), 3, ' ms'), `${fmt(stat(hash).median * tx.calls, 1)} ms`, pct(stat(hash).median * tx.calls / nightMs).replace('+', '')],
-          [`JSON.stringify + write of the night's ${fmt(recorded.length)} events`, fmtStat(stat(json), 2, ' ms'), `${fmt(stat(json).median, 1)} ms`, pct(stat(json).median / nightMs).replace('+', '')],
-          ['client-side time per TransactWriteItems (profile)', `${fmt(txClientUs)} µs`, `${fmt(txClientUs * tx.calls / 1000, 1)} ms`, pct(txClientUs * tx.calls / 1000 / nightMs).replace('+', '')],
-        ]),
+          table(
+            ['what', 'time', 'per night (chunks / transactions / events)', 'vs the night'],
+            [
+              [
+                `render one chunk (${fmt(bodyBytes)} B) as one string (today)`,
+                fmtStat(stat(asString), 2, ' ms'),
+                `${fmt(stat(asString).median * nChunks, 1)} ms`,
+                pct((stat(asString).median * nChunks) / nightMs).replace('+', ''),
+              ],
+              [
+                'render one chunk into one Buffer',
+                fmtStat(stat(asBuffer), 2, ' ms'),
+                `${fmt(stat(asBuffer).median * nChunks, 1)} ms`,
+                pct((stat(asBuffer).median * nChunks) / nightMs).replace('+', ''),
+              ],
+              [
+                'ClientRequestToken (sha256 over 99 ids) per transaction',
+                fmtStat(stat(hash), 3, ' ms'),
+                `${fmt(stat(hash).median * tx.calls, 1)} ms`,
+                pct((stat(hash).median * tx.calls) / nightMs).replace('+', ''),
+              ],
+              [
+                `JSON.stringify + write of the night's ${fmt(recorded.length)} events`,
+                fmtStat(stat(json), 2, ' ms'),
+                `${fmt(stat(json).median, 1)} ms`,
+                pct(stat(json).median / nightMs).replace('+', ''),
+              ],
+              [
+                'client-side time per TransactWriteItems (profile)',
+                `${fmt(txClientUs)} µs`,
+                `${fmt((txClientUs * tx.calls) / 1000, 1)} ms`,
+                pct((txClientUs * tx.calls) / 1000 / nightMs).replace('+', ''),
+              ],
+            ],
+          ),
       );
 
       // ---- client CPU per transaction, no network
@@ -285,15 +382,25 @@ export const waste: Measurement = {
       const cpuBefore = stat(cpu['document client marshalling, with the token (before)']).median;
       report.blocks.push(
         `client CPU of one fenced transaction (1 check + 99 puts) with no network (a stub HTTP handler), µs, ${ctx.quick ? 3 : 10} rounds of 51 transactions, medians (min–max):\n` +
-        table(['how the request is built', 'µs / transaction', 'per night (510)', 'vs today'], Object.entries(cpu).map(([k, xs]) => [
-          k, fmtStat(stat(xs)), `${fmt(stat(xs).median * 510 / 1000)} ms`, pct(stat(xs).median / cpuToday - 1),
-        ])),
+          table(
+            ['how the request is built', 'µs / transaction', 'per night (510)', 'vs today'],
+            Object.entries(cpu).map(([k, xs]) => [
+              k,
+              fmtStat(stat(xs)),
+              `${fmt((stat(xs).median * 510) / 1000)} ms`,
+              pct(stat(xs).median / cpuToday - 1),
+            ]),
+          ),
       );
 
       // ---- overlap prototype
       const variants = {
-        'runBilling (today)': async (d: BillingDeps, dt: string) => { await runBilling(d, { date: dt, worker: 'seq', config }); },
-        'overlapped tail (prototype)': async (d: BillingDeps, dt: string) => { await billOverlapped(d, dt, 'ovl', config); },
+        'runBilling (today)': async (d: BillingDeps, dt: string) => {
+          await runBilling(d, { date: dt, worker: 'seq', config });
+        },
+        'overlapped tail (prototype)': async (d: BillingDeps, dt: string) => {
+          await billOverlapped(d, dt, 'ovl', config);
+        },
       } as const;
       type V = keyof typeof variants;
       const names = Object.keys(variants) as V[];
@@ -306,21 +413,30 @@ export const waste: Measurement = {
           secs[n].push((performance.now() - t) / 1000);
           await stack.drop(ons);
         }
-        ctx.log(`waste: overlap round ${r}/${ctx.rounds}: today ${secs['runBilling (today)'].at(-1)!.toFixed(1)} s, prototype ${secs['overlapped tail (prototype)'].at(-1)!.toFixed(1)} s`);
+        ctx.log(
+          `waste: overlap round ${r}/${ctx.rounds}: today ${secs['runBilling (today)'].at(-1)!.toFixed(1)} s, prototype ${secs['overlapped tail (prototype)'].at(-1)!.toFixed(1)} s`,
+        );
       }
-      const ovl = stat(secs['overlapped tail (prototype)']), seq = stat(secs['runBilling (today)']);
+      const ovl = stat(secs['overlapped tail (prototype)']),
+        seq = stat(secs['runBilling (today)']);
       const paired = stat(secs['overlapped tail (prototype)'].map((x, i) => x / secs['runBilling (today)'][i] - 1));
       // What overlapping can save at most: the tails themselves (chunk object PUT + manifest PUT + progress UpdateItem
       // + render), from the profile's per-call means.
-      const mean = (k: string) => { const c = inst.calls.get(k); return c ? c.totalMs / c.calls : 0; };
+      const mean = (k: string) => {
+        const c = inst.calls.get(k);
+        return c ? c.totalMs / c.calls : 0;
+      };
       const tailMs = 2 * mean('s3:PutObject') + mean('ddb:UpdateItem') + stat(asString).median;
       const chunks = Math.ceil(invoices / 5_000);
       report.blocks.push(
         `overlap prototype: ${fmt(invoices)} invoices, ${ctx.rounds} round(s), rotating, in this process; seconds, medians (min–max)\n` +
-        table(['variant', 'night s', 'invoices/s', 'vs today'], names.map((n) => [n, fmtStat(stat(secs[n]), 2), fmt(invoices / stat(secs[n]).median), pct(stat(secs[n]).median / seq.median - 1)])),
+          table(
+            ['variant', 'night s', 'invoices/s', 'vs today'],
+            names.map((n) => [n, fmtStat(stat(secs[n]), 2), fmt(invoices / stat(secs[n]).median), pct(stat(secs[n]).median / seq.median - 1)]),
+          ),
         `per-round change ${pct(paired.median)} (${pct(paired.min)} to ${pct(paired.max)}). Upper bound of what overlapping can save: ${chunks} tails × ` +
-        `≈ ${fmt(tailMs, 1)} ms (2 PutObject + 1 UpdateItem + render, profile means) = ${fmt((chunks * tailMs) / 1000, 2)} s = ${pct((chunks * tailMs) / nightMs).replace('+', '')} of the night; ` +
-        `a measured change larger than that is noise.`,
+          `≈ ${fmt(tailMs, 1)} ms (2 PutObject + 1 UpdateItem + render, profile means) = ${fmt((chunks * tailMs) / 1000, 2)} s = ${pct((chunks * tailMs) / nightMs).replace('+', '')} of the night; ` +
+          `a measured change larger than that is noise.`,
       );
 
       // ---- synth: the workflow engine's start-up, cold synth (before) vs the synth cache (today), in children
@@ -337,20 +453,60 @@ export const waste: Measurement = {
       const startUp = (mode: Probe['mode']) => stat(synth.filter((p) => p.mode === mode).map((p) => p.loadMs + p.synthMs));
       report.blocks.push(
         `workflow engine start-up in a fresh process, ${Math.max(ctx.rounds, 1)} round(s) alternating; loading local/workflow.ts + getting the definition, ms, medians (min–max):\n` +
-        table(['how the definition is got', 'load ms', 'synth ms', 'together'], (['cold', 'cached'] as const).map((mode) => {
-          const ps = synth.filter((p) => p.mode === mode);
-          return [mode === 'cold' ? 'synthesized in-process (before)' : 'synth cache (today)', fmtStat(stat(ps.map((p) => p.loadMs))), fmtStat(stat(ps.map((p) => p.synthMs))), fmtStat(startUp(mode))];
-        })),
+          table(
+            ['how the definition is got', 'load ms', 'synth ms', 'together'],
+            (['cold', 'cached'] as const).map((mode) => {
+              const ps = synth.filter((p) => p.mode === mode);
+              return [
+                mode === 'cold' ? 'synthesized in-process (before)' : 'synth cache (today)',
+                fmtStat(stat(ps.map((p) => p.loadMs))),
+                fmtStat(stat(ps.map((p) => p.synthMs))),
+                fmtStat(startUp(mode)),
+              ];
+            }),
+          ),
       );
       report.verdicts.push(
-        { measurement: this.name, what: 'client-side time per fenced transaction (profile)', figure: `${fmt(txClientUs)} µs (${pct(txClientUs * tx.calls / 1000 / nightMs).replace('+', '')} of the night)`, target: 'informational', met: undefined },
-        { measurement: this.name, what: 'overlapping each chunk\'s tail with the next chunk', figure: `${pct(ovl.median / seq.median - 1)} night time (at most ${pct((chunks * tailMs) / nightMs).replace('+', '-')} possible)`, target: 'informational (prototype, not adopted)', met: undefined },
-        { measurement: this.name, what: 'client CPU per fenced transaction, no network: document client (before) → AttributeValues built directly (today)', figure: `${fmt(cpuBefore)} → ${fmt(cpuToday)} µs (${pct(cpuToday / cpuBefore - 1)})`, target: 'lower than before', met: cpuToday < cpuBefore },
-        { measurement: this.name, what: 'workflow engine start-up per run: cold synth (before) → synth cache (today)', figure: `${fmt(startUp('cold').median)} → ${fmt(startUp('cached').median)} ms`, target: 'lower than before', met: startUp('cached').median < startUp('cold').median },
+        {
+          measurement: this.name,
+          what: 'client-side time per fenced transaction (profile)',
+          figure: `${fmt(txClientUs)} µs (${pct((txClientUs * tx.calls) / 1000 / nightMs).replace('+', '')} of the night)`,
+          target: 'informational',
+          met: undefined,
+        },
+        {
+          measurement: this.name,
+          what: "overlapping each chunk's tail with the next chunk",
+          figure: `${pct(ovl.median / seq.median - 1)} night time (at most ${pct((chunks * tailMs) / nightMs).replace('+', '-')} possible)`,
+          target: 'informational (prototype, not adopted)',
+          met: undefined,
+        },
+        {
+          measurement: this.name,
+          what: 'client CPU per fenced transaction, no network: document client (before) → AttributeValues built directly (today)',
+          figure: `${fmt(cpuBefore)} → ${fmt(cpuToday)} µs (${pct(cpuToday / cpuBefore - 1)})`,
+          target: 'lower than before',
+          met: cpuToday < cpuBefore,
+        },
+        {
+          measurement: this.name,
+          what: 'workflow engine start-up per run: cold synth (before) → synth cache (today)',
+          figure: `${fmt(startUp('cold').median)} → ${fmt(startUp('cached').median)} ms`,
+          target: 'lower than before',
+          met: startUp('cached').median < startUp('cold').median,
+        },
       );
       Object.assign(report.data, {
-        invoices, nightMs, calls: Object.fromEntries(inst.calls), sockets: Object.fromEntries(byPort), events: recorded.length, eventBytes,
-        micro: { asString: stat(asString), asBuffer: stat(asBuffer), hash: stat(hash), json: stat(json), bodyBytes, txClientUs }, cpu, overlap: secs, synth,
+        invoices,
+        nightMs,
+        calls: Object.fromEntries(inst.calls),
+        sockets: Object.fromEntries(byPort),
+        events: recorded.length,
+        eventBytes,
+        micro: { asString: stat(asString), asBuffer: stat(asBuffer), hash: stat(hash), json: stat(json), bodyBytes, txClientUs },
+        cpu,
+        overlap: secs,
+        synth,
       });
       return report;
     } finally {

@@ -42,8 +42,16 @@ type Variant = (clients: Clients, tables: TableNames, plan: NightPlan) => Promis
 function bareItems(t: TableNames, batch: readonly Invoice[]): TransactWriteItem[] {
   const token = { N: String(TOKEN) };
   return [
-    { ConditionCheck: { TableName: t.jobs, Key: { pk: { S: JOB } }, ConditionExpression: 'fence <= :t', ExpressionAttributeValues: { ':t': token } } },
-    ...batch.map((inv): TransactWriteItem => ({ Put: { TableName: t.invoices, Item: { pk: { S: inv.pk }, customer: { S: inv.customer }, amount: { N: String(inv.amount) }, token }, ConditionExpression: 'attribute_not_exists(pk)' } })),
+    {
+      ConditionCheck: { TableName: t.jobs, Key: { pk: { S: JOB } }, ConditionExpression: 'fence <= :t', ExpressionAttributeValues: { ':t': token } },
+    },
+    ...batch.map((inv): TransactWriteItem => ({
+      Put: {
+        TableName: t.invoices,
+        Item: { pk: { S: inv.pk }, customer: { S: inv.customer }, amount: { N: String(inv.amount) }, token },
+        ConditionExpression: 'attribute_not_exists(pk)',
+      },
+    })),
   ];
 }
 
@@ -75,12 +83,22 @@ const variants: Record<string, Variant> = {
   async 'bare (document client)'(c, t, plan) {
     let n = 0;
     for (const batch of allBatches(plan)) {
-      await c.ddb.send(new TransactWriteCommand({
-        TransactItems: [
-          { ConditionCheck: { TableName: t.jobs, Key: { pk: JOB }, ConditionExpression: 'fence <= :t', ExpressionAttributeValues: { ':t': TOKEN } } },
-          ...batch.map((inv) => ({ Put: { TableName: t.invoices, Item: { pk: inv.pk, customer: inv.customer, amount: inv.amount, token: TOKEN }, ConditionExpression: 'attribute_not_exists(pk)' } })),
-        ],
-      }));
+      await c.ddb.send(
+        new TransactWriteCommand({
+          TransactItems: [
+            {
+              ConditionCheck: { TableName: t.jobs, Key: { pk: JOB }, ConditionExpression: 'fence <= :t', ExpressionAttributeValues: { ':t': TOKEN } },
+            },
+            ...batch.map((inv) => ({
+              Put: {
+                TableName: t.invoices,
+                Item: { pk: inv.pk, customer: inv.customer, amount: inv.amount, token: TOKEN },
+                ConditionExpression: 'attribute_not_exists(pk)',
+              },
+            })),
+          ],
+        }),
+      );
       n++;
     }
     return n;
@@ -89,7 +107,9 @@ const variants: Record<string, Variant> = {
     let n = 0;
     for (const batch of allBatches(plan)) {
       for (let i = 0; i < batch.length; i += 25) {
-        let items: Record<string, unknown>[] | undefined = batch.slice(i, i + 25).map((inv) => ({ PutRequest: { Item: { pk: inv.pk, customer: inv.customer, amount: inv.amount, token: TOKEN } } }));
+        let items: Record<string, unknown>[] | undefined = batch
+          .slice(i, i + 25)
+          .map((inv) => ({ PutRequest: { Item: { pk: inv.pk, customer: inv.customer, amount: inv.amount, token: TOKEN } } }));
         while (items && items.length > 0) {
           const out = await c.ddb.send(new BatchWriteCommand({ RequestItems: { [t.invoices]: items as never } }));
           items = out.UnprocessedItems?.[t.invoices] as Record<string, unknown>[] | undefined;
@@ -134,37 +154,59 @@ export const writePath: Measurement = {
         const res = await once(stack, n, plan);
         results[n].ips.push(res.ips);
         results[n].requests = res.requests;
-        ctx.log(`write-path: round ${r}/${rounds} ${n.padEnd(22)} ${res.seconds.toFixed(1)} s  ${Math.round(res.ips)} invoices/s  (${res.requests} requests)`);
+        ctx.log(
+          `write-path: round ${r}/${rounds} ${n.padEnd(22)} ${res.seconds.toFixed(1)} s  ${Math.round(res.ips)} invoices/s  (${res.requests} requests)`,
+        );
       }
     }
     const m = Object.fromEntries(names.map((n) => [n, stat(results[n].ips)]));
     report.blocks.push(
       `${fmt(invoices)} invoices, ${rounds} round(s) after a ${fmt(warm)}-invoice warm-up of each, one request in flight, DynamoDB Local; medians (min–max)\n` +
-      table(['variant', 'invoices/s', 'requests', 'ratio of medians to bare', 'per-round ratio to bare: median (min–max)'], names.map((n) => {
-        const pr = stat(results[n].ips.map((x, i) => x / results.bare.ips[i]));
-        return [n, fmtStat(m[n]), fmt(results[n].requests), (m[n].median / m.bare.median).toFixed(3), `${pr.median.toFixed(3)} (${pr.min.toFixed(2)}–${pr.max.toFixed(2)})`];
-      })),
+        table(
+          ['variant', 'invoices/s', 'requests', 'ratio of medians to bare', 'per-round ratio to bare: median (min–max)'],
+          names.map((n) => {
+            const pr = stat(results[n].ips.map((x, i) => x / results.bare.ips[i]));
+            return [
+              n,
+              fmtStat(m[n]),
+              fmt(results[n].requests),
+              (m[n].median / m.bare.median).toFixed(3),
+              `${pr.median.toFixed(3)} (${pr.min.toFixed(2)}–${pr.max.toFixed(2)})`,
+            ];
+          }),
+        ),
     );
     const ratios = results.fenced.ips.map((x, i) => x / results.bare.ips[i]);
     const ratio = stat(ratios).median;
     report.verdicts.push({
-      measurement: this.name, what: 'fenced / bare (invoices/s), median of per-round ratios',
+      measurement: this.name,
+      what: 'fenced / bare (invoices/s), median of per-round ratios',
       figure: `${ratio.toFixed(3)} (per-round ${ratios.map((x) => x.toFixed(2)).join(', ')}; ratio of medians ${(m.fenced.median / m.bare.median).toFixed(3)})`,
-      target: '≥ 0.90', met: ratio >= 0.9,
+      target: '≥ 0.90',
+      met: ratio >= 0.9,
     });
     const tokenRatio = stat(results['bare+token'].ips.map((x, i) => x / results.bare.ips[i])).median;
     report.verdicts.push({
-      measurement: this.name, what: 'bare+token / bare: what the ClientRequestToken alone costs on DynamoDB Local', figure: tokenRatio.toFixed(3),
-      target: 'informational', met: undefined,
+      measurement: this.name,
+      what: 'bare+token / bare: what the ClientRequestToken alone costs on DynamoDB Local',
+      figure: tokenRatio.toFixed(3),
+      target: 'informational',
+      met: undefined,
     });
     const docRatio = stat(results.fenced.ips.map((x, i) => x / results['bare (document client)'].ips[i])).median;
     report.verdicts.push({
-      measurement: this.name, what: 'fenced / bare through the document client (how most code would write the loop)', figure: docRatio.toFixed(3),
-      target: 'informational', met: undefined,
+      measurement: this.name,
+      what: 'fenced / bare through the document client (how most code would write the loop)',
+      figure: docRatio.toFixed(3),
+      target: 'informational',
+      met: undefined,
     });
     report.verdicts.push({
-      measurement: this.name, what: 'fenced / unfenced (invoices/s)', figure: (m.fenced.median / m.unfenced.median).toFixed(3),
-      target: 'informational: the price of the fence and of recording each invoice once', met: undefined,
+      measurement: this.name,
+      what: 'fenced / unfenced (invoices/s)',
+      figure: (m.fenced.median / m.unfenced.median).toFixed(3),
+      target: 'informational: the price of the fence and of recording each invoice once',
+      met: undefined,
     });
     Object.assign(report.data, { invoices, rounds, results });
     return report;
@@ -174,5 +216,7 @@ export const writePath: Measurement = {
 if (require.main === module) {
   // Kept for `npx tsx bench/write-path.ts [--invoices N] [--rounds N] [--quick]`: the suite runner with only this.
   const { cli } = require('./run') as typeof import('./run');
-  void cli(['--only', 'write-path', ...process.argv.slice(2)]).then((code) => { process.exitCode = code; });
+  void cli(['--only', 'write-path', ...process.argv.slice(2)]).then((code) => {
+    process.exitCode = code;
+  });
 }

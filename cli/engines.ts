@@ -31,8 +31,16 @@ export interface EngineRun {
 /** Count what the holders reported: the summary of a run we only see through its events. */
 export function summaryFromEvents(jobId: string, worker: string): { listener: (e: FencepostEvent) => void; summary: BillingSummary } {
   const summary: BillingSummary = {
-    jobId, worker, token: undefined, outcome: 'completed',
-    invoicesRecorded: 0, invoicesAlreadyRecorded: 0, transactions: 0, fencedRejections: 0, chunksCommitted: 0, seconds: 0,
+    jobId,
+    worker,
+    token: undefined,
+    outcome: 'completed',
+    invoicesRecorded: 0,
+    invoicesAlreadyRecorded: 0,
+    transactions: 0,
+    fencedRejections: 0,
+    chunksCommitted: 0,
+    seconds: 0,
   };
   const listener = (e: FencepostEvent) => {
     if (e.event === 'claim') summary.token = e.token;
@@ -55,18 +63,30 @@ export async function runStepFunctions(deps: BillingDeps, run: EngineRun): Promi
   const started = deps.clock.monotonicMs();
   const { listener, summary } = summaryFromEvents(Keys.job(run.date), run.worker);
   const result = await runWorkflowLocally({
-    clients: run.clients, endpoints: run.endpoints, tables: deps.tables, bucket: deps.bucket, name: run.worker,
+    clients: run.clients,
+    endpoints: run.endpoints,
+    tables: deps.tables,
+    bucket: deps.bucket,
+    name: run.worker,
     // Tests only: the handlers' sources in-process, for fault points between a check and a write (docs/DESIGN.md).
     lambdaCode: process.env.FENCEPOST_LAMBDA_CODE === 'source' ? 'source' : 'bundle',
     input: { jobDate: run.date },
     settings: {
-      leaseMs: run.config.leaseMs, renewMs: run.config.renewMs, marginMs: run.config.marginMs, claimBudget: run.config.claimBudget,
-      invoices: run.config.invoices, chunkSize: run.config.chunkSize, chunkConcurrency: run.chunkConcurrency,
+      leaseMs: run.config.leaseMs,
+      renewMs: run.config.renewMs,
+      marginMs: run.config.marginMs,
+      claimBudget: run.config.claimBudget,
+      invoices: run.config.invoices,
+      chunkSize: run.config.chunkSize,
+      chunkConcurrency: run.chunkConcurrency,
       // The stack insists its clock-offset alarm sits below the margin; no alarm exists locally, so keep the
       // synth valid for any margin the run was given instead of refusing a short test lease.
       clockOffsetAlarmMs: Math.max(1, Math.min(500, Math.floor(run.config.marginMs / 4))),
     },
-    onEvent: (e) => { listener(e); deps.events.forward(e); },
+    onEvent: (e) => {
+      listener(e);
+      deps.events.forward(e);
+    },
     hooks: run.hooks,
   });
   summary.seconds = Math.round(deps.clock.monotonicMs() - started) / 1000;
@@ -74,8 +94,12 @@ export async function runStepFunctions(deps: BillingDeps, run: EngineRun): Promi
     if (result.endState === 'ClaimBudgetExhausted') throw new ClaimBudgetExhaustedError(Keys.lock(run.date), run.config.claimBudget, undefined);
     throw new InfrastructureError(`the billing workflow failed at ${result.endState ?? 'an unknown state'}: ${result.error}: ${result.cause}`);
   }
-  const lostError = ((result.output?.lost ?? {}) as { Error?: string; Cause?: string });
-  const outcomes: Record<string, Outcome> = { Completed: 'completed', AlreadyDone: 'already-done', Lost: lostError.Error === 'FencedOutError' ? 'fenced-out' : 'lost-lease' };
+  const lostError = (result.output?.lost ?? {}) as { Error?: string; Cause?: string };
+  const outcomes: Record<string, Outcome> = {
+    Completed: 'completed',
+    AlreadyDone: 'already-done',
+    Lost: lostError.Error === 'FencedOutError' ? 'fenced-out' : 'lost-lease',
+  };
   summary.outcome = outcomes[result.endState ?? ''] ?? 'completed';
   if (summary.outcome === 'fenced-out' || summary.outcome === 'lost-lease') {
     summary.reason = `${lostError.Error}: ${safeMessage(lostError.Cause)}`;
@@ -86,5 +110,9 @@ export async function runStepFunctions(deps: BillingDeps, run: EngineRun): Promi
 
 /** Step Functions carries a Lambda error's Cause as a JSON string ({ errorMessage, ... }). */
 function safeMessage(cause: string | undefined): string {
-  try { return (JSON.parse(cause ?? '') as { errorMessage?: string }).errorMessage ?? String(cause); } catch { return String(cause); }
+  try {
+    return (JSON.parse(cause ?? '') as { errorMessage?: string }).errorMessage ?? String(cause);
+  } catch {
+    return String(cause);
+  }
 }

@@ -17,10 +17,14 @@ export type FaultHooks = BillingHooks & { afterTask?(state: string, output: unkn
 
 const STEPS = ['batch', 'chunk-commit', 'complete', 'after-chunk'];
 
-export function faultHooks(spec: string | undefined, announce: (point: CheckPoint | { step: 'after-chunk'; chunk: number }) => void): FaultHooks | undefined {
+export function faultHooks(
+  spec: string | undefined,
+  announce: (point: CheckPoint | { step: 'after-chunk'; chunk: number }) => void,
+): FaultHooks | undefined {
   if (!spec) return undefined;
   const [kind, step, chunk, batch] = spec.split(':');
-  if (kind !== 'sigstop' || !STEPS.includes(step)) throw new ConfigError([`FENCEPOST_FAULT=${spec} is not understood (see docs/DESIGN.md, "Fault injection")`]);
+  if (kind !== 'sigstop' || !STEPS.includes(step))
+    throw new ConfigError([`FENCEPOST_FAULT=${spec} is not understood (see docs/DESIGN.md, "Fault injection")`]);
   let fired = false;
   const stop = (point: CheckPoint | { step: 'after-chunk'; chunk: number }) => {
     fired = true;

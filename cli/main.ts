@@ -18,8 +18,17 @@ import { runDirect, runStepFunctions } from './engines';
 import { faultHooks } from './faults';
 import { HELP, localBanner } from './help';
 import {
-  EXIT, auditOptions, bumpOptions, chaosOptions, localOptions, parseCommand, runOptions, storyOptions, sweepOptions,
-  type CommandName, type StoreTarget,
+  EXIT,
+  auditOptions,
+  bumpOptions,
+  chaosOptions,
+  localOptions,
+  parseCommand,
+  runOptions,
+  storyOptions,
+  sweepOptions,
+  type CommandName,
+  type StoreTarget,
 } from './options';
 import { auditTable, chaosTable, progressBar, summaryTable } from './progress';
 import { bumpCommand, sweepCommand } from './sweep';
@@ -39,7 +48,9 @@ function eventStream(late?: EventListener): { listener: EventListener; on(l: Eve
       for (const l of listeners) l(e);
     },
     on: (l) => void listeners.push(l),
-    close: () => { open = false; },
+    close: () => {
+      open = false;
+    },
   };
 }
 
@@ -116,7 +127,15 @@ async function local(values: Values): Promise<number> {
     clients.destroy();
   }
   const tables = tableNames(DEFAULT_TABLE_PREFIX);
-  out(JSON.stringify({ dynamodbEndpoint: stack.endpoints.dynamodb, s3Endpoint: stack.endpoints.s3, dataDir: o.dataDir ?? null, tables, bucket: DEFAULT_BUCKET }));
+  out(
+    JSON.stringify({
+      dynamodbEndpoint: stack.endpoints.dynamodb,
+      s3Endpoint: stack.endpoints.s3,
+      dataDir: o.dataDir ?? null,
+      tables,
+      bucket: DEFAULT_BUCKET,
+    }),
+  );
   err(localBanner(stack.endpoints, tables, DEFAULT_BUCKET));
   await new Promise<void>((resolve) => {
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
@@ -147,8 +166,16 @@ function chaos(values: Values): Promise<number> {
   return withStores(o, async (clients, endpoints) => {
     err(`chaos: ${o.schedules} schedules, seed ${o.seed}, kinds ${o.kinds.join(',')}`);
     const report = await runChaos({
-      endpoints, clients, schedules: o.schedules, seed: o.seed, kinds: o.kinds, workflowShare: o.workflowShare,
-      onResult: (r) => err(`${r.ok ? 'ok  ' : 'FAIL'} #${r.index} seed ${r.seed} ${r.kind} (${r.engine}, ${r.seconds.toFixed(1)} s): ${r.detail}${r.ok ? '' : `\n      ${r.violations.join('\n      ')}\n      replay: fencepost chaos --seed ${r.seed} --schedules 1 --kinds ${r.kind}`}`),
+      endpoints,
+      clients,
+      schedules: o.schedules,
+      seed: o.seed,
+      kinds: o.kinds,
+      workflowShare: o.workflowShare,
+      onResult: (r) =>
+        err(
+          `${r.ok ? 'ok  ' : 'FAIL'} #${r.index} seed ${r.seed} ${r.kind} (${r.engine}, ${r.seconds.toFixed(1)} s): ${r.detail}${r.ok ? '' : `\n      ${r.violations.join('\n      ')}\n      replay: fencepost chaos --seed ${r.seed} --schedules 1 --kinds ${r.kind}`}`,
+        ),
     });
     out(o.json ? JSON.stringify({ ...report, results: report.results.filter((r) => !r.ok) }) : chaosTable(report));
     return report.violations === 0 ? EXIT.ok : EXIT.auditFailed;
@@ -158,7 +185,9 @@ function chaos(values: Values): Promise<number> {
 function story(values: Values): Promise<number> {
   const o = storyOptions(values);
   return withStores(o, async (clients, endpoints) => {
-    err(`the billing story at time scale ${o.timeScale}: lease ${Math.round(10_000 * o.timeScale)} ms, renew ${Math.round(3_000 * o.timeScale)} ms, margin ${Math.round(2_000 * o.timeScale)} ms`);
+    err(
+      `the billing story at time scale ${o.timeScale}: lease ${Math.round(10_000 * o.timeScale)} ms, renew ${Math.round(3_000 * o.timeScale)} ms, margin ${Math.round(2_000 * o.timeScale)} ms`,
+    );
     const result = await playStory(endpoints, clients, o.timeScale, o.json ? undefined : (r) => err(`  ${r.t.toFixed(2)} s  ${r.actor}: ${r.event}`));
     out(o.json ? JSON.stringify(result) : storyTable(result));
     return result.audit.ok ? EXIT.ok : EXIT.auditFailed;
@@ -188,7 +217,7 @@ export async function main(argv: string[]): Promise<number> {
   const c = COMMANDS[command as CommandName];
   try {
     const values = parseCommand(command as CommandName, args);
-    if (values.help) return out(c.help), EXIT.ok;
+    if (values.help) return (out(c.help), EXIT.ok);
     return await c.run(values);
   } catch (e) {
     if (e instanceof ConfigError) {
@@ -196,7 +225,7 @@ export async function main(argv: string[]): Promise<number> {
       for (const p of e.problems) err(`fencepost ${command}: ${p}`);
       return EXIT.usage;
     }
-    err(`fencepost ${command}: ${e instanceof FencepostError ? e.message : (e as Error).stack ?? String(e)}`);
+    err(`fencepost ${command}: ${e instanceof FencepostError ? e.message : ((e as Error).stack ?? String(e))}`);
     return EXIT.failure;
   }
 }

@@ -65,17 +65,37 @@ export const commandOptions = {
     'run-renew-ms': { type: 'string' },
     'run-margin-ms': { type: 'string' },
   },
-  'bump-epochs': { ...storeOptions, by: { type: 'string' }, 'run-id': { type: 'string' }, 'dry-run': { type: 'boolean' }, aws: { type: 'boolean' }, 'lock-table': { type: 'string' } },
-  chaos: { ...storeOptions, schedules: { type: 'string' }, seed: { type: 'string' }, kinds: { type: 'string' }, 'workflow-share': { type: 'string' } },
+  'bump-epochs': {
+    ...storeOptions,
+    by: { type: 'string' },
+    'run-id': { type: 'string' },
+    'dry-run': { type: 'boolean' },
+    aws: { type: 'boolean' },
+    'lock-table': { type: 'string' },
+  },
+  chaos: {
+    ...storeOptions,
+    schedules: { type: 'string' },
+    seed: { type: 'string' },
+    kinds: { type: 'string' },
+    'workflow-share': { type: 'string' },
+  },
   story: { ...storeOptions, 'time-scale': { type: 'string' } },
-  local: { 'data-dir': { type: 'string' }, 'dynamodb-port': { type: 'string' }, 's3-port': { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+  local: {
+    'data-dir': { type: 'string' },
+    'dynamodb-port': { type: 'string' },
+    's3-port': { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
 } as const;
 
 export type CommandName = keyof typeof commandOptions;
 
 type Options<C extends CommandName> = (typeof commandOptions)[C];
 /** Every option that takes a value, across all commands (the compiler checks EXPECTS names each one). */
-type ValueOption = { [C in CommandName]: { [K in keyof Options<C>]: Options<C>[K] extends { type: 'string' } ? K : never }[keyof Options<C>] }[CommandName];
+type ValueOption = {
+  [C in CommandName]: { [K in keyof Options<C>]: Options<C>[K] extends { type: 'string' } ? K : never }[keyof Options<C>];
+}[CommandName];
 
 /** What each value option expects, for the one-line message when its value is missing or looks like an option. */
 const EXPECTS: Record<ValueOption, string> = {
@@ -172,9 +192,11 @@ export function parseCommand<C extends CommandName>(command: C, args: string[]):
     } else if (!t.inlineValue && t.value.startsWith('-') && !/^-[\d.]/.test(t.value)) {
       const name = t.value.replace(/^-+/, '').split('=')[0];
       const known = Object.hasOwn(options, name) || Object.values(options).some((o) => t.value === `-${o.short}`);
-      problems.push(known || t.value === '--'
-        ? `${t.rawName} needs a value (${what}), got the option ${t.value} instead`
-        : `${t.rawName} needs a value (${what}), got ${JSON.stringify(t.value)}, which looks like an option (write ${t.rawName}=${t.value} if it is the value)`);
+      problems.push(
+        known || t.value === '--'
+          ? `${t.rawName} needs a value (${what}), got the option ${t.value} instead`
+          : `${t.rawName} needs a value (${what}), got ${JSON.stringify(t.value)}, which looks like an option (write ${t.rawName}=${t.value} if it is the value)`,
+      );
     } else if (values[t.name] !== undefined && values[t.name] !== t.value) {
       problems.push(`${t.rawName} given twice (${JSON.stringify(values[t.name])} and ${JSON.stringify(t.value)}): give it once`);
     } else {
@@ -229,14 +251,21 @@ export interface StoreTarget {
 function storeTarget(values: Record<string, unknown>, problems: string[]): StoreTarget {
   const ddb = values['dynamodb-endpoint'] as string | undefined;
   const s3 = values['s3-endpoint'] as string | undefined;
-  if ((ddb === undefined) !== (s3 === undefined)) problems.push('give both --dynamodb-endpoint and --s3-endpoint, or neither (to start the embedded stack)');
-  for (const [name, url] of [['dynamodb-endpoint', ddb], ['s3-endpoint', s3]] as const) {
-    if (url !== undefined && !/^https?:\/\/[^/\s]+\/?$/.test(url)) problems.push(`--${name} must be a URL like http://127.0.0.1:8000, got ${JSON.stringify(url)}`);
+  if ((ddb === undefined) !== (s3 === undefined))
+    problems.push('give both --dynamodb-endpoint and --s3-endpoint, or neither (to start the embedded stack)');
+  for (const [name, url] of [
+    ['dynamodb-endpoint', ddb],
+    ['s3-endpoint', s3],
+  ] as const) {
+    if (url !== undefined && !/^https?:\/\/[^/\s]+\/?$/.test(url))
+      problems.push(`--${name} must be a URL like http://127.0.0.1:8000, got ${JSON.stringify(url)}`);
   }
   const tablePrefix = (values['table-prefix'] as string | undefined) ?? DEFAULT_TABLE_PREFIX;
-  if (!/^[A-Za-z0-9_.-]{0,200}$/.test(tablePrefix)) problems.push(`--table-prefix may hold only letters, digits, '_', '-' and '.', got ${JSON.stringify(tablePrefix)}`);
+  if (!/^[A-Za-z0-9_.-]{0,200}$/.test(tablePrefix))
+    problems.push(`--table-prefix may hold only letters, digits, '_', '-' and '.', got ${JSON.stringify(tablePrefix)}`);
   const bucket = (values.bucket as string | undefined) ?? DEFAULT_BUCKET;
-  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) problems.push(`--bucket must be a valid S3 bucket name (3-63 lowercase letters, digits, '.', '-'), got ${JSON.stringify(bucket)}`);
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket))
+    problems.push(`--bucket must be a valid S3 bucket name (3-63 lowercase letters, digits, '.', '-'), got ${JSON.stringify(bucket)}`);
   return { endpoints: ddb && s3 ? { dynamodb: ddb.replace(/\/$/, ''), s3: s3.replace(/\/$/, '') } : undefined, tablePrefix, bucket };
 }
 
@@ -260,7 +289,11 @@ export function runOptions(values: Record<string, unknown>): RunOptions {
   const problems: string[] = [];
   let date = today();
   if (values.date !== undefined) {
-    try { date = validateDate(values.date); } catch (err) { problems.push(...(err as ConfigError).problems.map((p) => `--${p}`)); }
+    try {
+      date = validateDate(values.date);
+    } catch (err) {
+      problems.push(...(err as ConfigError).problems.map((p) => `--${p}`));
+    }
   }
   const target = storeTarget(values, problems);
   const partial = {
@@ -273,19 +306,35 @@ export function runOptions(values: Record<string, unknown>): RunOptions {
     claimBudget: intOption(values, 'claim-budget', problems),
   };
   let config: BillingConfig | undefined;
-  try { config = validateBillingConfig(partial); } catch (err) { problems.push(...(err as ConfigError).problems.map((p) => `--${p}`)); }
+  try {
+    config = validateBillingConfig(partial);
+  } catch (err) {
+    problems.push(...(err as ConfigError).problems.map((p) => `--${p}`));
+  }
   const engine = (values.engine as string | undefined) ?? 'stepfunctions';
   if (!ENGINES.includes(engine as Engine)) problems.push(`--engine must be one of ${ENGINES.join(', ')}, got ${JSON.stringify(engine)}`);
   const chunkConcurrency = intOption(values, 'chunk-concurrency', problems) ?? 1;
   if (chunkConcurrency < 1 || chunkConcurrency > 40) problems.push(`--chunk-concurrency must be 1..40, got ${chunkConcurrency}`);
-  if (engine === 'direct' && chunkConcurrency !== 1) problems.push('--chunk-concurrency needs --engine stepfunctions: the direct engine bills one chunk at a time');
+  if (engine === 'direct' && chunkConcurrency !== 1)
+    problems.push('--chunk-concurrency needs --engine stepfunctions: the direct engine bills one chunk at a time');
   if (engine !== 'direct' && partial.putsPerTransaction !== undefined && partial.putsPerTransaction !== 99) {
     problems.push('--puts-per-transaction needs --engine direct: the deployed workflow always writes 99 puts per transaction');
   }
   const worker = (values.worker as string | undefined) ?? `${hostname()}-${process.pid}`;
-  if (!/^[\w.:@-]{1,128}$/.test(worker)) problems.push(`--worker must be 1-128 characters of letters, digits, '_', '-', '.', ':' or '@', got ${JSON.stringify(worker)}`);
+  if (!/^[\w.:@-]{1,128}$/.test(worker))
+    problems.push(`--worker must be 1-128 characters of letters, digits, '_', '-', '.', ':' or '@', got ${JSON.stringify(worker)}`);
   if (problems.length > 0) throw new ConfigError(problems);
-  return { ...target, engine: engine as Engine, chunkConcurrency, date, worker, config: config!, json: Boolean(values.json), events: Boolean(values.events), audit: !values['no-audit'] };
+  return {
+    ...target,
+    engine: engine as Engine,
+    chunkConcurrency,
+    date,
+    worker,
+    config: config!,
+    json: Boolean(values.json),
+    events: Boolean(values.events),
+    audit: !values['no-audit'],
+  };
 }
 
 export interface AuditOptions extends StoreTarget {
@@ -299,7 +348,11 @@ export function auditOptions(values: Record<string, unknown>): AuditOptions {
   let date = '';
   if (values.date === undefined) problems.push('--date is required: the night to audit (YYYY-MM-DD)');
   else {
-    try { date = validateDate(values.date); } catch (err) { problems.push(...(err as ConfigError).problems.map((p) => `--${p}`)); }
+    try {
+      date = validateDate(values.date);
+    } catch (err) {
+      problems.push(...(err as ConfigError).problems.map((p) => `--${p}`));
+    }
   }
   const target = storeTarget(values, problems);
   const invoices = positiveInt(values, 'invoices', 50_000, problems);
@@ -322,7 +375,8 @@ export function localOptions(values: Record<string, unknown>): LocalOptions {
   };
   const ports = { dynamodbPort: port('dynamodb-port'), s3Port: port('s3-port') };
   if (values['data-dir'] === '') problems.push('--data-dir needs a folder, got ""');
-  if (ports.dynamodbPort !== undefined && ports.dynamodbPort === ports.s3Port) problems.push(`--dynamodb-port and --s3-port must differ, both are ${ports.s3Port}`);
+  if (ports.dynamodbPort !== undefined && ports.dynamodbPort === ports.s3Port)
+    problems.push(`--dynamodb-port and --s3-port must differ, both are ${ports.s3Port}`);
   if (problems.length > 0) throw new ConfigError(problems);
   return { dataDir: values['data-dir'] as string | undefined, ...ports };
 }
@@ -341,7 +395,8 @@ export interface SweepOptions extends StoreTarget {
 export function sweepOptions(values: Record<string, unknown>): SweepOptions {
   const problems: string[] = [];
   const target = storeTarget(values, problems);
-  if (!target.endpoints) problems.push('sweep needs --dynamodb-endpoint and --s3-endpoint: it watches a stack that billing runs use (start one with fencepost local)');
+  if (!target.endpoints)
+    problems.push('sweep needs --dynamodb-endpoint and --s3-endpoint: it watches a stack that billing runs use (start one with fencepost local)');
   let everyMs: number | undefined;
   if (values.every !== undefined) {
     const m = /^(\d+)(ms|s|m)?$/.exec(String(values.every));
@@ -358,19 +413,26 @@ export function sweepOptions(values: Record<string, unknown>): SweepOptions {
   const runValues: Record<string, unknown> = { 'lease-ms': String(leaseMs) };
   for (const name of ['invoices', 'chunk-size', 'engine', 'renew-ms', 'margin-ms']) {
     const v = values[`run-${name}`];
-    if (v !== undefined) runArgs.push(`--${name}`, String(v)), (runValues[name] = v);
+    if (v !== undefined) (runArgs.push(`--${name}`, String(v)), (runValues[name] = v));
   }
   runArgs.push('--lease-ms', String(leaseMs));
   // The runs start only after a re-queue has been written: check their options now, as `run` would, so a bad
   // --run-* value is refused before anything is written (named as the sweep option it came from).
-  try { runOptions(runValues); } catch (err) {
+  try {
+    runOptions(runValues);
+  } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     problems.push(...err.problems.map((p) => p.replace(/--(invoices|chunk-size|engine|renew-ms|margin-ms)\b/g, '--run-$1')));
   }
   if (problems.length > 0) throw new ConfigError([...new Set(problems)]); // --lease-ms is checked for the sweep and its runs
   return {
-    ...target, everyMs, sweeper: { leaseMs, stormShare, stormMinimum, maxRequeuesPerSweep },
-    startRuns: !values['no-start-runs'], json: Boolean(values.json), events: Boolean(values.events), runArgs,
+    ...target,
+    everyMs,
+    sweeper: { leaseMs, stormShare, stormMinimum, maxRequeuesPerSweep },
+    startRuns: !values['no-start-runs'],
+    json: Boolean(values.json),
+    events: Boolean(values.events),
+    runArgs,
   };
 }
 
@@ -395,7 +457,8 @@ export function bumpOptions(values: Record<string, unknown>): BumpOptions {
   const lockTable = values['lock-table'] as string | undefined;
   if (aws && !lockTable) problems.push('--aws needs --lock-table NAME: the restored lock table to bump');
   if (aws && target.endpoints) problems.push('--aws and --dynamodb-endpoint/--s3-endpoint exclude each other');
-  if (lockTable !== undefined && !/^[A-Za-z0-9_.-]{3,255}$/.test(lockTable)) problems.push(`--lock-table must be a DynamoDB table name, got ${JSON.stringify(lockTable)}`);
+  if (lockTable !== undefined && !/^[A-Za-z0-9_.-]{3,255}$/.test(lockTable))
+    problems.push(`--lock-table must be a DynamoDB table name, got ${JSON.stringify(lockTable)}`);
   if (problems.length > 0) throw new ConfigError(problems);
   return { ...target, aws, lockTable, by, runId, dryRun: Boolean(values['dry-run']), json: Boolean(values.json) };
 }

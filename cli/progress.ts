@@ -19,30 +19,51 @@ export function progressBar(total: number, stream: NodeJS.WriteStream = process.
   return (e) => {
     switch (e.event) {
       case 'observe':
-        if (e.holder !== undefined) stream.write(`${tty ? '\r' : ''}lease held by ${String(e.holder)} (epoch ${String(e.epoch)}): claiming once its rvn stays unchanged for ${String(e.waitMs)} ms on our own clock\n`);
+        if (e.holder !== undefined)
+          stream.write(
+            `${tty ? '\r' : ''}lease held by ${String(e.holder)} (epoch ${String(e.epoch)}): claiming once its rvn stays unchanged for ${String(e.waitMs)} ms on our own clock\n`,
+          );
         break;
-      case 'claim': stream.write(`claimed the lease: token ${e.token}\n`); break;
-      case 'fence-raised': stream.write(`fence raised to ${e.token} (was ${String(e.previousFence ?? 'unset')})\n`); break;
+      case 'claim':
+        stream.write(`claimed the lease: token ${e.token}\n`);
+        break;
+      case 'fence-raised':
+        stream.write(`fence raised to ${e.token} (was ${String(e.previousFence ?? 'unset')})\n`);
+        break;
       case 'batch-committed':
         done += Number(e.recorded) + Number(e.alreadyRecorded);
         if (tty) draw(`chunk ${Number(e.chunk) + 1}`);
         break;
-      case 'chunk-committed': draw(`chunk ${Number(e.chunk) + 1} committed`); break;
-      case 'batch-rejected': stream.write(`\nbatch refused by the fence (our token ${e.token}, fence ${String(e.fence)}): stopping\n`); break;
-      case 'lease-lost': stream.write(`\nlease lost (holder now ${String(e.holderNow)})\n`); break;
-      case 'completed': if (tty) stream.write('\n'); break;
-      default: break;
+      case 'chunk-committed':
+        draw(`chunk ${Number(e.chunk) + 1} committed`);
+        break;
+      case 'batch-rejected':
+        stream.write(`\nbatch refused by the fence (our token ${e.token}, fence ${String(e.fence)}): stopping\n`);
+        break;
+      case 'lease-lost':
+        stream.write(`\nlease lost (holder now ${String(e.holderNow)})\n`);
+        break;
+      case 'completed':
+        if (tty) stream.write('\n');
+        break;
+      default:
+        break;
     }
   };
 }
 
 export function summaryTable(s: BillingSummary, audit?: AuditReport): string {
   const rows: [string, string][] = [
-    ['job', s.jobId], ['worker', s.worker], ['token', String(s.token ?? '-')], ['outcome', s.outcome],
+    ['job', s.jobId],
+    ['worker', s.worker],
+    ['token', String(s.token ?? '-')],
+    ['outcome', s.outcome],
     ['invoices recorded', s.invoicesRecorded.toLocaleString('en-US')],
     ['already recorded', s.invoicesAlreadyRecorded.toLocaleString('en-US')],
-    ['transactions', s.transactions.toLocaleString('en-US')], ['fenced rejections', String(s.fencedRejections)],
-    ['chunks committed', String(s.chunksCommitted)], ['seconds', s.seconds.toFixed(1)],
+    ['transactions', s.transactions.toLocaleString('en-US')],
+    ['fenced rejections', String(s.fencedRejections)],
+    ['chunks committed', String(s.chunksCommitted)],
+    ['seconds', s.seconds.toFixed(1)],
     ['invoices/s', s.seconds > 0 ? Math.round((s.invoicesRecorded + s.invoicesAlreadyRecorded) / s.seconds).toLocaleString('en-US') : '-'],
   ];
   if (s.reason) rows.push(['reason', s.reason]);
@@ -52,7 +73,9 @@ export function summaryTable(s: BillingSummary, audit?: AuditReport): string {
 }
 
 export function auditTable(r: AuditReport): string {
-  const lines = [`audit of ${r.jobId}: state ${r.state ?? 'absent'}, fence ${r.fence ?? '-'}, epoch ${r.epoch ?? '-'}, ${r.invoicesFound}/${r.invoicesExpected} invoices`];
+  const lines = [
+    `audit of ${r.jobId}: state ${r.state ?? 'absent'}, fence ${r.fence ?? '-'}, epoch ${r.epoch ?? '-'}, ${r.invoicesFound}/${r.invoicesExpected} invoices`,
+  ];
   for (const c of r.checks) lines.push(`  ${c.ok ? 'ok  ' : 'FAIL'}  invariant ${c.invariant}: ${c.name}: ${c.detail}`);
   return lines.join('\n');
 }
@@ -60,8 +83,12 @@ export function auditTable(r: AuditReport): string {
 export function chaosTable(r: ChaosReport): string {
   const lines = [
     `chaos: ${r.schedules} schedules (seed ${r.seed}) in ${r.seconds.toFixed(0)} s: ${r.violations} invariant violations`,
-    `  schedules by kind: ${Object.entries(r.schedulesByKind).map(([k, n]) => `${k} ${n}`).join(', ')}`,
-    `  faults injected:   ${Object.entries(r.faultsByKind).map(([k, n]) => `${k} ${n}`).join(', ')}`,
+    `  schedules by kind: ${Object.entries(r.schedulesByKind)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
+    `  faults injected:   ${Object.entries(r.faultsByKind)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ')}`,
     `  takeovers ${r.takeovers}, fenced rejections ${r.fencedRejections}`,
   ];
   for (const f of r.results.filter((x) => !x.ok)) lines.push(`  FAIL seed ${f.seed} ${f.kind}: ${f.violations.join('; ')}`);

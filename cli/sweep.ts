@@ -29,19 +29,43 @@ export interface SweepRun {
 function startRun(o: SweepOptions, jobId: string, n: number, forward: (line: string) => void): Promise<SweepRun> {
   const date = jobId.slice(Keys.job('').length);
   const e = o.endpoints!;
-  const args = ['--import', 'tsx', CLI, 'run', '--date', date, '--dynamodb-endpoint', e.dynamodb, '--s3-endpoint', e.s3,
-    '--table-prefix', o.tablePrefix, '--bucket', o.bucket, '--worker', `sweeper-run-${process.pid}-${n}`, ...o.runArgs, o.events ? '--events' : '--json'];
+  const args = [
+    '--import',
+    'tsx',
+    CLI,
+    'run',
+    '--date',
+    date,
+    '--dynamodb-endpoint',
+    e.dynamodb,
+    '--s3-endpoint',
+    e.s3,
+    '--table-prefix',
+    o.tablePrefix,
+    '--bucket',
+    o.bucket,
+    '--worker',
+    `sweeper-run-${process.pid}-${n}`,
+    ...o.runArgs,
+    o.events ? '--events' : '--json',
+  ];
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_NO_WARNINGS: '1' } });
   let last: string | undefined;
   createInterface({ input: child.stdout! }).on('line', (line) => {
     last = line;
     if (o.events) forward(line);
   });
-  return new Promise((resolve) => child.on('exit', (code) => {
-    let summary: unknown;
-    try { summary = o.events ? undefined : JSON.parse(last ?? ''); } catch { summary = undefined; }
-    resolve({ jobId, exitCode: code, summary });
-  }));
+  return new Promise((resolve) =>
+    child.on('exit', (code) => {
+      let summary: unknown;
+      try {
+        summary = o.events ? undefined : JSON.parse(last ?? '');
+      } catch {
+        summary = undefined;
+      }
+      resolve({ jobId, exitCode: code, summary });
+    }),
+  );
 }
 
 export async function sweepCommand(o: SweepOptions, clients: Clients, out: (t: string) => void, err: (t: string) => void): Promise<number> {
@@ -63,7 +87,9 @@ export async function sweepCommand(o: SweepOptions, clients: Clients, out: (t: s
     reports.push(await sweeper.sweep(onRequeued));
   } else {
     let stopping = false;
-    const stop = () => { stopping = true; };
+    const stop = () => {
+      stopping = true;
+    };
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
     while (!stopping) {
@@ -86,7 +112,8 @@ export async function sweepCommand(o: SweepOptions, clients: Clients, out: (t: s
   if (o.json) out(JSON.stringify(total));
   else if (!o.events) {
     if (o.everyMs === undefined) err(`sweep: ${describe(reports.at(-1)!)}`);
-    for (const r of finished) err(`billing run for ${r.jobId}: exit ${r.exitCode}${r.summary ? ` (${(r.summary as { outcome?: string }).outcome})` : ''}`);
+    for (const r of finished)
+      err(`billing run for ${r.jobId}: exit ${r.exitCode}${r.summary ? ` (${(r.summary as { outcome?: string }).outcome})` : ''}`);
   }
   return total.storms > 0 ? 5 : finished.some((r) => r.exitCode !== 0) ? 1 : 0;
 }
@@ -96,9 +123,14 @@ export async function bumpCommand(o: BumpOptions, clients: Clients, out: (t: str
   const report: BumpReport = await bumpEpochs({ ddb: clients.ddb, locks }, { by: o.by, runId: o.runId, dryRun: o.dryRun });
   if (o.json) out(JSON.stringify(report));
   else {
-    out(`${o.dryRun ? 'dry run: would bump' : 'bumped'} ${report.changed.length} of ${report.scanned} lock items in ${locks} by ${o.by.toLocaleString('en-US')} (run id ${o.runId})`);
+    out(
+      `${o.dryRun ? 'dry run: would bump' : 'bumped'} ${report.changed.length} of ${report.scanned} lock items in ${locks} by ${o.by.toLocaleString('en-US')} (run id ${o.runId})`,
+    );
     for (const c of report.changed) out(`  ${c.key}: epoch ${c.from} → ${c.to}`);
-    if (report.alreadyBumped.length) out(`  already bumped by this run id: ${report.alreadyBumped.length} (${report.alreadyBumped.slice(0, 5).join(', ')}${report.alreadyBumped.length > 5 ? ', …' : ''})`);
+    if (report.alreadyBumped.length)
+      out(
+        `  already bumped by this run id: ${report.alreadyBumped.length} (${report.alreadyBumped.slice(0, 5).join(', ')}${report.alreadyBumped.length > 5 ? ', …' : ''})`,
+      );
     if (!o.dryRun) out(`To resume after an interruption, run it again with --run-id ${o.runId}: no item is bumped twice.`);
   }
   return 0;

@@ -49,7 +49,7 @@ async function* scanAll(ddb: DynamoDBDocumentClient, input: ConstructorParameter
   let start: Record<string, unknown> | undefined;
   do {
     const out = await ddb.send(new ScanCommand({ ...input, ExclusiveStartKey: start, ConsistentRead: true }));
-    yield* (out.Items ?? []);
+    yield* out.Items ?? [];
     start = out.LastEvaluatedKey;
   } while (start);
 }
@@ -57,7 +57,12 @@ async function* scanAll(ddb: DynamoDBDocumentClient, input: ConstructorParameter
 export async function audit(deps: AuditDeps, date: string, invoices: number): Promise<AuditReport> {
   const checks: AuditCheck[] = [];
   const check = (invariant: AuditCheck['invariant'], name: string, problems: string[], okDetail: string) =>
-    checks.push({ invariant, name, ok: problems.length === 0, detail: problems.length === 0 ? okDetail : problems.slice(0, 5).join('; ') + (problems.length > 5 ? `; … ${problems.length - 5} more` : '') });
+    checks.push({
+      invariant,
+      name,
+      ok: problems.length === 0,
+      detail: problems.length === 0 ? okDetail : problems.slice(0, 5).join('; ') + (problems.length > 5 ? `; … ${problems.length - 5} more` : ''),
+    });
 
   const jobId = Keys.job(date);
   const job = await readJob({ ddb: deps.ddb, jobs: deps.tables.jobs }, jobId);
@@ -81,27 +86,41 @@ export async function audit(deps: AuditDeps, date: string, invoices: number): Pr
   const wrong: string[] = [];
   const aboveFence: string[] = [];
   let found = 0;
-  for await (const item of scanAll(deps.ddb, { TableName: deps.tables.invoices, FilterExpression: 'begins_with(pk, :p)', ExpressionAttributeValues: { ':p': prefix } })) {
+  for await (const item of scanAll(deps.ddb, {
+    TableName: deps.tables.invoices,
+    FilterExpression: 'begins_with(pk, :p)',
+    ExpressionAttributeValues: { ':p': prefix },
+  })) {
     found++;
     const pk = String(item[Attr.pk]);
     const index = Number(pk.slice(prefix.length));
     const token = Number(item[Attr.token]);
     tokensSeen[token] = (tokensSeen[token] ?? 0) + 1;
-    if (!Number.isInteger(index) || index < 0 || index >= invoices) { wrong.push(`${pk} is not one of the night's ${invoices} invoices`); continue; }
+    if (!Number.isInteger(index) || index < 0 || index >= invoices) {
+      wrong.push(`${pk} is not one of the night's ${invoices} invoices`);
+      continue;
+    }
     if (seen[index]++) wrong.push(`${pk} recorded twice`);
     const expected = invoiceAt(date, index, width);
-    if (expected.pk !== pk || item[Attr.amount] !== expected.amount || item[Attr.customer] !== expected.customer) wrong.push(`${pk} differs from the generated invoice`);
+    if (expected.pk !== pk || item[Attr.amount] !== expected.amount || item[Attr.customer] !== expected.customer)
+      wrong.push(`${pk} differs from the generated invoice`);
     if (fence === undefined || token > fence) aboveFence.push(`${pk} carries token ${token} above the fence ${fence}`);
   }
   const missing = done ? seen.reduce((n, v) => n + (v === 0 ? 1 : 0), 0) : 0;
   check(1, 'each invoice recorded once, as generated', wrong, `${found} invoices, each once, each as generated`);
-  const chunksNotDone = done ? Array.from({ length: job?.chunk_count ?? 0 }, (_, c) => c).filter((c) => chunkFences.get(c)?.done_by === undefined) : [];
+  const chunksNotDone = done
+    ? Array.from({ length: job?.chunk_count ?? 0 }, (_, c) => c).filter((c) => chunkFences.get(c)?.done_by === undefined)
+    : [];
   const missingProblems = [
     ...(missing ? [`${missing} of ${invoices} invoices missing although the job is DONE`] : []),
     ...chunksNotDone.map((c) => `chunk ${c}'s fence item does not say done although the job is DONE`),
   ];
-  check(1, 'none missing once DONE', missingProblems,
-    done ? `all ${invoices} present, all ${job?.chunk_count ?? 0} chunk fence items say done` : `job is ${job?.state ?? 'absent'}: not required yet`);
+  check(
+    1,
+    'none missing once DONE',
+    missingProblems,
+    done ? `all ${invoices} present, all ${job?.chunk_count ?? 0} chunk fence items say done` : `job is ${job?.state ?? 'absent'}: not required yet`,
+  );
 
   // 2. tokens vs fences, DynamoDB and S3
   const s3Problems: string[] = [];
@@ -127,21 +146,36 @@ export async function audit(deps: AuditDeps, date: string, invoices: number): Pr
   }
   for (const [c, item] of [...chunkFences].sort(([a], [b]) => a - b)) {
     if (fence === undefined || item.fence > fence) aboveFence.push(`chunk ${c}'s fence ${item.fence} is above the job fence ${fence}`);
-    if (item.done_by !== undefined && item.done_by > item.fence) aboveFence.push(`chunk ${c} recorded done by token ${item.done_by}, above its fence ${item.fence}`);
+    if (item.done_by !== undefined && item.done_by > item.fence)
+      aboveFence.push(`chunk ${c} recorded done by token ${item.done_by}, above its fence ${item.fence}`);
   }
-  check(2, 'no invoice token or chunk fence above the job fence', aboveFence,
-    `invoice tokens ${JSON.stringify(tokensSeen)} and ${chunkFences.size} chunk fences ${JSON.stringify([...chunkFences.values()].map((i) => i.fence))} ≤ fence ${fence ?? '-'}`);
-  check(2, 'manifest names only committed objects of its token or earlier', s3Problems, manifest ? `manifest token ${manifest.body.token}, ${Object.keys(manifest.body.chunks).length} chunks, all present` : 'no manifest yet');
+  check(
+    2,
+    'no invoice token or chunk fence above the job fence',
+    aboveFence,
+    `invoice tokens ${JSON.stringify(tokensSeen)} and ${chunkFences.size} chunk fences ${JSON.stringify([...chunkFences.values()].map((i) => i.fence))} ≤ fence ${fence ?? '-'}`,
+  );
+  check(
+    2,
+    'manifest names only committed objects of its token or earlier',
+    s3Problems,
+    manifest ? `manifest token ${manifest.body.token}, ${Object.keys(manifest.body.chunks).length} chunks, all present` : 'no manifest yet',
+  );
 
   // 3. sparse index ⇔ RUNNING (over the whole job table: the invariant is table-wide)
   const indexProblems: string[] = [];
   const indexed = new Set<string>();
   let start: Record<string, unknown> | undefined;
   do {
-    const out = await deps.ddb.send(new QueryCommand({
-      TableName: deps.tables.jobs, IndexName: JOB_TABLE.sparseIndex!.name,
-      KeyConditionExpression: `${Attr.claimShard} = :s`, ExpressionAttributeValues: { ':s': CLAIM_SHARD }, ExclusiveStartKey: start,
-    }));
+    const out = await deps.ddb.send(
+      new QueryCommand({
+        TableName: deps.tables.jobs,
+        IndexName: JOB_TABLE.sparseIndex!.name,
+        KeyConditionExpression: `${Attr.claimShard} = :s`,
+        ExpressionAttributeValues: { ':s': CLAIM_SHARD },
+        ExclusiveStartKey: start,
+      }),
+    );
     for (const row of out.Items ?? []) {
       indexed.add(String(row[Attr.pk]));
       if (row[Attr.chunk] !== undefined) indexProblems.push(`${row[Attr.pk]} is a chunk fence item in the sparse index`);
@@ -150,20 +184,40 @@ export async function audit(deps: AuditDeps, date: string, invoices: number): Pr
     start = out.LastEvaluatedKey;
   } while (start);
   for (const row of jobRows) {
-    if (row[Attr.state] === 'RUNNING' && !indexed.has(String(row[Attr.pk]))) indexProblems.push(`${row[Attr.pk]} is RUNNING but not in the sparse index`);
+    if (row[Attr.state] === 'RUNNING' && !indexed.has(String(row[Attr.pk])))
+      indexProblems.push(`${row[Attr.pk]} is RUNNING but not in the sparse index`);
   }
-  check(3, 'sparse index holds exactly the RUNNING rows', indexProblems, `${indexed.size} of ${jobRows.length} job rows indexed, all RUNNING; no chunk fence item`);
+  check(
+    3,
+    'sparse index holds exactly the RUNNING rows',
+    indexProblems,
+    `${indexed.size} of ${jobRows.length} job rows indexed, all RUNNING; no chunk fence item`,
+  );
 
   // 4. epochs never behind any token
   const epoch = lock?.epoch;
-  const maxToken = Math.max(0, fence ?? 0, manifest?.body.token ?? 0, ...Object.keys(tokensSeen).map(Number), ...[...chunkFences.values()].map((i) => i.fence));
+  const maxToken = Math.max(
+    0,
+    fence ?? 0,
+    manifest?.body.token ?? 0,
+    ...Object.keys(tokensSeen).map(Number),
+    ...[...chunkFences.values()].map((i) => i.fence),
+  );
   const epochProblems: string[] = [];
   if (maxToken > 0 && epoch === undefined) epochProblems.push(`tokens up to ${maxToken} were used but the lock item has no epoch (deleted?)`);
-  else if (epoch !== undefined && epoch < maxToken) epochProblems.push(`lock epoch ${epoch} is behind token ${maxToken}: the next claim would repeat a token`);
+  else if (epoch !== undefined && epoch < maxToken)
+    epochProblems.push(`lock epoch ${epoch} is behind token ${maxToken}: the next claim would repeat a token`);
   check(4, 'lock epoch ≥ every token seen', epochProblems, `epoch ${epoch ?? '-'} ≥ highest token ${maxToken}`);
 
   return {
-    ok: checks.every((c) => c.ok), jobId, state: job?.state, fence, epoch,
-    invoicesFound: found, invoicesExpected: invoices, tokensSeen, checks,
+    ok: checks.every((c) => c.ok),
+    jobId,
+    state: job?.state,
+    fence,
+    epoch,
+    invoicesFound: found,
+    invoicesExpected: invoices,
+    tokensSeen,
+    checks,
   };
 }

@@ -123,7 +123,13 @@ export function resumeManifest(deps: BillingDeps, date: string, token: number): 
  * attribute_not_exists and counted as already recorded; the object and the manifest entry are rewritten.
  */
 export async function billChunk(
-  deps: BillingDeps, lease: Lease, manifest: ManifestWriter, date: string, config: BillingConfig, chunk: number, hooks?: BillingHooks,
+  deps: BillingDeps,
+  lease: Lease,
+  manifest: ManifestWriter,
+  date: string,
+  config: BillingConfig,
+  chunk: number,
+  hooks?: BillingHooks,
 ): Promise<ChunkResult> {
   const plan = planOf(date, config);
   const jobId = Keys.job(date);
@@ -143,7 +149,15 @@ export async function billChunk(
     recorded += r.recorded;
     alreadyRecorded += r.alreadyRecorded;
     transactions += r.transactions;
-    deps.events.emit('batch-committed', { token: lease.token, chunk, batch: batchNo, recorded: r.recorded, alreadyRecorded: r.alreadyRecorded, transactions: r.transactions, first: batch[0].index });
+    deps.events.emit('batch-committed', {
+      token: lease.token,
+      chunk,
+      batch: batchNo,
+      recorded: r.recorded,
+      alreadyRecorded: r.alreadyRecorded,
+      transactions: r.transactions,
+      first: batch[0].index,
+    });
     batchNo++;
   }
   lease.check();
@@ -185,8 +199,16 @@ export async function runBilling(deps: BillingDeps, run: BillingRun): Promise<Bi
   const started = deps.clock.monotonicMs();
   const jobId = Keys.job(run.date);
   const summary: BillingSummary = {
-    jobId, worker: run.worker, token: undefined, outcome: 'completed',
-    invoicesRecorded: 0, invoicesAlreadyRecorded: 0, transactions: 0, fencedRejections: 0, chunksCommitted: 0, seconds: 0,
+    jobId,
+    worker: run.worker,
+    token: undefined,
+    outcome: 'completed',
+    invoicesRecorded: 0,
+    invoicesAlreadyRecorded: 0,
+    transactions: 0,
+    fencedRejections: 0,
+    chunksCommitted: 0,
+    seconds: 0,
   };
   const finish = (outcome: Outcome, reason?: string) => {
     summary.outcome = outcome;
@@ -203,7 +225,12 @@ export async function runBilling(deps: BillingDeps, run: BillingRun): Promise<Bi
   }
 
   // 1. claim the lease, clock-free; 4. renew from this process while working
-  const lease = await claim({ ddb: deps.ddb, table: deps.tables.locks, clock: deps.clock, events: deps.events }, Keys.lock(run.date), run.worker, run.config);
+  const lease = await claim(
+    { ddb: deps.ddb, table: deps.tables.locks, clock: deps.clock, events: deps.events },
+    Keys.lock(run.date),
+    run.worker,
+    run.config,
+  );
   summary.token = lease.token;
   lease.startHeartbeat();
   try {

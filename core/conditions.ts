@@ -45,9 +45,7 @@ const TRANSIENT_REASONS: ReadonlySet<string> = new Set(['TransactionConflict', '
  *   permanent  anything else, including no reasons at all.
  */
 export type Cancellation =
-  | { readonly kind: 'condition'; readonly failed: readonly number[] }
-  | { readonly kind: 'transient' }
-  | { readonly kind: 'permanent' };
+  { readonly kind: 'condition'; readonly failed: readonly number[] } | { readonly kind: 'transient' } | { readonly kind: 'permanent' };
 
 export function classifyCancellation(reasons: readonly CancellationReason[] | undefined): Cancellation {
   const codes = (reasons ?? []).map((r) => r.Code ?? 'None');
@@ -75,7 +73,12 @@ export function isTransient(err: unknown): boolean {
   if (reasons !== undefined) return classifyCancellation(reasons).kind === 'transient';
   if (e?.$retryable) return true;
   const name = e?.name ?? '';
-  if (/Throttl|ProvisionedThroughputExceeded|RequestLimitExceeded|InternalServerError|ServiceUnavailable|TransactionConflict|TransactionInProgress|TimeoutError|RequestTimeout/.test(name)) return true;
+  if (
+    /Throttl|ProvisionedThroughputExceeded|RequestLimitExceeded|InternalServerError|ServiceUnavailable|TransactionConflict|TransactionInProgress|TimeoutError|RequestTimeout/.test(
+      name,
+    )
+  )
+    return true;
   if (['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN'].includes(e?.code ?? '')) return true;
   const status = e?.$metadata?.httpStatusCode ?? 0;
   return status >= 500;

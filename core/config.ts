@@ -68,10 +68,13 @@ export function leaseProblems(c: LeaseConfig): string[] {
   positiveInteger(problems, 'claim-budget', c.claimBudget);
   if (!Number.isSafeInteger(c.marginMs) || c.marginMs < 0) problems.push(`margin-ms must be a non-negative integer, got ${c.marginMs}`);
   if (problems.length === 0) {
-    if (c.renewMs * 3 > c.leaseMs) problems.push(`renew-ms (${c.renewMs}) must be at most lease-ms / 3 (${Math.floor(c.leaseMs / 3)}): the holder renews every lease/3`);
+    if (c.renewMs * 3 > c.leaseMs)
+      problems.push(`renew-ms (${c.renewMs}) must be at most lease-ms / 3 (${Math.floor(c.leaseMs / 3)}): the holder renews every lease/3`);
     if (c.marginMs >= c.leaseMs) problems.push(`margin-ms (${c.marginMs}) must be less than lease-ms (${c.leaseMs})`);
     else if (c.leaseMs - c.marginMs <= c.renewMs) {
-      problems.push(`lease-ms - margin-ms (${c.leaseMs - c.marginMs}) must exceed renew-ms (${c.renewMs}), or the stop time passes before the next renewal`);
+      problems.push(
+        `lease-ms - margin-ms (${c.leaseMs - c.marginMs}) must exceed renew-ms (${c.renewMs}), or the stop time passes before the next renewal`,
+      );
     }
   }
   return problems;
@@ -84,7 +87,9 @@ export function validateBillingConfig(input: Partial<BillingConfig>): BillingCon
   positiveInteger(problems, 'chunk-size', c.chunkSize);
   positiveInteger(problems, 'puts-per-transaction', c.putsPerTransaction);
   if (c.putsPerTransaction > MAX_PUTS_PER_TRANSACTION) {
-    problems.push(`puts-per-transaction (${c.putsPerTransaction}) must be at most ${MAX_PUTS_PER_TRANSACTION}: a transaction holds 100 actions and one is the fence check`);
+    problems.push(
+      `puts-per-transaction (${c.putsPerTransaction}) must be at most ${MAX_PUTS_PER_TRANSACTION}: a transaction holds 100 actions and one is the fence check`,
+    );
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return c;

@@ -28,13 +28,21 @@ export class LeaseLostError extends FencepostError {
     readonly current?: Record<string, unknown>,
     options?: { cause?: unknown },
   ) {
-    super(`lease on ${lockKey} lost (our epoch ${epoch}, holder now ${String(current?.holder ?? 'none')}, epoch now ${String(current?.epoch ?? '?')})`, options);
+    super(
+      `lease on ${lockKey} lost (our epoch ${epoch}, holder now ${String(current?.holder ?? 'none')}, epoch now ${String(current?.epoch ?? '?')})`,
+      options,
+    );
   }
 }
 
 /** The holder's own stop time (sent_at + lease - margin, monotonic) has passed (Part 2, "before every action"). */
 export class StopTimePassedError extends FencepostError {
-  constructor(readonly lockKey: string, readonly epoch: number, readonly stopAtMs: number, readonly nowMs: number) {
+  constructor(
+    readonly lockKey: string,
+    readonly epoch: number,
+    readonly stopAtMs: number,
+    readonly nowMs: number,
+  ) {
     super(`stop time passed for ${lockKey} epoch ${epoch}: monotonic now ${nowMs.toFixed(0)} ms >= stop_at ${stopAtMs.toFixed(0)} ms`);
   }
 }
@@ -54,21 +62,31 @@ export class FencedOutError extends FencepostError {
 
 /** The job row is already DONE (the raise's condition refused it, or a pre-check saw it). */
 export class AlreadyDoneError extends FencepostError {
-  constructor(readonly jobId: string, readonly fence: number | undefined) {
+  constructor(
+    readonly jobId: string,
+    readonly fence: number | undefined,
+  ) {
     super(`job ${jobId} is already DONE (fence ${fence ?? 'unknown'})`);
   }
 }
 
 /** Complete found chunks whose fence items do not record them done (docs/DESIGN.md, "Chunk fences"). */
 export class NightIncompleteError extends FencepostError {
-  constructor(readonly jobId: string, readonly chunksNotDone: readonly number[]) {
+  constructor(
+    readonly jobId: string,
+    readonly chunksNotDone: readonly number[],
+  ) {
     super(`job ${jobId} cannot complete: chunks ${chunksNotDone.join(', ')} are not recorded done`);
   }
 }
 
 /** The claim gave up: the holder kept renewing through the whole observe budget. */
 export class ClaimBudgetExhaustedError extends FencepostError {
-  constructor(readonly lockKey: string, readonly leases: number, readonly holder: string | undefined) {
+  constructor(
+    readonly lockKey: string,
+    readonly leases: number,
+    readonly holder: string | undefined,
+  ) {
     super(`could not claim ${lockKey} after waiting ${leases} leases: ${holder ?? 'another holder'} is alive and renewing`);
   }
 }

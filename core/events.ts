@@ -36,7 +36,10 @@ export type EventListener = (e: FencepostEvent) => void;
 
 export class Events {
   private readonly listeners: EventListener[] = [];
-  constructor(readonly worker: string, private readonly clock: Clock) {}
+  constructor(
+    readonly worker: string,
+    private readonly clock: Clock,
+  ) {}
 
   on(listener: EventListener): this {
     this.listeners.push(listener);

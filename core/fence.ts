@@ -22,7 +22,14 @@ import { TransactWriteItemsCommand, type TransactWriteItem, type TransactWriteIt
 import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { type Clock, wallIso } from './clock';
 import {
-  DEFAULT_BACKOFF, cancellationReasons, classifyCancellation, failedItem, fullJitterMs, isConditionalCheckFailed, isTransient, retryTransient,
+  DEFAULT_BACKOFF,
+  cancellationReasons,
+  classifyCancellation,
+  failedItem,
+  fullJitterMs,
+  isConditionalCheckFailed,
+  isTransient,
+  retryTransient,
   type Backoff,
 } from './conditions';
 import { AlreadyDoneError, FencedOutError, NightIncompleteError } from './errors';
@@ -58,7 +65,7 @@ export interface Raised {
 /** The night cannot be DONE: these chunks' fence items do not say done (docs/DESIGN.md § Chunk fences). */
 
 /** Which fence refused us, for the error: a chunk's fence item or the job row (the fence of one chunk at a time). */
-const fenceResource = (key: string) => (key.includes('#chunk#') ? 'chunk-fence' as const : 'job-row' as const);
+const fenceResource = (key: string) => (key.includes('#chunk#') ? ('chunk-fence' as const) : ('job-row' as const));
 
 /** At most this many single-item requests of one raise or read in flight at once. */
 const FENCE_ITEMS_IN_FLIGHT = 10;
@@ -96,7 +103,12 @@ export async function readJob(deps: Pick<FenceDeps, 'ddb' | 'jobs'>, jobId: stri
  */
 export async function raise(deps: FenceDeps, jobId: string, token: number, owner: string, chunkCount: number): Promise<Raised> {
   const job = await raiseJobRow(deps, jobId, token, owner, chunkCount);
-  const old = await raiseChunkFences(deps, jobId, token, Array.from({ length: chunkCount }, (_, c) => c));
+  const old = await raiseChunkFences(
+    deps,
+    jobId,
+    token,
+    Array.from({ length: chunkCount }, (_, c) => c),
+  );
   const chunksDone = new Set([...old].flatMap(([c, item]) => (item?.done_by !== undefined ? [c] : [])));
   return { job, chunksDone };
 }
@@ -109,23 +121,30 @@ export async function raiseJobRow(deps: FenceDeps, jobId: string, token: number,
   try {
     // A transient failure (TransactionConflictException: a transaction held the row) is sent again: the condition
     // still holds if the first try landed, because equal is accepted.
-    const out = await retryTransient(backoffOf(deps), () => deps.ddb.send(
-      new UpdateCommand({
-        TableName: deps.jobs,
-        Key: { [Attr.pk]: jobId },
-        ConditionExpression: `${notLower} AND ${notDone}`,
-        UpdateExpression:
-          `SET ${Attr.fence} = :t, #state = :running, ${Attr.ownerToken} = :t, #owner = :me, ` +
-          `${Attr.chunkCount} = :chunks, ${Attr.claimShard} = :shard, ${Attr.claimedSince} = :since`,
-        ExpressionAttributeNames: { '#state': Attr.state, '#owner': Attr.owner },
-        ExpressionAttributeValues: {
-          ':t': token, ':done': 'DONE', ':running': 'RUNNING', ':me': owner, ':chunks': chunkCount,
-          ':shard': CLAIM_SHARD, ':since': wallIso(deps.clock), // informational: the sweeper never compares it
-        },
-        ReturnValues: 'ALL_OLD',
-        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-      }),
-    ));
+    const out = await retryTransient(backoffOf(deps), () =>
+      deps.ddb.send(
+        new UpdateCommand({
+          TableName: deps.jobs,
+          Key: { [Attr.pk]: jobId },
+          ConditionExpression: `${notLower} AND ${notDone}`,
+          UpdateExpression:
+            `SET ${Attr.fence} = :t, #state = :running, ${Attr.ownerToken} = :t, #owner = :me, ` +
+            `${Attr.chunkCount} = :chunks, ${Attr.claimShard} = :shard, ${Attr.claimedSince} = :since`,
+          ExpressionAttributeNames: { '#state': Attr.state, '#owner': Attr.owner },
+          ExpressionAttributeValues: {
+            ':t': token,
+            ':done': 'DONE',
+            ':running': 'RUNNING',
+            ':me': owner,
+            ':chunks': chunkCount,
+            ':shard': CLAIM_SHARD,
+            ':since': wallIso(deps.clock), // informational: the sweeper never compares it
+          },
+          ReturnValues: 'ALL_OLD',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      ),
+    );
     return out.Attributes as JobRow | undefined;
   } catch (err) {
     if (!isConditionalCheckFailed(err)) throw err;
@@ -140,22 +159,31 @@ export async function raiseJobRow(deps: FenceDeps, jobId: string, token: number,
  * first raise), fence <= token, returning each old item. No count limit: single-item writes, a bounded number in
  * flight. Only the chunk item is touched (never claim_shard or state), so chunk items stay out of the sparse index.
  */
-export async function raiseChunkFences(deps: FenceDeps, jobId: string, token: number, chunks: readonly number[]): Promise<Map<number, ChunkFence | undefined>> {
+export async function raiseChunkFences(
+  deps: FenceDeps,
+  jobId: string,
+  token: number,
+  chunks: readonly number[],
+): Promise<Map<number, ChunkFence | undefined>> {
   const old = new Map<number, ChunkFence | undefined>();
   await eachBounded(chunks, async (chunk) => {
     try {
       // Safe to send again (a zombie's transaction on this chunk may hold the item: TransactionConflictException):
       // equal is accepted, and a landed try left done_by as it was, so the old item still tells the progress.
-      const out = await retryTransient(backoffOf(deps), () => deps.ddb.send(new UpdateCommand({
-        TableName: deps.jobs,
-        Key: { [Attr.pk]: Keys.chunkFence(jobId, chunk) },
-        ConditionExpression: notLower,
-        UpdateExpression: `SET ${Attr.fence} = :t, #chunk = :c`,
-        ExpressionAttributeNames: { '#chunk': Attr.chunk },
-        ExpressionAttributeValues: { ':t': token, ':c': chunk },
-        ReturnValues: 'ALL_OLD',
-        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-      })));
+      const out = await retryTransient(backoffOf(deps), () =>
+        deps.ddb.send(
+          new UpdateCommand({
+            TableName: deps.jobs,
+            Key: { [Attr.pk]: Keys.chunkFence(jobId, chunk) },
+            ConditionExpression: notLower,
+            UpdateExpression: `SET ${Attr.fence} = :t, #chunk = :c`,
+            ExpressionAttributeNames: { '#chunk': Attr.chunk },
+            ExpressionAttributeValues: { ':t': token, ':c': chunk },
+            ReturnValues: 'ALL_OLD',
+            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+          }),
+        ),
+      );
       old.set(chunk, out.Attributes as ChunkFence | undefined);
     } catch (err) {
       if (!isConditionalCheckFailed(err)) throw err;
@@ -169,16 +197,21 @@ export async function raiseChunkFences(deps: FenceDeps, jobId: string, token: nu
 /** The night's chunk fence items, read strongly consistent (undefined: never raised). */
 export async function readChunkFences(deps: Pick<FenceDeps, 'ddb' | 'jobs'>, jobId: string, chunkCount: number): Promise<(ChunkFence | undefined)[]> {
   const items = new Array<ChunkFence | undefined>(chunkCount);
-  await eachBounded(Array.from({ length: chunkCount }, (_, c) => c), async (c) => {
-    const out = await deps.ddb.send(new GetCommand({ TableName: deps.jobs, Key: { [Attr.pk]: Keys.chunkFence(jobId, c) }, ConsistentRead: true }));
-    items[c] = out.Item as ChunkFence | undefined;
-  });
+  await eachBounded(
+    Array.from({ length: chunkCount }, (_, c) => c),
+    async (c) => {
+      const out = await deps.ddb.send(new GetCommand({ TableName: deps.jobs, Key: { [Attr.pk]: Keys.chunkFence(jobId, c) }, ConsistentRead: true }));
+      items[c] = out.Item as ChunkFence | undefined;
+    },
+  );
   return items;
 }
 
 async function eachBounded<T>(items: readonly T[], act: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  const worker = async () => { while (next < items.length) await act(items[next++]); };
+  const worker = async () => {
+    while (next < items.length) await act(items[next++]);
+  };
   await Promise.all(Array.from({ length: Math.min(FENCE_ITEMS_IN_FLIGHT, items.length) }, worker));
 }
 
@@ -189,7 +222,12 @@ async function eachBounded<T>(items: readonly T[], act: (item: T) => Promise<voi
  * through the document client's generic marshalling: this runs 510 times a night and that cut the client CPU per
  * transaction by a third (bench/waste.ts measures both). The ClientRequestToken makes a retry idempotent.
  */
-export function fencedTransaction(tables: { readonly jobs: string; readonly invoices: string }, fenceKey: string, token: number, batch: readonly Invoice[]): TransactWriteItemsCommandInput {
+export function fencedTransaction(
+  tables: { readonly jobs: string; readonly invoices: string },
+  fenceKey: string,
+  token: number,
+  batch: readonly Invoice[],
+): TransactWriteItemsCommandInput {
   const t = { N: String(token) };
   const check: TransactWriteItem = {
     ConditionCheck: {
@@ -269,7 +307,12 @@ export async function writeBatch(deps: FenceDeps, fenceKey: string, token: numbe
  * Same request, same ClientRequestToken; any other request, another one. DynamoDB scopes the token to the account,
  * not the table, and rejects a reused token with other parameters, so the tables are part of it.
  */
-function requestToken(tables: { readonly jobs: string; readonly invoices: string }, fenceKey: string, token: number, batch: readonly Invoice[]): string {
+function requestToken(
+  tables: { readonly jobs: string; readonly invoices: string },
+  fenceKey: string,
+  token: number,
+  batch: readonly Invoice[],
+): string {
   const h = createHash('sha256').update(`${tables.jobs}|${tables.invoices}|${fenceKey}|${token}`);
   for (const inv of batch) h.update(`|${inv.pk}`);
   return h.digest('hex').slice(0, 36);
@@ -282,14 +325,18 @@ function requestToken(tables: { readonly jobs: string; readonly invoices: string
 export async function markChunkDone(deps: FenceDeps, jobId: string, token: number, chunk: number): Promise<void> {
   try {
     // Safe to send again: SET done_by = our token leaves the item as one landed try would.
-    await retryTransient(backoffOf(deps), () => deps.ddb.send(new UpdateCommand({
-      TableName: deps.jobs,
-      Key: { [Attr.pk]: Keys.chunkFence(jobId, chunk) },
-      ConditionExpression: `${Attr.fence} = :t`,
-      UpdateExpression: `SET ${Attr.doneBy} = :t`,
-      ExpressionAttributeValues: { ':t': token },
-      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-    })));
+    await retryTransient(backoffOf(deps), () =>
+      deps.ddb.send(
+        new UpdateCommand({
+          TableName: deps.jobs,
+          Key: { [Attr.pk]: Keys.chunkFence(jobId, chunk) },
+          ConditionExpression: `${Attr.fence} = :t`,
+          UpdateExpression: `SET ${Attr.doneBy} = :t`,
+          ExpressionAttributeValues: { ':t': token },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      ),
+    );
   } catch (err) {
     if (!isConditionalCheckFailed(err)) throw err;
     const item = failedItem(err);
@@ -308,26 +355,39 @@ export async function complete(deps: FenceDeps, jobId: string, token: number): P
   const chunks = await readChunkFences(deps, jobId, row.chunk_count ?? 0);
   const notDone = chunks.flatMap((item, c) => (item?.done_by === undefined ? [c] : []));
   if (notDone.length > 0) throw new NightIncompleteError(jobId, notDone);
-  await ownerUpdate(deps, jobId, token, `SET #state = :done REMOVE ${Attr.claimShard}, ${Attr.claimedSince}`, { ':done': 'DONE' }, { '#state': Attr.state });
+  await ownerUpdate(
+    deps,
+    jobId,
+    token,
+    `SET #state = :done REMOVE ${Attr.claimShard}, ${Attr.claimedSince}`,
+    { ':done': 'DONE' },
+    { '#state': Attr.state },
+  );
 }
 
 async function ownerUpdate(
-  deps: FenceDeps, jobId: string, token: number, update: string,
-  values: Record<string, unknown>, names?: Record<string, string>,
+  deps: FenceDeps,
+  jobId: string,
+  token: number,
+  update: string,
+  values: Record<string, unknown>,
+  names?: Record<string, string>,
 ): Promise<void> {
   try {
     // Safe to send again: SET DONE leaves the row as one landed try would.
-    await retryTransient(backoffOf(deps), () => deps.ddb.send(
-      new UpdateCommand({
-        TableName: deps.jobs,
-        Key: { [Attr.pk]: jobId },
-        ConditionExpression: stillOwner,
-        UpdateExpression: update,
-        ExpressionAttributeNames: names,
-        ExpressionAttributeValues: { ':t': token, ...values },
-        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-      }),
-    ));
+    await retryTransient(backoffOf(deps), () =>
+      deps.ddb.send(
+        new UpdateCommand({
+          TableName: deps.jobs,
+          Key: { [Attr.pk]: jobId },
+          ConditionExpression: stillOwner,
+          UpdateExpression: update,
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: { ':t': token, ...values },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      ),
+    );
   } catch (err) {
     if (!isConditionalCheckFailed(err)) throw err;
     const row = failedItem(err);

@@ -78,26 +78,37 @@ export async function sight(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: string,
  * a zombie of an earlier run under the same name would then share our token.
  */
 export async function tryClaim(
-  deps: Pick<LeaseDeps, 'ddb' | 'table' | 'clock' | 'random'>, key: string, holder: string, config: Pick<LeaseConfig, 'leaseMs'>, sighting: Sighting,
+  deps: Pick<LeaseDeps, 'ddb' | 'table' | 'clock' | 'random'>,
+  key: string,
+  holder: string,
+  config: Pick<LeaseConfig, 'leaseMs'>,
+  sighting: Sighting,
   claimRvn: string = newRvn(),
 ): Promise<number | undefined> {
   try {
     // A transient failure (TransactionConflictException, throttling) is sent again with the same claimRvn: if the
     // first try landed, the condition fails and the rvn we find says it was ours (below).
-    const out = await retryTransient(backoffOf(deps), () => deps.ddb.send(
-      new UpdateCommand({
-        TableName: deps.table,
-        Key: { [Attr.pk]: key },
-        ConditionExpression: sighting.seenRvn === undefined ? isFree : rvnUnchanged,
-        UpdateExpression: `SET ${Attr.holder} = :me, ${Attr.leaseMs} = :lease, ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall, ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :one`,
-        ExpressionAttributeValues: {
-          ...(sighting.seenRvn === undefined ? {} : { ':seen': sighting.seenRvn }),
-          ':me': holder, ':lease': config.leaseMs, ':rvn': claimRvn, ':wall': wallIso(deps.clock), ':zero': 0, ':one': 1,
-        },
-        ReturnValues: 'ALL_NEW',
-        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-      }),
-    ));
+    const out = await retryTransient(backoffOf(deps), () =>
+      deps.ddb.send(
+        new UpdateCommand({
+          TableName: deps.table,
+          Key: { [Attr.pk]: key },
+          ConditionExpression: sighting.seenRvn === undefined ? isFree : rvnUnchanged,
+          UpdateExpression: `SET ${Attr.holder} = :me, ${Attr.leaseMs} = :lease, ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall, ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :one`,
+          ExpressionAttributeValues: {
+            ...(sighting.seenRvn === undefined ? {} : { ':seen': sighting.seenRvn }),
+            ':me': holder,
+            ':lease': config.leaseMs,
+            ':rvn': claimRvn,
+            ':wall': wallIso(deps.clock),
+            ':zero': 0,
+            ':one': 1,
+          },
+          ReturnValues: 'ALL_NEW',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      ),
+    );
     return Number(out.Attributes?.[Attr.epoch]);
   } catch (err) {
     if (!isConditionalCheckFailed(err)) throw err;
@@ -144,7 +155,12 @@ export interface ClaimStep {
  * Why polling: a claimant that waits a whole lease per sighting can need two leases after the holder dies; a
  * poll bounds the excess by one poll period (bench/takeover.ts measured both).
  */
-export function nextClaimStep(prev: Watch | undefined, s: Sighting, elapsedMs: number, config: Pick<LeaseConfig, 'leaseMs' | 'claimBudget'>): ClaimStep {
+export function nextClaimStep(
+  prev: Watch | undefined,
+  s: Sighting,
+  elapsedMs: number,
+  config: Pick<LeaseConfig, 'leaseMs' | 'claimBudget'>,
+): ClaimStep {
   const waitedMs = (prev?.waitedMs ?? 0) + (prev === undefined ? 0 : elapsedMs);
   if (s.waitMs === 0) return { action: 'claim', waitMs: 0, watch: { unchangedMs: 0, waitedMs }, newRvn: true };
   const same = prev !== undefined && prev.rvn !== undefined && prev.rvn === s.seenRvn;
@@ -312,7 +328,9 @@ export class Lease {
     try {
       // A transient failure is sent again; if the first try landed, the retry's condition fails (holder cleared)
       // and we report false, which only means "nothing more to release".
-      await retryTransient(backoffOf(this.deps), () => this.writeIfStillOurs(`REMOVE ${Attr.holder} SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`));
+      await retryTransient(backoffOf(this.deps), () =>
+        this.writeIfStillOurs(`REMOVE ${Attr.holder} SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`),
+      );
       this.lost ??= new LeaseLostError(this.key, this.token, undefined);
       this.deps.events.emit('released', { key: this.key, token: this.token });
       return true;

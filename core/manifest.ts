@@ -49,7 +49,10 @@ export interface ManifestDeps {
 
 const MAX_MERGES = 20;
 
-export async function readManifest(deps: Pick<ManifestDeps, 's3' | 'bucket'>, date: string): Promise<{ body: ManifestBody; etag: string } | undefined> {
+export async function readManifest(
+  deps: Pick<ManifestDeps, 's3' | 'bucket'>,
+  date: string,
+): Promise<{ body: ManifestBody; etag: string } | undefined> {
   try {
     const out = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: Keys.manifest(date) }));
     return { body: JSON.parse(await out.Body!.transformToString()) as ManifestBody, etag: out.ETag! };
@@ -75,7 +78,12 @@ export class ManifestWriter {
   private etag: string | undefined;
   private last: ManifestBody | undefined;
 
-  private constructor(private readonly deps: ManifestDeps, readonly date: string, readonly jobId: string, readonly token: number) {}
+  private constructor(
+    private readonly deps: ManifestDeps,
+    readonly date: string,
+    readonly jobId: string,
+    readonly token: number,
+  ) {}
 
   /**
    * Raise the manifest's token first (Part 4): read it, refuse if it carries a higher token, then rewrite it with
@@ -83,13 +91,16 @@ export class ManifestWriter {
    */
   static async raise(deps: ManifestDeps, date: string, jobId: string, token: number): Promise<{ writer: ManifestWriter; body: ManifestBody }> {
     const writer = new ManifestWriter(deps, date, jobId, token);
-    const body = await writer.update((current) => ({
-      jobId,
-      token,
-      state: 'RUNNING',
-      chunks: current?.chunks ?? {},
-      raisedBy: current?.raisedBy.at(-1)?.token === token ? current.raisedBy : [...(current?.raisedBy ?? []), { token, at: wallIso(deps.clock) }],
-    }), true);
+    const body = await writer.update(
+      (current) => ({
+        jobId,
+        token,
+        state: 'RUNNING',
+        chunks: current?.chunks ?? {},
+        raisedBy: current?.raisedBy.at(-1)?.token === token ? current.raisedBy : [...(current?.raisedBy ?? []), { token, at: wallIso(deps.clock) }],
+      }),
+      true,
+    );
     return { writer, body };
   }
 
@@ -104,7 +115,9 @@ export class ManifestWriter {
   /** Write a chunk's object under our token's key. Nobody else writes this key, so no condition is needed. */
   async putChunkObject(chunk: number, body: string): Promise<{ key: string; etag: string }> {
     const key = Keys.chunkObject(this.date, chunk, this.token);
-    const out = await this.deps.s3.send(new PutObjectCommand({ Bucket: this.deps.bucket, Key: key, Body: body, ContentType: 'application/x-ndjson' }));
+    const out = await this.deps.s3.send(
+      new PutObjectCommand({ Bucket: this.deps.bucket, Key: key, Body: body, ContentType: 'application/x-ndjson' }),
+    );
     return { key, etag: out.ETag! };
   }
 

@@ -33,9 +33,17 @@ export interface BumpReport {
 }
 
 export async function bumpEpochs(
-  deps: { ddb: DynamoDBDocumentClient; locks: string }, opts: { by: number; runId: string; dryRun: boolean },
+  deps: { ddb: DynamoDBDocumentClient; locks: string },
+  opts: { by: number; runId: string; dryRun: boolean },
 ): Promise<BumpReport> {
-  const report: { -readonly [K in keyof BumpReport]: BumpReport[K] } = { runId: opts.runId, by: opts.by, dryRun: opts.dryRun, scanned: 0, changed: [], alreadyBumped: [] };
+  const report: { -readonly [K in keyof BumpReport]: BumpReport[K] } = {
+    runId: opts.runId,
+    by: opts.by,
+    dryRun: opts.dryRun,
+    scanned: 0,
+    changed: [],
+    alreadyBumped: [],
+  };
   let start: Record<string, unknown> | undefined;
   do {
     const page = await deps.ddb.send(new ScanCommand({ TableName: deps.locks, ConsistentRead: true, ExclusiveStartKey: start }));
@@ -44,18 +52,26 @@ export async function bumpEpochs(
       const key = String(item[Attr.pk]);
       const from = Number(item[Attr.epoch] ?? 0);
       const runs = item[BUMP_RUNS] as Set<string> | undefined;
-      if (runs?.has(opts.runId)) { report.alreadyBumped.push(key); continue; }
-      if (opts.dryRun) { report.changed.push({ key, from, to: from + opts.by }); continue; }
+      if (runs?.has(opts.runId)) {
+        report.alreadyBumped.push(key);
+        continue;
+      }
+      if (opts.dryRun) {
+        report.changed.push({ key, from, to: from + opts.by });
+        continue;
+      }
       try {
-        const out = await deps.ddb.send(new UpdateCommand({
-          TableName: deps.locks,
-          Key: { [Attr.pk]: key },
-          // Not yet bumped by this run: a repeat or a resumed run never bumps twice.
-          ConditionExpression: `attribute_exists(${Attr.pk}) AND NOT contains(${BUMP_RUNS}, :run)`,
-          UpdateExpression: `SET ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :by ADD ${BUMP_RUNS} :runs`,
-          ExpressionAttributeValues: { ':run': opts.runId, ':runs': new Set([opts.runId]), ':by': opts.by, ':zero': 0 },
-          ReturnValues: 'ALL_OLD',
-        }));
+        const out = await deps.ddb.send(
+          new UpdateCommand({
+            TableName: deps.locks,
+            Key: { [Attr.pk]: key },
+            // Not yet bumped by this run: a repeat or a resumed run never bumps twice.
+            ConditionExpression: `attribute_exists(${Attr.pk}) AND NOT contains(${BUMP_RUNS}, :run)`,
+            UpdateExpression: `SET ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :by ADD ${BUMP_RUNS} :runs`,
+            ExpressionAttributeValues: { ':run': opts.runId, ':runs': new Set([opts.runId]), ':by': opts.by, ':zero': 0 },
+            ReturnValues: 'ALL_OLD',
+          }),
+        );
         const old = Number(out.Attributes?.[Attr.epoch] ?? 0);
         report.changed.push({ key, from: old, to: old + opts.by });
       } catch (err) {

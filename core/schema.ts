@@ -61,7 +61,8 @@ export const JOB_TABLE: TableDescription = {
     partitionKey: { name: Attr.claimShard, type: 'S' },
     sortKey: { name: Attr.claimedSince, type: 'S' },
   },
-  purpose: 'job rows: fence, state, owner_token; claim_shard/claimed_since only while RUNNING. Beside each, its chunk fence items (fence, done_by), never indexed.',
+  purpose:
+    'job rows: fence, state, owner_token; claim_shard/claimed_since only while RUNNING. Beside each, its chunk fence items (fence, done_by), never indexed.',
 };
 
 /** Invoice table: one item per invoice, put only if absent, carrying the writer's token for audit. */
@@ -99,7 +100,6 @@ export const Keys = {
   invoicePrefix: (date: string) => `inv#${date}#`,
   manifest: (date: string) => `billing/${date}/manifest.json`,
   /** A chunk's object includes the writer's token, so two holders never write the same key (Part 4, "on S3"). */
-  chunkObject: (date: string, chunk: number, token: number) =>
-    `billing/${date}/chunks/${String(chunk).padStart(2, '0')}.t${token}.jsonl`,
+  chunkObject: (date: string, chunk: number, token: number) => `billing/${date}/chunks/${String(chunk).padStart(2, '0')}.t${token}.jsonl`,
   chunkPrefix: (date: string) => `billing/${date}/chunks/`,
 };

@@ -43,7 +43,15 @@ export function awsClients(): Clients {
   const raw = new DynamoDBClient({ requestHandler });
   const ddb = DynamoDBDocumentClient.from(raw, { marshallOptions: { removeUndefinedValues: true } });
   const s3 = new S3Client({ requestHandler });
-  return { raw, ddb, s3, destroy: () => { raw.destroy(); s3.destroy(); } };
+  return {
+    raw,
+    ddb,
+    s3,
+    destroy: () => {
+      raw.destroy();
+      s3.destroy();
+    },
+  };
 }
 
 /** Either client, for middleware that only needs the stack. */
@@ -78,5 +86,13 @@ export function localClients(endpoints: Endpoints): Clients {
   const raw = new DynamoDBClient({ ...common, endpoint: endpoints.dynamodb });
   const ddb = DynamoDBDocumentClient.from(raw, { marshallOptions: { removeUndefinedValues: true } });
   const s3 = new S3Client({ ...common, endpoint: endpoints.s3, forcePathStyle: true });
-  return { raw, ddb, s3, destroy: () => { raw.destroy(); s3.destroy(); } };
+  return {
+    raw,
+    ddb,
+    s3,
+    destroy: () => {
+      raw.destroy();
+      s3.destroy();
+    },
+  };
 }

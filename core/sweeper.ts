@@ -80,23 +80,34 @@ export interface SweepReport {
 }
 
 /** 1.–2. One pass over the sparse index: every claimed row with its lock's current rvn. */
-export async function sightClaimed(deps: SweeperDeps, config: Pick<SweeperConfig, 'leaseMs'>): Promise<{ sightings: ClaimSighting[]; itemsRead: number }> {
+export async function sightClaimed(
+  deps: SweeperDeps,
+  config: Pick<SweeperConfig, 'leaseMs'>,
+): Promise<{ sightings: ClaimSighting[]; itemsRead: number }> {
   const sightings: ClaimSighting[] = [];
   let itemsRead = 0;
   let start: Record<string, unknown> | undefined;
   do {
-    const page = await deps.ddb.send(new QueryCommand({
-      TableName: deps.jobs, IndexName: JOB_TABLE.sparseIndex!.name,
-      KeyConditionExpression: `${Attr.claimShard} = :shard`, ExpressionAttributeValues: { ':shard': CLAIM_SHARD },
-      ExclusiveStartKey: start,
-    }));
+    const page = await deps.ddb.send(
+      new QueryCommand({
+        TableName: deps.jobs,
+        IndexName: JOB_TABLE.sparseIndex!.name,
+        KeyConditionExpression: `${Attr.claimShard} = :shard`,
+        ExpressionAttributeValues: { ':shard': CLAIM_SHARD },
+        ExclusiveStartKey: start,
+      }),
+    );
     for (const row of (page.Items ?? []) as JobRow[]) {
       itemsRead += 2;
       // The job row and its lock share the key (billing#<date>): Keys.job(d) === Keys.lock(d).
       const lock = await observe({ ddb: deps.ddb, table: deps.locks }, row.pk);
       sightings.push({
-        jobId: row.pk, ownerToken: Number(row.owner_token), fence: Number(row.fence),
-        held: lock?.holder !== undefined, rvn: lock?.holder !== undefined ? lock.rvn : undefined, leaseMs: lock?.lease_ms ?? config.leaseMs,
+        jobId: row.pk,
+        ownerToken: Number(row.owner_token),
+        fence: Number(row.fence),
+        held: lock?.holder !== undefined,
+        rvn: lock?.holder !== undefined ? lock.rvn : undefined,
+        leaseMs: lock?.lease_ms ?? config.leaseMs,
       });
     }
     start = page.LastEvaluatedKey;
@@ -115,18 +126,23 @@ export function isStorm(orphans: number, claimed: number, config: Pick<SweeperCo
 }
 
 /** 4. Re-queue one orphan: one conditional write on exactly what was sighted. False if a new holder got there first. */
-export async function requeue(deps: Pick<SweeperDeps, 'ddb' | 'jobs'>, orphan: Pick<ClaimSighting, 'jobId' | 'ownerToken' | 'fence'>): Promise<boolean> {
+export async function requeue(
+  deps: Pick<SweeperDeps, 'ddb' | 'jobs'>,
+  orphan: Pick<ClaimSighting, 'jobId' | 'ownerToken' | 'fence'>,
+): Promise<boolean> {
   try {
-    await deps.ddb.send(new UpdateCommand({
-      TableName: deps.jobs,
-      Key: { [Attr.pk]: orphan.jobId },
-      // Still RUNNING, by the owner and at the fence we saw: anything else means someone moved it on.
-      ConditionExpression: `#state = :running AND ${Attr.ownerToken} = :owner AND ${Attr.fence} = :fence`,
-      // QUEUED leaves the sparse index in the same write (Part 6).
-      UpdateExpression: `SET #state = :queued REMOVE ${Attr.claimShard}, ${Attr.claimedSince}`,
-      ExpressionAttributeNames: { '#state': Attr.state },
-      ExpressionAttributeValues: { ':running': 'RUNNING', ':queued': 'QUEUED', ':owner': orphan.ownerToken, ':fence': orphan.fence },
-    }));
+    await deps.ddb.send(
+      new UpdateCommand({
+        TableName: deps.jobs,
+        Key: { [Attr.pk]: orphan.jobId },
+        // Still RUNNING, by the owner and at the fence we saw: anything else means someone moved it on.
+        ConditionExpression: `#state = :running AND ${Attr.ownerToken} = :owner AND ${Attr.fence} = :fence`,
+        // QUEUED leaves the sparse index in the same write (Part 6).
+        UpdateExpression: `SET #state = :queued REMOVE ${Attr.claimShard}, ${Attr.claimedSince}`,
+        ExpressionAttributeNames: { '#state': Attr.state },
+        ExpressionAttributeValues: { ':running': 'RUNNING', ':queued': 'QUEUED', ':owner': orphan.ownerToken, ':fence': orphan.fence },
+      }),
+    );
     return true;
   } catch (err) {
     if (isConditionalCheckFailed(err)) return false;
@@ -154,7 +170,10 @@ export function decide(first: readonly ClaimSighting[], second: readonly ClaimSi
 export class Sweeper {
   private readonly seen = new Map<string, { sighting: ClaimSighting; atMs: number }>();
 
-  constructor(private readonly deps: SweeperDeps, private readonly config: SweeperConfig = SWEEPER_DEFAULTS) {}
+  constructor(
+    private readonly deps: SweeperDeps,
+    private readonly config: SweeperConfig = SWEEPER_DEFAULTS,
+  ) {}
 
   async sweep(onRequeued?: (jobId: string) => Promise<void> | void): Promise<SweepReport> {
     const now = () => this.deps.clock.monotonicMs();
@@ -194,8 +213,15 @@ export class Sweeper {
     }
     const storm = d.storm;
     const report: SweepReport = {
-      claimed: sightings.length, orphans: d.orphans.length, requeued, lostRaces, skippedAlive: skippedAlive + d.alive,
-      pending, storm, deferred: d.deferred, itemsRead,
+      claimed: sightings.length,
+      orphans: d.orphans.length,
+      requeued,
+      lostRaces,
+      skippedAlive: skippedAlive + d.alive,
+      pending,
+      storm,
+      deferred: d.deferred,
+      itemsRead,
     };
     this.deps.events?.emit(storm ? 'sweeper-storm' : 'swept', { ...report, requeued: requeued.length });
     return report;

@@ -104,10 +104,15 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
     for (const [k, n] of Object.entries(r.faults)) faultsByKind[k] = (faultsByKind[k] ?? 0) + n;
   }
   return {
-    seed: o.seed, schedules: results.length, violations: results.reduce((n, r) => n + r.violations.length, 0),
-    faultsByKind, schedulesByKind,
-    takeovers: results.reduce((n, r) => n + r.takeovers, 0), fencedRejections: results.reduce((n, r) => n + r.fencedRejections, 0),
-    seconds: Math.round(performance.now() - started) / 1000, results,
+    seed: o.seed,
+    schedules: results.length,
+    violations: results.reduce((n, r) => n + r.violations.length, 0),
+    faultsByKind,
+    schedulesByKind,
+    takeovers: results.reduce((n, r) => n + r.takeovers, 0),
+    fencedRejections: results.reduce((n, r) => n + r.fencedRejections, 0),
+    seconds: Math.round(performance.now() - started) / 1000,
+    results,
   };
 }
 
@@ -133,16 +138,34 @@ interface Ctx {
 
 const pick = <T>(random: () => number, xs: readonly T[]): T => xs[Math.floor(random() * xs.length)];
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const count = (ctx: Ctx, kind: string, n = 1) => { ctx.faults[kind] = (ctx.faults[kind] ?? 0) + n; };
+const count = (ctx: Ctx, kind: string, n = 1) => {
+  ctx.faults[kind] = (ctx.faults[kind] ?? 0) + n;
+};
 
 function storeArgs(ctx: Ctx): string[] {
   return ['--dynamodb-endpoint', ctx.endpoints.dynamodb, '--s3-endpoint', ctx.endpoints.s3, '--table-prefix', ctx.prefix, '--bucket', ctx.bucket];
 }
 
 function nightArgs(ctx: Ctx, engine = ctx.engine): string[] {
-  return ['--date', DATE, '--invoices', String(ctx.invoices), '--chunk-size', String(ctx.chunkSize), '--engine', engine,
-    '--lease-ms', String(LEASE.leaseMs), '--renew-ms', String(LEASE.renewMs), '--margin-ms', String(LEASE.marginMs), '--claim-budget', '60',
-    ...(engine === 'stepfunctions' ? ['--chunk-concurrency', String(ctx.chunkConcurrency)] : [])];
+  return [
+    '--date',
+    DATE,
+    '--invoices',
+    String(ctx.invoices),
+    '--chunk-size',
+    String(ctx.chunkSize),
+    '--engine',
+    engine,
+    '--lease-ms',
+    String(LEASE.leaseMs),
+    '--renew-ms',
+    String(LEASE.renewMs),
+    '--margin-ms',
+    String(LEASE.marginMs),
+    '--claim-budget',
+    '60',
+    ...(engine === 'stepfunctions' ? ['--chunk-concurrency', String(ctx.chunkConcurrency)] : []),
+  ];
 }
 
 function worker(ctx: Ctx, name: string, env: Record<string, string> = {}, engine?: string): WorkerProcess {
@@ -152,9 +175,25 @@ function worker(ctx: Ctx, name: string, env: Record<string, string> = {}, engine
 }
 
 function sweeper(ctx: Ctx, everyMs: number): WorkerProcess {
-  const w = startProcess(['sweep', ...storeArgs(ctx), '--every', `${everyMs}ms`, '--lease-ms', String(LEASE.leaseMs), '--events',
-    '--run-invoices', String(ctx.invoices), '--run-chunk-size', String(ctx.chunkSize), '--run-engine', 'direct',
-    '--run-renew-ms', String(LEASE.renewMs), '--run-margin-ms', String(LEASE.marginMs)]);
+  const w = startProcess([
+    'sweep',
+    ...storeArgs(ctx),
+    '--every',
+    `${everyMs}ms`,
+    '--lease-ms',
+    String(LEASE.leaseMs),
+    '--events',
+    '--run-invoices',
+    String(ctx.invoices),
+    '--run-chunk-size',
+    String(ctx.chunkSize),
+    '--run-engine',
+    'direct',
+    '--run-renew-ms',
+    String(LEASE.renewMs),
+    '--run-margin-ms',
+    String(LEASE.marginMs),
+  ]);
   ctx.workers.push(w);
   return w;
 }
@@ -194,12 +233,17 @@ async function reached(ctx: Ctx, w: WorkerProcess, pred: (e: SeenEvent) => boole
  * the sweeper; its lease lapses and the next trigger re-runs the night (docs/DESIGN.md, "What the sweeper cannot see").
  */
 function randomTrigger(ctx: Ctx): { describe: string; pred: (e: SeenEvent) => boolean } {
-  const batches = chunkCount({ invoices: ctx.invoices, chunkSize: ctx.chunkSize }) * transactionsPerChunk({ date: DATE, invoices: ctx.invoices, chunkSize: ctx.chunkSize, putsPerTransaction: 99 }, 0);
+  const batches =
+    chunkCount({ invoices: ctx.invoices, chunkSize: ctx.chunkSize }) *
+    transactionsPerChunk({ date: DATE, invoices: ctx.invoices, chunkSize: ctx.chunkSize, putsPerTransaction: 99 }, 0);
   const which = pick(ctx.random, ['batch', 'batch', 'renew', 'chunk']);
   let raised = false;
   let completed = false; // a renewal that lands while the holder completes is not "mid-chunk"
   if (which === 'renew') {
-    return { describe: 'right after a renewal', pred: (e) => (raised ||= e.event === 'fence-raised') && !(completed ||= e.event === 'completed') && e.event === 'renew' };
+    return {
+      describe: 'right after a renewal',
+      pred: (e) => (raised ||= e.event === 'fence-raised') && !(completed ||= e.event === 'completed') && e.event === 'renew',
+    };
   }
   if (which === 'chunk') return { describe: 'between chunks', pred: (e) => e.event === 'chunk-committed' && Number(e.chunk) === 0 };
   const k = 1 + Math.floor(ctx.random() * Math.max(1, batches - 3));
@@ -238,7 +282,9 @@ async function pause(ctx: Ctx): Promise<void> {
   if (lateBatch) {
     const aToken = a.events.find((e) => e.event === 'claim')?.token;
     const tokens = await invoiceTokens(ctx);
-    const batch = [...chunkBatches({ date: DATE, invoices: ctx.invoices, chunkSize: ctx.chunkSize, putsPerTransaction: 99 }, lateBatch.chunk)][lateBatch.batch];
+    const batch = [...chunkBatches({ date: DATE, invoices: ctx.invoices, chunkSize: ctx.chunkSize, putsPerTransaction: 99 }, lateBatch.chunk)][
+      lateBatch.batch
+    ];
     if (aToken !== undefined && batch.some((inv) => tokens.get(inv.pk) === aToken)) {
       ctx.violations.push(`invariant 2: A's late batch (chunk ${lateBatch.chunk}, batch ${lateBatch.batch}) landed with A's token ${aToken}`);
     }
@@ -299,8 +345,11 @@ async function recoverBySweeper(ctx: Ctx, faultsStoppedAt: number): Promise<void
   const gaps = sweeps.slice(1).map((e, i) => Number(e.monoMs) - Number(sweeps[i].monoMs));
   const toRequeue = Number(requeued.monoMs) - Number(sweeps[0].monoMs);
   const bound = LEASE.leaseMs + Math.max(everyMs, ...gaps) + 200;
-  ctx.notes.push(`sweeper re-queued ${Math.round(toRequeue)} ms after its first sighting (bound ${Math.round(bound)}), DONE ${Math.round(doneAt - faultsStoppedAt)} ms after the faults stopped (one run: ${Math.round(doneAt - requeued.seenAtMs)} ms)`);
-  if (toRequeue > bound) ctx.violations.push(`invariant 6: re-queued ${Math.round(toRequeue)} ms after the first sighting, above lease + sweep period (${bound} ms)`);
+  ctx.notes.push(
+    `sweeper re-queued ${Math.round(toRequeue)} ms after its first sighting (bound ${Math.round(bound)}), DONE ${Math.round(doneAt - faultsStoppedAt)} ms after the faults stopped (one run: ${Math.round(doneAt - requeued.seenAtMs)} ms)`,
+  );
+  if (toRequeue > bound)
+    ctx.violations.push(`invariant 6: re-queued ${Math.round(toRequeue)} ms after the first sighting, above lease + sweep period (${bound} ms)`);
 }
 
 async function duplicates(ctx: Ctx): Promise<void> {
@@ -332,7 +381,8 @@ async function clock(ctx: Ctx): Promise<void> {
   // Invariant 5: A's stop times follow its monotonic clock, whatever its wall clock does.
   for (const e of a.events.filter((x) => x.event === 'renew' || x.event === 'claim')) {
     const ahead = Number(e.stopAtMs) - Number(e.monoMs);
-    if (ahead > LEASE.leaseMs - LEASE.marginMs + 5) ctx.violations.push(`invariant 5: A's stop time is ${ahead} ms ahead of its monotonic now (> lease - margin)`);
+    if (ahead > LEASE.leaseMs - LEASE.marginMs + 5)
+      ctx.violations.push(`invariant 5: A's stop time is ${ahead} ms ahead of its monotonic now (> lease - margin)`);
   }
 }
 
@@ -340,7 +390,8 @@ async function store(ctx: Ctx): Promise<void> {
   const spec = `seed=${ctx.seed},throttle=${(0.03 + ctx.random() * 0.1).toFixed(3)},lost=${(0.03 + ctx.random() * 0.1).toFixed(3)}`;
   const sources: Record<string, string> = ctx.engine === 'stepfunctions' ? { FENCEPOST_LAMBDA_CODE: 'source' } : {};
   const a = worker(ctx, 'A', { FENCEPOST_STORE_FAULTS: spec, ...sources });
-  const b = ctx.random() < 0.4 ? worker(ctx, 'B', { FENCEPOST_STORE_FAULTS: spec.replace(/seed=\d+/, `seed=${ctx.seed + 1}`), ...sources }) : undefined;
+  const b =
+    ctx.random() < 0.4 ? worker(ctx, 'B', { FENCEPOST_STORE_FAULTS: spec.replace(/seed=\d+/, `seed=${ctx.seed + 1}`), ...sources }) : undefined;
   await Promise.all([a.exited, b?.exited]);
   for (const w of [a, b]) {
     const line = w?.stderr.find((l) => l.startsWith('store-faults '));
@@ -367,14 +418,18 @@ async function sweeperRace(ctx: Ctx): Promise<void> {
   s.child.kill('SIGTERM');
   await s.exited;
   const requeued = s.events.filter((e) => e.event === 'requeued').length;
-  ctx.notes.push(`A stopped ${trigger.describe}; sweeper re-queued ${requeued}, B ${b.events.some((e) => e.event === 'completed') ? 'completed' : 'did not complete'}`);
+  ctx.notes.push(
+    `A stopped ${trigger.describe}; sweeper re-queued ${requeued}, B ${b.events.some((e) => e.event === 'completed') ? 'completed' : 'did not complete'}`,
+  );
 }
 
 async function invoiceTokens(ctx: Ctx): Promise<Map<string, number>> {
   const out = new Map<string, number>();
   let start: Record<string, unknown> | undefined;
   do {
-    const page = await ctx.o.clients.ddb.send(new ScanCommand({ TableName: tableNames(ctx.prefix).invoices, ConsistentRead: true, ExclusiveStartKey: start }));
+    const page = await ctx.o.clients.ddb.send(
+      new ScanCommand({ TableName: tableNames(ctx.prefix).invoices, ConsistentRead: true, ExclusiveStartKey: start }),
+    );
     for (const i of page.Items ?? []) out.set(String(i.pk), Number(i.token));
     start = page.LastEvaluatedKey;
   } while (start);
@@ -396,7 +451,9 @@ async function throughProxy(ctx: Ctx, options: Omit<DynamoDbProxyOptions, 'targe
     const st = proxy.stats();
     count(ctx, 'conflict', st.transactionConflicts + st.writeConflicts);
     for (const [k, n] of Object.entries(st.injected)) if (n > 0) count(ctx, `proxy-${k}`, n);
-    ctx.notes.push(`${label}: ${scenario} through the proxy (${st.transactionConflicts} transaction and ${st.writeConflicts} write conflicts, injected ${JSON.stringify(st.injected)})`);
+    ctx.notes.push(
+      `${label}: ${scenario} through the proxy (${st.transactionConflicts} transaction and ${st.writeConflicts} write conflicts, injected ${JSON.stringify(st.injected)})`,
+    );
     // Recovery and the audit that follow use the proxy too; it is stopped once the schedule is over.
     ctx.stopProxy = () => proxy.stop();
   }
@@ -409,25 +466,45 @@ async function conflict(ctx: Ctx): Promise<void> {
 
 async function cancelThrottle(ctx: Ctx): Promise<void> {
   const rate = 0.02 + ctx.random() * 0.08;
-  await throughProxy(ctx, {
-    conflictWindowMs: 5,
-    randomFaults: { seed: ctx.seed, rates: { 'throttle-cancel': rate, 'throughput-cancel': rate, 'http-500': rate / 4 } },
-  }, `cancellations at ${(rate * 100).toFixed(1)}%`);
+  await throughProxy(
+    ctx,
+    {
+      conflictWindowMs: 5,
+      randomFaults: { seed: ctx.seed, rates: { 'throttle-cancel': rate, 'throughput-cancel': rate, 'http-500': rate / 4 } },
+    },
+    `cancellations at ${(rate * 100).toFixed(1)}%`,
+  );
 }
 
 const SCENARIOS: Record<Kind, (ctx: Ctx) => Promise<void>> = {
-  pause, crash, duplicates, clock, store, 'sweeper-race': sweeperRace, conflict, 'cancel-throttle': cancelThrottle,
+  pause,
+  crash,
+  duplicates,
+  clock,
+  store,
+  'sweeper-race': sweeperRace,
+  conflict,
+  'cancel-throttle': cancelThrottle,
 };
 
 async function runSchedule(o: ChaosOptions, index: number, seed: number, kind: Kind): Promise<ScheduleResult> {
   const t0 = performance.now();
   const random = prng(seed);
   const ctx: Ctx = {
-    seed, random, o, prefix: `c${seed.toString(36)}-`, bucket: `chaos-${seed.toString(36)}`,
-    invoices: 300 + Math.floor(random() * 600), chunkSize: pick(random, [150, 200, 250]),
+    seed,
+    random,
+    o,
+    prefix: `c${seed.toString(36)}-`,
+    bucket: `chaos-${seed.toString(36)}`,
+    invoices: 300 + Math.floor(random() * 600),
+    chunkSize: pick(random, [150, 200, 250]),
     engine: random() < (o.workflowShare ?? 0.2) ? 'stepfunctions' : 'direct',
-    endpoints: o.endpoints, chunkConcurrency: 1,
-    faults: {}, violations: [], workers: [], notes: [],
+    endpoints: o.endpoints,
+    chunkConcurrency: 1,
+    faults: {},
+    violations: [],
+    workers: [],
+    notes: [],
   };
   await provision(o.clients.raw, o.clients.s3, ctx.prefix, ctx.bucket);
   try {
@@ -435,7 +512,11 @@ async function runSchedule(o: ChaosOptions, index: number, seed: number, kind: K
   } catch (err) {
     ctx.violations.push(`the schedule could not run: ${(err as Error).message}`);
   } finally {
-    for (const w of ctx.workers) if (w.child.exitCode === null && w.child.signalCode === null) { w.child.kill('SIGCONT'); w.child.kill('SIGKILL'); }
+    for (const w of ctx.workers)
+      if (w.child.exitCode === null && w.child.signalCode === null) {
+        w.child.kill('SIGCONT');
+        w.child.kill('SIGKILL');
+      }
   }
   // Invariant 6: the faults have stopped. A holder may have given up on its own (its stop time passed on a loaded
   // machine: liveness, never safety); the deployed system's sweeper then brings the night to DONE.
@@ -453,10 +534,20 @@ async function runSchedule(o: ChaosOptions, index: number, seed: number, kind: K
   for (const c of report.checks) if (!c.ok) ctx.violations.push(`invariant ${c.invariant}: ${c.name}: ${c.detail}`);
   if (report.state !== 'DONE') ctx.violations.push(`invariant 6: the night ended ${report.state ?? 'never claimed'}, not DONE`);
   const tokens = new Set(ctx.workers.flatMap((w) => w.events.filter((e) => e.event === 'claim').map((e) => e.token)));
-  const fencedRejections = ctx.workers.reduce((n, w) => n + w.events.filter((e) => e.event === 'batch-rejected' || e.event === 'commit-rejected').length, 0);
+  const fencedRejections = ctx.workers.reduce(
+    (n, w) => n + w.events.filter((e) => e.event === 'batch-rejected' || e.event === 'commit-rejected').length,
+    0,
+  );
   return {
-    index, seed, kind, engine: ctx.engine, ok: ctx.violations.length === 0, violations: ctx.violations, faults: ctx.faults,
-    takeovers: Math.max(0, tokens.size - 1), fencedRejections,
+    index,
+    seed,
+    kind,
+    engine: ctx.engine,
+    ok: ctx.violations.length === 0,
+    violations: ctx.violations,
+    faults: ctx.faults,
+    takeovers: Math.max(0, tokens.size - 1),
+    fencedRejections,
     seconds: Math.round(performance.now() - t0) / 1000,
     detail: `${ctx.invoices} invoices / ${ctx.chunkSize}; ${ctx.notes.join('; ')}`,
   };

@@ -20,8 +20,13 @@ export const ACCOUNT = '111111111111';
 export const REGION = 'us-east-1';
 
 type Json = Record<string, unknown>;
-export interface TemplateResource { readonly Type: string; readonly Properties?: Json }
-export interface Template { readonly Resources: Record<string, TemplateResource> }
+export interface TemplateResource {
+  readonly Type: string;
+  readonly Properties?: Json;
+}
+export interface Template {
+  readonly Resources: Record<string, TemplateResource>;
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // The mapping from the log's local names to the template's resources: explicit, never guessed inside the proof.
@@ -42,7 +47,10 @@ export interface ResourceMapping {
  */
 export function resourceMapping(template: Template): ResourceMapping {
   const wanted: Record<string, string> = {
-    [Env.lockTable]: LOCK_TABLE.suffix, [Env.jobTable]: JOB_TABLE.suffix, [Env.invoiceTable]: INVOICE_TABLE.suffix, [Env.bucket]: '',
+    [Env.lockTable]: LOCK_TABLE.suffix,
+    [Env.jobTable]: JOB_TABLE.suffix,
+    [Env.invoiceTable]: INVOICE_TABLE.suffix,
+    [Env.bucket]: '',
   };
   const found = new Map<string, string>();
   for (const [id, r] of Object.entries(template.Resources)) {
@@ -51,7 +59,8 @@ export function resourceMapping(template: Template): ResourceMapping {
     for (const name of Object.keys(wanted)) {
       const ref = (vars[name] as Json | undefined)?.Ref;
       if (ref === undefined) continue;
-      if (found.has(name) && found.get(name) !== ref) throw new Error(`${id}: ${name} names ${String(ref)}, another function names ${found.get(name)}`);
+      if (found.has(name) && found.get(name) !== ref)
+        throw new Error(`${id}: ${name} names ${String(ref)}, another function names ${found.get(name)}`);
       found.set(name, String(ref));
     }
   }
@@ -70,33 +79,56 @@ function attribute(template: Template, id: string, attr: 'Ref' | string): string
   if (!r) throw new Error(`reference to ${id}, which is not in the template`);
   const svc = (service: string, rest: string) => `arn:aws:${service}:${REGION}:${ACCOUNT}:${rest}`;
   switch (`${r.Type}.${attr}`) {
-    case 'AWS::DynamoDB::Table.Ref': return id;
-    case 'AWS::DynamoDB::Table.Arn': return svc('dynamodb', `table/${id}`);
-    case 'AWS::S3::Bucket.Ref': return id.toLowerCase();
-    case 'AWS::S3::Bucket.Arn': return `arn:aws:s3:::${id.toLowerCase()}`;
-    case 'AWS::Lambda::Function.Ref': return id;
-    case 'AWS::Lambda::Function.Arn': return svc('lambda', `function:${id}`);
+    case 'AWS::DynamoDB::Table.Ref':
+      return id;
+    case 'AWS::DynamoDB::Table.Arn':
+      return svc('dynamodb', `table/${id}`);
+    case 'AWS::S3::Bucket.Ref':
+      return id.toLowerCase();
+    case 'AWS::S3::Bucket.Arn':
+      return `arn:aws:s3:::${id.toLowerCase()}`;
+    case 'AWS::Lambda::Function.Ref':
+      return id;
+    case 'AWS::Lambda::Function.Arn':
+      return svc('lambda', `function:${id}`);
     case 'AWS::StepFunctions::StateMachine.Ref':
-    case 'AWS::StepFunctions::StateMachine.Arn': return svc('states', `stateMachine:${id}`);
-    case 'AWS::StepFunctions::StateMachine.Name': return id;
-    case 'AWS::IAM::Role.Ref': return id;
-    case 'AWS::IAM::Role.Arn': return `arn:aws:iam::${ACCOUNT}:role/${id}`;
-    case 'AWS::IAM::ManagedPolicy.Ref': return `arn:aws:iam::${ACCOUNT}:policy/${id}`;
-    case 'AWS::SQS::Queue.Ref': return `https://sqs.${REGION}.amazonaws.com/${ACCOUNT}/${id}`;
-    case 'AWS::SQS::Queue.Arn': return svc('sqs', id);
-    case 'AWS::SQS::Queue.QueueName': return id;
+    case 'AWS::StepFunctions::StateMachine.Arn':
+      return svc('states', `stateMachine:${id}`);
+    case 'AWS::StepFunctions::StateMachine.Name':
+      return id;
+    case 'AWS::IAM::Role.Ref':
+      return id;
+    case 'AWS::IAM::Role.Arn':
+      return `arn:aws:iam::${ACCOUNT}:role/${id}`;
+    case 'AWS::IAM::ManagedPolicy.Ref':
+      return `arn:aws:iam::${ACCOUNT}:policy/${id}`;
+    case 'AWS::SQS::Queue.Ref':
+      return `https://sqs.${REGION}.amazonaws.com/${ACCOUNT}/${id}`;
+    case 'AWS::SQS::Queue.Arn':
+      return svc('sqs', id);
+    case 'AWS::SQS::Queue.QueueName':
+      return id;
     case 'AWS::SNS::Topic.Ref':
-    case 'AWS::SNS::Topic.TopicArn': return svc('sns', id);
-    case 'AWS::KMS::Key.Ref': return id;
-    case 'AWS::KMS::Key.Arn': return svc('kms', `key/${id}`);
-    case 'AWS::Logs::LogGroup.Ref': return id;
-    case 'AWS::Logs::LogGroup.Arn': return svc('logs', `log-group:${id}:*`);
-    default: throw new Error(`cannot resolve ${attr} of ${id} (${r.Type})`);
+    case 'AWS::SNS::Topic.TopicArn':
+      return svc('sns', id);
+    case 'AWS::KMS::Key.Ref':
+      return id;
+    case 'AWS::KMS::Key.Arn':
+      return svc('kms', `key/${id}`);
+    case 'AWS::Logs::LogGroup.Ref':
+      return id;
+    case 'AWS::Logs::LogGroup.Arn':
+      return svc('logs', `log-group:${id}:*`);
+    default:
+      throw new Error(`cannot resolve ${attr} of ${id} (${r.Type})`);
   }
 }
 
 const PSEUDO: Record<string, string> = {
-  'AWS::Partition': 'aws', 'AWS::Region': REGION, 'AWS::AccountId': ACCOUNT, 'AWS::URLSuffix': 'amazonaws.com',
+  'AWS::Partition': 'aws',
+  'AWS::Region': REGION,
+  'AWS::AccountId': ACCOUNT,
+  'AWS::URLSuffix': 'amazonaws.com',
 };
 
 /** Resolve every intrinsic in a value (policy documents, ARNs). Unknown intrinsics throw: a guess would prove nothing. */
@@ -112,7 +144,8 @@ export function resolve(template: Template, value: unknown): unknown {
 function intrinsic(template: Template, fn: string, arg: unknown): unknown {
   const str = (x: unknown) => String(resolve(template, x));
   switch (fn) {
-    case 'Ref': return PSEUDO[arg as string] ?? attribute(template, arg as string, 'Ref');
+    case 'Ref':
+      return PSEUDO[arg as string] ?? attribute(template, arg as string, 'Ref');
     case 'Fn::GetAtt': {
       const [id, attr] = typeof arg === 'string' ? arg.split('.') : (arg as string[]);
       return attribute(template, id, attr);
@@ -129,7 +162,8 @@ function intrinsic(template: Template, fn: string, arg: unknown): unknown {
       const [sep, source] = arg as [string, unknown];
       return str(source).split(sep);
     }
-    default: throw new Error(`cannot resolve ${fn}`);
+    default:
+      throw new Error(`cannot resolve ${fn}`);
   }
 }
 
@@ -162,7 +196,7 @@ export interface Principal {
 const AWS_MANAGED: Record<string, { statements: Json[]; note: string }> = {
   'service-role/AWSLambdaBasicExecutionRole': {
     statements: [{ Effect: 'Allow', Action: ['logs:CreateLogGroup', 'logs:CreateLogStream', 'logs:PutLogEvents'], Resource: '*' }],
-    note: 'AWS-managed AWSLambdaBasicExecutionRole (logs only): the Lambda service ships the function\'s logs; there is no local equivalent',
+    note: "AWS-managed AWSLambdaBasicExecutionRole (logs only): the Lambda service ships the function's logs; there is no local equivalent",
   },
 };
 
@@ -191,10 +225,12 @@ function policiesOf(template: Template, role: string): NamedPolicy[] {
     }
   }
   const props = template.Resources[role].Properties ?? {};
-  for (const p of (props.Policies as Json[] | undefined) ?? []) out.push({ name: `${role}/${String(p.PolicyName)}`, document: doc(p.PolicyDocument) });
+  for (const p of (props.Policies as Json[] | undefined) ?? [])
+    out.push({ name: `${role}/${String(p.PolicyName)}`, document: doc(p.PolicyDocument) });
   for (const arnValue of (props.ManagedPolicyArns as unknown[] | undefined) ?? []) {
     const ref = (arnValue as Json).Ref as string | undefined;
-    if (ref && template.Resources[ref]?.Type === 'AWS::IAM::ManagedPolicy') { // customer-managed, in this template
+    if (ref && template.Resources[ref]?.Type === 'AWS::IAM::ManagedPolicy') {
+      // customer-managed, in this template
       if (!out.some((p) => p.name === ref)) out.push({ name: ref, document: doc(template.Resources[ref].Properties!.PolicyDocument) });
       continue;
     }
@@ -224,7 +260,11 @@ function resourcePolicies(template: Template): { covers: (arn: string) => boolea
   for (const [id, r] of Object.entries(template.Resources)) {
     if (r.Type === 'AWS::S3::BucketPolicy') {
       const bucketArn = `arn:aws:s3:::${String(resolve(template, r.Properties!.Bucket))}`;
-      out.push({ name: id, document: resolve(template, r.Properties!.PolicyDocument) as Json, covers: (a) => a === bucketArn || a.startsWith(`${bucketArn}/`) });
+      out.push({
+        name: id,
+        document: resolve(template, r.Properties!.PolicyDocument) as Json,
+        covers: (a) => a === bucketArn || a.startsWith(`${bucketArn}/`),
+      });
     } else if (r.Type === 'AWS::SQS::QueuePolicy') {
       const arns = ((r.Properties!.Queues as Json[]) ?? []).map((q) => attribute(template, q.Ref as string, 'Arn'));
       out.push({ name: id, document: resolve(template, r.Properties!.PolicyDocument) as Json, covers: (a) => arns.includes(a) });
@@ -243,16 +283,24 @@ export interface IamRequest {
 }
 
 /** A call that can't be turned into a request (an unknown table, function, …) is denied with this reason. */
-export interface Unmappable { readonly unmappable: string }
+export interface Unmappable {
+  readonly unmappable: string;
+}
 
 const TRANSACT_ACTION: Readonly<Record<string, string>> = {
-  Put: 'dynamodb:PutItem', Update: 'dynamodb:UpdateItem', Delete: 'dynamodb:DeleteItem', ConditionCheck: 'dynamodb:ConditionCheckItem',
+  Put: 'dynamodb:PutItem',
+  Update: 'dynamodb:UpdateItem',
+  Delete: 'dynamodb:DeleteItem',
+  ConditionCheck: 'dynamodb:ConditionCheckItem',
   Get: 'dynamodb:GetItem', // TransactGetItems, should the log ever name its items
 };
 
 /** S3 operations whose IAM action differs from the operation's name. */
 const S3_ACTION: Record<string, string> = {
-  HeadObject: 's3:GetObject', ListObjectsV2: 's3:ListBucket', ListObjects: 's3:ListBucket', HeadBucket: 's3:ListBucket',
+  HeadObject: 's3:GetObject',
+  ListObjectsV2: 's3:ListBucket',
+  ListObjects: 's3:ListBucket',
+  HeadBucket: 's3:ListBucket',
   ListObjectVersions: 's3:ListBucketVersions',
 };
 
@@ -268,9 +316,11 @@ export function requestsFor(template: Template, mapping: ResourceMapping, call: 
       if (call.items !== undefined || call.operation.startsWith('Transact')) {
         // Fail closed: a transaction recorded without its items would otherwise pass with no request checked.
         if (!call.items?.length) return [{ unmappable: `${call.operation} recorded without its items: each item needs its own grant` }];
-        return call.items.map((item) => (TRANSACT_ACTION[item.operation]
-          ? req(TRANSACT_ACTION[item.operation], tableArn(template, mapping, item.table))
-          : { unmappable: `transaction item ${item.operation}` }));
+        return call.items.map((item) =>
+          TRANSACT_ACTION[item.operation]
+            ? req(TRANSACT_ACTION[item.operation], tableArn(template, mapping, item.table))
+            : { unmappable: `transaction item ${item.operation}` },
+        );
       }
       if (call.table === undefined) return [{ unmappable: `${call.operation} without a table` }];
       const table = tableArn(template, mapping, call.table);
@@ -284,15 +334,21 @@ export function requestsFor(template: Template, mapping: ResourceMapping, call: 
       if (call.key === undefined) return [{ unmappable: `${call.operation} without a key` }];
       return [req(action, `${bucket}/${call.key}`)];
     }
-    case 'lambda': return [req(`lambda:${call.operation === 'Invoke' ? 'InvokeFunction' : call.operation}`, functionArn(template, call.target))];
-    case 'states': return [req(`states:${call.operation}`, stateMachineArn(template, call.target))];
-    default: return [{ unmappable: `service ${String((call as { service: unknown }).service)}` }];
+    case 'lambda':
+      return [req(`lambda:${call.operation === 'Invoke' ? 'InvokeFunction' : call.operation}`, functionArn(template, call.target))];
+    case 'states':
+      return [req(`states:${call.operation}`, stateMachineArn(template, call.target))];
+    default:
+      return [{ unmappable: `service ${String((call as { service: unknown }).service)}` }];
   }
 }
 
 function tableArn(template: Template, mapping: ResourceMapping, name: string | undefined): string | Unmappable {
-  const ids = Object.entries(mapping.tableBySuffix).filter(([suffix]) => name?.endsWith(suffix)).map(([, id]) => id);
-  if (ids.length !== 1) return { unmappable: `unknown table ${JSON.stringify(name)}: not one of the stack's tables (${Object.keys(mapping.tableBySuffix).join(', ')})` };
+  const ids = Object.entries(mapping.tableBySuffix)
+    .filter(([suffix]) => name?.endsWith(suffix))
+    .map(([, id]) => id);
+  if (ids.length !== 1)
+    return { unmappable: `unknown table ${JSON.stringify(name)}: not one of the stack's tables (${Object.keys(mapping.tableBySuffix).join(', ')})` };
   return attribute(template, ids[0], 'Arn');
 }
 
@@ -305,7 +361,8 @@ function functionArn(template: Template, target: string | undefined): string | U
 
 function stateMachineArn(template: Template, target: string | undefined): string | Unmappable {
   const name = /(?:^|:stateMachine:)([^:]+)$/.exec(target ?? '')?.[1];
-  if (!name || template.Resources[name]?.Type !== 'AWS::StepFunctions::StateMachine') return { unmappable: `unknown state machine ${JSON.stringify(target)}` };
+  if (!name || template.Resources[name]?.Type !== 'AWS::StepFunctions::StateMachine')
+    return { unmappable: `unknown state machine ${JSON.stringify(target)}` };
   return attribute(template, name, 'Arn');
 }
 
@@ -314,11 +371,13 @@ function stateMachineArn(template: Template, target: string | undefined): string
  * scheduler, so these are derived from the template rather than recorded; the schedule roles are checked the same way.
  */
 export function scheduleCalls(template: Template): AwsCall[] {
-  return Object.entries(template.Resources).filter(([, r]) => r.Type === 'AWS::Scheduler::Schedule').map(([id, r]) => {
-    const target = String(resolve(template, (r.Properties!.Target as Json).Arn));
-    if (!target.includes(':states:')) throw new Error(`${id}: only Step Functions targets are modelled, not ${target}`);
-    return { principal: id, service: 'states', operation: 'StartExecution', target };
-  });
+  return Object.entries(template.Resources)
+    .filter(([, r]) => r.Type === 'AWS::Scheduler::Schedule')
+    .map(([id, r]) => {
+      const target = String(resolve(template, (r.Properties!.Target as Json).Arn));
+      if (!target.includes(':states:')) throw new Error(`${id}: only Step Functions targets are modelled, not ${target}`);
+      return { principal: id, service: 'states', operation: 'StartExecution', target };
+    });
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -331,16 +390,35 @@ export interface Exclusion {
 }
 
 export const NOT_EXERCISABLE_LOCALLY: readonly Exclusion[] = [
-  { kinds: ['function', 'state-machine'], actions: ['xray:PutTraceSegments', 'xray:PutTelemetryRecords'],
-    reason: 'X-Ray tracing: the local run has no X-Ray daemon and turns tracing off; the actions take only Resource "*"' },
-  { kinds: ['state-machine'], actions: ['xray:GetSamplingRules', 'xray:GetSamplingTargets'],
-    reason: "Step Functions' own tracing sampling; aws-local-stepfunctions does not trace" },
-  { kinds: ['state-machine'],
-    actions: ['logs:CreateLogDelivery', 'logs:DeleteLogDelivery', 'logs:DescribeLogGroups', 'logs:DescribeResourcePolicies',
-      'logs:GetLogDelivery', 'logs:ListLogDeliveries', 'logs:PutResourcePolicy', 'logs:UpdateLogDelivery'],
-    reason: 'execution logging: Step Functions sets up the vended log delivery to the ExecutionLogs group; no local equivalent' },
-  { kinds: ['schedule'], actions: ['sqs:SendMessage'],
-    reason: 'dead letters: Scheduler writes to the DLQ only after it fails to start the execution; there is no local scheduler' },
+  {
+    kinds: ['function', 'state-machine'],
+    actions: ['xray:PutTraceSegments', 'xray:PutTelemetryRecords'],
+    reason: 'X-Ray tracing: the local run has no X-Ray daemon and turns tracing off; the actions take only Resource "*"',
+  },
+  {
+    kinds: ['state-machine'],
+    actions: ['xray:GetSamplingRules', 'xray:GetSamplingTargets'],
+    reason: "Step Functions' own tracing sampling; aws-local-stepfunctions does not trace",
+  },
+  {
+    kinds: ['state-machine'],
+    actions: [
+      'logs:CreateLogDelivery',
+      'logs:DeleteLogDelivery',
+      'logs:DescribeLogGroups',
+      'logs:DescribeResourcePolicies',
+      'logs:GetLogDelivery',
+      'logs:ListLogDeliveries',
+      'logs:PutResourcePolicy',
+      'logs:UpdateLogDelivery',
+    ],
+    reason: 'execution logging: Step Functions sets up the vended log delivery to the ExecutionLogs group; no local equivalent',
+  },
+  {
+    kinds: ['schedule'],
+    actions: ['sqs:SendMessage'],
+    reason: 'dead letters: Scheduler writes to the DLQ only after it fails to start the execution; there is no local scheduler',
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -399,9 +477,25 @@ export function grantsOf(policy: NamedPolicy): Grant[] {
   return policy.document.Statement.flatMap((s, i) => {
     if (s.Effect !== 'Allow') return [];
     const condition = s.Condition as Json | undefined;
-    if (s.NotAction || s.NotResource) return [{ policy: policy.name, statement: i + 1, action: JSON.stringify(s.Action ?? { NotAction: s.NotAction }), resource: JSON.stringify(s.Resource ?? { NotResource: s.NotResource }), condition }];
-    return list(s.Action as string | string[]).flatMap((action) => list(s.Resource as string | string[])
-      .map((resource) => ({ policy: policy.name, statement: i + 1, action, resource, ...(condition ? { condition } : {}) })));
+    if (s.NotAction || s.NotResource)
+      return [
+        {
+          policy: policy.name,
+          statement: i + 1,
+          action: JSON.stringify(s.Action ?? { NotAction: s.NotAction }),
+          resource: JSON.stringify(s.Resource ?? { NotResource: s.NotResource }),
+          condition,
+        },
+      ];
+    return list(s.Action as string | string[]).flatMap((action) =>
+      list(s.Resource as string | string[]).map((resource) => ({
+        policy: policy.name,
+        statement: i + 1,
+        action,
+        resource,
+        ...(condition ? { condition } : {}),
+      })),
+    );
   });
 }
 
@@ -428,15 +522,26 @@ export async function proveGrants(template: Template, calls: readonly AwsCall[],
       let callDenied = false;
       const seen = new Set<string>(); // a transaction of 99 Puts on one table counts once for its call
       for (const r of requestsFor(template, options.resources, call)) {
-        const d = 'unmappable' in r
-          ? { request: { action: `(${call.service}:${call.operation})`, resource: '(unmapped)', context: {} }, allowed: false, reason: r.unmappable }
-          : await decide(p, r, resPolicies, decided);
+        const d =
+          'unmappable' in r
+            ? {
+                request: { action: `(${call.service}:${call.operation})`, resource: '(unmapped)', context: {} },
+                allowed: false,
+                reason: r.unmappable,
+              }
+            : await decide(p, r, resPolicies, decided);
         if (d.allowed) continue;
         callDenied = true;
         const key = `${call.operation}\0${d.request.action}\0${d.request.resource}\0${d.reason}`;
         if (seen.has(key)) continue;
         seen.add(key);
-        const entry = denied.get(key) ?? { operation: call.operation, action: d.request.action, resource: d.request.resource, reason: d.reason, calls: 0 };
+        const entry = denied.get(key) ?? {
+          operation: call.operation,
+          action: d.request.action,
+          resource: d.request.resource,
+          reason: d.reason,
+          calls: 0,
+        };
         entry.calls += 1;
         denied.set(key, entry);
       }
@@ -447,18 +552,34 @@ export async function proveGrants(template: Template, calls: readonly AwsCall[],
     const excluded: (Grant & { reason: string })[] = [];
     for (const policy of p.policies) {
       for (const g of grantsOf(policy)) {
-        const reason = policy.managedNote ?? exclusions.find((e) => e.kinds.includes(p.kind) && e.actions.some((a) => a.toLowerCase() === g.action.toLowerCase()))?.reason;
+        const reason =
+          policy.managedNote ??
+          exclusions.find((e) => e.kinds.includes(p.kind) && e.actions.some((a) => a.toLowerCase() === g.action.toLowerCase()))?.reason;
         if (reason) excluded.push({ ...g, reason });
         else if (!(await exercised(p, g, policy, allowed))) unused.push(g);
       }
     }
-    reports.push({ principal: p.id, kind: p.kind, role: p.role, calls: perPrincipal.get(p.id)!.length, deniedCalls, denied: [...denied.values()], unused, excluded });
+    reports.push({
+      principal: p.id,
+      kind: p.kind,
+      role: p.role,
+      calls: perPrincipal.get(p.id)!.length,
+      deniedCalls,
+      denied: [...denied.values()],
+      unused,
+      excluded,
+    });
   }
   const sum = (f: (r: PrincipalReport) => number) => reports.reduce((n, r) => n + f(r), 0);
   return {
     principals: reports,
     unattributed: [...unattributed].map(([principal, n]) => ({ principal, calls: n })),
-    totals: { calls: sum((r) => r.calls), deniedCalls: sum((r) => r.deniedCalls), unused: sum((r) => r.unused.length), excluded: sum((r) => r.excluded.length) },
+    totals: {
+      calls: sum((r) => r.calls),
+      deniedCalls: sum((r) => r.deniedCalls),
+      unused: sum((r) => r.unused.length),
+      excluded: sum((r) => r.excluded.length),
+    },
   };
 }
 
@@ -483,7 +604,8 @@ function sessionArn(p: Principal): string {
 }
 
 async function decide(
-  p: Principal, request: IamRequest,
+  p: Principal,
+  request: IamRequest,
   resPolicies: ReturnType<typeof resourcePolicies>,
   cache: Map<string, { request: IamRequest; allowed: boolean; reason: string }>,
 ): Promise<{ request: IamRequest; allowed: boolean; reason: string }> {
@@ -495,16 +617,27 @@ async function decide(
     out = { request, allowed: false, reason: `${request.action} is not an IAM action (iam-data)` };
   } else {
     const resourcePolicy = resPolicies.find((r) => r.covers(request.resource));
-    const result = await runSimulation({
-      ...simulation(p, request, p.policies.map((x) => ({ name: x.name, policy: x.document }))),
-      ...(resourcePolicy ? { resourcePolicy: resourcePolicy.document } : {}),
-    }, { simulationMode: 'Strict' });
+    const result = await runSimulation(
+      {
+        ...simulation(
+          p,
+          request,
+          p.policies.map((x) => ({ name: x.name, policy: x.document })),
+        ),
+        ...(resourcePolicy ? { resourcePolicy: resourcePolicy.document } : {}),
+      },
+      { simulationMode: 'Strict' },
+    );
     if (result.resultType === 'error') {
       out = { request, allowed: false, reason: `simulator refused the request: ${result.errors.message}` };
     } else {
       const allowed = result.overallResult === 'Allowed';
       const reasons = result.resultType === 'single' ? getDenialReasons(result.result.analysis) : [];
-      out = { request, allowed, reason: allowed ? '' : `${result.overallResult}${reasons.length ? ` (${reasons.map(describeDenial).join('; ')})` : ''}` };
+      out = {
+        request,
+        allowed,
+        reason: allowed ? '' : `${result.overallResult}${reasons.length ? ` (${reasons.map(describeDenial).join('; ')})` : ''}`,
+      };
     }
   }
   cache.set(key, out);
@@ -514,11 +647,14 @@ async function decide(
 function simulation(p: Principal, request: IamRequest, identityPolicies: Simulation['identityPolicies']): Simulation {
   return {
     request: {
-      principal: sessionArn(p), action: request.action,
+      principal: sessionArn(p),
+      action: request.action,
       resource: { resource: request.resource, accountId: ACCOUNT },
       contextVariables: { ...baseContext(p), ...request.context },
     },
-    identityPolicies, serviceControlPolicies: [], resourceControlPolicies: [],
+    identityPolicies,
+    serviceControlPolicies: [],
+    resourceControlPolicies: [],
   };
 }
 
@@ -530,9 +666,10 @@ function describeDenial(d: ReturnType<typeof getDenialReasons>[number]): string 
 /** A grant is used if some allowed request is allowed by that grant alone (its conditions included). */
 async function exercised(p: Principal, g: Grant, policy: NamedPolicy, allowed: readonly IamRequest[]): Promise<boolean> {
   const original = policy.document.Statement[g.statement - 1];
-  const statement = original.NotAction || original.NotResource
-    ? original
-    : { Effect: 'Allow', Action: g.action, Resource: g.resource, ...(g.condition ? { Condition: g.condition } : {}) };
+  const statement =
+    original.NotAction || original.NotResource
+      ? original
+      : { Effect: 'Allow', Action: g.action, Resource: g.resource, ...(g.condition ? { Condition: g.condition } : {}) };
   const only = [{ name: `${policy.name}#${g.statement}`, policy: { Version: '2012-10-17', Statement: [statement] } }];
   for (const request of allowed) {
     const result = await runSimulation(simulation(p, request, only), { simulationMode: 'Strict' });
@@ -545,16 +682,40 @@ async function exercised(p: Principal, g: Grant, policy: NamedPolicy, allowed: r
 
 /** A readable table: calls checked per principal, then each denial and each unused grant. */
 export function formatReport(report: ProofReport): string {
-  const rows = [['principal', 'kind', 'calls', 'denied', 'unused', 'excluded'],
-    ...report.principals.map((r) => [r.principal, r.kind, String(r.calls), String(r.deniedCalls), String(r.unused.length), String(r.excluded.length)]),
-    ['total', '', String(report.totals.calls), String(report.totals.deniedCalls), String(report.totals.unused), String(report.totals.excluded)]];
+  const rows = [
+    ['principal', 'kind', 'calls', 'denied', 'unused', 'excluded'],
+    ...report.principals.map((r) => [
+      r.principal,
+      r.kind,
+      String(r.calls),
+      String(r.deniedCalls),
+      String(r.unused.length),
+      String(r.excluded.length),
+    ]),
+    ['total', '', String(report.totals.calls), String(report.totals.deniedCalls), String(report.totals.unused), String(report.totals.excluded)],
+  ];
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  const line = (r: string[]) => r.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
-  const out = [line(rows[0]), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.slice(1, -1).map(line), widths.map((w) => '-'.repeat(w)).join('  '), line(rows[rows.length - 1])];
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i])))
+      .join('  ')
+      .trimEnd();
+  const out = [
+    line(rows[0]),
+    widths.map((w) => '-'.repeat(w)).join('  '),
+    ...rows.slice(1, -1).map(line),
+    widths.map((w) => '-'.repeat(w)).join('  '),
+    line(rows[rows.length - 1]),
+  ];
   for (const r of report.principals) {
-    for (const d of r.denied) out.push(`DENIED  ${r.principal} ${d.operation} → ${d.action} on ${d.resource} (${d.calls} call${d.calls === 1 ? '' : 's'}): ${d.reason}`);
-    for (const g of r.unused) out.push(`UNUSED  ${r.principal} ${g.action} on ${g.resource}${g.condition ? ` if ${JSON.stringify(g.condition)}` : ''} (${g.policy} statement ${g.statement})`);
+    for (const d of r.denied)
+      out.push(`DENIED  ${r.principal} ${d.operation} → ${d.action} on ${d.resource} (${d.calls} call${d.calls === 1 ? '' : 's'}): ${d.reason}`);
+    for (const g of r.unused)
+      out.push(
+        `UNUSED  ${r.principal} ${g.action} on ${g.resource}${g.condition ? ` if ${JSON.stringify(g.condition)}` : ''} (${g.policy} statement ${g.statement})`,
+      );
   }
-  for (const u of report.unattributed) out.push(`UNATTRIBUTED  ${u.principal}: ${u.calls} call${u.calls === 1 ? '' : 's'} from a principal that is not in the template`);
+  for (const u of report.unattributed)
+    out.push(`UNATTRIBUTED  ${u.principal}: ${u.calls} call${u.calls === 1 ? '' : 's'} from a principal that is not in the template`);
   return out.join('\n');
 }

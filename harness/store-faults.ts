@@ -22,7 +22,8 @@ export interface StoreFaultSpec {
 export function parseStoreFaults(spec: string): StoreFaultSpec {
   const fields = Object.fromEntries(spec.split(',').map((kv) => kv.split('=')));
   const out = { seed: Number(fields.seed ?? 1), throttle: Number(fields.throttle ?? 0), lost: Number(fields.lost ?? 0) };
-  for (const [k, v] of Object.entries(out)) if (!Number.isFinite(v)) throw new Error(`FENCEPOST_STORE_FAULTS: ${k} is not a number in ${JSON.stringify(spec)}`);
+  for (const [k, v] of Object.entries(out))
+    if (!Number.isFinite(v)) throw new Error(`FENCEPOST_STORE_FAULTS: ${k} is not a number in ${JSON.stringify(spec)}`);
   return out;
 }
 

@@ -45,8 +45,22 @@ export async function playStory(endpoints: Endpoints, clients: Clients, timeScal
   const bucket = `story-${id}`;
   await provision(clients.raw, clients.s3, prefix, bucket);
   const stores = ['--dynamodb-endpoint', endpoints.dynamodb, '--s3-endpoint', endpoints.s3, '--table-prefix', prefix, '--bucket', bucket];
-  const night = ['--date', DATE, '--invoices', String(INVOICES), '--chunk-size', String(CHUNK), '--engine', 'direct',
-    '--lease-ms', String(leaseMs), '--renew-ms', String(renewMs), '--margin-ms', String(marginMs)];
+  const night = [
+    '--date',
+    DATE,
+    '--invoices',
+    String(INVOICES),
+    '--chunk-size',
+    String(CHUNK),
+    '--engine',
+    'direct',
+    '--lease-ms',
+    String(leaseMs),
+    '--renew-ms',
+    String(renewMs),
+    '--margin-ms',
+    String(marginMs),
+  ];
 
   const t0 = performance.now();
   const rows: StoryRow[] = [];
@@ -57,31 +71,76 @@ export async function playStory(endpoints: Endpoints, clients: Clients, timeScal
     rows.push(r);
     onRow?.(r);
   };
-  const actors = new Map<string, string>([['A', 'A'], ['B', 'B']]);
+  const actors = new Map<string, string>([
+    ['A', 'A'],
+    ['B', 'B'],
+  ]);
   const actorOf = (worker: string) => {
     if (!actors.has(worker)) actors.set(worker, worker.startsWith('sweeper-run') ? 'C' : worker.startsWith('sweeper') ? 'sweeper' : worker);
     return actors.get(worker)!;
   };
-  const follow = (w: WorkerProcess) => w.onEvent((e: SeenEvent) => {
-    const actor = actorOf(String(e.worker));
-    const at = e.seenAtMs;
-    switch (e.event) {
-      case 'observe':
-        if (e.fault) add({ t: at, actor, event: 'freezes (SIGSTOP, after a passed check)', token: e.token ?? undefined, note: `chunk ${String(e.chunk)}, batch ${String(e.batch)}` });
-        else if (e.holder !== undefined) add({ t: at, actor, event: `sees ${actorOf(String(e.holder))}'s lease, watches its rvn for ${String(e.waitMs)} ms`, note: 'clock-free: rvn noted' });
-        break;
-      case 'claim': add({ t: at, actor, event: 'claims the lease', token: e.token }); break;
-      case 'fence-raised': fence = e.token; state = 'RUNNING'; add({ t: at, actor, event: 'raises the fence first', token: e.token, note: `was ${String(e.previousFence ?? 'unset')}` }); break;
-      case 'chunk-committed': add({ t: at, actor, event: `commits chunk ${String(e.chunk)}`, token: e.token }); break;
-      case 'batch-rejected': add({ t: at, actor, event: 'late batch REFUSED by the fence', token: e.token, note: `met fence ${String(e.fence)}; nothing written` }); break;
-      case 'commit-rejected': add({ t: at, actor, event: 'manifest commit REFUSED (412)', token: e.token }); break;
-      case 'lease-lost': add({ t: at, actor, event: 'learns its lease is lost', token: e.token }); break;
-      case 'requeued': state = 'QUEUED'; add({ t: at, actor, event: 'finds the orphan in the sparse index, re-queues it', note: `owner ${String(e.token)}, fence ${String(e.fence)}` }); break;
-      case 'completed': state = 'DONE'; add({ t: at, actor, event: 'completes the night', token: e.token }); break;
-      case 'released': add({ t: at, actor, event: 'releases the lock', token: e.token }); break;
-      default: break;
-    }
-  });
+  const follow = (w: WorkerProcess) =>
+    w.onEvent((e: SeenEvent) => {
+      const actor = actorOf(String(e.worker));
+      const at = e.seenAtMs;
+      switch (e.event) {
+        case 'observe':
+          if (e.fault)
+            add({
+              t: at,
+              actor,
+              event: 'freezes (SIGSTOP, after a passed check)',
+              token: e.token ?? undefined,
+              note: `chunk ${String(e.chunk)}, batch ${String(e.batch)}`,
+            });
+          else if (e.holder !== undefined)
+            add({
+              t: at,
+              actor,
+              event: `sees ${actorOf(String(e.holder))}'s lease, watches its rvn for ${String(e.waitMs)} ms`,
+              note: 'clock-free: rvn noted',
+            });
+          break;
+        case 'claim':
+          add({ t: at, actor, event: 'claims the lease', token: e.token });
+          break;
+        case 'fence-raised':
+          fence = e.token;
+          state = 'RUNNING';
+          add({ t: at, actor, event: 'raises the fence first', token: e.token, note: `was ${String(e.previousFence ?? 'unset')}` });
+          break;
+        case 'chunk-committed':
+          add({ t: at, actor, event: `commits chunk ${String(e.chunk)}`, token: e.token });
+          break;
+        case 'batch-rejected':
+          add({ t: at, actor, event: 'late batch REFUSED by the fence', token: e.token, note: `met fence ${String(e.fence)}; nothing written` });
+          break;
+        case 'commit-rejected':
+          add({ t: at, actor, event: 'manifest commit REFUSED (412)', token: e.token });
+          break;
+        case 'lease-lost':
+          add({ t: at, actor, event: 'learns its lease is lost', token: e.token });
+          break;
+        case 'requeued':
+          state = 'QUEUED';
+          add({
+            t: at,
+            actor,
+            event: 'finds the orphan in the sparse index, re-queues it',
+            note: `owner ${String(e.token)}, fence ${String(e.fence)}`,
+          });
+          break;
+        case 'completed':
+          state = 'DONE';
+          add({ t: at, actor, event: 'completes the night', token: e.token });
+          break;
+        case 'released':
+          add({ t: at, actor, event: 'releases the lock', token: e.token });
+          break;
+        default:
+          break;
+      }
+    });
 
   // 1. A holds the job, and will freeze right after passing its check for chunk 1, batch 0.
   const a = startProcess(['run', ...stores, ...night, '--events', '--worker', 'A'], { FENCEPOST_FAULT: 'sigstop:batch:1:0' });
@@ -100,8 +159,25 @@ export async function playStory(endpoints: Endpoints, clients: Clients, timeScal
   add({ actor: 'story', event: 'SIGKILL B (B dies holding the job)', token: b.events.find((e) => e.event === 'claim')?.token });
   await b.exited;
   // 5. The sweeper sights the orphan twice, a lease apart, re-queues it and starts C.
-  const s = startProcess(['sweep', ...stores, '--every', `${Math.max(100, Math.round(leaseMs / 2))}ms`, '--lease-ms', String(leaseMs), '--events',
-    '--run-invoices', String(INVOICES), '--run-chunk-size', String(CHUNK), '--run-engine', 'direct', '--run-renew-ms', String(renewMs), '--run-margin-ms', String(marginMs)]);
+  const s = startProcess([
+    'sweep',
+    ...stores,
+    '--every',
+    `${Math.max(100, Math.round(leaseMs / 2))}ms`,
+    '--lease-ms',
+    String(leaseMs),
+    '--events',
+    '--run-invoices',
+    String(INVOICES),
+    '--run-chunk-size',
+    String(CHUNK),
+    '--run-engine',
+    'direct',
+    '--run-renew-ms',
+    String(renewMs),
+    '--run-margin-ms',
+    String(marginMs),
+  ]);
   follow(s);
   await s.waitFor((e) => e.event === 'released' && actorOf(String(e.worker)) === 'C', 180_000);
   s.child.kill('SIGTERM');
@@ -115,8 +191,16 @@ export function storyTable(result: StoryResult): string {
   const header = ['t (s)', 'actor', 'event', 'token', 'fence', 'state', 'note'];
   const body = result.rows.map((r) => [r.t.toFixed(2), r.actor, r.event, String(r.token ?? ''), String(r.fence ?? ''), r.state ?? '', r.note ?? '']);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
-  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...body.map(line),
-    '', `audit: ${result.audit.ok ? 'all invariants hold' : 'INVARIANT BROKEN'}; state ${result.audit.state}, fence ${result.audit.fence}, epoch ${result.audit.epoch}, ${result.audit.invoicesFound}/${result.audit.invoicesExpected} invoices, tokens ${JSON.stringify(result.audit.tokensSeen)}`,
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
+  return [
+    line(header),
+    line(widths.map((w) => '-'.repeat(w))),
+    ...body.map(line),
+    '',
+    `audit: ${result.audit.ok ? 'all invariants hold' : 'INVARIANT BROKEN'}; state ${result.audit.state}, fence ${result.audit.fence}, epoch ${result.audit.epoch}, ${result.audit.invoicesFound}/${result.audit.invoicesExpected} invoices, tokens ${JSON.stringify(result.audit.tokensSeen)}`,
   ].join('\n');
 }

@@ -61,24 +61,49 @@ export function startProcess(args: string[], env: Record<string, string> = {}): 
   const waiters: { pred: (e: SeenEvent) => boolean; resolve: (e: SeenEvent) => void }[] = [];
   createInterface({ input: child.stdout! }).on('line', (line) => {
     let e: SeenEvent;
-    try { e = { ...(JSON.parse(line) as FencepostEvent), seenAtMs: performance.now() }; } catch { return; }
+    try {
+      e = { ...(JSON.parse(line) as FencepostEvent), seenAtMs: performance.now() };
+    } catch {
+      return;
+    }
     if (typeof e.event !== 'string') return;
     events.push(e);
     for (const l of listeners) l(e);
-    for (const w of [...waiters]) if (w.pred(e)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(e); }
+    for (const w of [...waiters])
+      if (w.pred(e)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(e);
+      }
   });
   createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
   const exited = once(child, 'exit').then(([code]) => code as number | null);
   return {
-    child, events, stderr, exited,
+    child,
+    events,
+    stderr,
+    exited,
     onEvent: (l) => listeners.push(l),
     waitFor(pred, timeoutMs = 60_000) {
       const hit = events.find(pred);
       if (hit) return Promise.resolve(hit);
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`timed out waiting for an event; saw: ${events.map((e) => e.event).join(', ')}; stderr: ${stderr.join(' | ')}`)), timeoutMs);
-        waiters.push({ pred, resolve: (e) => { clearTimeout(timer); resolve(e); } });
-        void exited.then(() => setTimeout(() => { clearTimeout(timer); reject(new Error(`the process exited before the event; saw: ${events.map((e) => e.event).join(', ')}; stderr: ${stderr.join(' | ')}`)); }, 50));
+        const timer = setTimeout(
+          () => reject(new Error(`timed out waiting for an event; saw: ${events.map((e) => e.event).join(', ')}; stderr: ${stderr.join(' | ')}`)),
+          timeoutMs,
+        );
+        waiters.push({
+          pred,
+          resolve: (e) => {
+            clearTimeout(timer);
+            resolve(e);
+          },
+        });
+        void exited.then(() =>
+          setTimeout(() => {
+            clearTimeout(timer);
+            reject(new Error(`the process exited before the event; saw: ${events.map((e) => e.event).join(', ')}; stderr: ${stderr.join(' | ')}`));
+          }, 50),
+        );
       });
     },
   };

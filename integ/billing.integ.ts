@@ -57,35 +57,54 @@ export function fencepostInteg(context: Record<string, unknown> = {}, outdir?: s
 
   // 1. A whole night: 50,000 invoices in 10 chunks of 5,000 (cdk.json defaults), a few minutes at most.
   const first = a.awsApiCall('StepFunctions', 'startExecution', { stateMachineArn: machine, input });
-  const firstDone = a.awsApiCall('StepFunctions', 'describeExecution', { executionArn: first.getAttString('executionArn') })
+  const firstDone = a
+    .awsApiCall('StepFunctions', 'describeExecution', { executionArn: first.getAttString('executionArn') })
     .expect(ExpectedResult.objectLike({ status: 'SUCCEEDED' }))
     .waitForAssertions({ totalTimeout: Duration.minutes(20), interval: Duration.seconds(20), backoffRate: 1 });
   // The last state entered tells how it ended: Succeed state Completed.
-  const firstEnd = a.awsApiCall('StepFunctions', 'getExecutionHistory', { executionArn: first.getAttString('executionArn'), reverseOrder: true, maxResults: 3 })
-    .expect(ExpectedResult.objectLike({ events: Match.arrayWith([Match.objectLike({ type: 'SucceedStateExited', stateExitedEventDetails: Match.objectLike({ name: 'Completed' }) })]) }));
+  const firstEnd = a
+    .awsApiCall('StepFunctions', 'getExecutionHistory', { executionArn: first.getAttString('executionArn'), reverseOrder: true, maxResults: 3 })
+    .expect(
+      ExpectedResult.objectLike({
+        events: Match.arrayWith([Match.objectLike({ type: 'SucceedStateExited', stateExitedEventDetails: Match.objectLike({ name: 'Completed' }) })]),
+      }),
+    );
 
   // 2. The stores: the job row DONE with all 10 chunks; the manifest DONE, naming 10 chunks of 5,000 invoices each.
-  const jobRow = a.awsApiCall('DynamoDB', 'getItem', { TableName: stack.data.jobs.tableName, Key: { pk: { S: Keys.job(INTEG_NIGHT) } }, ConsistentRead: true })
-    .expect(ExpectedResult.objectLike({
-      Item: Match.objectLike({ state: { S: 'DONE' }, chunk_count: { N: '10' } }),
-    }));
+  const jobRow = a
+    .awsApiCall('DynamoDB', 'getItem', { TableName: stack.data.jobs.tableName, Key: { pk: { S: Keys.job(INTEG_NIGHT) } }, ConsistentRead: true })
+    .expect(
+      ExpectedResult.objectLike({
+        Item: Match.objectLike({ state: { S: 'DONE' }, chunk_count: { N: '10' } }),
+      }),
+    );
   const chunk = Match.objectLike({ invoices: 5_000 });
   const tenChunks = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [String(i).padStart(2, '0'), chunk]));
-  const manifest = a.awsApiCall('S3', 'getObject', { Bucket: stack.data.bucket.bucketName, Key: Keys.manifest(INTEG_NIGHT) })
-    .expect(ExpectedResult.objectLike({
+  const manifest = a.awsApiCall('S3', 'getObject', { Bucket: stack.data.bucket.bucketName, Key: Keys.manifest(INTEG_NIGHT) }).expect(
+    ExpectedResult.objectLike({
       // Exactly ten chunk entries ("00".."09"), each of 5,000 invoices: 50,000 in all.
       Body: Match.serializedJson(Match.objectLike({ state: 'DONE', chunks: Match.objectLike(tenChunks) })),
-    }));
-  const manifestCount = a.awsApiCall('S3', 'getObject', { Bucket: stack.data.bucket.bucketName, Key: Keys.manifest(INTEG_NIGHT) })
+    }),
+  );
+  const manifestCount = a
+    .awsApiCall('S3', 'getObject', { Bucket: stack.data.bucket.bucketName, Key: Keys.manifest(INTEG_NIGHT) })
     .expect(ExpectedResult.objectLike({ Body: Match.stringLikeRegexp(`^(?![\\s\\S]*"10": \\{)[\\s\\S]*"09": \\{`) })); // "09" named, no "10"
 
   // 3. The same night again: the job row is DONE, so the run ends AlreadyDone without claiming.
   const second = a.awsApiCall('StepFunctions', 'startExecution', { stateMachineArn: machine, input });
-  const secondDone = a.awsApiCall('StepFunctions', 'describeExecution', { executionArn: second.getAttString('executionArn') })
+  const secondDone = a
+    .awsApiCall('StepFunctions', 'describeExecution', { executionArn: second.getAttString('executionArn') })
     .expect(ExpectedResult.objectLike({ status: 'SUCCEEDED' }))
     .waitForAssertions({ totalTimeout: Duration.minutes(5), interval: Duration.seconds(10), backoffRate: 1 });
-  const secondEnd = a.awsApiCall('StepFunctions', 'getExecutionHistory', { executionArn: second.getAttString('executionArn'), reverseOrder: true, maxResults: 3 })
-    .expect(ExpectedResult.objectLike({ events: Match.arrayWith([Match.objectLike({ type: 'SucceedStateExited', stateExitedEventDetails: Match.objectLike({ name: 'AlreadyDone' }) })]) }));
+  const secondEnd = a
+    .awsApiCall('StepFunctions', 'getExecutionHistory', { executionArn: second.getAttString('executionArn'), reverseOrder: true, maxResults: 3 })
+    .expect(
+      ExpectedResult.objectLike({
+        events: Match.arrayWith([
+          Match.objectLike({ type: 'SucceedStateExited', stateExitedEventDetails: Match.objectLike({ name: 'AlreadyDone' }) }),
+        ]),
+      }),
+    );
 
   first.next(firstDone).next(firstEnd).next(jobRow).next(manifest).next(manifestCount).next(second).next(secondDone).next(secondEnd);
   return { app, stack, assertionStack, integ };

@@ -16,7 +16,8 @@ export const handler = (event: { jobDate?: unknown; holder?: unknown; token?: un
     const { jobDate, holder, token } = nightInput(event, { token: true });
     const chunk = Number(event.chunk);
     const chunks = Math.ceil(rt.config.invoices / rt.config.chunkSize);
-    if (!Number.isInteger(chunk) || chunk < 0 || chunk >= chunks) throw new ConfigError([`chunk must be 0..${chunks - 1}, got ${JSON.stringify(event.chunk)}`]);
+    if (!Number.isInteger(chunk) || chunk < 0 || chunk >= chunks)
+      throw new ConfigError([`chunk must be 0..${chunks - 1}, got ${JSON.stringify(event.chunk)}`]);
     const lease = await resume(rt.leaseDeps, Keys.lock(jobDate), holder, token, rt.config);
     lease.startHeartbeat();
     try {

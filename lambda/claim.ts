@@ -17,7 +17,10 @@ export const handler = (event: { jobDate?: unknown; holder?: unknown; sighting?:
     const { jobDate, holder } = nightInput(event);
     const seen = event.sighting;
     const sighting = { holder: seen?.holder, seenRvn: seen?.free === false ? seen.seenRvn : undefined, waitMs: seen?.watch?.unchangedMs ?? 0 };
-    const claimRvn = createHash('sha256').update(`${holder}|${sighting.seenRvn ?? 'free'}|${seen?.seenEpoch ?? 0}|${seen?.attempt ?? 0}`).digest('hex').slice(0, 32);
+    const claimRvn = createHash('sha256')
+      .update(`${holder}|${sighting.seenRvn ?? 'free'}|${seen?.seenEpoch ?? 0}|${seen?.attempt ?? 0}`)
+      .digest('hex')
+      .slice(0, 32);
     const token = await tryClaim(rt.leaseDeps, Keys.lock(jobDate), holder, rt.config, sighting, claimRvn);
     if (token === undefined) return { claimed: false as const };
     if (sighting.waitMs > 0) metrics.addMetric(Metric.takeoverWaitMs, MetricUnit.Milliseconds, sighting.waitMs);

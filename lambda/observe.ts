@@ -28,13 +28,25 @@ export interface Observation {
 }
 
 /** The pure part: one observation from the previous one and what was just read (also used by bench/aws-model.ts). */
-export function observation(previous: Partial<Observation> | undefined, done: boolean, s: Sighting, config: Pick<LeaseConfig, 'leaseMs' | 'claimBudget'>): Observation & { newRvn: boolean } {
+export function observation(
+  previous: Partial<Observation> | undefined,
+  done: boolean,
+  s: Sighting,
+  config: Pick<LeaseConfig, 'leaseMs' | 'claimBudget'>,
+): Observation & { newRvn: boolean } {
   const step = nextClaimStep(previous?.watch, s, (Number(previous?.waitSeconds) || 0) * 1000, config);
   return {
-    done, free: s.holder === undefined, holder: s.holder, seenRvn: s.seenRvn, seenEpoch: s.epoch,
-    watch: step.watch, claimNow: step.action === 'claim', exhausted: step.action === 'give-up',
+    done,
+    free: s.holder === undefined,
+    holder: s.holder,
+    seenRvn: s.seenRvn,
+    seenEpoch: s.epoch,
+    watch: step.watch,
+    claimNow: step.action === 'claim',
+    exhausted: step.action === 'give-up',
     waitSeconds: step.action === 'wait' ? Math.max(1, Math.ceil(step.waitMs / 1000)) : 0,
-    attempt: (Number(previous?.attempt) || 0) + 1, newRvn: step.newRvn,
+    attempt: (Number(previous?.attempt) || 0) + 1,
+    newRvn: step.newRvn,
   };
 }
 
@@ -44,6 +56,14 @@ export const handler = (event: { jobDate?: unknown; holder?: unknown; previous?:
     const job = await readJob({ ddb: rt.deps.ddb, jobs: rt.deps.tables.jobs }, Keys.job(jobDate));
     const s = await sight(rt.leaseDeps, Keys.lock(jobDate), rt.config);
     const { newRvn, ...o } = observation(event.previous, job?.state === 'DONE', s, rt.config);
-    if (newRvn) rt.deps.events.emit('observe', { key: Keys.lock(jobDate), holder: s.holder, epoch: s.epoch, rvn: s.seenRvn, waitMs: s.waitMs, attempt: o.attempt });
+    if (newRvn)
+      rt.deps.events.emit('observe', {
+        key: Keys.lock(jobDate),
+        holder: s.holder,
+        epoch: s.epoch,
+        rvn: s.seenRvn,
+        waitMs: s.waitMs,
+        attempt: o.attempt,
+      });
     return o;
   });

@@ -16,7 +16,9 @@ export function jobDateOf(input: PrepareInput['input'], timeZone: string): strin
   if (input?.jobDate !== undefined) return validateDate(input.jobDate);
   const at = typeof input?.scheduledTime === 'string' ? new Date(input.scheduledTime) : undefined;
   if (!at || Number.isNaN(at.getTime())) {
-    throw new ConfigError([`input must be { "jobDate": "YYYY-MM-DD" } or { "scheduledTime": "<ISO 8601 time>" }, got ${JSON.stringify(input ?? null)}`]);
+    throw new ConfigError([
+      `input must be { "jobDate": "YYYY-MM-DD" } or { "scheduledTime": "<ISO 8601 time>" }, got ${JSON.stringify(input ?? null)}`,
+    ]);
   }
   return new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(at);
 }

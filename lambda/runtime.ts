@@ -25,7 +25,6 @@ import { Env } from './env';
 
 export { Env };
 
-
 export const logger = new Logger({ serviceName: SERVICE_NAME });
 export const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName: SERVICE_NAME });
 export const tracer = new Tracer({ serviceName: SERVICE_NAME });
@@ -68,8 +67,12 @@ const quiet = new Set<FencepostEvent['event']>(['batch-committed', 'renew', 'obs
 export function runtime(): Runtime {
   if (current) return current;
   const config = validateBillingConfig({
-    leaseMs: optionalInt(Env.leaseMs), renewMs: optionalInt(Env.renewMs), marginMs: optionalInt(Env.marginMs),
-    invoices: optionalInt(Env.invoices), chunkSize: optionalInt(Env.chunkSize), claimBudget: optionalInt(Env.claimBudget),
+    leaseMs: optionalInt(Env.leaseMs),
+    renewMs: optionalInt(Env.renewMs),
+    marginMs: optionalInt(Env.marginMs),
+    invoices: optionalInt(Env.invoices),
+    chunkSize: optionalInt(Env.chunkSize),
+    claimBudget: optionalInt(Env.claimBudget),
   });
   const clients = local?.clients ?? awsClients();
   if (!local) {
@@ -85,11 +88,18 @@ export function runtime(): Runtime {
   });
   if (local?.onEvent) events.on(local.onEvent);
   const deps: BillingDeps = {
-    ddb: clients.ddb, s3: clients.s3, clock: systemClock, events, bucket: required(Env.bucket),
+    ddb: clients.ddb,
+    s3: clients.s3,
+    clock: systemClock,
+    events,
+    bucket: required(Env.bucket),
     tables: { locks: required(Env.lockTable), jobs: required(Env.jobTable), invoices: required(Env.invoiceTable) },
   };
   current = {
-    deps, config, offset, hooks: local?.hooks,
+    deps,
+    config,
+    offset,
+    hooks: local?.hooks,
     leaseDeps: { ddb: deps.ddb, table: deps.tables.locks, clock: systemClock, events },
     scheduleTimeZone: process.env[Env.scheduleTimeZone] ?? 'UTC',
   };
@@ -150,7 +160,11 @@ export function nightInput(event: unknown, needs: { token?: boolean } = {}): { j
   const e = (event ?? {}) as Record<string, unknown>;
   const problems: string[] = [];
   let jobDate = '';
-  try { jobDate = validateDate(e.jobDate); } catch (err) { problems.push(...(err as ConfigError).problems.map((p) => `job${p[0].toUpperCase()}${p.slice(1)}`)); }
+  try {
+    jobDate = validateDate(e.jobDate);
+  } catch (err) {
+    problems.push(...(err as ConfigError).problems.map((p) => `job${p[0].toUpperCase()}${p.slice(1)}`));
+  }
   if (typeof e.holder !== 'string' || e.holder.length === 0) problems.push('holder (the execution name) is required');
   const token = Number(e.token);
   if (needs.token && !(Number.isSafeInteger(token) && token > 0)) problems.push(`token must be a positive integer, got ${JSON.stringify(e.token)}`);

@@ -7,7 +7,10 @@ import { invoke } from './runtime';
 
 export const handler = () =>
   invoke('sweep-sight', async (rt) => {
-    const { sightings } = await sightClaimed({ ddb: rt.deps.ddb, jobs: rt.deps.tables.jobs, locks: rt.deps.tables.locks, clock: rt.deps.clock }, rt.config);
+    const { sightings } = await sightClaimed(
+      { ddb: rt.deps.ddb, jobs: rt.deps.tables.jobs, locks: rt.deps.tables.locks, clock: rt.deps.clock },
+      rt.config,
+    );
     return {
       claimed: sightings.length,
       sightings,

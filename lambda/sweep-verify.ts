@@ -24,7 +24,8 @@ export const handler = (event: { sighted?: { sightings?: ClaimSighting[] } }) =>
     metrics.addMetric(Metric.orphansFound, MetricUnit.Count, d.orphans.length);
     metrics.addMetric(Metric.sweeperSkippedAlive, MetricUnit.Count, d.alive);
     metrics.addMetric(Metric.sweeperStorm, MetricUnit.Count, d.storm ? 1 : 0);
-    if (d.storm) logger.error('sweeper storm: most claimed rows look dead at once; re-queued none', { orphans: d.orphans.length, claimed: second.length });
+    if (d.storm)
+      logger.error('sweeper storm: most claimed rows look dead at once; re-queued none', { orphans: d.orphans.length, claimed: second.length });
     const requeued: string[] = [];
     for (const o of d.requeueNow) {
       if (!(await requeue(deps, o))) continue; // a new holder raised the fence in between: nothing to do

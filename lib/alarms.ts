@@ -47,8 +47,19 @@ export interface FencepostAlarmsProps {
 }
 
 export type AlarmName =
-  | 'clockOffset' | 'fencedRejections' | 'lockConditionalChecks' | 'jobConditionalChecks' | 'transactionConflicts' | 'billingNotDone'
-  | 'executionsFailed' | 'executionsTimedOut' | 'executionsAborted' | 'scheduleDeadLetters' | 'sweeperStorm' | 'sweeperFailed' | 'sweeperDeadLetters';
+  | 'clockOffset'
+  | 'fencedRejections'
+  | 'lockConditionalChecks'
+  | 'jobConditionalChecks'
+  | 'transactionConflicts'
+  | 'billingNotDone'
+  | 'executionsFailed'
+  | 'executionsTimedOut'
+  | 'executionsAborted'
+  | 'scheduleDeadLetters'
+  | 'sweeperStorm'
+  | 'sweeperFailed'
+  | 'sweeperDeadLetters';
 
 const FIVE_MINUTES = Duration.minutes(5);
 
@@ -95,14 +106,26 @@ export class FencepostAlarms extends Construct {
     const cloudwatchAlarms = new iam.ServicePrincipal('cloudwatch.amazonaws.com');
     const fromThisAccountsAlarms = {
       StringEquals: { 'aws:SourceAccount': stack.account },
-      ArnLike: { 'aws:SourceArn': stack.formatArn({ service: 'cloudwatch', resource: 'alarm', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME }) },
+      ArnLike: {
+        'aws:SourceArn': stack.formatArn({ service: 'cloudwatch', resource: 'alarm', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME }),
+      },
     };
-    this.key.addToResourcePolicy(new iam.PolicyStatement({
-      principals: [cloudwatchAlarms], actions: ['kms:Decrypt', 'kms:GenerateDataKey*'], resources: ['*'], conditions: fromThisAccountsAlarms,
-    }));
-    this.topic.addToResourcePolicy(new iam.PolicyStatement({
-      principals: [cloudwatchAlarms], actions: ['sns:Publish'], resources: [this.topic.topicArn], conditions: fromThisAccountsAlarms,
-    }));
+    this.key.addToResourcePolicy(
+      new iam.PolicyStatement({
+        principals: [cloudwatchAlarms],
+        actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+        resources: ['*'],
+        conditions: fromThisAccountsAlarms,
+      }),
+    );
+    this.topic.addToResourcePolicy(
+      new iam.PolicyStatement({
+        principals: [cloudwatchAlarms],
+        actions: ['sns:Publish'],
+        resources: [this.topic.topicArn],
+        conditions: fromThisAccountsAlarms,
+      }),
+    );
     if (props.alarmEmail) this.topic.addSubscription(new subscriptions.EmailSubscription(props.alarmEmail));
 
     const alarm = (name: string, p: cloudwatch.AlarmProps): cloudwatch.Alarm => {
@@ -111,20 +134,25 @@ export class FencepostAlarms extends Construct {
       return a;
     };
     const atLeast = (metric: cloudwatch.IMetric, threshold: number, alarmDescription: string): cloudwatch.AlarmProps => ({
-      metric, threshold, alarmDescription, evaluationPeriods: 1,
+      metric,
+      threshold,
+      alarmDescription,
+      evaluationPeriods: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
     const above = (metric: cloudwatch.IMetric, threshold: number, alarmDescription: string): cloudwatch.AlarmProps => ({
-      ...atLeast(metric, threshold, alarmDescription), comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      ...atLeast(metric, threshold, alarmDescription),
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
     });
-    const conditionalChecks = (table: dynamodb.ITable, which: string, normal: string) => above(
-      table.metricConditionalCheckFailedRequests({ statistic: 'Sum', period: FIVE_MINUTES }),
-      props.conditionalCheckFailedThreshold,
-      `The ${which} table refused more than ${props.conditionalCheckFailedThreshold} conditional writes in 5 minutes. Some are normal (${normal}); `
-        + 'a rate above this means contention (several claimants or duplicate triggers) or a zombie storm (many holders acting on leases they lost). '
-        + 'Safety holds (the fence refused them); find who is writing: Fencepost dashboard, LeaseLost, FencedRejections, the executions list. See docs/ALARMS.md.',
-    );
+    const conditionalChecks = (table: dynamodb.ITable, which: string, normal: string) =>
+      above(
+        table.metricConditionalCheckFailedRequests({ statistic: 'Sum', period: FIVE_MINUTES }),
+        props.conditionalCheckFailedThreshold,
+        `The ${which} table refused more than ${props.conditionalCheckFailedThreshold} conditional writes in 5 minutes. Some are normal (${normal}); ` +
+          'a rate above this means contention (several claimants or duplicate triggers) or a zombie storm (many holders acting on leases they lost). ' +
+          'Safety holds (the fence refused them); find who is writing: Fencepost dashboard, LeaseLost, FencedRejections, the executions list. See docs/ALARMS.md.',
+      );
 
     const billingNotDone = alarm('BillingNotDone', {
       metric: appMetric(Metric.runsCompleted, 'Sum', Duration.days(1)),
@@ -132,8 +160,9 @@ export class FencepostAlarms extends Construct {
       comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
       evaluationPeriods: 1,
       treatMissingData: cloudwatch.TreatMissingData.BREACHING, // no datapoint at all is exactly "no run completed"
-      alarmDescription: `No billing run completed in the 24 hours ending at the ${props.deadlineHour}:00 ${props.timeZone} deadline: tonight's invoices are not DONE. `
-        + 'Check the billing state machine executions and the schedule DLQ, then start a run for the night by hand (a duplicate run is harmless: lease and fence). See docs/ALARMS.md.',
+      alarmDescription:
+        `No billing run completed in the 24 hours ending at the ${props.deadlineHour}:00 ${props.timeZone} deadline: tonight's invoices are not DONE. ` +
+        'Check the billing state machine executions and the schedule DLQ, then start a run for the night by hand (a duplicate run is harmless: lease and fence). See docs/ALARMS.md.',
     });
     // Evaluated once a day, when a 1-day period closes. The period's "midnight" is placed at the deadline by the
     // fixed UTC offset below, so the alarm looks at exactly the 24 hours that end at the deadline (docs/ALARMS.md).
@@ -146,46 +175,116 @@ export class FencepostAlarms extends Construct {
     this.alarms = {
       // Alarm on what the estimate proves, max(0, |offset| − error), not on |offset|: one Date header is truncated to
       // the second, so a correct clock's |offset| alone reads up to ~500 ms (docs/ALARMS.md, test/clock-offset.test.ts).
-      clockOffset: alarm('ClockOffset', above(appMetric(Metric.clockOffsetBeyondErrorMs, 'Maximum'), props.clockOffsetAlarmMs,
-        `A Lambda's wall clock is provably more than ${props.clockOffsetAlarmMs} ms off AWS's time: the offset estimated from response Date headers, less its error bound (docs/CLOCK.md). `
-        + `The lease margin (${props.marginMs} ms) absorbs clock error; this fires well before it is used up. Durations are timed on the monotonic clock, `
-        + 'so safety does not depend on it, but investigate the execution environment (NTP/chrony, a VM pause) before the offset nears the margin.')),
-      fencedRejections: alarm('FencedRejections', atLeast(appMetric(Metric.fencedRejections, 'Sum'), props.fencedRejectionsThreshold,
-        `At least ${props.fencedRejectionsThreshold} write(s) in 5 minutes were refused by the fence (a TransactWriteItems cancelled by its ConditionCheck on the job row, or an S3 412): a holder kept acting after it lost its lease (a zombie, Part 4). `
-        + 'Counted by the Lambdas themselves: DynamoDB publishes no per-table metric for a condition that cancels a transaction. '
-        + 'The fence worked and nothing was written twice; find why the holder overran its lease (long GC/freeze, throttling, a renewal path failing) via LeaseLost and the executions.')),
-      lockConditionalChecks: alarm('LockConditionalChecks', conditionalChecks(props.locks, 'lock',
-        "a waiting claimant's claim after its lease-long wait when the holder renewed, a duplicate trigger, a renewal after takeover")),
-      jobConditionalChecks: alarm('JobConditionalChecks', conditionalChecks(props.jobs, 'job',
-        'a duplicate trigger meeting a DONE job, a sweeper re-queue that lost a race to a new holder; a chunk\'s fenced transaction is not counted here')),
-      transactionConflicts: alarm('TransactionConflicts', above(conflicts, props.conditionalCheckFailedThreshold,
-        `DynamoDB rejected more than ${props.conditionalCheckFailedThreshold} item-level writes on the job and invoice tables in 5 minutes because another request was writing the same item at that moment (TransactionConflict). `
-        + 'With one chunk at a time a holder never races itself, so this means two writers on one night at once: a zombie\'s transactions against the new holder\'s raise or puts, or a sweeper re-queue against a running chunk. '
-        + 'The chunk retries them and the fence keeps the data safe; find the second writer (FencedRejections, LeaseLost, the executions list). See docs/ALARMS.md.')),
+      clockOffset: alarm(
+        'ClockOffset',
+        above(
+          appMetric(Metric.clockOffsetBeyondErrorMs, 'Maximum'),
+          props.clockOffsetAlarmMs,
+          `A Lambda's wall clock is provably more than ${props.clockOffsetAlarmMs} ms off AWS's time: the offset estimated from response Date headers, less its error bound (docs/CLOCK.md). ` +
+            `The lease margin (${props.marginMs} ms) absorbs clock error; this fires well before it is used up. Durations are timed on the monotonic clock, ` +
+            'so safety does not depend on it, but investigate the execution environment (NTP/chrony, a VM pause) before the offset nears the margin.',
+        ),
+      ),
+      fencedRejections: alarm(
+        'FencedRejections',
+        atLeast(
+          appMetric(Metric.fencedRejections, 'Sum'),
+          props.fencedRejectionsThreshold,
+          `At least ${props.fencedRejectionsThreshold} write(s) in 5 minutes were refused by the fence (a TransactWriteItems cancelled by its ConditionCheck on the job row, or an S3 412): a holder kept acting after it lost its lease (a zombie, Part 4). ` +
+            'Counted by the Lambdas themselves: DynamoDB publishes no per-table metric for a condition that cancels a transaction. ' +
+            'The fence worked and nothing was written twice; find why the holder overran its lease (long GC/freeze, throttling, a renewal path failing) via LeaseLost and the executions.',
+        ),
+      ),
+      lockConditionalChecks: alarm(
+        'LockConditionalChecks',
+        conditionalChecks(
+          props.locks,
+          'lock',
+          "a waiting claimant's claim after its lease-long wait when the holder renewed, a duplicate trigger, a renewal after takeover",
+        ),
+      ),
+      jobConditionalChecks: alarm(
+        'JobConditionalChecks',
+        conditionalChecks(
+          props.jobs,
+          'job',
+          "a duplicate trigger meeting a DONE job, a sweeper re-queue that lost a race to a new holder; a chunk's fenced transaction is not counted here",
+        ),
+      ),
+      transactionConflicts: alarm(
+        'TransactionConflicts',
+        above(
+          conflicts,
+          props.conditionalCheckFailedThreshold,
+          `DynamoDB rejected more than ${props.conditionalCheckFailedThreshold} item-level writes on the job and invoice tables in 5 minutes because another request was writing the same item at that moment (TransactionConflict). ` +
+            "With one chunk at a time a holder never races itself, so this means two writers on one night at once: a zombie's transactions against the new holder's raise or puts, or a sweeper re-queue against a running chunk. " +
+            'The chunk retries them and the fence keeps the data safe; find the second writer (FencedRejections, LeaseLost, the executions list). See docs/ALARMS.md.',
+        ),
+      ),
       billingNotDone,
-      executionsFailed: alarm('ExecutionsFailed', atLeast(sm.metricFailed({ period: FIVE_MINUTES }), 1,
-        'A billing execution failed (a lost lease ends quietly, so this is something else: a bug, a permission, a store error). '
-        + 'It released its lease conditionally. Read the execution history, fix the cause, start the night again (safe to re-run).')),
-      executionsTimedOut: alarm('ExecutionsTimedOut', atLeast(sm.metricTimedOut({ period: FIVE_MINUTES }), 1,
-        'A billing execution hit its state machine timeout. Its lease lapses on its own and the sweeper re-queues the job; '
-        + 'check why it was slow (throttling, a stuck chunk) and whether the night still finishes before the deadline.')),
-      executionsAborted: alarm('ExecutionsAborted', atLeast(sm.metricAborted({ period: FIVE_MINUTES }), 1,
-        'A billing execution was stopped (StopExecution, by a person or automation). It could not release its lease, which lapses; '
-        + 'the sweeper re-queues the job. Make sure the stop was intended and that the night is re-run.')),
-      scheduleDeadLetters: alarm('ScheduleDeadLetters', above(
-        props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: FIVE_MINUTES }), 0,
-        'EventBridge Scheduler could not start the billing state machine after its retries: a night was never started. '
-        + 'Read the message (it carries the error), fix it (role, state machine), start the night by hand, then purge the queue.')),
-      sweeperStorm: alarm('SweeperStorm', atLeast(appMetric(Metric.sweeperStorm, 'Sum'), 1,
-        'The orphan sweeper saw most claimed jobs look dead at once and re-queued NONE of them (Part 6: a storm usually means our own renewal '
-        + 'path is failing, not the holders). Check the lock table (throttling, errors), the billing executions and LeaseLost. If the holders '
-        + 'really are gone (a mass crash), re-run the nights by hand; the fence keeps that safe.')),
-      sweeperFailed: alarm('SweeperFailed', atLeast(props.sweeper.metricFailed({ period: FIVE_MINUTES }), 1,
-        'An orphan sweeper execution failed: orphaned nights are not being re-queued until it works again. Read the execution history.')),
-      sweeperDeadLetters: alarm('SweeperDeadLetters', above(
-        props.sweeperDeadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: FIVE_MINUTES }), 0,
-        'EventBridge Scheduler could not start the orphan sweeper after its retries. Sweeps are missed until it works again; '
-        + 'read the message (it carries the error), fix the role or state machine, then purge the queue.')),
+      executionsFailed: alarm(
+        'ExecutionsFailed',
+        atLeast(
+          sm.metricFailed({ period: FIVE_MINUTES }),
+          1,
+          'A billing execution failed (a lost lease ends quietly, so this is something else: a bug, a permission, a store error). ' +
+            'It released its lease conditionally. Read the execution history, fix the cause, start the night again (safe to re-run).',
+        ),
+      ),
+      executionsTimedOut: alarm(
+        'ExecutionsTimedOut',
+        atLeast(
+          sm.metricTimedOut({ period: FIVE_MINUTES }),
+          1,
+          'A billing execution hit its state machine timeout. Its lease lapses on its own and the sweeper re-queues the job; ' +
+            'check why it was slow (throttling, a stuck chunk) and whether the night still finishes before the deadline.',
+        ),
+      ),
+      executionsAborted: alarm(
+        'ExecutionsAborted',
+        atLeast(
+          sm.metricAborted({ period: FIVE_MINUTES }),
+          1,
+          'A billing execution was stopped (StopExecution, by a person or automation). It could not release its lease, which lapses; ' +
+            'the sweeper re-queues the job. Make sure the stop was intended and that the night is re-run.',
+        ),
+      ),
+      scheduleDeadLetters: alarm(
+        'ScheduleDeadLetters',
+        above(
+          props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: FIVE_MINUTES }),
+          0,
+          'EventBridge Scheduler could not start the billing state machine after its retries: a night was never started. ' +
+            'Read the message (it carries the error), fix it (role, state machine), start the night by hand, then purge the queue.',
+        ),
+      ),
+      sweeperStorm: alarm(
+        'SweeperStorm',
+        atLeast(
+          appMetric(Metric.sweeperStorm, 'Sum'),
+          1,
+          'The orphan sweeper saw most claimed jobs look dead at once and re-queued NONE of them (Part 6: a storm usually means our own renewal ' +
+            'path is failing, not the holders). Check the lock table (throttling, errors), the billing executions and LeaseLost. If the holders ' +
+            'really are gone (a mass crash), re-run the nights by hand; the fence keeps that safe.',
+        ),
+      ),
+      sweeperFailed: alarm(
+        'SweeperFailed',
+        atLeast(
+          props.sweeper.metricFailed({ period: FIVE_MINUTES }),
+          1,
+          'An orphan sweeper execution failed: orphaned nights are not being re-queued until it works again. Read the execution history.',
+        ),
+      ),
+      sweeperDeadLetters: alarm(
+        'SweeperDeadLetters',
+        above(
+          props.sweeperDeadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: FIVE_MINUTES }),
+          0,
+          'EventBridge Scheduler could not start the orphan sweeper after its retries. Sweeps are missed until it works again; ' +
+            'read the message (it carries the error), fix the role or state machine, then purge the queue.',
+        ),
+      ),
     };
 
     this.dashboard = this.buildDashboard(props);
@@ -211,15 +310,23 @@ export class FencepostAlarms extends Construct {
         ],
       }),
       graph('Lease losses and takeover waits', [sum(Metric.leaseLost)], { right: [appMetric(Metric.takeoverWaitMs, 'Maximum')] }),
-      graph('Sweeper', [sum(Metric.orphansFound), sum(Metric.orphansRequeued), sum(Metric.sweeperStorm)], { right: [sum(Metric.sweeperSkippedAlive)] }),
-      graph('Clock offset (ms)', [
-        appMetric(Metric.clockOffsetBeyondErrorMs, 'Maximum'), appMetric(Metric.clockOffsetMs, 'Maximum'), appMetric(Metric.clockOffsetErrorMs, 'Maximum'),
-      ], {
-        leftAnnotations: [
-          { value: props.clockOffsetAlarmMs, label: 'alarm', color: cloudwatch.Color.ORANGE },
-          { value: props.marginMs, label: 'lease margin', color: cloudwatch.Color.RED },
-        ],
+      graph('Sweeper', [sum(Metric.orphansFound), sum(Metric.orphansRequeued), sum(Metric.sweeperStorm)], {
+        right: [sum(Metric.sweeperSkippedAlive)],
       }),
+      graph(
+        'Clock offset (ms)',
+        [
+          appMetric(Metric.clockOffsetBeyondErrorMs, 'Maximum'),
+          appMetric(Metric.clockOffsetMs, 'Maximum'),
+          appMetric(Metric.clockOffsetErrorMs, 'Maximum'),
+        ],
+        {
+          leftAnnotations: [
+            { value: props.clockOffsetAlarmMs, label: 'alarm', color: cloudwatch.Color.ORANGE },
+            { value: props.marginMs, label: 'lease margin', color: cloudwatch.Color.RED },
+          ],
+        },
+      ),
     );
     dashboard.addWidgets(
       graph('Schedule dead letters', [props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum' })]),
@@ -241,7 +348,7 @@ export function deadlineWindowZone(timeZone: string, deadlineHour: number, year 
     for (const day of [1, 15]) offsets.push(utcOffsetMinutes(timeZone, new Date(Date.UTC(year, month, day, 12))));
   }
   const deadlineUtc = deadlineHour * 60 - Math.min(...offsets); // minutes after UTC midnight (mod a day)
-  let zone = (((-deadlineUtc) % 1440) + 1440) % 1440; // offset whose local midnight is that UTC instant
+  let zone = ((-deadlineUtc % 1440) + 1440) % 1440; // offset whose local midnight is that UTC instant
   if (zone >= 720) zone -= 1440; // as an offset between -12:00 and +11:59
   const sign = zone < 0 ? '-' : '+';
   const abs = Math.abs(zone);
@@ -249,8 +356,9 @@ export function deadlineWindowZone(timeZone: string, deadlineHour: number, year 
 }
 
 function utcOffsetMinutes(timeZone: string, at: Date): number {
-  const name = new Intl.DateTimeFormat('en-US', { timeZone, timeZoneName: 'longOffset' })
-    .formatToParts(at).find((p) => p.type === 'timeZoneName')?.value ?? 'GMT';
+  const name =
+    new Intl.DateTimeFormat('en-US', { timeZone, timeZoneName: 'longOffset' }).formatToParts(at).find((p) => p.type === 'timeZoneName')?.value ??
+    'GMT';
   const m = /^GMT([+-])(\d{2}):(\d{2})$/.exec(name);
   if (!m) return 0; // "GMT": UTC itself
   return (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 60 + Number(m[3]));

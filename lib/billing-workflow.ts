@@ -30,9 +30,18 @@ import { handlerFunction } from './handler-function';
 import { Env } from '../lambda/env';
 
 /** The settings the workflow's functions and Map take: a slice of the validated stack configuration. */
-export type WorkflowSettings = Pick<StackConfig,
-  'leaseMs' | 'renewMs' | 'marginMs' | 'invoices' | 'chunkSize' | 'chunkConcurrency' | 'claimBudget' | 'scheduleTimeZone'
-  | 'distributedMapAboveChunks'>;
+export type WorkflowSettings = Pick<
+  StackConfig,
+  | 'leaseMs'
+  | 'renewMs'
+  | 'marginMs'
+  | 'invoices'
+  | 'chunkSize'
+  | 'chunkConcurrency'
+  | 'claimBudget'
+  | 'scheduleTimeZone'
+  | 'distributedMapAboveChunks'
+>;
 
 export interface BillingWorkflowProps {
   readonly locks: ITable;
@@ -45,7 +54,11 @@ export interface BillingWorkflowProps {
 /** Error names the Lambdas throw (core/errors.ts, lambda/runtime.ts). The Catch and Retry clauses match them. */
 export const LOST_ERRORS = ['LeaseLostError', 'StopTimePassedError', 'FencedOutError'];
 export const TRANSIENT_ERRORS = [
-  'TransientStoreError', 'Lambda.ServiceException', 'Lambda.AWSLambdaException', 'Lambda.SdkClientException', 'Lambda.TooManyRequestsException',
+  'TransientStoreError',
+  'Lambda.ServiceException',
+  'Lambda.AWSLambdaException',
+  'Lambda.SdkClientException',
+  'Lambda.TooManyRequestsException',
   'Lambda.ClientExecutionTimeoutException', // the Invoke call itself timed out: nothing says the function ran, so try again
 ];
 /** Retries of a transient error per task (ASL MaxAttempts counts retries, not attempts: 1 + 4 invocations at most). */
@@ -65,8 +78,13 @@ export const MAP_RUN_FAILED = 'States.ExceedToleratedFailureThreshold';
  * beside the work) while writing nothing, holding the night from a new holder.
  */
 export const TIMEOUT: Record<BillingHandlerName, Duration> = {
-  prepare: Duration.seconds(10), observe: Duration.seconds(20), claim: Duration.seconds(20), raise: Duration.seconds(30),
-  chunk: Duration.minutes(1), complete: Duration.seconds(30), release: Duration.seconds(20),
+  prepare: Duration.seconds(10),
+  observe: Duration.seconds(20),
+  claim: Duration.seconds(20),
+  raise: Duration.seconds(30),
+  chunk: Duration.minutes(1),
+  complete: Duration.seconds(30),
+  release: Duration.seconds(20),
 };
 
 /** The billing execution's own timeout (a night that runs past it fails, and the ExecutionsTimedOut alarm fires). */
@@ -143,19 +161,25 @@ export function chunkListBytes(chunks: number): number {
  * 1 s, so at most ceil(claimBudget × leaseMs / 1000) waits, each followed by an observation (Observe + Choice + Wait),
  * plus one failed claim per lease watched (Claim + Choice, then an observation without a wait).
  */
-export function chunkMapPlan(s: Pick<WorkflowSettings, 'invoices' | 'chunkSize' | 'leaseMs' | 'claimBudget' | 'distributedMapAboveChunks'>): ChunkMapPlan {
+export function chunkMapPlan(
+  s: Pick<WorkflowSettings, 'invoices' | 'chunkSize' | 'leaseMs' | 'claimBudget' | 'distributedMapAboveChunks'>,
+): ChunkMapPlan {
   const chunks = Math.ceil(s.invoices / s.chunkSize);
   const mode: ChunkMapMode = chunks > s.distributedMapAboveChunks ? 'distributed' : 'inline';
   const waits = Math.ceil((s.claimBudget * s.leaseMs) / 1000);
   const failedClaims = s.claimBudget + 1;
   const observation = HISTORY.task + HISTORY.passOrChoice;
-  const fixedEvents = HISTORY.execution
-    + HISTORY.task + HISTORY.passOrChoice // Prepare, FirstObservation
-    + waits * (HISTORY.passOrChoice + observation) + observation // WatchTheLease → Observe → ClaimOrWatch, and the first look
-    + failedClaims * (HISTORY.task + HISTORY.passOrChoice + observation) // Claim → Claimed → Observe → ClaimOrWatch
-    + HISTORY.task + HISTORY.passOrChoice // RaiseFence, AlreadyDoneAtRaise
-    + HISTORY.mapState
-    + 2 * (HISTORY.task + HISTORY.passOrChoice); // Complete + Completed, or the failure path's release, Choice and Fail
+  const fixedEvents =
+    HISTORY.execution +
+    HISTORY.task +
+    HISTORY.passOrChoice + // Prepare, FirstObservation
+    waits * (HISTORY.passOrChoice + observation) +
+    observation + // WatchTheLease → Observe → ClaimOrWatch, and the first look
+    failedClaims * (HISTORY.task + HISTORY.passOrChoice + observation) + // Claim → Claimed → Observe → ClaimOrWatch
+    HISTORY.task +
+    HISTORY.passOrChoice + // RaiseFence, AlreadyDoneAtRaise
+    HISTORY.mapState +
+    2 * (HISTORY.task + HISTORY.passOrChoice); // Complete + Completed, or the failure path's release, Choice and Fail
   const eventsPerChunk = mode === 'inline' ? HISTORY.mapIteration + HISTORY.task : 0;
   // The chunk list as the raise returns it ([0,1,…]); inline, the Map's results stay in the state too:
   // {"chunk":N,"recorded":S,"alreadyRecorded":S,"transactions":T} per chunk (lambda/chunk.ts), at their widest.
@@ -163,7 +187,12 @@ export function chunkMapPlan(s: Pick<WorkflowSettings, 'invoices' | 'chunkSize' 
   const resultBytes = 2 + chunks * (58 + digits(chunks - 1) + 2 * digits(s.chunkSize) + digits(transactions));
   const payloadBytes = STATE_RESERVE_BYTES + chunkListBytes(chunks) + (mode === 'inline' ? resultBytes : 0);
   return {
-    chunks, mode, fixedEvents, eventsPerChunk, historyEvents: fixedEvents + chunks * eventsPerChunk, payloadBytes,
+    chunks,
+    mode,
+    fixedEvents,
+    eventsPerChunk,
+    historyEvents: fixedEvents + chunks * eventsPerChunk,
+    payloadBytes,
     chunkMs: transactions * CHUNK_TIME.msPerTransaction + CHUNK_TIME.tailMs,
   };
 }
@@ -172,36 +201,52 @@ export function chunkMapPlan(s: Pick<WorkflowSettings, 'invoices' | 'chunkSize' 
  * Every problem with how the chunks would run on AWS, each naming the setting to change first. Assumes the core
  * checks (positive integers, lease relations) passed.
  */
-export function chunkMapProblems(s: Pick<WorkflowSettings, 'invoices' | 'chunkSize' | 'chunkConcurrency' | 'leaseMs' | 'claimBudget' | 'distributedMapAboveChunks'>): string[] {
+export function chunkMapProblems(
+  s: Pick<WorkflowSettings, 'invoices' | 'chunkSize' | 'chunkConcurrency' | 'leaseMs' | 'claimBudget' | 'distributedMapAboveChunks'>,
+): string[] {
   const problems: string[] = [];
   if (!Number.isSafeInteger(s.distributedMapAboveChunks) || s.distributedMapAboveChunks < 0) {
     problems.push(`distributedMapAboveChunks must be a non-negative integer (0: always distributed), got ${s.distributedMapAboveChunks}`);
     return problems;
   }
   const plan = chunkMapPlan(s);
-  const [limit, where] = plan.mode === 'inline'
-    ? [SFN_QUOTAS.inlineConcurrency, `an inline Map (this night's ${plan.chunks} chunks are at most distributedMapAboveChunks, ${s.distributedMapAboveChunks})`]
-    : [SFN_QUOTAS.distributedConcurrency, 'a Distributed Map'];
+  const [limit, where] =
+    plan.mode === 'inline'
+      ? [
+          SFN_QUOTAS.inlineConcurrency,
+          `an inline Map (this night's ${plan.chunks} chunks are at most distributedMapAboveChunks, ${s.distributedMapAboveChunks})`,
+        ]
+      : [SFN_QUOTAS.distributedConcurrency, 'a Distributed Map'];
   if (!Number.isSafeInteger(s.chunkConcurrency) || s.chunkConcurrency < 1 || s.chunkConcurrency > limit) {
     problems.push(`chunkConcurrency must be an integer from 1 to ${limit} for ${where}, got ${s.chunkConcurrency}`);
   }
   const budgetMs = TIMEOUT.chunk.toMilliseconds() * CHUNK_TIME.shareOfTimeout;
   if (plan.chunkMs > budgetMs) {
     const maxSize = Math.floor((budgetMs - CHUNK_TIME.tailMs) / CHUNK_TIME.msPerTransaction) * CHUNK_TIME.putsPerTransaction;
-    problems.push(`chunkSize (${s.chunkSize}) makes a chunk of about ${(plan.chunkMs / 1000).toFixed(1)} s (${CHUNK_TIME.msPerTransaction} ms per transaction of ${CHUNK_TIME.putsPerTransaction} invoices), more than half the chunk function's ${TIMEOUT.chunk.toSeconds()} s timeout: at most ${maxSize}`);
+    problems.push(
+      `chunkSize (${s.chunkSize}) makes a chunk of about ${(plan.chunkMs / 1000).toFixed(1)} s (${CHUNK_TIME.msPerTransaction} ms per transaction of ${CHUNK_TIME.putsPerTransaction} invoices), more than half the chunk function's ${TIMEOUT.chunk.toSeconds()} s timeout: at most ${maxSize}`,
+    );
   }
   if (plan.fixedEvents > SFN_QUOTAS.historyEvents) {
-    problems.push(`claimBudget (${s.claimBudget}) × leaseMs (${s.leaseMs}) lets the claim loop alone write up to ${plan.fixedEvents} history events (1 s polls), above the ${SFN_QUOTAS.historyEvents} quota`);
+    problems.push(
+      `claimBudget (${s.claimBudget}) × leaseMs (${s.leaseMs}) lets the claim loop alone write up to ${plan.fixedEvents} history events (1 s polls), above the ${SFN_QUOTAS.historyEvents} quota`,
+    );
   } else if (plan.historyEvents > SFN_QUOTAS.historyEvents) {
     const inlineMax = Math.floor((SFN_QUOTAS.historyEvents - plan.fixedEvents) / (HISTORY.mapIteration + HISTORY.task));
-    problems.push(`distributedMapAboveChunks (${s.distributedMapAboveChunks}) runs this night's ${plan.chunks} chunks inline, whose history can reach ${plan.historyEvents} events, above the ${SFN_QUOTAS.historyEvents} quota: set it to at most ${inlineMax}`);
+    problems.push(
+      `distributedMapAboveChunks (${s.distributedMapAboveChunks}) runs this night's ${plan.chunks} chunks inline, whose history can reach ${plan.historyEvents} events, above the ${SFN_QUOTAS.historyEvents} quota: set it to at most ${inlineMax}`,
+    );
   }
   if (plan.payloadBytes > SFN_QUOTAS.payloadBytes) {
-    problems.push(`chunkSize (${s.chunkSize}) makes ${plan.chunks} chunks, whose list${plan.mode === 'inline' ? ' and inline results' : ''} (about ${plan.payloadBytes} bytes with the rest of the state) exceed the ${SFN_QUOTAS.payloadBytes}-byte state payload quota: raise chunkSize${plan.mode === 'inline' ? ' or lower distributedMapAboveChunks' : ''}`);
+    problems.push(
+      `chunkSize (${s.chunkSize}) makes ${plan.chunks} chunks, whose list${plan.mode === 'inline' ? ' and inline results' : ''} (about ${plan.payloadBytes} bytes with the rest of the state) exceed the ${SFN_QUOTAS.payloadBytes}-byte state payload quota: raise chunkSize${plan.mode === 'inline' ? ' or lower distributedMapAboveChunks' : ''}`,
+    );
   }
   const nightMs = Math.ceil(plan.chunks / Math.max(1, s.chunkConcurrency)) * plan.chunkMs;
   if (nightMs > EXECUTION_TIMEOUT.toMilliseconds()) {
-    problems.push(`chunkConcurrency (${s.chunkConcurrency}) bills ${plan.chunks} chunks in about ${Math.round(nightMs / 60_000)} minutes, past the execution's ${EXECUTION_TIMEOUT.toHumanString()} timeout: raise it`);
+    problems.push(
+      `chunkConcurrency (${s.chunkConcurrency}) bills ${plan.chunks} chunks in about ${Math.round(nightMs / 60_000)} minutes, past the execution's ${EXECUTION_TIMEOUT.toHumanString()} timeout: raise it`,
+    );
   }
   return problems;
 }
@@ -228,17 +273,28 @@ export class BillingWorkflow extends Construct {
     const s = props.settings;
     this.distributed = chunkMapPlan(s).mode === 'distributed';
     const environment: Record<string, string> = {
-      [Env.lockTable]: props.locks.tableName, [Env.jobTable]: props.jobs.tableName, [Env.invoiceTable]: props.invoices.tableName,
+      [Env.lockTable]: props.locks.tableName,
+      [Env.jobTable]: props.jobs.tableName,
+      [Env.invoiceTable]: props.invoices.tableName,
       [Env.bucket]: props.bucket.bucketName,
-      [Env.leaseMs]: String(s.leaseMs), [Env.renewMs]: String(s.renewMs), [Env.marginMs]: String(s.marginMs),
-      [Env.invoices]: String(s.invoices), [Env.chunkSize]: String(s.chunkSize), [Env.claimBudget]: String(s.claimBudget),
+      [Env.leaseMs]: String(s.leaseMs),
+      [Env.renewMs]: String(s.renewMs),
+      [Env.marginMs]: String(s.marginMs),
+      [Env.invoices]: String(s.invoices),
+      [Env.chunkSize]: String(s.chunkSize),
+      [Env.claimBudget]: String(s.claimBudget),
       [Env.scheduleTimeZone]: s.scheduleTimeZone,
     };
     this.environment = environment;
     const fn = (name: BillingHandlerName, memoryMb = 256) => handlerFunction(this, name, { environment, timeout: TIMEOUT[name], memoryMb });
     this.functions = {
-      prepare: fn('prepare'), observe: fn('observe'), claim: fn('claim'), raise: fn('raise'),
-      chunk: fn('chunk', 1024), complete: fn('complete'), release: fn('release'),
+      prepare: fn('prepare'),
+      observe: fn('observe'),
+      claim: fn('claim'),
+      raise: fn('raise'),
+      chunk: fn('chunk', 1024),
+      complete: fn('complete'),
+      release: fn('release'),
     };
 
     // Grants by need: each function gets the actions it uses on the resources it touches, nothing more. Written
@@ -265,7 +321,9 @@ export class BillingWorkflow extends Construct {
       tracingEnabled: true,
       logs: {
         destination: new logs.LogGroup(this, 'ExecutionLogs', {
-          logGroupName: stateMachineLogGroupName(this, 'billing'), retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY,
+          logGroupName: stateMachineLogGroupName(this, 'billing'),
+          retention: logs.RetentionDays.ONE_MONTH,
+          removalPolicy: RemovalPolicy.DESTROY,
         }),
         level: sfn.LogLevel.ALL,
         includeExecutionData: true,
@@ -282,7 +340,8 @@ export class BillingWorkflow extends Construct {
     for (const one of [this.functions.raise, this.functions.chunk, this.functions.complete]) {
       Validations.of(one).acknowledge({
         id: `AwsSolutions-IAM5[Resource::<${bucketId}.Arn>/billing/*]`,
-        reason: 'Manifest and chunk object keys carry the night\'s date and the writer\'s token (billing/<date>/chunks/03.t12.jsonl), so they cannot be listed in advance; the grant is limited to the billing/ prefix.',
+        reason:
+          "Manifest and chunk object keys carry the night's date and the writer's token (billing/<date>/chunks/03.t12.jsonl), so they cannot be listed in advance; the grant is limited to the billing/ prefix.",
       });
     }
     Validations.of(this.stateMachine).acknowledge({
@@ -295,8 +354,15 @@ export class BillingWorkflow extends Construct {
       // are only known at run time (https://docs.aws.amazon.com/step-functions/latest/dg/state-map-distributed.html#dist-map-permissions).
       const executions = `arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"${logicalId(this.stateMachine)}"}]}]}`;
       Validations.of(this.stateMachine).acknowledge(
-        { id: `AwsSolutions-IAM5[Resource::${executions}:*]`, reason: 'Describe/StopExecution of this state machine\'s own executions only: a Distributed Map watches and stops the chunk child executions it starts, whose names are generated at run time.' },
-        { id: `AwsSolutions-IAM5[Resource::${executions}/Chunks:*]`, reason: 'RedriveExecution of the child executions of this state machine\'s Chunks Map Runs only (their names are generated at run time).' },
+        {
+          id: `AwsSolutions-IAM5[Resource::${executions}:*]`,
+          reason:
+            "Describe/StopExecution of this state machine's own executions only: a Distributed Map watches and stops the chunk child executions it starts, whose names are generated at run time.",
+        },
+        {
+          id: `AwsSolutions-IAM5[Resource::${executions}/Chunks:*]`,
+          reason: "RedriveExecution of the child executions of this state machine's Chunks Map Runs only (their names are generated at run time).",
+        },
       );
     }
   }
@@ -312,7 +378,13 @@ export class BillingWorkflow extends Construct {
       taskTimeout: sfn.Timeout.duration(TIMEOUT[name].plus(Duration.seconds(30))),
       retryOnServiceExceptions: false, // the Retry below covers them, with our backoff
     });
-    t.addRetry({ errors: TRANSIENT_ERRORS, interval: Duration.seconds(1), backoffRate: 2, maxAttempts: TRANSIENT_RETRIES, jitterStrategy: sfn.JitterType.FULL });
+    t.addRetry({
+      errors: TRANSIENT_ERRORS,
+      interval: Duration.seconds(1),
+      backoffRate: 2,
+      maxAttempts: TRANSIENT_RETRIES,
+      jitterStrategy: sfn.JitterType.FULL,
+    });
     return t;
   }
 
@@ -321,8 +393,10 @@ export class BillingWorkflow extends Construct {
     const held = { ...night, 'token.$': '$.claimed.token' };
 
     const invalid = new sfn.Fail(this, 'InvalidInput', { error: 'InvalidInput', causePath: '$.error.Cause' });
-    const prepare = this.task('Prepare', 'prepare', { 'input.$': '$', 'holder.$': '$$.Execution.Name' }, '$.night')
-      .addCatch(invalid, { errors: ['ConfigError'], resultPath: '$.error' });
+    const prepare = this.task('Prepare', 'prepare', { 'input.$': '$', 'holder.$': '$$.Execution.Name' }, '$.night').addCatch(invalid, {
+      errors: ['ConfigError'],
+      resultPath: '$.error',
+    });
     const start = new sfn.Pass(this, 'FirstObservation', { result: sfn.Result.fromObject({ attempt: 0 }), resultPath: '$.observed' });
     const observe = this.task('Observe', 'observe', { ...night, 'previous.$': '$.observed' }, '$.observed');
     const claim = this.task('Claim', 'claim', { ...night, 'sighting.$': '$.observed' }, '$.claimed');
@@ -331,15 +405,23 @@ export class BillingWorkflow extends Construct {
     const distributed = this.distributed;
     // Distributed, a chunk's output is only its number (see chunkMap): the Map's output is then no larger than the
     // chunk list it was given.
-    const chunkTask = this.task('BillChunk', 'chunk', { 'jobDate.$': '$.jobDate', 'holder.$': '$.holder', 'token.$': '$.token', 'chunk.$': '$.chunk' },
-      undefined, distributed ? '$.chunk' : undefined);
+    const chunkTask = this.task(
+      'BillChunk',
+      'chunk',
+      { 'jobDate.$': '$.jobDate', 'holder.$': '$.holder', 'token.$': '$.token', 'chunk.$': '$.chunk' },
+      undefined,
+      distributed ? '$.chunk' : undefined,
+    );
     const chunks = this.chunkMap(s, { ...held, 'chunk.$': '$$.Map.Item.Value' }).itemProcessor(chunkTask);
     const complete = this.task('Complete', 'complete', held, '$.completed');
 
     const completed = new sfn.Succeed(this, 'Completed');
     const alreadyDone = new sfn.Succeed(this, 'AlreadyDone');
     const lost = new sfn.Succeed(this, 'Lost', { comment: 'Lost the lease or fenced out: another holder owns the night. Quiet by design.' });
-    const gaveUp = new sfn.Fail(this, 'ClaimBudgetExhausted', { error: 'ClaimBudgetExhausted', cause: 'the holder stayed alive through every lease of the claim budget' });
+    const gaveUp = new sfn.Fail(this, 'ClaimBudgetExhausted', {
+      error: 'ClaimBudgetExhausted',
+      cause: 'the holder stayed alive through every lease of the claim budget',
+    });
     const failed = new sfn.Fail(this, 'Failed', { error: 'BillingFailed', causePath: '$.error.Cause' });
     const releaseAfterFailure = this.task('ReleaseAfterFailure', 'release', held, '$.released');
     releaseAfterFailure.addCatch(failed, { resultPath: '$.releaseError' }).next(failed);
@@ -355,18 +437,18 @@ export class BillingWorkflow extends Construct {
     // Transitions, in the order of the algorithm.
     prepare.next(start);
     start.next(observe);
-    observe.next(new sfn.Choice(this, 'ClaimOrWatch')
-      .when(sfn.Condition.booleanEquals('$.observed.done', true), alreadyDone)
-      .when(sfn.Condition.booleanEquals('$.observed.exhausted', true), gaveUp)
-      .when(sfn.Condition.booleanEquals('$.observed.claimNow', true), claim)
-      .otherwise(poll));
+    observe.next(
+      new sfn.Choice(this, 'ClaimOrWatch')
+        .when(sfn.Condition.booleanEquals('$.observed.done', true), alreadyDone)
+        .when(sfn.Condition.booleanEquals('$.observed.exhausted', true), gaveUp)
+        .when(sfn.Condition.booleanEquals('$.observed.claimNow', true), claim)
+        .otherwise(poll),
+    );
     poll.next(observe);
-    claim.next(new sfn.Choice(this, 'Claimed')
-      .when(sfn.Condition.booleanEquals('$.claimed.claimed', true), raise)
-      .otherwise(observe));
-    raise.next(new sfn.Choice(this, 'AlreadyDoneAtRaise')
-      .when(sfn.Condition.booleanEquals('$.raised.alreadyDone', true), alreadyDone)
-      .otherwise(chunks));
+    claim.next(new sfn.Choice(this, 'Claimed').when(sfn.Condition.booleanEquals('$.claimed.claimed', true), raise).otherwise(observe));
+    raise.next(
+      new sfn.Choice(this, 'AlreadyDoneAtRaise').when(sfn.Condition.booleanEquals('$.raised.alreadyDone', true), alreadyDone).otherwise(chunks),
+    );
     chunks.next(complete);
     complete.next(completed);
     return prepare;
@@ -400,9 +482,8 @@ export class BillingWorkflow extends Construct {
   private releaseAfterMapRun(held: Record<string, string>, lost: sfn.IChainable, failed: sfn.Fail): sfn.IChainable {
     const release = this.task('ReleaseAfterChunkFailure', 'release', held, '$.released');
     release.addCatch(failed, { resultPath: '$.releaseError' });
-    return release.next(new sfn.Choice(this, 'ChunksLostOrFailed')
-      .when(sfn.Condition.booleanEquals('$.released.released', false), lost)
-      .otherwise(failed));
+    return release.next(
+      new sfn.Choice(this, 'ChunksLostOrFailed').when(sfn.Condition.booleanEquals('$.released.released', false), lost).otherwise(failed),
+    );
   }
 }
-

@@ -87,9 +87,21 @@ export const STACK_DEFAULTS: StackConfig = {
 };
 
 const NUMBER_KEYS = [
-  'leaseMs', 'renewMs', 'marginMs', 'invoices', 'chunkSize', 'chunkConcurrency', 'distributedMapAboveChunks', 'claimBudget',
-  'clockOffsetAlarmMs', 'fencedRejectionsAlarmThreshold', 'conditionalCheckFailedAlarmThreshold', 'billingDeadlineHour',
-  'sweeperStormShare', 'sweeperStormMinimum', 'sweeperMaxRequeues',
+  'leaseMs',
+  'renewMs',
+  'marginMs',
+  'invoices',
+  'chunkSize',
+  'chunkConcurrency',
+  'distributedMapAboveChunks',
+  'claimBudget',
+  'clockOffsetAlarmMs',
+  'fencedRejectionsAlarmThreshold',
+  'conditionalCheckFailedAlarmThreshold',
+  'billingDeadlineHour',
+  'sweeperStormShare',
+  'sweeperStormMinimum',
+  'sweeperMaxRequeues',
 ] as const;
 const STRING_KEYS = ['scheduleExpression', 'scheduleTimeZone', 'alarmEmail', 'sweeperScheduleExpression'] as const;
 const KNOWN_KEYS: ReadonlySet<string> = new Set([...NUMBER_KEYS, ...STRING_KEYS]);
@@ -135,12 +147,15 @@ export function parseStackConfig(raw: unknown): StackConfig {
   }
   const problem = scheduleProblem(c.scheduleExpression);
   if (problem) problems.push(problem);
-  if (!isTimeZone(c.scheduleTimeZone)) problems.push(`scheduleTimeZone must be an IANA time zone such as UTC or Europe/Paris, got ${JSON.stringify(c.scheduleTimeZone)}`);
+  if (!isTimeZone(c.scheduleTimeZone))
+    problems.push(`scheduleTimeZone must be an IANA time zone such as UTC or Europe/Paris, got ${JSON.stringify(c.scheduleTimeZone)}`);
   if (!Number.isSafeInteger(c.clockOffsetAlarmMs) || c.clockOffsetAlarmMs < 1) {
     problems.push(`clockOffsetAlarmMs must be a positive integer, got ${c.clockOffsetAlarmMs}`);
   } else if (c.clockOffsetAlarmMs >= c.marginMs) {
     // The margin absorbs clock error (Part 2, Part 3); an alarm at or past it would fire only after the margin is gone.
-    problems.push(`clockOffsetAlarmMs (${c.clockOffsetAlarmMs}) must be less than marginMs (${c.marginMs}): the alarm must fire before clock error eats the margin`);
+    problems.push(
+      `clockOffsetAlarmMs (${c.clockOffsetAlarmMs}) must be less than marginMs (${c.marginMs}): the alarm must fire before clock error eats the margin`,
+    );
   }
   for (const key of ['fencedRejectionsAlarmThreshold', 'conditionalCheckFailedAlarmThreshold'] as const) {
     if (!Number.isSafeInteger(c[key]) || c[key] < 1) problems.push(`${key} must be a positive integer, got ${c[key]}`);
@@ -150,7 +165,9 @@ export function parseStackConfig(raw: unknown): StackConfig {
   } else if (!problem) {
     const gap = deadlineGapMinutes(c.scheduleExpression, c.billingDeadlineHour);
     if (gap !== undefined && gap < 60) {
-      problems.push(`billingDeadlineHour (${c.billingDeadlineHour}:00) must be at least an hour after the scheduled start (${gap} minutes is too little for a night's run)`);
+      problems.push(
+        `billingDeadlineHour (${c.billingDeadlineHour}:00) must be at least an hour after the scheduled start (${gap} minutes is too little for a night's run)`,
+      );
     }
   }
   const sweepProblem = scheduleProblem(c.sweeperScheduleExpression);
@@ -188,8 +205,12 @@ function asObject(raw: unknown, problems: string[]): Record<string, unknown> {
 function coreProblems(c: StackConfig): string[] {
   try {
     validateBillingConfig({
-      leaseMs: c.leaseMs, renewMs: c.renewMs, marginMs: c.marginMs, claimBudget: c.claimBudget,
-      invoices: c.invoices, chunkSize: c.chunkSize,
+      leaseMs: c.leaseMs,
+      renewMs: c.renewMs,
+      marginMs: c.marginMs,
+      claimBudget: c.claimBudget,
+      invoices: c.invoices,
+      chunkSize: c.chunkSize,
     });
     return [];
   } catch (err) {
@@ -203,7 +224,9 @@ function scheduleProblem(expression: string): string | undefined {
   const cron = /^cron\((.+)\)$/.exec(expression);
   if (cron) {
     const fields = cron[1].trim().split(/\s+/);
-    return fields.length === 6 ? undefined : `scheduleExpression cron(...) needs 6 fields (minutes hours day-of-month month day-of-week year), got ${fields.length} in ${expression}`;
+    return fields.length === 6
+      ? undefined
+      : `scheduleExpression cron(...) needs 6 fields (minutes hours day-of-month month day-of-week year), got ${fields.length} in ${expression}`;
   }
   if (/^rate\([1-9]\d* (minute|minutes|hour|hours|day|days)\)$/.test(expression)) return undefined;
   return `scheduleExpression must be cron(...) or rate(N unit), got ${JSON.stringify(expression)}`;

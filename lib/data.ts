@@ -15,9 +15,7 @@ import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
-import {
-  INVOICE_TABLE, JOB_TABLE, LOCK_TABLE, Keys, type KeyAttribute, type TableDescription,
-} from '../core/schema';
+import { INVOICE_TABLE, JOB_TABLE, LOCK_TABLE, Keys, type KeyAttribute, type TableDescription } from '../core/schema';
 
 const ATTRIBUTE_TYPE: Record<KeyAttribute['type'], dynamodb.AttributeType> = {
   S: dynamodb.AttributeType.STRING,

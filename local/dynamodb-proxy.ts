@@ -37,8 +37,10 @@ const ERROR_NS = 'com.amazonaws.dynamodb.v20120810#';
 
 // Wire texts as AWS sends them (the TransactWriteItems API reference lists the reason codes and messages).
 const CONFLICT_MESSAGE = 'Transaction is ongoing for the item';
-const THROTTLING_MESSAGE = 'Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html';
-const THROUGHPUT_MESSAGE = 'The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API.';
+const THROTTLING_MESSAGE =
+  'Throughput exceeds the current capacity of your table or index. DynamoDB is automatically scaling your table or index so please try again shortly. If exceptions persist, check if you have a hot key: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html';
+const THROUGHPUT_MESSAGE =
+  'The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API.';
 const INTERNAL_MESSAGE = 'Internal server error';
 const UNAVAILABLE_MESSAGE = 'DynamoDB is currently unavailable. (This should be a temporary state.)';
 
@@ -256,11 +258,13 @@ export async function startDynamoDbProxy(options: DynamoDbProxyOptions): Promise
 
   async function transactionItemIds(input: Json | undefined): Promise<(string | undefined)[]> {
     const items = Array.isArray(input?.TransactItems) ? (input.TransactItems as unknown[]) : [];
-    return Promise.all(items.map(async (entry) => {
-      const w = writeOf(entry);
-      if (!w) return undefined;
-      return itemIdOf(w.action.TableName, w.kind === 'Put' ? w.action.Item : w.action.Key);
-    }));
+    return Promise.all(
+      items.map(async (entry) => {
+        const w = writeOf(entry);
+        if (!w) return undefined;
+        return itemIdOf(w.action.TableName, w.kind === 'Put' ? w.action.Item : w.action.Key);
+      }),
+    );
   }
 
   const server = http.createServer((req, res) => {
@@ -275,7 +279,14 @@ export async function startDynamoDbProxy(options: DynamoDbProxyOptions): Promise
     server.once('error', (e: NodeJS.ErrnoException) => {
       agent.destroy();
       const where = `${options.host ?? '127.0.0.1'}:${options.port ?? 0}`;
-      reject(new InfrastructureError(e.code === 'EADDRINUSE' ? `DynamoDB endpoint: port ${where} is already in use` : `DynamoDB endpoint: cannot listen on ${where}: ${e.message}`, { cause: e }));
+      reject(
+        new InfrastructureError(
+          e.code === 'EADDRINUSE'
+            ? `DynamoDB endpoint: port ${where} is already in use`
+            : `DynamoDB endpoint: cannot listen on ${where}: ${e.message}`,
+          { cause: e },
+        ),
+      );
     });
     server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
   });
@@ -338,9 +349,10 @@ function faultAnswer(fault: FaultSpec, input: Json | undefined): Answer {
     case 'throughput-cancel': {
       const n = Math.max(1, Array.isArray(input?.TransactItems) ? input.TransactItems.length : 1);
       const at = Math.min(Math.max(0, fault.item ?? 0), n - 1);
-      const reason = fault.kind === 'throttle-cancel'
-        ? { Code: 'ThrottlingError', Message: THROTTLING_MESSAGE }
-        : { Code: 'ProvisionedThroughputExceeded', Message: THROUGHPUT_MESSAGE };
+      const reason =
+        fault.kind === 'throttle-cancel'
+          ? { Code: 'ThrottlingError', Message: THROTTLING_MESSAGE }
+          : { Code: 'ProvisionedThroughputExceeded', Message: THROUGHPUT_MESSAGE };
       return cancellation(Array.from({ length: n }, (_, i) => (i === at ? reason : { Code: 'None' })));
     }
   }
@@ -434,31 +446,38 @@ function isHttpFault(kind: FaultKind): boolean {
 async function describeKeySchema(target: URL, agent: http.Agent, table: string): Promise<readonly string[] | undefined> {
   const body = JSON.stringify({ TableName: table });
   const text = await new Promise<string | undefined>((resolve) => {
-    const req = http.request({
-      host: target.hostname, port: target.port, method: 'POST', path: '/', agent,
-      headers: {
-        'Content-Type': 'application/x-amz-json-1.0',
-        'X-Amz-Target': `${TARGET_PREFIX}DescribeTable`,
-        // The proxy's own key (DynamoDB Local takes letters and digits only), not the caller's: this lookup is the
-        // stand-in's, not a call the caller made, and the IAM proof reads the call log by principal. DynamoDB Local
-        // runs with -sharedDb, so every key sees the same tables.
-        Authorization: 'AWS4-HMAC-SHA256 Credential=DynamoDbProxy/19700101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0',
-        'Content-Length': Buffer.byteLength(body),
+    const req = http.request(
+      {
+        host: target.hostname,
+        port: target.port,
+        method: 'POST',
+        path: '/',
+        agent,
+        headers: {
+          'Content-Type': 'application/x-amz-json-1.0',
+          'X-Amz-Target': `${TARGET_PREFIX}DescribeTable`,
+          // The proxy's own key (DynamoDB Local takes letters and digits only), not the caller's: this lookup is the
+          // stand-in's, not a call the caller made, and the IAM proof reads the call log by principal. DynamoDB Local
+          // runs with -sharedDb, so every key sees the same tables.
+          Authorization: 'AWS4-HMAC-SHA256 Credential=DynamoDbProxy/19700101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0',
+          'Content-Length': Buffer.byteLength(body),
+        },
       },
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve(res.statusCode === 200 ? Buffer.concat(chunks).toString('utf8') : undefined));
-      res.on('error', () => resolve(undefined));
-    });
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve(res.statusCode === 200 ? Buffer.concat(chunks).toString('utf8') : undefined));
+        res.on('error', () => resolve(undefined));
+      },
+    );
     req.on('error', () => resolve(undefined));
     req.end(body);
   });
-  const schema = (parseJson(Buffer.from(text ?? '')) as { Table?: { KeySchema?: { AttributeName: string; KeyType: string }[] } } | undefined)?.Table?.KeySchema;
+  const schema = (parseJson(Buffer.from(text ?? '')) as { Table?: { KeySchema?: { AttributeName: string; KeyType: string }[] } } | undefined)?.Table
+    ?.KeySchema;
   if (!Array.isArray(schema)) return undefined;
   const order = (t: string) => (t === 'HASH' ? 0 : 1);
   return [...schema].sort((a, b) => order(a.KeyType) - order(b.KeyType)).map((k) => k.AttributeName);
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-

@@ -150,22 +150,32 @@ export class LocalLambdas {
         TZ: 'UTC', // Lambda's environments run in UTC
         ...fn.environment,
         // What Lambda sets in every environment, and what the SDK inside the bundle reads.
-        AWS_REGION: 'us-east-1', AWS_DEFAULT_REGION: 'us-east-1',
-        AWS_LAMBDA_FUNCTION_NAME: fn.logicalId, AWS_LAMBDA_FUNCTION_MEMORY_SIZE: String(fn.memoryMb),
+        AWS_REGION: 'us-east-1',
+        AWS_DEFAULT_REGION: 'us-east-1',
+        AWS_LAMBDA_FUNCTION_NAME: fn.logicalId,
+        AWS_LAMBDA_FUNCTION_MEMORY_SIZE: String(fn.memoryMb),
         AWS_LAMBDA_FUNCTION_VERSION: '$LATEST',
-        AWS_ACCESS_KEY_ID: fn.logicalId, AWS_SECRET_ACCESS_KEY: 'local',
-        AWS_ENDPOINT_URL_DYNAMODB: ep.dynamodb, AWS_ENDPOINT_URL_S3: ep.s3,
+        AWS_ACCESS_KEY_ID: fn.logicalId,
+        AWS_SECRET_ACCESS_KEY: 'local',
+        AWS_ENDPOINT_URL_DYNAMODB: ep.dynamodb,
+        AWS_ENDPOINT_URL_S3: ep.s3,
         ...(ep.sfn ? { AWS_ENDPOINT_URL_SFN: ep.sfn } : {}),
         FENCEPOST_LOCAL_FUNCTION_ARN: `arn:aws:lambda:us-east-1:000000000000:function:${fn.logicalId}`,
         // No X-Ray daemon here: the tracer would only warn about it.
-        POWERTOOLS_TRACE_ENABLED: 'false', POWERTOOLS_METRICS_DISABLED: 'true',
+        POWERTOOLS_TRACE_ENABLED: 'false',
+        POWERTOOLS_METRICS_DISABLED: 'true',
         // The per-batch events are logged at DEBUG; read them only when someone listens.
         ...(this.options.onEvent ? { POWERTOOLS_LOG_LEVEL: 'DEBUG' } : {}),
         AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
       },
     });
     const ready = new Promise<void>((resolve) => {
-      const onReady = (msg: { ready?: boolean }) => { if (msg?.ready) { child.off('message', onReady); resolve(); } };
+      const onReady = (msg: { ready?: boolean }) => {
+        if (msg?.ready) {
+          child.off('message', onReady);
+          resolve();
+        }
+      };
       child.on('message', onReady);
       child.once('exit', () => resolve()); // an environment that died in init: the invocation reports the exit
     });
@@ -186,7 +196,12 @@ export class LocalLambdas {
       const p = env.pending;
       if (p && !env.timedOut) {
         clearTimeout(p.timer);
-        p.reject(new LambdaTaskError('Runtime.ExitError', `RequestId: local Error: Runtime exited with error: ${signal ? `signal: ${signal}` : `exit status ${code}`}`));
+        p.reject(
+          new LambdaTaskError(
+            'Runtime.ExitError',
+            `RequestId: local Error: Runtime exited with error: ${signal ? `signal: ${signal}` : `exit status ${code}`}`,
+          ),
+        );
       }
     });
     return env;
@@ -195,7 +210,12 @@ export class LocalLambdas {
   /** A Powertools log line carries the event's fields at its top level beside Powertools' own keys. */
   private logLine(functionId: string, line: string): void {
     let record: Record<string, unknown>;
-    try { record = JSON.parse(line) as Record<string, unknown>; } catch { this.options.onLog?.(functionId, line); return; }
+    try {
+      record = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      this.options.onLog?.(functionId, line);
+      return;
+    }
     if (typeof record.event !== 'string' || typeof record.worker !== 'string' || !this.options.onEvent) {
       this.options.onLog?.(functionId, line);
       return;
@@ -208,16 +228,32 @@ export class LocalLambdas {
   /** Stop every environment (at the end of an execution). */
   async close(): Promise<void> {
     this.closed = true;
-    const exits = [...this.all].map((env) => new Promise<void>((resolve) => {
-      if (env.child.exitCode !== null || env.child.signalCode !== null) return resolve();
-      env.child.once('exit', () => resolve());
-      env.child.disconnect?.();
-      setTimeout(() => env.child.kill('SIGKILL'), 2000).unref();
-    }));
+    const exits = [...this.all].map(
+      (env) =>
+        new Promise<void>((resolve) => {
+          if (env.child.exitCode !== null || env.child.signalCode !== null) return resolve();
+          env.child.once('exit', () => resolve());
+          env.child.disconnect?.();
+          setTimeout(() => env.child.kill('SIGKILL'), 2000).unref();
+        }),
+    );
     await Promise.all(exits);
   }
 }
 
 /** The keys Powertools' Logger adds to every line (https://docs.powertools.aws.dev/lambda/typescript/latest/core/logger/). */
-const POWERTOOLS_KEYS = new Set(['level', 'message', 'sampling_rate', 'service', 'timestamp', 'xray_trace_id', 'step',
-  'cold_start', 'function_arn', 'function_memory_size', 'function_name', 'function_request_id', 'correlation_id']);
+const POWERTOOLS_KEYS = new Set([
+  'level',
+  'message',
+  'sampling_rate',
+  'service',
+  'timestamp',
+  'xray_trace_id',
+  'step',
+  'cold_start',
+  'function_arn',
+  'function_memory_size',
+  'function_name',
+  'function_request_id',
+  'correlation_id',
+]);

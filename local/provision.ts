@@ -3,8 +3,12 @@
  * Idempotent: existing tables and buckets are left as they are.
  */
 import {
-  CreateTableCommand, DescribeTableCommand, ResourceInUseException, type DynamoDBClient,
-  type AttributeDefinition, type CreateTableCommandInput,
+  CreateTableCommand,
+  DescribeTableCommand,
+  ResourceInUseException,
+  type DynamoDBClient,
+  type AttributeDefinition,
+  type CreateTableCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, HeadBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { TABLES, type TableDescription } from '../core/schema';
@@ -22,14 +26,16 @@ export function createTableInput(prefix: string, t: TableDescription): CreateTab
   if (t.sparseIndex) {
     add(t.sparseIndex.partitionKey);
     add(t.sparseIndex.sortKey);
-    input.GlobalSecondaryIndexes = [{
-      IndexName: t.sparseIndex.name,
-      KeySchema: [
-        { AttributeName: t.sparseIndex.partitionKey.name, KeyType: 'HASH' },
-        { AttributeName: t.sparseIndex.sortKey.name, KeyType: 'RANGE' },
-      ],
-      Projection: { ProjectionType: 'ALL' },
-    }];
+    input.GlobalSecondaryIndexes = [
+      {
+        IndexName: t.sparseIndex.name,
+        KeySchema: [
+          { AttributeName: t.sparseIndex.partitionKey.name, KeyType: 'HASH' },
+          { AttributeName: t.sparseIndex.sortKey.name, KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'ALL' },
+      },
+    ];
   }
   input.AttributeDefinitions = [...attrs.values()];
   return input;

@@ -73,7 +73,12 @@ interface Bucket {
 }
 
 class S3Error extends Error {
-  constructor(readonly status: number, readonly code: string, message: string, readonly extra: Record<string, string> = {}) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly extra: Record<string, string> = {},
+  ) {
     super(message);
   }
 }
@@ -108,7 +113,8 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
   if (!isLoopback(host)) problems.push(`local S3: host ${host} is not a loopback address (use 127.0.0.1, ::1 or localhost)`);
   if (!Number.isInteger(port) || port < 0 || port > 65535) problems.push(`local S3: port ${port} is not an integer in 0..65535`);
   const conflictWindowMs = options.conflictWindowMs ?? 5;
-  if (!(Number.isFinite(conflictWindowMs) && conflictWindowMs >= 0)) problems.push(`local S3: conflictWindowMs ${conflictWindowMs} is not a number >= 0`);
+  if (!(Number.isFinite(conflictWindowMs) && conflictWindowMs >= 0))
+    problems.push(`local S3: conflictWindowMs ${conflictWindowMs} is not a number >= 0`);
   if (problems.length > 0) throw new ConfigError(problems);
 
   const buckets = new Map<string, Bucket>();
@@ -123,7 +129,9 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
       const head = req.method === 'HEAD';
       const xml =
         `<?xml version="1.0" encoding="UTF-8"?>\n<Error>${tag('Code', e.code)}${tag('Message', e.message)}` +
-        Object.entries(e.extra).map(([k, v]) => tag(k, v)).join('') +
+        Object.entries(e.extra)
+          .map(([k, v]) => tag(k, v))
+          .join('') +
         `${tag('Resource', (req.url ?? '/').split('?')[0])}${tag('RequestId', requestId)}</Error>`;
       res.writeHead(e.status, { 'x-amz-request-id': requestId, ...(head ? {} : { 'content-type': 'application/xml' }) });
       res.end(head ? undefined : xml);
@@ -146,7 +154,13 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
       throw new S3Error(400, 'InvalidURI', 'Could not parse the specified URI.');
     }
     const method = req.method ?? 'GET';
-    options.onCall?.({ principal: principalOf(req.headers.authorization), service: 's3', operation: operationOf(method, bucketName, key, query, req), ...(bucketName ? { bucket: bucketName } : {}), ...(key ? { key } : {}) });
+    options.onCall?.({
+      principal: principalOf(req.headers.authorization),
+      service: 's3',
+      operation: operationOf(method, bucketName, key, query, req),
+      ...(bucketName ? { bucket: bucketName } : {}),
+      ...(key ? { key } : {}),
+    });
     const raw = await readBody(req);
     // Everything below is synchronous (but the commit window of a conditional PUT): each request's checks and
     // effects are atomic with respect to other requests.
@@ -186,7 +200,9 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
           // Region from the SigV4 credential scope the client signed with.
           const region = /Credential=[^/]*\/\d+\/([^/]+)\//.exec(header(req, 'authorization') ?? '')?.[1] ?? 'us-east-1';
           if (region !== 'us-east-1') {
-            throw new S3Error(409, 'BucketAlreadyOwnedByYou', 'Your previous request to create the named bucket succeeded and you already own it.', { BucketName: bucketName });
+            throw new S3Error(409, 'BucketAlreadyOwnedByYou', 'Your previous request to create the named bucket succeeded and you already own it.', {
+              BucketName: bucketName,
+            });
           }
         } else {
           buckets.set(bucketName, { created: new Date(), objects: new Map(), deletedAt: new Map() });
@@ -225,7 +241,12 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
       const meta: Record<string, string> = {};
       for (const name of KEPT_HEADERS) {
         let v = header(req, name);
-        if (name === 'content-encoding') v = v?.split(',').map((s) => s.trim()).filter((s) => s && s !== 'aws-chunked').join(', ');
+        if (name === 'content-encoding')
+          v = v
+            ?.split(',')
+            .map((s) => s.trim())
+            .filter((s) => s && s !== 'aws-chunked')
+            .join(', ');
         if (v) headers[name] = v;
       }
       for (const [name, v] of Object.entries(req.headers)) if (name.startsWith('x-amz-meta-') && v !== undefined) meta[name] = String(v);
@@ -275,7 +296,9 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
   async function commitWindow(bucketName: string, key: string): Promise<void> {
     const slot = `${bucketName}\0${key}`;
     if (committing.has(slot)) {
-      throw new S3Error(409, 'ConditionalRequestConflict', 'A conflicting operation occurred. If using PutObject you can retry the request.', { Key: key });
+      throw new S3Error(409, 'ConditionalRequestConflict', 'A conflicting operation occurred. If using PutObject you can retry the request.', {
+        Key: key,
+      });
     }
     committing.add(slot);
     try {
@@ -299,7 +322,9 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
   function commitPut(bucket: Bucket, key: string, ifMatch: string | undefined, ifNoneMatch: string | undefined, startedAt: number): void {
     if (ifMatch === undefined && ifNoneMatch === undefined) return;
     if ((bucket.deletedAt.get(key) ?? -1) > startedAt) {
-      throw new S3Error(409, 'ConditionalRequestConflict', 'A conflicting operation occurred. If using PutObject you can retry the request.', { Key: key });
+      throw new S3Error(409, 'ConditionalRequestConflict', 'A conflicting operation occurred. If using PutObject you can retry the request.', {
+        Key: key,
+      });
     }
     const current = bucket.objects.get(key);
     if (ifMatch !== undefined) {
@@ -417,11 +442,11 @@ function operationOf(method: string, bucket: string, key: string, query: URLSear
   return objectOps[method] ?? `${method} object`;
 }
 
-
 /** The object's bytes: aws-chunked decoded, and checked against Content-MD5 / x-amz-checksum-* (headers or trailers). */
 function decodeBody(req: http.IncomingMessage, raw: Buffer): Buffer {
   const checks: Record<string, string> = {};
-  for (const [name, v] of Object.entries(req.headers)) if (name.startsWith('x-amz-checksum-') && name !== 'x-amz-checksum-type') checks[name] = String(v);
+  for (const [name, v] of Object.entries(req.headers))
+    if (name.startsWith('x-amz-checksum-') && name !== 'x-amz-checksum-type') checks[name] = String(v);
   let body = raw;
   if ((header(req, 'content-encoding') ?? '').split(',').some((s) => s.trim() === 'aws-chunked')) {
     const bad = () => new S3Error(400, 'IncompleteBody', 'The aws-chunked request body is malformed or incomplete');
@@ -460,14 +485,22 @@ function decodeBody(req: http.IncomingMessage, raw: Buffer): Buffer {
   };
   for (const [name, value] of Object.entries(checks)) {
     if (computed[name] && computed[name]() !== value) {
-      throw new S3Error(400, 'BadDigest', `The ${name.slice('x-amz-checksum-'.length).toUpperCase()} you specified did not match the calculated checksum.`);
+      throw new S3Error(
+        400,
+        'BadDigest',
+        `The ${name.slice('x-amz-checksum-'.length).toUpperCase()} you specified did not match the calculated checksum.`,
+      );
     }
   }
   return body;
 }
 
 function etagMatches(headerValue: string, etag: string): boolean {
-  const bare = (s: string) => s.trim().replace(/^W\//, '').replace(/^"(.*)"$/, '$1');
+  const bare = (s: string) =>
+    s
+      .trim()
+      .replace(/^W\//, '')
+      .replace(/^"(.*)"$/, '$1');
   return headerValue.split(',').some((v) => v.trim() === '*' || bare(v) === bare(etag));
 }
 

@@ -43,12 +43,19 @@ export async function startLocalSfn(options: { readonly machines: Record<string,
     req.on('data', (d) => (body += d));
     req.on('end', () => {
       const answer = (status: number, json: unknown) => {
-        res.writeHead(status, { 'content-type': 'application/x-amz-json-1.0', ...(status >= 400 ? { 'x-amzn-errortype': (json as { __type: string }).__type } : {}) });
+        res.writeHead(status, {
+          'content-type': 'application/x-amz-json-1.0',
+          ...(status >= 400 ? { 'x-amzn-errortype': (json as { __type: string }).__type } : {}),
+        });
         res.end(JSON.stringify(json));
       };
       const operation = String(req.headers['x-amz-target'] ?? '').replace(/^AWSStepFunctions\./, '');
       let request: { stateMachineArn?: string; name?: string; input?: string };
-      try { request = JSON.parse(body || '{}'); } catch { return answer(400, { __type: 'SerializationException', message: 'the request body is not JSON' }); }
+      try {
+        request = JSON.parse(body || '{}');
+      } catch {
+        return answer(400, { __type: 'SerializationException', message: 'the request body is not JSON' });
+      }
       options.onCall?.({ principal: principalOf(req.headers.authorization), service: 'states', operation, target: request.stateMachineArn });
       if (operation !== 'StartExecution') return answer(400, { __type: 'UnknownOperationException', message: `${operation} is not emulated here` });
       const arn = String(request.stateMachineArn);
@@ -63,9 +70,17 @@ export async function startLocalSfn(options: { readonly machines: Record<string,
       }
       const executionArn = `${arn.replace(':stateMachine:', ':execution:')}:${name}`;
       const record: LocalExecutionRecord = {
-        stateMachineArn: arn, name, input, executionArn, startDate: Date.now() / 1000, // wall: a timestamp AWS returns, no duration
+        stateMachineArn: arn,
+        name,
+        input,
+        executionArn,
+        startDate: Date.now() / 1000, // wall: a timestamp AWS returns, no duration
         closed: false,
-        done: Promise.resolve().then(() => start(name, JSON.parse(input))).finally(() => { record.closed = true; }),
+        done: Promise.resolve()
+          .then(() => start(name, JSON.parse(input)))
+          .finally(() => {
+            record.closed = true;
+          }),
       };
       record.done.catch(() => undefined); // the caller reads the outcome from `done`; never an unhandled rejection
       executions.push(record);

@@ -80,18 +80,42 @@ async function warmUp(endpoints: Endpoints): Promise<void> {
   const clients = localClients(endpoints);
   const table = 'fencepost-warmup';
   try {
-    await clients.raw.send(new CreateTableCommand({
-      TableName: table, BillingMode: 'PAY_PER_REQUEST',
-      KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }], AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
-    })).catch((err) => { if ((err as Error).name !== 'ResourceInUseException') throw err; });
+    await clients.raw
+      .send(
+        new CreateTableCommand({
+          TableName: table,
+          BillingMode: 'PAY_PER_REQUEST',
+          KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+          AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+        }),
+      )
+      .catch((err) => {
+        if ((err as Error).name !== 'ResourceInUseException') throw err;
+      });
     for (let round = 0; round < 3; round++) {
-      await clients.ddb.send(new TransactWriteCommand({
-        TransactItems: [
-          { ConditionCheck: { TableName: table, Key: { pk: 'fence' }, ConditionExpression: 'attribute_not_exists(pk) OR fence <= :t', ExpressionAttributeValues: { ':t': 1 } } },
-          ...Array.from({ length: 99 }, (_, i) => ({ Put: { TableName: table, Item: { pk: `w${round}-${i}`, n: i } } })),
-        ],
-      }));
-      await clients.ddb.send(new UpdateCommand({ TableName: table, Key: { pk: 'lock' }, UpdateExpression: 'SET rvn = :r', ExpressionAttributeValues: { ':r': String(round) } }));
+      await clients.ddb.send(
+        new TransactWriteCommand({
+          TransactItems: [
+            {
+              ConditionCheck: {
+                TableName: table,
+                Key: { pk: 'fence' },
+                ConditionExpression: 'attribute_not_exists(pk) OR fence <= :t',
+                ExpressionAttributeValues: { ':t': 1 },
+              },
+            },
+            ...Array.from({ length: 99 }, (_, i) => ({ Put: { TableName: table, Item: { pk: `w${round}-${i}`, n: i } } })),
+          ],
+        }),
+      );
+      await clients.ddb.send(
+        new UpdateCommand({
+          TableName: table,
+          Key: { pk: 'lock' },
+          UpdateExpression: 'SET rvn = :r',
+          ExpressionAttributeValues: { ':r': String(round) },
+        }),
+      );
     }
   } finally {
     clients.destroy();

@@ -42,7 +42,10 @@ if (typeof (Promise as { withResolvers?: unknown }).withResolvers !== 'function'
   (Promise as unknown as { withResolvers: () => unknown }).withResolvers = function withResolvers<T>() {
     let resolve!: (v: T) => void;
     let reject!: (e: unknown) => void;
-    const promise = new Promise<T>((res, rej) => { resolve = res; reject = rej; });
+    const promise = new Promise<T>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
     return { promise, resolve, reject };
   };
 }
@@ -155,7 +158,10 @@ export function synthesizeWorkflowNow(overrides: Json = {}): SynthesizedWorkflow
 function quietly<T>(fn: () => T): T {
   const held: string[] = [];
   const write = process.stderr.write;
-  process.stderr.write = ((chunk: string | Uint8Array) => { held.push(String(chunk)); return true; }) as typeof process.stderr.write;
+  process.stderr.write = ((chunk: string | Uint8Array) => {
+    held.push(String(chunk));
+    return true;
+  }) as typeof process.stderr.write;
   try {
     return fn();
   } catch (err) {
@@ -180,8 +186,14 @@ function deployedFunction(logicalId: string, p: Json, outdir: string): Synthesiz
   }
   const environment = ((p.Environment as Json)?.Variables ?? {}) as Record<string, unknown>;
   return {
-    logicalId, handlerName: String(environment[Env.handler]), assetDir, handler: String(p.Handler), runtime: String(p.Runtime),
-    timeoutSeconds: Number(p.Timeout ?? 3), memoryMb: Number(p.MemorySize ?? 128), environment,
+    logicalId,
+    handlerName: String(environment[Env.handler]),
+    assetDir,
+    handler: String(p.Handler),
+    runtime: String(p.Runtime),
+    timeoutSeconds: Number(p.Timeout ?? 3),
+    memoryMb: Number(p.MemorySize ?? 128),
+    environment,
   };
 }
 
@@ -329,7 +341,9 @@ export async function runSweeperLocally(run: SweeperRun): Promise<SweeperResult>
   });
   try {
     const result = await runMachineLocally(wf, 'sweeper', { ...run, name: run.name ?? 'sweep', input: {} }, sfn.endpoint);
-    const started = await Promise.all(sfn.executions.map(async (e) => ({ name: e.name, input: JSON.parse(e.input) as unknown, result: (await e.done) as LocalResult })));
+    const started = await Promise.all(
+      sfn.executions.map(async (e) => ({ name: e.name, input: JSON.parse(e.input) as unknown, result: (await e.done) as LocalResult })),
+    );
     return { ...result, started };
   } finally {
     await sfn.stop();
@@ -342,14 +356,26 @@ function callLog(): CallSink | undefined {
   return file ? fileCallSink(file) : undefined;
 }
 
-async function runMachineLocally(wf: SynthesizedWorkflow, which: 'billing' | 'sweeper', run: LocalExecution, sfnEndpoint?: string): Promise<LocalResult> {
+async function runMachineLocally(
+  wf: SynthesizedWorkflow,
+  which: 'billing' | 'sweeper',
+  run: LocalExecution,
+  sfnEndpoint?: string,
+): Promise<LocalResult> {
   const machine = wf[which];
   const code = run.lambdaCode ?? 'bundle';
   if (code === 'bundle' && run.hooks?.afterCheck) {
-    throw new ConfigError(['a fault point between a check and a write steps through the core library: it needs the handlers\' sources (FENCEPOST_LAMBDA_CODE=source)']);
+    throw new ConfigError([
+      "a fault point between a check and a write steps through the core library: it needs the handlers' sources (FENCEPOST_LAMBDA_CODE=source)",
+    ]);
   }
   if (code === 'source' && which !== 'billing') throw new Error('only the billing workflow has a source mode');
-  const local = { [Env.lockTable]: run.tables.locks, [Env.jobTable]: run.tables.jobs, [Env.invoiceTable]: run.tables.invoices, [Env.bucket]: run.bucket };
+  const local = {
+    [Env.lockTable]: run.tables.locks,
+    [Env.jobTable]: run.tables.jobs,
+    [Env.invoiceTable]: run.tables.invoices,
+    [Env.bucket]: run.bucket,
+  };
   let lambdas: LocalLambdas | undefined;
   let calls: TaskCalls;
   if (code === 'bundle') {
@@ -359,14 +385,23 @@ async function runMachineLocally(wf: SynthesizedWorkflow, which: 'billing' | 'sw
     }
     const echo = process.env.FENCEPOST_LAMBDA_LOG_LEVEL ? (id: string, line: string) => process.stderr.write(`[${id}] ${line}\n`) : undefined;
     lambdas = new LocalLambdas({
-      functions, endpoints: { ...run.endpoints, sfn: sfnEndpoint }, onEvent: run.onEvent, onLog: echo, prewarm: Object.values(machine.taskFunctions),
+      functions,
+      endpoints: { ...run.endpoints, sfn: sfnEndpoint },
+      onEvent: run.onEvent,
+      onLog: echo,
+      prewarm: Object.values(machine.taskFunctions),
     });
     const record = callLog();
-    calls = Object.fromEntries(Object.entries(machine.taskFunctions).map(([state, id]) => [state, (input: unknown) => {
-      // Step Functions invokes the function with the state machine's role: the IAM proof checks that grant too.
-      record?.({ principal: machine.logicalId, service: 'lambda', operation: 'Invoke', target: id });
-      return lambdas!.invoke(id, input);
-    }]));
+    calls = Object.fromEntries(
+      Object.entries(machine.taskFunctions).map(([state, id]) => [
+        state,
+        (input: unknown) => {
+          // Step Functions invokes the function with the state machine's role: the IAM proof checks that grant too.
+          record?.({ principal: machine.logicalId, service: 'lambda', operation: 'Invoke', target: id });
+          return lambdas!.invoke(id, input);
+        },
+      ]),
+    );
   } else {
     calls = sourceHandlers(run, wf, local);
   }
@@ -393,8 +428,11 @@ function sourceHandlers(run: LocalExecution, wf: SynthesizedWorkflow, local: Rec
   const logLevel = process.env.FENCEPOST_LAMBDA_LOG_LEVEL ?? 'SILENT'; // the handlers' Powertools logs, e.g. INFO
   for (const [k, v] of Object.entries(wf.environment)) if (typeof v === 'string') process.env[k] = v;
   Object.assign(process.env, {
-    ...local, [Env.worker]: run.name,
-    POWERTOOLS_METRICS_DISABLED: 'true', POWERTOOLS_TRACE_ENABLED: 'false', POWERTOOLS_LOG_LEVEL: logLevel,
+    ...local,
+    [Env.worker]: run.name,
+    POWERTOOLS_METRICS_DISABLED: 'true',
+    POWERTOOLS_TRACE_ENABLED: 'false',
+    POWERTOOLS_LOG_LEVEL: logLevel,
   });
   // Imported only now: Powertools reads its settings from the environment when the handlers' modules load.
   const { attachLocal } = require('../lambda/runtime') as typeof import('../lambda/runtime');
@@ -412,21 +450,23 @@ async function execute(machine: SynthesizedMachine, calls: TaskCalls, run: Local
   // iterations it had queued. An iteration started after its Map failed is stopped here, before it invokes anything.
   const maps = mapsOf(definition);
   const failedMaps = new Set<string>();
-  const taskResourceLocalHandlers = Object.fromEntries(Object.entries(calls).map(([state, call]) => [
-    state,
-    async (input: unknown) => {
-      const map = maps[state];
-      if (map && failedMaps.has(map.name)) throw new IterationStopped(map.name); // the Map has already failed: nobody reads this
-      try {
-        const output = await call(input);
-        await run.hooks?.afterTask?.(state, output);
-        return output;
-      } catch (err) {
-        if (map && !map.retried((err as Error).name)) failedMaps.add(map.name);
-        throw err;
-      }
-    },
-  ]));
+  const taskResourceLocalHandlers = Object.fromEntries(
+    Object.entries(calls).map(([state, call]) => [
+      state,
+      async (input: unknown) => {
+        const map = maps[state];
+        if (map && failedMaps.has(map.name)) throw new IterationStopped(map.name); // the Map has already failed: nobody reads this
+        try {
+          const output = await call(input);
+          await run.hooks?.afterTask?.(state, output);
+          return output;
+        } catch (err) {
+          if (map && !map.retried((err as Error).name)) failedMaps.add(map.name);
+          throw err;
+        }
+      },
+    ]),
+  );
   const execution = sm.run(run.input as never, {
     overrides: { taskResourceLocalHandlers: taskResourceLocalHandlers as never },
     context: { Execution: { Id: `local:${run.name}`, Name: run.name, Input: run.input as never, StartTime: new Date().toISOString() } },
@@ -438,7 +478,8 @@ async function execute(machine: SynthesizedMachine, calls: TaskCalls, run: Local
       if (!['StateEntered', 'StateFailed', 'StateRetried', 'StateCaught'].includes(String(ev.type))) continue;
       const state = String((ev.state as Json).name);
       history.push({
-        type: ev.type as HistoryEvent['type'], state,
+        type: ev.type as HistoryEvent['type'],
+        state,
         ...(ev.index === undefined ? {} : { index: Number(ev.index) }),
         ...(ev.type === 'StateFailed' ? { error: String(ev.Error) } : {}),
       });

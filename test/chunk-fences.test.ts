@@ -37,7 +37,12 @@ function billingDeps(ns: Namespace, worker: string, clients: Clients = ns.client
 }
 
 async function takeLease(ns: Namespace, worker: string, config: BillingConfig, clients: Clients = ns.clients) {
-  return claim({ ddb: clients.ddb, table: ns.tables.locks, clock: systemClock, events: new Events(worker, systemClock) }, Keys.lock(DATE), worker, config);
+  return claim(
+    { ddb: clients.ddb, table: ns.tables.locks, clock: systemClock, events: new Events(worker, systemClock) },
+    Keys.lock(DATE),
+    worker,
+    config,
+  );
 }
 
 async function invoiceTokens(ns: Namespace): Promise<Map<string, number>> {
@@ -52,10 +57,14 @@ async function invoiceTokens(ns: Namespace): Promise<Map<string, number>> {
 }
 
 async function indexedRows(ns: Namespace): Promise<string[]> {
-  const out = await ns.clients.ddb.send(new QueryCommand({
-    TableName: ns.tables.jobs, IndexName: JOB_TABLE.sparseIndex!.name,
-    KeyConditionExpression: `${Attr.claimShard} = :s`, ExpressionAttributeValues: { ':s': CLAIM_SHARD },
-  }));
+  const out = await ns.clients.ddb.send(
+    new QueryCommand({
+      TableName: ns.tables.jobs,
+      IndexName: JOB_TABLE.sparseIndex!.name,
+      KeyConditionExpression: `${Attr.claimShard} = :s`,
+      ExpressionAttributeValues: { ':s': CLAIM_SHARD },
+    }),
+  );
   return (out.Items ?? []).map((r) => String(r[Attr.pk]));
 }
 
@@ -68,10 +77,20 @@ test('the raise creates every chunk fence at the first token, raises them all fo
   assert.equal(first.job, undefined, 'a new night: no old row');
   assert.deepEqual([...first.chunksDone], []);
   const items = await fence.readChunkFences(d, JOB, 4);
-  assert.deepEqual(items.map((c) => [c?.pk, c?.chunk, c?.fence, c?.done_by]), [0, 1, 2, 3].map((c) => [chunkFence(c), c, 3, undefined]));
+  assert.deepEqual(
+    items.map((c) => [c?.pk, c?.chunk, c?.fence, c?.done_by]),
+    [0, 1, 2, 3].map((c) => [chunkFence(c), c, 3, undefined]),
+  );
   assert.deepEqual(await indexedRows(ns), [JOB], 'only the job row is claimed: chunk fence items carry no claim_shard');
-  const { sightings } = await sightClaimed({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock }, { leaseMs: 1000 });
-  assert.deepEqual(sightings.map((s) => s.jobId), [JOB], 'the sweeper sees the job row only');
+  const { sightings } = await sightClaimed(
+    { ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock },
+    { leaseMs: 1000 },
+  );
+  assert.deepEqual(
+    sightings.map((s) => s.jobId),
+    [JOB],
+    'the sweeper sees the job row only',
+  );
 
   await fence.markChunkDone(d, JOB, 3, 1);
   await fence.markChunkDone(d, JOB, 3, 2);
@@ -79,7 +98,11 @@ test('the raise creates every chunk fence at the first token, raises them all fo
   assert.equal(second.job?.fence, 3);
   assert.deepEqual([...second.chunksDone].sort(), [1, 2], 'the progress comes back with the old chunk items (ALL_OLD), no second read');
   assert.deepEqual(await fencesOf(d, 4), [5, 5, 5, 5]);
-  assert.deepEqual((await fence.readChunkFences(d, JOB, 4)).map((c) => c?.done_by), [undefined, 3, 3, undefined], 'a raise keeps the done marks');
+  assert.deepEqual(
+    (await fence.readChunkFences(d, JOB, 4)).map((c) => c?.done_by),
+    [undefined, 3, 3, undefined],
+    'a raise keeps the done marks',
+  );
 
   await assert.rejects(fence.raise(d, JOB, 4, 'Z', 4), FencedOutError, 'a lower raise is refused at the job row ...');
   assert.deepEqual(await fencesOf(d, 4), [5, 5, 5, 5], '... before it touches any chunk fence');
@@ -103,7 +126,11 @@ test('a zombie with an older token is refused on a chunk whose fence was raised,
 
   assert.equal((await fence.writeBatch(d, chunkFence(0), 12, c0[0])).alreadyRecorded, 99, 'B redoes the batch: already recorded, not twice');
   assert.equal((await fence.writeBatch(d, chunkFence(0), 12, c0[1])).recorded, 99);
-  assert.deepEqual((await fence.readChunkFences(d, JOB, 2)).map((c) => c?.done_by), [undefined, undefined], 'the zombie marked nothing done');
+  assert.deepEqual(
+    (await fence.readChunkFences(d, JOB, 2)).map((c) => c?.done_by),
+    [undefined, undefined],
+    'the zombie marked nothing done',
+  );
 });
 
 test('complete needs every chunk fence item to say done: DONE never stands over a missing chunk', async () => {
@@ -162,7 +189,7 @@ test('an interrupted raise (job row + chunk 0 raised, chunks 1 and 2 not yet): t
   const deps = billingDeps(ns, 'B');
   const bManifest = (await ManifestWriter.raise({ s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock }, DATE, JOB, b.token)).writer;
   const r0 = await billChunk(deps, b, bManifest, DATE, config, 0);
-  assert.deepEqual([r0.recorded, r0.alreadyRecorded], [99, 99], 'chunk 0: A\'s first batch already recorded');
+  assert.deepEqual([r0.recorded, r0.alreadyRecorded], [99, 99], "chunk 0: A's first batch already recorded");
   const r2 = await billChunk(deps, b, bManifest, DATE, config, 2);
   assert.deepEqual([r2.recorded, r2.alreadyRecorded], [198, 0]);
   await completeNight(deps, b, bManifest, DATE);
@@ -170,7 +197,7 @@ test('an interrupted raise (job row + chunk 0 raised, chunks 1 and 2 not yet): t
 
   const tokens = await invoiceTokens(ns);
   assert.equal(tokens.size, 594);
-  assert.equal([...tokens.values()].filter((t) => t === 1).length, 99 + 198, 'A\'s token on chunk 0\'s first batch and all of chunk 1');
+  assert.equal([...tokens.values()].filter((t) => t === 1).length, 99 + 198, "A's token on chunk 0's first batch and all of chunk 1");
   const report = await audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 594);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
   assert.equal(report.state, 'DONE');
@@ -184,7 +211,10 @@ async function concurrentNight(shared: boolean) {
   const ns = await namespace();
   const proxy = await startDynamoDbProxy({ target: ns.endpoints.dynamodb, conflictWindowMs: 100 });
   const clients = localClients({ dynamodb: proxy.endpoint, s3: ns.endpoints.s3 });
-  after(async () => { clients.destroy(); await proxy.stop(); });
+  after(async () => {
+    clients.destroy();
+    await proxy.stop();
+  });
   const config: BillingConfig = { ...DEFAULTS, invoices: 4 * 297, chunkSize: 297 }; // 4 chunks of 3 transactions
   const plan: NightPlan = { date: DATE, invoices: config.invoices, chunkSize: config.chunkSize, putsPerTransaction: 99 };
   const deps = billingDeps(ns, 'H', clients);
@@ -193,18 +223,21 @@ async function concurrentNight(shared: boolean) {
   const night = await raiseNight(deps, lease, DATE, config);
   assert.deepEqual(night.chunksToDo, [0, 1, 2, 3]);
   const t0 = performance.now();
-  const results = await Promise.all(night.chunksToDo.map(async (c) => {
-    if (!shared) return { ...(await billChunk(deps, lease, night.manifest, DATE, config, c)), gaveUp: false };
-    let transactions = 0;
-    try {
-      for (const batch of chunkBatches(plan, c)) transactions += (await fence.writeBatch(fenceDeps(ns, clients), JOB, lease.token, batch)).transactions;
-      return { recorded: chunkRange(plan, c).end - chunkRange(plan, c).first, alreadyRecorded: 0, transactions, gaveUp: false };
-    } catch (err) {
-      // The retries ran out on conflicts alone: one fence item serializes the night.
-      assert.ok(err instanceof TransactionCanceledException && classifyCancellation(err.CancellationReasons).kind === 'transient', String(err));
-      return { recorded: 0, alreadyRecorded: 0, transactions, gaveUp: true };
-    }
-  }));
+  const results = await Promise.all(
+    night.chunksToDo.map(async (c) => {
+      if (!shared) return { ...(await billChunk(deps, lease, night.manifest, DATE, config, c)), gaveUp: false };
+      let transactions = 0;
+      try {
+        for (const batch of chunkBatches(plan, c))
+          transactions += (await fence.writeBatch(fenceDeps(ns, clients), JOB, lease.token, batch)).transactions;
+        return { recorded: chunkRange(plan, c).end - chunkRange(plan, c).first, alreadyRecorded: 0, transactions, gaveUp: false };
+      } catch (err) {
+        // The retries ran out on conflicts alone: one fence item serializes the night.
+        assert.ok(err instanceof TransactionCanceledException && classifyCancellation(err.CancellationReasons).kind === 'transient', String(err));
+        return { recorded: 0, alreadyRecorded: 0, transactions, gaveUp: true };
+      }
+    }),
+  );
   const ms = performance.now() - t0;
   await lease.stopHeartbeat();
   const transactions = results.reduce((n, r) => n + r.transactions, 0);
@@ -226,11 +259,19 @@ test('concurrent chunks of one holder through the conflict proxy: with chunk fen
 
   const row = await concurrentNight(true);
   const rowStats = row.proxy.stats();
-  assert.ok(rowStats.transactionConflicts >= 1, `one fence item for the night: concurrent chunks cancel each other (${rowStats.transactionConflicts})`);
+  assert.ok(
+    rowStats.transactionConflicts >= 1,
+    `one fence item for the night: concurrent chunks cancel each other (${rowStats.transactionConflicts})`,
+  );
   const gaveUp = row.results.filter((r) => r.gaveUp).length;
   const tokens = await invoiceTokens(row.ns);
-  assert.ok([...tokens.values()].every((tk) => tk === row.lease.token), 'whatever landed is the holder\'s, each once (a Map has no duplicates)');
+  assert.ok(
+    [...tokens.values()].every((tk) => tk === row.lease.token),
+    "whatever landed is the holder's, each once (a Map has no duplicates)",
+  );
   if (gaveUp === 0) assert.equal(tokens.size, 4 * 297, 'still correct, only serialized');
-  t.diagnostic(`4 chunks x 3 transactions at once, 100 ms conflict window: chunk fences ${own.transactions} transactions, 0 conflicts, ${own.ms.toFixed(0)} ms; ` +
-    `job-row fence ${rowStats.transactionConflicts} conflicts, ${gaveUp} of 4 chunks gave up after ${DEFAULT_BACKOFF.retries} retries, ${row.ms.toFixed(0)} ms`);
+  t.diagnostic(
+    `4 chunks x 3 transactions at once, 100 ms conflict window: chunk fences ${own.transactions} transactions, 0 conflicts, ${own.ms.toFixed(0)} ms; ` +
+      `job-row fence ${rowStats.transactionConflicts} conflicts, ${gaveUp} of 4 chunks gave up after ${DEFAULT_BACKOFF.retries} retries, ${row.ms.toFixed(0)} ms`,
+  );
 });

@@ -33,7 +33,11 @@ async function refusedWithNothingWritten(args: string[], message: RegExp): Promi
   const clients = localClients(ep);
   try {
     const tables = await clients.raw.send(new ListTablesCommand({}));
-    assert.deepEqual((tables.TableNames ?? []).filter((t) => t.startsWith(prefix)), [], 'no table was created');
+    assert.deepEqual(
+      (tables.TableNames ?? []).filter((t) => t.startsWith(prefix)),
+      [],
+      'no table was created',
+    );
     await assert.rejects(clients.s3.send(new HeadBucketCommand({ Bucket: bucket })), 'no bucket was created');
   } finally {
     clients.destroy();
@@ -43,8 +47,7 @@ async function refusedWithNothingWritten(args: string[], message: RegExp): Promi
 test('bad input: a malformed date → clear message, exit 2, nothing written', () =>
   refusedWithNothingWritten(['run', '--date', '2026-02-30', '--invoices', '10'], /date 2026-02-30 is not a calendar date/));
 
-test('bad input: --date in the wrong format', () =>
-  refusedWithNothingWritten(['run', '--date', '28/09/2026'], /--date must be YYYY-MM-DD/));
+test('bad input: --date in the wrong format', () => refusedWithNothingWritten(['run', '--date', '28/09/2026'], /--date must be YYYY-MM-DD/));
 
 test('bad input: --chunk-size 0', () =>
   refusedWithNothingWritten(['run', '--date', '2026-09-28', '--chunk-size', '0'], /--chunk-size must be a positive integer/));
@@ -53,13 +56,19 @@ test('bad input: more than 99 puts per transaction', () =>
   refusedWithNothingWritten(['run', '--date', '2026-09-28', '--puts-per-transaction', '100'], /at most 99/));
 
 test('bad input: an unknown option', () =>
-  refusedWithNothingWritten(['run', '--date', '2026-09-28', '--chunks', '3'], /^fencepost run: unknown option '--chunks' \(see fencepost run --help\)\n$/));
+  refusedWithNothingWritten(
+    ['run', '--date', '2026-09-28', '--chunks', '3'],
+    /^fencepost run: unknown option '--chunks' \(see fencepost run --help\)\n$/,
+  ));
 
-test('bad input: a negative number is one line naming the option, not Node\'s three-line parser message', () =>
+test("bad input: a negative number is one line naming the option, not Node's three-line parser message", () =>
   refusedWithNothingWritten(['run', '--date', '2026-09-28', '--invoices', '-5'], /^fencepost run: --invoices must be a positive integer, got -5\n$/));
 
 test('bad input: an option given where a value belongs', () =>
-  refusedWithNothingWritten(['run', '--worker', '--json', '--date', '2026-09-28'], /^fencepost run: --worker needs a value \(a worker ID\), got the option --json instead\n$/));
+  refusedWithNothingWritten(
+    ['run', '--worker', '--json', '--date', '2026-09-28'],
+    /^fencepost run: --worker needs a value \(a worker ID\), got the option --json instead\n$/,
+  ));
 
 test('bad input: a bad --run-* option of sweep is refused before the sweeper writes a re-queue', () =>
   refusedWithNothingWritten(['sweep', '--run-chunk-size', '0'], /^fencepost sweep: --run-chunk-size must be a positive integer, got 0\n$/));
@@ -98,24 +107,51 @@ test('bad input, every option of every command: a missing value, an option where
   }
   // Integer options: negative, zero, non-integer and non-numeric values (margin-ms and seed may be 0 or negative).
   const ints: [CommandName, string, string[]][] = [
-    ['run', 'invoices', []], ['run', 'chunk-size', []], ['run', 'puts-per-transaction', ['--engine', 'direct']], ['run', 'lease-ms', []],
-    ['run', 'renew-ms', []], ['run', 'claim-budget', []], ['run', 'chunk-concurrency', []], ['audit', 'invoices', ['--date', '2026-09-28']],
-    ['sweep', 'lease-ms', NOWHERE], ['sweep', 'storm-minimum', NOWHERE], ['sweep', 'max-requeues', NOWHERE], ['sweep', 'run-invoices', NOWHERE],
-    ['sweep', 'run-chunk-size', NOWHERE], ['sweep', 'run-renew-ms', NOWHERE], ['bump-epochs', 'by', []], ['chaos', 'schedules', []],
-    ['local', 'dynamodb-port', []], ['local', 's3-port', []],
+    ['run', 'invoices', []],
+    ['run', 'chunk-size', []],
+    ['run', 'puts-per-transaction', ['--engine', 'direct']],
+    ['run', 'lease-ms', []],
+    ['run', 'renew-ms', []],
+    ['run', 'claim-budget', []],
+    ['run', 'chunk-concurrency', []],
+    ['audit', 'invoices', ['--date', '2026-09-28']],
+    ['sweep', 'lease-ms', NOWHERE],
+    ['sweep', 'storm-minimum', NOWHERE],
+    ['sweep', 'max-requeues', NOWHERE],
+    ['sweep', 'run-invoices', NOWHERE],
+    ['sweep', 'run-chunk-size', NOWHERE],
+    ['sweep', 'run-renew-ms', NOWHERE],
+    ['bump-epochs', 'by', []],
+    ['chaos', 'schedules', []],
+    ['local', 'dynamodb-port', []],
+    ['local', 's3-port', []],
   ];
-  for (const [command, name, extra] of ints) for (const v of ['-5', '0', '1.5', 'many', '']) cases.push({ argv: [command, ...extra, `--${name}`, v], names: `--${name}` });
-  for (const [command, name, extra] of [['run', 'margin-ms', []], ['sweep', 'run-margin-ms', NOWHERE]] as const) {
+  for (const [command, name, extra] of ints)
+    for (const v of ['-5', '0', '1.5', 'many', '']) cases.push({ argv: [command, ...extra, `--${name}`, v], names: `--${name}` });
+  for (const [command, name, extra] of [
+    ['run', 'margin-ms', []],
+    ['sweep', 'run-margin-ms', NOWHERE],
+  ] as const) {
     for (const v of ['-1', '0.5', 'x']) cases.push({ argv: [command, ...extra, `--${name}`, v], names: `--${name}` });
   }
-  for (const [command, name, extra] of [['sweep', 'storm-share', NOWHERE], ['chaos', 'workflow-share', []], ['story', 'time-scale', []]] as const) {
+  for (const [command, name, extra] of [
+    ['sweep', 'storm-share', NOWHERE],
+    ['chaos', 'workflow-share', []],
+    ['story', 'time-scale', []],
+  ] as const) {
     for (const v of ['-0.5', '0x1', 'lots', '11']) cases.push({ argv: [command, ...extra, `--${name}`, v], names: `--${name}` });
   }
   for (const v of ['-5s', '0', '10x']) cases.push({ argv: ['sweep', ...NOWHERE, '--every', v], names: '--every' });
-  cases.push({ argv: ['run', '--engine', 'lambda'], names: '--engine' }, { argv: ['sweep', ...NOWHERE, '--run-engine', 'lambda'], names: '--run-engine' });
+  cases.push(
+    { argv: ['run', '--engine', 'lambda'], names: '--engine' },
+    { argv: ['sweep', ...NOWHERE, '--run-engine', 'lambda'], names: '--run-engine' },
+  );
   cases.push({ argv: ['run', '--date', '-5'], names: '--date' }, { argv: ['run', '--invoices', '5', '--invoices', '6'], names: '--invoices' });
   cases.push({ argv: ['chaos', '--kinds', 'pause,nap'], names: '--kinds' }, { argv: ['bump-epochs', '--run-id', 'a b'], names: '--run-id' });
-  cases.push({ argv: ['audit', '--date', '2026-09-28', '--dynamodb-endpoint', 'localhost:8000', '--s3-endpoint', 'http://127.0.0.1:2'], names: '--dynamodb-endpoint' });
+  cases.push({
+    argv: ['audit', '--date', '2026-09-28', '--dynamodb-endpoint', 'localhost:8000', '--s3-endpoint', 'http://127.0.0.1:2'],
+    names: '--dynamodb-endpoint',
+  });
 
   const failures: string[] = [];
   for (const { argv, names } of cases) {
@@ -134,11 +170,18 @@ test('a negative number that is a valid value is taken as the value (--seed -5),
 test('several bad options: one line each, every one named', async () => {
   const r = await refusedInProcess(['run', '--invoices', '-5', '--chunk-size', '0', '--engine', 'x']);
   assert.equal(r.code, 2);
-  assert.deepEqual(r.lines.map((l) => /--[\w-]+/.exec(l)?.[0]), ['--invoices', '--chunk-size', '--engine'], r.lines.join('\n'));
+  assert.deepEqual(
+    r.lines.map((l) => /--[\w-]+/.exec(l)?.[0]),
+    ['--invoices', '--chunk-size', '--engine'],
+    r.lines.join('\n'),
+  );
 });
 
 test('bad input: lease settings that contradict each other are all listed', () =>
-  refusedWithNothingWritten(['run', '--date', '2026-09-28', '--renew-ms', '5000', '--invoices', 'many'], /--invoices must be an integer[\s\S]*renew-ms \(5000\) must be at most lease-ms \/ 3/));
+  refusedWithNothingWritten(
+    ['run', '--date', '2026-09-28', '--renew-ms', '5000', '--invoices', 'many'],
+    /--invoices must be an integer[\s\S]*renew-ms \(5000\) must be at most lease-ms \/ 3/,
+  ));
 
 test('help: fencepost --help and run --help explain the commands, options and exit codes', async () => {
   const main = await cli(['--help']);
@@ -147,7 +190,19 @@ test('help: fencepost --help and run --help explain the commands, options and ex
   assert.match(main.stdout, /Exit codes/);
   const run = await cli(['run', '--help']);
   assert.equal(run.code, 0);
-  for (const opt of ['--date', '--worker', '--invoices', '--chunk-size', '--lease-ms', '--renew-ms', '--margin-ms', '--dynamodb-endpoint', '--json', '--events']) assert.ok(run.stdout.includes(opt), opt);
+  for (const opt of [
+    '--date',
+    '--worker',
+    '--invoices',
+    '--chunk-size',
+    '--lease-ms',
+    '--renew-ms',
+    '--margin-ms',
+    '--dynamodb-endpoint',
+    '--json',
+    '--events',
+  ])
+    assert.ok(run.stdout.includes(opt), opt);
   const unknown = await cli(['bill']);
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /unknown command "bill"/);
@@ -172,7 +227,21 @@ test('run --json prints one summary object; a second run of the same night is al
   const first = await cli([...args, '--worker', 'W1']);
   assert.equal(first.code, 0, first.stderr);
   const s = JSON.parse(first.stdout);
-  assert.deepEqual(Object.keys(s).sort(), ['chunksCommitted', 'fencedRejections', 'invoicesAlreadyRecorded', 'invoicesRecorded', 'jobId', 'outcome', 'seconds', 'token', 'transactions', 'worker'].sort());
+  assert.deepEqual(
+    Object.keys(s).sort(),
+    [
+      'chunksCommitted',
+      'fencedRejections',
+      'invoicesAlreadyRecorded',
+      'invoicesRecorded',
+      'jobId',
+      'outcome',
+      'seconds',
+      'token',
+      'transactions',
+      'worker',
+    ].sort(),
+  );
   assert.equal(s.outcome, 'completed');
   assert.equal(s.invoicesRecorded, 1000);
   assert.equal(s.transactions, 4 * 3, '250 per chunk = 3 transactions (99 + 99 + 52), 4 chunks');
@@ -197,10 +266,28 @@ test('run --json prints one summary object; a second run of the same night is al
 
 // A run that loses its lease, with --events --json: every line on stdout is JSON, and the summary is the last
 // one, even though the holder's work (a queued chunk task, a renewal) can report after the engine has returned.
-for (const [engine, fault] of [['stepfunctions', 'sigstop:after-chunk:1'], ['direct', 'sigstop:batch:1:2']]) {
+for (const [engine, fault] of [
+  ['stepfunctions', 'sigstop:after-chunk:1'],
+  ['direct', 'sigstop:batch:1:2'],
+]) {
   test(`run --events --json (${engine} engine) that loses its lease: the JSON summary is the last line on stdout`, async () => {
     const ns = await namespace();
-    const night = ['--date', '2026-09-28', '--invoices', '2000', '--chunk-size', '500', '--lease-ms', '3000', '--renew-ms', '1000', '--margin-ms', '1000', '--engine', engine];
+    const night = [
+      '--date',
+      '2026-09-28',
+      '--invoices',
+      '2000',
+      '--chunk-size',
+      '500',
+      '--lease-ms',
+      '3000',
+      '--renew-ms',
+      '1000',
+      '--margin-ms',
+      '1000',
+      '--engine',
+      engine,
+    ];
     const a = startWorker(ns, [...night, '--worker', 'A', '--json'], { FENCEPOST_FAULT: fault });
     let stdout = '';
     a.child.stdout!.on('data', (d) => (stdout += d));
@@ -210,8 +297,14 @@ for (const [engine, fault] of [['stepfunctions', 'sigstop:after-chunk:1'], ['dir
     a.child.kill('SIGCONT');
     assert.equal(await a.exited, 3, a.stderr.join('\n'));
     assert.equal(await b.exited, 0, b.stderr.join('\n'));
-    const lines = stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-    assert.ok(lines.some((l) => l.event === 'lease-lost' || l.event === 'batch-rejected' || l.event === 'commit-rejected'), 'A reported the loss as an event');
+    const lines = stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.ok(
+      lines.some((l) => l.event === 'lease-lost' || l.event === 'batch-rejected' || l.event === 'commit-rejected'),
+      'A reported the loss as an event',
+    );
     const last = lines.at(-1)!;
     assert.equal(last.event, undefined, `the last line is the summary, not an event: ${JSON.stringify(last)}`);
     assert.equal(last.worker, 'A');
@@ -243,7 +336,8 @@ test('fencepost local prints copy-paste AWS CLI commands with the real table nam
       `aws dynamodb scan --table-name fencepost-locks --endpoint-url ${up.dynamodbEndpoint}`,
       `aws s3 ls s3://fencepost-manifests --recursive --endpoint-url ${up.s3Endpoint}`,
       `--dynamodb-endpoint ${up.dynamodbEndpoint} --s3-endpoint ${up.s3Endpoint}`,
-    ]) assert.ok(stderr.includes(expected), `${expected}\nin:\n${stderr}`);
+    ])
+      assert.ok(stderr.includes(expected), `${expected}\nin:\n${stderr}`);
   } finally {
     child.kill('SIGTERM');
     await exited;

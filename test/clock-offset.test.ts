@@ -46,7 +46,6 @@ test('no Date header, no estimate', () => {
   assert.equal(e.estimate(), undefined);
 });
 
-
 /**
  * Warm Lambda processes as the middleware sees them: each makes 1..60 calls with random latencies (mostly a few ms,
  * sometimes hundreds), the server stamping its true time at a random point of the flight, truncated to the second

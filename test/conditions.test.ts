@@ -6,13 +6,14 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  ConditionalCheckFailedException, TransactionCanceledException, TransactionConflictException,
-  type CancellationReason as SdkCancellationReason, type TransactWriteItemsCommandInput,
+  ConditionalCheckFailedException,
+  TransactionCanceledException,
+  TransactionConflictException,
+  type CancellationReason as SdkCancellationReason,
+  type TransactWriteItemsCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import {
-  DEFAULT_BACKOFF, classifyCancellation, fullJitterMs, isTransient, retryTransient,
-} from '../core/conditions';
+import { DEFAULT_BACKOFF, classifyCancellation, fullJitterMs, isTransient, retryTransient } from '../core/conditions';
 import type { Clock } from '../core/clock';
 import { FencedOutError } from '../core/errors';
 import * as fence from '../core/fence';
@@ -82,8 +83,14 @@ describe('isTransient on single-item writes and transport errors', () => {
 
 describe('backoff with full jitter', () => {
   test('a uniform wait in [0, min(cap, base * 2^retry))', () => {
-    assert.deepEqual([0, 1, 2, 3, 4, 5, 6].map((r) => fullJitterMs(r, () => 0.5)), [12.5, 25, 50, 100, 200, 400, 500]);
-    assert.equal(fullJitterMs(3, () => 0), 0);
+    assert.deepEqual(
+      [0, 1, 2, 3, 4, 5, 6].map((r) => fullJitterMs(r, () => 0.5)),
+      [12.5, 25, 50, 100, 200, 400, 500],
+    );
+    assert.equal(
+      fullJitterMs(3, () => 0),
+      0,
+    );
     assert.ok(fullJitterMs(10, () => 0.999999) < DEFAULT_BACKOFF.capMs);
   });
 
@@ -101,10 +108,25 @@ describe('backoff with full jitter', () => {
   test('retryTransient throws a permanent failure at once, and a transient one after its retries', async () => {
     let calls = 0;
     const ccf = new ConditionalCheckFailedException({ $metadata: meta, message: 'The conditional request failed' });
-    await assert.rejects(retryTransient({ sleep: async () => {} }, async () => { calls++; throw ccf; }), (e) => e === ccf);
+    await assert.rejects(
+      retryTransient({ sleep: async () => {} }, async () => {
+        calls++;
+        throw ccf;
+      }),
+      (e) => e === ccf,
+    );
     assert.equal(calls, 1);
     calls = 0;
-    await assert.rejects(retryTransient({ sleep: async () => {} }, async () => { calls++; throw cancelled('TransactionConflict'); }, { ...DEFAULT_BACKOFF, retries: 3 }));
+    await assert.rejects(
+      retryTransient(
+        { sleep: async () => {} },
+        async () => {
+          calls++;
+          throw cancelled('TransactionConflict');
+        },
+        { ...DEFAULT_BACKOFF, retries: 3 },
+      ),
+    );
     assert.equal(calls, 4);
   });
 });
@@ -126,7 +148,13 @@ describe('writeBatch decides by reason (a scripted store: no DynamoDB)', () => {
     } as unknown as DynamoDBDocumentClient;
     return { ddb, sent };
   }
-  const depsOf = (ddb: DynamoDBDocumentClient, slept: number[]): fence.FenceDeps => ({ ddb, jobs: 'jobs', invoices: 'inv', clock: clock(slept), random: () => 0.5 });
+  const depsOf = (ddb: DynamoDBDocumentClient, slept: number[]): fence.FenceDeps => ({
+    ddb,
+    jobs: 'jobs',
+    invoices: 'inv',
+    clock: clock(slept),
+    random: () => 0.5,
+  });
 
   test('a conflict on the fence check is retried: same request, same ClientRequestToken, after a jittered backoff', async () => {
     const { ddb, sent } = scripted(cancelled('TransactionConflict', 'None', 'None', 'None'), cancelled('None', 'ThrottlingError', 'None', 'None'));
@@ -141,7 +169,10 @@ describe('writeBatch decides by reason (a scripted store: no DynamoDB)', () => {
   });
 
   test('ConditionalCheckFailed on the fence is FencedOutError, even beside a conflict; nothing is retried', async () => {
-    for (const codes of [['ConditionalCheckFailed', 'None', 'None', 'None'], ['ConditionalCheckFailed', 'TransactionConflict', 'None', 'ConditionalCheckFailed']]) {
+    for (const codes of [
+      ['ConditionalCheckFailed', 'None', 'None', 'None'],
+      ['ConditionalCheckFailed', 'TransactionConflict', 'None', 'ConditionalCheckFailed'],
+    ]) {
       const { ddb, sent } = scripted(cancelled(...codes));
       await assert.rejects(fence.writeBatch(depsOf(ddb, []), 'job', 7, batch), FencedOutError);
       assert.equal(sent.length, 1);

@@ -11,7 +11,11 @@ import { LOCAL_DIFFERENCES, MAP_RUN_FAILED, UnsupportedDistributedMapError, hasD
 import { LOST_ERRORS, MAP_RUN_FAILED as STACK_MAP_RUN_FAILED } from '../lib/billing-workflow';
 
 // asl-validator ships no type declarations; this is the part of its API the test uses.
-const aslValidator = require('asl-validator') as (definition: unknown) => { isValid: boolean; errors: unknown[]; errorsText(separator?: string): string };
+const aslValidator = require('asl-validator') as (definition: unknown) => {
+  isValid: boolean;
+  errors: unknown[];
+  errorsText(separator?: string): string;
+};
 
 type Json = Record<string, any>;
 const LARGE = { invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 20 };
@@ -33,9 +37,14 @@ test('a large night synthesizes a Distributed Map; its local conversion keeps th
   assert.equal(map.ItemProcessor.States.BillChunk.OutputPath, '$.chunk', 'each child outputs only its chunk number');
   assert.equal(map.ResultWriter, undefined);
   assert.equal(map.ItemReader, undefined);
-  assert.deepEqual(map.Catch.map((c: Json) => [c.ErrorEquals, c.Next]), [
-    [LOST_ERRORS, 'Lost'], [[MAP_RUN_FAILED], 'ReleaseAfterChunkFailure'], [['States.ALL'], 'ReleaseAfterFailure'],
-  ]);
+  assert.deepEqual(
+    map.Catch.map((c: Json) => [c.ErrorEquals, c.Next]),
+    [
+      [LOST_ERRORS, 'Lost'],
+      [[MAP_RUN_FAILED], 'ReleaseAfterChunkFailure'],
+      [['States.ALL'], 'ReleaseAfterFailure'],
+    ],
+  );
   assert.deepEqual(definition.States.ChunksLostOrFailed.Choices, [{ Variable: '$.released.released', BooleanEquals: false, Next: 'Lost' }]);
   assert.equal(definition.States.ChunksLostOrFailed.Default, 'Failed');
   valid('synthesized', definition);
@@ -71,8 +80,15 @@ const distributedMap = (extra: Json = {}, processorStates: Json = { Work: { Type
   StartAt: 'M',
   States: {
     M: {
-      Type: 'Map', ItemsPath: '$.items', End: true, ...extra,
-      ItemProcessor: { ProcessorConfig: { Mode: 'DISTRIBUTED', ExecutionType: 'STANDARD' }, StartAt: Object.keys(processorStates)[0], States: processorStates },
+      Type: 'Map',
+      ItemsPath: '$.items',
+      End: true,
+      ...extra,
+      ItemProcessor: {
+        ProcessorConfig: { Mode: 'DISTRIBUTED', ExecutionType: 'STANDARD' },
+        StartAt: Object.keys(processorStates)[0],
+        States: processorStates,
+      },
     },
   },
 });
@@ -80,7 +96,10 @@ const distributedMap = (extra: Json = {}, processorStates: Json = { Work: { Type
 test('what would change meaning is refused, naming the state and every field', () => {
   const refusals: [Json, RegExp][] = [
     [{ ItemReader: { Resource: 'arn:aws:states:::s3:getObject', Parameters: { Bucket: 'b', Key: 'k' } } }, /ItemReader: items read from S3/],
-    [{ ResultWriter: { Resource: 'arn:aws:states:::s3:putObject', Parameters: { Bucket: 'b', Prefix: 'p' } } }, /ResultWriter: results written to S3/],
+    [
+      { ResultWriter: { Resource: 'arn:aws:states:::s3:putObject', Parameters: { Bucket: 'b', Prefix: 'p' } } },
+      /ResultWriter: results written to S3/,
+    ],
     [{ ItemBatcher: { MaxItemsPerBatch: 10 } }, /ItemBatcher/],
     [{ ToleratedFailurePercentage: 5 }, /ToleratedFailurePercentage 5: a tolerated failure/],
     [{ ToleratedFailureCountPath: '$.n' }, /ToleratedFailureCountPath/],
@@ -89,7 +108,11 @@ test('what would change meaning is refused, naming the state and every field', (
     [{ QueryLanguage: 'JSONata' }, /QueryLanguage/],
   ];
   for (const [extra, message] of refusals) {
-    assert.throws(() => toLocalDefinition(distributedMap(extra)), (err: unknown) => err instanceof UnsupportedDistributedMapError && err.state === 'M' && message.test(err.message), JSON.stringify(extra));
+    assert.throws(
+      () => toLocalDefinition(distributedMap(extra)),
+      (err: unknown) => err instanceof UnsupportedDistributedMapError && err.state === 'M' && message.test(err.message),
+      JSON.stringify(extra),
+    );
   }
   const both = (() => {
     try {
@@ -100,7 +123,10 @@ test('what would change meaning is refused, naming the state and every field', (
     }
   })();
   assert.equal(both?.problems.length, 2, 'every problem at once');
-  assert.throws(() => toLocalDefinition(distributedMap({}, { Work: { Type: 'Pass', Parameters: { 'name.$': '$$.Execution.Name' }, End: true } })), /reads \$\$\.Execution/);
+  assert.throws(
+    () => toLocalDefinition(distributedMap({}, { Work: { Type: 'Pass', Parameters: { 'name.$': '$$.Execution.Name' }, End: true } })),
+    /reads \$\$\.Execution/,
+  );
   // Tolerating nothing is the default: allowed, and dropped with the Label.
   const ok = toLocalDefinition(distributedMap({ ToleratedFailurePercentage: 0, ToleratedFailureCount: 0, Label: 'L' }));
   assert.deepEqual(Object.keys(ok.States.M).sort(), ['End', 'ItemProcessor', 'ItemsPath', 'Type']);
@@ -111,11 +137,13 @@ test('what would change meaning is refused, naming the state and every field', (
 
 test('Catch and Retry: the first clause AWS would match with the Map Run failure catches everything; no clause, no catch', () => {
   const catches = [
-    { ErrorEquals: ['LeaseLostError'], Next: 'A' }, { ErrorEquals: ['States.Timeout', MAP_RUN_FAILED], ResultPath: '$.e', Next: 'B' }, { ErrorEquals: ['States.ALL'], Next: 'C' },
+    { ErrorEquals: ['LeaseLostError'], Next: 'A' },
+    { ErrorEquals: ['States.Timeout', MAP_RUN_FAILED], ResultPath: '$.e', Next: 'B' },
+    { ErrorEquals: ['States.ALL'], Next: 'C' },
   ];
   const converted: Json = toLocalDefinition(distributedMap({ Catch: catches, Retry: [{ ErrorEquals: ['Boom'], MaxAttempts: 2 }] }));
   assert.deepEqual(converted.States.M.Catch, [{ ErrorEquals: ['States.ALL'], ResultPath: '$.e', Next: 'B' }]);
-  assert.equal(converted.States.M.Retry, undefined, 'a retrier for a child\'s own error never fires in AWS');
+  assert.equal(converted.States.M.Retry, undefined, "a retrier for a child's own error never fires in AWS");
   const onlyAll: Json = toLocalDefinition(distributedMap({ Retry: [{ ErrorEquals: ['States.ALL'], MaxAttempts: 1 }] }));
   assert.deepEqual(onlyAll.States.M.Retry, [{ ErrorEquals: ['States.ALL'], MaxAttempts: 1 }]);
 });
@@ -136,8 +164,14 @@ async function runNight(definition: Json, fails: { chunk: number; error: string 
       return { chunk: input.chunk, recorded: 5, alreadyRecorded: 0, transactions: 1 };
     },
     Complete: async () => ({ outcome: 'completed' }),
-    ReleaseAfterChunkFailure: async () => { released.push('chunks'); return { released: !releaseFindsLeaseGone }; },
-    ReleaseAfterFailure: async () => { released.push('failure'); return { released: true }; },
+    ReleaseAfterChunkFailure: async () => {
+      released.push('chunks');
+      return { released: !releaseFindsLeaseGone };
+    },
+    ReleaseAfterFailure: async () => {
+      released.push('failure');
+      return { released: true };
+    },
   };
   const sm = new StateMachine(toLocalDefinition(definition) as never, { validationOptions: { checkArn: false } });
   const execution = sm.run({ jobDate: '2026-09-28' } as never, {
@@ -146,25 +180,37 @@ async function runNight(definition: Json, fails: { chunk: number; error: string 
   });
   const entered: string[] = [];
   const watch = (async () => {
-    for await (const ev of execution.eventLogs as AsyncIterable<Json>) if (ev.type === 'StateEntered' && ev.index === undefined) entered.push(ev.state.name);
+    for await (const ev of execution.eventLogs as AsyncIterable<Json>)
+      if (ev.type === 'StateEntered' && ev.index === undefined) entered.push(ev.state.name);
   })();
-  const outcome = await execution.result.then((output: unknown) => ({ status: 'SUCCEEDED', output }), (err: Json) => ({ status: 'FAILED', error: err.error ?? err.name }));
+  const outcome = await execution.result.then(
+    (output: unknown) => ({ status: 'SUCCEEDED', output }),
+    (err: Json) => ({ status: 'FAILED', error: err.error ?? err.name }),
+  );
   await watch.catch(() => undefined);
   return { ...outcome, end: entered.at(-1), billed: billed.sort(), released };
 }
 
-test('the converted definition runs locally: all chunks then Complete; a lost child ends Lost or Failed by what the release finds', { timeout: 120_000 }, async () => {
-  // 4 chunks, always distributed: the same definition shape as a large night, quick to run.
-  const definition = synthesizeWorkflow({ invoices: 20, chunkSize: 5, distributedMapAboveChunks: 0 }).billing.definition as Json;
-  assert.equal(hasDistributedMap(definition), true);
+test(
+  'the converted definition runs locally: all chunks then Complete; a lost child ends Lost or Failed by what the release finds',
+  { timeout: 120_000 },
+  async () => {
+    // 4 chunks, always distributed: the same definition shape as a large night, quick to run.
+    const definition = synthesizeWorkflow({ invoices: 20, chunkSize: 5, distributedMapAboveChunks: 0 }).billing.definition as Json;
+    assert.equal(hasDistributedMap(definition), true);
 
-  const ok = await runNight(definition, undefined, false);
-  assert.deepEqual([ok.status, ok.end, ok.billed, ok.released], ['SUCCEEDED', 'Completed', [0, 1, 2, 3], []]);
-  assert.equal((ok as Json).output.chunks, undefined, 'the Map\'s output is discarded');
+    const ok = await runNight(definition, undefined, false);
+    assert.deepEqual([ok.status, ok.end, ok.billed, ok.released], ['SUCCEEDED', 'Completed', [0, 1, 2, 3], []]);
+    assert.equal((ok as Json).output.chunks, undefined, "the Map's output is discarded");
 
-  const lost = await runNight(definition, { chunk: 2, error: 'LeaseLostError' }, true);
-  assert.deepEqual([lost.status, lost.end, lost.released], ['SUCCEEDED', 'Lost', ['chunks']], 'the lease moved on: quiet, as inline');
+    const lost = await runNight(definition, { chunk: 2, error: 'LeaseLostError' }, true);
+    assert.deepEqual([lost.status, lost.end, lost.released], ['SUCCEEDED', 'Lost', ['chunks']], 'the lease moved on: quiet, as inline');
 
-  const failed = await runNight(definition, { chunk: 2, error: 'TypeError' }, false);
-  assert.deepEqual([failed.status, failed.end, failed.released], ['FAILED', 'Failed', ['chunks']], 'a bug while the lease was still ours: released, loud');
-});
+    const failed = await runNight(definition, { chunk: 2, error: 'TypeError' }, false);
+    assert.deepEqual(
+      [failed.status, failed.end, failed.released],
+      ['FAILED', 'Failed', ['chunks']],
+      'a bug while the lease was still ours: released, loud',
+    );
+  },
+);

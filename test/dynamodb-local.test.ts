@@ -44,7 +44,10 @@ function ourJavaChildren(): number[] {
     .map(Number)
     .filter((pid) => {
       try {
-        const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ');
+        const stat = fs
+          .readFileSync(`/proc/${pid}/stat`, 'utf8')
+          .replace(/^.*\) /s, '')
+          .split(' ');
         return Number(stat[1]) === process.pid && isDynamoDbLocal(pid);
       } catch {
         return false;
@@ -52,10 +55,19 @@ function ourJavaChildren(): number[] {
     });
 }
 
-interface ChildInfo { javaPid?: number; port?: number; endpoint?: string; error?: string; message?: string }
+interface ChildInfo {
+  javaPid?: number;
+  port?: number;
+  endpoint?: string;
+  error?: string;
+  message?: string;
+}
 
 /** Runs test/support/start-ddb-child.ts and resolves with its first JSON line. */
-function startChild(mode: string, env: NodeJS.ProcessEnv = process.env): Promise<{ child: ChildProcess; info: ChildInfo; exit: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> }> {
+function startChild(
+  mode: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ child: ChildProcess; info: ChildInfo; exit: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> }> {
   const child = spawn(process.execPath, ['--import', 'tsx', CHILD, mode], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr += d));
@@ -93,12 +105,14 @@ test('start, CreateTable/PutItem/GetItem round trip, stop() leaves no process', 
 
   const client = new DynamoDBClient({ endpoint: ddb.endpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } });
   try {
-    await client.send(new CreateTableCommand({
-      TableName: 'locks',
-      AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
-      KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
-      BillingMode: 'PAY_PER_REQUEST',
-    }));
+    await client.send(
+      new CreateTableCommand({
+        TableName: 'locks',
+        AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }],
+        KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }],
+        BillingMode: 'PAY_PER_REQUEST',
+      }),
+    );
     await client.send(new PutItemCommand({ TableName: 'locks', Item: { pk: { S: 'job#1' }, epoch: { N: '7' } } }));
     const got = await client.send(new GetItemCommand({ TableName: 'locks', Key: { pk: { S: 'job#1' } }, ConsistentRead: true }));
     assert.deepEqual(got.Item, { pk: { S: 'job#1' }, epoch: { N: '7' } });
@@ -225,7 +239,10 @@ test("a port taken after the pre-check: the JVM's own bind failure becomes the s
       assert.equal(e.message, `DynamoDB Local: port ${port} on 127.0.0.1 is already in use`);
       return true;
     });
-    assert.ok(lines.some((l) => /Failed to bind|Address already in use/.test(l)), 'the JVM reported the bind failure');
+    assert.ok(
+      lines.some((l) => /Failed to bind|Address already in use/.test(l)),
+      'the JVM reported the bind failure',
+    );
     assert.deepEqual(ourJavaChildren(), []);
   } finally {
     thief.close();

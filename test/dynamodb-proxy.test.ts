@@ -114,13 +114,24 @@ const codes = (err: TransactionCanceledException) => (err.CancellationReasons ??
 before(async () => {
   base = (await endpoints()).dynamodb;
   table = unique('proxy-conformance');
-  await client(base).send(new CreateTableCommand({
-    TableName: table,
-    BillingMode: 'PAY_PER_REQUEST',
-    KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }, { AttributeName: 'sk', KeyType: 'RANGE' }],
-    AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }, { AttributeName: 'sk', AttributeType: 'N' }, { AttributeName: 'v', AttributeType: 'S' }],
-    GlobalSecondaryIndexes: [{ IndexName: 'by-v', KeySchema: [{ AttributeName: 'v', KeyType: 'HASH' }], Projection: { ProjectionType: 'KEYS_ONLY' } }],
-  }));
+  await client(base).send(
+    new CreateTableCommand({
+      TableName: table,
+      BillingMode: 'PAY_PER_REQUEST',
+      KeySchema: [
+        { AttributeName: 'pk', KeyType: 'HASH' },
+        { AttributeName: 'sk', KeyType: 'RANGE' },
+      ],
+      AttributeDefinitions: [
+        { AttributeName: 'pk', AttributeType: 'S' },
+        { AttributeName: 'sk', AttributeType: 'N' },
+        { AttributeName: 'v', AttributeType: 'S' },
+      ],
+      GlobalSecondaryIndexes: [
+        { IndexName: 'by-v', KeySchema: [{ AttributeName: 'v', KeyType: 'HASH' }], Projection: { ProjectionType: 'KEYS_ONLY' } },
+      ],
+    }),
+  );
 });
 
 after(async () => {
@@ -180,7 +191,9 @@ describe(`TransactWriteItems vs an ongoing TransactWriteItems (${CONFLICT_URL})`
     const p = await proxyWith({ conflictWindowMs: WINDOW_MS });
     const c = client(p.endpoint);
     const runs = Array.from({ length: 8 }, (_, i) => unique(`disjoint${i}`));
-    await Promise.all(runs.map((r) => c.send(new TransactWriteItemsCommand({ TransactItems: [put(r, '1'), put(r, '2'), update(r, '3'), check(r, '4')] }))));
+    await Promise.all(
+      runs.map((r) => c.send(new TransactWriteItemsCommand({ TransactItems: [put(r, '1'), put(r, '2'), update(r, '3'), check(r, '4')] }))),
+    );
     assert.equal(p.stats().transactionConflicts, 0);
     for (const r of runs) assert.equal(await exists(c, r, '3'), true);
   });
@@ -195,7 +208,18 @@ describe(`single-item writes vs an ongoing TransactWriteItems (${CONFLICT_URL})`
     await forwarded(p, 1);
     const writes: [string, () => Promise<unknown>][] = [
       ['PutItem', () => c.send(new PutItemCommand({ TableName: table, Item: { ...key(shared), v: { S: 'single' } } }))],
-      ['UpdateItem', () => c.send(new UpdateItemCommand({ TableName: table, Key: key(shared), UpdateExpression: 'SET v = :v', ExpressionAttributeValues: { ':v': { S: 'single' } } }))],
+      [
+        'UpdateItem',
+        () =>
+          c.send(
+            new UpdateItemCommand({
+              TableName: table,
+              Key: key(shared),
+              UpdateExpression: 'SET v = :v',
+              ExpressionAttributeValues: { ':v': { S: 'single' } },
+            }),
+          ),
+      ],
       ['DeleteItem', () => c.send(new DeleteItemCommand({ TableName: table, Key: key(shared) }))],
     ];
     for (const [name, write] of writes) {
@@ -315,7 +339,12 @@ describe('injected faults, as AWS sends them (API_TransactWriteItems.html; Progr
       const c = client(p.endpoint);
       const outcome: boolean[] = [];
       for (let i = 0; i < 16; i++) {
-        outcome.push(await c.send(new GetItemCommand({ TableName: table, Key: key('any') })).then(() => true, () => false));
+        outcome.push(
+          await c.send(new GetItemCommand({ TableName: table, Key: key('any') })).then(
+            () => true,
+            () => false,
+          ),
+        );
       }
       assert.equal(p.stats().injected['http-500'], outcome.filter((ok) => !ok).length);
       return outcome;
@@ -327,7 +356,10 @@ describe('injected faults, as AWS sends them (API_TransactWriteItems.html; Progr
 });
 
 describe('turned off, the proxy changes nothing', () => {
-  for (const [name, o] of [['window 0', { conflictWindowMs: 0 }], ['conflicts: false', { conflicts: false, conflictWindowMs: WINDOW_MS }]] as const) {
+  for (const [name, o] of [
+    ['window 0', { conflictWindowMs: 0 }],
+    ['conflicts: false', { conflicts: false, conflictWindowMs: WINDOW_MS }],
+  ] as const) {
     test(`${name}: concurrent transactions on one item are both forwarded; what happens is up to what is behind`, T, async () => {
       const p = await proxyWith(o);
       const c = client(p.endpoint);
@@ -341,13 +373,17 @@ describe('turned off, the proxy changes nothing', () => {
       await c.send(new TransactWriteItemsCommand({ TransactItems: [update(shared)] }));
       await c.send(new PutItemCommand({ TableName: table, Item: key(shared) }));
       assert.deepEqual(p.stats(), {
-        requests: 4, forwarded: 4, transactionConflicts: 0, writeConflicts: 0, keySchemaLookups: 0,
+        requests: 4,
+        forwarded: 4,
+        transactionConflicts: 0,
+        writeConflicts: 0,
+        keySchemaLookups: 0,
         injected: { 'throttle-cancel': 0, 'throughput-cancel': 0, 'http-500': 0, 'http-503': 0, delay: 0 },
       });
     });
   }
 
-  test('answers are DynamoDB Local\'s bytes, errors included', T, async () => {
+  test("answers are DynamoDB Local's bytes, errors included", T, async () => {
     const p = await proxyWith();
     const ask = async (endpoint: string, body: unknown) => {
       const r = await fetch(endpoint, {
@@ -361,7 +397,12 @@ describe('turned off, the proxy changes nothing', () => {
       });
       return { status: r.status, type: r.headers.get('content-type'), body: await r.text() };
     };
-    const failing = { TransactItems: [put(unique('n')), { ConditionCheck: { TableName: table, Key: key(unique('absent')), ConditionExpression: 'attribute_exists(pk)' } }] };
+    const failing = {
+      TransactItems: [
+        put(unique('n')),
+        { ConditionCheck: { TableName: table, Key: key(unique('absent')), ConditionExpression: 'attribute_exists(pk)' } },
+      ],
+    };
     const viaProxy = await ask(p.endpoint, failing);
     assert.deepEqual(viaProxy, await ask(base, failing));
     assert.equal(viaProxy.status, 400);
@@ -370,7 +411,7 @@ describe('turned off, the proxy changes nothing', () => {
 });
 
 describe('DynamoDB Local and credentials', () => {
-  test('a signature over the proxy\'s Host (or no valid signature at all) passes: DynamoDB Local does not check SigV4', T, async () => {
+  test("a signature over the proxy's Host (or no valid signature at all) passes: DynamoDB Local does not check SigV4", T, async () => {
     const p = await proxyWith();
     const r = await fetch(p.endpoint, {
       method: 'POST',
@@ -378,7 +419,8 @@ describe('DynamoDB Local and credentials', () => {
         'content-type': 'application/x-amz-json-1.0',
         'x-amz-target': 'DynamoDB_20120810.DescribeTable',
         'x-amz-date': '20260101T000000Z',
-        authorization: 'AWS4-HMAC-SHA256 Credential=forged/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host;x-amz-date, Signature=deadbeef',
+        authorization:
+          'AWS4-HMAC-SHA256 Credential=forged/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host;x-amz-date, Signature=deadbeef',
       },
       body: JSON.stringify({ TableName: table }),
     });
@@ -405,19 +447,37 @@ describe('recorded calls (local/call-log.ts)', () => {
     const c = client(p.endpoint, { accessKeyId: 'BillingFunction' });
     const k = unique('rec');
     await c.send(new PutItemCommand({ TableName: table, Item: { ...key(k), v: { S: 'x' } } }));
-    await c.send(new QueryCommand({ TableName: table, IndexName: 'by-v', KeyConditionExpression: 'v = :v', ExpressionAttributeValues: { ':v': { S: 'x' } } }));
+    await c.send(
+      new QueryCommand({ TableName: table, IndexName: 'by-v', KeyConditionExpression: 'v = :v', ExpressionAttributeValues: { ':v': { S: 'x' } } }),
+    );
     const tx = c.send(new TransactWriteItemsCommand({ TransactItems: [put(k, '2'), check(k)] }));
     await forwarded(p, 3);
-    await rejection(client(p.endpoint, { accessKeyId: 'SweeperFunction' }).send(new UpdateItemCommand({ TableName: table, Key: key(k), UpdateExpression: 'SET v = :v', ExpressionAttributeValues: { ':v': { S: 'y' } } })));
+    await rejection(
+      client(p.endpoint, { accessKeyId: 'SweeperFunction' }).send(
+        new UpdateItemCommand({ TableName: table, Key: key(k), UpdateExpression: 'SET v = :v', ExpressionAttributeValues: { ':v': { S: 'y' } } }),
+      ),
+    );
     await tx;
     p.inject({ kind: 'http-500' });
     await rejection(c.send(new DeleteItemCommand({ TableName: table, Key: key(k) })));
-    await fetch(p.endpoint, { method: 'POST', headers: { 'x-amz-target': 'DynamoDB_20120810.ListTables', 'content-type': 'application/x-amz-json-1.0' }, body: '{}' });
+    await fetch(p.endpoint, {
+      method: 'POST',
+      headers: { 'x-amz-target': 'DynamoDB_20120810.ListTables', 'content-type': 'application/x-amz-json-1.0' },
+      body: '{}',
+    });
 
     assert.deepEqual(calls, [
       { principal: 'BillingFunction', service: 'dynamodb', operation: 'PutItem', table },
       { principal: 'BillingFunction', service: 'dynamodb', operation: 'Query', table, index: 'by-v' },
-      { principal: 'BillingFunction', service: 'dynamodb', operation: 'TransactWriteItems', items: [{ operation: 'Put', table }, { operation: 'ConditionCheck', table }] },
+      {
+        principal: 'BillingFunction',
+        service: 'dynamodb',
+        operation: 'TransactWriteItems',
+        items: [
+          { operation: 'Put', table },
+          { operation: 'ConditionCheck', table },
+        ],
+      },
       { principal: 'SweeperFunction', service: 'dynamodb', operation: 'UpdateItem', table }, // refused by the proxy
       { principal: 'BillingFunction', service: 'dynamodb', operation: 'DeleteItem', table }, // answered 500 by the proxy
       { principal: 'anonymous', service: 'dynamodb', operation: 'ListTables' },

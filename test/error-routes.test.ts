@@ -26,7 +26,13 @@ const SETTINGS = { leaseMs: 3000, renewMs: 1000, marginMs: 1000, invoices: 400, 
 const wf = synthesizeWorkflow(SETTINGS);
 
 /** Raised by the Lambda service, never by a function's code (Step Functions best practices: handle transient Lambda service exceptions). */
-const SERVICE_ERRORS = ['Lambda.ServiceException', 'Lambda.AWSLambdaException', 'Lambda.SdkClientException', 'Lambda.TooManyRequestsException', 'Lambda.ClientExecutionTimeoutException'];
+const SERVICE_ERRORS = [
+  'Lambda.ServiceException',
+  'Lambda.AWSLambdaException',
+  'Lambda.SdkClientException',
+  'Lambda.TooManyRequestsException',
+  'Lambda.ClientExecutionTimeoutException',
+];
 /** Driven below: each is thrown by a bundle and routed by the definition. */
 const DRIVEN = new Set<string>();
 
@@ -49,8 +55,14 @@ let proxy: DynamoDbProxy | undefined;
 async function night(ns: Namespace, name: string, input: Record<string, unknown>, hooks?: LocalExecution['hooks']): Promise<LocalResult> {
   proxy ??= await startDynamoDbProxy({ target: ns.endpoints.dynamodb });
   return runWorkflowLocally({
-    clients: ns.clients, endpoints: { ...ns.endpoints, dynamodb: proxy.endpoint }, tables: ns.tables, bucket: ns.bucket,
-    name, input, settings: SETTINGS, hooks,
+    clients: ns.clients,
+    endpoints: { ...ns.endpoints, dynamodb: proxy.endpoint },
+    tables: ns.tables,
+    bucket: ns.bucket,
+    name,
+    input,
+    settings: SETTINGS,
+    hooks,
   });
 }
 
@@ -70,16 +82,24 @@ test('bad input: Prepare throws ConfigError → InvalidInput, nothing written', 
 
 test('the lock stolen after Claim: RaiseFence throws LeaseLostError → Lost (quietly)', async () => {
   const ns = await namespace();
-  const r = await night(ns, 'robbed', { jobDate: DATE }, {
-    afterTask: async (state) => {
-      if (state !== 'Claim') return;
-      await ns.clients.ddb.send(new UpdateCommand({
-        TableName: ns.tables.locks, Key: { [Attr.pk]: Keys.lock(DATE) },
-        UpdateExpression: `SET ${Attr.holder} = :thief, ${Attr.rvn} = :rvn, ${Attr.epoch} = ${Attr.epoch} + :one`,
-        ExpressionAttributeValues: { ':thief': 'thief', ':rvn': newRvn(), ':one': 1 },
-      }));
+  const r = await night(
+    ns,
+    'robbed',
+    { jobDate: DATE },
+    {
+      afterTask: async (state) => {
+        if (state !== 'Claim') return;
+        await ns.clients.ddb.send(
+          new UpdateCommand({
+            TableName: ns.tables.locks,
+            Key: { [Attr.pk]: Keys.lock(DATE) },
+            UpdateExpression: `SET ${Attr.holder} = :thief, ${Attr.rvn} = :rvn, ${Attr.epoch} = ${Attr.epoch} + :one`,
+            ExpressionAttributeValues: { ':thief': 'thief', ':rvn': newRvn(), ':one': 1 },
+          }),
+        );
+      },
     },
-  });
+  );
   assert.equal(failedWith(r, 'RaiseFence'), 'LeaseLostError');
   assert.equal(r.status, 'SUCCEEDED');
   assert.equal(r.endState, 'Lost');
@@ -88,15 +108,20 @@ test('the lock stolen after Claim: RaiseFence throws LeaseLostError → Lost (qu
 
 test('the fences raised under the holder: BillChunk throws FencedOutError → Lost (quietly)', async () => {
   const ns = await namespace();
-  const r = await night(ns, 'fenced', { jobDate: DATE }, {
-    afterTask: async (state) => {
-      if (state !== 'RaiseFence') return;
-      // What a newer holder's raise does to the chunk fences (the lock item still names us: our renewals pass).
-      const deps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
-      const ours = Number((await readJob(deps, Keys.job(DATE)))?.fence);
-      await raiseChunkFences(deps, Keys.job(DATE), ours + 1, [0, 1]);
+  const r = await night(
+    ns,
+    'fenced',
+    { jobDate: DATE },
+    {
+      afterTask: async (state) => {
+        if (state !== 'RaiseFence') return;
+        // What a newer holder's raise does to the chunk fences (the lock item still names us: our renewals pass).
+        const deps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+        const ours = Number((await readJob(deps, Keys.job(DATE)))?.fence);
+        await raiseChunkFences(deps, Keys.job(DATE), ours + 1, [0, 1]);
+      },
     },
-  });
+  );
   assert.equal(failedWith(r, 'BillChunk'), 'FencedOutError');
   assert.equal(r.status, 'SUCCEEDED');
   assert.equal(r.endState, 'Lost');
@@ -106,40 +131,59 @@ test('the fences raised under the holder: BillChunk throws FencedOutError → Lo
 test('a renewal answered after the stop time: BillChunk throws StopTimePassedError → Lost (quietly)', async () => {
   const ns = await namespace();
   const chunkFn = wf.billing.taskFunctions.BillChunk;
-  const r = await night(ns, 'slow-renewal', { jobDate: DATE }, {
-    afterTask: (state) => {
-      // The chunk's first act is a renewal; its answer arrives after lease − margin on the holder's own clock.
-      if (state === 'RaiseFence') proxy!.inject({ kind: 'delay', ms: SETTINGS.leaseMs, operation: 'UpdateItem', principal: chunkFn });
+  const r = await night(
+    ns,
+    'slow-renewal',
+    { jobDate: DATE },
+    {
+      afterTask: (state) => {
+        // The chunk's first act is a renewal; its answer arrives after lease − margin on the holder's own clock.
+        if (state === 'RaiseFence') proxy!.inject({ kind: 'delay', ms: SETTINGS.leaseMs, operation: 'UpdateItem', principal: chunkFn });
+      },
     },
-  });
+  );
   assert.equal(failedWith(r, 'BillChunk'), 'StopTimePassedError');
   assert.equal(r.endState, 'Lost');
   DRIVEN.add('StopTimePassedError');
 });
 
-test('the store answering 500 past the SDK\'s own retries: BillChunk throws TransientStoreError, the task is retried and the night completes', async () => {
+test("the store answering 500 past the SDK's own retries: BillChunk throws TransientStoreError, the task is retried and the night completes", async () => {
   const ns = await namespace();
   // One invocation gives up after the SDK's attempts per call (its default for DynamoDB, as bundled) times the
   // core's own transient retries + 1; the task's retry then succeeds.
   const sdkAttempts = await new DynamoDBClient({ region: 'us-east-1' }).config.maxAttempts();
-  const r = await night(ns, 'flaky-store', { jobDate: DATE }, {
-    afterTask: (state) => {
-      if (state === 'RaiseFence') proxy!.inject({ kind: 'http-500', count: sdkAttempts * (DEFAULT_BACKOFF.retries + 1), operation: 'TransactWriteItems' });
+  const r = await night(
+    ns,
+    'flaky-store',
+    { jobDate: DATE },
+    {
+      afterTask: (state) => {
+        if (state === 'RaiseFence')
+          proxy!.inject({ kind: 'http-500', count: sdkAttempts * (DEFAULT_BACKOFF.retries + 1), operation: 'TransactWriteItems' });
+      },
     },
-  });
+  );
   assert.equal(failedWith(r, 'BillChunk'), 'TransientStoreError', `${JSON.stringify(r.history)} ${JSON.stringify(proxy!.stats())}`);
-  assert.ok(r.history.some((h) => h.type === 'StateRetried' && h.state === 'BillChunk'), 'the Retry clause took it');
+  assert.ok(
+    r.history.some((h) => h.type === 'StateRetried' && h.state === 'BillChunk'),
+    'the Retry clause took it',
+  );
   assert.equal(r.endState, 'Completed');
   DRIVEN.add('TransientStoreError');
 });
 
-test('anything else (a table gone): the chunk fails with the store\'s error → States.ALL → ReleaseAfterFailure → Failed', async () => {
+test("anything else (a table gone): the chunk fails with the store's error → States.ALL → ReleaseAfterFailure → Failed", async () => {
   const ns = await namespace();
-  const r = await night(ns, 'no-table', { jobDate: DATE }, {
-    afterTask: async (state) => {
-      if (state === 'RaiseFence') await ns.clients.raw.send(new DeleteTableCommand({ TableName: ns.tables.invoices }));
+  const r = await night(
+    ns,
+    'no-table',
+    { jobDate: DATE },
+    {
+      afterTask: async (state) => {
+        if (state === 'RaiseFence') await ns.clients.raw.send(new DeleteTableCommand({ TableName: ns.tables.invoices }));
+      },
     },
-  });
+  );
   assert.equal(failedWith(r, 'BillChunk'), 'ResourceNotFoundException');
   assert.ok(entered(r, 'ReleaseAfterFailure'), 'the lease is released before failing');
   assert.equal(r.status, 'FAILED');
@@ -147,7 +191,7 @@ test('anything else (a table gone): the chunk fails with the store\'s error → 
   DRIVEN.add('States.ALL');
 });
 
-test('the sweeper\'s bundles throw TransientStoreError by name too (its only matched error of its own)', async () => {
+test("the sweeper's bundles throw TransientStoreError by name too (its only matched error of its own)", async () => {
   const sight = wf.sweeper.taskFunctions.SightClaimed;
   const fn = wf.functions[sight];
   const env: Record<string, string> = {};
@@ -157,7 +201,10 @@ test('the sweeper\'s bundles throw TransientStoreError by name too (its only mat
     endpoints: { dynamodb: 'http://127.0.0.1:9', s3: 'http://127.0.0.1:9' }, // nothing listens: the store cannot be reached
   });
   try {
-    const err = await lambdas.invoke(sight, {}).then(() => undefined, (e: unknown) => e as Error);
+    const err = await lambdas.invoke(sight, {}).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
     assert.equal(err?.name, 'TransientStoreError');
   } finally {
     await lambdas.close();

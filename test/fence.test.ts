@@ -27,10 +27,14 @@ async function invoiceTokens(ns: Namespace): Promise<Map<string, number>> {
 }
 
 async function indexedRows(ns: Namespace): Promise<string[]> {
-  const out = await ns.clients.ddb.send(new QueryCommand({
-    TableName: ns.tables.jobs, IndexName: JOB_TABLE.sparseIndex!.name,
-    KeyConditionExpression: `${Attr.claimShard} = :s`, ExpressionAttributeValues: { ':s': CLAIM_SHARD },
-  }));
+  const out = await ns.clients.ddb.send(
+    new QueryCommand({
+      TableName: ns.tables.jobs,
+      IndexName: JOB_TABLE.sparseIndex!.name,
+      KeyConditionExpression: `${Attr.claimShard} = :s`,
+      ExpressionAttributeValues: { ':s': CLAIM_SHARD },
+    }),
+  );
   return (out.Items ?? []).map((r) => String(r[Attr.pk]));
 }
 
@@ -75,7 +79,7 @@ test('a takeover that redoes a chunk whose first batches an earlier holder commi
   assert.equal(recorded, 500 - 198);
   const tokens = await invoiceTokens(ns);
   assert.equal(tokens.size, 500, 'each invoice of the chunk exactly once');
-  assert.equal([...tokens.values()].filter((t) => t === 1).length, 198, 'A\'s invoices kept A\'s token');
+  assert.equal([...tokens.values()].filter((t) => t === 1).length, 198, "A's invoices kept A's token");
 });
 
 test('the claim marker is findable: the raise puts the row in the sparse index, complete takes it out', async () => {
@@ -84,7 +88,11 @@ test('the claim marker is findable: the raise puts the row in the sparse index, 
   await fence.raise(d, JOB, 3, 'A', 1);
   assert.deepEqual(await indexedRows(ns), [JOB]);
   await fence.markChunkDone(d, JOB, 3, 0);
-  assert.deepEqual((await fence.readChunkFences(d, JOB, 1)).map((c) => c?.done_by), [3], 'progress is on the chunk\'s own fence item');
+  assert.deepEqual(
+    (await fence.readChunkFences(d, JOB, 1)).map((c) => c?.done_by),
+    [3],
+    "progress is on the chunk's own fence item",
+  );
   assert.deepEqual(await indexedRows(ns), [JOB], 'the chunk fence item is not in the index');
   await fence.complete(d, JOB, 3);
   assert.deepEqual(await indexedRows(ns), [], 'DONE leaves the index');
@@ -138,14 +146,28 @@ test('a transaction cancelled for TransactionConflict on the fence check is retr
       const codes = ['TransactionConflict', ...Array.from({ length: items - 1 }, () => 'None')];
       const message = `Transaction cancelled, please refer cancellation reasons for specific reasons [${codes.join(', ')}]`;
       throw new TransactionCanceledException({
-        $metadata: { httpStatusCode: 400, requestId: 'injected' }, message, Message: message,
+        $metadata: { httpStatusCode: 400, requestId: 'injected' },
+        message,
+        Message: message,
         CancellationReasons: codes.map((Code) => (Code === 'None' ? { Code } : { Code, Message: 'Transaction is ongoing for the item' })),
       });
     },
     { step: 'finalizeRequest', name: 'testInjectConflict', priority: 'low' },
   );
   const slept: number[] = [];
-  const d: fence.FenceDeps = { ddb: client.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, random: () => 0.5, clock: { ...systemClock, sleep: (ms) => { slept.push(ms); return systemClock.sleep(ms); } } };
+  const d: fence.FenceDeps = {
+    ddb: client.ddb,
+    jobs: ns.tables.jobs,
+    invoices: ns.tables.invoices,
+    random: () => 0.5,
+    clock: {
+      ...systemClock,
+      sleep: (ms) => {
+        slept.push(ms);
+        return systemClock.sleep(ms);
+      },
+    },
+  };
   const [b0, b1] = [...chunkBatches(plan, 0)];
   await fence.raise(d, JOB, 5, 'A', 2);
   const r = await fence.writeBatch(d, JOB, 5, b0);
@@ -157,14 +179,20 @@ test('a transaction cancelled for TransactionConflict on the fence check is retr
   assert.equal((await fence.writeBatch(d, JOB, 5, b1)).recorded, 99);
   const tokens = await invoiceTokens(ns);
   assert.equal(tokens.size, 198, 'each invoice once');
-  assert.ok([...tokens.values()].every((t) => t === 5), 'all with the holder\'s token');
+  assert.ok(
+    [...tokens.values()].every((t) => t === 5),
+    "all with the holder's token",
+  );
 });
 
 test('two batches of one holder ConditionCheck the job row at once: through the conflict proxy one is cancelled (TransactionConflict) and retried', async () => {
   const ns = await namespace();
   const proxy = await startDynamoDbProxy({ target: ns.endpoints.dynamodb, conflictWindowMs: 300 });
   const client = localClients({ dynamodb: proxy.endpoint, s3: ns.endpoints.s3 });
-  after(async () => { client.destroy(); await proxy.stop(); });
+  after(async () => {
+    client.destroy();
+    await proxy.stop();
+  });
   const sent = tokensOnTheWire(client);
   const d: fence.FenceDeps = { ddb: client.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock, random: () => 0.5 };
   const [b0, b1] = [...chunkBatches(plan, 0)];
@@ -175,7 +203,7 @@ test('two batches of one holder ConditionCheck the job row at once: through the 
   assert.equal(r0.recorded + r1.recorded, 198);
   assert.equal(r0.alreadyRecorded + r1.alreadyRecorded, 0, 'a conflict is not "already recorded"');
   assert.equal(sent.length, 2 + conflicts, 'every cancellation sent again');
-  assert.equal(new Set(sent).size, 2, 'each retry with its own request\'s ClientRequestToken');
+  assert.equal(new Set(sent).size, 2, "each retry with its own request's ClientRequestToken");
   const tokens = await invoiceTokens(ns);
   assert.equal(tokens.size, 198);
   assert.ok([...tokens.values()].every((t) => t === 9));

@@ -29,7 +29,10 @@ test('the generator is deterministic: the same date gives the same ids, customer
 test('an uneven night: the last chunk and the last batch are short', () => {
   const plan = { ...night, invoices: 1_234, chunkSize: 500 };
   assert.equal(chunkCount(plan), 3);
-  assert.deepEqual([0, 1, 2].map((c) => transactionsPerChunk(plan, c)), [6, 6, 3]);
+  assert.deepEqual(
+    [0, 1, 2].map((c) => transactionsPerChunk(plan, c)),
+    [6, 6, 3],
+  );
   assert.equal([...chunkBatches(plan, 2)].flat().length, 234);
 });
 
@@ -42,11 +45,14 @@ test('defaults are the reference numbers', () => {
 
 test('bad configuration is refused with every problem listed at once', () => {
   let problems: readonly string[] = [];
-  assert.throws(() => validateBillingConfig({ putsPerTransaction: 100, chunkSize: 0, renewMs: 5_000 }), (err) => {
-    assert.ok(err instanceof ConfigError);
-    problems = err.problems;
-    return true;
-  });
+  assert.throws(
+    () => validateBillingConfig({ putsPerTransaction: 100, chunkSize: 0, renewMs: 5_000 }),
+    (err) => {
+      assert.ok(err instanceof ConfigError);
+      problems = err.problems;
+      return true;
+    },
+  );
   assert.equal(problems.length, 3, problems.join('\n'));
   assert.match(problems.join('\n'), /puts-per-transaction \(100\) must be at most 99/);
   assert.match(problems.join('\n'), /chunk-size must be a positive integer/);

@@ -29,21 +29,30 @@ function fixture(timeoutSeconds = 1): Record<string, DeployedFunction> {
   mkdirSync(dir, { recursive: true });
   writeFileSync(path.join(dir, 'index.js'), HANDLER);
   const fn: DeployedFunction = {
-    logicalId: 'TestFunction', handlerName: 'test', assetDir: dir, handler: 'index.handler', runtime: 'nodejs24.x',
-    timeoutSeconds, memoryMb: 128, environment: { GIVEN: 'from the template' },
+    logicalId: 'TestFunction',
+    handlerName: 'test',
+    assetDir: dir,
+    handler: 'index.handler',
+    runtime: 'nodejs24.x',
+    timeoutSeconds,
+    memoryMb: 128,
+    environment: { GIVEN: 'from the template' },
   };
   return { TestFunction: fn };
 }
 
 const endpoints = { dynamodb: 'http://127.0.0.1:9', s3: 'http://127.0.0.1:9' };
 
-test('a handler returns its result; the environment is the template\'s and stays warm between invocations', async () => {
+test("a handler returns its result; the environment is the template's and stays warm between invocations", async () => {
   const lambdas = new LocalLambdas({ functions: fixture(5), endpoints });
   try {
     const first = (await lambdas.invoke('TestFunction', {})) as { warm: number; pid: number; remaining: number; env: string };
     const second = (await lambdas.invoke('TestFunction', {})) as { warm: number; pid: number };
     assert.equal(first.env, 'from the template');
-    assert.ok(first.remaining > 3000 && first.remaining <= 5000, `context.getRemainingTimeInMillis() counts down from the timeout: ${first.remaining}`);
+    assert.ok(
+      first.remaining > 3000 && first.remaining <= 5000,
+      `context.getRemainingTimeInMillis() counts down from the timeout: ${first.remaining}`,
+    );
     assert.equal(second.pid, first.pid, 'the idle environment was reused');
     assert.equal(second.warm, 2, 'module state survives between invocations, as in a warm Lambda');
   } finally {
@@ -61,10 +70,13 @@ test('concurrent invocations get an environment each', async () => {
   }
 });
 
-test('a thrown error becomes the task error Step Functions matches: Error = its name, Cause = Lambda\'s JSON error document', async () => {
+test("a thrown error becomes the task error Step Functions matches: Error = its name, Cause = Lambda's JSON error document", async () => {
   const lambdas = new LocalLambdas({ functions: fixture(5), endpoints });
   try {
-    const err = await lambdas.invoke('TestFunction', { do: 'throw' }).then(() => undefined, (e: unknown) => e);
+    const err = await lambdas.invoke('TestFunction', { do: 'throw' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof LambdaTaskError);
     assert.equal(err.name, 'LeaseLostError');
     const cause = JSON.parse(err.message) as { errorType: string; errorMessage: string; trace: string[] };
@@ -81,20 +93,26 @@ test('past its timeout a function fails with Sandbox.Timedout and its environmen
   try {
     const before = (await lambdas.invoke('TestFunction', {})) as { pid: number };
     const started = performance.now();
-    const err = await lambdas.invoke('TestFunction', { do: 'sleep', ms: 5000 }).then(() => undefined, (e: unknown) => e as Error);
+    const err = await lambdas.invoke('TestFunction', { do: 'sleep', ms: 5000 }).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
     assert.equal(err?.name, 'Sandbox.Timedout');
     assert.ok(performance.now() - started < 3000, 'stopped at the timeout, not when the handler would have finished');
     const after = (await lambdas.invoke('TestFunction', {})) as { pid: number; warm: number };
     assert.notEqual(after.pid, before.pid, 'a new environment');
     assert.equal(after.warm, 1, 'cold again');
-    const exit = await lambdas.invoke('TestFunction', { do: 'exit' }).then(() => undefined, (e: unknown) => e as Error);
+    const exit = await lambdas.invoke('TestFunction', { do: 'exit' }).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
     assert.equal(exit?.name, 'Runtime.ExitError');
   } finally {
     await lambdas.close();
   }
 });
 
-test('events come back from the function\'s log lines, without the logger\'s own keys', async () => {
+test("events come back from the function's log lines, without the logger's own keys", async () => {
   const events: FencepostEvent[] = [];
   const lambdas = new LocalLambdas({ functions: fixture(5), endpoints, onEvent: (e) => events.push(e) });
   try {

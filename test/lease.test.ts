@@ -52,10 +52,17 @@ test('the claim rule: claim when free, or once one rvn has stayed unchanged a fu
   assert.deepEqual(step.watch, { rvn: 'v2', unchangedMs: 0, waitedMs: 10_000 }, 'a renewal (new rvn): the holder is alive, count again');
   assert.equal(step.action === 'wait' && step.newRvn, true);
   step = nextClaimStep(step.watch, held('v2'), 10_000, cfg);
-  assert.equal(step.action, 'claim', 'v2 unchanged for a full lease on the claimant\'s timer');
-  assert.equal(nextClaimStep({ rvn: 'v9', unchangedMs: 0, waitedMs: 29_000 }, held('v10'), 1_000, cfg).action, 'give-up',
-    'the budget is counted in leases of waiting: 3 × 10 s');
-  assert.equal(nextClaimStep({ rvn: 'v9', unchangedMs: 0, waitedMs: 0 }, held('v9'), 9_999, cfg).action, 'wait', 'one ms short of a lease is not a lease');
+  assert.equal(step.action, 'claim', "v2 unchanged for a full lease on the claimant's timer");
+  assert.equal(
+    nextClaimStep({ rvn: 'v9', unchangedMs: 0, waitedMs: 29_000 }, held('v10'), 1_000, cfg).action,
+    'give-up',
+    'the budget is counted in leases of waiting: 3 × 10 s',
+  );
+  assert.equal(
+    nextClaimStep({ rvn: 'v9', unchangedMs: 0, waitedMs: 0 }, held('v9'), 9_999, cfg).action,
+    'wait',
+    'one ms short of a lease is not a lease',
+  );
 });
 
 test('clock-free claim: a claimant that keeps seeing the rvn change never claims (the holder is alive), and gives up at its budget', async () => {
@@ -64,9 +71,12 @@ test('clock-free claim: a claimant that keeps seeing the rvn change never claims
   a.startHeartbeat(); // A renews every 300 ms: the rvn keeps changing
   const started = performance.now();
   const bSeen: FencepostEvent[] = [];
-  await assert.rejects(claim({ ...d, events: new Events('B', systemClock).on((e) => bSeen.push(e)) }, 'k', 'B', { ...fast, claimBudget: 2 }), ClaimBudgetExhaustedError);
+  await assert.rejects(
+    claim({ ...d, events: new Events('B', systemClock).on((e) => bSeen.push(e)) }, 'k', 'B', { ...fast, claimBudget: 2 }),
+    ClaimBudgetExhaustedError,
+  );
   assert.ok(performance.now() - started >= 2 * fast.leaseMs, 'it waited its budget of two leases');
-  assert.ok(bSeen.filter((e) => e.event === 'observe').length >= 3, 'and saw A\'s renewals as new rvns while it watched');
+  assert.ok(bSeen.filter((e) => e.event === 'observe').length >= 3, "and saw A's renewals as new rvns while it watched");
   a.check(); // A is still inside its stop time
   const item = await observe(d, 'k');
   assert.equal(item?.holder, 'A');
@@ -74,7 +84,7 @@ test('clock-free claim: a claimant that keeps seeing the rvn change never claims
   await a.release();
 });
 
-test('a holder that stops renewing is taken over one full lease after its last rvn, on the claimant\'s own clock, with a higher token', async () => {
+test("a holder that stops renewing is taken over one full lease after its last rvn, on the claimant's own clock, with a higher token", async () => {
   const d = await deps('A');
   const a = await claim(d, 'k', 'A', fast);
   a.startHeartbeat();
@@ -88,12 +98,15 @@ test('a holder that stops renewing is taken over one full lease after its last r
   const bLease = await b;
   const claimedAfter = performance.now() - lastRenewalSent;
   assert.ok(claimedAfter >= fast.leaseMs, `never before last renewal + lease (${Math.round(claimedAfter)} ms)`);
-  assert.ok(claimedAfter <= fast.leaseMs + pollMsOf(fast) + 400, `within a poll period (+ store round trips) of the formula, not a second lease (${Math.round(claimedAfter)} ms)`);
+  assert.ok(
+    claimedAfter <= fast.leaseMs + pollMsOf(fast) + 400,
+    `within a poll period (+ store round trips) of the formula, not a second lease (${Math.round(claimedAfter)} ms)`,
+  );
   assert.equal(bLease.token, a.token + 1);
-  assert.ok(bSeen.filter((e) => e.event === 'observe').length >= 2, 'B saw at least one of A\'s renewals before A stopped');
+  assert.ok(bSeen.filter((e) => e.event === 'observe').length >= 2, "B saw at least one of A's renewals before A stopped");
   await assert.rejects(a.renew(), LeaseLostError, 'renew after takeover → lease lost');
   assert.throws(() => a.check(), LeaseLostError, 'the loss is remembered for the next check');
-  assert.equal(await a.release(), false, 'a holder that lost the lock cannot release the next holder\'s lease');
+  assert.equal(await a.release(), false, "a holder that lost the lock cannot release the next holder's lease");
   assert.equal((await observe(d, 'k'))?.holder, 'B');
   await bLease.release();
 });
@@ -138,13 +151,19 @@ test('no code path deletes a lock item or puts a TTL on it', () => {
   for (const dir of ['core', 'lib', 'lambda', 'cli', 'local', 'harness', 'bin']) {
     const walk = (d: string): void => {
       let entries: string[] = [];
-      try { entries = readdirSync(d); } catch { return; }
+      try {
+        entries = readdirSync(d);
+      } catch {
+        return;
+      }
       for (const f of entries) {
         const p = path.join(d, f);
         if (!f.includes('.')) walk(p);
         else if (f.endsWith('.ts')) {
           // Code only: a comment may well say why there is no TTL.
-          const text = readFileSync(p, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+          const text = readFileSync(p, 'utf8')
+            .replace(/\/\*[\s\S]*?\*\//g, '')
+            .replace(/\/\/.*$/gm, '');
           if (/DeleteCommand|DeleteItemCommand|DeleteRequest|UpdateTimeToLive|timeToLiveAttribute/.test(text)) offenders.push(path.relative(root, p));
         }
       }

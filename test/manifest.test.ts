@@ -31,7 +31,10 @@ test('raise creates the manifest; a newer raise fences the older writer out of i
   });
   const m = await readManifest(deps, DATE);
   assert.deepEqual(Object.keys(m!.body.chunks), ['01'], '... but the manifest never names it');
-  assert.deepEqual(m!.body.raisedBy.map((r) => r.token), [7, 12]);
+  assert.deepEqual(
+    m!.body.raisedBy.map((r) => r.token),
+    [7, 12],
+  );
 
   const objB = await b.putChunkObject(2, 'b\n');
   await b.commitChunk(2, { ...objB, token: 12, invoices: 1 });
@@ -43,11 +46,13 @@ test('two commits by the same holder at once both land (a 412 on our own token r
   const deps = { s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock };
   const { writer } = await ManifestWriter.raise(deps, DATE, 'job', 3);
   const { writer: twin } = await ManifestWriter.raise(deps, DATE, 'job', 3);
-  await Promise.all([0, 1, 2, 3].map(async (c) => {
-    const w = c % 2 ? twin : writer;
-    const o = await w.putChunkObject(c, `${c}\n`);
-    await w.commitChunk(c, { ...o, token: 3, invoices: 1 });
-  }));
+  await Promise.all(
+    [0, 1, 2, 3].map(async (c) => {
+      const w = c % 2 ? twin : writer;
+      const o = await w.putChunkObject(c, `${c}\n`);
+      await w.commitChunk(c, { ...o, token: 3, invoices: 1 });
+    }),
+  );
   const m = await readManifest(deps, DATE);
   assert.deepEqual(Object.keys(m!.body.chunks).sort(), ['00', '01', '02', '03']);
 });
@@ -56,19 +61,30 @@ test('two commits by the same holder at once both land (a 412 on our own token r
 async function racyS3(conflictWindowMs: number) {
   const calls: AwsCall[] = [];
   const server = await startLocalS3({ conflictWindowMs, onCall: (c) => calls.push(c) });
-  const s3 = new S3Client({ endpoint: server.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'local', secretAccessKey: 'local' } });
+  const s3 = new S3Client({
+    endpoint: server.endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  });
   const answers: string[] = []; // the error name of every failed S3 call, as the SDK parsed it
-  s3.middlewareStack.add((next) => async (args) => {
-    try {
-      return await next(args);
-    } catch (err) {
-      answers.push((err as Error).name);
-      throw err;
-    }
-  }, { step: 'initialize', name: 'testAnswers' });
+  s3.middlewareStack.add(
+    (next) => async (args) => {
+      try {
+        return await next(args);
+      } catch (err) {
+        answers.push((err as Error).name);
+        throw err;
+      }
+    },
+    { step: 'initialize', name: 'testAnswers' },
+  );
   await s3.send(new CreateBucketCommand({ Bucket: 'racy' }));
   calls.length = 0;
-  after(async () => { s3.destroy(); await server.stop(); });
+  after(async () => {
+    s3.destroy();
+    await server.stop();
+  });
   return { deps: { s3, bucket: 'racy', clock: systemClock, random: () => 0.5 }, calls, answers };
 }
 
@@ -93,14 +109,28 @@ test('a 409 ConditionalRequestConflict is retried by reading again: two commits 
 test('a missing manifest is created with If-None-Match: * and never read first (404 or 403 alike); an existing one is read only after the 412', async () => {
   const { deps, calls, answers } = await racyS3(5);
   const first = await ManifestWriter.raise(deps, DATE, 'job', 2);
-  assert.deepEqual(first.body.raisedBy.map((r) => r.token), [2]);
-  assert.deepEqual(calls.map((c) => c.operation), ['PutObject'], 'created at once: no GetObject of a missing key');
+  assert.deepEqual(
+    first.body.raisedBy.map((r) => r.token),
+    [2],
+  );
+  assert.deepEqual(
+    calls.map((c) => c.operation),
+    ['PutObject'],
+    'created at once: no GetObject of a missing key',
+  );
   assert.deepEqual(answers, []);
   calls.length = 0;
   const second = await ManifestWriter.raise(deps, DATE, 'job', 3);
-  assert.deepEqual(calls.map((c) => c.operation), ['PutObject', 'GetObject', 'PutObject'], 'create → 412 → read → If-Match');
+  assert.deepEqual(
+    calls.map((c) => c.operation),
+    ['PutObject', 'GetObject', 'PutObject'],
+    'create → 412 → read → If-Match',
+  );
   assert.deepEqual(answers, ['PreconditionFailed']);
-  assert.deepEqual(second.body.raisedBy.map((r) => r.token), [2, 3]);
+  assert.deepEqual(
+    second.body.raisedBy.map((r) => r.token),
+    [2, 3],
+  );
   await assert.rejects(first.writer.commitChunk(0, { key: 'k', etag: '"e"', token: 2, invoices: 1 }), FencedOutError);
 });
 
@@ -111,5 +141,9 @@ test('two raises of a missing manifest at once: one creates it, the other reads 
   const m = await readManifest(deps, DATE);
   assert.equal(m!.body.token, 6);
   if (a.status === 'rejected') assert.ok(a.reason instanceof FencedOutError, 'the lower one may only be fenced out');
-  else assert.deepEqual(m!.body.raisedBy.map((r) => r.token), [5, 6]);
+  else
+    assert.deepEqual(
+      m!.body.raisedBy.map((r) => r.token),
+      [5, 6],
+    );
 });

@@ -36,7 +36,11 @@ test('a restored lock item repeats an old token; after bump-epochs no token can 
   await ns.clients.ddb.send(new PutCommand({ TableName: ns.tables.locks, Item: backup }));
   const e = await claim(leaseDeps, key, 'E', lease);
   assert.equal(e.token, 3, 'the next claim repeats token 3, which C already used');
-  await assert.rejects(fence.raise(fenceDeps, Keys.job(date), e.token, 'E', 1), FencedOutError, 'the fence (at 4) refuses it: safe, but the night is stuck');
+  await assert.rejects(
+    fence.raise(fenceDeps, Keys.job(date), e.token, 'E', 1),
+    FencedOutError,
+    'the fence (at 4) refuses it: safe, but the night is stuck',
+  );
   await e.release();
 
   const dry = await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by: 1_000_000, runId: 'r1', dryRun: true });

@@ -16,7 +16,11 @@ import { startEmbeddedStack } from '../local/stack';
 /** Files that read what the others recorded: run after them, in a second batch (the runner orders files itself). */
 const LAST = ['iam.test.ts'];
 
-interface Counts { passed: number; failed: number; skipped: number }
+interface Counts {
+  passed: number;
+  failed: number;
+  skipped: number;
+}
 
 async function main(): Promise<number> {
   const dir = __dirname;
@@ -30,16 +34,22 @@ async function main(): Promise<number> {
   const logDir = mkdtempSync(path.join(tmpdir(), 'fencepost-calls-'));
   const callLog = path.join(logDir, 'calls.jsonl');
   const stack = await startEmbeddedStack({ callLog });
-  process.stderr.write(`test stack up in ${((performance.now() - started) / 1000).toFixed(1)} s: ${stack.endpoints.dynamodb} ${stack.endpoints.s3}\n`);
+  process.stderr.write(
+    `test stack up in ${((performance.now() - started) / 1000).toFixed(1)} s: ${stack.endpoints.dynamodb} ${stack.endpoints.s3}\n`,
+  );
   const total: Counts = { passed: 0, failed: 0, skipped: 0 };
   let code = 0;
   try {
     for (const batch of batches) {
-      const r = await runBatch(batch.map((f) => path.join(dir, f)), {
-        FENCEPOST_TEST_DYNAMODB: stack.endpoints.dynamodb, FENCEPOST_TEST_S3: stack.endpoints.s3,
-        // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants.
-        ...(only.length === 0 ? { FENCEPOST_CALL_LOG: callLog } : {}),
-      });
+      const r = await runBatch(
+        batch.map((f) => path.join(dir, f)),
+        {
+          FENCEPOST_TEST_DYNAMODB: stack.endpoints.dynamodb,
+          FENCEPOST_TEST_S3: stack.endpoints.s3,
+          // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants.
+          ...(only.length === 0 ? { FENCEPOST_CALL_LOG: callLog } : {}),
+        },
+      );
       total.passed += r.counts.passed;
       total.failed += r.counts.failed;
       total.skipped += r.counts.skipped;
@@ -61,10 +71,21 @@ async function runBatch(files: string[], env: Record<string, string>): Promise<{
     env: { ...process.env, ...env, NODE_NO_WARNINGS: '1' },
   });
   let out = '';
-  child.stdout!.on('data', (d: Buffer) => { process.stdout.write(d); out += d.toString(); });
+  child.stdout!.on('data', (d: Buffer) => {
+    process.stdout.write(d);
+    out += d.toString();
+  });
   const code: number = await new Promise((resolve) => child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0))));
   const last = (name: string) => Number([...out.matchAll(new RegExp(`^ℹ ${name} (\\d+)$`, 'gm'))].at(-1)?.[1] ?? 0);
   return { code, counts: { passed: last('pass'), failed: last('fail'), skipped: last('skipped') } };
 }
 
-main().then((code) => { process.exitCode = code; }, (err) => { console.error(err); process.exitCode = 1; });
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err) => {
+    console.error(err);
+    process.exitCode = 1;
+  },
+);

@@ -120,7 +120,9 @@ describe('conditional writes: If-None-Match: *', () => {
 
   test('the condition is evaluated when the upload completes, not when it starts', async () => {
     const held = heldBody('slow-', 'writer');
-    const slow = s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'inm/late', Body: held.Body, ContentLength: held.ContentLength, IfNoneMatch: '*' }));
+    const slow = s3.send(
+      new PutObjectCommand({ Bucket: BUCKET, Key: 'inm/late', Body: held.Body, ContentLength: held.ContentLength, IfNoneMatch: '*' }),
+    );
     await held.started; // the key is still absent here
     await put('inm/late', 'fast-writer'); // finishes first
     held.release();
@@ -187,7 +189,9 @@ describe('409 ConditionalRequestConflict: a delete succeeds while a conditional 
   test('If-Match PUT whose key is deleted before its body completes gets 409', async () => {
     const v1 = await put('conflict/im', 'v1');
     const held = heldBody('v2-', 'body');
-    const pending = s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'conflict/im', Body: held.Body, ContentLength: held.ContentLength, IfMatch: v1.ETag }));
+    const pending = s3.send(
+      new PutObjectCommand({ Bucket: BUCKET, Key: 'conflict/im', Body: held.Body, ContentLength: held.ContentLength, IfMatch: v1.ETag }),
+    );
     await held.started;
     await s3.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: 'conflict/im' }));
     held.release();
@@ -198,7 +202,9 @@ describe('409 ConditionalRequestConflict: a delete succeeds while a conditional 
   test('If-None-Match PUT gets 409 even though the key is absent at completion; retrying then succeeds', async () => {
     await put('conflict/inm', 'old');
     const held = heldBody('new-', 'body');
-    const pending = s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'conflict/inm', Body: held.Body, ContentLength: held.ContentLength, IfNoneMatch: '*' }));
+    const pending = s3.send(
+      new PutObjectCommand({ Bucket: BUCKET, Key: 'conflict/inm', Body: held.Body, ContentLength: held.ContentLength, IfNoneMatch: '*' }),
+    );
     await held.started;
     await s3.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: 'conflict/inm' }));
     held.release();
@@ -209,7 +215,9 @@ describe('409 ConditionalRequestConflict: a delete succeeds while a conditional 
 
   test('a delete of a key that did not exist is no conflict', async () => {
     const held = heldBody('only-', 'body');
-    const pending = s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'conflict/none', Body: held.Body, ContentLength: held.ContentLength, IfNoneMatch: '*' }));
+    const pending = s3.send(
+      new PutObjectCommand({ Bucket: BUCKET, Key: 'conflict/none', Body: held.Body, ContentLength: held.ContentLength, IfNoneMatch: '*' }),
+    );
     await held.started;
     await s3.send(new DeleteObjectCommand({ Bucket: BUCKET, Key: 'conflict/none' }));
     held.release();
@@ -226,7 +234,13 @@ describe('409 ConditionalRequestConflict: a conditional PUT completes while anot
   const arrived: Array<(call: AwsCall) => void> = [];
   const calls: AwsCall[] = [];
   before(async () => {
-    racy = await startLocalS3({ conflictWindowMs: WINDOW_MS, onCall: (c) => { calls.push(c); for (const f of arrived.splice(0)) f(c); } });
+    racy = await startLocalS3({
+      conflictWindowMs: WINDOW_MS,
+      onCall: (c) => {
+        calls.push(c);
+        for (const f of arrived.splice(0)) f(c);
+      },
+    });
     client = clientFor(racy.endpoint);
     await client.send(new CreateBucketCommand({ Bucket: BUCKET }));
   });
@@ -291,7 +305,13 @@ describe('409 ConditionalRequestConflict: a conditional PUT completes while anot
 
   test('onCall records principal, service, operation, bucket and key of every request', async () => {
     calls.length = 0;
-    const signed = new S3Client({ endpoint: racy.endpoint, region: 'us-east-1', forcePathStyle: true, credentials: { accessKeyId: 'RaiseFn', secretAccessKey: 'x' }, logger });
+    const signed = new S3Client({
+      endpoint: racy.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'RaiseFn', secretAccessKey: 'x' },
+      logger,
+    });
     try {
       await signed.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'log/a', Body: 'a' }));
       await signed.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'log/a' }));
@@ -326,7 +346,13 @@ describe('objects', () => {
   test('Put/Get/Head keep the bytes, Content-Type and user metadata, with ETag, Content-Length, Last-Modified', async () => {
     const bytes = Buffer.from([0, 1, 2, 0xff, 0xfe, 13, 10, 48]);
     const out = await s3.send(
-      new PutObjectCommand({ Bucket: BUCKET, Key: 'obj/bin', Body: bytes, ContentType: 'application/x-test', Metadata: { Owner: 'billing', run: '7' } }),
+      new PutObjectCommand({
+        Bucket: BUCKET,
+        Key: 'obj/bin',
+        Body: bytes,
+        ContentType: 'application/x-test',
+        Metadata: { Owner: 'billing', run: '7' },
+      }),
     );
     assert.equal(out.ETag, md5Etag(bytes));
     const got = await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'obj/bin' }));
@@ -346,7 +372,12 @@ describe('objects', () => {
   test('a stream body (sent aws-chunked with a trailing checksum) is stored as the object bytes', async () => {
     const payload = Buffer.from('x'.repeat(70_000) + 'é\r\n0\r\n'); // contains what looks like chunk framing
     const out = await s3.send(
-      new PutObjectCommand({ Bucket: BUCKET, Key: 'obj/stream', Body: Readable.from([payload.subarray(0, 1000), payload.subarray(1000)]), ContentLength: payload.length }),
+      new PutObjectCommand({
+        Bucket: BUCKET,
+        Key: 'obj/stream',
+        Body: Readable.from([payload.subarray(0, 1000), payload.subarray(1000)]),
+        ContentLength: payload.length,
+      }),
     );
     assert.equal(out.ETag, md5Etag(payload));
     const got = await s3.send(new GetObjectCommand({ Bucket: BUCKET, Key: 'obj/stream' }));
@@ -356,7 +387,11 @@ describe('objects', () => {
   test('a body that does not match its Content-MD5 or x-amz-checksum-crc32 is refused with 400 BadDigest', async () => {
     const wrong = createHash('md5').update('something else').digest('base64');
     await expectS3Error(s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'obj/bad', Body: 'payload', ContentMD5: wrong })), 'BadDigest', 400);
-    await expectS3Error(s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'obj/bad', Body: 'payload', ChecksumCRC32: 'AAAAAA==' })), 'BadDigest', 400);
+    await expectS3Error(
+      s3.send(new PutObjectCommand({ Bucket: BUCKET, Key: 'obj/bad', Body: 'payload', ChecksumCRC32: 'AAAAAA==' })),
+      'BadDigest',
+      400,
+    );
     await expectS3Error(getText('obj/bad'), 'NoSuchKey', 404);
   });
 
@@ -365,7 +400,10 @@ describe('objects', () => {
     await put(key, 'odd');
     assert.equal(await getText(key), 'odd');
     const list = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: 'odd keys/' }));
-    assert.deepEqual(list.Contents?.map((c) => c.Key), [key]);
+    assert.deepEqual(
+      list.Contents?.map((c) => c.Key),
+      [key],
+    );
   });
 
   test('GetObject/HeadObject of a missing key: 404 NoSuchKey / 404 without body', async () => {
@@ -416,7 +454,10 @@ describe('ListObjectsV2', () => {
 
   test('lists everything in key order with KeyCount, sizes and ETags', async () => {
     const out = await list({});
-    assert.deepEqual(out.Contents?.map((c) => c.Key), keys);
+    assert.deepEqual(
+      out.Contents?.map((c) => c.Key),
+      keys,
+    );
     assert.equal(out.KeyCount, keys.length);
     assert.equal(out.IsTruncated, false);
     assert.equal(out.NextContinuationToken, undefined);
@@ -427,17 +468,32 @@ describe('ListObjectsV2', () => {
 
   test('prefix filters', async () => {
     const out = await list({ Prefix: 'a/' });
-    assert.deepEqual(out.Contents?.map((c) => c.Key), ['a/1', 'a/2', 'a/b/3']);
+    assert.deepEqual(
+      out.Contents?.map((c) => c.Key),
+      ['a/1', 'a/2', 'a/b/3'],
+    );
   });
 
   test('delimiter rolls keys up into CommonPrefixes', async () => {
     const top = await list({ Delimiter: '/' });
-    assert.deepEqual(top.Contents?.map((c) => c.Key), ['c', 'e']);
-    assert.deepEqual(top.CommonPrefixes?.map((p) => p.Prefix), ['a/', 'b/', 'd/']);
+    assert.deepEqual(
+      top.Contents?.map((c) => c.Key),
+      ['c', 'e'],
+    );
+    assert.deepEqual(
+      top.CommonPrefixes?.map((p) => p.Prefix),
+      ['a/', 'b/', 'd/'],
+    );
     assert.equal(top.KeyCount, 5);
     const inA = await list({ Delimiter: '/', Prefix: 'a/' });
-    assert.deepEqual(inA.Contents?.map((c) => c.Key), ['a/1', 'a/2']);
-    assert.deepEqual(inA.CommonPrefixes?.map((p) => p.Prefix), ['a/b/']);
+    assert.deepEqual(
+      inA.Contents?.map((c) => c.Key),
+      ['a/1', 'a/2'],
+    );
+    assert.deepEqual(
+      inA.CommonPrefixes?.map((p) => p.Prefix),
+      ['a/b/'],
+    );
   });
 
   async function allPages(input: Omit<ConstructorParameters<typeof ListObjectsV2Command>[0], 'Bucket'>) {
@@ -455,20 +511,35 @@ describe('ListObjectsV2', () => {
   test('MaxKeys + ContinuationToken paginate across several pages without gaps or repeats', async () => {
     const pages = await allPages({ MaxKeys: 3 });
     assert.equal(pages.length, 3);
-    assert.deepEqual(pages.map((p) => p.KeyCount), [3, 3, 2]);
-    assert.deepEqual(pages.flatMap((p) => p.Contents?.map((c) => c.Key) ?? []), keys);
+    assert.deepEqual(
+      pages.map((p) => p.KeyCount),
+      [3, 3, 2],
+    );
+    assert.deepEqual(
+      pages.flatMap((p) => p.Contents?.map((c) => c.Key) ?? []),
+      keys,
+    );
     assert.equal(pages[1].ContinuationToken, pages[0].NextContinuationToken);
   });
 
   test('pagination with a delimiter counts CommonPrefixes towards MaxKeys and never repeats one', async () => {
     const pages = await allPages({ MaxKeys: 2, Delimiter: '/' });
     assert.equal(pages.length, 3);
-    assert.deepEqual(pages.flatMap((p) => [...(p.CommonPrefixes?.map((c) => c.Prefix) ?? []), ...(p.Contents?.map((c) => c.Key) ?? [])]).sort(), ['a/', 'b/', 'c', 'd/', 'e']);
+    assert.deepEqual(pages.flatMap((p) => [...(p.CommonPrefixes?.map((c) => c.Prefix) ?? []), ...(p.Contents?.map((c) => c.Key) ?? [])]).sort(), [
+      'a/',
+      'b/',
+      'c',
+      'd/',
+      'e',
+    ]);
   });
 
   test('StartAfter starts strictly after the given key', async () => {
     const out = await list({ StartAfter: 'b/1' });
-    assert.deepEqual(out.Contents?.map((c) => c.Key), ['c', 'd/x/1', 'd/y/2', 'e']);
+    assert.deepEqual(
+      out.Contents?.map((c) => c.Key),
+      ['c', 'd/x/1', 'd/y/2', 'e'],
+    );
     assert.equal(out.StartAfter, 'b/1');
   });
 
@@ -476,7 +547,10 @@ describe('ListObjectsV2', () => {
     // U+FF71 is EF BD B1 in UTF-8 and U+1F600 is F0 9F 98 80: UTF-8 puts U+FF71 first, JS string order the emoji.
     for (const key of ['u/\u{1F600}', 'u/\uFF71', 'u/z', 'u/é']) await s3.send(new PutObjectCommand({ Bucket: LB, Key: key, Body: 'u' }));
     const out = await list({ Prefix: 'u/' });
-    assert.deepEqual(out.Contents?.map((c) => c.Key), ['u/z', 'u/é', 'u/\uFF71', 'u/\u{1F600}']);
+    assert.deepEqual(
+      out.Contents?.map((c) => c.Key),
+      ['u/z', 'u/é', 'u/\uFF71', 'u/\u{1F600}'],
+    );
   });
 });
 

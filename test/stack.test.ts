@@ -24,7 +24,11 @@ import { CONNECTION_TIMEOUT_MS, REQUEST_TIMEOUT_MS, awsClients } from '../core/s
 import { resolveJoin } from '../local/workflow';
 
 // asl-validator ships no type declarations; this is the part of its API the test uses.
-const aslValidator = require('asl-validator') as (definition: unknown) => { isValid: boolean; errors: unknown[]; errorsText(separator?: string): string };
+const aslValidator = require('asl-validator') as (definition: unknown) => {
+  isValid: boolean;
+  errors: unknown[];
+  errorsText(separator?: string): string;
+};
 
 const cdkJson = JSON.parse(readFileSync(path.join(__dirname, '..', 'cdk.json'), 'utf8')) as { app: string; context: Record<string, unknown> };
 
@@ -59,7 +63,11 @@ test('tables: one per schema.ts description, no TTL on any, PITR, deletion prote
     assert.equal(t.Properties!.TableName, undefined);
     assert.equal(t.DeletionPolicy, 'Retain');
   }
-  const byConstruct = [[stack.data.locks, LOCK_TABLE], [stack.data.jobs, JOB_TABLE], [stack.data.invoices, INVOICE_TABLE]] as const;
+  const byConstruct = [
+    [stack.data.locks, LOCK_TABLE],
+    [stack.data.jobs, JOB_TABLE],
+    [stack.data.invoices, INVOICE_TABLE],
+  ] as const;
   for (const [table, d] of byConstruct) {
     const resource = template.toJSON().Resources[ref(table).Ref] as Resource;
     assert.deepEqual(resource.Properties!.KeySchema, [{ AttributeName: d.partitionKey.name, KeyType: 'HASH' }]);
@@ -74,11 +82,16 @@ test("the job table's sparse GSI is keyed exactly on schema.ts's claim attribute
   // Sparse: neither is the table's key, so a row is in the index only while it carries both (RUNNING).
   assert.ok(![index.partitionKey.name, index.sortKey.name].includes(JOB_TABLE.partitionKey.name));
   const job = template.toJSON().Resources[ref(stack.data.jobs).Ref] as Resource;
-  assert.deepEqual(job.Properties!.GlobalSecondaryIndexes, [{
-    IndexName: index.name,
-    KeySchema: [{ AttributeName: 'claim_shard', KeyType: 'HASH' }, { AttributeName: 'claimed_since', KeyType: 'RANGE' }],
-    Projection: { ProjectionType: 'ALL' },
-  }]);
+  assert.deepEqual(job.Properties!.GlobalSecondaryIndexes, [
+    {
+      IndexName: index.name,
+      KeySchema: [
+        { AttributeName: 'claim_shard', KeyType: 'HASH' },
+        { AttributeName: 'claimed_since', KeyType: 'RANGE' },
+      ],
+      Projection: { ProjectionType: 'ALL' },
+    },
+  ]);
   const definitions = [...job.Properties!.AttributeDefinitions].sort((a, b) => a.AttributeName.localeCompare(b.AttributeName));
   assert.deepEqual(definitions, [
     { AttributeName: 'claim_shard', AttributeType: 'S' },
@@ -117,32 +130,103 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
   const c = STACK_DEFAULTS;
   const fromApp = { Namespace: METRICS_NAMESPACE, Dimensions: [{ Name: 'service', Value: SERVICE_NAME }] };
   const sm = { Namespace: 'AWS/States', Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.billing.stateMachine) }] };
-  const ccf = (table: IConstruct) => ({ Namespace: 'AWS/DynamoDB', MetricName: 'ConditionalCheckFailedRequests', Dimensions: [{ Name: 'TableName', Value: ref(table) }] });
+  const ccf = (table: IConstruct) => ({
+    Namespace: 'AWS/DynamoDB',
+    MetricName: 'ConditionalCheckFailedRequests',
+    Dimensions: [{ Name: 'TableName', Value: ref(table) }],
+  });
   const expected: Record<keyof typeof stack.alarms.alarms, Record<string, unknown>> = {
     // Intended change (issue 9): the part of the offset beyond its error bound, not |offset| (test/clock-offset.test.ts).
-    clockOffset: { ...fromApp, MetricName: Metric.clockOffsetBeyondErrorMs, Statistic: 'Maximum', Period: 300, Threshold: c.clockOffsetAlarmMs, ComparisonOperator: 'GreaterThanThreshold' },
-    fencedRejections: { ...fromApp, MetricName: Metric.fencedRejections, Statistic: 'Sum', Period: 300, Threshold: c.fencedRejectionsAlarmThreshold, ComparisonOperator: 'GreaterThanOrEqualToThreshold' },
-    lockConditionalChecks: { ...ccf(stack.data.locks), Statistic: 'Sum', Period: 300, Threshold: c.conditionalCheckFailedAlarmThreshold, ComparisonOperator: 'GreaterThanThreshold' },
-    jobConditionalChecks: { ...ccf(stack.data.jobs), Statistic: 'Sum', Period: 300, Threshold: c.conditionalCheckFailedAlarmThreshold, ComparisonOperator: 'GreaterThanThreshold' },
-    transactionConflicts: { Threshold: c.conditionalCheckFailedAlarmThreshold, ComparisonOperator: 'GreaterThanThreshold', TreatMissingData: 'notBreaching' },
+    clockOffset: {
+      ...fromApp,
+      MetricName: Metric.clockOffsetBeyondErrorMs,
+      Statistic: 'Maximum',
+      Period: 300,
+      Threshold: c.clockOffsetAlarmMs,
+      ComparisonOperator: 'GreaterThanThreshold',
+    },
+    fencedRejections: {
+      ...fromApp,
+      MetricName: Metric.fencedRejections,
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: c.fencedRejectionsAlarmThreshold,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+    },
+    lockConditionalChecks: {
+      ...ccf(stack.data.locks),
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: c.conditionalCheckFailedAlarmThreshold,
+      ComparisonOperator: 'GreaterThanThreshold',
+    },
+    jobConditionalChecks: {
+      ...ccf(stack.data.jobs),
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: c.conditionalCheckFailedAlarmThreshold,
+      ComparisonOperator: 'GreaterThanThreshold',
+    },
+    transactionConflicts: {
+      Threshold: c.conditionalCheckFailedAlarmThreshold,
+      ComparisonOperator: 'GreaterThanThreshold',
+      TreatMissingData: 'notBreaching',
+    },
     billingNotDone: {
-      ...fromApp, MetricName: Metric.runsCompleted, Statistic: 'Sum', Period: 86400, Threshold: 1, ComparisonOperator: 'LessThanThreshold',
-      TreatMissingData: 'breaching', EvaluationWindow: { WallClockWindow: { Timezone: '-05:00' } }, // midnight at -05:00 is 05:00 UTC
+      ...fromApp,
+      MetricName: Metric.runsCompleted,
+      Statistic: 'Sum',
+      Period: 86400,
+      Threshold: 1,
+      ComparisonOperator: 'LessThanThreshold',
+      TreatMissingData: 'breaching',
+      EvaluationWindow: { WallClockWindow: { Timezone: '-05:00' } }, // midnight at -05:00 is 05:00 UTC
     },
     executionsFailed: { ...sm, MetricName: 'ExecutionsFailed', Statistic: 'Sum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold' },
-    executionsTimedOut: { ...sm, MetricName: 'ExecutionsTimedOut', Statistic: 'Sum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold' },
-    executionsAborted: { ...sm, MetricName: 'ExecutionsAborted', Statistic: 'Sum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold' },
+    executionsTimedOut: {
+      ...sm,
+      MetricName: 'ExecutionsTimedOut',
+      Statistic: 'Sum',
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+    },
+    executionsAborted: {
+      ...sm,
+      MetricName: 'ExecutionsAborted',
+      Statistic: 'Sum',
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+    },
     scheduleDeadLetters: {
-      Namespace: 'AWS/SQS', MetricName: 'ApproximateNumberOfMessagesVisible', Statistic: 'Maximum', Threshold: 0, ComparisonOperator: 'GreaterThanThreshold',
+      Namespace: 'AWS/SQS',
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Statistic: 'Maximum',
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
       Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [ref(stack.schedule.deadLetterQueue).Ref, 'QueueName'] } }],
     },
-    sweeperStorm: { ...fromApp, MetricName: Metric.sweeperStorm, Statistic: 'Sum', Period: 300, Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold' },
+    sweeperStorm: {
+      ...fromApp,
+      MetricName: Metric.sweeperStorm,
+      Statistic: 'Sum',
+      Period: 300,
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+    },
     sweeperFailed: {
-      Namespace: 'AWS/States', Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.sweeper.stateMachine) }],
-      MetricName: 'ExecutionsFailed', Statistic: 'Sum', Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      Namespace: 'AWS/States',
+      Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.sweeper.stateMachine) }],
+      MetricName: 'ExecutionsFailed',
+      Statistic: 'Sum',
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
     },
     sweeperDeadLetters: {
-      Namespace: 'AWS/SQS', MetricName: 'ApproximateNumberOfMessagesVisible', Statistic: 'Maximum', Threshold: 0, ComparisonOperator: 'GreaterThanThreshold',
+      Namespace: 'AWS/SQS',
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Statistic: 'Maximum',
+      Threshold: 0,
+      ComparisonOperator: 'GreaterThanThreshold',
       Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [ref(stack.sweeperSchedule.deadLetterQueue).Ref, 'QueueName'] } }],
     },
   };
@@ -159,15 +243,28 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
   }
   // TransactionConflict of the two tables a fenced transaction writes, summed (a math expression, no MetricName).
   const conflicts = template.toJSON().Resources[ref(stack.alarms.alarms.transactionConflicts).Ref] as Resource;
-  const metrics = conflicts.Properties!.Metrics as Array<{ Id: string; Expression?: string; ReturnData?: boolean; MetricStat?: { Metric: Record<string, unknown>; Stat: string; Period: number } }>;
+  const metrics = conflicts.Properties!.Metrics as Array<{
+    Id: string;
+    Expression?: string;
+    ReturnData?: boolean;
+    MetricStat?: { Metric: Record<string, unknown>; Stat: string; Period: number };
+  }>;
   assert.deepEqual(metrics.find((m) => m.Expression)!.Expression, 'FILL(jobs, 0) + FILL(invoices, 0)');
-  for (const [id, table] of [['jobs', stack.data.jobs], ['invoices', stack.data.invoices]] as const) {
+  for (const [id, table] of [
+    ['jobs', stack.data.jobs],
+    ['invoices', stack.data.invoices],
+  ] as const) {
     assert.deepEqual(metrics.find((m) => m.Id === id)!.MetricStat, {
-      Metric: { Namespace: 'AWS/DynamoDB', MetricName: 'TransactionConflict', Dimensions: [{ Name: 'TableName', Value: ref(table) }] }, Stat: 'Sum', Period: 300,
+      Metric: { Namespace: 'AWS/DynamoDB', MetricName: 'TransactionConflict', Dimensions: [{ Name: 'TableName', Value: ref(table) }] },
+      Stat: 'Sum',
+      Period: 300,
     });
   }
   // No alarm claims that ConditionalCheckFailedRequests counts a fenced transaction: only the app's metric does.
-  assert.match(String((template.toJSON().Resources[ref(stack.alarms.alarms.fencedRejections).Ref] as Resource).Properties!.AlarmDescription), /no per-table metric/);
+  assert.match(
+    String((template.toJSON().Resources[ref(stack.alarms.alarms.fencedRejections).Ref] as Resource).Properties!.AlarmDescription),
+    /no per-table metric/,
+  );
   template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: arnOf(stack.alarms.key) });
   template.hasResourceProperties('AWS::KMS::Key', { EnableKeyRotation: true });
   template.hasResourceProperties('AWS::SNS::TopicPolicy', {
@@ -203,9 +300,18 @@ test('the nightly schedule starts the state machine with scheduledTime, retries,
     PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]) },
   });
   template.hasResourceProperties('AWS::IAM::Role', {
-    AssumeRolePolicyDocument: { Statement: [Match.objectLike({ Principal: { Service: 'scheduler.amazonaws.com' }, Condition: Match.objectLike({ StringEquals: Match.objectLike({ 'aws:SourceAccount': { Ref: 'AWS::AccountId' } }) }) })] },
+    AssumeRolePolicyDocument: {
+      Statement: [
+        Match.objectLike({
+          Principal: { Service: 'scheduler.amazonaws.com' },
+          Condition: Match.objectLike({ StringEquals: Match.objectLike({ 'aws:SourceAccount': { Ref: 'AWS::AccountId' } }) }),
+        }),
+      ],
+    },
   });
-  const policies = ofType('AWS::IAM::Policy').filter((p) => p.Properties!.Roles.some((r: unknown) => JSON.stringify(r) === JSON.stringify(ref(stack.schedule.role))));
+  const policies = ofType('AWS::IAM::Policy').filter((p) =>
+    p.Properties!.Roles.some((r: unknown) => JSON.stringify(r) === JSON.stringify(ref(stack.schedule.role))),
+  );
   assert.equal(policies.length, 1);
   assert.deepEqual(policies[0].Properties!.PolicyDocument.Statement, [
     { Action: 'states:StartExecution', Effect: 'Allow', Resource: ref(stack.billing.stateMachine) },
@@ -215,9 +321,19 @@ test('the nightly schedule starts the state machine with scheduledTime, retries,
 
 /** Actions AWS authorizes only on Resource "*" (no resource-level permissions). */
 const RESOURCE_STAR_ONLY = new Set([
-  'xray:PutTraceSegments', 'xray:PutTelemetryRecords', 'xray:GetSamplingRules', 'xray:GetSamplingTargets',
-  'logs:CreateLogDelivery', 'logs:GetLogDelivery', 'logs:UpdateLogDelivery', 'logs:DeleteLogDelivery', 'logs:ListLogDeliveries',
-  'logs:PutResourcePolicy', 'logs:DescribeResourcePolicies', 'logs:DescribeLogGroups', 'cloudwatch:PutMetricData',
+  'xray:PutTraceSegments',
+  'xray:PutTelemetryRecords',
+  'xray:GetSamplingRules',
+  'xray:GetSamplingTargets',
+  'logs:CreateLogDelivery',
+  'logs:GetLogDelivery',
+  'logs:UpdateLogDelivery',
+  'logs:DeleteLogDelivery',
+  'logs:ListLogDeliveries',
+  'logs:PutResourcePolicy',
+  'logs:DescribeResourcePolicies',
+  'logs:DescribeLogGroups',
+  'cloudwatch:PutMetricData',
 ]);
 
 test('IAM: no "*" action, no service-wide wildcard, no Resource "*" where the action has a specific resource', () => {
@@ -241,7 +357,9 @@ test('IAM: no "*" action, no service-wide wildcard, no Resource "*" where the ac
 
 test('cdk-nag AWS Solutions: no unacknowledged finding (errors or warnings: either fails `cdk synth`)', () => {
   const report = new AwsSolutionsChecks().validateScope(app);
-  const findings = report.violations.map((v) => `${v.severity} ${v.ruleName} at ${v.violatingResources.map((r) => r.constructPath).join(', ')}: ${v.description}`);
+  const findings = report.violations.map(
+    (v) => `${v.severity} ${v.ruleName} at ${v.violatingResources.map((r) => r.constructPath).join(', ')}: ${v.description}`,
+  );
   assert.deepEqual(findings, []);
 });
 
@@ -254,7 +372,12 @@ test('context overrides reach the stack: time zone, deadline, thresholds, e-mail
   const { stack: s, template: t } = synth({
     ...cdkJson.context,
     'aws:cdk:bundling-stacks': [], // the template is all this test reads: skip asset bundling
-    [CONTEXT_KEY]: { scheduleTimeZone: 'Europe/Paris', billingDeadlineHour: 6, conditionalCheckFailedAlarmThreshold: 7, alarmEmail: 'billing-oncall@example.com' },
+    [CONTEXT_KEY]: {
+      scheduleTimeZone: 'Europe/Paris',
+      billingDeadlineHour: 6,
+      conditionalCheckFailedAlarmThreshold: 7,
+      alarmEmail: 'billing-oncall@example.com',
+    },
   });
   t.hasResourceProperties('AWS::Scheduler::Schedule', { ScheduleExpressionTimezone: 'Europe/Paris' });
   t.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'billing-oncall@example.com' });
@@ -283,9 +406,22 @@ test('invalid context is refused with one error listing every problem', () => {
     return undefined;
   })();
   assert.ok(err instanceof ConfigError, 'throws a ConfigError');
-  const expected = ['renewMs', 'clockOffsetAlarmMs', 'scheduleTimeZone', 'chunkConcurrency', 'scheduleExpression', 'billingDeadlineHour', 'fencedRejectionsAlarmThreshold', 'alarmEmail'];
+  const expected = [
+    'renewMs',
+    'clockOffsetAlarmMs',
+    'scheduleTimeZone',
+    'chunkConcurrency',
+    'scheduleExpression',
+    'billingDeadlineHour',
+    'fencedRejectionsAlarmThreshold',
+    'alarmEmail',
+  ];
   assert.equal(err.problems.length, expected.length, err.message);
-  for (const key of expected) assert.ok(err.problems.some((p) => p.startsWith(key)), `names ${key}: ${err.message}`);
+  for (const key of expected)
+    assert.ok(
+      err.problems.some((p) => p.startsWith(key)),
+      `names ${key}: ${err.message}`,
+    );
   assert.match(err.message, /renewMs \(4000\) must be at most leaseMs \/ 3/);
 
   assert.throws(() => parseStackConfig({ leaseMS: 10_000 }), /fencepost\.leaseMS is not a setting/);
@@ -295,7 +431,9 @@ test('invalid context is refused with one error listing every problem', () => {
 });
 
 test('the orphan sweeper: its own state machine on a schedule, reading the job table only through the sparse index', () => {
-  const policies = ofType('AWS::IAM::Policy').flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
+  const policies = ofType('AWS::IAM::Policy').flatMap(
+    (p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[],
+  );
   const actions = policies.flatMap((s) => ([] as string[]).concat(s.Action));
   assert.ok(!actions.includes('dynamodb:Scan'), 'no function may scan any table');
   const queries = policies.filter((s) => ([] as string[]).concat(s.Action).includes('dynamodb:Query'));
@@ -315,7 +453,10 @@ const definitionOf = (machine: IConstruct) =>
   JSON.parse(resolveJoin((template.toJSON().Resources[ref(machine).Ref] as Resource).Properties!.DefinitionString)) as Record<string, any>;
 
 test('asl-validator: both synthesized definitions (billing and sweeper) are valid Amazon States Language', () => {
-  for (const [name, machine] of [['billing', stack.billing.stateMachine], ['sweeper', stack.sweeper.stateMachine]] as const) {
+  for (const [name, machine] of [
+    ['billing', stack.billing.stateMachine],
+    ['sweeper', stack.sweeper.stateMachine],
+  ] as const) {
     const definition = definitionOf(machine);
     assert.ok(Object.keys(definition.States).length > 3, name);
     const result = aslValidator(definition);
@@ -327,7 +468,7 @@ test('asl-validator: both synthesized definitions (billing and sweeper) are vali
 test('state machine log groups live under /aws/vendedlogs/states/ (the CloudWatch Logs resource-policy size limit)', () => {
   const groups = template.toJSON().Resources as Record<string, Resource>;
   for (const machine of [stack.billing.stateMachine, stack.sweeper.stateMachine]) {
-    const props = (groups[ref(machine).Ref]).Properties!;
+    const props = groups[ref(machine).Ref].Properties!;
     const groupId = props.LoggingConfiguration.Destinations[0].CloudWatchLogsLogGroup.LogGroupArn['Fn::GetAtt'][0] as string;
     assert.match(String(groups[groupId].Properties!.LogGroupName), /^\/aws\/vendedlogs\/states\/Fencepost-(billing|sweeper)$/);
   }
@@ -343,7 +484,10 @@ test('the chunk function is timed to its work (a minute), its task 30 s more; an
   assert.ok(TRANSIENT_ERRORS.includes('Lambda.ClientExecutionTimeoutException'));
   assert.ok(billChunk.Retry[0].ErrorEquals.includes('Lambda.ClientExecutionTimeoutException'));
   for (const sweepTask of ['SightClaimed', 'VerifyAndRequeue']) {
-    assert.ok(definitionOf(stack.sweeper.stateMachine).States[sweepTask].Retry[0].ErrorEquals.includes('Lambda.ClientExecutionTimeoutException'), sweepTask);
+    assert.ok(
+      definitionOf(stack.sweeper.stateMachine).States[sweepTask].Retry[0].ErrorEquals.includes('Lambda.ClientExecutionTimeoutException'),
+      sweepTask,
+    );
   }
 });
 
@@ -372,7 +516,11 @@ test("the Lambdas' AWS clients give up on a hung call: connection and request ti
 });
 
 test('large nights: above distributedMapAboveChunks the chunks run as a Distributed Map, granted and acknowledged', () => {
-  const { app: a, stack: s, template: t } = synth({
+  const {
+    app: a,
+    stack: s,
+    template: t,
+  } = synth({
     ...cdkJson.context,
     'aws:cdk:bundling-stacks': [], // the template is all this test reads: skip asset bundling
     [CONTEXT_KEY]: { invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 200 }, // 2,000 chunks
@@ -392,13 +540,22 @@ test('large nights: above distributedMapAboveChunks the chunks run as a Distribu
   assert.deepEqual(billChunk.Retry, inline.ItemProcessor.States.BillChunk.Retry);
   assert.deepEqual({ ...billChunk, Resource: undefined }, { ...inline.ItemProcessor.States.BillChunk, Resource: undefined });
   // Today's routes, plus the one error AWS reports for a failed child, before States.ALL.
-  assert.deepEqual(map.Catch, [inline.Catch[0], { ErrorEquals: [MAP_RUN_FAILED], ResultPath: '$.error', Next: 'ReleaseAfterChunkFailure' }, inline.Catch[1]]);
+  assert.deepEqual(map.Catch, [
+    inline.Catch[0],
+    { ErrorEquals: [MAP_RUN_FAILED], ResultPath: '$.error', Next: 'ReleaseAfterChunkFailure' },
+    inline.Catch[1],
+  ]);
   // CDK's grant for the child executions: StartExecution on itself, Describe/Stop on its executions.
-  const statements = (Object.values(t.findResources('AWS::IAM::Policy')) as Resource[]).flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
+  const statements = (Object.values(t.findResources('AWS::IAM::Policy')) as Resource[]).flatMap(
+    (p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[],
+  );
   const actions = statements.flatMap((x) => ([] as string[]).concat(x.Action));
   for (const a of ['states:StartExecution', 'states:DescribeExecution', 'states:StopExecution']) assert.ok(actions.includes(a), a);
   const report = new AwsSolutionsChecks().validateScope(a);
-  assert.deepEqual(report.violations.map((v) => `${v.ruleName} at ${v.violatingResources.map((r) => r.constructPath).join(', ')}`), []);
+  assert.deepEqual(
+    report.violations.map((v) => `${v.ruleName} at ${v.violatingResources.map((r) => r.constructPath).join(', ')}`),
+    [],
+  );
   const valid = aslValidator(structuredClone(definition));
   assert.deepEqual(valid.errors, [], valid.errorsText('\n'));
 });
@@ -416,19 +573,32 @@ test("large nights: the chunk plan is checked against AWS's limits, every proble
   // Inline: concurrency at most 40; distributed (2,000 chunks): up to 10,000.
   assert.match(refused({ chunkConcurrency: 41 }).join('\n'), /^chunkConcurrency must be an integer from 1 to 40 for an inline Map/);
   assert.deepEqual(refused({ invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 41 }), []);
-  assert.match(refused({ invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 10_001 }).join('\n'), /^chunkConcurrency must be an integer from 1 to 10000 for a Distributed Map/);
+  assert.match(
+    refused({ invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 10_001 }).join('\n'),
+    /^chunkConcurrency must be an integer from 1 to 10000 for a Distributed Map/,
+  );
   // A chunk must fit half the chunk function's minute at 50 ms a transaction of 99: 599 transactions, 59,301 invoices.
   assert.deepEqual(refused({ invoices: 59_301, chunkSize: 59_301 }), []);
   assert.match(refused({ invoices: 60_000, chunkSize: 60_000 }).join('\n'), /^chunkSize \(60000\) makes a chunk of about 30\.4 s .* at most 59301$/m);
   // 2,000 chunks kept inline: the history can pass 25,000 events.
-  assert.match(refused({ invoices: 1_000_000, chunkSize: 500, distributedMapAboveChunks: 2_000, chunkConcurrency: 40 }).join('\n'), /^distributedMapAboveChunks \(2000\) runs this night's 2000 chunks inline, whose history can reach \d+ events, above the 25000 quota: set it to at most \d+/m);
+  assert.match(
+    refused({ invoices: 1_000_000, chunkSize: 500, distributedMapAboveChunks: 2_000, chunkConcurrency: 40 }).join('\n'),
+    /^distributedMapAboveChunks \(2000\) runs this night's 2000 chunks inline, whose history can reach \d+ events, above the 25000 quota: set it to at most \d+/m,
+  );
   // A million chunks: the list alone passes 256 KiB, and one at a time they pass the 2-hour execution timeout.
   const million = refused({ invoices: 1_000_000, chunkSize: 1 });
-  assert.deepEqual(million.map((p) => p.split(' ')[0]), ['chunkSize', 'chunkConcurrency'], million.join('\n'));
+  assert.deepEqual(
+    million.map((p) => p.split(' ')[0]),
+    ['chunkSize', 'chunkConcurrency'],
+    million.join('\n'),
+  );
   assert.match(million[0], /exceed the 262144-byte state payload quota/);
   assert.match(million[1], /past the execution's 2 hours timeout/);
   // The claim loop alone: 120 leases of 10 s watched in 1 s polls.
-  assert.match(refused({ claimBudget: 120 }).join('\n'), /^claimBudget \(120\) × leaseMs \(10000\) lets the claim loop alone write up to \d+ history events/m);
+  assert.match(
+    refused({ claimBudget: 120 }).join('\n'),
+    /^claimBudget \(120\) × leaseMs \(10000\) lets the claim loop alone write up to \d+ history events/m,
+  );
   assert.match(refused({ distributedMapAboveChunks: -1 }).join('\n'), /^distributedMapAboveChunks must be a non-negative integer/);
 });
 

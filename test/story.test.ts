@@ -5,28 +5,43 @@ import { localClients } from '../core/stores';
 import { playStory, storyTable } from '../harness/story';
 import { endpoints } from './support/stack';
 
-test('the story: A freezes, B fences A out, B dies, the sweeper re-queues, C completes; every row from a real event', { timeout: 300_000 }, async () => {
-  const ep = await endpoints();
-  const clients = localClients(ep);
-  try {
-    const result = await playStory(ep, clients, 0.25);
-    const find = (actor: string, event: RegExp) => result.rows.find((r) => r.actor === actor && event.test(r.event));
-    const order = [
-      find('A', /claims the lease/), find('A', /freezes/), find('B', /claims the lease/), find('B', /raises the fence/),
-      find('A', /late batch REFUSED/), find('story', /SIGKILL B/), find('sweeper', /re-queues/), find('C', /claims the lease/),
-      find('C', /completes the night/), find('C', /releases the lock/),
-    ];
-    assert.ok(order.every(Boolean), `every beat happened:\n${storyTable(result)}`);
-    const times = order.map((r) => r!.t);
-    assert.deepEqual(times, [...times].sort((x, y) => x - y), 'in the story\'s order');
-    assert.deepEqual([order[0]!.token, order[2]!.token, order[7]!.token], [1, 2, 3], 'each takeover has a higher token');
-    assert.equal(order[4]!.fence, 2, 'A\'s late batch met the fence B raised');
-    assert.equal(order[6]!.state, 'QUEUED');
-    assert.equal(order[8]!.state, 'DONE');
-    assert.ok(result.audit.ok, storyTable(result));
-    assert.equal(result.audit.invoicesFound, 2000);
-    assert.match(storyTable(result), /t \(s\)\s+actor\s+event\s+token\s+fence\s+state/);
-  } finally {
-    clients.destroy();
-  }
-});
+test(
+  'the story: A freezes, B fences A out, B dies, the sweeper re-queues, C completes; every row from a real event',
+  { timeout: 300_000 },
+  async () => {
+    const ep = await endpoints();
+    const clients = localClients(ep);
+    try {
+      const result = await playStory(ep, clients, 0.25);
+      const find = (actor: string, event: RegExp) => result.rows.find((r) => r.actor === actor && event.test(r.event));
+      const order = [
+        find('A', /claims the lease/),
+        find('A', /freezes/),
+        find('B', /claims the lease/),
+        find('B', /raises the fence/),
+        find('A', /late batch REFUSED/),
+        find('story', /SIGKILL B/),
+        find('sweeper', /re-queues/),
+        find('C', /claims the lease/),
+        find('C', /completes the night/),
+        find('C', /releases the lock/),
+      ];
+      assert.ok(order.every(Boolean), `every beat happened:\n${storyTable(result)}`);
+      const times = order.map((r) => r!.t);
+      assert.deepEqual(
+        times,
+        [...times].sort((x, y) => x - y),
+        "in the story's order",
+      );
+      assert.deepEqual([order[0]!.token, order[2]!.token, order[7]!.token], [1, 2, 3], 'each takeover has a higher token');
+      assert.equal(order[4]!.fence, 2, "A's late batch met the fence B raised");
+      assert.equal(order[6]!.state, 'QUEUED');
+      assert.equal(order[8]!.state, 'DONE');
+      assert.ok(result.audit.ok, storyTable(result));
+      assert.equal(result.audit.invoicesFound, 2000);
+      assert.match(storyTable(result), /t \(s\)\s+actor\s+event\s+token\s+fence\s+state/);
+    } finally {
+      clients.destroy();
+    }
+  },
+);

@@ -34,14 +34,14 @@ async function holder(ns: Namespace, date: string, name: string, renewing: boole
   return l;
 }
 
-test('a dead holder\'s row is an orphan only on a second sighting a full lease later; the re-queue takes it out of the index', async () => {
+test("a dead holder's row is an orphan only on a second sighting a full lease later; the re-queue takes it out of the index", async () => {
   const ns = await namespace();
   const { sweeper, fenceDeps } = deps(ns);
   await holder(ns, '2026-09-28', 'B', false); // B "dies": no renewals
   const first = await sweeper.sweep();
   assert.deepEqual([first.claimed, first.orphans, first.pending], [1, 0, 1], 'first sighting only notes the rvn');
   const early = await sweeper.sweep();
-  assert.equal(early.orphans, 0, 'not before a full lease has passed on the sweeper\'s own clock');
+  assert.equal(early.orphans, 0, "not before a full lease has passed on the sweeper's own clock");
   await sleep(sweeperConfig.leaseMs + 50);
   const second = await sweeper.sweep();
   assert.deepEqual(second.requeued, [Keys.job('2026-09-28')]);
@@ -66,7 +66,7 @@ test('a live holder is never swept: its renewals change the rvn between sighting
   await a.release();
 });
 
-test('a holder caught between its claim and its fence raise is not swept (the old owner\'s row, the new holder\'s live lease)', async () => {
+test("a holder caught between its claim and its fence raise is not swept (the old owner's row, the new holder's live lease)", async () => {
   const ns = await namespace();
   const { sweeper, leaseDeps, fenceDeps } = deps(ns);
   const date = '2026-09-28';
@@ -83,14 +83,14 @@ test('a holder caught between its claim and its fence raise is not swept (the ol
   await c.release();
 });
 
-test('a wrong re-queue cannot break safety: the paused holder\'s next write is refused by the fence', async () => {
+test("a wrong re-queue cannot break safety: the paused holder's next write is refused by the fence", async () => {
   const ns = await namespace();
   const { sweeper, leaseDeps, fenceDeps } = deps(ns);
   const date = '2026-09-28';
   const a = await holder(ns, date, 'A', false); // A is alive but paused: it renews nothing
   await sweeper.sweep();
   await sleep(sweeperConfig.leaseMs + 50);
-  assert.equal((await sweeper.sweep()).requeued.length, 1, 'the sweeper re-queues A\'s job');
+  assert.equal((await sweeper.sweep()).requeued.length, 1, "the sweeper re-queues A's job");
   const b = await claim(leaseDeps, Keys.lock(date), 'B', lease);
   await fence.raise(fenceDeps, Keys.job(date), b.token, 'B', 1);
   const [batch] = chunkBatches({ date, invoices: 99, chunkSize: 99, putsPerTransaction: 99 }, 0);
@@ -109,7 +109,7 @@ test('a re-queue racing a takeover does nothing: its condition names the owner a
   assert.equal(await requeue({ ddb: ns.clients.ddb, jobs: ns.tables.jobs }, sightings[0]), false);
   const row = await fence.readJob(fenceDeps, Keys.job(date));
   assert.equal(row?.state, 'RUNNING');
-  assert.equal(row?.owner_token, c.token, 'C\'s claim stands');
+  assert.equal(row?.owner_token, c.token, "C's claim stands");
 });
 
 test('a storm (most claimed rows dead at once) re-queues nothing and says so', async () => {
@@ -130,9 +130,15 @@ test('the sweeper reads the sparse index only: items read grow with claimed rows
   const ns = await namespace();
   const { sweeper } = deps(ns);
   for (let i = 0; i < 200; i += 25) {
-    await ns.clients.ddb.send(new BatchWriteCommand({ RequestItems: { [ns.tables.jobs]: Array.from({ length: 25 }, (_, j) => ({
-      PutRequest: { Item: { pk: `billing#2020-${String(i + j).padStart(4, '0')}`, state: 'DONE', fence: 1, owner_token: 1 } },
-    })) } }));
+    await ns.clients.ddb.send(
+      new BatchWriteCommand({
+        RequestItems: {
+          [ns.tables.jobs]: Array.from({ length: 25 }, (_, j) => ({
+            PutRequest: { Item: { pk: `billing#2020-${String(i + j).padStart(4, '0')}`, state: 'DONE', fence: 1, owner_token: 1 } },
+          })),
+        },
+      }),
+    );
   }
   await holder(ns, '2026-09-28', 'A', false);
   const r = await sweeper.sweep();
@@ -152,12 +158,23 @@ test('chunk fences: the sweeper sees only the job row, its re-queue leaves the c
   assert.equal(first.claimed, 1, 'three chunk fence items beside the row, none in the index');
   await sleep(sweeperConfig.leaseMs + 50);
   assert.deepEqual((await sweeper.sweep()).requeued, [job]);
-  assert.deepEqual((await fence.readChunkFences(fenceDeps, job, 3)).map((c) => [c?.fence, c?.done_by]), [[a.token, undefined], [a.token, a.token], [a.token, undefined]]);
+  assert.deepEqual(
+    (await fence.readChunkFences(fenceDeps, job, 3)).map((c) => [c?.fence, c?.done_by]),
+    [
+      [a.token, undefined],
+      [a.token, a.token],
+      [a.token, undefined],
+    ],
+  );
   const b = await claim(leaseDeps, Keys.lock(date), 'B', lease);
   const raised = await fence.raise(fenceDeps, job, b.token, 'B', 3);
   assert.equal(raised.job?.state, 'QUEUED');
   assert.deepEqual([...raised.chunksDone], [1], 'B skips the chunk A finished');
   const [batch] = chunkBatches({ date, invoices: 99, chunkSize: 99, putsPerTransaction: 99 }, 0);
-  await assert.rejects(fence.writeBatch(fenceDeps, Keys.chunkFence(job, 0), a.token, batch), FencedOutError, 'A, if it was only paused, is refused on every chunk');
+  await assert.rejects(
+    fence.writeBatch(fenceDeps, Keys.chunkFence(job, 0), a.token, batch),
+    FencedOutError,
+    'A, if it was only paused, is refused on every chunk',
+  );
   await b.release();
 });

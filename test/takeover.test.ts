@@ -19,7 +19,20 @@ import { startWorker } from './support/worker';
 
 const DATE = '2026-09-28';
 const LEASE_MS = 3_000;
-const nightArgs = ['--date', DATE, '--invoices', '2000', '--chunk-size', '500', '--lease-ms', String(LEASE_MS), '--renew-ms', '1000', '--margin-ms', '1000'];
+const nightArgs = [
+  '--date',
+  DATE,
+  '--invoices',
+  '2000',
+  '--chunk-size',
+  '500',
+  '--lease-ms',
+  String(LEASE_MS),
+  '--renew-ms',
+  '1000',
+  '--margin-ms',
+  '1000',
+];
 const plan = { date: DATE, invoices: 2000, chunkSize: 500, putsPerTransaction: 99 };
 
 function processState(pid: number): string {
@@ -42,68 +55,80 @@ async function auditNight(ns: Namespace) {
 }
 
 for (const engine of ['direct', 'stepfunctions']) {
-// These pauses fall between a check and a write inside the core: the workflow runs the handlers' sources for them.
-const inCore: Record<string, string> = engine === 'stepfunctions' ? { FENCEPOST_LAMBDA_CODE: 'source' } : {};
-test(`Part 4 (${engine} engine): A pauses past its lease between its check and its write; B takes over; A's late batch is refused, nothing written`, async () => {
-  const ns = await namespace();
-  const night = [...nightArgs, '--engine', engine];
-  // A stops itself right after the check for chunk 1, batch 2 (the gap no holder-side check can close).
-  const a = startWorker(ns, [...night, '--worker', 'A'], { FENCEPOST_FAULT: 'sigstop:batch:1:2', ...inCore });
-  await a.waitFor((e) => e.fault === 'sigstop');
-  await new Promise((r) => setTimeout(r, 100));
-  assert.equal(processState(a.child.pid!), 'T', 'A is really stopped');
-  const aToken = a.events.find((e) => e.event === 'claim')!.token;
-  assert.equal(aToken, 1);
+  // These pauses fall between a check and a write inside the core: the workflow runs the handlers' sources for them.
+  const inCore: Record<string, string> = engine === 'stepfunctions' ? { FENCEPOST_LAMBDA_CODE: 'source' } : {};
+  test(`Part 4 (${engine} engine): A pauses past its lease between its check and its write; B takes over; A's late batch is refused, nothing written`, async () => {
+    const ns = await namespace();
+    const night = [...nightArgs, '--engine', engine];
+    // A stops itself right after the check for chunk 1, batch 2 (the gap no holder-side check can close).
+    const a = startWorker(ns, [...night, '--worker', 'A'], { FENCEPOST_FAULT: 'sigstop:batch:1:2', ...inCore });
+    await a.waitFor((e) => e.fault === 'sigstop');
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(processState(a.child.pid!), 'T', 'A is really stopped');
+    const aToken = a.events.find((e) => e.event === 'claim')!.token;
+    assert.equal(aToken, 1);
 
-  const b = startWorker(ns, [...night, '--worker', 'B']);
-  const observed = await b.waitFor((e) => e.event === 'observe');
-  assert.equal(observed.holder, 'A', 'B sees A\'s lease');
-  assert.equal(observed.waitMs, LEASE_MS, 'and waits a full lease on its own clock before claiming');
-  const raised = await b.waitFor((e) => e.event === 'fence-raised');
-  assert.equal(raised.token, 2, 'B claims with a higher token');
-  assert.equal(raised.previousFence, 1);
-  const bFirst = b.events.findIndex((e) => e.event === 'fence-raised');
-  assert.ok(b.events.slice(0, bFirst).every((e) => !['batch-committed', 'chunk-committed'].includes(e.event)), 'B raised the fence before writing anything');
+    const b = startWorker(ns, [...night, '--worker', 'B']);
+    const observed = await b.waitFor((e) => e.event === 'observe');
+    assert.equal(observed.holder, 'A', "B sees A's lease");
+    assert.equal(observed.waitMs, LEASE_MS, 'and waits a full lease on its own clock before claiming');
+    const raised = await b.waitFor((e) => e.event === 'fence-raised');
+    assert.equal(raised.token, 2, 'B claims with a higher token');
+    assert.equal(raised.previousFence, 1);
+    const bFirst = b.events.findIndex((e) => e.event === 'fence-raised');
+    assert.ok(
+      b.events.slice(0, bFirst).every((e) => !['batch-committed', 'chunk-committed'].includes(e.event)),
+      'B raised the fence before writing anything',
+    );
 
-  a.child.kill('SIGCONT');
-  const rejected = await a.waitFor((e) => e.event === 'batch-rejected');
-  assert.equal(rejected.token, 1);
-  assert.equal(rejected.fence, 2, 'A\'s write met a fence of 2');
-  assert.equal(await a.exited, 3, 'A exits with the lost/fenced code');
-  assert.equal(await b.exited, 0, `B completes: ${b.stderr.join('\n')}`);
+    a.child.kill('SIGCONT');
+    const rejected = await a.waitFor((e) => e.event === 'batch-rejected');
+    assert.equal(rejected.token, 1);
+    assert.equal(rejected.fence, 2, "A's write met a fence of 2");
+    assert.equal(await a.exited, 3, 'A exits with the lost/fenced code');
+    assert.equal(await b.exited, 0, `B completes: ${b.stderr.join('\n')}`);
 
-  const tokens = await invoicesByToken(ns);
-  const lateBatch = [...chunkBatches(plan, 1)][2];
-  assert.ok(lateBatch.every((inv) => tokens.get(inv.pk) !== 1), 'none of A\'s late batch landed with A\'s token');
-  assert.equal([...tokens.values()].filter((t) => t === 1).length, 500 + 2 * 99, 'A\'s token is only on what A wrote before its pause');
-  assert.ok(b.events.some((e) => e.event === 'batch-committed' && Number(e.alreadyRecorded) > 0), 'B found A\'s earlier batches already recorded');
-  const report = await auditNight(ns);
-  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
-  assert.equal(report.state, 'DONE');
-  assert.equal(report.invoicesFound, 2000);
-});
+    const tokens = await invoicesByToken(ns);
+    const lateBatch = [...chunkBatches(plan, 1)][2];
+    assert.ok(
+      lateBatch.every((inv) => tokens.get(inv.pk) !== 1),
+      "none of A's late batch landed with A's token",
+    );
+    assert.equal([...tokens.values()].filter((t) => t === 1).length, 500 + 2 * 99, "A's token is only on what A wrote before its pause");
+    assert.ok(
+      b.events.some((e) => e.event === 'batch-committed' && Number(e.alreadyRecorded) > 0),
+      "B found A's earlier batches already recorded",
+    );
+    const report = await auditNight(ns);
+    assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+    assert.equal(report.state, 'DONE');
+    assert.equal(report.invoicesFound, 2000);
+  });
 
-test(`Part 4 on S3 (${engine} engine): A pauses before its manifest commit; B raises the manifest; A's If-Match commit gets 412 and A stops`, async () => {
-  const ns = await namespace();
-  const night = [...nightArgs, '--engine', engine];
-  const a = startWorker(ns, [...night, '--worker', 'A'], { FENCEPOST_FAULT: 'sigstop:chunk-commit:1', ...inCore });
-  await a.waitFor((e) => e.fault === 'sigstop');
-  const b = startWorker(ns, [...night, '--worker', 'B']);
-  await b.waitFor((e) => e.event === 'manifest-raised');
-  a.child.kill('SIGCONT');
-  const rejected = await a.waitFor((e) => e.event === 'commit-rejected');
-  assert.equal(rejected.fence, 2, 'the manifest carried B\'s token');
-  assert.equal(await a.exited, 3);
-  assert.equal(await b.exited, 0, b.stderr.join('\n'));
+  test(`Part 4 on S3 (${engine} engine): A pauses before its manifest commit; B raises the manifest; A's If-Match commit gets 412 and A stops`, async () => {
+    const ns = await namespace();
+    const night = [...nightArgs, '--engine', engine];
+    const a = startWorker(ns, [...night, '--worker', 'A'], { FENCEPOST_FAULT: 'sigstop:chunk-commit:1', ...inCore });
+    await a.waitFor((e) => e.fault === 'sigstop');
+    const b = startWorker(ns, [...night, '--worker', 'B']);
+    await b.waitFor((e) => e.event === 'manifest-raised');
+    a.child.kill('SIGCONT');
+    const rejected = await a.waitFor((e) => e.event === 'commit-rejected');
+    assert.equal(rejected.fence, 2, "the manifest carried B's token");
+    assert.equal(await a.exited, 3);
+    assert.equal(await b.exited, 0, b.stderr.join('\n'));
 
-  const deps = { s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock };
-  const manifest = await readManifest(deps, DATE);
-  assert.equal(manifest!.body.chunks['01'].key, Keys.chunkObject(DATE, 1, 2), 'chunk 1 is B\'s object');
-  assert.equal(manifest!.body.chunks['00'].key, Keys.chunkObject(DATE, 0, 1), 'chunk 0 stays A\'s: committed before the pause');
-  const listed = await ns.clients.s3.send(new ListObjectsV2Command({ Bucket: ns.bucket, Prefix: Keys.chunkPrefix(DATE) }));
-  assert.ok(listed.Contents!.some((o) => o.Key === Keys.chunkObject(DATE, 1, 1)), 'A\'s stray object exists ...');
-  assert.ok(!Object.values(manifest!.body.chunks).some((c) => c.key === Keys.chunkObject(DATE, 1, 1)), '... and the manifest does not name it');
-  const report = await auditNight(ns);
-  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
-});
+    const deps = { s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock };
+    const manifest = await readManifest(deps, DATE);
+    assert.equal(manifest!.body.chunks['01'].key, Keys.chunkObject(DATE, 1, 2), "chunk 1 is B's object");
+    assert.equal(manifest!.body.chunks['00'].key, Keys.chunkObject(DATE, 0, 1), "chunk 0 stays A's: committed before the pause");
+    const listed = await ns.clients.s3.send(new ListObjectsV2Command({ Bucket: ns.bucket, Prefix: Keys.chunkPrefix(DATE) }));
+    assert.ok(
+      listed.Contents!.some((o) => o.Key === Keys.chunkObject(DATE, 1, 1)),
+      "A's stray object exists ...",
+    );
+    assert.ok(!Object.values(manifest!.body.chunks).some((c) => c.key === Keys.chunkObject(DATE, 1, 1)), '... and the manifest does not name it');
+    const report = await auditNight(ns);
+    assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+  });
 }

@@ -7,11 +7,14 @@ import path from 'node:path';
 
 test('tsc --noEmit passes', () => {
   const root = path.resolve(__dirname, '..');
-  const r = spawnSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', root], { cwd: root, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', root], {
+    cwd: root,
+    encoding: 'utf8',
+  });
   assert.equal(r.status, 0, r.stdout + r.stderr);
 });
 
-test('the README\'s code example is examples/bill-a-night.ts, verbatim (so it is type-checked above)', () => {
+test("the README's code example is examples/bill-a-night.ts, verbatim (so it is type-checked above)", () => {
   const root = path.resolve(__dirname, '..');
   const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
   const example = readFileSync(path.join(root, 'examples/bill-a-night.ts'), 'utf8');

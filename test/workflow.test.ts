@@ -23,7 +23,22 @@ import { spawn } from 'node:child_process';
 import { startWorker } from './support/worker';
 
 const DATE = '2026-09-28';
-const night = ['--date', DATE, '--invoices', '2000', '--chunk-size', '500', '--lease-ms', '3000', '--renew-ms', '1000', '--margin-ms', '1000', '--engine', 'stepfunctions'];
+const night = [
+  '--date',
+  DATE,
+  '--invoices',
+  '2000',
+  '--chunk-size',
+  '500',
+  '--lease-ms',
+  '3000',
+  '--renew-ms',
+  '1000',
+  '--margin-ms',
+  '1000',
+  '--engine',
+  'stepfunctions',
+];
 
 async function auditNight(ns: Namespace) {
   return audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 2000);
@@ -37,9 +52,21 @@ test('the local definition is the synthesized one: the clock-free watch is Obser
   assert.equal(states.WatchTheLease.SecondsPath, '$.observed.waitSeconds');
   assert.equal(states.WatchTheLease.Next, 'Observe', 'after a poll period, observe again: the claim rule decides');
   const choices = (states.ClaimOrWatch.Choices as { Variable: string; Next: string }[]).map((c) => [c.Variable, c.Next]);
-  assert.deepEqual(choices, [['$.observed.done', 'AlreadyDone'], ['$.observed.exhausted', 'ClaimBudgetExhausted'], ['$.observed.claimNow', 'Claim']]);
+  assert.deepEqual(choices, [
+    ['$.observed.done', 'AlreadyDone'],
+    ['$.observed.exhausted', 'ClaimBudgetExhausted'],
+    ['$.observed.claimNow', 'Claim'],
+  ]);
   assert.equal(states.ClaimOrWatch.Default, 'WatchTheLease');
-  assert.deepEqual(wf.taskHandlers, { Prepare: 'prepare', Observe: 'observe', Claim: 'claim', RaiseFence: 'raise', BillChunk: 'chunk', Complete: 'complete', ReleaseAfterFailure: 'release' });
+  assert.deepEqual(wf.taskHandlers, {
+    Prepare: 'prepare',
+    Observe: 'observe',
+    Claim: 'claim',
+    RaiseFence: 'raise',
+    BillChunk: 'chunk',
+    Complete: 'complete',
+    ReleaseAfterFailure: 'release',
+  });
   const lostCatch = (states.RaiseFence.Catch as { ErrorEquals: string[]; Next: string }[])[0];
   assert.deepEqual(lostCatch, { ...lostCatch, ErrorEquals: ['LeaseLostError', 'StopTimePassedError', 'FencedOutError'], Next: 'Lost' });
   assert.equal(wf.environment.FENCEPOST_LEASE_MS, '3000', 'the functions are configured from the same context');
@@ -61,7 +88,8 @@ test('a whole night through the synthesized workflow completes and the audit hol
   const w = startWorker(ns, [...night, '--worker', 'exec-1']);
   assert.equal(await w.exited, 0, w.stderr.join('\n'));
   const kinds = new Set(w.events.map((e) => e.event));
-  for (const k of ['observe', 'claim', 'renew', 'fence-raised', 'manifest-raised', 'batch-committed', 'chunk-committed', 'completed', 'released']) assert.ok(kinds.has(k as never), k);
+  for (const k of ['observe', 'claim', 'renew', 'fence-raised', 'manifest-raised', 'batch-committed', 'chunk-committed', 'completed', 'released'])
+    assert.ok(kinds.has(k as never), k);
   assert.equal(w.events.filter((e) => e.event === 'chunk-committed').length, 4);
   assert.ok(w.events.filter((e) => e.event === 'renew').length >= 6, 'every task that acts for the holder renewed first');
   const report = await auditNight(ns);
@@ -74,8 +102,13 @@ test('two executions of the same night started together: one completes, the othe
   const a = startWorker(ns, [...night, '--worker', 'exec-a']);
   const b = startWorker(ns, [...night, '--worker', 'exec-b']);
   const [ca, cb] = await Promise.all([a.exited, b.exited]);
-  const outcomes = [a, b].map((w) => w.events.find((e) => e.event === 'completed') ? 'completed' : w.events.find((e) => e.event === 'claim') ? 'claimed' : 'waited');
-  assert.ok([ca, cb].every((c) => c === 0 || c === 3), `exit codes ${ca}, ${cb}: ${a.stderr.join(' ')} ${b.stderr.join(' ')}`);
+  const outcomes = [a, b].map((w) =>
+    w.events.find((e) => e.event === 'completed') ? 'completed' : w.events.find((e) => e.event === 'claim') ? 'claimed' : 'waited',
+  );
+  assert.ok(
+    [ca, cb].every((c) => c === 0 || c === 3),
+    `exit codes ${ca}, ${cb}: ${a.stderr.join(' ')} ${b.stderr.join(' ')}`,
+  );
   assert.equal(outcomes.filter((o) => o === 'completed').length, 1, `exactly one completed: ${outcomes}`);
   const report = await auditNight(ns);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
@@ -89,15 +122,24 @@ test('a holder process paused past its lease between two chunk tasks is stopped;
   const b = startWorker(ns, [...night, '--worker', 'exec-b']);
   const claimed = await b.waitFor((e) => e.event === 'claim');
   assert.equal(claimed.token, 2);
-  assert.ok(Number(claimed.waitedMs) >= 3000, 'B waited out A\'s lease in its Wait state');
+  assert.ok(Number(claimed.waitedMs) >= 3000, "B waited out A's lease in its Wait state");
   await b.waitFor((e) => e.event === 'fence-raised');
   a.child.kill('SIGCONT');
   assert.equal(await a.exited, 3, 'A ends as lost, quietly, with the lost exit code');
-  assert.ok(a.events.some((e) => e.event === 'lease-lost' || e.event === 'batch-rejected' || e.event === 'commit-rejected'), 'A learned it lost');
+  assert.ok(
+    a.events.some((e) => e.event === 'lease-lost' || e.event === 'batch-rejected' || e.event === 'commit-rejected'),
+    'A learned it lost',
+  );
   assert.ok(!a.events.some((e) => e.event === 'chunk-committed' && Number(e.chunk) > 1), 'A committed nothing after its pause');
   assert.equal(await b.exited, 0, b.stderr.join('\n'));
-  assert.ok(b.events.some((e) => e.event === 'chunk-committed'), 'B finished the chunks A left');
-  assert.ok(!b.events.some((e) => e.event === 'chunk-committed' && [0, 1].includes(Number(e.chunk))), 'B skipped the chunks A had committed (learned from the raise)');
+  assert.ok(
+    b.events.some((e) => e.event === 'chunk-committed'),
+    'B finished the chunks A left',
+  );
+  assert.ok(
+    !b.events.some((e) => e.event === 'chunk-committed' && [0, 1].includes(Number(e.chunk))),
+    'B skipped the chunks A had committed (learned from the raise)',
+  );
   const report = await auditNight(ns);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });
@@ -117,7 +159,11 @@ test('bad state-machine input fails at validation with nothing written', async (
       }
       console.log(JSON.stringify(results));
     })();`;
-  const p = spawn(process.execPath, ['--import', 'tsx', '-e', script], { cwd: `${__dirname}/..`, env: { ...process.env, NODE_NO_WARNINGS: '1' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const p = spawn(process.execPath, ['--import', 'tsx', '-e', script], {
+    cwd: `${__dirname}/..`,
+    env: { ...process.env, NODE_NO_WARNINGS: '1' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let out = '';
   p.stdout!.on('data', (d) => (out += d));
   await once(p, 'exit');
@@ -135,13 +181,22 @@ test('bad state-machine input fails at validation with nothing written', async (
   assert.equal(objects.KeyCount ?? 0, 0, 'the bucket is empty');
 });
 
-test('the synthesized sweeper, on its bundles, re-queues a dead holder\'s night and starts a billing run that completes it', async () => {
+test("the synthesized sweeper, on its bundles, re-queues a dead holder's night and starts a billing run that completes it", async () => {
   const ns = await namespace();
   // A holder claims and raises the fence, then dies: no renewal ever again.
   const settings = { leaseMs: 2000, renewMs: 500, marginMs: 500, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 125 };
   const events = new Events('dead', systemClock);
-  const held = await claim({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events }, Keys.lock(DATE), 'dead', { ...DEFAULTS, ...settings });
-  await raiseFence({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock }, Keys.job(DATE), held.token, 'dead', 4);
+  const held = await claim({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events }, Keys.lock(DATE), 'dead', {
+    ...DEFAULTS,
+    ...settings,
+  });
+  await raiseFence(
+    { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock },
+    Keys.job(DATE),
+    held.token,
+    'dead',
+    4,
+  );
   const r = await runSweeperLocally({ clients: ns.clients, endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket, settings });
   assert.equal(r.status, 'SUCCEEDED', `${r.error}: ${r.cause}`);
   assert.equal(r.endState, 'Swept');
@@ -154,12 +209,27 @@ test('the synthesized sweeper, on its bundles, re-queues a dead holder\'s night 
 
 test('a night run as a Distributed Map (distributedMapAboveChunks: 0) completes on the bundles, chunks 3 at once', async () => {
   const ns = await namespace();
-  const settings = { leaseMs: 3000, renewMs: 1000, marginMs: 1000, invoices: 2000, chunkSize: 500, chunkConcurrency: 3, distributedMapAboveChunks: 0, clockOffsetAlarmMs: 250 };
+  const settings = {
+    leaseMs: 3000,
+    renewMs: 1000,
+    marginMs: 1000,
+    invoices: 2000,
+    chunkSize: 500,
+    chunkConcurrency: 3,
+    distributedMapAboveChunks: 0,
+    clockOffsetAlarmMs: 250,
+  };
   const wf = synthesizeWorkflow(settings);
   const chunks = (wf.definition.States as Record<string, { ItemProcessor?: { ProcessorConfig?: { Mode?: string } } }>).Chunks;
   assert.equal(chunks.ItemProcessor?.ProcessorConfig?.Mode, 'DISTRIBUTED', 'the template holds a Distributed Map');
   const r = await runWorkflowLocally({
-    clients: ns.clients, endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket, name: 'distributed', input: { jobDate: DATE }, settings,
+    clients: ns.clients,
+    endpoints: ns.endpoints,
+    tables: ns.tables,
+    bucket: ns.bucket,
+    name: 'distributed',
+    input: { jobDate: DATE },
+    settings,
   });
   assert.equal(r.endState, 'Completed', `${r.error}: ${r.cause}`);
   assert.equal(r.history.filter((h) => h.type === 'StateEntered' && h.state === 'BillChunk').length, 4);

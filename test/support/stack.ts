@@ -11,9 +11,10 @@ import { localClients, type Clients, type Endpoints } from '../../core/stores';
 import { tableNames, type TableNames } from '../../core/schema';
 
 let own: ReturnType<typeof startEmbeddedStack> | undefined;
-const given = process.env.FENCEPOST_TEST_DYNAMODB && process.env.FENCEPOST_TEST_S3
-  ? { dynamodb: process.env.FENCEPOST_TEST_DYNAMODB, s3: process.env.FENCEPOST_TEST_S3 }
-  : undefined;
+const given =
+  process.env.FENCEPOST_TEST_DYNAMODB && process.env.FENCEPOST_TEST_S3
+    ? { dynamodb: process.env.FENCEPOST_TEST_DYNAMODB, s3: process.env.FENCEPOST_TEST_S3 }
+    : undefined;
 // Registered at import, so it runs after the file's last test (not after the first test that asked).
 if (!given) after(async () => (await own)?.stop());
 

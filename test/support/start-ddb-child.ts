@@ -13,7 +13,10 @@ startDynamoDbLocal().then(
   (ddb) => {
     process.stdout.write(`${JSON.stringify({ javaPid: ddb.pid, port: ddb.port, endpoint: ddb.endpoint })}\n`);
     if (mode === 'wait') setInterval(() => undefined, 60_000);
-    if (mode === 'throw') setTimeout(() => { throw new Error('boom from start-ddb-child'); }, 100);
+    if (mode === 'throw')
+      setTimeout(() => {
+        throw new Error('boom from start-ddb-child');
+      }, 100);
   },
   (e: Error) => {
     process.stdout.write(`${JSON.stringify({ error: e.name, message: e.message })}\n`);

@@ -10,6 +10,7 @@
  * Clocks: every duration is timed on the process's own monotonic clock (Part 3). No absolute time is stored for
  * anyone to compare; `renewed_at` is informational and no code reads it.
  */
+import { createHash } from 'node:crypto';
 import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { type Clock, wallIso } from './clock';
 import type { LeaseConfig } from './config';
@@ -116,6 +117,18 @@ export async function tryClaim(
     const landed = current?.[Attr.holder] === holder && current?.[Attr.rvn] === claimRvn;
     return landed ? Number(current[Attr.epoch]) : undefined;
   }
+}
+
+/**
+ * The rvn a claim made by a stateless step writes (a workflow task that may be retried after a lost response): the
+ * same holder, sighting and attempt give the same rvn, so the retry finds its own claim in the item (see tryClaim).
+ * Anything else gives another rvn.
+ */
+export function claimRvnFor(holder: string, sighting: { readonly seenRvn?: string; readonly epoch?: number }, attempt: number): string {
+  return createHash('sha256')
+    .update(`${holder}|${sighting.seenRvn ?? 'free'}|${sighting.epoch ?? 0}|${attempt}`)
+    .digest('hex')
+    .slice(0, 32);
 }
 
 /** How often a waiting claimant re-reads the lock item: lease/20, at least 100 ms (500 ms at the default 10 s lease). */

@@ -4,9 +4,8 @@
  * lost response recognises its own claim (core/lease.ts tryClaim). Returns the token, or claimed: false to
  * send the workflow back to observe.
  */
-import { createHash } from 'node:crypto';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { tryClaim } from '../core/lease';
+import { claimRvnFor, tryClaim } from '../core/lease';
 import { Keys } from '../core/schema';
 import { Metric } from '../core/observability';
 import type { Observation } from './observe';
@@ -17,10 +16,7 @@ export const handler = (event: { jobDate?: unknown; holder?: unknown; sighting?:
     const { jobDate, holder } = nightInput(event);
     const seen = event.sighting;
     const sighting = { holder: seen?.holder, seenRvn: seen?.free === false ? seen.seenRvn : undefined, waitMs: seen?.watch?.unchangedMs ?? 0 };
-    const claimRvn = createHash('sha256')
-      .update(`${holder}|${sighting.seenRvn ?? 'free'}|${seen?.seenEpoch ?? 0}|${seen?.attempt ?? 0}`)
-      .digest('hex')
-      .slice(0, 32);
+    const claimRvn = claimRvnFor(holder, { seenRvn: sighting.seenRvn, epoch: seen?.seenEpoch }, seen?.attempt ?? 0);
     const token = await tryClaim(rt.leaseDeps, Keys.lock(jobDate), holder, rt.config, sighting, claimRvn);
     if (token === undefined) return { claimed: false as const };
     if (sighting.waitMs > 0) metrics.addMetric(Metric.takeoverWaitMs, MetricUnit.Milliseconds, sighting.waitMs);

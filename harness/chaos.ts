@@ -32,7 +32,7 @@ import { Keys, tableNames } from '../core/schema';
 import type { Clients, Endpoints } from '../core/stores';
 import { provision } from '../local/provision';
 import { startDynamoDbProxy, type DynamoDbProxyOptions } from '../local/dynamodb-proxy';
-import { prng } from './store-faults';
+import { prng } from '../local/prng';
 import { startProcess, type SeenEvent, type WorkerProcess } from './worker-process';
 
 export const KINDS = ['pause', 'crash', 'duplicates', 'clock', 'store', 'sweeper-race', 'conflict', 'cancel-throttle'] as const;

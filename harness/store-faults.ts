@@ -12,6 +12,7 @@
  * `store-faults {"throttle":3,"lost":1}`. Tests and the chaos command only.
  */
 import type { Clients } from '../core/stores';
+import { prng } from '../local/prng';
 
 export interface StoreFaultSpec {
   readonly seed: number;
@@ -25,18 +26,6 @@ export function parseStoreFaults(spec: string): StoreFaultSpec {
   for (const [k, v] of Object.entries(out))
     if (!Number.isFinite(v)) throw new Error(`FENCEPOST_STORE_FAULTS: ${k} is not a number in ${JSON.stringify(spec)}`);
   return out;
-}
-
-/** mulberry32: a small, seeded PRNG (reproducible schedules). */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 function fault(name: string, status: number, retryable: { throttling?: boolean }): Error {

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClockOffsetEstimator, offsetBeyondErrorMs, type OffsetEstimate } from '../core/clock-offset';
 import { STACK_DEFAULTS } from '../lib/config';
-import { prng } from '../harness/store-faults';
+import { prng } from '../local/prng';
 
 const at = (ms: number) => new Date(ms).toUTCString(); // a Date header: whole seconds
 

@@ -1,36 +1,326 @@
 /**
- * The auditor: reads the stores after the fact and checks the design's invariants 1–4 (design §7). It only reads.
- * Unlike the holders and the sweeper, it may scan: it runs rarely and must see everything.
+ * The auditor: reads the stores after the fact and checks the design's invariants 1–4 (docs/DESIGN.md, opening):
+ *   1. each record once, as generated, and none missing once the job is DONE;
+ *   2. no token above the fence it met: records, chunk fences and done marks, and the S3 manifest;
+ *   3. the sparse index holds exactly the RUNNING job rows;
+ *   4. the lock's epoch is never behind a token seen anywhere (else a claim would hand a used token out again).
+ * It only reads. Unlike the holders and the sweeper it may scan: it runs rarely and must see everything.
  *
- *   1. each invoice once, with the data the generator gives it; none missing once the job is DONE, and every chunk
- *      fence item then says done;
- *   2. no token above the fence it met: invoice tokens ≤ job fence; chunk fences ≤ job fence (the job row is raised
- *      first) and each done mark ≤ its chunk's fence; the manifest names only existing objects written under its
- *      own token or an earlier one, and its token is ≤ the job fence;
- *   3. sparse index ⇔ RUNNING: every row in the index is a RUNNING job row (never a chunk fence item), every
- *      RUNNING row is in the index;
- *   4. epochs never behind: the lock item exists and its epoch ≥ every token seen anywhere.
+ * One function per check, each returning its AuditCheck; `audit` composes them for one billing night.
+ *   Generic, for any fenced job (its fence items, its manifest, the sparse index, its lock), free of billing types and
+ *     exported for the library's users: readFencedJob (the one read they share), checkChunksDone, checkChunkFences,
+ *     checkManifest, checkSparseIndex, checkEpoch.
+ *   Billing's, for a night's invoices, used by `audit` only: scanInvoices (the one read they share), checkInvoicesOnce,
+ *     checkNoneMissing, checkInvoiceTokens.
  */
 import { HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { QueryCommand, ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { readJob, type ChunkFence } from './fence';
+import { ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { readJob, type ChunkFence, type JobRow } from './fence';
 import { idWidth, invoiceAt } from './invoices';
-import { observe } from './lease';
-import { readManifest } from './manifest';
-import { Attr, CLAIM_SHARD, JOB_TABLE, Keys, type TableNames } from './schema';
+import { readLock, type LockItem } from './lease';
+import { chunkObjectKey, readManifest, type ManifestBody, type ManifestPlace } from './manifest';
+import { Attr, Keys, type TableNames } from './schema';
+import { claimedRows } from './sweeper';
+
+/** One invariant checked: what was checked, whether it holds, and the evidence (or the first problems). */
+export interface AuditCheck {
+  readonly invariant: 1 | 2 | 3 | 4;
+  readonly name: string;
+  readonly ok: boolean;
+  readonly detail: string;
+}
+
+/** A check's verdict: ok with the evidence, or the first five problems. */
+function verdict(invariant: AuditCheck['invariant'], name: string, problems: readonly string[], okDetail: string): AuditCheck {
+  const shown = problems.slice(0, 5).join('; ') + (problems.length > 5 ? `; … ${problems.length - 5} more` : '');
+  return { invariant, name, ok: problems.length === 0, detail: problems.length === 0 ? okDetail : shown };
+}
+
+async function* scanAll(ddb: DynamoDBDocumentClient, input: ConstructorParameters<typeof ScanCommand>[0]) {
+  let start: Record<string, unknown> | undefined;
+  do {
+    const out = await ddb.send(new ScanCommand({ ...input, ExclusiveStartKey: start, ConsistentRead: true }));
+    yield* out.Items ?? [];
+    start = out.LastEvaluatedKey;
+  } while (start);
+}
+
+// ─── Generic: any fenced job ─────────────────────────────────────────────────────────────────────────────────────
+
+/** Where a fenced job's state lives: its job table (job row, chunk fence items) and lock table, its manifest bucket. */
+export interface FencedJobDeps {
+  readonly ddb: DynamoDBDocumentClient;
+  readonly s3: S3Client;
+  readonly bucket: string;
+  /** The job table: job rows, chunk fence items, the sparse index. */
+  readonly jobs: string;
+  readonly locks: string;
+}
+
+/** Which job: its job row's key, its lock item's key, and where its manifest and chunk objects live. */
+export interface FencedJobRef {
+  readonly jobId: string;
+  readonly lockKey: string;
+  readonly manifest: ManifestPlace;
+}
+
+/** What the generic checks read, once, strongly consistent where the store allows. */
+export interface FencedJobState {
+  readonly ref: FencedJobRef;
+  /** The job row; undefined: never raised. */
+  readonly job: JobRow | undefined;
+  readonly lock: LockItem | undefined;
+  readonly manifest: ManifestBody | undefined;
+  /** This job's chunk fence items, by chunk. */
+  readonly chunkFences: ReadonlyMap<number, ChunkFence>;
+  /** Every job row of the job table (chunk fence items left out): invariant 3 is table-wide. */
+  readonly jobRows: readonly JobRow[];
+}
+
+/** Read a fenced job's state for the generic checks: its rows, its lock, its manifest, and the job table once. */
+export async function readFencedJob(deps: FencedJobDeps, ref: FencedJobRef): Promise<FencedJobState> {
+  const job = await readJob(deps, ref.jobId);
+  const lock = await readLock({ ddb: deps.ddb, table: deps.locks }, ref.lockKey);
+  const manifest = (await readManifest(deps, ref.manifest.key))?.body;
+  const jobRows: JobRow[] = [];
+  const chunkFences = new Map<number, ChunkFence>();
+  for await (const row of scanAll(deps.ddb, { TableName: deps.jobs })) {
+    const chunk = row[Attr.chunk];
+    if (chunk === undefined) jobRows.push(row as unknown as JobRow);
+    else if (row[Attr.pk] === Keys.chunkFence(ref.jobId, Number(chunk))) chunkFences.set(Number(chunk), row as unknown as ChunkFence);
+  }
+  return { ref, job, lock, manifest, chunkFences, jobRows };
+}
+
+/**
+ * Invariant 1, generic part: once the job row says DONE, every one of its `chunk_count` chunk fence items says done.
+ * Why: completion is conditional on every chunk recorded done on its own fence item (docs/DESIGN.md § Chunk fences);
+ * a DONE row with a chunk not done means a night was closed with work missing.
+ */
+export function checkChunksDone(s: FencedJobState): AuditCheck {
+  const done = s.job?.state === 'DONE';
+  const count = s.job?.chunk_count ?? 0;
+  const notDone = done ? Array.from({ length: count }, (_, c) => c).filter((c) => s.chunkFences.get(c)?.done_by === undefined) : [];
+  return verdict(
+    1,
+    'every chunk fence item says done once DONE',
+    notDone.map((c) => `chunk ${c}'s fence item does not say done although the job is DONE`),
+    done ? `all ${count} chunk fence items say done` : `job is ${s.job?.state ?? 'absent'}: not required yet`,
+  );
+}
+
+/**
+ * Invariant 2 on the chunk fences: no chunk fence above the job fence, and no done mark above its chunk's fence.
+ * Why: a holder raises the job row first and then every chunk fence to the same token, so a chunk fence above the
+ * job row's means a raise skipped the job row; a done mark is written only while the chunk's fence still equals the
+ * marker's token, so one above it means a fenced-out holder's write landed.
+ */
+export function checkChunkFences(s: FencedJobState): AuditCheck {
+  const fence = s.job?.fence;
+  const problems: string[] = [];
+  for (const [c, item] of [...s.chunkFences].sort(([a], [b]) => a - b)) {
+    if (fence === undefined || item.fence > fence) problems.push(`chunk ${c}'s fence ${item.fence} is above the job fence ${fence}`);
+    if (item.done_by !== undefined && item.done_by > item.fence)
+      problems.push(`chunk ${c} recorded done by token ${item.done_by}, above its fence ${item.fence}`);
+  }
+  const fences = [...s.chunkFences.values()].map((i) => i.fence);
+  return verdict(
+    2,
+    'no chunk fence above the job fence',
+    problems,
+    `${s.chunkFences.size} chunk fences ${JSON.stringify(fences)} ≤ fence ${fence ?? '-'}`,
+  );
+}
+
+/**
+ * Invariant 2 on S3: the manifest's token is at most the job fence, it names only objects that exist unchanged
+ * under their writer's token key, none written by a token above its own; once the job is DONE it says DONE and names
+ * every chunk. Why: the manifest is S3's copy of the fence (docs/DESIGN.md, "Where each rule lives"); a reader trusts
+ * only what it names, so a name a fenced-out holder committed, or a missing object, would be read as the night's data.
+ */
+export async function checkManifest(deps: { readonly s3: S3Client; readonly bucket: string }, s: FencedJobState): Promise<AuditCheck> {
+  const fence = s.job?.fence;
+  const done = s.job?.state === 'DONE';
+  const m = s.manifest;
+  const problems: string[] = [];
+  if (m) {
+    if (fence === undefined || m.token > fence) problems.push(`manifest token ${m.token} above the job fence ${fence}`);
+    for (const [name, entry] of Object.entries(m.chunks)) {
+      if (entry.token > m.token) problems.push(`chunk ${name} written with token ${entry.token} above the manifest's ${m.token}`);
+      if (entry.key !== chunkObjectKey(s.ref.manifest.chunkPrefix, Number(name), entry.token))
+        problems.push(`chunk ${name} names ${entry.key}, not its token's key`);
+      try {
+        const head = await deps.s3.send(new HeadObjectCommand({ Bucket: deps.bucket, Key: entry.key }));
+        if (head.ETag !== entry.etag) problems.push(`chunk ${name}: object ${entry.key} changed since it was committed`);
+      } catch {
+        problems.push(`chunk ${name}: object ${entry.key} named by the manifest does not exist`);
+      }
+    }
+    if (done && m.state !== 'DONE') problems.push(`job is DONE but the manifest says ${m.state}`);
+    const count = s.job?.chunk_count;
+    if (done && count !== undefined && Object.keys(m.chunks).length !== count)
+      problems.push(`job is DONE but the manifest names ${Object.keys(m.chunks).length} of ${count} chunks`);
+  } else if (done) {
+    problems.push('job is DONE but there is no manifest');
+  }
+  return verdict(
+    2,
+    'manifest names only committed objects of its token or earlier',
+    problems,
+    m ? `manifest token ${m.token}, ${Object.keys(m.chunks).length} chunks, all present` : 'no manifest yet',
+  );
+}
+
+/**
+ * Invariant 3, over the whole job table: the sparse index holds exactly the RUNNING job rows, and never a chunk
+ * fence item. Why: the sweeper reads only the index (docs/DESIGN.md "The sweeper"); a RUNNING row missing from it
+ * is an orphan nobody would ever re-queue, and a finished row left in it would be re-queued and re-run.
+ */
+export async function checkSparseIndex(
+  deps: { readonly ddb: DynamoDBDocumentClient; readonly jobs: string },
+  s: FencedJobState,
+): Promise<AuditCheck> {
+  const problems: string[] = [];
+  const indexed = new Set<string>();
+  for await (const row of claimedRows(deps)) {
+    indexed.add(String(row[Attr.pk]));
+    if (row[Attr.chunk] !== undefined) problems.push(`${row[Attr.pk]} is a chunk fence item in the sparse index`);
+    else if (row[Attr.state] !== 'RUNNING') problems.push(`${row[Attr.pk]} is in the sparse index but ${row[Attr.state]}`);
+  }
+  for (const row of s.jobRows) {
+    if (row.state === 'RUNNING' && !indexed.has(row.pk)) problems.push(`${row.pk} is RUNNING but not in the sparse index`);
+  }
+  return verdict(
+    3,
+    'sparse index holds exactly the RUNNING rows',
+    problems,
+    `${indexed.size} of ${s.jobRows.length} job rows indexed, all RUNNING; no chunk fence item`,
+  );
+}
+
+/**
+ * Invariant 4: the lock item exists and its epoch is at least every token seen: the job fence, the manifest's token,
+ * every chunk fence, and `tokensElsewhere`, the tokens the job's own data carries (the caller's). Why: the next claim
+ * hands out epoch + 1; an epoch behind a used token (a deleted lock item, a restore without the bump: docs/DESIGN.md
+ * "The restore bump") would hand that token out again, and the fences would let its holder write.
+ */
+export function checkEpoch(s: FencedJobState, tokensElsewhere: Iterable<number> = []): AuditCheck {
+  const epoch = s.lock?.epoch;
+  let highest = Math.max(0, s.job?.fence ?? 0, s.manifest?.token ?? 0);
+  for (const t of [...s.chunkFences.values()].map((i) => i.fence)) highest = Math.max(highest, t);
+  for (const t of tokensElsewhere) highest = Math.max(highest, t); // a loop: a night's tokens may be too many to spread
+  const problems: string[] = [];
+  if (highest > 0 && epoch === undefined) problems.push(`tokens up to ${highest} were used but the lock item has no epoch (deleted?)`);
+  else if (epoch !== undefined && epoch < highest)
+    problems.push(`lock epoch ${epoch} is behind token ${highest}: the next claim would repeat a token`);
+  return verdict(4, 'lock epoch ≥ every token seen', problems, `epoch ${epoch ?? '-'} ≥ highest token ${highest}`);
+}
+
+// ─── Billing: a night's invoices ─────────────────────────────────────────────────────────────────────────────────
+
+/** One invoice item found for the night. */
+interface FoundInvoice {
+  readonly pk: string;
+  /** The writer's token, recorded on every invoice for the audit. */
+  readonly token: number;
+  /** Its index in the night, or undefined when its key is not one of the night's invoices. */
+  readonly index: number | undefined;
+  /** Whether its customer and amount are exactly what the generator gives its index. */
+  readonly asGenerated: boolean;
+}
+
+/** Every invoice item of one night, read once for the billing checks. */
+interface InvoiceScan {
+  readonly date: string;
+  /** How many invoices the night has. */
+  readonly invoices: number;
+  readonly found: readonly FoundInvoice[];
+}
+
+/** Scan the invoice table for one night's invoices (by key prefix). */
+async function scanInvoices(
+  deps: { readonly ddb: DynamoDBDocumentClient; readonly invoices: string },
+  date: string,
+  invoices: number,
+): Promise<InvoiceScan> {
+  const width = idWidth(invoices);
+  const prefix = Keys.invoicePrefix(date);
+  const found: FoundInvoice[] = [];
+  const items = scanAll(deps.ddb, { TableName: deps.invoices, FilterExpression: 'begins_with(pk, :p)', ExpressionAttributeValues: { ':p': prefix } });
+  for await (const item of items) {
+    const pk = String(item[Attr.pk]);
+    const n = Number(pk.slice(prefix.length));
+    const index = Number.isInteger(n) && n >= 0 && n < invoices ? n : undefined;
+    const expected = index === undefined ? undefined : invoiceAt(date, index, width);
+    const asGenerated =
+      expected !== undefined && expected.pk === pk && item[Attr.amount] === expected.amount && item[Attr.customer] === expected.customer;
+    found.push({ pk, token: Number(item[Attr.token]), index, asGenerated });
+  }
+  return { date, invoices, found };
+}
+
+/** How many invoices carry each token (for the report: who wrote the night). */
+function tokensOf(scan: InvoiceScan): Record<string, number> {
+  const tokens: Record<string, number> = {};
+  for (const i of scan.found) tokens[i.token] = (tokens[i.token] ?? 0) + 1;
+  return tokens;
+}
+
+/**
+ * Invariant 1: each invoice is recorded once, with exactly the data the generator gives it, and nothing else is
+ * recorded under the night's prefix. Why: exactly-once in effect is the night's promise; a put is conditional
+ * on the key being absent, so a second copy or different data means a write bypassed the fenced transaction.
+ */
+function checkInvoicesOnce(scan: InvoiceScan): AuditCheck {
+  const seen = new Uint8Array(scan.invoices);
+  const problems: string[] = [];
+  for (const i of scan.found) {
+    if (i.index === undefined) {
+      problems.push(`${i.pk} is not one of the night's ${scan.invoices} invoices`);
+      continue;
+    }
+    if (seen[i.index]++) problems.push(`${i.pk} recorded twice`);
+    if (!i.asGenerated) problems.push(`${i.pk} differs from the generated invoice`);
+  }
+  return verdict(1, 'each invoice recorded once, as generated', problems, `${scan.found.length} invoices, each once, each as generated`);
+}
+
+/**
+ * Invariant 1: once the job row says DONE, every invoice of the night is present. Why: DONE is final (a DONE row
+ * refuses every raise), so an invoice missing then is never written by anyone.
+ */
+function checkNoneMissing(scan: InvoiceScan, s: Pick<FencedJobState, 'job'>): AuditCheck {
+  const done = s.job?.state === 'DONE';
+  const present = new Set(scan.found.flatMap((i) => (i.index === undefined ? [] : [i.index]))).size;
+  const missing = done ? scan.invoices - present : 0;
+  return verdict(
+    1,
+    'no invoice missing once DONE',
+    missing ? [`${missing} of ${scan.invoices} invoices missing although the job is DONE`] : [],
+    done ? `all ${scan.invoices} present` : `job is ${s.job?.state ?? 'absent'}: not required yet`,
+  );
+}
+
+/**
+ * Invariant 2 on the invoices: no invoice carries a token above the job fence. Why: every invoice put travels in a
+ * transaction with a ConditionCheck that its chunk's fence is not above the writer's token, and chunk fences are
+ * never above the job fence; a higher token on an invoice means a write landed without the fence.
+ */
+function checkInvoiceTokens(scan: InvoiceScan, s: Pick<FencedJobState, 'job'>): AuditCheck {
+  const fence = s.job?.fence;
+  const above = scan.found
+    .filter((i) => fence === undefined || i.token > fence)
+    .map((i) => `${i.pk} carries token ${i.token} above the fence ${fence}`);
+  return verdict(2, 'no invoice token above the job fence', above, `invoice tokens ${JSON.stringify(tokensOf(scan))} ≤ fence ${fence ?? '-'}`);
+}
+
+// ─── The billing night's audit ───────────────────────────────────────────────────────────────────────────────────
 
 export interface AuditDeps {
   readonly ddb: DynamoDBDocumentClient;
   readonly s3: S3Client;
   readonly tables: TableNames;
   readonly bucket: string;
-}
-
-export interface AuditCheck {
-  readonly invariant: 1 | 2 | 3 | 4;
-  readonly name: string;
-  readonly ok: boolean;
-  readonly detail: string;
 }
 
 export interface AuditReport {
@@ -45,179 +335,30 @@ export interface AuditReport {
   readonly checks: readonly AuditCheck[];
 }
 
-async function* scanAll(ddb: DynamoDBDocumentClient, input: ConstructorParameters<typeof ScanCommand>[0]) {
-  let start: Record<string, unknown> | undefined;
-  do {
-    const out = await ddb.send(new ScanCommand({ ...input, ExclusiveStartKey: start, ConsistentRead: true }));
-    yield* out.Items ?? [];
-    start = out.LastEvaluatedKey;
-  } while (start);
-}
-
+/** Audit one billing night: every check above, generic and billing's, in invariant order. */
 export async function audit(deps: AuditDeps, date: string, invoices: number): Promise<AuditReport> {
-  const checks: AuditCheck[] = [];
-  const check = (invariant: AuditCheck['invariant'], name: string, problems: string[], okDetail: string) =>
-    checks.push({
-      invariant,
-      name,
-      ok: problems.length === 0,
-      detail: problems.length === 0 ? okDetail : problems.slice(0, 5).join('; ') + (problems.length > 5 ? `; … ${problems.length - 5} more` : ''),
-    });
-
-  const jobId = Keys.job(date);
-  const job = await readJob({ ddb: deps.ddb, jobs: deps.tables.jobs }, jobId);
-  const lock = await observe({ ddb: deps.ddb, table: deps.tables.locks }, Keys.lock(date));
-  const manifest = await readManifest(deps, date);
-  const fence = job?.fence;
-  const done = job?.state === 'DONE';
-  // The job table, once: job rows (invariant 3, table-wide) and this night's chunk fence items (the ones with `chunk`).
-  const jobRows: Record<string, unknown>[] = [];
-  const chunkFences = new Map<number, ChunkFence>();
-  for await (const row of scanAll(deps.ddb, { TableName: deps.tables.jobs })) {
-    if (row[Attr.chunk] === undefined) jobRows.push(row);
-    else if (row[Attr.pk] === Keys.chunkFence(jobId, Number(row[Attr.chunk]))) chunkFences.set(Number(row[Attr.chunk]), row as unknown as ChunkFence);
-  }
-
-  // 1. each invoice once, as generated; none missing when DONE
-  const width = idWidth(invoices);
-  const prefix = Keys.invoicePrefix(date);
-  const seen = new Uint8Array(invoices);
-  const tokensSeen: Record<string, number> = {};
-  const wrong: string[] = [];
-  const aboveFence: string[] = [];
-  let found = 0;
-  for await (const item of scanAll(deps.ddb, {
-    TableName: deps.tables.invoices,
-    FilterExpression: 'begins_with(pk, :p)',
-    ExpressionAttributeValues: { ':p': prefix },
-  })) {
-    found++;
-    const pk = String(item[Attr.pk]);
-    const index = Number(pk.slice(prefix.length));
-    const token = Number(item[Attr.token]);
-    tokensSeen[token] = (tokensSeen[token] ?? 0) + 1;
-    if (!Number.isInteger(index) || index < 0 || index >= invoices) {
-      wrong.push(`${pk} is not one of the night's ${invoices} invoices`);
-      continue;
-    }
-    if (seen[index]++) wrong.push(`${pk} recorded twice`);
-    const expected = invoiceAt(date, index, width);
-    if (expected.pk !== pk || item[Attr.amount] !== expected.amount || item[Attr.customer] !== expected.customer)
-      wrong.push(`${pk} differs from the generated invoice`);
-    if (fence === undefined || token > fence) aboveFence.push(`${pk} carries token ${token} above the fence ${fence}`);
-  }
-  const missing = done ? seen.reduce((n, v) => n + (v === 0 ? 1 : 0), 0) : 0;
-  check(1, 'each invoice recorded once, as generated', wrong, `${found} invoices, each once, each as generated`);
-  const chunksNotDone = done
-    ? Array.from({ length: job?.chunk_count ?? 0 }, (_, c) => c).filter((c) => chunkFences.get(c)?.done_by === undefined)
-    : [];
-  const missingProblems = [
-    ...(missing ? [`${missing} of ${invoices} invoices missing although the job is DONE`] : []),
-    ...chunksNotDone.map((c) => `chunk ${c}'s fence item does not say done although the job is DONE`),
+  const fenced = { ddb: deps.ddb, s3: deps.s3, bucket: deps.bucket, jobs: deps.tables.jobs, locks: deps.tables.locks };
+  const s = await readFencedJob(fenced, { jobId: Keys.job(date), lockKey: Keys.lock(date), manifest: Keys.manifestPlace(date) });
+  const scan = await scanInvoices({ ddb: deps.ddb, invoices: deps.tables.invoices }, date, invoices);
+  const checks = [
+    checkInvoicesOnce(scan),
+    checkNoneMissing(scan, s),
+    checkChunksDone(s),
+    checkInvoiceTokens(scan, s),
+    checkChunkFences(s),
+    await checkManifest(fenced, s),
+    await checkSparseIndex(fenced, s),
+    checkEpoch(s, Object.keys(tokensOf(scan)).map(Number)),
   ];
-  check(
-    1,
-    'none missing once DONE',
-    missingProblems,
-    done ? `all ${invoices} present, all ${job?.chunk_count ?? 0} chunk fence items say done` : `job is ${job?.state ?? 'absent'}: not required yet`,
-  );
-
-  // 2. tokens vs fences, DynamoDB and S3
-  const s3Problems: string[] = [];
-  if (manifest) {
-    const m = manifest.body;
-    if (fence === undefined || m.token > fence) s3Problems.push(`manifest token ${m.token} above the job fence ${fence}`);
-    for (const [name, entry] of Object.entries(m.chunks)) {
-      if (entry.token > m.token) s3Problems.push(`chunk ${name} written with token ${entry.token} above the manifest's ${m.token}`);
-      if (entry.key !== Keys.chunkObject(date, Number(name), entry.token)) s3Problems.push(`chunk ${name} names ${entry.key}, not its token's key`);
-      try {
-        const head = await deps.s3.send(new HeadObjectCommand({ Bucket: deps.bucket, Key: entry.key }));
-        if (head.ETag !== entry.etag) s3Problems.push(`chunk ${name}: object ${entry.key} changed since it was committed`);
-      } catch {
-        s3Problems.push(`chunk ${name}: object ${entry.key} named by the manifest does not exist`);
-      }
-    }
-    if (done && m.state !== 'DONE') s3Problems.push(`job is DONE but the manifest says ${m.state}`);
-    if (done && job?.chunk_count !== undefined && Object.keys(m.chunks).length !== job.chunk_count) {
-      s3Problems.push(`job is DONE but the manifest names ${Object.keys(m.chunks).length} of ${job.chunk_count} chunks`);
-    }
-  } else if (done) {
-    s3Problems.push('job is DONE but there is no manifest');
-  }
-  for (const [c, item] of [...chunkFences].sort(([a], [b]) => a - b)) {
-    if (fence === undefined || item.fence > fence) aboveFence.push(`chunk ${c}'s fence ${item.fence} is above the job fence ${fence}`);
-    if (item.done_by !== undefined && item.done_by > item.fence)
-      aboveFence.push(`chunk ${c} recorded done by token ${item.done_by}, above its fence ${item.fence}`);
-  }
-  check(
-    2,
-    'no invoice token or chunk fence above the job fence',
-    aboveFence,
-    `invoice tokens ${JSON.stringify(tokensSeen)} and ${chunkFences.size} chunk fences ${JSON.stringify([...chunkFences.values()].map((i) => i.fence))} ≤ fence ${fence ?? '-'}`,
-  );
-  check(
-    2,
-    'manifest names only committed objects of its token or earlier',
-    s3Problems,
-    manifest ? `manifest token ${manifest.body.token}, ${Object.keys(manifest.body.chunks).length} chunks, all present` : 'no manifest yet',
-  );
-
-  // 3. sparse index ⇔ RUNNING (over the whole job table: the invariant is table-wide)
-  const indexProblems: string[] = [];
-  const indexed = new Set<string>();
-  let start: Record<string, unknown> | undefined;
-  do {
-    const out = await deps.ddb.send(
-      new QueryCommand({
-        TableName: deps.tables.jobs,
-        IndexName: JOB_TABLE.sparseIndex!.name,
-        KeyConditionExpression: `${Attr.claimShard} = :s`,
-        ExpressionAttributeValues: { ':s': CLAIM_SHARD },
-        ExclusiveStartKey: start,
-      }),
-    );
-    for (const row of out.Items ?? []) {
-      indexed.add(String(row[Attr.pk]));
-      if (row[Attr.chunk] !== undefined) indexProblems.push(`${row[Attr.pk]} is a chunk fence item in the sparse index`);
-      else if (row[Attr.state] !== 'RUNNING') indexProblems.push(`${row[Attr.pk]} is in the sparse index but ${row[Attr.state]}`);
-    }
-    start = out.LastEvaluatedKey;
-  } while (start);
-  for (const row of jobRows) {
-    if (row[Attr.state] === 'RUNNING' && !indexed.has(String(row[Attr.pk])))
-      indexProblems.push(`${row[Attr.pk]} is RUNNING but not in the sparse index`);
-  }
-  check(
-    3,
-    'sparse index holds exactly the RUNNING rows',
-    indexProblems,
-    `${indexed.size} of ${jobRows.length} job rows indexed, all RUNNING; no chunk fence item`,
-  );
-
-  // 4. epochs never behind any token
-  const epoch = lock?.epoch;
-  const maxToken = Math.max(
-    0,
-    fence ?? 0,
-    manifest?.body.token ?? 0,
-    ...Object.keys(tokensSeen).map(Number),
-    ...[...chunkFences.values()].map((i) => i.fence),
-  );
-  const epochProblems: string[] = [];
-  if (maxToken > 0 && epoch === undefined) epochProblems.push(`tokens up to ${maxToken} were used but the lock item has no epoch (deleted?)`);
-  else if (epoch !== undefined && epoch < maxToken)
-    epochProblems.push(`lock epoch ${epoch} is behind token ${maxToken}: the next claim would repeat a token`);
-  check(4, 'lock epoch ≥ every token seen', epochProblems, `epoch ${epoch ?? '-'} ≥ highest token ${maxToken}`);
-
   return {
     ok: checks.every((c) => c.ok),
-    jobId,
-    state: job?.state,
-    fence,
-    epoch,
-    invoicesFound: found,
+    jobId: s.ref.jobId,
+    state: s.job?.state,
+    fence: s.job?.fence,
+    epoch: s.lock?.epoch,
+    invoicesFound: scan.found.length,
     invoicesExpected: invoices,
-    tokensSeen,
+    tokensSeen: tokensOf(scan),
     checks,
   };
 }

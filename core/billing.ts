@@ -12,17 +12,20 @@
  * Before every action the holder checks its stop time; that keeps overlap rare. What keeps the data correct is the
  * fence: a write carrying a lower token is refused by the store, whatever the holder believes.
  */
+import type { TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
+import { fencedTransaction, writeBatch } from './batch';
 import type { Clock } from './clock';
 import type { BillingConfig } from './config';
 import { AlreadyDoneError, FencedOutError, LeaseLostError, StopTimePassedError } from './errors';
 import type { Events } from './events';
 import * as fence from './fence';
-import { chunkBatches, chunkCount, chunkRange, renderChunkLines, type NightPlan } from './invoices';
+import { chunkBatches, chunkCount, chunkRange, invoicePut, renderChunkLines, type Invoice, type NightPlan } from './invoices';
 import { claim, type Lease } from './lease';
 import { ManifestWriter } from './manifest';
 import { Keys, type TableNames } from './schema';
+import { releaseQuietly } from './with-lease';
 
 export interface BillingDeps {
   readonly ddb: DynamoDBDocumentClient;
@@ -86,8 +89,47 @@ function planOf(date: string, config: BillingConfig): NightPlan {
   return { date, invoices: config.invoices, chunkSize: config.chunkSize, putsPerTransaction: config.putsPerTransaction };
 }
 
-function fenceDepsOf(deps: BillingDeps): fence.FenceDeps {
+function fenceDepsOf(deps: BillingDeps): InvoiceWriteDeps {
   return { ddb: deps.ddb, jobs: deps.tables.jobs, invoices: deps.tables.invoices, clock: deps.clock };
+}
+
+/** What writing invoices under a job's fence needs: the job's fences, and the invoice table. */
+export interface InvoiceWriteDeps extends fence.FenceDeps {
+  readonly invoices: string;
+}
+
+/** What a batch of invoices did, as counts (the summary's and the events' unit). */
+export interface InvoiceBatchResult {
+  readonly recorded: number;
+  readonly alreadyRecorded: number;
+  readonly transactions: number;
+}
+
+/**
+ * A batch of invoices (at most 99) written under the fence item `fenceKey` (the chunk's, or a job row for a night
+ * fenced on its row alone): the generic fenced write (batch.ts), each invoice recorded once with our token.
+ */
+export async function writeInvoices(deps: InvoiceWriteDeps, fenceKey: string, token: number, batch: readonly Invoice[]): Promise<InvoiceBatchResult> {
+  const r = await writeBatch(
+    fence.jobFence(deps, fenceKey),
+    token,
+    batch.map((inv) => invoicePut(deps.invoices, inv, token)),
+  );
+  return { recorded: r.recorded.length, alreadyRecorded: r.alreadyRecorded.length, transactions: r.transactions };
+}
+
+/** The one transaction writeInvoices sends first for this batch (bench/waste.ts and bench/aws-model.ts measure it). */
+export function invoiceTransaction(
+  deps: InvoiceWriteDeps,
+  fenceKey: string,
+  token: number,
+  batch: readonly Invoice[],
+): TransactWriteItemsCommandInput {
+  return fencedTransaction(
+    fence.jobFence(deps, fenceKey),
+    token,
+    batch.map((inv) => invoicePut(deps.invoices, inv, token)),
+  );
 }
 
 function manifestDepsOf(deps: BillingDeps) {
@@ -105,7 +147,7 @@ export async function raiseNight(deps: BillingDeps, lease: Lease, date: string, 
   const { job: old, chunksDone } = await fence.raise(fenceDepsOf(deps), Keys.job(date), lease.token, lease.holder, chunkCount(plan));
   deps.events.emit('fence-raised', { token: lease.token, previousFence: old?.fence, previousState: old?.state, chunkFences: chunkCount(plan) });
   lease.check();
-  const { writer } = await ManifestWriter.raise(manifestDepsOf(deps), date, Keys.job(date), lease.token);
+  const { writer } = await ManifestWriter.raise(manifestDepsOf(deps), Keys.manifestPlace(date), Keys.job(date), lease.token);
   deps.events.emit('manifest-raised', { token: lease.token });
   const chunksToDo = Array.from({ length: chunkCount(plan) }, (_, c) => c).filter((c) => !chunksDone.has(c));
   return { chunksToDo, manifest: writer, previousFence: old?.fence };
@@ -113,7 +155,7 @@ export async function raiseNight(deps: BillingDeps, lease: Lease, date: string, 
 
 /** A writer for the manifest a holder raised in another process (the workflow's chunk Lambdas). */
 export function resumeManifest(deps: BillingDeps, date: string, token: number): ManifestWriter {
-  return ManifestWriter.resume(manifestDepsOf(deps), date, Keys.job(date), token);
+  return ManifestWriter.resume(manifestDepsOf(deps), Keys.manifestPlace(date), Keys.job(date), token);
 }
 
 /**
@@ -142,7 +184,7 @@ export async function billChunk(
   for (const batch of chunkBatches(plan, chunk)) {
     lease.check();
     await hooks?.afterCheck?.({ step: 'batch', chunk, batch: batchNo });
-    const r = await fence.writeBatch(fenceDeps, chunkFence, lease.token, batch).catch((err) => {
+    const r = await writeInvoices(fenceDeps, chunkFence, lease.token, batch).catch((err) => {
       if (err instanceof FencedOutError) deps.events.emit('batch-rejected', { token: lease.token, chunk, batch: batchNo, fence: err.fence });
       throw err;
     });
@@ -165,7 +207,7 @@ export async function billChunk(
   lease.check();
   await hooks?.afterCheck?.({ step: 'chunk-commit', chunk });
   const { first, end } = chunkRange(plan, chunk);
-  await manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, invoices: end - first }).catch((err) => {
+  await manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, records: end - first }).catch((err) => {
     if (err instanceof FencedOutError) deps.events.emit('commit-rejected', { token: lease.token, chunk, fence: err.fence });
     throw err;
   });
@@ -257,14 +299,5 @@ export async function runBilling(deps: BillingDeps, run: BillingRun): Promise<Bi
     await releaseQuietly(lease, deps.events);
     if (outcome) return finish(outcome, outcome === 'already-done' ? undefined : (err as Error).message);
     throw err;
-  }
-}
-
-/** A release during cleanup must not hide the error that led to it, but its own failure is reported, not dropped. */
-export async function releaseQuietly(lease: Lease, events: Events): Promise<void> {
-  try {
-    await lease.release();
-  } catch (err) {
-    events.emit('release-failed', { token: lease.token, error: (err as Error).name, message: (err as Error).message });
   }
 }

@@ -28,7 +28,7 @@ export class ClockOffsetEstimator {
   private inconsistent = false;
 
   /** One response: our wall clock before sending and after receiving, and the response's Date header. */
-  observe(sentWallMs: number, receivedWallMs: number, dateHeader: string | undefined): void {
+  addSample(sentWallMs: number, receivedWallMs: number, dateHeader: string | undefined): void {
     const serverMs = dateHeader ? Date.parse(dateHeader) : NaN;
     if (!Number.isFinite(serverMs) || receivedWallMs < sentWallMs) return;
     this.low = Math.max(this.low, serverMs - receivedWallMs);

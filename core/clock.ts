@@ -9,6 +9,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 
+/** The clocks a component is given (never read directly): monotonic for durations, wall for informational fields only. */
 export interface Clock {
   /** Milliseconds on this process's monotonic clock. */
   monotonicMs(): number;

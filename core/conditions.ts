@@ -23,8 +23,10 @@ export function newRvn(): string {
 
 /** One entry of TransactionCanceledException.CancellationReasons, in the order of the request's TransactItems. */
 export interface CancellationReason {
+  /** ConditionalCheckFailed, TransactionConflict, ThrottlingError, …; 'None' (or absent) for an item that was fine. */
   readonly Code?: string;
   readonly Message?: string;
+  /** The item as it was, in AttributeValue form, when the request asked for ALL_OLD on a failed condition. */
   readonly Item?: Record<string, unknown>;
 }
 
@@ -47,6 +49,7 @@ const TRANSIENT_REASONS: ReadonlySet<string> = new Set(['TransactionConflict', '
 export type Cancellation =
   { readonly kind: 'condition'; readonly failed: readonly number[] } | { readonly kind: 'transient' } | { readonly kind: 'permanent' };
 
+/** Decide what a cancelled transaction means from its reasons (see Cancellation). */
 export function classifyCancellation(reasons: readonly CancellationReason[] | undefined): Cancellation {
   const codes = (reasons ?? []).map((r) => r.Code ?? 'None');
   const failed = codes.flatMap((c, i) => (c === 'ConditionalCheckFailed' ? [i] : []));

@@ -4,6 +4,7 @@
  */
 import { ConfigError } from './errors';
 
+/** A lease's timing: every duration is timed on the holder's own monotonic clock (Part 3). */
 export interface LeaseConfig {
   /** How long a lease lasts without renewal. @default 10000 (Part 0: a 10-second lease) */
   readonly leaseMs: number;
@@ -15,6 +16,7 @@ export interface LeaseConfig {
   readonly claimBudget: number;
 }
 
+/** The billing job's settings: the lease's, and the size of the night. */
 export interface BillingConfig extends LeaseConfig {
   /** Invoices in the night. @default 50000 (Part 0) */
   readonly invoices: number;
@@ -24,11 +26,17 @@ export interface BillingConfig extends LeaseConfig {
   readonly putsPerTransaction: number;
 }
 
-export const DEFAULTS: BillingConfig = {
+/** The lease's defaults (Part 0): a 10 s lease renewed every 3 s, a 2 s margin, a claim budget of 30 leases. */
+export const LEASE_DEFAULTS: LeaseConfig = {
   leaseMs: 10_000,
   renewMs: 3_000,
   marginMs: 2_000,
   claimBudget: 30,
+};
+
+/** The billing job's defaults: the lease's, and Part 0's night of 50,000 invoices in 10 chunks. */
+export const DEFAULTS: BillingConfig = {
+  ...LEASE_DEFAULTS,
   invoices: 50_000,
   chunkSize: 5_000,
   putsPerTransaction: 99,
@@ -50,6 +58,7 @@ export function dateProblem(date: unknown): string | undefined {
   return undefined;
 }
 
+/** The date, if it is a calendar date in YYYY-MM-DD form. @throws ConfigError otherwise */
 export function validateDate(date: unknown): string {
   const problem = dateProblem(date);
   if (problem) throw new ConfigError([problem]);
@@ -60,7 +69,10 @@ function positiveInteger(problems: string[], name: string, value: number): void 
   if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name} must be a positive integer, got ${value}`);
 }
 
-/** The relation checks client-go makes for its lease settings, in our words (Part 2, Part 3). */
+/**
+ * The relation checks client-go makes for its lease settings, in our words (Part 2, Part 3): every problem, or none.
+ * @returns one sentence per problem; empty when the settings are sound
+ */
 export function leaseProblems(c: LeaseConfig): string[] {
   const problems: string[] = [];
   positiveInteger(problems, 'lease-ms', c.leaseMs);
@@ -80,6 +92,20 @@ export function leaseProblems(c: LeaseConfig): string[] {
   return problems;
 }
 
+/**
+ * Fill in the lease defaults and check the settings once, before anything is written.
+ * @param input - the settings to override; absent (or undefined) fields take `LEASE_DEFAULTS`
+ * @returns the complete settings
+ * @throws ConfigError listing every problem at once
+ */
+export function validateLeaseConfig(input: Partial<LeaseConfig> = {}): LeaseConfig {
+  const c: LeaseConfig = { ...LEASE_DEFAULTS, ...stripUndefined(input) };
+  const problems = leaseProblems(c);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return c;
+}
+
+/** The billing job's settings, defaults filled in, checked once. @throws ConfigError listing every problem at once */
 export function validateBillingConfig(input: Partial<BillingConfig>): BillingConfig {
   const c: BillingConfig = { ...DEFAULTS, ...stripUndefined(input) };
   const problems = leaseProblems(c);

@@ -12,6 +12,7 @@
  *   InfrastructureError the local stack or a store could not be reached or started.
  */
 
+/** The base of every error the library throws on purpose: match a family with `instanceof FencepostError`. */
 export abstract class FencepostError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
@@ -22,7 +23,9 @@ export abstract class FencepostError extends Error {
 /** The lock item shows another holder or epoch: the lease is gone (Part 2, renew step 5). */
 export class LeaseLostError extends FencepostError {
   constructor(
+    /** The lock item's key. */
     readonly lockKey: string,
+    /** Our epoch: the token that is no longer ours to write with. */
     readonly epoch: number,
     /** The lock item as the store returned it when our condition failed (absent if unknown). */
     readonly current?: Record<string, unknown>,
@@ -38,19 +41,31 @@ export class LeaseLostError extends FencepostError {
 /** The holder's own stop time (sent_at + lease - margin, monotonic) has passed (Part 2, "before every action"). */
 export class StopTimePassedError extends FencepostError {
   constructor(
+    /** The lock item's key. */
     readonly lockKey: string,
+    /** Our epoch (the fencing token). */
     readonly epoch: number,
+    /** The stop time, on this process's monotonic clock. */
     readonly stopAtMs: number,
+    /** The monotonic time of the check that failed. */
     readonly nowMs: number,
   ) {
     super(`stop time passed for ${lockKey} epoch ${epoch}: monotonic now ${nowMs.toFixed(0)} ms >= stop_at ${stopAtMs.toFixed(0)} ms`);
   }
 }
 
-/** A resource refused our token because it has seen a higher one (Part 4, Part 5). */
+/**
+ * Which fence refused a token: 'job-row', 'chunk-fence' (a chunk's fence item), 'manifest' (the S3 manifest), or the
+ * name a caller gave its own fence (`fenceOn({ resource })`, default 'fence').
+ */
+export type FencedResource = string;
+
+/** A resource refused our token because it has seen a higher one (Part 4, Part 5). Nothing of the refused write landed. */
 export class FencedOutError extends FencepostError {
   constructor(
-    readonly resource: 'job-row' | 'chunk-fence' | 'manifest',
+    /** Which fence refused us. */
+    readonly resource: FencedResource,
+    /** Our token, refused. */
     readonly token: number,
     /** The fence we met, when the store told us (job row `fence`, manifest `token`). */
     readonly fence: number | undefined,
@@ -63,7 +78,9 @@ export class FencedOutError extends FencepostError {
 /** The job row is already DONE (the raise's condition refused it, or a pre-check saw it). */
 export class AlreadyDoneError extends FencepostError {
   constructor(
+    /** The job row's key. */
     readonly jobId: string,
+    /** The fence the DONE row carries, when known. */
     readonly fence: number | undefined,
   ) {
     super(`job ${jobId} is already DONE (fence ${fence ?? 'unknown'})`);
@@ -73,18 +90,23 @@ export class AlreadyDoneError extends FencepostError {
 /** Complete found chunks whose fence items do not record them done (docs/DESIGN.md, "Chunk fences"). */
 export class NightIncompleteError extends FencepostError {
   constructor(
+    /** The job row's key. */
     readonly jobId: string,
+    /** The chunks whose fence items do not say done. */
     readonly chunksNotDone: readonly number[],
   ) {
     super(`job ${jobId} cannot complete: chunks ${chunksNotDone.join(', ')} are not recorded done`);
   }
 }
 
-/** The claim gave up: the holder kept renewing through the whole observe budget. */
+/** The claim gave up: the holder kept renewing through the whole claim budget (`claimBudget` leases of waiting). */
 export class ClaimBudgetExhaustedError extends FencepostError {
   constructor(
+    /** The lock item's key. */
     readonly lockKey: string,
+    /** The budget waited, in leases. */
     readonly leases: number,
+    /** The holder that stayed alive, as last seen. */
     readonly holder: string | undefined,
   ) {
     super(`could not claim ${lockKey} after waiting ${leases} leases: ${holder ?? 'another holder'} is alive and renewing`);
@@ -93,7 +115,10 @@ export class ClaimBudgetExhaustedError extends FencepostError {
 
 /** Bad input. Collects every problem, so the user fixes them all at once. Nothing has been written. */
 export class ConfigError extends FencepostError {
-  constructor(readonly problems: readonly string[]) {
+  constructor(
+    /** One sentence per problem found. */
+    readonly problems: readonly string[],
+  ) {
     super(problems.length === 1 ? problems[0] : `invalid configuration:\n  - ${problems.join('\n  - ')}`);
   }
 }

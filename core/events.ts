@@ -1,53 +1,141 @@
 /**
  * Events a holder emits as it works: what `--events` prints one JSON line each, and what the story replay and the
  * tests read. Each is stamped with the worker and its monotonic milliseconds (comparable only within one process).
+ *
+ * One name per idea, each with its own typed fields (`EventFields`): `emit('claim', { … })` type-checks the fields
+ * for that name, and a listener receives a discriminated union (`FencepostEvent`): `switch (e.event)` narrows it.
+ * Events are reports, never inputs to a decision: nothing in the core waits on one.
  */
 import type { Clock } from './clock';
+import type { SweepReport } from './sweeper';
 
-export type EventName =
-  | 'observe'
-  | 'claim'
-  | 'renew'
-  | 'renew-failed'
-  | 'lease-lost'
-  | 'fence-raised'
-  | 'manifest-raised'
-  | 'batch-committed'
-  | 'batch-rejected'
-  | 'chunk-committed'
-  | 'commit-rejected'
-  | 'completed'
-  | 'already-done'
-  | 'released'
-  | 'release-failed'
-  | 'swept'
-  | 'sweeper-storm'
-  | 'requeued';
-
-export interface FencepostEvent {
-  readonly event: EventName;
-  readonly worker: string;
-  readonly monoMs: number;
-  readonly token?: number;
-  readonly [field: string]: unknown;
+/**
+ * The fields of each event, by name. Durations are whole milliseconds on the emitting process's monotonic clock.
+ */
+export interface EventFields {
+  /** A claimant read the lock item and saw a free lock or an rvn it had not watched before (reported once per rvn). */
+  sighted: {
+    readonly key: string;
+    /** The holder the lock item names; absent when the lock was free. */
+    readonly holder?: string;
+    readonly epoch?: number;
+    readonly rvn?: string;
+    /** How long this rvn must stay unchanged before a claim: 0 when free, otherwise the holder's declared lease. */
+    readonly waitMs: number;
+    /** 1 for the first sighting of this claim, +1 for each new rvn. */
+    readonly attempt: number;
+  };
+  /** A claim landed: `token` is the new epoch. */
+  claim: {
+    readonly key: string;
+    readonly token: number;
+    /** How long the claimed rvn was watched unchanged (0 for a free lock). */
+    readonly waitedMs: number;
+    readonly attempt?: number;
+    /** The stop time on the claimant's monotonic clock (absent where the claim and the work are in other processes). */
+    readonly stopAtMs?: number;
+  };
+  /** A renewal landed and moved the stop time. */
+  renew: { readonly key: string; readonly token: number; readonly stopAtMs: number };
+  /** A renewal met a transport or throttling error (retried until the stop time). */
+  'renew-failed': { readonly key: string; readonly token: number; readonly error: string };
+  /** A renewal's condition failed: the lock item names another holder or epoch. */
+  'lease-lost': { readonly key: string; readonly token: number; readonly holderNow?: string };
+  /** Every fence item of a job is raised to `token` (the job row, then every chunk fence). */
+  'fence-raised': { readonly token: number; readonly previousFence?: number; readonly previousState?: string; readonly chunkFences: number };
+  /** The S3 manifest carries `token`. */
+  'manifest-raised': { readonly token: number };
+  /** One fenced transaction (or its retries without already-recorded puts) landed. */
+  'batch-committed': {
+    readonly token: number;
+    readonly chunk: number;
+    readonly batch: number;
+    readonly recorded: number;
+    readonly alreadyRecorded: number;
+    readonly transactions: number;
+    /** The index of the batch's first record. */
+    readonly first: number;
+  };
+  /** The fence refused a batch: nothing of it was written. */
+  'batch-rejected': { readonly token: number; readonly chunk: number; readonly batch: number; readonly fence?: number };
+  /** A chunk's object is named by the manifest and the chunk is recorded done on its fence item. */
+  'chunk-committed': {
+    readonly token: number;
+    readonly chunk: number;
+    readonly key: string;
+    readonly recorded: number;
+    readonly alreadyRecorded: number;
+  };
+  /** The manifest refused a chunk commit (412 with a higher token). */
+  'commit-rejected': { readonly token: number; readonly chunk: number; readonly fence?: number };
+  /** The job row says DONE. */
+  completed: { readonly token: number; readonly jobId: string };
+  /** The job was DONE before this holder could raise its fence. */
+  'already-done': { readonly jobId: string; readonly fence?: number };
+  /** The lease was given back (holder cleared, epoch kept). */
+  released: { readonly key: string; readonly token: number };
+  /** A release during cleanup failed; the error that led to the cleanup is rethrown, this one is reported. */
+  'release-failed': { readonly key: string; readonly token: number; readonly error: string; readonly message: string };
+  /** One sweep of the sparse index finished (`requeued` is a count here). */
+  swept: SweepFields;
+  /** A sweep found too many orphans at once and re-queued none. */
+  'sweeper-storm': SweepFields;
+  /** The sweeper re-queued an orphaned job row (`token` is the owner it saw). */
+  requeued: { readonly jobId: string; readonly token: number; readonly fence: number };
+  /** Fault injection only: the process is about to be stopped right after a passed stop-time check. */
+  fault: { readonly fault: string; readonly step: string; readonly chunk?: number; readonly batch?: number };
 }
 
+/** A sweep's report as an event: the counts, with `requeued` as a count rather than the list of job ids. */
+export type SweepFields = Omit<SweepReport, 'requeued'> & { readonly requeued: number };
+
+/** Every event's name: one per idea (a sighting, a claim, a renewal, …). */
+export type EventName = keyof EventFields;
+
+/** What every event carries: its name, the emitting worker, and that worker's monotonic milliseconds. */
+export interface EventStamp<N extends EventName = EventName> {
+  /** The event's name: the union's discriminant. */
+  readonly event: N;
+  /** The emitting worker's name. */
+  readonly worker: string;
+  /** The emitting process's monotonic milliseconds: comparable only with other events of the same process. */
+  readonly monoMs: number;
+}
+
+/**
+ * One event, as a listener receives it: a union discriminated by `event`. The fields in `EventFields` are typed;
+ * an event that crossed a process boundary (a JSON line, a Lambda's log) may carry more, typed `unknown`.
+ */
+export type FencepostEvent = {
+  [N in EventName]: EventStamp<N> & EventFields[N] & { readonly [field: string]: unknown };
+}[EventName];
+
+/** A listener: called synchronously with each event, in the order listeners were added. */
 export type EventListener = (e: FencepostEvent) => void;
 
+/** The emitter a holder reports through. Listeners run synchronously, in the order they were added. */
 export class Events {
   private readonly listeners: EventListener[] = [];
+
+  /**
+   * @param worker - the name stamped on every event (the holder's name, a process id, …)
+   * @param clock - whose monotonic clock stamps `monoMs`
+   */
   constructor(
+    /** The name stamped on every event. */
     readonly worker: string,
     private readonly clock: Clock,
   ) {}
 
+  /** Add a listener. @returns this, to chain */
   on(listener: EventListener): this {
     this.listeners.push(listener);
     return this;
   }
 
-  emit(event: EventName, fields: { token?: number; [field: string]: unknown } = {}): void {
-    this.forward({ event, worker: this.worker, monoMs: Math.round(this.clock.monotonicMs()), ...fields });
+  /** Stamp and deliver one event; `fields` are type-checked against `EventFields[name]`. */
+  emit<N extends EventName>(event: N, fields: EventFields[N]): void {
+    this.forward({ event, worker: this.worker, monoMs: Math.round(this.clock.monotonicMs()), ...fields } as FencepostEvent);
   }
 
   /** Pass on an event already stamped elsewhere in this process (the local workflow's handlers). */

@@ -1,41 +1,187 @@
 /**
- * The fences in the job table: the one place where an old holder is actually stopped (reference Parts 4 and 5).
- * A night has two kinds of fence item (docs/DESIGN.md § Chunk fences): the job row, and beside it one chunk fence
- * item per chunk (`<jobId>#chunk#07`), so concurrent chunks never touch a common item.
+ * Fences: the one place where an old holder is actually stopped (reference Parts 4 and 5).
  *
- *   raise     the new holder's FIRST act, before it reads or writes anything else: the job row (one conditional
- *             UpdateItem: fence = token, state = RUNNING, the sparse-index attributes, returning the old row), THEN
- *             every chunk fence (one conditional UpdateItem each, returning the old item: the chunk's progress).
- *             Nothing is written into any chunk until every chunk fence answered (Part 4, "Raise the fence first").
- *   fencedTransaction  the fenced write, in one place (Part 5): 1 ConditionCheck on ONE fence item, fence <= token
- *             (equal accepted: the current holder writes many times with the same token, Part 4 "Why equal is
- *             accepted"), + up to 99 Puts, in one TransactWriteItems; writeBatch sends it and reads the outcome. The
- *             fence item is the chunk's; a night fenced on its job row alone is the same call with the job row's key.
+ * A fence is an item carrying `fence`, the highest token it has accepted. ONE clause compares a token with it
+ * (FENCE_CLAUSE: `fence <= :t`, reject lower, accept equal: the current holder writes many times with the same
+ * token, Part 4 "Why equal is accepted"), and everything here is built on it:
+ *
+ *   Fence.raise  the new holder's FIRST act, before it reads or writes anything else: one conditional UpdateItem
+ *                (never raised, or not above our token) that sets fence = token and returns the old item;
+ *   Fence.guard  the fence as something to write with (etcd's `Cmp`): a ConditionCheck the caller puts in any
+ *                TransactWriteItems it builds, so its own writes land only while the fence still accepts the token
+ *                (batch.ts builds the usual one: 1 guard + up to 99 puts).
+ *
+ * A job (docs/DESIGN.md § Chunk fences) has a job row and, beside it, one chunk fence item per chunk
+ * (`<jobId>#chunk#07`), so concurrent chunks never touch a common item:
+ *
+ *   raise          the job row (fence = token, state = RUNNING, the sparse-index attributes, returning the old row),
+ *                  THEN every chunk fence (Fence.raise each, returning the chunk's progress). Nothing is written into
+ *                  any chunk until every chunk fence answered (Part 4, "Raise the fence first").
  *   markChunkDone  progress, on the chunk's own fence item, conditional on that fence still being ours.
- *   complete  DONE, leaving the sparse index, conditional on still being the job row's owner, once every chunk
- *             fence item says done.
+ *   complete       DONE, leaving the sparse index, conditional on still being the job row's owner, once every chunk
+ *                  fence item says done.
  *
+ * What a fence guarantees: once it is raised to N, no write guarded with a token below N lands, whatever its holder
+ * believes. What it does not: it knows nothing of leases, so two writers with the SAME token both pass (hand a token
+ * to one holder only: the lease's epoch does), and it guards only the writes that carry it.
  * A rejection by a fence means: you have lost the lock; stop and discard local state.
  */
-import { createHash } from 'node:crypto';
-import { TransactWriteItemsCommand, type TransactWriteItem, type TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
+import type { AttributeValue, TransactWriteItem } from '@aws-sdk/client-dynamodb';
 import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { marshall, type NativeAttributeValue } from '@aws-sdk/util-dynamodb';
 import { type Clock, wallIso } from './clock';
-import {
-  DEFAULT_BACKOFF,
-  cancellationReasons,
-  classifyCancellation,
-  failedItem,
-  fullJitterMs,
-  isConditionalCheckFailed,
-  isTransient,
-  retryTransient,
-  type Backoff,
-} from './conditions';
+import { cancellationReasons, failedItem, isConditionalCheckFailed, retryTransient, type Backoff } from './conditions';
 import { AlreadyDoneError, FencedOutError, NightIncompleteError } from './errors';
-import type { Invoice } from './invoices';
 import { Attr, CLAIM_SHARD, Keys, type JobState } from './schema';
 
+// Named condition clauses, each with its reason.
+/**
+ * THE fence comparison, written once (Part 4): our token `:t` is not lower than the highest the fence has accepted.
+ * Reject lower, accept equal. A missing fence attribute makes it false: an unraised fence guards nothing through.
+ */
+export const FENCE_CLAUSE = `${Attr.fence} <= :t`;
+/** The raise's condition: never raised, or not above our token (the clause). */
+const unraisedOrNotLower = `(attribute_not_exists(${Attr.fence}) OR ${FENCE_CLAUSE})`;
+/** A DONE job stays DONE: a late or duplicate run must not reopen it. */
+const notDone = `(attribute_not_exists(#state) OR #state <> :done)`;
+/** We are still the fence's owner: nobody raised it since, and the row is ours (complete). */
+const stillOwner = `${Attr.fence} = :t AND ${Attr.ownerToken} = :t`;
+/** The chunk's fence is still at our token: nobody raised it since (progress). */
+const stillOurs = `${Attr.fence} = :t`;
+
+const backoffOf = (deps: { readonly clock: Clock; readonly random?: () => number }): Backoff => ({
+  sleep: (ms) => deps.clock.sleep(ms),
+  random: deps.random,
+});
+
+/** Where a fence item lives, and what its raises and guards need. */
+export interface FenceTarget {
+  /** The document client; the fenced batch sends its low-level TransactWriteItems through it too. */
+  readonly ddb: DynamoDBDocumentClient;
+  /** The table holding the fence item (any table: the item only needs its key and a `fence` number). */
+  readonly table: string;
+  /** The fence item's primary key: its partition key (and sort key, if the table has one), e.g. `{ pk: 'orders#7' }`. */
+  readonly key: Readonly<Record<string, string | number>>;
+  /** Times the retry backoff (docs/DESIGN.md "Retry classification"). */
+  readonly clock: Clock;
+  /** Jitter source for the retry backoff. @default Math.random */
+  readonly random?: () => number;
+  /** The name FencedOutError reports for this fence. @default 'fence' */
+  readonly resource?: string;
+}
+
+/**
+ * One fence item, bound to its table and key: raise it, guard writes with it.
+ *
+ * Guarantees: `raise(t)` lands only if no token above `t` was raised before, and returns what it replaced; a write
+ * carrying `guard(t)` lands only if the fence is still at most `t` when the transaction commits. Does not guarantee
+ * anything about writes that do not carry the guard.
+ */
+export class Fence {
+  /** What FencedOutError reports for this fence. */
+  readonly resource: string;
+  /** The key in AttributeValue form, marshalled once: guard() runs once per transaction. */
+  private readonly wireKey: Record<string, AttributeValue>;
+
+  constructor(
+    /** Where the fence item lives. */
+    readonly target: FenceTarget,
+  ) {
+    this.resource = target.resource ?? 'fence';
+    this.wireKey = marshall(target.key);
+  }
+
+  /**
+   * Raise the fence to `token`: the new holder's first act (Part 4, "Raise the fence first"). One conditional
+   * UpdateItem, never raised or not above `token`; equal is accepted, so a retry after a lost answer is harmless.
+   * @param token - the holder's fencing token (its lease's epoch)
+   * @param set - other attributes to write in the same update (e.g. the holder's name)
+   * @returns the item as it was before the raise (undefined if it did not exist)
+   * @throws FencedOutError carrying the fence met, when a higher token was raised first
+   */
+  async raise(token: number, set: Readonly<Record<string, NativeAttributeValue>> = {}): Promise<Record<string, unknown> | undefined> {
+    const names: Record<string, string> = {};
+    const values: Record<string, NativeAttributeValue> = { ':t': token };
+    const assignments = [`${Attr.fence} = :t`];
+    Object.entries(set).forEach(([name, value], i) => {
+      names[`#s${i}`] = name;
+      values[`:s${i}`] = value;
+      assignments.push(`#s${i} = :s${i}`);
+    });
+    try {
+      // Safe to send again (a transaction holding the item answers TransactionConflictException): equal is accepted.
+      const out = await retryTransient(backoffOf(this.target), () =>
+        this.target.ddb.send(
+          new UpdateCommand({
+            TableName: this.target.table,
+            Key: this.target.key,
+            ConditionExpression: unraisedOrNotLower,
+            UpdateExpression: `SET ${assignments.join(', ')}`,
+            ...(assignments.length > 1 ? { ExpressionAttributeNames: names } : {}),
+            ExpressionAttributeValues: values,
+            ReturnValues: 'ALL_OLD',
+            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+          }),
+        ),
+      );
+      return out.Attributes;
+    } catch (err) {
+      if (!isConditionalCheckFailed(err)) throw err;
+      throw new FencedOutError(this.resource, token, fenceOf(failedItem(err)), { cause: err });
+    }
+  }
+
+  /**
+   * The fence as something to write with (etcd's `IsOwner()` Cmp): a ConditionCheck, in the low-level AttributeValue
+   * form, for the caller to put in its own TransactWriteItems. The transaction then commits only while the fence is
+   * not above `token`; when it is, DynamoDB cancels the whole transaction with reason ConditionalCheckFailed at this
+   * item's position and, with ReturnValuesOnConditionCheckFailure ALL_OLD, the fence item that won.
+   * @param token - the holder's fencing token
+   */
+  guard(token: number): TransactWriteItem {
+    return {
+      ConditionCheck: {
+        TableName: this.target.table,
+        Key: this.wireKey,
+        ConditionExpression: FENCE_CLAUSE,
+        ExpressionAttributeValues: { ':t': { N: String(token) } },
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+      },
+    };
+  }
+
+  /**
+   * What a failed TransactWriteItems that carried `guard(token)` at `position` means for the fence: a FencedOutError
+   * (with the fence item that won) when the guard's condition failed, undefined when the error is anything else.
+   * `throw fence.fencedOut(err, token) ?? err` keeps a caller's own transaction as typed as writeBatch.
+   * @param position - where the guard sits in the transaction's TransactItems @default 0
+   */
+  fencedOut(err: unknown, token: number, position = 0): FencedOutError | undefined {
+    const reason = cancellationReasons(err)?.[position];
+    if (reason?.Code !== 'ConditionalCheckFailed') return undefined;
+    return new FencedOutError(this.resource, token, reason.Item ? fenceOf(failedItem(reason)) : undefined, { cause: err });
+  }
+
+  /** The fence item, read strongly consistent (undefined: never raised). */
+  async read(): Promise<Record<string, unknown> | undefined> {
+    const out = await this.target.ddb.send(new GetCommand({ TableName: this.target.table, Key: this.target.key, ConsistentRead: true }));
+    return out.Item;
+  }
+}
+
+/** A fence bound to one item: `fenceOn({ ddb, table, key, clock }).raise(token)`, `.guard(token)`. */
+export function fenceOn(target: FenceTarget): Fence {
+  return new Fence(target);
+}
+
+/** The `fence` attribute of an item returned with a failed condition, if it has one. */
+function fenceOf(item: Record<string, unknown> | undefined): number | undefined {
+  return item?.[Attr.fence] === undefined ? undefined : Number(item[Attr.fence]);
+}
+
+// ─── A job's fences: the job row and its chunk fence items (docs/DESIGN.md § Chunk fences) ───────────────────────
+
+/** A job row as stored: its fence, its state, its owner, and (only while RUNNING) the sparse-index attributes. */
 export interface JobRow {
   readonly pk: string;
   readonly fence?: number;
@@ -62,35 +208,29 @@ export interface Raised {
   readonly chunksDone: ReadonlySet<number>;
 }
 
-/** The night cannot be DONE: these chunks' fence items do not say done (docs/DESIGN.md § Chunk fences). */
-
-/** Which fence refused us, for the error: a chunk's fence item or the job row (the fence of one chunk at a time). */
-const fenceResource = (key: string) => (key.includes('#chunk#') ? ('chunk-fence' as const) : ('job-row' as const));
-
 /** At most this many single-item requests of one raise or read in flight at once. */
 const FENCE_ITEMS_IN_FLIGHT = 10;
 
+/** What a job's fences need: the job table (job rows and chunk fence items), the store, the clock for backoffs. */
 export interface FenceDeps {
   readonly ddb: DynamoDBDocumentClient;
+  /** The job table. */
   readonly jobs: string;
-  readonly invoices: string;
   readonly clock: Clock;
-  /** Jitter source for the retry backoff (docs/DESIGN.md "Retry classification"). Default Math.random. */
+  /** Jitter source for the retry backoff (docs/DESIGN.md "Retry classification"). @default Math.random */
   readonly random?: () => number;
 }
 
-const backoffOf = (deps: FenceDeps): Backoff => ({ sleep: (ms) => deps.clock.sleep(ms), random: deps.random });
+/**
+ * The fence item `fenceKey` in the job table, as a Fence: a chunk's fence item (`<jobId>#chunk#07`) or a job row
+ * for a job fenced on its row alone. Its FencedOutError names which.
+ */
+export function jobFence(deps: FenceDeps, fenceKey: string): Fence {
+  const resource = fenceKey.includes('#chunk#') ? 'chunk-fence' : 'job-row';
+  return new Fence({ ddb: deps.ddb, table: deps.jobs, key: { [Attr.pk]: fenceKey }, clock: deps.clock, random: deps.random, resource });
+}
 
-// Named condition clauses, each with its reason.
-/** Our token is not lower than any token the row has accepted: reject lower, accept equal (Part 4). */
-const notLower = `(attribute_not_exists(${Attr.fence}) OR ${Attr.fence} <= :t)`;
-/** A DONE job stays DONE: a late or duplicate run must not reopen it. */
-const notDone = `(attribute_not_exists(#state) OR #state <> :done)`;
-/** We are still the fence's owner: nobody raised it since, and the row is ours (complete / progress). */
-const stillOwner = `${Attr.fence} = :t AND ${Attr.ownerToken} = :t`;
-/** An invoice is recorded once: the put lands only if no holder recorded it before. */
-const invoiceAbsent = `attribute_not_exists(${Attr.pk})`;
-
+/** The job row, read strongly consistent (undefined: never raised). */
 export async function readJob(deps: Pick<FenceDeps, 'ddb' | 'jobs'>, jobId: string): Promise<JobRow | undefined> {
   const out = await deps.ddb.send(new GetCommand({ TableName: deps.jobs, Key: { [Attr.pk]: jobId }, ConsistentRead: true }));
   return out.Item as JobRow | undefined;
@@ -126,7 +266,7 @@ export async function raiseJobRow(deps: FenceDeps, jobId: string, token: number,
         new UpdateCommand({
           TableName: deps.jobs,
           Key: { [Attr.pk]: jobId },
-          ConditionExpression: `${notLower} AND ${notDone}`,
+          ConditionExpression: `${unraisedOrNotLower} AND ${notDone}`,
           UpdateExpression:
             `SET ${Attr.fence} = :t, #state = :running, ${Attr.ownerToken} = :t, #owner = :me, ` +
             `${Attr.chunkCount} = :chunks, ${Attr.claimShard} = :shard, ${Attr.claimedSince} = :since`,
@@ -166,30 +306,11 @@ export async function raiseChunkFences(
   chunks: readonly number[],
 ): Promise<Map<number, ChunkFence | undefined>> {
   const old = new Map<number, ChunkFence | undefined>();
+  // Safe to send again (a zombie's transaction on this chunk may hold the item): equal is accepted, and a landed try
+  // left done_by as it was, so the old item still tells the progress.
   await eachBounded(chunks, async (chunk) => {
-    try {
-      // Safe to send again (a zombie's transaction on this chunk may hold the item: TransactionConflictException):
-      // equal is accepted, and a landed try left done_by as it was, so the old item still tells the progress.
-      const out = await retryTransient(backoffOf(deps), () =>
-        deps.ddb.send(
-          new UpdateCommand({
-            TableName: deps.jobs,
-            Key: { [Attr.pk]: Keys.chunkFence(jobId, chunk) },
-            ConditionExpression: notLower,
-            UpdateExpression: `SET ${Attr.fence} = :t, #chunk = :c`,
-            ExpressionAttributeNames: { '#chunk': Attr.chunk },
-            ExpressionAttributeValues: { ':t': token, ':c': chunk },
-            ReturnValues: 'ALL_OLD',
-            ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-          }),
-        ),
-      );
-      old.set(chunk, out.Attributes as ChunkFence | undefined);
-    } catch (err) {
-      if (!isConditionalCheckFailed(err)) throw err;
-      const item = failedItem(err);
-      throw new FencedOutError('chunk-fence', token, item ? Number(item[Attr.fence]) : undefined, { cause: err });
-    }
+    const before = await jobFence(deps, Keys.chunkFence(jobId, chunk)).raise(token, { [Attr.chunk]: chunk });
+    old.set(chunk, before as ChunkFence | undefined);
   });
   return old;
 }
@@ -216,109 +337,6 @@ async function eachBounded<T>(items: readonly T[], act: (item: T) => Promise<voi
 }
 
 /**
- * The fenced transaction (Part 5): 1 ConditionCheck on ONE fence item, `fenceKey` (the chunk's fence item, or the
- * job row for a night fenced on its row alone; fence <= token: reject lower, accept equal) + one Put per invoice
- * (recorded once: attribute_not_exists). Built as AttributeValues directly rather than
- * through the document client's generic marshalling: this runs 510 times a night and that cut the client CPU per
- * transaction by a third (bench/waste.ts measures both). The ClientRequestToken makes a retry idempotent.
- */
-export function fencedTransaction(
-  tables: { readonly jobs: string; readonly invoices: string },
-  fenceKey: string,
-  token: number,
-  batch: readonly Invoice[],
-): TransactWriteItemsCommandInput {
-  const t = { N: String(token) };
-  const check: TransactWriteItem = {
-    ConditionCheck: {
-      TableName: tables.jobs,
-      Key: { [Attr.pk]: { S: fenceKey } },
-      ConditionExpression: `${Attr.fence} <= :t`,
-      ExpressionAttributeValues: { ':t': t },
-      ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-    },
-  };
-  const puts = batch.map((inv): TransactWriteItem => ({
-    Put: {
-      TableName: tables.invoices,
-      Item: { [Attr.pk]: { S: inv.pk }, [Attr.customer]: { S: inv.customer }, [Attr.amount]: { N: String(inv.amount) }, [Attr.token]: t },
-      ConditionExpression: invoiceAbsent,
-    },
-  }));
-  return { ClientRequestToken: requestToken(tables, fenceKey, token, batch), TransactItems: [check, ...puts] };
-}
-
-export interface BatchResult {
-  /** Invoices this call recorded. */
-  readonly recorded: number;
-  /** Invoices an earlier holder had already recorded (their puts were refused by attribute_not_exists). */
-  readonly alreadyRecorded: number;
-  /** TransactWriteItems calls made, including retries without the already-recorded puts. */
-  readonly transactions: number;
-}
-
-/**
- * The fenced write (Part 5): one TransactWriteItems of 1 ConditionCheck on the fence item `fenceKey` (the chunk's:
- * concurrent chunks then share no item, docs/DESIGN.md § Chunk fences) + up to 99 Puts. A
- * cancellation is decided by its reasons (conditions.classifyCancellation; docs/DESIGN.md "Retry classification"):
- *   - ConditionalCheckFailed on the check (position 0): we have lost the lock → FencedOutError, nothing was written;
- *   - ConditionalCheckFailed on a Put: that invoice was already recorded by an earlier holder; drop it and send the
- *     rest (a new request, so a new ClientRequestToken), so each invoice is recorded exactly once. A conflict
- *     reported beside it changes nothing: the condition decides;
- *   - only transient reasons (TransactionConflict: another transaction or write touched one of our items, the job
- *     fence item we only ConditionCheck included; throttling), or any other transient error: send the SAME request again
- *     after a full-jitter backoff. Same request, same ClientRequestToken, so a retry of a transaction that was
- *     applied but whose response was lost succeeds without writing again (DynamoDB keeps it idempotent for 10 min).
- */
-export async function writeBatch(deps: FenceDeps, fenceKey: string, token: number, batch: readonly Invoice[]): Promise<BatchResult> {
-  let pending = batch;
-  let alreadyRecorded = 0;
-  let transactions = 0;
-  let transientRetries = 0;
-  while (pending.length > 0) {
-    transactions++;
-    try {
-      await deps.ddb.send(new TransactWriteItemsCommand(fencedTransaction(deps, fenceKey, token, pending)));
-      return { recorded: pending.length, alreadyRecorded, transactions };
-    } catch (err) {
-      const reasons = cancellationReasons(err);
-      const cancellation = reasons === undefined ? undefined : classifyCancellation(reasons);
-      if (reasons !== undefined && cancellation?.kind === 'condition') {
-        if (cancellation.failed.includes(0)) {
-          const row = reasons[0].Item ? failedItem(reasons[0]) : undefined;
-          throw new FencedOutError(fenceResource(fenceKey), token, row ? Number(row[Attr.fence]) : undefined, { cause: err });
-        }
-        const refused = new Set(cancellation.failed.map((i) => i - 1)); // position i is pending[i - 1]
-        alreadyRecorded += refused.size;
-        pending = pending.filter((_, i) => !refused.has(i));
-        continue;
-      }
-      if (isTransient(err) && transientRetries < DEFAULT_BACKOFF.retries) {
-        await deps.clock.sleep(fullJitterMs(transientRetries++, deps.random ?? Math.random));
-        continue;
-      }
-      throw err;
-    }
-  }
-  return { recorded: 0, alreadyRecorded, transactions };
-}
-
-/**
- * Same request, same ClientRequestToken; any other request, another one. DynamoDB scopes the token to the account,
- * not the table, and rejects a reused token with other parameters, so the tables are part of it.
- */
-function requestToken(
-  tables: { readonly jobs: string; readonly invoices: string },
-  fenceKey: string,
-  token: number,
-  batch: readonly Invoice[],
-): string {
-  const h = createHash('sha256').update(`${tables.jobs}|${tables.invoices}|${fenceKey}|${token}`);
-  for (const inv of batch) h.update(`|${inv.pk}`);
-  return h.digest('hex').slice(0, 36);
-}
-
-/**
  * Record a chunk done ON ITS OWN fence item (docs/DESIGN.md § Chunk fences), after its manifest commit: one
  * conditional UpdateItem, fence = token (the chunk's fence is still ours). Chunks never write the job row.
  */
@@ -330,7 +348,7 @@ export async function markChunkDone(deps: FenceDeps, jobId: string, token: numbe
         new UpdateCommand({
           TableName: deps.jobs,
           Key: { [Attr.pk]: Keys.chunkFence(jobId, chunk) },
-          ConditionExpression: `${Attr.fence} = :t`,
+          ConditionExpression: stillOurs,
           UpdateExpression: `SET ${Attr.doneBy} = :t`,
           ExpressionAttributeValues: { ':t': token },
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
@@ -339,8 +357,7 @@ export async function markChunkDone(deps: FenceDeps, jobId: string, token: numbe
     );
   } catch (err) {
     if (!isConditionalCheckFailed(err)) throw err;
-    const item = failedItem(err);
-    throw new FencedOutError('chunk-fence', token, item ? Number(item[Attr.fence]) : undefined, { cause: err });
+    throw new FencedOutError('chunk-fence', token, fenceOf(failedItem(err)), { cause: err });
   }
 }
 
@@ -390,7 +407,6 @@ async function ownerUpdate(
     );
   } catch (err) {
     if (!isConditionalCheckFailed(err)) throw err;
-    const row = failedItem(err);
-    throw new FencedOutError('job-row', token, row ? Number(row[Attr.fence]) : undefined, { cause: err });
+    throw new FencedOutError('job-row', token, fenceOf(failedItem(err)), { cause: err });
   }
 }

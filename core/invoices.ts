@@ -5,7 +5,8 @@
  *
  * Invoices are produced one chunk at a time and one batch at a time, so memory stays flat however big the night.
  */
-import { Keys } from './schema';
+import type { FencedPut } from './batch';
+import { Attr, Keys } from './schema';
 
 export interface Invoice {
   readonly pk: string;
@@ -85,4 +86,17 @@ export function* renderChunkLines(plan: NightPlan, chunk: number, token: number)
   for (const batch of chunkBatches(plan, chunk)) {
     for (const inv of batch) yield JSON.stringify({ id: inv.pk, customer: inv.customer, amount: inv.amount, token }) + '\n';
   }
+}
+
+/** An invoice as a fenced put: its item in AttributeValue form (built directly: the night's hot path), with the writer's token for audit. */
+export function invoicePut(table: string, inv: Invoice, token: number): FencedPut {
+  return {
+    table,
+    item: {
+      [Attr.pk]: { S: inv.pk },
+      [Attr.customer]: { S: inv.customer },
+      [Attr.amount]: { N: String(inv.amount) },
+      [Attr.token]: { N: String(token) },
+    },
+  };
 }

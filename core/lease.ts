@@ -19,19 +19,30 @@ import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from '
 import type { Events } from './events';
 import { Attr } from './schema';
 
+/** The lock item as stored (Part 5): who holds the lease, for how long, the rvn of the last write, and the epoch. */
 export interface LockItem {
+  /** The lease key. */
   readonly pk: string;
+  /** The holder's name, present only while the lease is held. */
   readonly holder?: string;
+  /** The lease the holder declared: how long a claimant waits on an unchanged rvn. */
   readonly lease_ms?: number;
+  /** Record version number: new on every claim, renewal and release. */
   readonly rvn?: string;
+  /** +1 on every claim, never reset: the fencing token. */
   readonly epoch?: number;
 }
 
+/** What the lease functions need, injected: the store, the lock table, the clock that times every duration. */
 export interface LeaseDeps {
+  /** The document client for the lock table. */
   readonly ddb: DynamoDBDocumentClient;
+  /** The lock table (one item per lease key, partition key `pk`, never TTL'd). */
   readonly table: string;
+  /** Times every duration (waits, renewals, stop times) on its monotonic clock. */
   readonly clock: Clock;
-  readonly events: Events;
+  /** Where sightings, claims, renewals and losses are reported. @default no reporting */
+  readonly events?: Events;
   /** Jitter source for the retry backoff (docs/DESIGN.md "Retry classification"). Default Math.random. */
   readonly random?: () => number;
 }
@@ -46,15 +57,20 @@ const rvnUnchanged = `${Attr.rvn} = :seen`;
 /** Still ours: the holder and the epoch we were granted; a new claim changes both (or at least the epoch). */
 const stillOurs = `${Attr.holder} = :me AND ${Attr.epoch} = :e`;
 
-/** A strongly consistent read of the lock item: the authority's current view (design §4, observe). */
-export async function observe(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: string): Promise<LockItem | undefined> {
+/**
+ * A strongly consistent read of the lock item: the authority's current view. Undefined if the key was never claimed.
+ * It says who held the lease when the store answered, nothing about now: never act on it, claim.
+ */
+export async function readLock(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: string): Promise<LockItem | undefined> {
   const out = await deps.ddb.send(new GetCommand({ TableName: deps.table, Key: { [Attr.pk]: key }, ConsistentRead: true }));
   return out.Item as LockItem | undefined;
 }
 
 /** What a claimant saw, and how long it must wait before claiming: a full lease if anyone holds it (Part 5). */
 export interface Sighting {
+  /** The holder the lock item named (absent: free). */
   readonly holder?: string;
+  /** The epoch the lock item carried (absent: never claimed). */
   readonly epoch?: number;
   /** The rvn seen; the claim is conditional on it being unchanged. Absent when the lock was free. */
   readonly seenRvn?: string;
@@ -62,8 +78,12 @@ export interface Sighting {
   readonly waitMs: number;
 }
 
+/**
+ * Read the lock item and say what a claimant must do about it: claim at once (free), or watch its rvn for the
+ * holder's declared lease (`waitMs`). One read; the caller times the watch (nextClaimStep).
+ */
 export async function sight(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: string, config: Pick<LeaseConfig, 'leaseMs'>): Promise<Sighting> {
-  const seen = await observe(deps, key);
+  const seen = await readLock(deps, key);
   if (seen?.holder === undefined) return { epoch: seen?.epoch, waitMs: 0 };
   return { holder: seen.holder, epoch: seen.epoch, seenRvn: seen.rvn, waitMs: seen.lease_ms ?? config.leaseMs };
 }
@@ -146,10 +166,13 @@ export interface Watch {
   readonly waitedMs: number;
 }
 
+/** What the claim rule says after one sighting: claim, wait (how long), or give up; and the watch to carry on. */
 export interface ClaimStep {
+  /** claim now; wait `waitMs` and sight again; or give up (the claim budget is spent). */
   readonly action: 'claim' | 'wait' | 'give-up';
   /** With 'wait': how long to wait before the next sighting (at most a poll period). 0 otherwise. */
   readonly waitMs: number;
+  /** What to carry to the next sighting. */
   readonly watch: Watch;
   /** This sighting showed a free lock or an rvn not watched before: report it once, not once per poll. */
   readonly newRvn: boolean;
@@ -184,10 +207,17 @@ export function nextClaimStep(
 }
 
 /**
- * Claim the lease, clock-free (Part 5), following nextClaimStep: observe; claim at once if free; otherwise watch
+ * Claim the lease, clock-free (Part 5), following nextClaimStep: sight; claim at once if free; otherwise watch
  * the rvn, re-reading every poll period, and claim on condition "rvn unchanged" once it has stayed so for a full
  * lease on OUR monotonic clock. A claim sets holder, lease_ms and a new rvn, and adds 1 to the epoch, which is
  * returned as the fencing token. A failed claim (someone else moved first) goes back to watching, within the budget.
+ *
+ * Guarantees: the token is higher than every token handed out before for this key. Does not guarantee that the
+ * previous holder has stopped: it may be paused and wake up believing it holds the lease; the fence stops it.
+ * @param key - the lock item's key
+ * @param holder - this holder's name, written into the lock item (informational, and the renewal condition)
+ * @returns the held lease; start its heartbeat (or use withLease) before working
+ * @throws ClaimBudgetExhaustedError when the holder stayed alive for `claimBudget` leases of waiting
  */
 export async function claim(deps: LeaseDeps, key: string, holder: string, config: LeaseConfig): Promise<Lease> {
   let watch: Watch | undefined;
@@ -200,7 +230,7 @@ export async function claim(deps: LeaseDeps, key: string, holder: string, config
     if (step.action === 'give-up') throw new ClaimBudgetExhaustedError(key, config.claimBudget, sighting.holder);
     if (step.newRvn) {
       attempt++;
-      deps.events.emit('observe', { key, holder: sighting.holder, epoch: sighting.epoch, rvn: sighting.seenRvn, waitMs: sighting.waitMs, attempt });
+      deps.events?.emit('sighted', { key, holder: sighting.holder, epoch: sighting.epoch, rvn: sighting.seenRvn, waitMs: sighting.waitMs, attempt });
     }
     if (step.action === 'wait') {
       await deps.clock.sleep(step.waitMs);
@@ -211,7 +241,7 @@ export async function claim(deps: LeaseDeps, key: string, holder: string, config
     const epoch = await tryClaim(deps, key, holder, config, sighting);
     if (epoch === undefined) continue; // someone claimed, renewed or released in between: watch again
     const lease = new Lease(deps, key, holder, epoch, config, sentAt);
-    deps.events.emit('claim', { key, token: epoch, attempt, waitedMs: Math.round(watch.unchangedMs), stopAtMs: Math.round(lease.stopAtMs) });
+    deps.events?.emit('claim', { key, token: epoch, attempt, waitedMs: Math.round(watch.unchangedMs), stopAtMs: Math.round(lease.stopAtMs) });
     return lease;
   }
 }
@@ -219,6 +249,8 @@ export async function claim(deps: LeaseDeps, key: string, holder: string, config
 /**
  * Take up a lease claimed earlier, in another process (the next Lambda of the workflow): renew FIRST, and compute
  * this process's own stop time from that renewal. A stop time never crosses a process boundary (design §5).
+ * @param token - the epoch the claim returned, carried over from the process that claimed
+ * @throws LeaseLostError if the lock item no longer names this holder and epoch
  */
 export async function resume(deps: LeaseDeps, key: string, holder: string, token: number, config: LeaseConfig): Promise<Lease> {
   const lease = new Lease(deps, key, holder, token, config, -Infinity); // no stop time until the renewal lands
@@ -234,7 +266,13 @@ export async function releaseClaimed(deps: LeaseDeps, key: string, holder: strin
   return new Lease(deps, key, holder, token, config, -Infinity).release();
 }
 
-/** A held lease: the token to write with, the stop time, renewals, and the conditional release. */
+/**
+ * A held lease: the token to write with, the stop time, renewals, and the conditional release.
+ *
+ * Guarantees: while `check()` passes, no other claim of this key can have been granted (the lease has not run out on
+ * our own clock, with a margin). Does not guarantee that the check still holds a moment later, when the write lands:
+ * a pause can fall in between. Write with the token through a fence (`Fence.guard`, `writeBatch`); that is the safety.
+ */
 export class Lease {
   /** The fencing token: this claim's epoch. */
   readonly token: number;
@@ -245,7 +283,9 @@ export class Lease {
 
   constructor(
     private readonly deps: LeaseDeps,
+    /** The lock item's key. */
     readonly key: string,
+    /** This holder's name. */
     readonly holder: string,
     epoch: number,
     private readonly config: LeaseConfig,
@@ -260,15 +300,31 @@ export class Lease {
     return sentAt + this.config.leaseMs - this.config.marginMs;
   }
 
+  /** The stop time: monotonic milliseconds of this process after which `check()` throws. */
   get stopAtMs(): number {
     return this.stopAt;
   }
 
-  /** BEFORE EVERY ACTION (Part 2): if monotonic now >= stop_at, stop, don't act. An optimisation; the fence is the safety. */
+  /**
+   * BEFORE EVERY ACTION (Part 2): once monotonic now reaches `stopAtMs`, stop, don't act. An optimisation that keeps
+   * overlap rare; the fence is the safety.
+   * @throws StopTimePassedError past the stop time; LeaseLostError once a renewal found the lease gone
+   */
   check(): void {
     if (this.lost) throw this.lost;
     const now = this.deps.clock.monotonicMs();
     if (now >= this.stopAt) throw new StopTimePassedError(this.key, this.token, this.stopAt, now);
+  }
+
+  /**
+   * Check the stop time, then act: `await lease.act(() => write(lease.token))`. The act runs only if the check passed;
+   * an act that takes long should check again inside, before each write.
+   * @returns the act's result
+   * @throws StopTimePassedError or LeaseLostError instead of acting
+   */
+  async act<T>(fn: () => T | Promise<T>): Promise<T> {
+    this.check();
+    return fn();
   }
 
   /**
@@ -282,18 +338,23 @@ export class Lease {
       try {
         await this.writeIfStillOurs(`SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`);
         this.stopAt = Math.max(this.stopAt, this.stopTimeFrom(sentAt)); // 4. on success
-        this.deps.events.emit('renew', { key: this.key, token: this.token, stopAtMs: Math.round(this.stopAt) });
+        this.deps.events?.emit('renew', { key: this.key, token: this.token, stopAtMs: Math.round(this.stopAt) });
         return;
       } catch (err) {
         if (isConditionalCheckFailed(err)) {
           this.lost = new LeaseLostError(this.key, this.token, failedItem(err), { cause: err });
-          this.deps.events.emit('lease-lost', { key: this.key, token: this.token, holderNow: failedItem(err)?.[Attr.holder] });
+          const holderNow = failedItem(err)?.[Attr.holder];
+          this.deps.events?.emit('lease-lost', {
+            key: this.key,
+            token: this.token,
+            holderNow: holderNow === undefined ? undefined : String(holderNow),
+          });
           throw this.lost;
         }
         // 5. on failure: retry until stop_at; then give up the lease locally. Transient by reason, not by name
         // (TransactionConflictException: a transaction held the lock item); full jitter, at most renewMs/4 a wait.
         const now = this.deps.clock.monotonicMs();
-        this.deps.events.emit('renew-failed', { key: this.key, token: this.token, error: (err as Error).name });
+        this.deps.events?.emit('renew-failed', { key: this.key, token: this.token, error: (err as Error).name });
         if (!isTransient(err) || now >= this.stopAt) {
           this.lost = new LeaseLostError(this.key, this.token, undefined, { cause: err });
           throw this.lost;
@@ -325,6 +386,7 @@ export class Lease {
     this.timer = setTimeout(tick, this.config.renewMs);
   }
 
+  /** Stop renewing; waits for a renewal in flight, so none lands after this returns. */
   async stopHeartbeat(): Promise<void> {
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
@@ -345,7 +407,7 @@ export class Lease {
         this.writeIfStillOurs(`REMOVE ${Attr.holder} SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`),
       );
       this.lost ??= new LeaseLostError(this.key, this.token, undefined);
-      this.deps.events.emit('released', { key: this.key, token: this.token });
+      this.deps.events?.emit('released', { key: this.key, token: this.token });
       return true;
     } catch (err) {
       if (isConditionalCheckFailed(err)) return false;

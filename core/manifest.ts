@@ -14,24 +14,51 @@
  * A missing manifest is never learnt from a read: without s3:ListBucket, S3 answers a GET of a missing key with 403
  * AccessDenied, not 404 NoSuchKey. The raise therefore CREATES first (If-None-Match: *) and reads only on a 412,
  * which says the manifest exists (docs/DESIGN.md "Retry classification").
+ *
+ * What this guarantees: once a holder raised the manifest to N, no commit by a lower token lands, and a reader who
+ * trusts only what the manifest names never reads a fenced-out holder's object. What it does NOT guarantee: that no
+ * stray object exists (a zombie may still PUT under its own token's key; nothing names it), nor any order among
+ * one holder's own concurrent commits beyond "each lands once".
+ *
+ * Where the manifest and its chunk objects live is the caller's (`ManifestPlace`): billing passes its own keys.
  */
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { type Clock, wallIso } from './clock';
 import { fullJitterMs } from './conditions';
 import { FencedOutError } from './errors';
-import { Keys } from './schema';
 
-export interface ManifestChunk {
+/** Where one job's manifest and chunk objects live in the bucket. */
+export interface ManifestPlace {
+  /** The manifest object's key, e.g. `billing/2026-09-28/manifest.json`. */
   readonly key: string;
+  /** The prefix of the chunk objects: `<chunkPrefix><chunk, two digits>.t<token>.jsonl` (chunkObjectKey). */
+  readonly chunkPrefix: string;
+}
+
+/** A chunk object's key: it includes the writer's token, so two holders never write the same key (Part 4, "on S3"). */
+export function chunkObjectKey(chunkPrefix: string, chunk: number, token: number): string {
+  return `${chunkPrefix}${String(chunk).padStart(2, '0')}.t${token}.jsonl`;
+}
+
+/** One committed chunk, as the manifest names it: only objects named here are trusted. */
+export interface ManifestChunk {
+  /** The chunk object's key (under the writer's token: chunkObjectKey). */
+  readonly key: string;
+  /** The token of the holder that wrote the object. */
   readonly token: number;
-  readonly invoices: number;
+  /** How many records the object holds (informational). */
+  readonly records: number;
+  /** The object's ETag when it was committed: a reader checks it is the same object. */
   readonly etag: string;
 }
 
+/** The manifest's content: S3's copy of the fence, and the committed chunks. */
 export interface ManifestBody {
+  /** The job this manifest belongs to. */
   readonly jobId: string;
   /** The highest token that has raised this manifest: S3's copy of the fence. */
   readonly token: number;
+  /** DONE once the job completed; RUNNING while holders commit chunks. */
   readonly state: 'RUNNING' | 'DONE';
   /** Chunk number (two digits) → the object that holds it. Only objects named here are trusted. */
   readonly chunks: Readonly<Record<string, ManifestChunk>>;
@@ -39,9 +66,12 @@ export interface ManifestBody {
   readonly raisedBy: ReadonlyArray<{ readonly token: number; readonly at: string }>;
 }
 
+/** What the manifest needs, injected: the S3 client and bucket, the clock that times the 409 backoff. */
 export interface ManifestDeps {
   readonly s3: S3Client;
+  /** The bucket holding the manifest and the chunk objects (versioning not needed: ETags are the versions). */
   readonly bucket: string;
+  /** Times the 409 backoff. */
   readonly clock: Clock;
   /** Jitter source for the 409 backoff. Default Math.random. */
   readonly random?: () => number;
@@ -49,12 +79,16 @@ export interface ManifestDeps {
 
 const MAX_MERGES = 20;
 
+/**
+ * Read the manifest at `key` (an auditor's or a reader's read; holders never learn "missing" from a read, see above).
+ * @returns the body and its ETag, or undefined on 404 NoSuchKey (a 403 without s3:ListBucket is thrown)
+ */
 export async function readManifest(
   deps: Pick<ManifestDeps, 's3' | 'bucket'>,
-  date: string,
+  key: string,
 ): Promise<{ body: ManifestBody; etag: string } | undefined> {
   try {
-    const out = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: Keys.manifest(date) }));
+    const out = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: key }));
     return { body: JSON.parse(await out.Body!.transformToString()) as ManifestBody, etag: out.ETag! };
   } catch (err) {
     if ((err as Error).name === 'NoSuchKey') return undefined;
@@ -73,24 +107,34 @@ function isConditionalConflict(err: unknown): boolean {
   return e?.name === 'ConditionalRequestConflict' || e?.$metadata?.httpStatusCode === 409;
 }
 
-/** One holder's view of the manifest: the ETag it last saw, and its token. */
+/** One holder's view of one manifest: the ETag it last saw, and its token. Create it with raise (or resume). */
 export class ManifestWriter {
   private etag: string | undefined;
   private last: ManifestBody | undefined;
 
   private constructor(
     private readonly deps: ManifestDeps,
-    readonly date: string,
+    /** Where the manifest and the chunk objects live. */
+    readonly place: ManifestPlace,
+    /** The job the manifest belongs to. */
     readonly jobId: string,
+    /** This writer's token: what it raised the manifest to. */
     readonly token: number,
   ) {}
 
   /**
    * Raise the manifest's token first (Part 4): read it, refuse if it carries a higher token, then rewrite it with
    * our token, conditional on the version we read (or on its absence).
+   * @returns the writer, and the manifest as raised (the chunks committed before are kept)
+   * @throws FencedOutError if the manifest carries a higher token
    */
-  static async raise(deps: ManifestDeps, date: string, jobId: string, token: number): Promise<{ writer: ManifestWriter; body: ManifestBody }> {
-    const writer = new ManifestWriter(deps, date, jobId, token);
+  static async raise(
+    deps: ManifestDeps,
+    place: ManifestPlace,
+    jobId: string,
+    token: number,
+  ): Promise<{ writer: ManifestWriter; body: ManifestBody }> {
+    const writer = new ManifestWriter(deps, place, jobId, token);
     const body = await writer.update(
       (current) => ({
         jobId,
@@ -108,25 +152,26 @@ export class ManifestWriter {
    * A writer for a holder that raised the manifest in another process (the workflow's next Lambda). It knows no
    * ETag yet, so its first commit reads the manifest and refuses to go on unless it still carries our token.
    */
-  static resume(deps: ManifestDeps, date: string, jobId: string, token: number): ManifestWriter {
-    return new ManifestWriter(deps, date, jobId, token);
+  static resume(deps: ManifestDeps, place: ManifestPlace, jobId: string, token: number): ManifestWriter {
+    return new ManifestWriter(deps, place, jobId, token);
   }
 
   /** Write a chunk's object under our token's key. Nobody else writes this key, so no condition is needed. */
   async putChunkObject(chunk: number, body: string): Promise<{ key: string; etag: string }> {
-    const key = Keys.chunkObject(this.date, chunk, this.token);
+    const key = chunkObjectKey(this.place.chunkPrefix, chunk, this.token);
     const out = await this.deps.s3.send(
       new PutObjectCommand({ Bucket: this.deps.bucket, Key: key, Body: body, ContentType: 'application/x-ndjson' }),
     );
     return { key, etag: out.ETag! };
   }
 
-  /** Commit a chunk: rewrite the manifest naming its object, If-Match on the ETag we last saw. */
+  /** Commit a chunk: rewrite the manifest naming its object, If-Match on the ETag we last saw. @throws FencedOutError */
   async commitChunk(chunk: number, entry: ManifestChunk): Promise<void> {
     const name = String(chunk).padStart(2, '0');
     await this.update((current) => ({ ...current!, chunks: { ...current!.chunks, [name]: entry } }));
   }
 
+  /** Mark the manifest DONE, If-Match on the ETag we last saw. @throws FencedOutError */
   async markDone(): Promise<void> {
     await this.update((current) => ({ ...current!, state: 'DONE' }));
   }
@@ -142,7 +187,7 @@ export class ManifestWriter {
     let conflicts = 0;
     for (let attempt = 0; attempt < MAX_MERGES; attempt++) {
       if (step === 'read') {
-        const read = await readManifest(this.deps, this.date);
+        const read = await readManifest(this.deps, this.place.key);
         this.last = read?.body;
         this.etag = read?.etag;
         const fence = this.last?.token ?? 0;
@@ -156,7 +201,7 @@ export class ManifestWriter {
         const out = await this.deps.s3.send(
           new PutObjectCommand({
             Bucket: this.deps.bucket,
-            Key: Keys.manifest(this.date),
+            Key: this.place.key,
             Body: JSON.stringify(next, null, 1),
             ContentType: 'application/json',
             ...(creating ? { IfNoneMatch: '*' } : { IfMatch: this.etag }),

@@ -1,9 +1,10 @@
 /**
- * The restore bump (reference Part 8 "Restores", Part 5 "Restores bring old epochs back").
+ * The restore bump (docs/DESIGN.md "The restore bump"; reference Part 8 "Restores", Part 5).
  *
- * A point-in-time restore of the lock table returns every epoch to its old value, and the next claim would then
- * hand out a token the stores have already seen. Before a restored table is used, every epoch jumps by a large
- * amount (1,000,000 by default, as the ID generator loop does), so every future token is above every old one.
+ * The rule: a token is never handed out twice, and a claim hands out the lock item's epoch + 1. A point-in-time
+ * restore of the lock table returns every epoch to its old value, and the next claim would then hand out a token the
+ * stores have already seen (the fences would refuse its holder: safe, but the night is stuck). Before a restored table
+ * is used, every epoch jumps by a large amount (DEFAULT_BUMP), so every future token is above every old one.
  *
  * Each item's bump is one conditional write that records the run id in the item (`bump_runs`), so a run can be
  * repeated or resumed after a crash without bumping any item twice. Nothing is deleted; holders are left as they
@@ -13,15 +14,18 @@ import { ScanCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sd
 import { isConditionalCheckFailed } from './conditions';
 import { Attr } from './schema';
 
+/** The default bump: far above any token the nights since a backup can have handed out. */
 export const DEFAULT_BUMP = 1_000_000;
 const BUMP_RUNS = 'bump_runs';
 
+/** One lock item's epoch, before and after the bump. */
 export interface BumpChange {
   readonly key: string;
   readonly from: number;
   readonly to: number;
 }
 
+/** What a bump run did: every item scanned, the epochs it moved, the items an earlier try of the same run had bumped. */
 export interface BumpReport {
   readonly runId: string;
   readonly by: number;
@@ -32,6 +36,12 @@ export interface BumpReport {
   readonly alreadyBumped: string[];
 }
 
+/**
+ * Bump every lock item's epoch by `by`, once per run id, so no token handed out after a restore repeats one the stores
+ * have seen. Guarantees: each item is bumped at most once per run id, however often the run is repeated or resumed.
+ * Does not guarantee anything about holders that keep writing with a restored token until the bump: run it before
+ * the restored table is used.
+ */
 export async function bumpEpochs(
   deps: { ddb: DynamoDBDocumentClient; locks: string },
   opts: { by: number; runId: string; dryRun: boolean },

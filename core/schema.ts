@@ -3,6 +3,8 @@
  * The local stack creates exactly this (local/stack.ts), and the CDK stack provisions exactly this.
  */
 
+import { chunkObjectKey, type ManifestPlace } from './manifest';
+
 /** Attribute names, named after the reference text's words. */
 export const Attr = {
   pk: 'pk',
@@ -31,15 +33,20 @@ export const Attr = {
 
 export type JobState = 'QUEUED' | 'RUNNING' | 'DONE';
 
+/** A key attribute of a table or index: its name and DynamoDB type. */
 export interface KeyAttribute {
   readonly name: string;
+  /** S (string) or N (number). */
   readonly type: 'S' | 'N';
 }
 
+/** One table as the library expects it: what the local stack creates and the CDK constructs provision. */
 export interface TableDescription {
   /** Appended to the deployment's prefix to make the table name. */
   readonly suffix: string;
+  /** The table's only key (no sort key). */
   readonly partitionKey: KeyAttribute;
+  /** A GSI holding only the items that carry its keys (the claimed job rows, for the sweeper). */
   readonly sparseIndex?: { readonly name: string; readonly partitionKey: KeyAttribute; readonly sortKey: KeyAttribute };
   /** Why the table exists, for the CDK construct's description and the docs. */
   readonly purpose: string;
@@ -77,15 +84,20 @@ export const TABLES = [LOCK_TABLE, JOB_TABLE, INVOICE_TABLE] as const;
 /** The one value of claim_shard today; the index is sharded by this attribute if one shard ever gets hot. */
 export const CLAIM_SHARD = 'billing';
 
+/** The names of a deployment's three tables. */
 export interface TableNames {
+  /** Lock items: one per lease key. */
   readonly locks: string;
+  /** Job rows and chunk fence items. */
   readonly jobs: string;
+  /** The billing job's invoices. */
   readonly invoices: string;
 }
 
 export const DEFAULT_TABLE_PREFIX = 'fencepost-';
 export const DEFAULT_BUCKET = 'fencepost-manifests';
 
+/** The table names for a prefix: `<prefix>locks`, `<prefix>jobs`, `<prefix>invoices`. */
 export function tableNames(prefix: string = DEFAULT_TABLE_PREFIX): TableNames {
   return { locks: prefix + LOCK_TABLE.suffix, jobs: prefix + JOB_TABLE.suffix, invoices: prefix + INVOICE_TABLE.suffix };
 }
@@ -100,6 +112,8 @@ export const Keys = {
   invoicePrefix: (date: string) => `inv#${date}#`,
   manifest: (date: string) => `billing/${date}/manifest.json`,
   /** A chunk's object includes the writer's token, so two holders never write the same key (Part 4, "on S3"). */
-  chunkObject: (date: string, chunk: number, token: number) => `billing/${date}/chunks/${String(chunk).padStart(2, '0')}.t${token}.jsonl`,
+  chunkObject: (date: string, chunk: number, token: number) => chunkObjectKey(Keys.chunkPrefix(date), chunk, token),
   chunkPrefix: (date: string) => `billing/${date}/chunks/`,
+  /** Where one night's manifest and chunk objects live (core/manifest.ts is told, it does not know billing). */
+  manifestPlace: (date: string): ManifestPlace => ({ key: Keys.manifest(date), chunkPrefix: Keys.chunkPrefix(date) }),
 };

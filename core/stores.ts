@@ -10,16 +10,22 @@ import { NodeHttpHandler } from '@smithy/node-http-handler';
 import type { Clock } from './clock';
 import type { ClockOffsetEstimator } from './clock-offset';
 
+/** Local endpoints (the embedded stack's, or any DynamoDB/S3-compatible pair). */
 export interface Endpoints {
+  /** The DynamoDB endpoint URL, e.g. http://127.0.0.1:8000 */
   readonly dynamodb: string;
+  /** The S3 endpoint URL (path-style addressing is used). */
   readonly s3: string;
 }
 
+/** The clients the library is given: built once per process, injected everywhere. */
 export interface Clients {
   /** The low-level client, for control-plane calls (create and describe tables). */
   readonly raw: DynamoDBClient;
+  /** The document client every library function takes (removeUndefinedValues on). */
   readonly ddb: DynamoDBDocumentClient;
   readonly s3: S3Client;
+  /** Close the clients' sockets. */
   destroy(): void;
 }
 
@@ -61,14 +67,14 @@ type AnyClient = { middlewareStack: DynamoDBClient['middlewareStack'] } | { midd
  * Feed every response's Date header, with our wall clock read just before and just after the attempt, to an
  * offset estimator (core/clock-offset.ts). Per attempt, inside the retry loop, so a retry's wait is not counted.
  */
-export function observeClockOffset(client: AnyClient, clock: Clock, estimator: ClockOffsetEstimator): void {
+export function measureClockOffset(client: AnyClient, clock: Clock, estimator: ClockOffsetEstimator): void {
   (client.middlewareStack as DynamoDBClient['middlewareStack']).add(
     (next) => async (args) => {
       const sent = clock.wallMs(); // wall: the offset is about wall clocks, no duration is timed here
       const result = await next(args);
       const received = clock.wallMs();
       const headers = (result.response as { headers?: Record<string, string> } | undefined)?.headers;
-      estimator.observe(sent, received, headers?.date ?? headers?.Date);
+      estimator.addSample(sent, received, headers?.date ?? headers?.Date);
       return result;
     },
     { step: 'deserialize', name: 'fencepostClockOffset', priority: 'low' },

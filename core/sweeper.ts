@@ -1,8 +1,9 @@
 /**
- * The orphan sweeper (reference Part 6): finds job rows still RUNNING whose holder is gone, and re-queues them.
+ * The orphan sweeper (reference Part 6; docs/DESIGN.md "The sweeper"): finds job rows still RUNNING whose holder is
+ * gone, and re-queues them.
  *
  * It is liveness only. The fence keeps the data safe even when the sweeper is wrong: a wrongly re-queued job is
- * taken by a new holder with a higher token, and the old holder's writes are then refused (Part 6).
+ * taken by a new holder with a higher token, and the old holder's writes are then refused by the fence.
  *
  *   1. read ONLY the sparse index: claimed rows are the only rows in it (never scan the job table);
  *   2. for each, ask the authority (the lock item) whether a lease is alive, without comparing clocks:
@@ -22,11 +23,13 @@
 import { QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Clock } from './clock';
 import { isConditionalCheckFailed } from './conditions';
+import { DEFAULTS } from './config';
 import type { Events } from './events';
 import type { JobRow } from './fence';
-import { observe } from './lease';
+import { readLock } from './lease';
 import { Attr, CLAIM_SHARD, JOB_TABLE } from './schema';
 
+/** The sweeper's settings: how long a lease to wait between sightings, and the storm rule's bounds. */
 export interface SweeperConfig {
   /** The lease to wait between two sightings when the lock item does not declare one. @default 10000 */
   readonly leaseMs: number;
@@ -38,8 +41,13 @@ export interface SweeperConfig {
   readonly maxRequeuesPerSweep: number;
 }
 
-export const SWEEPER_DEFAULTS: SweeperConfig = { leaseMs: 10_000, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
+/**
+ * The one place the sweeper's defaults are written: the CLI's options and help, the sweeper Lambda's fallbacks and the
+ * stack's configuration (lib/config.ts, and so cdk.json) all read them from here.
+ */
+export const SWEEPER_DEFAULTS: SweeperConfig = { leaseMs: DEFAULTS.leaseMs, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
 
+/** What the sweeper reads and writes: the job table's sparse index and rows, the lock table; its clock times the wait. */
 export interface SweeperDeps {
   readonly ddb: DynamoDBDocumentClient;
   readonly jobs: string;
@@ -60,6 +68,7 @@ export interface ClaimSighting {
   readonly leaseMs: number;
 }
 
+/** What one sweep found and did. */
 export interface SweepReport {
   /** Rows in the sparse index this sweep (all of them claimed by construction). */
   readonly claimed: number;
@@ -79,13 +88,13 @@ export interface SweepReport {
   readonly itemsRead: number;
 }
 
-/** 1.–2. One pass over the sparse index: every claimed row with its lock's current rvn. */
-export async function sightClaimed(
-  deps: SweeperDeps,
-  config: Pick<SweeperConfig, 'leaseMs'>,
-): Promise<{ sightings: ClaimSighting[]; itemsRead: number }> {
-  const sightings: ClaimSighting[] = [];
-  let itemsRead = 0;
+/**
+ * Every row in the sparse index of claimed job rows, page by page. A row is in the index exactly while its job is
+ * RUNNING (the raise adds it, completion and a re-queue take it out, in the same writes), so this reads the claimed
+ * rows and nothing else, however many nights the table holds (docs/DESIGN.md "The sweeper"). Shared by the sweeper
+ * and the auditor. A GSI has no consistent read: a row can appear a moment after its raise.
+ */
+export async function* claimedRows(deps: Pick<SweeperDeps, 'ddb' | 'jobs'>): AsyncGenerator<Record<string, unknown>> {
   let start: Record<string, unknown> | undefined;
   do {
     const page = await deps.ddb.send(
@@ -97,21 +106,32 @@ export async function sightClaimed(
         ExclusiveStartKey: start,
       }),
     );
-    for (const row of (page.Items ?? []) as JobRow[]) {
-      itemsRead += 2;
-      // The job row and its lock share the key (billing#<date>): Keys.job(d) === Keys.lock(d).
-      const lock = await observe({ ddb: deps.ddb, table: deps.locks }, row.pk);
-      sightings.push({
-        jobId: row.pk,
-        ownerToken: Number(row.owner_token),
-        fence: Number(row.fence),
-        held: lock?.holder !== undefined,
-        rvn: lock?.holder !== undefined ? lock.rvn : undefined,
-        leaseMs: lock?.lease_ms ?? config.leaseMs,
-      });
-    }
+    yield* page.Items ?? [];
     start = page.LastEvaluatedKey;
   } while (start);
+}
+
+/** 1.–2. One pass over the sparse index: every claimed row with its lock's current rvn. */
+export async function sightClaimed(
+  deps: SweeperDeps,
+  config: Pick<SweeperConfig, 'leaseMs'>,
+): Promise<{ sightings: ClaimSighting[]; itemsRead: number }> {
+  const sightings: ClaimSighting[] = [];
+  let itemsRead = 0;
+  for await (const item of claimedRows(deps)) {
+    const row = item as unknown as JobRow;
+    itemsRead += 2; // the index row and its lock item
+    // The job row and its lock share the key (billing#<date>): Keys.job(d) === Keys.lock(d).
+    const lock = await readLock({ ddb: deps.ddb, table: deps.locks }, row.pk);
+    sightings.push({
+      jobId: row.pk,
+      ownerToken: Number(row.owner_token),
+      fence: Number(row.fence),
+      held: lock?.holder !== undefined,
+      rvn: lock?.holder !== undefined ? lock.rvn : undefined,
+      leaseMs: lock?.lease_ms ?? config.leaseMs,
+    });
+  }
   return { sightings, itemsRead };
 }
 
@@ -137,7 +157,7 @@ export async function requeue(
         Key: { [Attr.pk]: orphan.jobId },
         // Still RUNNING, by the owner and at the fence we saw: anything else means someone moved it on.
         ConditionExpression: `#state = :running AND ${Attr.ownerToken} = :owner AND ${Attr.fence} = :fence`,
-        // QUEUED leaves the sparse index in the same write (Part 6).
+        // QUEUED leaves the sparse index in the same write: the index holds exactly the RUNNING rows (docs/DESIGN.md "The sweeper").
         UpdateExpression: `SET #state = :queued REMOVE ${Attr.claimShard}, ${Attr.claimedSince}`,
         ExpressionAttributeNames: { '#state': Attr.state },
         ExpressionAttributeValues: { ':running': 'RUNNING', ':queued': 'QUEUED', ':owner': orphan.ownerToken, ':fence': orphan.fence },

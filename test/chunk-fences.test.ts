@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { audit } from '../core/audit';
-import { billChunk, completeNight, raiseNight, type BillingDeps } from '../core/billing';
+import { billChunk, completeNight, raiseNight, writeInvoices, type BillingDeps, type InvoiceWriteDeps } from '../core/billing';
 import { systemClock } from '../core/clock';
 import { DEFAULT_BACKOFF, classifyCancellation } from '../core/conditions';
 import { DEFAULTS, type BillingConfig } from '../core/config';
@@ -28,7 +28,7 @@ const DATE = '2026-09-28';
 const JOB = Keys.job(DATE);
 const chunkFence = (c: number) => Keys.chunkFence(JOB, c);
 
-function fenceDeps(ns: Namespace, clients: Clients = ns.clients): fence.FenceDeps {
+function fenceDeps(ns: Namespace, clients: Clients = ns.clients): InvoiceWriteDeps {
   return { ddb: clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
 }
 
@@ -114,18 +114,18 @@ test('a zombie with an older token is refused on a chunk whose fence was raised,
   const plan: NightPlan = { date: DATE, invoices: 396, chunkSize: 198, putsPerTransaction: 99 };
   const [c0, c1] = [[...chunkBatches(plan, 0)], [...chunkBatches(plan, 1)]];
   await fence.raise(d, JOB, 7, 'A', 2);
-  assert.equal((await fence.writeBatch(d, chunkFence(0), 7, c0[0])).recorded, 99);
+  assert.equal((await writeInvoices(d, chunkFence(0), 7, c0[0])).recorded, 99);
   await fence.raise(d, JOB, 12, 'B', 2);
 
-  await assert.rejects(fence.writeBatch(d, chunkFence(0), 7, c0[1]), (err) => err instanceof FencedOutError && err.token === 7 && err.fence === 12);
-  await assert.rejects(fence.writeBatch(d, chunkFence(1), 7, c1[0]), (err) => err instanceof FencedOutError && err.fence === 12);
+  await assert.rejects(writeInvoices(d, chunkFence(0), 7, c0[1]), (err) => err instanceof FencedOutError && err.token === 7 && err.fence === 12);
+  await assert.rejects(writeInvoices(d, chunkFence(1), 7, c1[0]), (err) => err instanceof FencedOutError && err.fence === 12);
   const tokens = await invoiceTokens(ns);
   assert.equal(tokens.size, 99, 'the refused transactions wrote nothing');
   await assert.rejects(fence.markChunkDone(d, JOB, 7, 0), FencedOutError);
   await assert.rejects(fence.complete(d, JOB, 7), FencedOutError);
 
-  assert.equal((await fence.writeBatch(d, chunkFence(0), 12, c0[0])).alreadyRecorded, 99, 'B redoes the batch: already recorded, not twice');
-  assert.equal((await fence.writeBatch(d, chunkFence(0), 12, c0[1])).recorded, 99);
+  assert.equal((await writeInvoices(d, chunkFence(0), 12, c0[0])).alreadyRecorded, 99, 'B redoes the batch: already recorded, not twice');
+  assert.equal((await writeInvoices(d, chunkFence(0), 12, c0[1])).recorded, 99);
   assert.deepEqual(
     (await fence.readChunkFences(d, JOB, 2)).map((c) => c?.done_by),
     [undefined, undefined],
@@ -156,9 +156,10 @@ test('an interrupted raise (job row + chunk 0 raised, chunks 1 and 2 not yet): t
   // A (token 1) raised everything, wrote chunk 0's first batch and chunk 1's first batch, then froze.
   const a = await takeLease(ns, 'A', config);
   await fence.raise(d, JOB, a.token, 'A', 3);
-  const aManifest = (await ManifestWriter.raise({ s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock }, DATE, JOB, a.token)).writer;
-  await fence.writeBatch(d, chunkFence(0), a.token, batches(0)[0]);
-  await fence.writeBatch(d, chunkFence(1), a.token, batches(1)[0]);
+  const aManifest = (await ManifestWriter.raise({ s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock }, Keys.manifestPlace(DATE), JOB, a.token))
+    .writer;
+  await writeInvoices(d, chunkFence(0), a.token, batches(0)[0]);
+  await writeInvoices(d, chunkFence(1), a.token, batches(1)[0]);
   await a.release(); // (stands for "A's lease ran out": B may claim at once)
 
   // B (token 2) raises the job row FIRST, then chunk 0's fence, and is interrupted there.
@@ -170,24 +171,25 @@ test('an interrupted raise (job row + chunk 0 raised, chunks 1 and 2 not yet): t
 
   // Zombie A wakes. Every act on the job row is refused; so is chunk 0.
   await assert.rejects(fence.complete(d, JOB, a.token), FencedOutError, 'complete: the job row was raised first');
-  await assert.rejects(fence.writeBatch(d, chunkFence(0), a.token, batches(0)[1]), FencedOutError);
+  await assert.rejects(writeInvoices(d, chunkFence(0), a.token, batches(0)[1]), FencedOutError);
   // Chunk 1's fence is still A's: A's write lands there, BEFORE any write of B (B writes nothing until every fence
   // is raised). That is the same history as A writing it before B's claim: correct invoices, each once.
-  assert.equal((await fence.writeBatch(d, chunkFence(1), a.token, batches(1)[1])).recorded, 99);
+  assert.equal((await writeInvoices(d, chunkFence(1), a.token, batches(1)[1])).recorded, 99);
   const object = await aManifest.putChunkObject(1, [...renderChunkLines(plan, 1, a.token)].join(''));
-  await aManifest.commitChunk(1, { key: object.key, etag: object.etag, token: a.token, invoices: 198 });
+  await aManifest.commitChunk(1, { key: object.key, etag: object.etag, token: a.token, records: 198 });
   await fence.markChunkDone(d, JOB, a.token, 1); // a whole chunk, committed: A may record it done
 
   // B resumes its raise: it learns chunk 1 is done from the old chunk item, and from now on A is refused everywhere.
   const rest = await fence.raiseChunkFences(d, JOB, b.token, [1, 2]);
   assert.equal(rest.get(1)?.done_by, a.token);
   assert.equal(rest.get(2)?.done_by, undefined);
-  await assert.rejects(fence.writeBatch(d, chunkFence(2), a.token, batches(2)[0]), FencedOutError);
+  await assert.rejects(writeInvoices(d, chunkFence(2), a.token, batches(2)[0]), FencedOutError);
   await assert.rejects(fence.markChunkDone(d, JOB, a.token, 2), FencedOutError);
 
   // B finishes the night on the billing path: manifest raise, the chunks left (0 and 2), complete.
   const deps = billingDeps(ns, 'B');
-  const bManifest = (await ManifestWriter.raise({ s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock }, DATE, JOB, b.token)).writer;
+  const bManifest = (await ManifestWriter.raise({ s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock }, Keys.manifestPlace(DATE), JOB, b.token))
+    .writer;
   const r0 = await billChunk(deps, b, bManifest, DATE, config, 0);
   assert.deepEqual([r0.recorded, r0.alreadyRecorded], [99, 99], "chunk 0: A's first batch already recorded");
   const r2 = await billChunk(deps, b, bManifest, DATE, config, 2);
@@ -229,7 +231,7 @@ async function concurrentNight(shared: boolean) {
       let transactions = 0;
       try {
         for (const batch of chunkBatches(plan, c))
-          transactions += (await fence.writeBatch(fenceDeps(ns, clients), JOB, lease.token, batch)).transactions;
+          transactions += (await writeInvoices(fenceDeps(ns, clients), JOB, lease.token, batch)).transactions;
         return { recorded: chunkRange(plan, c).end - chunkRange(plan, c).first, alreadyRecorded: 0, transactions, gaveUp: false };
       } catch (err) {
         // The retries ran out on conflicts alone: one fence item serializes the night.

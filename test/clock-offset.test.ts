@@ -10,7 +10,7 @@ const at = (ms: number) => new Date(ms).toUTCString(); // a Date header: whole s
 test('one call bounds the offset to [Date − t_received, Date + 1 s − t_sent]', () => {
   const e = new ClockOffsetEstimator();
   // Our clock is 300 ms behind: the server stamps true time 10,000.4 s → "10 s"; we read 10,000.1 → 10,000.12.
-  e.observe(10_000_100, 10_000_120, at(10_000_400));
+  e.addSample(10_000_100, 10_000_120, at(10_000_400));
   const est = e.estimate()!;
   assert.equal(est.samples, 1);
   assert.ok(est.offsetMs - est.errorMs <= 300 && 300 <= est.offsetMs + est.errorMs, JSON.stringify(est));
@@ -22,7 +22,7 @@ test('calls on both sides of a second boundary narrow the bound around the true 
   const trueOffset = 300;
   for (let t = 10_000_000; t < 10_004_000; t += 137) {
     const serverMs = t + 10 + trueOffset; // stamped 10 ms into a 20 ms round trip
-    e.observe(t, t + 20, at(Math.floor(serverMs / 1000) * 1000));
+    e.addSample(t, t + 20, at(Math.floor(serverMs / 1000) * 1000));
   }
   const est = e.estimate()!;
   assert.ok(Math.abs(est.offsetMs - trueOffset) <= est.errorMs, JSON.stringify(est));
@@ -32,8 +32,8 @@ test('calls on both sides of a second boundary narrow the bound around the true 
 
 test('a wall clock stepped between calls is noticed and the estimate restarts', () => {
   const e = new ClockOffsetEstimator();
-  e.observe(10_000_000, 10_000_020, at(10_000_000));
-  e.observe(10_005_000 - 3_000, 10_005_020 - 3_000, at(10_005_000)); // our clock stepped back 3 s
+  e.addSample(10_000_000, 10_000_020, at(10_000_000));
+  e.addSample(10_005_000 - 3_000, 10_005_020 - 3_000, at(10_005_000)); // our clock stepped back 3 s
   assert.equal(e.stepped, true);
   const est = e.estimate()!;
   assert.ok(Math.abs(est.offsetMs - 3_000) <= est.errorMs + 20, JSON.stringify(est));
@@ -42,7 +42,7 @@ test('a wall clock stepped between calls is noticed and the estimate restarts', 
 
 test('no Date header, no estimate', () => {
   const e = new ClockOffsetEstimator();
-  e.observe(1, 2, undefined);
+  e.addSample(1, 2, undefined);
   assert.equal(e.estimate(), undefined);
 });
 
@@ -64,7 +64,7 @@ function* simulate(skewMs: number, processes: number, seed: number): Generator<O
       const sentTrue = trueMs;
       const stampedTrue = sentTrue + random() * latency; // when the server read its clock
       trueMs += latency;
-      e.observe(sentTrue - skewMs, trueMs - skewMs, new Date(Math.floor(stampedTrue / 1000) * 1000).toUTCString());
+      e.addSample(sentTrue - skewMs, trueMs - skewMs, new Date(Math.floor(stampedTrue / 1000) * 1000).toUTCString());
       yield { ...e.estimate()!, process: p };
     }
   }
@@ -116,7 +116,7 @@ test('a clock 2 s off with ordinary latencies is always above the threshold', ()
       t += random() * 3_000;
       const latency = 5 + random() * 60; // under 100 ms: DynamoDB and S3 from Lambda in the same Region
       const stamped = t + random() * latency;
-      e.observe(t - skewMs, t + latency - skewMs, new Date(Math.floor(stamped / 1000) * 1000).toUTCString());
+      e.addSample(t - skewMs, t + latency - skewMs, new Date(Math.floor(stamped / 1000) * 1000).toUTCString());
       t += latency;
       assert.ok(offsetBeyondErrorMs(e.estimate()!) > threshold, `after ${i + 1} calls: ${JSON.stringify(e.estimate())}`);
     }

@@ -15,8 +15,10 @@ import {
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { DEFAULT_BACKOFF, classifyCancellation, fullJitterMs, isTransient, retryTransient } from '../core/conditions';
 import type { Clock } from '../core/clock';
-import { FencedOutError } from '../core/errors';
-import * as fence from '../core/fence';
+import { writeBatch, type FencedPut } from '../core/batch';
+import { writeInvoices, type InvoiceWriteDeps } from '../core/billing';
+import { ConfigError, FencedOutError } from '../core/errors';
+import { fenceOn } from '../core/fence';
 import { chunkBatches } from '../core/invoices';
 
 const meta = { httpStatusCode: 400, requestId: 'test', attempts: 1, totalRetryDelay: 0 };
@@ -131,7 +133,7 @@ describe('backoff with full jitter', () => {
   });
 });
 
-describe('writeBatch decides by reason (a scripted store: no DynamoDB)', () => {
+describe('the fenced batch decides by reason (a scripted store: no DynamoDB)', () => {
   const batch = [...chunkBatches({ date: '2026-09-28', invoices: 10, chunkSize: 10, putsPerTransaction: 3 }, 0)][0]; // 3 invoices
   const clock = (slept: number[]): Clock => ({ monotonicMs: () => 0, wallMs: () => 0, sleep: async (ms) => void slept.push(ms) });
 
@@ -148,7 +150,7 @@ describe('writeBatch decides by reason (a scripted store: no DynamoDB)', () => {
     } as unknown as DynamoDBDocumentClient;
     return { ddb, sent };
   }
-  const depsOf = (ddb: DynamoDBDocumentClient, slept: number[]): fence.FenceDeps => ({
+  const depsOf = (ddb: DynamoDBDocumentClient, slept: number[]): InvoiceWriteDeps => ({
     ddb,
     jobs: 'jobs',
     invoices: 'inv',
@@ -159,7 +161,7 @@ describe('writeBatch decides by reason (a scripted store: no DynamoDB)', () => {
   test('a conflict on the fence check is retried: same request, same ClientRequestToken, after a jittered backoff', async () => {
     const { ddb, sent } = scripted(cancelled('TransactionConflict', 'None', 'None', 'None'), cancelled('None', 'ThrottlingError', 'None', 'None'));
     const slept: number[] = [];
-    const r = await fence.writeBatch(depsOf(ddb, slept), 'job', 7, batch);
+    const r = await writeInvoices(depsOf(ddb, slept), 'job', 7, batch);
     assert.deepEqual(r, { recorded: 3, alreadyRecorded: 0, transactions: 3 });
     assert.equal(sent.length, 3);
     assert.equal(new Set(sent.map((s) => s.ClientRequestToken)).size, 1, 'one token for the unchanged request');
@@ -174,7 +176,7 @@ describe('writeBatch decides by reason (a scripted store: no DynamoDB)', () => {
       ['ConditionalCheckFailed', 'TransactionConflict', 'None', 'ConditionalCheckFailed'],
     ]) {
       const { ddb, sent } = scripted(cancelled(...codes));
-      await assert.rejects(fence.writeBatch(depsOf(ddb, []), 'job', 7, batch), FencedOutError);
+      await assert.rejects(writeInvoices(depsOf(ddb, []), 'job', 7, batch), FencedOutError);
       assert.equal(sent.length, 1);
     }
   });
@@ -182,7 +184,7 @@ describe('writeBatch decides by reason (a scripted store: no DynamoDB)', () => {
   test('a Put already recorded beside a conflict is decided by the condition: dropped, the rest sent as a new request', async () => {
     const { ddb, sent } = scripted(cancelled('TransactionConflict', 'None', 'ConditionalCheckFailed', 'None'));
     const slept: number[] = [];
-    const r = await fence.writeBatch(depsOf(ddb, slept), 'job', 7, batch);
+    const r = await writeInvoices(depsOf(ddb, slept), 'job', 7, batch);
     assert.deepEqual(r, { recorded: 2, alreadyRecorded: 1, transactions: 2 });
     assert.deepEqual(slept, [], 'not a transient retry: no backoff');
     assert.equal(sent[1].TransactItems?.length, 3, 'the check + the two Puts left');
@@ -192,13 +194,87 @@ describe('writeBatch decides by reason (a scripted store: no DynamoDB)', () => {
   test('a permanent reason is thrown as it came', async () => {
     const err = cancelled('None', 'ValidationError', 'None', 'None');
     const { ddb, sent } = scripted(err);
-    await assert.rejects(fence.writeBatch(depsOf(ddb, []), 'job', 7, batch), (e) => e === err);
+    await assert.rejects(writeInvoices(depsOf(ddb, []), 'job', 7, batch), (e) => e === err);
     assert.equal(sent.length, 1);
   });
 
   test('a conflict that never clears is thrown after the retries', async () => {
     const { ddb, sent } = scripted(...Array.from({ length: 20 }, () => cancelled('TransactionConflict', 'None', 'None', 'None')));
-    await assert.rejects(fence.writeBatch(depsOf(ddb, []), 'job', 7, batch), TransactionCanceledException);
+    await assert.rejects(writeInvoices(depsOf(ddb, []), 'job', 7, batch), TransactionCanceledException);
     assert.equal(sent.length, DEFAULT_BACKOFF.retries + 1);
+  });
+});
+
+describe('the generic fenced batch: typed outcomes, and the 99-put limit (a scripted store)', () => {
+  const put = (table: string, pk: string): FencedPut => ({ table, item: { pk: { S: pk }, note: { S: `for ${pk}` } } });
+  const clock: Clock = { monotonicMs: () => 0, wallMs: () => 0, sleep: async () => {} };
+  function scripted(...answers: Error[]) {
+    const sent: TransactWriteItemsCommandInput[] = [];
+    const ddb = {
+      send: async (cmd: { input: TransactWriteItemsCommandInput }) => {
+        sent.push(cmd.input);
+        const next = answers.shift();
+        if (next) throw next;
+        return {};
+      },
+    } as unknown as DynamoDBDocumentClient;
+    return { ddb, sent };
+  }
+
+  test('any items, in any tables: the already-recorded ones are listed (the very objects passed), the rest recorded', async () => {
+    const { ddb, sent } = scripted(cancelled('None', 'None', 'ConditionalCheckFailed', 'None'));
+    const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock });
+    const puts = [put('ledger', 'a'), put('audit', 'b'), put('ledger', 'c')];
+    const r = await writeBatch(f, 4, puts);
+    assert.deepEqual(r.alreadyRecorded, [puts[1]], 'position 2 is the second put');
+    assert.ok(r.alreadyRecorded[0] === puts[1], 'the caller gets its own object back');
+    assert.deepEqual(r.recorded, [puts[0], puts[2]]);
+    assert.equal(r.transactions, 2);
+    const check = sent[0].TransactItems?.[0].ConditionCheck;
+    assert.deepEqual(check?.Key, { pk: { S: 'order#7' } }, 'the guard checks the fence item, in AttributeValue form');
+    assert.equal(check?.ConditionExpression, 'fence <= :t');
+    assert.deepEqual(
+      sent[0].TransactItems?.slice(1).map((t) => [t.Put?.TableName, t.Put?.ConditionExpression, t.Put?.ExpressionAttributeNames]),
+      [
+        ['ledger', 'attribute_not_exists(#key)', { '#key': 'pk' }],
+        ['audit', 'attribute_not_exists(#key)', { '#key': 'pk' }],
+        ['ledger', 'attribute_not_exists(#key)', { '#key': 'pk' }],
+      ],
+    );
+  });
+
+  test('fenced out is a FencedOutError naming the fence, with the fence it met; nothing else is sent', async () => {
+    const err = cancelled('ConditionalCheckFailed', 'None');
+    err.CancellationReasons![0].Item = { pk: { S: 'order#7' }, fence: { N: '9' } };
+    const { ddb, sent } = scripted(err);
+    const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock, resource: 'order' });
+    await assert.rejects(
+      writeBatch(f, 4, [put('ledger', 'a')]),
+      (e) => e instanceof FencedOutError && e.resource === 'order' && e.fence === 9 && e.token === 4,
+    );
+    assert.equal(sent.length, 1);
+  });
+
+  test('more than 99 puts is a ConfigError before anything is sent; 99 is sent as one transaction of 100 actions', async () => {
+    const { ddb, sent } = scripted();
+    const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock });
+    const many = Array.from({ length: 100 }, (_, i) => put('ledger', `p${i}`));
+    await assert.rejects(writeBatch(f, 1, many), (e) => e instanceof ConfigError && /at most 99 puts/.test(e.message));
+    assert.equal(sent.length, 0, 'nothing sent');
+    const r = await writeBatch(f, 1, many.slice(0, 99));
+    assert.equal(r.recorded.length, 99);
+    assert.equal(sent[0].TransactItems?.length, 100);
+  });
+
+  test('the ClientRequestToken follows the whole request: same items, same token; another content, another token', async () => {
+    const { ddb, sent } = scripted();
+    const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock });
+    await writeBatch(f, 1, [put('ledger', 'a')]);
+    await writeBatch(f, 1, [put('ledger', 'a')]);
+    await writeBatch(f, 1, [{ table: 'ledger', item: { pk: { S: 'a' }, note: { S: 'other' } } }]);
+    await writeBatch(f, 2, [put('ledger', 'a')]);
+    const [t0, t1, t2, t3] = sent.map((s) => s.ClientRequestToken);
+    assert.equal(t0, t1);
+    assert.equal(new Set([t0, t2, t3]).size, 3);
   });
 });

@@ -7,7 +7,7 @@ import { systemClock, type Clock } from '../core/clock';
 import { DEFAULTS, type LeaseConfig } from '../core/config';
 import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
-import { claim, nextClaimStep, observe, pollMsOf, type LeaseDeps, type Sighting } from '../core/lease';
+import { claim, nextClaimStep, pollMsOf, readLock, type LeaseDeps, type Sighting } from '../core/lease';
 import { namespace } from './support/stack';
 
 const fast: LeaseConfig = { ...DEFAULTS, leaseMs: 900, renewMs: 300, marginMs: 200, claimBudget: 3 };
@@ -22,9 +22,9 @@ test('a free lock is claimed at once with epoch 1; release keeps the item and th
   const d = await deps('A');
   const a = await claim(d, 'billing#2026-09-28', 'A', fast);
   assert.equal(a.token, 1);
-  assert.equal(d.seen.find((e) => e.event === 'observe')?.waitMs, 0, 'no wait on a free lock');
+  assert.equal(d.seen.find((e) => e.event === 'sighted')?.waitMs, 0, 'no wait on a free lock');
   assert.equal(await a.release(), true);
-  const after = await observe(d, 'billing#2026-09-28');
+  const after = await readLock(d, 'billing#2026-09-28');
   assert.ok(after, 'release never deletes the lock item');
   assert.equal(after.holder, undefined);
   assert.equal(after.epoch, 1, 'the epoch survives release');
@@ -76,9 +76,9 @@ test('clock-free claim: a claimant that keeps seeing the rvn change never claims
     ClaimBudgetExhaustedError,
   );
   assert.ok(performance.now() - started >= 2 * fast.leaseMs, 'it waited its budget of two leases');
-  assert.ok(bSeen.filter((e) => e.event === 'observe').length >= 3, "and saw A's renewals as new rvns while it watched");
+  assert.ok(bSeen.filter((e) => e.event === 'sighted').length >= 3, "and saw A's renewals as new rvns while it watched");
   a.check(); // A is still inside its stop time
-  const item = await observe(d, 'k');
+  const item = await readLock(d, 'k');
   assert.equal(item?.holder, 'A');
   assert.equal(item?.epoch, 1, 'no claim happened');
   await a.release();
@@ -103,11 +103,11 @@ test("a holder that stops renewing is taken over one full lease after its last r
     `within a poll period (+ store round trips) of the formula, not a second lease (${Math.round(claimedAfter)} ms)`,
   );
   assert.equal(bLease.token, a.token + 1);
-  assert.ok(bSeen.filter((e) => e.event === 'observe').length >= 2, "B saw at least one of A's renewals before A stopped");
+  assert.ok(bSeen.filter((e) => e.event === 'sighted').length >= 2, "B saw at least one of A's renewals before A stopped");
   await assert.rejects(a.renew(), LeaseLostError, 'renew after takeover → lease lost');
   assert.throws(() => a.check(), LeaseLostError, 'the loss is remembered for the next check');
   assert.equal(await a.release(), false, "a holder that lost the lock cannot release the next holder's lease");
-  assert.equal((await observe(d, 'k'))?.holder, 'B');
+  assert.equal((await readLock(d, 'k'))?.holder, 'B');
   await bLease.release();
 });
 
@@ -150,7 +150,7 @@ test('no code path deletes a lock item or puts a TTL on it', () => {
   const offenders: string[] = [];
   for (const dir of ['core', 'lib', 'lambda', 'cli', 'local', 'harness', 'bin']) {
     const walk = (d: string): void => {
-      let entries: string[] = [];
+      let entries: string[];
       try {
         entries = readdirSync(d);
       } catch {

@@ -1,0 +1,107 @@
+/**
+ * Fencepost: leases, fencing tokens and fenced writes on DynamoDB and S3, for any job that must run once in effect.
+ *
+ * The pieces, and what each guarantees (reference Parts 2 to 6; docs/DESIGN.md "Where each rule lives"):
+ *
+ *   lease     `claim` / `withLease`: a clock-free claim that hands out a fencing token higher than every earlier
+ *             one for the key. It does NOT stop an earlier holder that is paused and wakes up believing it still
+ *             holds the lease: only a fence does.
+ *   fence     `fenceOn(...)`: `raise(token)` first, then write with `guard(token)` in your own transactions (or
+ *             `writeBatch`): a write carrying a token below the fence's is refused by the store, whatever its
+ *             holder believes.
+ *   manifest  the same fence on S3: objects under token keys, one manifest committed with If-Match.
+ *   sweeper   liveness only: re-queues jobs whose holder is gone; the fence keeps the data safe when it is wrong.
+ *
+ * Everything is injected (clients, clock, events): nothing here knows Lambda, CDK or a CLI.
+ *
+ * @packageDocumentation
+ */
+
+// The lease (core/lease.ts, core/with-lease.ts)
+export {
+  claim,
+  claimRvnFor,
+  Lease,
+  nextClaimStep,
+  pollMsOf,
+  readLock,
+  releaseClaimed,
+  resume,
+  sight,
+  tryClaim,
+  type ClaimStep,
+  type LeaseDeps,
+  type LockItem,
+  type Sighting,
+  type Watch,
+} from './lease';
+export { releaseQuietly, withLease } from './with-lease';
+
+// The fence (core/fence.ts) and the fenced batch built on its guard (core/batch.ts)
+export { FENCE_CLAUSE, Fence, fenceOn, type ChunkFence, type FenceTarget, type JobRow } from './fence';
+export { fencedTransaction, writeBatch, type BatchResult, type FencedPut } from './batch';
+
+// The same fence on S3 (core/manifest.ts)
+export {
+  ManifestWriter,
+  chunkObjectKey,
+  readManifest,
+  type ManifestBody,
+  type ManifestChunk,
+  type ManifestDeps,
+  type ManifestPlace,
+} from './manifest';
+
+// Liveness and repair: the orphan sweeper (core/sweeper.ts) and the restore bump (core/restore.ts)
+export {
+  SWEEPER_DEFAULTS,
+  Sweeper,
+  decide,
+  isOrphan,
+  isStorm,
+  requeue,
+  sightClaimed,
+  type ClaimSighting,
+  type SweepReport,
+  type SweeperConfig,
+  type SweeperDeps,
+} from './sweeper';
+export { DEFAULT_BUMP, bumpEpochs, type BumpChange, type BumpReport } from './restore';
+
+// Clocks, configuration, errors, events
+export { systemClock, type Clock } from './clock';
+export { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION, leaseProblems, validateLeaseConfig, type LeaseConfig } from './config';
+export {
+  AlreadyDoneError,
+  ClaimBudgetExhaustedError,
+  ConfigError,
+  FencedOutError,
+  FencepostError,
+  InfrastructureError,
+  LeaseLostError,
+  NightIncompleteError,
+  StopTimePassedError,
+  type FencedResource,
+} from './errors';
+export { Events, type EventFields, type EventListener, type EventName, type EventStamp, type FencepostEvent, type SweepFields } from './events';
+
+// Reading a cancelled transaction by its reasons (core/conditions.ts), for callers that send their own with a guard
+export { cancellationReasons, classifyCancellation, isTransient, type Cancellation, type CancellationReason } from './conditions';
+
+// The stores: clients, and the one description of the tables (core/stores.ts, core/schema.ts)
+export { awsClients, localClients, type Clients, type Endpoints } from './stores';
+export { Attr, CLAIM_SHARD, JOB_TABLE, LOCK_TABLE, tableNames, type KeyAttribute, type TableDescription, type TableNames } from './schema';
+
+// The auditor's generic checks, for any fenced job: its fence items, its manifest, the sparse index, its lock (core/audit.ts)
+export {
+  checkChunkFences,
+  checkChunksDone,
+  checkEpoch,
+  checkManifest,
+  checkSparseIndex,
+  readFencedJob,
+  type AuditCheck,
+  type FencedJobDeps,
+  type FencedJobRef,
+  type FencedJobState,
+} from './audit';

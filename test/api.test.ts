@@ -1,0 +1,81 @@
+/**
+ * The package's public surface is deliberate: API Extractor reads the declarations of the main entry
+ * (core/index.ts → "fencepost") and compares them with the report checked in at etc/fencepost.api.md. Any change to
+ * what a user can import (a new export, a changed signature, a removed type) fails here until the report is
+ * regenerated (`npm run api-report`) and the diff reviewed. One tsc build of the declarations, into a folder of its
+ * own under dist/ (inside the project, so the declarations' imports resolve against node_modules).
+ */
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { Extractor, ExtractorConfig, type ExtractorMessage } from '@microsoft/api-extractor';
+
+const ROOT = path.resolve(__dirname, '..');
+const REPORT = path.join(ROOT, 'etc', 'fencepost.api.md');
+const out = path.join(ROOT, 'dist', `.api-check-${process.pid}`);
+after(() => rmSync(out, { recursive: true, force: true }));
+
+/** Declarations only, from the package's own build configuration (tsconfig.build.json), into `out`. */
+function buildDeclarations(): void {
+  mkdirSync(out, { recursive: true });
+  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  const r = spawnSync(process.execPath, [tsc, '-p', path.join(ROOT, 'tsconfig.build.json'), '--emitDeclarationOnly', '--outDir', out], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
+  assert.equal(r.status, 0, `the declarations do not build:\n${r.stdout}${r.stderr}`);
+}
+
+/** The changed region between two texts: the checked-in report (-) and the surface as built (+), with context. */
+function changed(before: string, now: string): string {
+  const [a, b] = [before.split('\n'), now.split('\n')];
+  let start = 0;
+  while (start < a.length && start < b.length && a[start] === b[start]) start++;
+  let [endA, endB] = [a.length, b.length];
+  while (endA > start && endB > start && a[endA - 1] === b[endB - 1]) [endA, endB] = [endA - 1, endB - 1];
+  const context = (from: number, to: number) => b.slice(Math.max(0, from), to).map((l) => `  ${l}`);
+  const lines = [
+    `@@ line ${start + 1} @@`,
+    ...context(start - 3, start),
+    ...a.slice(start, endA).map((l) => `- ${l}`),
+    ...b.slice(start, endB).map((l) => `+ ${l}`),
+    ...context(endB, endB + 3),
+  ];
+  return lines.slice(0, 120).join('\n');
+}
+
+test('the public API matches etc/fencepost.api.md (API Extractor, check mode)', () => {
+  buildDeclarations();
+  const configPath = path.join(ROOT, 'api-extractor.json');
+  const configObject = ExtractorConfig.loadFile(configPath);
+  configObject.mainEntryPointFilePath = path.join(out, 'core', 'index.d.ts');
+  configObject.apiReport = { ...configObject.apiReport!, reportTempFolder: path.join(out, 'api-extractor') };
+  const config = ExtractorConfig.prepare({ configObject, configObjectFullPath: configPath, packageJsonFullPath: path.join(ROOT, 'package.json') });
+
+  const messages: string[] = [];
+  const result = Extractor.invoke(config, {
+    localBuild: false, // check mode: never rewrites the checked-in report
+    messageCallback: (m: ExtractorMessage) => {
+      if (m.logLevel === 'warning' || m.logLevel === 'error') messages.push(m.formatMessageWithLocation(ROOT));
+      m.handled = true; // collected here instead of printed
+    },
+  });
+
+  if (result.apiReportChanged) {
+    const fresh = readFileSync(path.join(out, 'api-extractor', 'fencepost.api.md'), 'utf8');
+    assert.fail(
+      `the public API differs from etc/fencepost.api.md: run npm run api-report and review the diff.\n${changed(readFileSync(REPORT, 'utf8'), fresh)}`,
+    );
+  }
+  assert.deepEqual(messages, [], 'API Extractor warns (an exported type refers to one that is not exported, a TSDoc error, …)');
+  assert.ok(result.succeeded, 'API Extractor failed');
+});
+
+test('every top-level export of the public entry is documented', () => {
+  // API Extractor marks a declaration without a TSDoc comment "(undocumented)" in the report.
+  const report = readFileSync(REPORT, 'utf8').split('\n');
+  const undocumented = report.flatMap((line, i) => (line.startsWith('// @public (undocumented)') ? [report[i + 1].trim()] : []));
+  assert.deepEqual(undocumented, [], 'exports without a comment saying what they are and what they guarantee');
+});

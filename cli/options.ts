@@ -4,12 +4,15 @@
  */
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
-import { validateBillingConfig, validateDate, type BillingConfig } from '../core/config';
+import { DEFAULTS, validateBillingConfig, validateDate, type BillingConfig } from '../core/config';
 import { ConfigError } from '../core/errors';
+import { DEFAULT_BUMP } from '../core/restore';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX } from '../core/schema';
 import type { Endpoints } from '../core/stores';
-import { ENGINES, type Engine } from './engines';
-import { KINDS, type Kind } from '../harness/chaos';
+import { SWEEPER_DEFAULTS, type SweeperConfig } from '../core/sweeper';
+import { DEFAULT_ENGINE, ENGINES, type Engine } from './engines';
+import { CHAOS_DEFAULTS, KINDS, type Kind } from '../harness/chaos';
+import { STORY_DEFAULTS } from '../harness/story';
 
 export const EXIT = {
   ok: 0,
@@ -270,9 +273,12 @@ function storeTarget(values: Record<string, unknown>, problems: string[]): Store
 }
 
 /** Today's date for the nightly run: the calendar date on the wall clock (a date, not a duration). */
-export function today(): string {
+function today(): string {
   return new Date().toISOString().slice(0, 10);
 }
+
+/** Chunk tasks in flight at once when `run` is not told otherwise: one, as the stack's default (lib/config.ts). */
+export const DEFAULT_CHUNK_CONCURRENCY = 1;
 
 export interface RunOptions extends StoreTarget {
   readonly engine: Engine;
@@ -311,9 +317,9 @@ export function runOptions(values: Record<string, unknown>): RunOptions {
   } catch (err) {
     problems.push(...(err as ConfigError).problems.map((p) => `--${p}`));
   }
-  const engine = (values.engine as string | undefined) ?? 'stepfunctions';
+  const engine = (values.engine as string | undefined) ?? DEFAULT_ENGINE;
   if (!ENGINES.includes(engine as Engine)) problems.push(`--engine must be one of ${ENGINES.join(', ')}, got ${JSON.stringify(engine)}`);
-  const chunkConcurrency = intOption(values, 'chunk-concurrency', problems) ?? 1;
+  const chunkConcurrency = intOption(values, 'chunk-concurrency', problems) ?? DEFAULT_CHUNK_CONCURRENCY;
   if (chunkConcurrency < 1 || chunkConcurrency > 40) problems.push(`--chunk-concurrency must be 1..40, got ${chunkConcurrency}`);
   if (engine === 'direct' && chunkConcurrency !== 1)
     problems.push('--chunk-concurrency needs --engine stepfunctions: the direct engine bills one chunk at a time');
@@ -355,7 +361,7 @@ export function auditOptions(values: Record<string, unknown>): AuditOptions {
     }
   }
   const target = storeTarget(values, problems);
-  const invoices = positiveInt(values, 'invoices', 50_000, problems);
+  const invoices = positiveInt(values, 'invoices', DEFAULTS.invoices, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return { ...target, date, invoices, json: Boolean(values.json) };
 }
@@ -384,7 +390,7 @@ export function localOptions(values: Record<string, unknown>): LocalOptions {
 export interface SweepOptions extends StoreTarget {
   /** Undefined: one sweep (two sightings a lease apart), then exit. */
   readonly everyMs: number | undefined;
-  readonly sweeper: { leaseMs: number; stormShare: number; stormMinimum: number; maxRequeuesPerSweep: number };
+  readonly sweeper: SweeperConfig;
   readonly startRuns: boolean;
   readonly json: boolean;
   readonly events: boolean;
@@ -404,16 +410,18 @@ export function sweepOptions(values: Record<string, unknown>): SweepOptions {
     else everyMs = Number(m[1]) * ({ ms: 1, s: 1000, m: 60_000 }[m[2] ?? 's'] as number);
     if (everyMs !== undefined && everyMs < 100) problems.push('--every must be at least 100ms');
   }
-  const leaseMs = positiveInt(values, 'lease-ms', 10_000, problems);
-  const stormShare = numberOption(values, 'storm-share', problems) ?? 0.5;
+  const leaseMs = positiveInt(values, 'lease-ms', SWEEPER_DEFAULTS.leaseMs, problems);
+  const stormShare = numberOption(values, 'storm-share', problems) ?? SWEEPER_DEFAULTS.stormShare;
   if (!(stormShare > 0 && stormShare <= 1)) problems.push(`--storm-share must be in (0, 1], got ${stormShare}`);
-  const stormMinimum = positiveInt(values, 'storm-minimum', 3, problems);
-  const maxRequeuesPerSweep = positiveInt(values, 'max-requeues', 10, problems);
+  const stormMinimum = positiveInt(values, 'storm-minimum', SWEEPER_DEFAULTS.stormMinimum, problems);
+  const maxRequeuesPerSweep = positiveInt(values, 'max-requeues', SWEEPER_DEFAULTS.maxRequeuesPerSweep, problems);
   const runArgs: string[] = [];
   const runValues: Record<string, unknown> = { 'lease-ms': String(leaseMs) };
   for (const name of ['invoices', 'chunk-size', 'engine', 'renew-ms', 'margin-ms']) {
     const v = values[`run-${name}`];
-    if (v !== undefined) (runArgs.push(`--${name}`, String(v)), (runValues[name] = v));
+    if (v === undefined) continue;
+    runArgs.push(`--${name}`, String(v));
+    runValues[name] = v;
   }
   runArgs.push('--lease-ms', String(leaseMs));
   // The runs start only after a re-queue has been written: check their options now, as `run` would, so a bad
@@ -450,7 +458,7 @@ export interface BumpOptions extends StoreTarget {
 export function bumpOptions(values: Record<string, unknown>): BumpOptions {
   const problems: string[] = [];
   const target = storeTarget(values, problems);
-  const by = positiveInt(values, 'by', 1_000_000, problems);
+  const by = positiveInt(values, 'by', DEFAULT_BUMP, problems);
   const runId = (values['run-id'] as string | undefined) ?? `bump-${today()}-${process.pid}`;
   if (!/^[\w.:-]{1,100}$/.test(runId)) problems.push(`--run-id must be 1-100 letters, digits, '_', '-', '.', ':', got ${JSON.stringify(runId)}`);
   const aws = Boolean(values.aws);
@@ -474,11 +482,11 @@ export interface ChaosCliOptions extends StoreTarget {
 export function chaosOptions(values: Record<string, unknown>): ChaosCliOptions {
   const problems: string[] = [];
   const target = storeTarget(values, problems);
-  const schedules = positiveInt(values, 'schedules', 200, problems);
+  const schedules = positiveInt(values, 'schedules', CHAOS_DEFAULTS.schedules, problems);
   const seed = intOption(values, 'seed', problems) ?? Math.floor(Math.random() * 1e9);
   const kinds = values.kinds === undefined ? [...KINDS] : String(values.kinds).split(',');
   for (const k of kinds) if (!KINDS.includes(k as Kind)) problems.push(`--kinds: ${JSON.stringify(k)} is not one of ${KINDS.join(', ')}`);
-  const workflowShare = numberOption(values, 'workflow-share', problems) ?? 0.2;
+  const workflowShare = numberOption(values, 'workflow-share', problems) ?? CHAOS_DEFAULTS.workflowShare;
   if (!(workflowShare >= 0 && workflowShare <= 1)) problems.push(`--workflow-share must be in [0, 1], got ${workflowShare}`);
   if (problems.length > 0) throw new ConfigError(problems);
   return { ...target, schedules, seed, kinds: kinds as Kind[], workflowShare, json: Boolean(values.json) };
@@ -492,7 +500,7 @@ export interface StoryOptions extends StoreTarget {
 export function storyOptions(values: Record<string, unknown>): StoryOptions {
   const problems: string[] = [];
   const target = storeTarget(values, problems);
-  const timeScale = numberOption(values, 'time-scale', problems) ?? 1;
+  const timeScale = numberOption(values, 'time-scale', problems) ?? STORY_DEFAULTS.timeScale;
   if (!(timeScale >= 0.05 && timeScale <= 10)) problems.push(`--time-scale must be a number from 0.05 to 10, got ${timeScale}`);
   if (problems.length > 0) throw new ConfigError(problems);
   return { ...target, timeScale, json: Boolean(values.json) };

@@ -18,7 +18,7 @@ export function progressBar(total: number, stream: NodeJS.WriteStream = process.
   };
   return (e) => {
     switch (e.event) {
-      case 'observe':
+      case 'sighted':
         if (e.holder !== undefined)
           stream.write(
             `${tty ? '\r' : ''}lease held by ${String(e.holder)} (epoch ${String(e.epoch)}): claiming once its rvn stays unchanged for ${String(e.waitMs)} ms on our own clock\n`,

@@ -19,7 +19,7 @@ import type { BumpOptions, SweepOptions } from './options';
 
 const CLI = path.resolve(__dirname, '../bin/fencepost.ts');
 
-export interface SweepRun {
+interface SweepRun {
   readonly jobId: string;
   readonly exitCode: number | null;
   readonly summary?: unknown;

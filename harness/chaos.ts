@@ -1,6 +1,6 @@
 /**
  * The fault suite: randomized schedules of real faults against real worker processes on the embedded stack,
- * each audited against the design's invariants (§7). Used by `npm test` (20 schedules) and `fencepost chaos`
+ * each audited against the design's invariants (docs/DESIGN.md "The fault suite"). Used by `npm test` (20 schedules) and `fencepost chaos`
  * (200 or more). Every schedule has its own seed: a failure prints it, and `fencepost chaos --seed S --schedules 1`
  * replays that schedule.
  *
@@ -33,16 +33,19 @@ import type { Clients, Endpoints } from '../core/stores';
 import { provision } from '../local/provision';
 import { startDynamoDbProxy, type DynamoDbProxyOptions } from '../local/dynamodb-proxy';
 import { prng } from '../local/prng';
-import { startProcess, type SeenEvent, type WorkerProcess } from './worker-process';
+import { startProcess, type SeenEvent, type WorkerOptions, type WorkerProcess } from './worker-process';
 
 export const KINDS = ['pause', 'crash', 'duplicates', 'clock', 'store', 'sweeper-race', 'conflict', 'cancel-throttle'] as const;
 export type Kind = (typeof KINDS)[number];
+
+/** `fencepost chaos` without options: the long mode's schedule count, and a fifth of the schedules on the workflow. */
+export const CHAOS_DEFAULTS = { schedules: 200, workflowShare: 0.2 } as const;
 
 const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 const DATE = '2026-09-28';
 const LEASE = { leaseMs: 1500, renewMs: 400, marginMs: 500 };
 
-export interface ScheduleResult {
+interface ScheduleResult {
   readonly index: number;
   readonly seed: number;
   readonly kind: Kind;
@@ -74,12 +77,12 @@ export interface ChaosOptions {
   readonly schedules: number;
   readonly seed: number;
   readonly kinds?: readonly Kind[];
-  /** Share of schedules whose workers run the synthesized workflow (slower: a synth per process). @default 0.2 */
+  /** Share of schedules whose workers run the synthesized workflow (slower: a synth per process). @default CHAOS_DEFAULTS.workflowShare */
   readonly workflowShare?: number;
   readonly onResult?: (r: ScheduleResult) => void;
 }
 
-export function libfaketimeAvailable(): boolean {
+function libfaketimeAvailable(): boolean {
   return existsSync(LIBFAKETIME);
 }
 
@@ -168,8 +171,8 @@ function nightArgs(ctx: Ctx, engine = ctx.engine): string[] {
   ];
 }
 
-function worker(ctx: Ctx, name: string, env: Record<string, string> = {}, engine?: string): WorkerProcess {
-  const w = startProcess(['run', ...storeArgs(ctx), ...nightArgs(ctx, engine), '--events', '--worker', `${name}-${ctx.seed}`], env);
+function worker(ctx: Ctx, name: string, options: WorkerOptions = {}, engine?: string): WorkerProcess {
+  const w = startProcess(['run', ...storeArgs(ctx), ...nightArgs(ctx, engine), '--events', '--worker', `${name}-${ctx.seed}`], options);
   ctx.workers.push(w);
   return w;
 }
@@ -256,16 +259,16 @@ async function pause(ctx: Ctx): Promise<void> {
   let a: WorkerProcess;
   let lateBatch: { chunk: number; batch: number } | undefined;
   if (inside) {
-    // Stopped by itself right after passing its stop-time check: the gap only the fence closes (Part 4).
+    // Stopped by itself right after passing its stop-time check: the gap only the fence closes (docs/DESIGN.md,
+    // "Fault injection"). The point is inside the core: a workflow worker runs the handlers' sources to reach it.
     const chunks = chunkCount({ invoices: ctx.invoices, chunkSize: ctx.chunkSize });
     const chunk = Math.floor(ctx.random() * chunks);
     const point = pick(ctx.random, ['batch', 'batch', 'chunk-commit']);
-    const spec = point === 'batch' ? `sigstop:batch:${chunk}:${Math.floor(ctx.random() * 2)}` : `sigstop:chunk-commit:${chunk}`;
-    if (point === 'batch') lateBatch = { chunk, batch: Number(spec.split(':')[3]) };
-    // A point inside the core: a workflow worker runs the handlers' sources to reach it (docs/DESIGN.md, "Fault injection").
-    a = worker(ctx, 'A', { FENCEPOST_FAULT: spec, ...(ctx.engine === 'stepfunctions' ? { FENCEPOST_LAMBDA_CODE: 'source' } : {}) });
+    if (point === 'batch') lateBatch = { chunk, batch: Math.floor(ctx.random() * 2) };
+    const sigstop = lateBatch ? `batch:${chunk}:${lateBatch.batch}` : `chunk-commit:${chunk}`;
+    a = worker(ctx, 'A', { faults: { sigstop } });
     if (!(await reached(ctx, a, (e) => e.fault === 'sigstop'))) return;
-    ctx.notes.push(`A stopped itself after its check (${spec})`);
+    ctx.notes.push(`A stopped itself after its check (sigstop:${sigstop})`);
   } else {
     a = worker(ctx, 'A');
     const trigger = randomTrigger(ctx);
@@ -310,7 +313,7 @@ async function crash(ctx: Ctx): Promise<void> {
     // poll had not seen it yet) and claims once that rvn has stayed unchanged a lease. A second would mean B missed it.
     const claimed = b.events.find((e) => e.event === 'claim');
     if (claimed) {
-      const sightingsAfter = b.events.filter((e) => e.event === 'observe' && e.seenAtMs > killedAt && e.seenAtMs < claimed.seenAtMs).length;
+      const sightingsAfter = b.events.filter((e) => e.event === 'sighted' && e.seenAtMs > killedAt && e.seenAtMs < claimed.seenAtMs).length;
       ctx.notes.push(`B claimed ${Math.round(claimed.seenAtMs - killedAt)} ms after the kill, after ${sightingsAfter} sighting(s) made after it`);
       if (sightingsAfter > 1) ctx.violations.push(`invariant 6: B needed ${sightingsAfter} sightings after A's death to claim (at most 1 expected)`);
     }
@@ -370,7 +373,7 @@ async function clock(ctx: Ctx): Promise<void> {
   writeFileSync(file, step ? '+0\n' : '+3s\n');
   const env = { LD_PRELOAD: LIBFAKETIME, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
   count(ctx, step ? 'clock-step-back' : 'clock-fast');
-  const a = worker(ctx, 'A', env);
+  const a = worker(ctx, 'A', { env });
   const b = ctx.random() < 0.5 ? worker(ctx, 'B') : undefined;
   if (step) {
     await a.waitFor((e) => e.event === 'renew' || e.event === 'completed', 60_000).catch(() => undefined);
@@ -388,10 +391,9 @@ async function clock(ctx: Ctx): Promise<void> {
 
 async function store(ctx: Ctx): Promise<void> {
   const spec = `seed=${ctx.seed},throttle=${(0.03 + ctx.random() * 0.1).toFixed(3)},lost=${(0.03 + ctx.random() * 0.1).toFixed(3)}`;
-  const sources: Record<string, string> = ctx.engine === 'stepfunctions' ? { FENCEPOST_LAMBDA_CODE: 'source' } : {};
-  const a = worker(ctx, 'A', { FENCEPOST_STORE_FAULTS: spec, ...sources });
-  const b =
-    ctx.random() < 0.4 ? worker(ctx, 'B', { FENCEPOST_STORE_FAULTS: spec.replace(/seed=\d+/, `seed=${ctx.seed + 1}`), ...sources }) : undefined;
+  // The faults live in the worker's own SDK clients: a workflow worker runs the handlers' sources to use them (harness/faults.ts).
+  const a = worker(ctx, 'A', { faults: { store: spec } });
+  const b = ctx.random() < 0.4 ? worker(ctx, 'B', { faults: { store: spec.replace(/seed=\d+/, `seed=${ctx.seed + 1}`) } }) : undefined;
   await Promise.all([a.exited, b?.exited]);
   for (const w of [a, b]) {
     const line = w?.stderr.find((l) => l.startsWith('store-faults '));
@@ -498,7 +500,7 @@ async function runSchedule(o: ChaosOptions, index: number, seed: number, kind: K
     bucket: `chaos-${seed.toString(36)}`,
     invoices: 300 + Math.floor(random() * 600),
     chunkSize: pick(random, [150, 200, 250]),
-    engine: random() < (o.workflowShare ?? 0.2) ? 'stepfunctions' : 'direct',
+    engine: random() < (o.workflowShare ?? CHAOS_DEFAULTS.workflowShare) ? 'stepfunctions' : 'direct',
     endpoints: o.endpoints,
     chunkConcurrency: 1,
     faults: {},

@@ -1,5 +1,6 @@
 /**
- * Store faults for the fault suite, injected in the AWS SDK's middleware of a process's own clients:
+ * Store faults for the fault suite, injected in the AWS SDK's middleware of a run's own clients by the fault preload
+ * (harness/fault-preload.ts; docs/DESIGN.md, "Fault injection"):
  *
  *   throttle  before the request is sent: a throttling error (DynamoDB ThrottlingException, S3 SlowDown), retryable;
  *   lost      AFTER the request was applied: its response is "lost" as a TimeoutError, retryable. The retry
@@ -32,9 +33,7 @@ function fault(name: string, status: number, retryable: { throttling?: boolean }
   return Object.assign(new Error(`injected ${name}`), { name, $retryable: retryable, $fault: 'server', $metadata: { httpStatusCode: status } });
 }
 
-export function injectStoreFaults(clients: Clients, specText: string | undefined): void {
-  if (!specText) return;
-  const spec = parseStoreFaults(specText);
+export function injectStoreFaults(clients: Clients, spec: StoreFaultSpec): void {
   const random = prng(spec.seed);
   const counts = { throttle: 0, lost: 0 };
   process.on('exit', () => process.stderr.write(`store-faults ${JSON.stringify(counts)}\n`));

@@ -11,6 +11,7 @@
  * margins shrink in proportion, so the story runs faster than real time with the same shape.
  */
 import { audit, type AuditReport } from '../core/audit';
+import { DEFAULTS, type LeaseConfig } from '../core/config';
 import { tableNames } from '../core/schema';
 import type { Clients, Endpoints } from '../core/stores';
 import { provision } from '../local/provision';
@@ -36,10 +37,20 @@ const DATE = '2026-09-28';
 const INVOICES = 2_000;
 const CHUNK = 500;
 
+/** The story in real time: the reference's own lease, renewal and margin. */
+export const STORY_DEFAULTS = { timeScale: 1 } as const;
+
+/** The reference's lease, renewal and margin (core/config.ts DEFAULTS), scaled: the same story, faster or slower. */
+export function storyLease(timeScale: number): Pick<LeaseConfig, 'leaseMs' | 'renewMs' | 'marginMs'> {
+  return {
+    leaseMs: Math.round(DEFAULTS.leaseMs * timeScale),
+    renewMs: Math.round(DEFAULTS.renewMs * timeScale),
+    marginMs: Math.round(DEFAULTS.marginMs * timeScale),
+  };
+}
+
 export async function playStory(endpoints: Endpoints, clients: Clients, timeScale: number, onRow?: (r: StoryRow) => void): Promise<StoryResult> {
-  const leaseMs = Math.round(10_000 * timeScale);
-  const renewMs = Math.round(3_000 * timeScale);
-  const marginMs = Math.round(2_000 * timeScale);
+  const { leaseMs, renewMs, marginMs } = storyLease(timeScale);
   const id = `${Date.now().toString(36)}`; // wall: only a name
   const prefix = `story${id}-`;
   const bucket = `story-${id}`;
@@ -84,16 +95,16 @@ export async function playStory(endpoints: Endpoints, clients: Clients, timeScal
       const actor = actorOf(String(e.worker));
       const at = e.seenAtMs;
       switch (e.event) {
-        case 'observe':
-          if (e.fault)
-            add({
-              t: at,
-              actor,
-              event: 'freezes (SIGSTOP, after a passed check)',
-              token: e.token ?? undefined,
-              note: `chunk ${String(e.chunk)}, batch ${String(e.batch)}`,
-            });
-          else if (e.holder !== undefined)
+        case 'fault':
+          add({
+            t: at,
+            actor,
+            event: `freezes (${e.fault.toUpperCase()}, after a passed check)`,
+            note: `chunk ${String(e.chunk)}, batch ${String(e.batch)}`,
+          });
+          break;
+        case 'sighted':
+          if (e.holder !== undefined)
             add({
               t: at,
               actor,
@@ -143,7 +154,7 @@ export async function playStory(endpoints: Endpoints, clients: Clients, timeScal
     });
 
   // 1. A holds the job, and will freeze right after passing its check for chunk 1, batch 0.
-  const a = startProcess(['run', ...stores, ...night, '--events', '--worker', 'A'], { FENCEPOST_FAULT: 'sigstop:batch:1:0' });
+  const a = startProcess(['run', ...stores, ...night, '--events', '--worker', 'A'], { faults: { sigstop: 'batch:1:0' } });
   follow(a);
   await a.waitFor((e) => e.fault === 'sigstop', 120_000);
   // 2.–3. B takes over after a full lease on its own clock; A is continued once B has raised the fence.

@@ -8,9 +8,10 @@ import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
 import type { FencepostEvent } from '../core/events';
+import { faultArgs, type Faults } from './faults';
 
 const ROOT = path.resolve(__dirname, '..');
-export const CLI = path.join(ROOT, 'bin/fencepost.ts');
+const CLI = path.join(ROOT, 'bin/fencepost.ts');
 
 /** An event as the parent saw it: with the parent's monotonic time of arrival (one clock for all workers). */
 export type SeenEvent = FencepostEvent & { readonly seenAtMs: number };
@@ -27,15 +28,23 @@ export interface WorkerProcess {
   onEvent(listener: (e: SeenEvent) => void): void;
 }
 
+/** How to start a worker: extra environment (LD_PRELOAD for libfaketime, …) and the faults the harness injects. */
+export interface WorkerOptions {
+  readonly env?: Record<string, string>;
+  /** Injected from outside the product, by a preload module (harness/faults.ts). */
+  readonly faults?: Faults;
+}
+
 /**
- * Run the CLI with tsx in a child process; extra env (FENCEPOST_FAULT, LD_PRELOAD, …) is passed through.
+ * Run the CLI with tsx in a child process, with the fault preload when faults are asked for.
  * The process leads its own process group, and its `kill` signals the whole group: the local Lambda environments a
  * workflow run starts (local/lambda-runner.ts) are paused, continued and killed with it, as one holder.
  */
-export function runCli(args: string[], env: Record<string, string> = {}): ChildProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+export function runCli(args: string[], options: WorkerOptions = {}): ChildProcess {
+  const faults = faultArgs(options.faults);
+  const child = spawn(process.execPath, ['--import', 'tsx', ...faults.nodeArgs, CLI, ...args], {
     cwd: ROOT,
-    env: { ...process.env, ...env, NODE_NO_WARNINGS: '1' },
+    env: { ...process.env, ...options.env, ...faults.env, NODE_NO_WARNINGS: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
@@ -53,8 +62,8 @@ export function runCli(args: string[], env: Record<string, string> = {}): ChildP
 }
 
 /** Start a `fencepost <args>` process that prints events (the caller includes --events) and follow them. */
-export function startProcess(args: string[], env: Record<string, string> = {}): WorkerProcess {
-  const child = runCli(args, env);
+export function startProcess(args: string[], options: WorkerOptions = {}): WorkerProcess {
+  const child = runCli(args, options);
   const events: SeenEvent[] = [];
   const stderr: string[] = [];
   const listeners: ((e: SeenEvent) => void)[] = [];

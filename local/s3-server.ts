@@ -16,7 +16,8 @@
  *     x-amz-checksum-crc32/sha1/sha256 (header or trailer) are verified; other checksum algorithms are accepted unchecked.
  *   - Errors are S3 XML (<Error><Code>…), HEAD errors have no body; anything not listed below is 501 NotImplemented.
  * Operations: ListBuckets, CreateBucket, HeadBucket, DeleteBucket, ListObjectsV2, PutObject, GetObject, HeadObject,
- * DeleteObject.
+ * DeleteObject: one small function each, in OPERATIONS, found by the operation's AWS name (operationOf, which also
+ * names it in the call log). The body decoder (objectBody) turns a PutObject's bytes into the object's.
  *
  * Every request can be recorded (`onCall`: principal from the SigV4 Authorization header, operation, bucket, key)
  * for the IAM proof; the server itself checks no signature and no permission.
@@ -33,8 +34,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { setTimeout as delay } from 'node:timers/promises';
 import { ConfigError, InfrastructureError } from '../core/errors';
-import { readBody } from './http-body';
-import { principalOf, type CallSink } from './call-log';
+import { decodeAwsChunked, readBody } from './http-body';
+import { conditionsOf, principalOf, type CallSink } from './call-log';
 
 export interface LocalS3Options {
   /** Loopback address to bind. Default '127.0.0.1'. */
@@ -89,6 +90,8 @@ const noSuchBucket = (name: string) => new S3Error(404, 'NoSuchBucket', 'The spe
 const noSuchKey = (key: string) => new S3Error(404, 'NoSuchKey', 'The specified key does not exist.', { Key: key });
 const preconditionFailed = (condition: string) =>
   new S3Error(412, 'PreconditionFailed', 'At least one of the pre-conditions you specified did not hold', { Condition: condition });
+const conditionalConflict = (key: string) =>
+  new S3Error(409, 'ConditionalRequestConflict', 'A conflicting operation occurred. If using PutObject you can retry the request.', { Key: key });
 const notImplemented = (what: string) =>
   new S3Error(501, 'NotImplemented', `A header or query you provided implies functionality that is not implemented: ${what}`);
 
@@ -106,183 +109,22 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
-export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS3> {
-  const host = options.host ?? '127.0.0.1';
-  const port = options.port ?? 0;
-  const problems: string[] = [];
-  if (!isLoopback(host)) problems.push(`local S3: host ${host} is not a loopback address (use 127.0.0.1, ::1 or localhost)`);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) problems.push(`local S3: port ${port} is not an integer in 0..65535`);
-  const conflictWindowMs = options.conflictWindowMs ?? 5;
-  if (!(Number.isFinite(conflictWindowMs) && conflictWindowMs >= 0))
-    problems.push(`local S3: conflictWindowMs ${conflictWindowMs} is not a number >= 0`);
-  if (problems.length > 0) throw new ConfigError(problems);
+// ─── The server's state ──────────────────────────────────────────────────────────────────────────────────────────
 
-  const buckets = new Map<string, Bucket>();
-  let seq = 0; // bumped by every mutation; a request remembers the value it started at
+/** Everything the server holds, in memory: the buckets, a mutation counter, the conditional PUTs committing. */
+class Store {
+  readonly buckets = new Map<string, Bucket>();
+  /** Bumped by every mutation; a request remembers the value it arrived at (409 on a delete during its upload). */
+  seq = 0;
   /** bucket + NUL + key of every conditional PUT that is committing (body received, not yet stored). */
-  const committing = new Set<string>();
-  const server = http.createServer((req, res) => {
-    const requestId = randomBytes(8).toString('hex').toUpperCase();
-    handle(req, res, requestId).catch((err: unknown) => {
-      const e = err instanceof S3Error ? err : new S3Error(500, 'InternalError', `local S3: ${String(err)}`);
-      if (res.headersSent) return void res.destroy();
-      const head = req.method === 'HEAD';
-      const xml =
-        `<?xml version="1.0" encoding="UTF-8"?>\n<Error>${tag('Code', e.code)}${tag('Message', e.message)}` +
-        Object.entries(e.extra)
-          .map(([k, v]) => tag(k, v))
-          .join('') +
-        `${tag('Resource', (req.url ?? '/').split('?')[0])}${tag('RequestId', requestId)}</Error>`;
-      res.writeHead(e.status, { 'x-amz-request-id': requestId, ...(head ? {} : { 'content-type': 'application/xml' }) });
-      res.end(head ? undefined : xml);
-      if (!req.complete) req.resume(); // discard the rest of a body we did not read
-    });
-  });
+  private readonly committing = new Set<string>();
 
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): Promise<void> {
-    const startedAt = seq;
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const query = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
-    const path = (q < 0 ? url : url.slice(0, q)).slice(1);
-    const slash = path.indexOf('/');
-    let bucketName: string, key: string;
-    try {
-      bucketName = decodeURIComponent(slash < 0 ? path : path.slice(0, slash));
-      key = slash < 0 ? '' : decodeURIComponent(path.slice(slash + 1));
-    } catch {
-      throw new S3Error(400, 'InvalidURI', 'Could not parse the specified URI.');
-    }
-    const method = req.method ?? 'GET';
-    options.onCall?.({
-      principal: principalOf(req.headers.authorization),
-      service: 's3',
-      operation: operationOf(method, bucketName, key, query, req),
-      ...(bucketName ? { bucket: bucketName } : {}),
-      ...(key ? { key } : {}),
-    });
-    const raw = await readBody(req);
-    // Everything below is synchronous (but the commit window of a conditional PUT): each request's checks and
-    // effects are atomic with respect to other requests.
-    const allow = (...names: string[]) => {
-      for (const name of query.keys()) if (name !== 'x-id' && !names.includes(name)) throw notImplemented(`?${name}`);
-    };
-    const send = (status: number, headers: Record<string, string>, body?: Buffer | string) => {
-      res.writeHead(status, { 'x-amz-request-id': requestId, ...headers });
-      res.end(method === 'HEAD' ? undefined : body);
-    };
-    const bucketOf = (name: string) => {
-      const b = buckets.get(name);
-      if (!b) throw noSuchBucket(name);
-      return b;
-    };
+  constructor(private readonly conflictWindowMs: number) {}
 
-    if (bucketName === '') {
-      if (method !== 'GET') throw notImplemented(`${method} /`);
-      allow();
-      const list = [...buckets.entries()].sort(([a], [b]) => byteCompare(a, b));
-      const xml =
-        `<ListAllMyBucketsResult xmlns="${XMLNS}"><Owner>${tag('ID', 'local')}${tag('DisplayName', 'local')}</Owner><Buckets>` +
-        list.map(([name, b]) => `<Bucket>${tag('Name', name)}${tag('CreationDate', b.created.toISOString())}</Bucket>`).join('') +
-        '</Buckets></ListAllMyBucketsResult>';
-      return send(200, { 'content-type': 'application/xml' }, xml);
-    }
-
-    if (key === '') {
-      if (method === 'PUT') {
-        allow();
-        if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucketName)) {
-          throw new S3Error(400, 'InvalidBucketName', 'The specified bucket is not valid.', { BucketName: bucketName });
-        }
-        if (buckets.has(bucketName)) {
-          // AWS: 409 BucketAlreadyOwnedByYou in every Region except us-east-1, where re-creating a bucket you own
-          // returns 200 OK "for legacy compatibility" (CreateBucket / BucketAlreadyOwnedByYou docs). We read the
-          // Region from the SigV4 credential scope the client signed with.
-          const region = /Credential=[^/]*\/\d+\/([^/]+)\//.exec(header(req, 'authorization') ?? '')?.[1] ?? 'us-east-1';
-          if (region !== 'us-east-1') {
-            throw new S3Error(409, 'BucketAlreadyOwnedByYou', 'Your previous request to create the named bucket succeeded and you already own it.', {
-              BucketName: bucketName,
-            });
-          }
-        } else {
-          buckets.set(bucketName, { created: new Date(), objects: new Map(), deletedAt: new Map() });
-          seq++;
-        }
-        return send(200, { location: `/${bucketName}` });
-      }
-      if (method === 'HEAD') {
-        allow();
-        bucketOf(bucketName);
-        return send(200, { 'x-amz-bucket-region': 'us-east-1' });
-      }
-      if (method === 'DELETE') {
-        allow();
-        if (bucketOf(bucketName).objects.size > 0) {
-          throw new S3Error(409, 'BucketNotEmpty', 'The bucket you tried to delete is not empty', { BucketName: bucketName });
-        }
-        buckets.delete(bucketName);
-        seq++;
-        return send(204, {});
-      }
-      if (method === 'GET' && query.get('list-type') === '2') {
-        allow('list-type', 'prefix', 'delimiter', 'max-keys', 'continuation-token', 'start-after', 'encoding-type', 'fetch-owner');
-        return send(200, { 'content-type': 'application/xml' }, listObjectsV2(bucketName, bucketOf(bucketName), query));
-      }
-      throw notImplemented(`${method} bucket ${[...query.keys()].map((k) => `?${k}`).join('')}`);
-    }
-
-    if (method === 'PUT') {
-      allow();
-      if (header(req, 'x-amz-copy-source') !== undefined) throw notImplemented('CopyObject (x-amz-copy-source)');
-      bucketOf(bucketName); // NoSuchBucket before the body is even looked at
-      const body = decodeBody(req, raw);
-      const etag = `"${createHash('md5').update(body).digest('hex')}"`;
-      const headers: Record<string, string> = { 'content-type': 'binary/octet-stream' };
-      const meta: Record<string, string> = {};
-      for (const name of KEPT_HEADERS) {
-        let v = header(req, name);
-        if (name === 'content-encoding')
-          v = v
-            ?.split(',')
-            .map((s) => s.trim())
-            .filter((s) => s && s !== 'aws-chunked')
-            .join(', ');
-        if (v) headers[name] = v;
-      }
-      for (const [name, v] of Object.entries(req.headers)) if (name.startsWith('x-amz-meta-') && v !== undefined) meta[name] = String(v);
-      const ifMatch = header(req, 'if-match');
-      const ifNoneMatch = header(req, 'if-none-match');
-      if (ifNoneMatch !== undefined && ifNoneMatch.trim() !== '*') throw notImplemented('If-None-Match on PutObject only accepts *');
-      const conditional = ifMatch !== undefined || ifNoneMatch !== undefined;
-      if (conditional && conflictWindowMs > 0) await commitWindow(bucketName, key);
-      const target = bucketOf(bucketName); // it may have been deleted during the window
-      commitPut(target, key, ifMatch, ifNoneMatch, startedAt);
-      target.objects.set(key, { body, etag, lastModified: new Date(Math.floor(Date.now() / 1000) * 1000), headers, meta });
-      seq++;
-      return send(200, { etag });
-    }
-
-    if (method === 'GET' || method === 'HEAD') {
-      allow();
-      if (header(req, 'range') !== undefined) throw notImplemented('Range');
-      const obj = bucketOf(bucketName).objects.get(key);
-      if (!obj) throw noSuchKey(key);
-      const base = { etag: obj.etag, 'last-modified': obj.lastModified.toUTCString() };
-      if (checkReadConditions(req, obj) === 304) return send(304, base);
-      return send(200, { ...base, ...obj.headers, ...obj.meta, 'content-length': String(obj.body.length), 'accept-ranges': 'bytes' }, obj.body);
-    }
-
-    if (method === 'DELETE') {
-      allow();
-      for (const h of ['if-match', 'x-amz-if-match-last-modified-time', 'x-amz-if-match-size']) {
-        if (header(req, h) !== undefined) throw notImplemented(`conditional DeleteObject (${h})`);
-      }
-      const bucket = bucketOf(bucketName);
-      if (bucket.objects.delete(key)) bucket.deletedAt.set(key, ++seq);
-      return send(204, {}); // 204 whether or not the key existed, like AWS
-    }
-
-    throw notImplemented(`${method} object`);
+  bucket(name: string): Bucket {
+    const b = this.buckets.get(name);
+    if (!b) throw noSuchBucket(name);
+    return b;
   }
 
   /**
@@ -293,18 +135,15 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
    * User Guide's conditional-writes.html, "Conditional write behavior"). The first to finish still wins: the one
    * committing is not disturbed, and its own condition is checked when its window ends.
    */
-  async function commitWindow(bucketName: string, key: string): Promise<void> {
+  async commitWindow(bucketName: string, key: string): Promise<void> {
+    if (this.conflictWindowMs === 0) return;
     const slot = `${bucketName}\0${key}`;
-    if (committing.has(slot)) {
-      throw new S3Error(409, 'ConditionalRequestConflict', 'A conflicting operation occurred. If using PutObject you can retry the request.', {
-        Key: key,
-      });
-    }
-    committing.add(slot);
+    if (this.committing.has(slot)) throw conditionalConflict(key);
+    this.committing.add(slot);
     try {
-      await delay(conflictWindowMs); // Node timers run on the monotonic clock
+      await delay(this.conflictWindowMs); // Node timers run on the monotonic clock
     } finally {
-      committing.delete(slot);
+      this.committing.delete(slot);
     }
   }
 
@@ -319,13 +158,9 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
    * a conflict: the same page says the first write to finish wins and later conditional writes get 412, which is what
    * the ordinary checks below produce.
    */
-  function commitPut(bucket: Bucket, key: string, ifMatch: string | undefined, ifNoneMatch: string | undefined, startedAt: number): void {
+  commitPut(bucket: Bucket, key: string, ifMatch: string | undefined, ifNoneMatch: string | undefined, startedAt: number): void {
     if (ifMatch === undefined && ifNoneMatch === undefined) return;
-    if ((bucket.deletedAt.get(key) ?? -1) > startedAt) {
-      throw new S3Error(409, 'ConditionalRequestConflict', 'A conflicting operation occurred. If using PutObject you can retry the request.', {
-        Key: key,
-      });
-    }
+    if ((bucket.deletedAt.get(key) ?? -1) > startedAt) throw conditionalConflict(key);
     const current = bucket.objects.get(key);
     if (ifMatch !== undefined) {
       if (!current) throw noSuchKey(key);
@@ -333,72 +168,248 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
     }
     if (ifNoneMatch !== undefined && current) throw preconditionFailed('If-None-Match');
   }
+}
 
-  function listObjectsV2(name: string, bucket: Bucket, query: URLSearchParams): string {
-    const prefix = query.get('prefix') ?? '';
-    const delimiter = query.get('delimiter') ?? '';
-    const encodingType = query.get('encoding-type');
-    if (encodingType !== null && encodingType !== 'url') throw new S3Error(400, 'InvalidArgument', 'Invalid Encoding Method specified in Request');
-    const maxKeysRaw = query.get('max-keys') ?? '1000';
-    if (!/^\d+$/.test(maxKeysRaw)) throw new S3Error(400, 'InvalidArgument', 'Provided max-keys not an integer or within integer range');
-    const maxKeys = Math.min(Number(maxKeysRaw), 1000);
-    const token = query.get('continuation-token');
-    const startAfter = query.get('start-after');
-    let after = startAfter ?? undefined;
-    let skipPrefix: string | undefined; // the last page ended on this CommonPrefix: skip every key under it
-    if (token !== null) {
-      try {
-        const t = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as { after: unknown; cp: unknown };
-        if (typeof t.after !== 'string') throw new Error('bad token');
-        after = t.after;
-        if (t.cp === true) skipPrefix = t.after;
-      } catch {
-        throw new S3Error(400, 'InvalidArgument', 'The continuation token provided is incorrect');
-      }
-    }
-    const enc = (s: string) => (encodingType === 'url' ? encodeURIComponent(s).replace(/%2F/g, '/') : s);
-    const contents: string[] = [];
-    const prefixes: string[] = [];
-    let last: { after: string; cp: boolean } | undefined;
-    let truncated = false;
-    for (const key of [...bucket.objects.keys()].sort(byteCompare)) {
-      if (!key.startsWith(prefix)) continue;
-      if (after !== undefined && byteCompare(key, after) <= 0) continue;
-      if (skipPrefix !== undefined && key.startsWith(skipPrefix)) continue;
-      const d = delimiter ? key.indexOf(delimiter, prefix.length) : -1;
-      const cp = d >= 0 ? key.slice(0, d + delimiter.length) : undefined;
-      if (cp !== undefined && cp === prefixes[prefixes.length - 1]) continue;
-      if (contents.length + prefixes.length >= maxKeys) {
-        truncated = maxKeys > 0;
-        break;
-      }
-      if (cp !== undefined) {
-        prefixes.push(cp);
-        last = { after: cp, cp: true };
-      } else {
-        const o = bucket.objects.get(key) as StoredObject;
-        const owner = query.get('fetch-owner') === 'true' ? `<Owner>${tag('ID', 'local')}${tag('DisplayName', 'local')}</Owner>` : '';
-        contents.push(
-          `<Contents>${tag('Key', enc(key))}${tag('LastModified', o.lastModified.toISOString())}${tag('ETag', o.etag)}` +
-            `${tag('Size', o.body.length)}${owner}${tag('StorageClass', 'STANDARD')}</Contents>`,
-        );
-        last = { after: key, cp: false };
-      }
-    }
-    const next = truncated && last ? Buffer.from(JSON.stringify(last), 'utf8').toString('base64url') : undefined;
-    return (
-      `<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="${XMLNS}">${tag('Name', name)}${tag('Prefix', enc(prefix))}` +
-      (delimiter ? tag('Delimiter', enc(delimiter)) : '') +
-      `${tag('MaxKeys', maxKeys)}${encodingType ? tag('EncodingType', encodingType) : ''}` +
-      `${tag('KeyCount', contents.length + prefixes.length)}${tag('IsTruncated', truncated)}` +
-      (token !== null ? tag('ContinuationToken', token) : '') +
-      (next !== undefined ? tag('NextContinuationToken', next) : '') +
-      (startAfter !== null ? tag('StartAfter', enc(startAfter)) : '') +
-      contents.join('') +
-      prefixes.map((p) => `<CommonPrefixes>${tag('Prefix', enc(p))}</CommonPrefixes>`).join('') +
-      '</ListBucketResult>'
-    );
+// ─── One request, and the operation table ────────────────────────────────────────────────────────────────────────
+
+/** One request as every operation sees it: parsed, its body read in full. */
+interface S3Request {
+  readonly req: http.IncomingMessage;
+  readonly method: string;
+  /** The bucket's name ('' for the service: ListBuckets). */
+  readonly bucket: string;
+  /** The object's key ('' for a bucket operation). */
+  readonly key: string;
+  readonly query: URLSearchParams;
+  readonly raw: Buffer;
+  /** Store.seq when the request arrived. */
+  readonly startedAt: number;
+  /** Refuse (501) any query parameter but these (and the SDK's `x-id`). */
+  allow(...names: string[]): void;
+  /** Answer; a HEAD answer never has a body. */
+  send(status: number, headers: Record<string, string>, body?: Buffer | string): void;
+}
+
+/**
+ * An operation: its checks and effects run synchronously (but a conditional PUT's commit window), so each request is
+ * atomic with respect to the others.
+ */
+type Operation = (store: Store, r: S3Request) => void | Promise<void>;
+
+const owner = () => `<Owner>${tag('ID', 'local')}${tag('DisplayName', 'local')}</Owner>`;
+
+function listBuckets(store: Store, r: S3Request): void {
+  r.allow();
+  const list = [...store.buckets.entries()].sort(([a], [b]) => byteCompare(a, b));
+  const xml =
+    `<ListAllMyBucketsResult xmlns="${XMLNS}">${owner()}<Buckets>` +
+    list.map(([name, b]) => `<Bucket>${tag('Name', name)}${tag('CreationDate', b.created.toISOString())}</Bucket>`).join('') +
+    '</Buckets></ListAllMyBucketsResult>';
+  r.send(200, { 'content-type': 'application/xml' }, xml);
+}
+
+function createBucket(store: Store, r: S3Request): void {
+  r.allow();
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(r.bucket)) {
+    throw new S3Error(400, 'InvalidBucketName', 'The specified bucket is not valid.', { BucketName: r.bucket });
   }
+  if (store.buckets.has(r.bucket)) {
+    // AWS: 409 BucketAlreadyOwnedByYou in every Region except us-east-1, where re-creating a bucket you own returns
+    // 200 OK "for legacy compatibility" (CreateBucket / BucketAlreadyOwnedByYou docs). We read the Region from the
+    // SigV4 credential scope the client signed with.
+    const region = /Credential=[^/]*\/\d+\/([^/]+)\//.exec(header(r.req, 'authorization') ?? '')?.[1] ?? 'us-east-1';
+    if (region !== 'us-east-1') {
+      throw new S3Error(409, 'BucketAlreadyOwnedByYou', 'Your previous request to create the named bucket succeeded and you already own it.', {
+        BucketName: r.bucket,
+      });
+    }
+  } else {
+    store.buckets.set(r.bucket, { created: new Date(), objects: new Map(), deletedAt: new Map() });
+    store.seq++;
+  }
+  r.send(200, { location: `/${r.bucket}` });
+}
+
+function headBucket(store: Store, r: S3Request): void {
+  r.allow();
+  store.bucket(r.bucket);
+  r.send(200, { 'x-amz-bucket-region': 'us-east-1' });
+}
+
+function deleteBucket(store: Store, r: S3Request): void {
+  r.allow();
+  if (store.bucket(r.bucket).objects.size > 0) {
+    throw new S3Error(409, 'BucketNotEmpty', 'The bucket you tried to delete is not empty', { BucketName: r.bucket });
+  }
+  store.buckets.delete(r.bucket);
+  store.seq++;
+  r.send(204, {});
+}
+
+function listObjectsV2(store: Store, r: S3Request): void {
+  r.allow('list-type', 'prefix', 'delimiter', 'max-keys', 'continuation-token', 'start-after', 'encoding-type', 'fetch-owner');
+  const bucket = store.bucket(r.bucket);
+  const query = r.query;
+  const prefix = query.get('prefix') ?? '';
+  const delimiter = query.get('delimiter') ?? '';
+  const encodingType = query.get('encoding-type');
+  if (encodingType !== null && encodingType !== 'url') throw new S3Error(400, 'InvalidArgument', 'Invalid Encoding Method specified in Request');
+  const maxKeysRaw = query.get('max-keys') ?? '1000';
+  if (!/^\d+$/.test(maxKeysRaw)) throw new S3Error(400, 'InvalidArgument', 'Provided max-keys not an integer or within integer range');
+  const maxKeys = Math.min(Number(maxKeysRaw), 1000);
+  const token = query.get('continuation-token');
+  const startAfter = query.get('start-after');
+  let after = startAfter ?? undefined;
+  let skipPrefix: string | undefined; // the last page ended on this CommonPrefix: skip every key under it
+  if (token !== null) {
+    try {
+      const t = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as { after: unknown; cp: unknown };
+      if (typeof t.after !== 'string') throw new Error('bad token');
+      after = t.after;
+      if (t.cp === true) skipPrefix = t.after;
+    } catch {
+      throw new S3Error(400, 'InvalidArgument', 'The continuation token provided is incorrect');
+    }
+  }
+  const enc = (s: string) => (encodingType === 'url' ? encodeURIComponent(s).replace(/%2F/g, '/') : s);
+  const contents: string[] = [];
+  const prefixes: string[] = [];
+  let last: { after: string; cp: boolean } | undefined;
+  let truncated = false;
+  for (const key of [...bucket.objects.keys()].sort(byteCompare)) {
+    if (!key.startsWith(prefix)) continue;
+    if (after !== undefined && byteCompare(key, after) <= 0) continue;
+    if (skipPrefix !== undefined && key.startsWith(skipPrefix)) continue;
+    const d = delimiter ? key.indexOf(delimiter, prefix.length) : -1;
+    const cp = d >= 0 ? key.slice(0, d + delimiter.length) : undefined;
+    if (cp !== undefined && cp === prefixes[prefixes.length - 1]) continue;
+    if (contents.length + prefixes.length >= maxKeys) {
+      truncated = maxKeys > 0;
+      break;
+    }
+    if (cp !== undefined) {
+      prefixes.push(cp);
+      last = { after: cp, cp: true };
+    } else {
+      const o = bucket.objects.get(key) as StoredObject;
+      contents.push(
+        `<Contents>${tag('Key', enc(key))}${tag('LastModified', o.lastModified.toISOString())}${tag('ETag', o.etag)}` +
+          `${tag('Size', o.body.length)}${query.get('fetch-owner') === 'true' ? owner() : ''}${tag('StorageClass', 'STANDARD')}</Contents>`,
+      );
+      last = { after: key, cp: false };
+    }
+  }
+  const next = truncated && last ? Buffer.from(JSON.stringify(last), 'utf8').toString('base64url') : undefined;
+  const xml =
+    `<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult xmlns="${XMLNS}">${tag('Name', r.bucket)}${tag('Prefix', enc(prefix))}` +
+    (delimiter ? tag('Delimiter', enc(delimiter)) : '') +
+    `${tag('MaxKeys', maxKeys)}${encodingType ? tag('EncodingType', encodingType) : ''}` +
+    `${tag('KeyCount', contents.length + prefixes.length)}${tag('IsTruncated', truncated)}` +
+    (token !== null ? tag('ContinuationToken', token) : '') +
+    (next !== undefined ? tag('NextContinuationToken', next) : '') +
+    (startAfter !== null ? tag('StartAfter', enc(startAfter)) : '') +
+    contents.join('') +
+    prefixes.map((p) => `<CommonPrefixes>${tag('Prefix', enc(p))}</CommonPrefixes>`).join('') +
+    '</ListBucketResult>';
+  r.send(200, { 'content-type': 'application/xml' }, xml);
+}
+
+/** PutObject, unconditional or with If-Match / If-None-Match: *, checked when the upload completes (Store.commitPut). */
+async function putObject(store: Store, r: S3Request): Promise<void> {
+  r.allow();
+  store.bucket(r.bucket); // NoSuchBucket before the body is even looked at
+  const body = objectBody(r.req, r.raw);
+  const etag = `"${createHash('md5').update(body).digest('hex')}"`;
+  const headers: Record<string, string> = { 'content-type': 'binary/octet-stream' };
+  const meta: Record<string, string> = {};
+  for (const name of KEPT_HEADERS) {
+    let v = header(r.req, name);
+    if (name === 'content-encoding')
+      v = v
+        ?.split(',')
+        .map((s) => s.trim())
+        .filter((s) => s && s !== 'aws-chunked')
+        .join(', ');
+    if (v) headers[name] = v;
+  }
+  for (const [name, v] of Object.entries(r.req.headers)) if (name.startsWith('x-amz-meta-') && v !== undefined) meta[name] = String(v);
+  const ifMatch = header(r.req, 'if-match');
+  const ifNoneMatch = header(r.req, 'if-none-match');
+  if (ifNoneMatch !== undefined && ifNoneMatch.trim() !== '*') throw notImplemented('If-None-Match on PutObject only accepts *');
+  if (ifMatch !== undefined || ifNoneMatch !== undefined) await store.commitWindow(r.bucket, r.key);
+  const target = store.bucket(r.bucket); // it may have been deleted during the window
+  store.commitPut(target, r.key, ifMatch, ifNoneMatch, r.startedAt);
+  target.objects.set(r.key, { body, etag, lastModified: new Date(Math.floor(Date.now() / 1000) * 1000), headers, meta });
+  store.seq++;
+  r.send(200, { etag });
+}
+
+/** GetObject and HeadObject (the same answer; a HEAD one has no body), with their read conditions. */
+function getObject(store: Store, r: S3Request): void {
+  r.allow();
+  if (header(r.req, 'range') !== undefined) throw notImplemented('Range');
+  const obj = store.bucket(r.bucket).objects.get(r.key);
+  if (!obj) throw noSuchKey(r.key);
+  const base = { etag: obj.etag, 'last-modified': obj.lastModified.toUTCString() };
+  if (checkReadConditions(r.req, obj) === 304) return r.send(304, base);
+  r.send(200, { ...base, ...obj.headers, ...obj.meta, 'content-length': String(obj.body.length), 'accept-ranges': 'bytes' }, obj.body);
+}
+
+function deleteObject(store: Store, r: S3Request): void {
+  r.allow();
+  for (const h of ['if-match', 'x-amz-if-match-last-modified-time', 'x-amz-if-match-size']) {
+    if (header(r.req, h) !== undefined) throw notImplemented(`conditional DeleteObject (${h})`);
+  }
+  const bucket = store.bucket(r.bucket);
+  if (bucket.objects.delete(r.key)) bucket.deletedAt.set(r.key, ++store.seq);
+  r.send(204, {}); // 204 whether or not the key existed, like AWS
+}
+
+/** Every operation the server implements, by its AWS name (operationOf); any other request is 501 NotImplemented. */
+const OPERATIONS: Readonly<Record<string, Operation>> = {
+  ListBuckets: listBuckets,
+  CreateBucket: createBucket,
+  HeadBucket: headBucket,
+  DeleteBucket: deleteBucket,
+  ListObjectsV2: listObjectsV2,
+  PutObject: putObject,
+  GetObject: getObject,
+  HeadObject: getObject,
+  DeleteObject: deleteObject,
+};
+
+/** The S3 API operation a request is, as AWS names it: the key into OPERATIONS, and the call log's name. */
+function operationOf(method: string, bucket: string, key: string, query: URLSearchParams, req: http.IncomingMessage): string {
+  if (bucket === '') return method === 'GET' ? 'ListBuckets' : `${method} /`;
+  if (key === '') {
+    if (method === 'GET' && query.get('list-type') === '2') return 'ListObjectsV2';
+    const bucketOps: Record<string, string> = { PUT: 'CreateBucket', HEAD: 'HeadBucket', DELETE: 'DeleteBucket', GET: 'ListObjects' };
+    const sub = [...query.keys()].find((k) => k !== 'x-id');
+    return sub === undefined ? (bucketOps[method] ?? `${method} bucket`) : `${method} bucket ?${sub}`;
+  }
+  if (method === 'PUT') return header(req, 'x-amz-copy-source') !== undefined ? 'CopyObject' : 'PutObject';
+  const objectOps: Record<string, string> = { GET: 'GetObject', HEAD: 'HeadObject', DELETE: 'DeleteObject' };
+  return objectOps[method] ?? `${method} object`;
+}
+
+// ─── The server ──────────────────────────────────────────────────────────────────────────────────────────────────
+
+export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS3> {
+  const host = options.host ?? '127.0.0.1';
+  const port = options.port ?? 0;
+  const problems: string[] = [];
+  if (!isLoopback(host)) problems.push(`local S3: host ${host} is not a loopback address (use 127.0.0.1, ::1 or localhost)`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) problems.push(`local S3: port ${port} is not an integer in 0..65535`);
+  const conflictWindowMs = options.conflictWindowMs ?? 5;
+  if (!(Number.isFinite(conflictWindowMs) && conflictWindowMs >= 0))
+    problems.push(`local S3: conflictWindowMs ${conflictWindowMs} is not a number >= 0`);
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  const store = new Store(conflictWindowMs);
+  const server = http.createServer((req, res) => {
+    const requestId = randomBytes(8).toString('hex').toUpperCase();
+    handle(store, req, res, requestId, options.onCall).catch((err: unknown) => sendError(req, res, requestId, err));
+  });
 
   await new Promise<void>((resolve, reject) => {
     const onError = (err: NodeJS.ErrnoException) => {
@@ -428,49 +439,87 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
   };
 }
 
-/** The S3 API operation a request is, as AWS names it (for the call log; IAM actions are the proof's business). */
-function operationOf(method: string, bucket: string, key: string, query: URLSearchParams, req: http.IncomingMessage): string {
-  if (bucket === '') return method === 'GET' ? 'ListBuckets' : `${method} /`;
-  if (key === '') {
-    if (method === 'GET' && query.get('list-type') === '2') return 'ListObjectsV2';
-    const bucketOps: Record<string, string> = { PUT: 'CreateBucket', HEAD: 'HeadBucket', DELETE: 'DeleteBucket', GET: 'ListObjects' };
-    const sub = [...query.keys()].find((k) => k !== 'x-id');
-    return sub === undefined ? (bucketOps[method] ?? `${method} bucket`) : `${method} bucket ?${sub}`;
+/** Parse one request, record it, read its body, and run its operation (501 if the server has none). */
+async function handle(store: Store, req: http.IncomingMessage, res: http.ServerResponse, requestId: string, onCall?: CallSink): Promise<void> {
+  const startedAt = store.seq;
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  const query = new URLSearchParams(q < 0 ? '' : url.slice(q + 1));
+  const path = (q < 0 ? url : url.slice(0, q)).slice(1);
+  const slash = path.indexOf('/');
+  let bucket: string, key: string;
+  try {
+    bucket = decodeURIComponent(slash < 0 ? path : path.slice(0, slash));
+    key = slash < 0 ? '' : decodeURIComponent(path.slice(slash + 1));
+  } catch {
+    throw new S3Error(400, 'InvalidURI', 'Could not parse the specified URI.');
   }
-  if (method === 'PUT') return header(req, 'x-amz-copy-source') !== undefined ? 'CopyObject' : 'PutObject';
-  const objectOps: Record<string, string> = { GET: 'GetObject', HEAD: 'HeadObject', DELETE: 'DeleteObject' };
-  return objectOps[method] ?? `${method} object`;
+  const method = req.method ?? 'GET';
+  const operation = operationOf(method, bucket, key, query, req);
+  onCall?.({
+    principal: principalOf(req.headers.authorization),
+    service: 's3',
+    operation,
+    ...(bucket ? { bucket } : {}),
+    ...(key ? { key } : {}),
+    ...conditionsOf(req.headers),
+  });
+  const raw = await readBody(req);
+  const run = Object.hasOwn(OPERATIONS, operation) ? OPERATIONS[operation] : undefined;
+  if (!run) throw notImplemented(operation === 'CopyObject' ? 'CopyObject (x-amz-copy-source)' : operation);
+  await run(store, {
+    req,
+    method,
+    bucket,
+    key,
+    query,
+    raw,
+    startedAt,
+    allow(...names) {
+      for (const name of query.keys()) if (name !== 'x-id' && !names.includes(name)) throw notImplemented(`?${name}`);
+    },
+    send(status, headers, body) {
+      res.writeHead(status, { 'x-amz-request-id': requestId, ...headers });
+      res.end(method === 'HEAD' ? undefined : body);
+    },
+  });
 }
 
-/** The object's bytes: aws-chunked decoded, and checked against Content-MD5 / x-amz-checksum-* (headers or trailers). */
-function decodeBody(req: http.IncomingMessage, raw: Buffer): Buffer {
+/** An error as S3 answers it: XML (<Error><Code>…), no body for HEAD; anything unexpected is 500 InternalError. */
+function sendError(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, err: unknown): void {
+  const e = err instanceof S3Error ? err : new S3Error(500, 'InternalError', `local S3: ${String(err)}`);
+  if (res.headersSent) return void res.destroy();
+  const head = req.method === 'HEAD';
+  const xml =
+    `<?xml version="1.0" encoding="UTF-8"?>\n<Error>${tag('Code', e.code)}${tag('Message', e.message)}` +
+    Object.entries(e.extra)
+      .map(([k, v]) => tag(k, v))
+      .join('') +
+    `${tag('Resource', (req.url ?? '/').split('?')[0])}${tag('RequestId', requestId)}</Error>`;
+  res.writeHead(e.status, { 'x-amz-request-id': requestId, ...(head ? {} : { 'content-type': 'application/xml' }) });
+  res.end(head ? undefined : xml);
+  if (!req.complete) req.resume(); // discard the rest of a body we did not read
+}
+
+// ─── Bodies and conditions ───────────────────────────────────────────────────────────────────────────────────────
+
+/**
+ * The body decoder: a PutObject's bytes as the object's, aws-chunked decoded (local/http-body.ts), and checked against
+ * Content-MD5 and x-amz-checksum-crc32/sha1/sha256, from the headers or the aws-chunked trailers (400 BadDigest).
+ */
+function objectBody(req: http.IncomingMessage, raw: Buffer): Buffer {
   const checks: Record<string, string> = {};
   for (const [name, v] of Object.entries(req.headers))
     if (name.startsWith('x-amz-checksum-') && name !== 'x-amz-checksum-type') checks[name] = String(v);
   let body = raw;
   if ((header(req, 'content-encoding') ?? '').split(',').some((s) => s.trim() === 'aws-chunked')) {
-    const bad = () => new S3Error(400, 'IncompleteBody', 'The aws-chunked request body is malformed or incomplete');
-    const parts: Buffer[] = [];
-    let pos = 0;
-    for (;;) {
-      const eol = raw.indexOf('\r\n', pos);
-      if (eol < 0) throw bad();
-      const sizeText = raw.toString('latin1', pos, eol).split(';')[0].trim();
-      if (!/^[0-9a-fA-F]+$/.test(sizeText)) throw bad();
-      const size = parseInt(sizeText, 16);
-      pos = eol + 2;
-      if (size === 0) break;
-      if (pos + size + 2 > raw.length || raw.toString('latin1', pos + size, pos + size + 2) !== '\r\n') throw bad();
-      parts.push(raw.subarray(pos, pos + size));
-      pos += size + 2;
-    }
-    for (const line of raw.toString('latin1', pos).split('\r\n')) {
-      const colon = line.indexOf(':');
-      if (colon > 0) checks[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
-    }
-    body = Buffer.concat(parts);
-    const decoded = header(req, 'x-amz-decoded-content-length');
-    if (decoded !== undefined && Number(decoded) !== body.length) throw bad();
+    const incomplete = new S3Error(400, 'IncompleteBody', 'The aws-chunked request body is malformed or incomplete');
+    const decoded = decodeAwsChunked(raw);
+    if (!decoded) throw incomplete;
+    Object.assign(checks, decoded.trailers);
+    body = decoded.body;
+    const length = header(req, 'x-amz-decoded-content-length');
+    if (length !== undefined && Number(length) !== body.length) throw incomplete;
   }
   const md5 = header(req, 'content-md5');
   if (md5 !== undefined && md5 !== createHash('md5').update(body).digest('base64')) {

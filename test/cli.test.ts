@@ -7,12 +7,12 @@ import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { HeadBucketCommand } from '@aws-sdk/client-s3';
 import { localClients } from '../core/stores';
 import { endpoints, namespace, unusedNames } from './support/stack';
-import { runCli, startWorker, storeArgs } from './support/worker';
+import { runCli, startWorker, storeArgs, type WorkerOptions } from './support/worker';
 import { main } from '../cli/main';
 import { chaosOptions, commandOptions, parseCommand, type CommandName } from '../cli/options';
 
-async function cli(args: string[], env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = runCli(args, env);
+async function cli(args: string[], options: WorkerOptions = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = runCli(args, options);
   let stdout = '';
   let stderr = '';
   child.stdout!.on('data', (d) => (stdout += d));
@@ -257,18 +257,52 @@ test('run --json prints one summary object; a second run of the same night is al
   const report = JSON.parse(a.stdout);
   assert.equal(report.ok, true);
   assert.equal(report.invoicesFound, 1000);
-  assert.equal(report.checks.length, 6);
+  assert.equal(report.checks.length, 8, 'three billing checks and five generic ones (core/audit.ts)');
+  assert.deepEqual([...new Set(report.checks.map((c: { invariant: number }) => c.invariant))], [1, 2, 3, 4]);
 
   const wrongCount = await cli(['audit', ...storeArgs(ns), '--date', '2026-09-28', '--invoices', '1200']);
   assert.equal(wrongCount.code, 4, 'the audit notices 200 invoices missing from a DONE night');
   assert.match(wrongCount.stdout, /FAIL.*200 of 1200 invoices missing/);
 });
 
+test('the product reads no fault setting: the fault variables without the harness preload change nothing', async () => {
+  const ns = await namespace();
+  // Were the CLI to read them, this run would stop itself at its first batch, and every store call would be throttled.
+  const env = { FENCEPOST_FAULT: 'sigstop:batch:0:0', FENCEPOST_STORE_FAULTS: 'seed=1,throttle=1,lost=1', FENCEPOST_LAMBDA_CODE: 'source' };
+  const r = await cli(
+    ['run', ...storeArgs(ns), '--date', '2026-09-28', '--invoices', '300', '--chunk-size', '150', '--engine', 'direct', '--events'],
+    { env },
+  );
+  assert.equal(r.code, 0, r.stderr);
+  const events = r.stdout
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { event?: string });
+  assert.ok(
+    events.some((e) => e.event === 'completed'),
+    'the night completed',
+  );
+  assert.ok(!events.some((e) => e.event === 'fault'), 'no fault was injected');
+  assert.doesNotMatch(r.stderr, /store-faults/, 'no store fault middleware was installed');
+});
+
+test('the fault preload refuses what it does not understand: one line, exit 2', async () => {
+  const ns = await namespace();
+  const night = ['run', ...storeArgs(ns), '--date', '2026-09-28', '--invoices', '300', '--chunk-size', '150', '--engine', 'direct'];
+  const bad = await cli(night, { faults: { sigstop: 'nowhere:1' } });
+  assert.equal(bad.code, 2, bad.stderr);
+  assert.match(bad.stderr, /^fencepost fault preload: FENCEPOST_FAULT=sigstop:nowhere:1 is not understood/);
+  assert.equal(bad.stderr.trim().split('\n').length, 1, bad.stderr);
+  const direct = await cli(night, { faults: { sigstop: 'after-chunk:1' } });
+  assert.equal(direct.code, 2, direct.stderr);
+  assert.match(direct.stderr, /after-chunk stops between two workflow tasks: it needs --engine stepfunctions/);
+});
+
 // A run that loses its lease, with --events --json: every line on stdout is JSON, and the summary is the last
 // one, even though the holder's work (a queued chunk task, a renewal) can report after the engine has returned.
 for (const [engine, fault] of [
-  ['stepfunctions', 'sigstop:after-chunk:1'],
-  ['direct', 'sigstop:batch:1:2'],
+  ['stepfunctions', 'after-chunk:1'],
+  ['direct', 'batch:1:2'],
 ]) {
   test(`run --events --json (${engine} engine) that loses its lease: the JSON summary is the last line on stdout`, async () => {
     const ns = await namespace();
@@ -288,7 +322,7 @@ for (const [engine, fault] of [
       '--engine',
       engine,
     ];
-    const a = startWorker(ns, [...night, '--worker', 'A', '--json'], { FENCEPOST_FAULT: fault });
+    const a = startWorker(ns, [...night, '--worker', 'A', '--json'], { faults: { sigstop: fault } });
     let stdout = '';
     a.child.stdout!.on('data', (d) => (stdout += d));
     await a.waitFor((e) => e.fault === 'sigstop');

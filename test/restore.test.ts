@@ -21,7 +21,7 @@ test('a restored lock item repeats an old token; after bump-epochs no token can 
   const date = '2026-09-28';
   const key = Keys.lock(date);
   const leaseDeps = { ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events: new Events('T', systemClock) };
-  const fenceDeps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+  const fenceDeps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, clock: systemClock };
   const take = async (who: string) => {
     const l = await claim(leaseDeps, key, who, lease);
     await fence.raise(fenceDeps, Keys.job(date), l.token, who, 1);

@@ -2,6 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
+import { writeInvoices, type InvoiceWriteDeps } from '../core/billing';
 import { systemClock } from '../core/clock';
 import { DEFAULTS, type LeaseConfig } from '../core/config';
 import { FencedOutError } from '../core/errors';
@@ -20,7 +21,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function deps(ns: Namespace, worker = 'W') {
   const events = new Events(worker, systemClock);
   const leaseDeps: LeaseDeps = { ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events };
-  const fenceDeps: fence.FenceDeps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+  const fenceDeps: InvoiceWriteDeps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
   const sweeper = new Sweeper({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock }, sweeperConfig);
   return { leaseDeps, fenceDeps, sweeper };
 }
@@ -94,8 +95,8 @@ test("a wrong re-queue cannot break safety: the paused holder's next write is re
   const b = await claim(leaseDeps, Keys.lock(date), 'B', lease);
   await fence.raise(fenceDeps, Keys.job(date), b.token, 'B', 1);
   const [batch] = chunkBatches({ date, invoices: 99, chunkSize: 99, putsPerTransaction: 99 }, 0);
-  await assert.rejects(fence.writeBatch(fenceDeps, Keys.job(date), a.token, batch), FencedOutError, 'A wakes and is fenced out');
-  assert.equal((await fence.writeBatch(fenceDeps, Keys.job(date), b.token, batch)).recorded, 99, 'B records everything, once');
+  await assert.rejects(writeInvoices(fenceDeps, Keys.job(date), a.token, batch), FencedOutError, 'A wakes and is fenced out');
+  assert.equal((await writeInvoices(fenceDeps, Keys.job(date), b.token, batch)).recorded, 99, 'B records everything, once');
 });
 
 test('a re-queue racing a takeover does nothing: its condition names the owner and fence it saw', async () => {
@@ -172,7 +173,7 @@ test('chunk fences: the sweeper sees only the job row, its re-queue leaves the c
   assert.deepEqual([...raised.chunksDone], [1], 'B skips the chunk A finished');
   const [batch] = chunkBatches({ date, invoices: 99, chunkSize: 99, putsPerTransaction: 99 }, 0);
   await assert.rejects(
-    fence.writeBatch(fenceDeps, Keys.chunkFence(job, 0), a.token, batch),
+    writeInvoices(fenceDeps, Keys.chunkFence(job, 0), a.token, batch),
     FencedOutError,
     'A, if it was only paused, is refused on every chunk',
   );

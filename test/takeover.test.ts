@@ -55,13 +55,13 @@ async function auditNight(ns: Namespace) {
 }
 
 for (const engine of ['direct', 'stepfunctions']) {
-  // These pauses fall between a check and a write inside the core: the workflow runs the handlers' sources for them.
-  const inCore: Record<string, string> = engine === 'stepfunctions' ? { FENCEPOST_LAMBDA_CODE: 'source' } : {};
+  // These pauses fall between a check and a write inside the core: the fault preload has a workflow run the
+  // handlers' sources for them (harness/faults.ts).
   test(`Part 4 (${engine} engine): A pauses past its lease between its check and its write; B takes over; A's late batch is refused, nothing written`, async () => {
     const ns = await namespace();
     const night = [...nightArgs, '--engine', engine];
     // A stops itself right after the check for chunk 1, batch 2 (the gap no holder-side check can close).
-    const a = startWorker(ns, [...night, '--worker', 'A'], { FENCEPOST_FAULT: 'sigstop:batch:1:2', ...inCore });
+    const a = startWorker(ns, [...night, '--worker', 'A'], { faults: { sigstop: 'batch:1:2' } });
     await a.waitFor((e) => e.fault === 'sigstop');
     await new Promise((r) => setTimeout(r, 100));
     assert.equal(processState(a.child.pid!), 'T', 'A is really stopped');
@@ -69,7 +69,7 @@ for (const engine of ['direct', 'stepfunctions']) {
     assert.equal(aToken, 1);
 
     const b = startWorker(ns, [...night, '--worker', 'B']);
-    const observed = await b.waitFor((e) => e.event === 'observe');
+    const observed = await b.waitFor((e) => e.event === 'sighted');
     assert.equal(observed.holder, 'A', "B sees A's lease");
     assert.equal(observed.waitMs, LEASE_MS, 'and waits a full lease on its own clock before claiming');
     const raised = await b.waitFor((e) => e.event === 'fence-raised');
@@ -108,7 +108,7 @@ for (const engine of ['direct', 'stepfunctions']) {
   test(`Part 4 on S3 (${engine} engine): A pauses before its manifest commit; B raises the manifest; A's If-Match commit gets 412 and A stops`, async () => {
     const ns = await namespace();
     const night = [...nightArgs, '--engine', engine];
-    const a = startWorker(ns, [...night, '--worker', 'A'], { FENCEPOST_FAULT: 'sigstop:chunk-commit:1', ...inCore });
+    const a = startWorker(ns, [...night, '--worker', 'A'], { faults: { sigstop: 'chunk-commit:1' } });
     await a.waitFor((e) => e.fault === 'sigstop');
     const b = startWorker(ns, [...night, '--worker', 'B']);
     await b.waitFor((e) => e.event === 'manifest-raised');
@@ -119,7 +119,7 @@ for (const engine of ['direct', 'stepfunctions']) {
     assert.equal(await b.exited, 0, b.stderr.join('\n'));
 
     const deps = { s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock };
-    const manifest = await readManifest(deps, DATE);
+    const manifest = await readManifest(deps, Keys.manifest(DATE));
     assert.equal(manifest!.body.chunks['01'].key, Keys.chunkObject(DATE, 1, 2), "chunk 1 is B's object");
     assert.equal(manifest!.body.chunks['00'].key, Keys.chunkObject(DATE, 0, 1), "chunk 0 stays A's: committed before the pause");
     const listed = await ns.clients.s3.send(new ListObjectsV2Command({ Bucket: ns.bucket, Prefix: Keys.chunkPrefix(DATE) }));

@@ -19,6 +19,7 @@ import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { systemClock } from '../core/clock';
 import { DEFAULTS } from '../core/config';
+import { invoiceTransaction, writeInvoices } from '../core/billing';
 import * as fence from '../core/fence';
 import { chunkBatches, chunkRange, invoiceAt, renderChunkLines, type Invoice, type NightPlan } from '../core/invoices';
 import { ManifestWriter } from '../core/manifest';
@@ -81,8 +82,9 @@ export function lockItem(i: number): Record<string, unknown> {
 
 export async function countTransitions(): Promise<Record<string, { total: number; byState: Record<string, number> }>> {
   const { synthesizeWorkflow } = require('../local/workflow') as typeof import('../local/workflow');
+  const { billingApp } = require('../apps/billing') as typeof import('../apps/billing');
   const { StateMachine } = await import('aws-local-stepfunctions');
-  const wf = synthesizeWorkflow();
+  const wf = synthesizeWorkflow(billingApp);
   // What each Observe reads: the rvn of the lock item (undefined: free). The stub runs the real claim rule on it
   // (lambda/observe.ts observation()), so the count follows the definition and the rule, Wait seconds included.
   const dead = () => 'r1';
@@ -149,7 +151,7 @@ export async function countSweeperTransitions(): Promise<Record<string, number>>
   const app = new App({ context: { ...cdkJson.context, 'aws:cdk:bundling-stacks': [] }, builtinCloudFormationValidation: false });
   const stack = new FencepostStack(app, 'Fencepost', { config: readStackConfig(app) });
   const template = app.synth().getStackByName(stack.stackName).template as { Resources: Record<string, { Properties: Record<string, unknown> }> };
-  const id = stack.getLogicalId(stack.sweeper.stateMachine.node.defaultChild as never);
+  const id = stack.getLogicalId(stack.billing.sweeper.stateMachine.node.defaultChild as never);
   const resolve = (v: unknown): string => {
     if (typeof v === 'string') return v;
     const o = v as Record<string, unknown>;
@@ -258,7 +260,10 @@ export const awsModel: Measurement = {
       const plan: NightPlan = { date, invoices: 50_000, chunkSize: 5_000, putsPerTransaction: 99 };
       const batch: Invoice[] = chunkBatches(plan, 9).next().value!;
       const tx = await ddb.send(
-        new TransactWriteItemsCommand({ ...fence.fencedTransaction(ns.tables, job, 3, batch), ReturnConsumedCapacity: 'INDEXES' }),
+        new TransactWriteItemsCommand({
+          ...invoiceTransaction({ ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock }, job, 3, batch),
+          ReturnConsumedCapacity: 'INDEXES',
+        }),
       );
       const renew = await ddb.send(
         new UpdateCommand({
@@ -286,18 +291,23 @@ export const awsModel: Measurement = {
       );
       capacity = { transaction: tx.ConsumedCapacity, renew: renew.ConsumedCapacity, chunkProgress: progress.ConsumedCapacity };
       // per-transaction latency (one in flight), after the JVM has warmed up on two chunks
-      for (const c of [0, 1]) for (const b of chunkBatches(plan, c)) await fence.writeBatch(deps, Keys.chunkFence(job, c), 3, b);
-      const { writer } = await ManifestWriter.raise({ s3: stack.clients.s3, bucket: ns.bucket, clock: systemClock }, date, job, 3);
+      for (const c of [0, 1]) for (const b of chunkBatches(plan, c)) await writeInvoices(deps, Keys.chunkFence(job, c), 3, b);
+      const { writer } = await ManifestWriter.raise(
+        { s3: stack.clients.s3, bucket: ns.bucket, clock: systemClock },
+        Keys.manifestPlace(date),
+        job,
+        3,
+      );
       for (const c of measureChunks) {
         for (const b of chunkBatches(plan, c)) {
           const t0 = performance.now();
-          await fence.writeBatch(deps, Keys.chunkFence(job, c), 3, b);
+          await writeInvoices(deps, Keys.chunkFence(job, c), 3, b);
           txMs.push(performance.now() - t0);
         }
         const t0 = performance.now();
         const object = await writer.putChunkObject(c, [...renderChunkLines(plan, c, 3)].join(''));
         const { first, end } = chunkRange(plan, c);
-        await writer.commitChunk(c, { key: object.key, etag: object.etag, token: 3, invoices: end - first });
+        await writer.commitChunk(c, { key: object.key, etag: object.etag, token: 3, records: end - first });
         await fence.markChunkDone(deps, job, 3, c);
         tailMs.push(performance.now() - t0);
       }

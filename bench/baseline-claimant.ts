@@ -25,13 +25,13 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 export async function claimOncePerLease(deps: LeaseDeps, key: string, holder: string, config: LeaseConfig): Promise<Lease> {
   for (let attempt = 1; ; attempt++) {
     const s = await sight(deps, key, config);
-    deps.events.emit('observe', { key, holder: s.holder, epoch: s.epoch, rvn: s.seenRvn, waitMs: s.waitMs, attempt });
+    deps.events?.emit('sighted', { key, holder: s.holder, epoch: s.epoch, rvn: s.seenRvn, waitMs: s.waitMs, attempt });
     if (s.waitMs > 0) await deps.clock.sleep(s.waitMs);
     const sentAt = deps.clock.monotonicMs();
     const epoch = await tryClaim(deps, key, holder, config, s);
     if (epoch === undefined) continue;
     const lease = new Lease(deps, key, holder, epoch, config, sentAt);
-    deps.events.emit('claim', { key, token: epoch, attempt, waitedMs: s.waitMs, stopAtMs: Math.round(lease.stopAtMs) });
+    deps.events?.emit('claim', { key, token: epoch, attempt, waitedMs: s.waitMs, stopAtMs: Math.round(lease.stopAtMs) });
     return lease;
   }
 }

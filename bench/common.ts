@@ -227,7 +227,8 @@ export function spawnCli(args: readonly string[], env: Record<string, string> = 
 /** Any TypeScript script of this project, run as the CLI is: `node --import tsx <script> ...args`. */
 export function spawnScript(script: string, args: readonly string[] = [], env: Record<string, string> = {}, nodeArgs: readonly string[] = []): Child {
   const spawnedAt = performance.now();
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, ...args], {
+  // Node arguments after tsx's loader, so a TypeScript preload (harness/fault-preload.ts) can be among them.
+  const child = spawn(process.execPath, ['--import', 'tsx', ...nodeArgs, script, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env, NODE_NO_WARNINGS: '1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
     stdio: ['ignore', 'pipe', 'pipe'],

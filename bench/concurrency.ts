@@ -17,7 +17,7 @@
  * is long, and the figures of interest (conflicts, retries) are counts, not noise-prone timings.
  */
 import { audit } from '../core/audit';
-import { completeNight, raiseNight, type BillingDeps } from '../core/billing';
+import { completeNight, raiseNight, writeInvoices, type BillingDeps } from '../core/billing';
 import { systemClock } from '../core/clock';
 import { DEFAULT_BACKOFF, isTransient } from '../core/conditions';
 import { DEFAULTS, type BillingConfig } from '../core/config';
@@ -71,7 +71,7 @@ async function workflowNight(stack: SharedStack, invoices: number, concurrency: 
     ]);
     await runToEnd(c, `fencepost run --chunk-concurrency ${concurrency}`);
     const summary = c.summary() as { outcome: string; transactions: number; invoicesRecorded: number };
-    const observe = c.events.find((e) => e.event === 'observe');
+    const observe = c.events.find((e) => e.event === 'sighted');
     const completed = c.events.find((e) => e.event === 'completed');
     if (summary?.outcome !== 'completed' || !observe || !completed) throw new Error(`the night did not complete: ${JSON.stringify(summary)}`);
     // Events come from several processes (one per function environment): time the night on this process's clock.
@@ -135,7 +135,7 @@ async function writePathNight(stack: SharedStack, invoices: number, concurrency:
           for (const batch of chunkBatches(plan, chunk)) {
             for (;;) {
               try {
-                const r = await fence.writeBatch(fenceDeps, fenceKey, lease.token, batch);
+                const r = await writeInvoices(fenceDeps, fenceKey, lease.token, batch);
                 transactions += r.transactions; // added after the await: `x += await …` would read x before it
                 break;
               } catch (err) {
@@ -148,7 +148,7 @@ async function writePathNight(stack: SharedStack, invoices: number, concurrency:
           }
           const object = await night.manifest.putChunkObject(chunk, [...renderChunkLines(plan, chunk, lease.token)].join(''));
           const { first, end } = chunkRange(plan, chunk);
-          await night.manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, invoices: end - first });
+          await night.manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, records: end - first });
           await fence.markChunkDone(fenceDeps, jobId, lease.token, chunk);
         }
       }),

@@ -88,7 +88,7 @@ async function oneRun(c: Case): Promise<GrowthRun> {
     } finally {
       sampler.stop();
     }
-    const observe = child.events.find((e) => e.event === 'observe');
+    const observe = child.events.find((e) => e.event === 'sighted');
     const completed = child.events.find((e) => e.event === 'completed');
     const summary = child.summary();
     if (!observe || !completed || summary?.invoicesRecorded !== c.invoices)

@@ -27,8 +27,9 @@ import {
   type Measurement,
   type SharedStack,
 } from './common';
+import { faultArgs } from '../harness/faults';
 
-/** `stepfunctions-source`: the workflow with the handlers' sources in-process (FENCEPOST_LAMBDA_CODE=source). */
+/** `stepfunctions-source`: the workflow with the handlers' sources in-process (the harness's preload: harness/faults.ts). */
 type Engine = 'direct' | 'stepfunctions' | 'stepfunctions-source';
 const ENGINES: Engine[] = ['direct', 'stepfunctions', 'stepfunctions-source'];
 
@@ -45,6 +46,7 @@ export async function nightOnStack(stack: SharedStack, engine: Engine, invoices:
   const ns = await stack.namespace(engine === 'direct' ? 'nd' : 'ns');
   try {
     const source = engine === 'stepfunctions-source';
+    const sources = faultArgs(source ? { lambdaCode: 'source' } : undefined);
     const c = spawnCli(
       [
         'run',
@@ -61,11 +63,12 @@ export async function nightOnStack(stack: SharedStack, engine: Engine, invoices:
         ...ns.storeArgs(),
         ...extra,
       ],
-      source ? { FENCEPOST_LAMBDA_CODE: 'source' } : {},
+      sources.env,
+      sources.nodeArgs,
     );
     const { atMs: exitAt } = await runToEnd(c, `fencepost run --engine ${engine}`);
     const first = c.events[0];
-    const observe = c.events.find((e) => e.event === 'observe');
+    const observe = c.events.find((e) => e.event === 'sighted');
     const completed = c.events.find((e) => e.event === 'completed');
     const summary = c.summary();
     if (!first || !observe || !completed || summary?.outcome !== 'completed' || summary.invoicesRecorded !== invoices) {

@@ -7,8 +7,9 @@
 const mode = process.argv[2] === 'cached' ? 'cached' : 'cold';
 const t0 = performance.now();
 const wf = require('../local/workflow') as typeof import('../local/workflow');
+const { billingApp } = require('../apps/billing') as typeof import('../apps/billing');
 const t1 = performance.now();
-if (mode === 'cached') wf.synthesizeWorkflow();
-else wf.synthesizeWorkflowNow();
+if (mode === 'cached') wf.synthesizeWorkflow(billingApp);
+else wf.synthesizeWorkflowNow(billingApp);
 const t2 = performance.now();
 process.stdout.write(`${JSON.stringify({ mode, loadMs: Math.round(t1 - t0), synthMs: Math.round(t2 - t1) })}\n`);

@@ -95,7 +95,7 @@ async function oneTakeover(stack: SharedStack, variant: Variant, phaseMs: number
         : spawnCli([...common, '--engine', variant === 'after-kill (workflow)' ? 'stepfunctions' : 'direct', '--worker', 'claimant-B']);
     if (isWaiting(variant)) {
       b = spawnB();
-      const o1 = await b.waitFor((e) => e.event === 'observe' && e.holder === 'holder-A', 60_000);
+      const o1 = await b.waitFor((e) => e.event === 'sighted' && e.holder === 'holder-A', 60_000);
       renew = await killOnRenewAfter(a, o1.atMs + (phaseMs ?? 0));
     } else {
       renew = await killOnRenewAfter(a, 0);
@@ -106,7 +106,7 @@ async function oneTakeover(stack: SharedStack, variant: Variant, phaseMs: number
     const claim = bb.events.find((e) => e.event === 'claim')!;
     const raised = bb.events.find((e) => e.event === 'fence-raised')!;
     const manifest = bb.events.find((e) => e.event === 'manifest-raised')!;
-    const observes = bb.events.filter((e) => e.event === 'observe' && e.atMs < claim.atMs);
+    const observes = bb.events.filter((e) => e.event === 'sighted' && e.atMs < claim.atMs);
     // The deciding observation: the first one that showed the rvn the successful claim was conditional on.
     const finalRvn = observes[observes.length - 1].rvn;
     const lastObserve = observes.find((e) => e.rvn === finalRvn)!;

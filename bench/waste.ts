@@ -23,7 +23,7 @@ import type { Socket } from 'node:net';
 import path from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
-import { runBilling, raiseNight, completeNight, type BillingDeps } from '../core/billing';
+import { runBilling, raiseNight, completeNight, invoiceTransaction, writeInvoices, type BillingDeps } from '../core/billing';
 import { systemClock } from '../core/clock';
 import { validateBillingConfig, type BillingConfig } from '../core/config';
 import { Events, type FencepostEvent } from '../core/events';
@@ -163,11 +163,16 @@ async function clientCpu(plan: NightPlan, reps: number): Promise<Record<string, 
   const ways: Record<string, () => Promise<void>> = {
     'fence.writeBatch, AttributeValues built directly (today)': async () => {
       const deps = { ddb: doc, jobs: tables.jobs, invoices: tables.invoices, clock: systemClock };
-      for (const b of batches) await fence.writeBatch(deps, job, 12, b);
+      for (const b of batches) await writeInvoices(deps, job, 12, b);
     },
     'document client marshalling, with the token (before)': async () => {
       for (const b of batches) {
-        const token = fence.fencedTransaction(tables, job, 12, b).ClientRequestToken;
+        const token = invoiceTransaction(
+          { ddb: doc, jobs: tables.jobs, invoices: tables.invoices, clock: systemClock },
+          job,
+          12,
+          b,
+        ).ClientRequestToken;
         await doc.send(new TransactWriteCommand({ ClientRequestToken: token, TransactItems: docItems(b) }));
       }
     },
@@ -225,7 +230,7 @@ async function billOverlapped(deps: BillingDeps, date: string, worker: string, c
     for (const chunk of night.chunksToDo) {
       for (const batch of chunkBatches(plan, chunk)) {
         lease.check();
-        transactions += (await fence.writeBatch(fdeps, jobId, lease.token, batch)).transactions;
+        transactions += (await writeInvoices(fdeps, jobId, lease.token, batch)).transactions;
       }
       const previous = tail;
       tail = (async () => {
@@ -234,7 +239,7 @@ async function billOverlapped(deps: BillingDeps, date: string, worker: string, c
         const object = await night.manifest.putChunkObject(chunk, [...renderChunkLines(plan, chunk, lease.token)].join(''));
         lease.check();
         const { first, end } = chunkRange(plan, chunk);
-        await night.manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, invoices: end - first });
+        await night.manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, records: end - first });
         await fence.markChunkDone(fdeps, jobId, lease.token, chunk);
       })();
       tail.catch(() => undefined); // surfaced by the await below

@@ -22,7 +22,7 @@ import { createHash } from 'node:crypto';
 import { TransactWriteItemsCommand, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
 import { BatchWriteCommand, PutCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { systemClock } from '../core/clock';
-import * as fence from '../core/fence';
+import { writeInvoices } from '../core/billing';
 import { chunkBatches, chunkCount, type Invoice, type NightPlan } from '../core/invoices';
 import { Attr, Keys, type TableNames } from '../core/schema';
 import type { Clients } from '../core/stores';
@@ -59,7 +59,7 @@ const variants: Record<string, Variant> = {
   async fenced(c, t, plan) {
     const deps = { ddb: c.ddb, jobs: t.jobs, invoices: t.invoices, clock: systemClock };
     let n = 0;
-    for (const batch of allBatches(plan)) n += (await fence.writeBatch(deps, JOB, TOKEN, batch)).transactions;
+    for (const batch of allBatches(plan)) n += (await writeInvoices(deps, JOB, TOKEN, batch)).transactions;
     return n;
   },
   async bare(c, t, plan) {

@@ -16,11 +16,11 @@ import { Env } from '../lambda/env';
 import { INVOICE_TABLE, JOB_TABLE, LOCK_TABLE } from '../core/schema';
 import type { AwsCall } from '../local/call-log';
 
-export const ACCOUNT = '111111111111';
-export const REGION = 'us-east-1';
+const ACCOUNT = '111111111111';
+const REGION = 'us-east-1';
 
 type Json = Record<string, unknown>;
-export interface TemplateResource {
+interface TemplateResource {
   readonly Type: string;
   readonly Properties?: Json;
 }
@@ -170,9 +170,9 @@ function intrinsic(template: Template, fn: string, arg: unknown): unknown {
 // ---------------------------------------------------------------------------------------------------------------
 // Principals and their policies.
 
-export type PrincipalKind = 'function' | 'state-machine' | 'schedule';
+type PrincipalKind = 'function' | 'state-machine' | 'schedule';
 
-export interface NamedPolicy {
+interface NamedPolicy {
   /** The policy's logical id (AWS::IAM::Policy), `<role>/<PolicyName>` (inline) or the managed policy's ARN. */
   readonly name: string;
   readonly document: { Version?: string; Statement: Json[] };
@@ -276,14 +276,14 @@ function resourcePolicies(template: Template): { covers: (arn: string) => boolea
 // ---------------------------------------------------------------------------------------------------------------
 // Calls → IAM requests.
 
-export interface IamRequest {
+interface IamRequest {
   readonly action: string;
   readonly resource: string;
   readonly context: Readonly<Record<string, string>>;
 }
 
 /** A call that can't be turned into a request (an unknown table, function, …) is denied with this reason. */
-export interface Unmappable {
+interface Unmappable {
   readonly unmappable: string;
 }
 
@@ -308,7 +308,7 @@ const S3_ACTION: Record<string, string> = {
  * The IAM requests one call needs. A transaction needs one per item; a ListObjectsV2 needs s3:ListBucket on the
  * bucket with its Prefix as `s3:prefix` (the call log records the Prefix in `key`).
  */
-export function requestsFor(template: Template, mapping: ResourceMapping, call: AwsCall): (IamRequest | Unmappable)[] {
+function requestsFor(template: Template, mapping: ResourceMapping, call: AwsCall): (IamRequest | Unmappable)[] {
   const req = (action: string, resource: string | Unmappable, context: Record<string, string> = {}): IamRequest | Unmappable =>
     typeof resource === 'string' ? { action, resource, context } : resource;
   switch (call.service) {
@@ -332,7 +332,11 @@ export function requestsFor(template: Template, mapping: ResourceMapping, call: 
       const action = S3_ACTION[call.operation] ?? `s3:${call.operation}`;
       if (action.startsWith('s3:ListBucket')) return [req(action, bucket, call.key === undefined ? {} : { 's3:prefix': call.key })];
       if (call.key === undefined) return [{ unmappable: `${call.operation} without a key` }];
-      return [req(action, `${bucket}/${call.key}`)];
+      // A write's If-Match / If-None-Match headers are the s3:if-match / s3:if-none-match condition keys a bucket
+      // policy can require (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes-enforce.html).
+      const conditional =
+        action === 's3:PutObject' ? Object.fromEntries(Object.entries(call.conditions ?? {}).map(([header, value]) => [`s3:${header}`, value])) : {};
+      return [req(action, `${bucket}/${call.key}`, conditional)];
     }
     case 'lambda':
       return [req(`lambda:${call.operation === 'Invoke' ? 'InvokeFunction' : call.operation}`, functionArn(template, call.target))];
@@ -424,7 +428,7 @@ export const NOT_EXERCISABLE_LOCALLY: readonly Exclusion[] = [
 // ---------------------------------------------------------------------------------------------------------------
 // The proof.
 
-export interface Grant {
+interface Grant {
   /** The policy's name (NamedPolicy.name) and the statement's 1-based index in it. */
   readonly policy: string;
   readonly statement: number;
@@ -433,7 +437,7 @@ export interface Grant {
   readonly condition?: Json;
 }
 
-export interface DeniedRequest {
+interface DeniedRequest {
   readonly operation: string;
   readonly action: string;
   readonly resource: string;
@@ -473,7 +477,7 @@ export interface ProofOptions {
 const list = <T>(v: T | T[] | undefined): T[] => (v === undefined ? [] : Array.isArray(v) ? v : [v]);
 
 /** Each (action, resource) of each Allow statement. A NotAction/NotResource statement is one grant as a whole. */
-export function grantsOf(policy: NamedPolicy): Grant[] {
+function grantsOf(policy: NamedPolicy): Grant[] {
   return policy.document.Statement.flatMap((s, i) => {
     if (s.Effect !== 'Allow') return [];
     const condition = s.Condition as Json | undefined;

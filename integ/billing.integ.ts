@@ -72,22 +72,26 @@ export function fencepostInteg(context: Record<string, unknown> = {}, outdir?: s
 
   // 2. The stores: the job row DONE with all 10 chunks; the manifest DONE, naming 10 chunks of 5,000 invoices each.
   const jobRow = a
-    .awsApiCall('DynamoDB', 'getItem', { TableName: stack.data.jobs.tableName, Key: { pk: { S: Keys.job(INTEG_NIGHT) } }, ConsistentRead: true })
+    .awsApiCall('DynamoDB', 'getItem', {
+      TableName: stack.billing.fenceTable.table.tableName,
+      Key: { pk: { S: Keys.job(INTEG_NIGHT) } },
+      ConsistentRead: true,
+    })
     .expect(
       ExpectedResult.objectLike({
         Item: Match.objectLike({ state: { S: 'DONE' }, chunk_count: { N: '10' } }),
       }),
     );
-  const chunk = Match.objectLike({ invoices: 5_000 });
+  const chunk = Match.objectLike({ records: 5_000 }); // a manifest entry counts the records (invoices) its object holds
   const tenChunks = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [String(i).padStart(2, '0'), chunk]));
-  const manifest = a.awsApiCall('S3', 'getObject', { Bucket: stack.data.bucket.bucketName, Key: Keys.manifest(INTEG_NIGHT) }).expect(
+  const manifest = a.awsApiCall('S3', 'getObject', { Bucket: stack.billing.manifests.bucket.bucketName, Key: Keys.manifest(INTEG_NIGHT) }).expect(
     ExpectedResult.objectLike({
       // Exactly ten chunk entries ("00".."09"), each of 5,000 invoices: 50,000 in all.
       Body: Match.serializedJson(Match.objectLike({ state: 'DONE', chunks: Match.objectLike(tenChunks) })),
     }),
   );
   const manifestCount = a
-    .awsApiCall('S3', 'getObject', { Bucket: stack.data.bucket.bucketName, Key: Keys.manifest(INTEG_NIGHT) })
+    .awsApiCall('S3', 'getObject', { Bucket: stack.billing.manifests.bucket.bucketName, Key: Keys.manifest(INTEG_NIGHT) })
     .expect(ExpectedResult.objectLike({ Body: Match.stringLikeRegexp(`^(?![\\s\\S]*"10": \\{)[\\s\\S]*"09": \\{`) })); // "09" named, no "10"
 
   // 3. The same night again: the job row is DONE, so the run ends AlreadyDone without claiming.

@@ -6,20 +6,23 @@
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { claimRvnFor, tryClaim } from '../core/lease';
-import { Keys } from '../core/schema';
 import { Metric } from '../core/observability';
 import type { Observation } from './observe';
-import { invoke, metrics, nightInput } from './runtime';
+import { fromEnvironment, invoke, metrics, nightInput, type RuntimeSource } from './runtime';
 
-export const handler = (event: { jobDate?: unknown; holder?: unknown; sighting?: Observation }) =>
-  invoke('claim', async (rt) => {
+/** The Claim step, made from a runtime source. */
+export const claim = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; sighting?: Observation }) =>
+  invoke('claim', runtime, async (rt) => {
     const { jobDate, holder } = nightInput(event);
+    const key = rt.job.lock(jobDate);
     const seen = event.sighting;
     const sighting = { holder: seen?.holder, seenRvn: seen?.free === false ? seen.seenRvn : undefined, waitMs: seen?.watch?.unchangedMs ?? 0 };
     const claimRvn = claimRvnFor(holder, { seenRvn: sighting.seenRvn, epoch: seen?.seenEpoch }, seen?.attempt ?? 0);
-    const token = await tryClaim(rt.leaseDeps, Keys.lock(jobDate), holder, rt.config, sighting, claimRvn);
+    const token = await tryClaim(rt.leaseDeps, key, holder, rt.lease, sighting, claimRvn);
     if (token === undefined) return { claimed: false as const };
     if (sighting.waitMs > 0) metrics.addMetric(Metric.takeoverWaitMs, MetricUnit.Milliseconds, sighting.waitMs);
-    rt.deps.events.emit('claim', { key: Keys.lock(jobDate), token, waitedMs: sighting.waitMs });
+    rt.events.emit('claim', { key, token, waitedMs: sighting.waitMs });
     return { claimed: true as const, token };
   });
+
+export const handler = claim(fromEnvironment());

@@ -1,20 +1,29 @@
 /**
- * Complete the night (manifest DONE, then the job row DONE, leaving the sparse index, once every chunk fence item
- * says done: it reads them, dynamodb:GetItem on the job table), then release the lease.
+ * Complete the night: the manifest DONE first, then the job row DONE (it leaves the sparse index; the row is the
+ * authority), once every chunk fence item says done (it reads them: dynamodb:GetItem on the job table); then release
+ * the lease.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { completeNight, resumeManifest } from '../core/billing';
+import { complete as completeRow } from '../core/fence';
 import { resume } from '../core/lease';
-import { Keys } from '../core/schema';
+import { ManifestWriter } from '../core/manifest';
 import { Metric } from '../core/observability';
-import { invoke, metrics, nightInput } from './runtime';
+import { fromEnvironment, invoke, metrics, nightInput, type RuntimeSource } from './runtime';
 
-export const handler = (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
-  invoke('complete', async (rt) => {
+/** The Complete step, made from a runtime source. */
+export const complete = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
+  invoke('complete', runtime, async (rt) => {
     const { jobDate, holder, token } = nightInput(event, { token: true });
-    const lease = await resume(rt.leaseDeps, Keys.lock(jobDate), holder, token, rt.config);
-    await completeNight(rt.deps, lease, resumeManifest(rt.deps, jobDate, token), jobDate, rt.hooks);
+    const jobId = rt.job.job(jobDate);
+    const lease = await resume(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease);
+    lease.check();
+    await rt.hooks?.afterCheck?.({ step: 'complete' });
+    await ManifestWriter.resume(rt.manifestDeps, rt.job.manifestPlace(jobDate), jobId, token).markDone();
+    await completeRow(rt.fenceDeps, jobId, token);
+    rt.events.emit('completed', { token, jobId });
     await lease.release();
     metrics.addMetric(Metric.runsCompleted, MetricUnit.Count, 1);
     return { outcome: 'completed' as const, token };
   });
+
+export const handler = complete(fromEnvironment());

@@ -1,23 +1,28 @@
-/** Environment variable names, in a module with no side effects (the stack and the local runner import it). */
-/** The environment a billing function is deployed with (lib/billing-workflow.ts sets exactly these). */
+/** Environment variable names, in a module with no side effects (the constructs and the local runner import it). */
+/** The environment a fenced job's functions are deployed with (lib/fenced-workflow.ts and lib/sweeper.ts set these). */
 export const Env = {
   handler: 'FENCEPOST_HANDLER',
+  /** The job's name: its runs' keys are `<name>#<date>`, its manifests `<name>/<date>/manifest.json` (job-keys.ts). */
+  jobName: 'FENCEPOST_JOB_NAME',
+  /** Chunks in one run: the raise raises this many chunk fences. */
+  chunks: 'FENCEPOST_CHUNKS',
   lockTable: 'FENCEPOST_LOCK_TABLE',
   jobTable: 'FENCEPOST_JOB_TABLE',
-  invoiceTable: 'FENCEPOST_INVOICE_TABLE',
   bucket: 'FENCEPOST_BUCKET',
   leaseMs: 'FENCEPOST_LEASE_MS',
   renewMs: 'FENCEPOST_RENEW_MS',
   marginMs: 'FENCEPOST_MARGIN_MS',
-  invoices: 'FENCEPOST_INVOICES',
-  chunkSize: 'FENCEPOST_CHUNK_SIZE',
   claimBudget: 'FENCEPOST_CLAIM_BUDGET',
   scheduleTimeZone: 'FENCEPOST_SCHEDULE_TIME_ZONE',
-  /** The sweeper's functions: its storm rule, and the billing state machine it starts runs of. */
+  /** The sweeper's functions: its storm rule, and the job's state machine it starts runs of. */
   stormShare: 'FENCEPOST_STORM_SHARE',
   stormMinimum: 'FENCEPOST_STORM_MINIMUM',
   maxRequeues: 'FENCEPOST_MAX_REQUEUES',
-  billingStateMachineArn: 'FENCEPOST_BILLING_STATE_MACHINE_ARN',
+  jobStateMachineArn: 'FENCEPOST_JOB_STATE_MACHINE_ARN',
+  /** The billing chunk function only (lib/fencepost-stack.ts): its invoice table and the night's invoices. */
+  invoiceTable: 'FENCEPOST_INVOICE_TABLE',
+  invoices: 'FENCEPOST_INVOICES',
+  chunkSize: 'FENCEPOST_CHUNK_SIZE',
   /** Local runs only: the name events carry (the execution's name). */
   worker: 'FENCEPOST_WORKER',
 } as const;

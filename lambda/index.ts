@@ -1,16 +1,35 @@
-/** Every billing handler by name: the name is the function's FENCEPOST_HANDLER variable and its entry file. */
-import { handler as chunk } from './chunk';
-import { handler as claim } from './claim';
-import { handler as complete } from './complete';
-import { handler as observe } from './observe';
-import { handler as prepare } from './prepare';
-import { handler as raise } from './raise';
-import { handler as release } from './release';
-import { handler as sweepSight } from './sweep-sight';
-import { handler as sweepVerify } from './sweep-verify';
+/**
+ * Every handler by name, made from one runtime source: the name is the function's FENCEPOST_HANDLER variable and
+ * its entry file (lambda/<name>.ts, which exports `handler` made from its own environment). The local runner's
+ * source mode makes them from a runtime of its own (local/workflow.ts).
+ */
+import { chunk } from './chunk';
+import { claim } from './claim';
+import { complete } from './complete';
+import { observe } from './observe';
+import { prepare } from './prepare';
+import { raise } from './raise';
+import { release } from './release';
+import type { RuntimeSource } from './runtime';
+import { sweepSight } from './sweep-sight';
+import { sweepVerify } from './sweep-verify';
 
-export const handlers = { prepare, observe, claim, raise, chunk, complete, release, 'sweep-sight': sweepSight, 'sweep-verify': sweepVerify } as const;
-export type HandlerName = keyof typeof handlers;
+/** The handlers, made from `runtime`: each builds nothing until its first invocation asks the source. */
+export function makeHandlers(runtime: RuntimeSource) {
+  return {
+    prepare: prepare(runtime),
+    observe: observe(runtime),
+    claim: claim(runtime),
+    raise: raise(runtime),
+    chunk: chunk(runtime),
+    complete: complete(runtime),
+    release: release(runtime),
+    'sweep-sight': sweepSight(runtime),
+    'sweep-verify': sweepVerify(runtime),
+  } as const;
+}
 
-/** The billing workflow's handlers (the sweeper has its own state machine). */
-export type BillingHandlerName = Exclude<HandlerName, 'sweep-sight' | 'sweep-verify'>;
+export type HandlerName = keyof ReturnType<typeof makeHandlers>;
+
+/** The fenced workflow's own handlers (lib/fenced-workflow.ts): not the chunk (the user's), not the sweeper's. */
+export type FencedHandlerName = Exclude<HandlerName, 'chunk' | 'sweep-sight' | 'sweep-verify'>;

@@ -7,8 +7,7 @@
 import { readJob } from '../core/fence';
 import type { LeaseConfig } from '../core/config';
 import { nextClaimStep, sight, type Sighting, type Watch } from '../core/lease';
-import { Keys } from '../core/schema';
-import { invoke, nightInput } from './runtime';
+import { fromEnvironment, invoke, nightInput, type RuntimeSource } from './runtime';
 
 export interface Observation {
   readonly done: boolean;
@@ -50,20 +49,16 @@ export function observation(
   };
 }
 
-export const handler = (event: { jobDate?: unknown; holder?: unknown; previous?: Partial<Observation> }) =>
-  invoke('observe', async (rt): Promise<Observation> => {
+/** The Observe step, made from a runtime source. */
+export const observe = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; previous?: Partial<Observation> }) =>
+  invoke('observe', runtime, async (rt): Promise<Observation> => {
     const { jobDate } = nightInput(event);
-    const job = await readJob({ ddb: rt.deps.ddb, jobs: rt.deps.tables.jobs }, Keys.job(jobDate));
-    const s = await sight(rt.leaseDeps, Keys.lock(jobDate), rt.config);
-    const { newRvn, ...o } = observation(event.previous, job?.state === 'DONE', s, rt.config);
-    if (newRvn)
-      rt.deps.events.emit('observe', {
-        key: Keys.lock(jobDate),
-        holder: s.holder,
-        epoch: s.epoch,
-        rvn: s.seenRvn,
-        waitMs: s.waitMs,
-        attempt: o.attempt,
-      });
+    const key = rt.job.lock(jobDate);
+    const job = await readJob(rt.fenceDeps, rt.job.job(jobDate));
+    const s = await sight(rt.leaseDeps, key, rt.lease);
+    const { newRvn, ...o } = observation(event.previous, job?.state === 'DONE', s, rt.lease);
+    if (newRvn) rt.events.emit('sighted', { key, holder: s.holder, epoch: s.epoch, rvn: s.seenRvn, waitMs: s.waitMs, attempt: o.attempt });
     return o;
   });
+
+export const handler = observe(fromEnvironment());

@@ -5,7 +5,7 @@
  */
 import { validateDate } from '../core/config';
 import { ConfigError } from '../core/errors';
-import { invoke } from './runtime';
+import { fromEnvironment, invoke, type RuntimeSource } from './runtime';
 
 export interface PrepareInput {
   readonly input?: { readonly jobDate?: unknown; readonly scheduledTime?: unknown };
@@ -23,8 +23,11 @@ export function jobDateOf(input: PrepareInput['input'], timeZone: string): strin
   return new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(at);
 }
 
-export const handler = (event: PrepareInput) =>
-  invoke('prepare', async (rt) => {
+/** The Prepare step, made from a runtime source. */
+export const prepare = (runtime: RuntimeSource) => (event: PrepareInput) =>
+  invoke('prepare', runtime, async (rt) => {
     if (typeof event?.holder !== 'string' || event.holder === '') throw new ConfigError(['holder (the execution name) is required']);
     return { jobDate: jobDateOf(event.input, rt.scheduleTimeZone), holder: event.holder };
   });
+
+export const handler = prepare(fromEnvironment());

@@ -4,20 +4,29 @@
  * do (the chunk fence items an earlier holder had not marked done); a DONE night releases and says so.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { raiseNight } from '../core/billing';
 import { AlreadyDoneError } from '../core/errors';
+import { raise as raiseFences } from '../core/fence';
 import { resume } from '../core/lease';
-import { Keys } from '../core/schema';
+import { ManifestWriter } from '../core/manifest';
 import { Metric } from '../core/observability';
-import { invoke, metrics, nightInput } from './runtime';
+import { fromEnvironment, invoke, metrics, nightInput, type RuntimeSource } from './runtime';
 
-export const handler = (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
-  invoke('raise', async (rt) => {
+/** The RaiseFence step, made from a runtime source. */
+export const raise = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
+  invoke('raise', runtime, async (rt) => {
     const { jobDate, holder, token } = nightInput(event, { token: true });
-    const lease = await resume(rt.leaseDeps, Keys.lock(jobDate), holder, token, rt.config);
+    const jobId = rt.job.job(jobDate);
+    const lease = await resume(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease);
     try {
-      const night = await raiseNight(rt.deps, lease, jobDate, rt.config);
-      return { alreadyDone: false, chunks: night.chunksToDo };
+      // 1. the job row, then every chunk fence: nothing is written into a chunk before every fence answered
+      lease.check();
+      const { job: old, chunksDone } = await raiseFences(rt.fenceDeps, jobId, lease.token, lease.holder, rt.chunks);
+      rt.events.emit('fence-raised', { token: lease.token, previousFence: old?.fence, previousState: old?.state, chunkFences: rt.chunks });
+      // 2. the manifest, S3's copy of the fence
+      lease.check();
+      await ManifestWriter.raise(rt.manifestDeps, rt.job.manifestPlace(jobDate), jobId, lease.token);
+      rt.events.emit('manifest-raised', { token: lease.token });
+      return { alreadyDone: false, chunks: Array.from({ length: rt.chunks }, (_, c) => c).filter((c) => !chunksDone.has(c)) };
     } catch (err) {
       if (!(err instanceof AlreadyDoneError)) throw err;
       await lease.release();
@@ -25,3 +34,5 @@ export const handler = (event: { jobDate?: unknown; holder?: unknown; token?: un
       return { alreadyDone: true, chunks: [] as number[] };
     }
   });
+
+export const handler = raise(fromEnvironment());

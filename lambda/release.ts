@@ -3,13 +3,15 @@
  * It changes nothing if the lease moved on. A run that never got a token has nothing to release.
  */
 import { releaseClaimed } from '../core/lease';
-import { Keys } from '../core/schema';
-import { invoke, nightInput } from './runtime';
+import { fromEnvironment, invoke, nightInput, type RuntimeSource } from './runtime';
 
-export const handler = (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
-  invoke('release', async (rt) => {
+/** The release step of the failure paths, made from a runtime source. */
+export const release = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
+  invoke('release', runtime, async (rt) => {
     const { jobDate, holder } = nightInput(event);
     const token = Number(event.token);
     if (!Number.isSafeInteger(token) || token < 1) return { released: false };
-    return { released: await releaseClaimed(rt.leaseDeps, Keys.lock(jobDate), holder, token, rt.config) };
+    return { released: await releaseClaimed(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease) };
   });
+
+export const handler = release(fromEnvironment());

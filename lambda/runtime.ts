@@ -1,127 +1,169 @@
 /**
- * What every billing Lambda shares: configuration from its environment (read and validated once per process),
+ * What every function of a fenced job shares: the job's settings from its environment (read and validated once),
  * the AWS clients (built once, reused while the function stays warm, with the clock-offset middleware), and
  * Powertools' Logger, Metrics and Tracer. Handlers are thin: parse the input, call the core, map errors.
  *
- * The local runner (local/workflow.ts) runs these same handlers in-process against the embedded stack: it attaches
- * its own clients (and may add an event listener and fault hooks) before the first invocation.
+ * There is no module state to attach to: each handler is made from a RuntimeSource (lambda/index.ts
+ * makeHandlers). A deployed function's entry file builds the default source from its own environment
+ * (`fromEnvironment`); the local runner's source mode (local/workflow.ts) builds a runtime with its own clients,
+ * event listener and fault hooks, and makes the same handlers from it.
  */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, Metrics } from '@aws-lambda-powertools/metrics';
 import { Tracer } from '@aws-lambda-powertools/tracer';
 import { SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
-import type { BillingDeps, BillingHooks } from '../core/billing';
+import type { BillingHooks } from '../core/billing';
 import { outcomeOf } from '../core/billing';
-import { systemClock } from '../core/clock';
+import { type Clock, systemClock } from '../core/clock';
 import { ClockOffsetEstimator, offsetBeyondErrorMs } from '../core/clock-offset';
 import { isTransient } from '../core/conditions';
-import { validateBillingConfig, validateDate, type BillingConfig } from '../core/config';
+import { validateDate, validateLeaseConfig, type LeaseConfig } from '../core/config';
 import { ConfigError, FencepostError } from '../core/errors';
-import { Events, type EventListener, type FencepostEvent } from '../core/events';
+import { Events, type EventListener, type EventName } from '../core/events';
+import type { FenceDeps } from '../core/fence';
 import type { LeaseDeps } from '../core/lease';
-import { awsClients, observeClockOffset, type Clients } from '../core/stores';
+import type { ManifestDeps } from '../core/manifest';
+import { awsClients, measureClockOffset, type Clients } from '../core/stores';
 import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../core/observability';
 import { Env } from './env';
+import { jobKeys, type JobKeys } from './job-keys';
 
-export { Env };
-
+// Powertools' own: one per process, as its documentation places them (they read POWERTOOLS_* at load).
 export const logger = new Logger({ serviceName: SERVICE_NAME });
 export const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName: SERVICE_NAME });
 export const tracer = new Tracer({ serviceName: SERVICE_NAME });
 
+/** A function's environment: `process.env` in AWS, the template's variables in the local runner. */
+export type Environment = Readonly<Record<string, string | undefined>>;
+
+/** What a runtime is built from. */
+export interface RuntimeOptions {
+  /** The function's environment (lambda/env.ts names). */
+  readonly environment: Environment;
+  /** The store clients. @default AWS's (core/stores.ts awsClients), traced by X-Ray */
+  readonly clients?: Clients;
+  /** Hears every event as well as the log. @default - the log only */
+  readonly onEvent?: EventListener;
+  /** Fault hooks between a stop-time check and the write it guards (tests only). @default - none */
+  readonly hooks?: BillingHooks;
+  /** The Step Functions client the sweeper starts runs with. @default a new SFNClient, traced by X-Ray */
+  readonly sfn?: SFNClient;
+}
+
+/** One process's view of the job: its settings, keys and clients. */
 export interface Runtime {
-  readonly deps: BillingDeps;
+  readonly clients: Clients;
+  readonly clock: Clock;
+  readonly events: Events;
+  /** The job's keys (FENCEPOST_JOB_NAME). */
+  readonly job: JobKeys;
+  /** Chunks in one run (FENCEPOST_CHUNKS). */
+  readonly chunks: number;
+  readonly lease: LeaseConfig;
   readonly leaseDeps: LeaseDeps;
-  readonly config: BillingConfig;
+  readonly fenceDeps: FenceDeps;
+  readonly manifestDeps: ManifestDeps;
+  /** The time zone a scheduled start's night is read in. */
   readonly scheduleTimeZone: string;
+  /** The whole environment, for what only one function reads (the sweeper's storm rule, billing's invoice table). */
+  readonly environment: Environment;
   readonly offset: ClockOffsetEstimator;
   readonly hooks?: BillingHooks;
+  /**
+   * Start a run of the job's state machine for a night (the sweeper, after a re-queue). The name is derived from
+   * the night and the fence it re-queued, so a retried sweep step gets ExecutionAlreadyExists, not a second run.
+   */
+  startRun(jobDate: string, fence: number): Promise<string>;
 }
 
-let current: Runtime | undefined;
+/** Builds the runtime on first use: a bad environment then fails an invocation (logged, mapped), not the module load. */
+export type RuntimeSource = () => Runtime;
 
-/** What the local runner injects (local/workflow.ts): its clients for the embedded stack, a listener, fault hooks. */
-export interface LocalAttachment {
-  readonly clients: Clients;
-  readonly onEvent?: EventListener;
-  readonly hooks?: BillingHooks;
-}
-let local: LocalAttachment | undefined;
+/** Milestones go to the log at INFO; the per-batch stream only at DEBUG. */
+const quiet = new Set<EventName>(['batch-committed', 'renew', 'sighted']);
 
-/** Local runner only: call before the first invocation. In AWS nothing is attached and the clients are AWS's. */
-export function attachLocal(attachment: LocalAttachment): void {
-  local = attachment;
-}
-
-function required(name: string): string {
-  const v = process.env[name];
+/** A variable the function cannot run without. */
+export function required(environment: Environment, name: string): string {
+  const v = environment[name];
   if (!v) throw new ConfigError([`environment variable ${name} is not set`]);
   return v;
 }
 
-const optionalInt = (name: string) => (process.env[name] === undefined ? undefined : Number(process.env[name]));
+/** A number variable, or undefined when absent (the caller's validation supplies the default). */
+export function optionalNumber(environment: Environment, name: string): number | undefined {
+  return environment[name] === undefined ? undefined : Number(environment[name]);
+}
 
-/** Milestones go to the log at INFO; the per-batch stream only at DEBUG. */
-const quiet = new Set<FencepostEvent['event']>(['batch-committed', 'renew', 'observe']);
-
-export function runtime(): Runtime {
-  if (current) return current;
-  const config = validateBillingConfig({
-    leaseMs: optionalInt(Env.leaseMs),
-    renewMs: optionalInt(Env.renewMs),
-    marginMs: optionalInt(Env.marginMs),
-    invoices: optionalInt(Env.invoices),
-    chunkSize: optionalInt(Env.chunkSize),
-    claimBudget: optionalInt(Env.claimBudget),
+/** The runtime for one process. @throws ConfigError for a missing or invalid variable */
+export function createRuntime(options: RuntimeOptions): Runtime {
+  const env = options.environment;
+  const lease = validateLeaseConfig({
+    leaseMs: optionalNumber(env, Env.leaseMs),
+    renewMs: optionalNumber(env, Env.renewMs),
+    marginMs: optionalNumber(env, Env.marginMs),
+    claimBudget: optionalNumber(env, Env.claimBudget),
   });
-  const clients = local?.clients ?? awsClients();
-  if (!local) {
-    tracer.captureAWSv3Client(clients.raw);
-    tracer.captureAWSv3Client(clients.s3);
-  }
+  const chunks = Number(required(env, Env.chunks));
+  if (!Number.isSafeInteger(chunks) || chunks < 1) throw new ConfigError([`${Env.chunks} must be a positive integer, got ${env[Env.chunks]}`]);
+  const job = jobKeys(required(env, Env.jobName));
+  const tables = { locks: required(env, Env.lockTable), jobs: required(env, Env.jobTable) };
+  const bucket = required(env, Env.bucket);
+
+  const clients = options.clients ?? traced(awsClients());
+  const clock = systemClock;
   const offset = new ClockOffsetEstimator();
-  observeClockOffset(clients.raw, systemClock, offset);
-  observeClockOffset(clients.s3, systemClock, offset);
-  const events = new Events(process.env[Env.worker] ?? process.env.AWS_LAMBDA_FUNCTION_NAME ?? 'lambda', systemClock).on((e) => {
+  measureClockOffset(clients.raw, clock, offset);
+  measureClockOffset(clients.s3, clock, offset);
+  const events = new Events(env[Env.worker] ?? env.AWS_LAMBDA_FUNCTION_NAME ?? 'lambda', clock).on((e) => {
     if (quiet.has(e.event)) logger.debug(e.event, { ...e });
     else logger.info(e.event, { ...e });
   });
-  if (local?.onEvent) events.on(local.onEvent);
-  const deps: BillingDeps = {
-    ddb: clients.ddb,
-    s3: clients.s3,
-    clock: systemClock,
+  if (options.onEvent) events.on(options.onEvent);
+  let sfn = options.sfn;
+  return {
+    clients,
+    clock,
     events,
-    bucket: required(Env.bucket),
-    tables: { locks: required(Env.lockTable), jobs: required(Env.jobTable), invoices: required(Env.invoiceTable) },
-  };
-  current = {
-    deps,
-    config,
+    job,
+    chunks,
+    lease,
+    leaseDeps: { ddb: clients.ddb, table: tables.locks, clock, events },
+    fenceDeps: { ddb: clients.ddb, jobs: tables.jobs, clock },
+    manifestDeps: { s3: clients.s3, bucket, clock },
+    scheduleTimeZone: env[Env.scheduleTimeZone] ?? 'UTC',
+    environment: env,
     offset,
-    hooks: local?.hooks,
-    leaseDeps: { ddb: deps.ddb, table: deps.tables.locks, clock: systemClock, events },
-    scheduleTimeZone: process.env[Env.scheduleTimeZone] ?? 'UTC',
+    hooks: options.hooks,
+    async startRun(jobDate, fence) {
+      const arn = required(env, Env.jobStateMachineArn);
+      sfn ??= tracer.captureAWSv3Client(new SFNClient({}));
+      const name = `requeue-${jobDate}-f${fence}`;
+      try {
+        await sfn.send(new StartExecutionCommand({ stateMachineArn: arn, name, input: JSON.stringify({ jobDate }) }));
+      } catch (err) {
+        if ((err as Error).name !== 'ExecutionAlreadyExists') throw err;
+      }
+      return name;
+    },
   };
-  return current;
 }
 
-/**
- * Start a billing execution for a night (the sweeper, after a re-queue). The name is derived from the job and the
- * fence it re-queued, so a retried sweep step gets ExecutionAlreadyExists instead of a second run.
- */
-export async function startBillingRun(jobDate: string, fence: number): Promise<string> {
-  const arn = required(Env.billingStateMachineArn);
-  sfn ??= tracer.captureAWSv3Client(new SFNClient({}));
-  const name = `requeue-${jobDate}-f${fence}`;
-  try {
-    await sfn.send(new StartExecutionCommand({ stateMachineArn: arn, name, input: JSON.stringify({ jobDate }) }));
-  } catch (err) {
-    if ((err as Error).name !== 'ExecutionAlreadyExists') throw err;
-  }
-  return name;
+function traced(clients: Clients): Clients {
+  tracer.captureAWSv3Client(clients.raw);
+  tracer.captureAWSv3Client(clients.s3);
+  return clients;
 }
-let sfn: SFNClient | undefined;
+
+/** A source that builds the runtime once, on first use, and hands the same one out after (a warm function's). */
+export function lazily(build: () => Runtime): RuntimeSource {
+  let built: Runtime | undefined;
+  return () => (built ??= build());
+}
+
+/** The default source of a deployed function: its own environment and AWS's clients. */
+export function fromEnvironment(): RuntimeSource {
+  return lazily(() => createRuntime({ environment: process.env }));
+}
 
 /** The error a Retry clause matches: a store that throttled, timed out or failed transiently. */
 export class TransientStoreError extends FencepostError {}
@@ -131,10 +173,12 @@ export class TransientStoreError extends FencepostError {}
  * Errors keep their names, which the state machine's Catch and Retry match: LeaseLostError, StopTimePassedError
  * and FencedOutError end the run quietly as lost; TransientStoreError is retried; anything else fails it.
  */
-export async function invoke<T>(name: string, body: (rt: Runtime) => Promise<T>): Promise<T> {
+export async function invoke<T>(name: string, source: RuntimeSource, body: (rt: Runtime) => Promise<T>): Promise<T> {
   logger.appendKeys({ step: name });
+  let rt: Runtime | undefined;
   try {
-    return await body(runtime());
+    rt = source();
+    return await body(rt);
   } catch (err) {
     const outcome = outcomeOf(err);
     if (outcome === 'fenced-out') metrics.addMetric(Metric.fencedRejections, MetricUnit.Count, 1);
@@ -145,7 +189,7 @@ export async function invoke<T>(name: string, body: (rt: Runtime) => Promise<T>)
     else logger.error(`${name} failed`, err as Error);
     throw err;
   } finally {
-    const est = current?.offset.estimate();
+    const est = rt?.offset.estimate();
     if (est) {
       metrics.addMetric(Metric.clockOffsetMs, MetricUnit.Milliseconds, Math.abs(est.offsetMs));
       metrics.addMetric(Metric.clockOffsetErrorMs, MetricUnit.Milliseconds, est.errorMs);

@@ -3,17 +3,17 @@
  * machine then waits the longest lease among them (a Wait state: the sweeper's own timer) before verifying.
  */
 import { sightClaimed } from '../core/sweeper';
-import { invoke } from './runtime';
+import { fromEnvironment, invoke, type RuntimeSource } from './runtime';
 
-export const handler = () =>
-  invoke('sweep-sight', async (rt) => {
-    const { sightings } = await sightClaimed(
-      { ddb: rt.deps.ddb, jobs: rt.deps.tables.jobs, locks: rt.deps.tables.locks, clock: rt.deps.clock },
-      rt.config,
-    );
+/** The SightClaimed step, made from a runtime source. */
+export const sweepSight = (runtime: RuntimeSource) => () =>
+  invoke('sweep-sight', runtime, async (rt) => {
+    const { sightings } = await sightClaimed({ ddb: rt.clients.ddb, jobs: rt.fenceDeps.jobs, locks: rt.leaseDeps.table, clock: rt.clock }, rt.lease);
     return {
       claimed: sightings.length,
       sightings,
       waitSeconds: Math.ceil(Math.max(0, ...sightings.map((s) => s.leaseMs)) / 1000),
     };
   });
+
+export const handler = sweepSight(fromEnvironment());

@@ -1,25 +1,26 @@
 /**
  * The sweeper's second look, at least a full lease after the first: rows whose lock rvn (and owner, and fence)
  * did not change are orphans. Too many at once is a storm: re-queue none, say so. Otherwise re-queue at a bounded
- * rate, each with one conditional write, and start a billing execution for each re-queued night.
+ * rate, each with one conditional write, and start an execution of the job's state machine for each re-queued night.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { decide, requeue, sightClaimed, type ClaimSighting } from '../core/sweeper';
-import { Keys } from '../core/schema';
+import { SWEEPER_DEFAULTS, decide, requeue, sightClaimed, type ClaimSighting } from '../core/sweeper';
 import { Metric } from '../core/observability';
 import { Env } from './env';
-import { invoke, logger, metrics, startBillingRun } from './runtime';
+import { fromEnvironment, invoke, logger, metrics, optionalNumber, type RuntimeSource } from './runtime';
 
-export const handler = (event: { sighted?: { sightings?: ClaimSighting[] } }) =>
-  invoke('sweep-verify', async (rt) => {
+/** The VerifyAndRequeue step, made from a runtime source. */
+export const sweepVerify = (runtime: RuntimeSource) => (event: { sighted?: { sightings?: ClaimSighting[] } }) =>
+  invoke('sweep-verify', runtime, async (rt) => {
     const first = event?.sighted?.sightings ?? [];
-    const deps = { ddb: rt.deps.ddb, jobs: rt.deps.tables.jobs, locks: rt.deps.tables.locks, clock: rt.deps.clock };
-    const { sightings: second } = await sightClaimed(deps, rt.config);
+    const deps = { ddb: rt.clients.ddb, jobs: rt.fenceDeps.jobs, locks: rt.leaseDeps.table, clock: rt.clock };
+    const { sightings: second } = await sightClaimed(deps, rt.lease);
+    const env = rt.environment;
     const d = decide(first, second, second.length, {
-      leaseMs: rt.config.leaseMs,
-      stormShare: Number(process.env[Env.stormShare] ?? 0.5),
-      stormMinimum: Number(process.env[Env.stormMinimum] ?? 3),
-      maxRequeuesPerSweep: Number(process.env[Env.maxRequeues] ?? 10),
+      leaseMs: rt.lease.leaseMs,
+      stormShare: optionalNumber(env, Env.stormShare) ?? SWEEPER_DEFAULTS.stormShare,
+      stormMinimum: optionalNumber(env, Env.stormMinimum) ?? SWEEPER_DEFAULTS.stormMinimum,
+      maxRequeuesPerSweep: optionalNumber(env, Env.maxRequeues) ?? SWEEPER_DEFAULTS.maxRequeuesPerSweep,
     });
     metrics.addMetric(Metric.orphansFound, MetricUnit.Count, d.orphans.length);
     metrics.addMetric(Metric.sweeperSkippedAlive, MetricUnit.Count, d.alive);
@@ -29,8 +30,10 @@ export const handler = (event: { sighted?: { sightings?: ClaimSighting[] } }) =>
     const requeued: string[] = [];
     for (const o of d.requeueNow) {
       if (!(await requeue(deps, o))) continue; // a new holder raised the fence in between: nothing to do
-      requeued.push(await startBillingRun(o.jobId.slice(Keys.job('').length), o.fence));
+      requeued.push(await rt.startRun(rt.job.dateOf(o.jobId), o.fence));
     }
     metrics.addMetric(Metric.orphansRequeued, MetricUnit.Count, requeued.length);
     return { orphans: d.orphans.length, storm: d.storm, requeued, deferred: d.deferred, alive: d.alive };
   });
+
+export const handler = sweepVerify(fromEnvironment());

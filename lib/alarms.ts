@@ -19,17 +19,34 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../core/observability';
+import { pascalName } from './fenced-workflow';
 
 export interface FencepostAlarmsProps {
+  /** The job's name, as the alarms' descriptions say it. */
+  readonly name: string;
+  /** The lock table. */
   readonly locks: dynamodb.ITable;
+  /** The job table. */
   readonly jobs: dynamodb.ITable;
-  readonly invoices: dynamodb.ITable;
+  /**
+   * The tables the chunks write in their fenced transactions, by a short lowercase id (e.g. `{ invoices: table }`):
+   * their TransactionConflict is watched with the job table's.
+   * @default - the job table's alone
+   */
+  readonly fencedTables?: Readonly<Record<string, dynamodb.ITable>>;
+  /** The job's state machine. */
   readonly stateMachine: sfn.IStateMachine;
   /** The nightly schedule's dead-letter queue. */
   readonly deadLetterQueue: sqs.IQueue;
-  /** The orphan sweeper's state machine and its schedule's dead-letter queue. */
+  /** The orphan sweeper's state machine. */
   readonly sweeper: sfn.IStateMachine;
+  /** The sweeper schedule's dead-letter queue. */
   readonly sweeperDeadLetterQueue: sqs.IQueue;
+  /**
+   * What the job's chunks report, graphed first on the dashboard (e.g. records written and chunks committed).
+   * @default - no progress graph
+   */
+  readonly progress?: { readonly left: cloudwatch.IMetric[]; readonly right?: cloudwatch.IMetric[] };
   /** Alarm above this estimated clock offset (ms); below the margin. */
   readonly clockOffsetAlarmMs: number;
   /** The lease margin (ms), drawn on the clock-offset graph for scale. */
@@ -38,7 +55,7 @@ export interface FencepostAlarmsProps {
   readonly fencedRejectionsThreshold: number;
   /** Alarm above this many ConditionalCheckFailedRequests on one table, or TransactionConflicts on the fenced tables, in 5 minutes. */
   readonly conditionalCheckFailedThreshold: number;
-  /** Hour (0..23, in timeZone) by which the night must be DONE. */
+  /** Hour (0..23, in timeZone) by which the night's run must be DONE. */
   readonly deadlineHour: number;
   /** IANA time zone of the schedule and the deadline. */
   readonly timeZone: string;
@@ -46,13 +63,14 @@ export interface FencepostAlarmsProps {
   readonly alarmEmail?: string;
 }
 
+/** The alarms, by name (FencepostAlarms.alarms). */
 export type AlarmName =
   | 'clockOffset'
   | 'fencedRejections'
   | 'lockConditionalChecks'
   | 'jobConditionalChecks'
   | 'transactionConflicts'
-  | 'billingNotDone'
+  | 'notDone'
   | 'executionsFailed'
   | 'executionsTimedOut'
   | 'executionsAborted'
@@ -63,7 +81,14 @@ export type AlarmName =
 
 const FIVE_MINUTES = Duration.minutes(5);
 
-function appMetric(metricName: string, statistic: string, period: Duration = FIVE_MINUTES): cloudwatch.Metric {
+/**
+ * A metric the functions publish (Powertools, namespace and `service` dimension from core/observability.ts).
+ *
+ * @param metricName - its name (core/observability.ts `Metric`)
+ * @param statistic - e.g. `Sum`, `Maximum`
+ * @param period - @default Duration.minutes(5)
+ */
+export function appMetric(metricName: string, statistic: string, period: Duration = FIVE_MINUTES): cloudwatch.Metric {
   return new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: SERVICE_NAME }, statistic, period });
 }
 
@@ -73,20 +98,22 @@ function appMetric(metricName: string, statistic: string, period: Duration = FIV
  * (which the metrics page defines for PutItem, UpdateItem and DeleteItem): the app's FencedRejections is the only
  * count of those (docs/ALARMS.md).
  */
-function transactionConflicts(props: Pick<FencepostAlarmsProps, 'jobs' | 'invoices'>): cloudwatch.MathExpression {
+function transactionConflicts(props: Pick<FencepostAlarmsProps, 'jobs' | 'fencedTables'>): cloudwatch.MathExpression {
+  const tables: Record<string, dynamodb.ITable> = { jobs: props.jobs, ...props.fencedTables };
+  const ids = Object.keys(tables);
   return new cloudwatch.MathExpression({
-    expression: 'FILL(jobs, 0) + FILL(invoices, 0)',
-    usingMetrics: {
-      jobs: props.jobs.metric('TransactionConflict', { statistic: 'Sum', period: FIVE_MINUTES }),
-      invoices: props.invoices.metric('TransactionConflict', { statistic: 'Sum', period: FIVE_MINUTES }),
-    },
+    expression: ids.map((id) => `FILL(${id}, 0)`).join(' + '),
+    usingMetrics: Object.fromEntries(ids.map((id) => [id, tables[id].metric('TransactionConflict', { statistic: 'Sum', period: FIVE_MINUTES })])),
     period: FIVE_MINUTES,
-    label: 'job + invoice table TransactionConflict',
+    label: `${ids.join(' + ')} TransactionConflict`,
   });
 }
 
+/** The job's alarms, the topic they notify (KMS-encrypted) and its dashboard. */
 export class FencepostAlarms extends Construct {
+  /** Every alarm notifies it (docs/ALARMS.md says what to do for each). */
   readonly topic: sns.Topic;
+  /** The topic's customer managed key (CloudWatch cannot publish under the AWS managed one). */
   readonly key: kms.Key;
   readonly alarms: Readonly<Record<AlarmName, cloudwatch.Alarm>>;
   readonly dashboard: cloudwatch.Dashboard;
@@ -154,19 +181,19 @@ export class FencepostAlarms extends Construct {
           'Safety holds (the fence refused them); find who is writing: Fencepost dashboard, LeaseLost, FencedRejections, the executions list. See docs/ALARMS.md.',
       );
 
-    const billingNotDone = alarm('BillingNotDone', {
+    const notDone = alarm(`${pascalName(props.name)}NotDone`, {
       metric: appMetric(Metric.runsCompleted, 'Sum', Duration.days(1)),
       threshold: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
       evaluationPeriods: 1,
       treatMissingData: cloudwatch.TreatMissingData.BREACHING, // no datapoint at all is exactly "no run completed"
       alarmDescription:
-        `No billing run completed in the 24 hours ending at the ${props.deadlineHour}:00 ${props.timeZone} deadline: tonight's invoices are not DONE. ` +
-        'Check the billing state machine executions and the schedule DLQ, then start a run for the night by hand (a duplicate run is harmless: lease and fence). See docs/ALARMS.md.',
+        `No ${props.name} run completed in the 24 hours ending at the ${props.deadlineHour}:00 ${props.timeZone} deadline: tonight's run is not DONE. ` +
+        `Check the ${props.name} state machine executions and the schedule DLQ, then start a run for the night by hand (a duplicate run is harmless: lease and fence). See docs/ALARMS.md.`,
     });
     // Evaluated once a day, when a 1-day period closes. The period's "midnight" is placed at the deadline by the
     // fixed UTC offset below, so the alarm looks at exactly the 24 hours that end at the deadline (docs/ALARMS.md).
-    (billingNotDone.node.defaultChild as cloudwatch.CfnAlarm).evaluationWindow = {
+    (notDone.node.defaultChild as cloudwatch.CfnAlarm).evaluationWindow = {
       wallClockWindow: { timezone: deadlineWindowZone(props.timeZone, props.deadlineHour) },
     };
 
@@ -216,18 +243,18 @@ export class FencepostAlarms extends Construct {
         above(
           conflicts,
           props.conditionalCheckFailedThreshold,
-          `DynamoDB rejected more than ${props.conditionalCheckFailedThreshold} item-level writes on the job and invoice tables in 5 minutes because another request was writing the same item at that moment (TransactionConflict). ` +
+          `DynamoDB rejected more than ${props.conditionalCheckFailedThreshold} item-level writes on the job table and the tables the chunks write in 5 minutes because another request was writing the same item at that moment (TransactionConflict). ` +
             "With one chunk at a time a holder never races itself, so this means two writers on one night at once: a zombie's transactions against the new holder's raise or puts, or a sweeper re-queue against a running chunk. " +
             'The chunk retries them and the fence keeps the data safe; find the second writer (FencedRejections, LeaseLost, the executions list). See docs/ALARMS.md.',
         ),
       ),
-      billingNotDone,
+      notDone,
       executionsFailed: alarm(
         'ExecutionsFailed',
         atLeast(
           sm.metricFailed({ period: FIVE_MINUTES }),
           1,
-          'A billing execution failed (a lost lease ends quietly, so this is something else: a bug, a permission, a store error). ' +
+          `A ${props.name} execution failed (a lost lease ends quietly, so this is something else: a bug, a permission, a store error). ` +
             'It released its lease conditionally. Read the execution history, fix the cause, start the night again (safe to re-run).',
         ),
       ),
@@ -236,7 +263,7 @@ export class FencepostAlarms extends Construct {
         atLeast(
           sm.metricTimedOut({ period: FIVE_MINUTES }),
           1,
-          'A billing execution hit its state machine timeout. Its lease lapses on its own and the sweeper re-queues the job; ' +
+          `A ${props.name} execution hit its state machine timeout. Its lease lapses on its own and the sweeper re-queues the job; ` +
             'check why it was slow (throttling, a stuck chunk) and whether the night still finishes before the deadline.',
         ),
       ),
@@ -245,7 +272,7 @@ export class FencepostAlarms extends Construct {
         atLeast(
           sm.metricAborted({ period: FIVE_MINUTES }),
           1,
-          'A billing execution was stopped (StopExecution, by a person or automation). It could not release its lease, which lapses; ' +
+          `A ${props.name} execution was stopped (StopExecution, by a person or automation). It could not release its lease, which lapses; ` +
             'the sweeper re-queues the job. Make sure the stop was intended and that the night is re-run.',
         ),
       ),
@@ -254,7 +281,7 @@ export class FencepostAlarms extends Construct {
         above(
           props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: FIVE_MINUTES }),
           0,
-          'EventBridge Scheduler could not start the billing state machine after its retries: a night was never started. ' +
+          `EventBridge Scheduler could not start the ${props.name} state machine after its retries: a night was never started. ` +
             'Read the message (it carries the error), fix it (role, state machine), start the night by hand, then purge the queue.',
         ),
       ),
@@ -264,7 +291,7 @@ export class FencepostAlarms extends Construct {
           appMetric(Metric.sweeperStorm, 'Sum'),
           1,
           'The orphan sweeper saw most claimed jobs look dead at once and re-queued NONE of them (Part 6: a storm usually means our own renewal ' +
-            'path is failing, not the holders). Check the lock table (throttling, errors), the billing executions and LeaseLost. If the holders ' +
+            `path is failing, not the holders). Check the lock table (throttling, errors), the ${props.name} executions and LeaseLost. If the holders ` +
             'really are gone (a mass crash), re-run the nights by hand; the fence keeps that safe.',
         ),
       ),
@@ -297,7 +324,7 @@ export class FencepostAlarms extends Construct {
       new cloudwatch.GraphWidget({ title, left, width: 8, height: 6, ...extra });
     const dashboard = new cloudwatch.Dashboard(this, 'Dashboard');
     dashboard.addWidgets(
-      graph('Run progress', [sum(Metric.invoicesRecorded), sum(Metric.invoicesAlreadyRecorded)], { right: [sum(Metric.chunksCommitted)] }),
+      ...(props.progress ? [graph('Run progress', props.progress.left, { right: props.progress.right })] : []),
       graph('Runs', [sum(Metric.runsCompleted), sum(Metric.runsAlreadyDone), sum(Metric.runsLost)]),
       graph('Executions', [sm.metricStarted(), sm.metricSucceeded(), sm.metricFailed(), sm.metricTimedOut(), sm.metricAborted()]),
     );

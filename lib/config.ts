@@ -1,17 +1,20 @@
 /**
- * The stack's configuration: one CDK context key, `fencepost`, read and validated once. Every problem is
+ * The billing stack's configuration: one CDK context key, `fencepost`, read and validated once. Every problem is
  * collected and thrown as one ConfigError, so a bad cdk.json is fixed in one pass and nothing is synthesized
- * from it (STYLE 7). The lease and night settings go through the core's own checks (core/config.ts), so
- * the CLI and the stack refuse exactly the same values.
+ * from it (STYLE 7). The job's settings go through FencedJob's own checks (fencedJobProblems, which uses the
+ * core's lease checks), so the CLI, a FencedJob and the stack refuse exactly the same values; the night's size
+ * (invoices, chunkSize) and the chunk's time are billing's own.
  */
+import { Duration } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { ConfigError } from '../core/errors';
-import { DEFAULTS, validateBillingConfig } from '../core/config';
-import { SFN_QUOTAS, chunkMapProblems, type WorkflowSettings } from './billing-workflow';
+import { DEFAULTS } from '../core/config';
+import { FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobSettings } from './fenced-job';
 
 /** The context key that holds every setting below (cdk.json `context.fencepost`). */
 export const CONTEXT_KEY = 'fencepost';
 
+/** The settings of the billing job, as cdk.json names them. */
 export interface StackConfig {
   /** How long a lease lasts without renewal. @default 10000 (Part 0) */
   readonly leaseMs: number;
@@ -23,16 +26,12 @@ export interface StackConfig {
   readonly invoices: number;
   /** Invoices per chunk (one Lambda invocation each). @default 5000 (Part 0: 10 chunks of 5,000) */
   readonly chunkSize: number;
-  /**
-   * Chunks the workflow runs at once (the Map's MaxConcurrency): 1..40 while the night's chunks run inline,
-   * 1..10,000 when they run as a Distributed Map. @default 1
-   */
+  /** Chunks the workflow runs at once: 1..40 inline, 1..10,000 as a Distributed Map. @default 1 */
   readonly chunkConcurrency: number;
   /**
-   * Nights of more chunks than this run them as a Distributed Map (a child execution per chunk), not inline in the
-   * billing execution, whose history (25,000 events) and state (256 KiB) would otherwise grow with the night.
-   * 0: always distributed. @default 500 (the worst-case history of 500 inline chunks at the default lease and
-   * claim budget is about 17,100 events; see chunkMapPlan)
+   * Nights of more chunks than this run them as a Distributed Map (a child execution per chunk). 0: always
+   * distributed. @default 500 (the worst-case history of 500 inline chunks at the default lease and claim budget is
+   * about 17,100 events; see lib/chunk-plan.ts chunkMapPlan)
    */
   readonly distributedMapAboveChunks: number;
   /** Leases a claimant waits on a live holder before it gives up. @default 30 */
@@ -61,30 +60,93 @@ export interface StackConfig {
   readonly sweeperMaxRequeues: number;
 }
 
-/** The reference text's numbers (ARCHITECTURE.md section 8); cdk.json repeats them so they are visible. */
+/** FencedJob's defaults with billing's night (core/config.ts DEFAULTS); cdk.json repeats them so they are visible. */
 export const STACK_DEFAULTS: StackConfig = {
-  leaseMs: DEFAULTS.leaseMs,
-  renewMs: DEFAULTS.renewMs,
-  marginMs: DEFAULTS.marginMs,
+  leaseMs: FENCED_JOB_DEFAULTS.leaseMs,
+  renewMs: FENCED_JOB_DEFAULTS.renewMs,
+  marginMs: FENCED_JOB_DEFAULTS.marginMs,
   invoices: DEFAULTS.invoices,
   chunkSize: DEFAULTS.chunkSize,
-  chunkConcurrency: 1,
-  distributedMapAboveChunks: 500,
-  claimBudget: DEFAULTS.claimBudget,
-  scheduleExpression: 'cron(30 1 * * ? *)',
-  scheduleTimeZone: 'UTC',
-  clockOffsetAlarmMs: 500,
-  fencedRejectionsAlarmThreshold: 1,
-  // One waiting claimant claims only after one rvn stayed unchanged a full lease, so it fails at most one claim per
-  // lease it waits: 300 s / 10 s + 1 = 31 in 5 minutes
-  // (and claimBudget + 1 = 31 in all). Above 40 means more than one claimant, or renewals failing en masse.
-  conditionalCheckFailedAlarmThreshold: 40,
-  billingDeadlineHour: 5,
-  sweeperScheduleExpression: 'rate(1 minute)',
-  sweeperStormShare: 0.5,
-  sweeperStormMinimum: 3,
-  sweeperMaxRequeues: 10,
+  chunkConcurrency: FENCED_JOB_DEFAULTS.chunkConcurrency,
+  distributedMapAboveChunks: FENCED_JOB_DEFAULTS.distributedMapAboveChunks,
+  claimBudget: FENCED_JOB_DEFAULTS.claimBudget,
+  scheduleExpression: FENCED_JOB_DEFAULTS.scheduleExpression,
+  scheduleTimeZone: FENCED_JOB_DEFAULTS.scheduleTimeZone,
+  clockOffsetAlarmMs: FENCED_JOB_DEFAULTS.clockOffsetAlarmMs,
+  fencedRejectionsAlarmThreshold: FENCED_JOB_DEFAULTS.fencedRejectionsAlarmThreshold,
+  conditionalCheckFailedAlarmThreshold: FENCED_JOB_DEFAULTS.conditionalCheckFailedAlarmThreshold,
+  billingDeadlineHour: FENCED_JOB_DEFAULTS.deadlineHour,
+  sweeperScheduleExpression: FENCED_JOB_DEFAULTS.sweeperScheduleExpression,
+  sweeperStormShare: FENCED_JOB_DEFAULTS.sweeperStormShare,
+  sweeperStormMinimum: FENCED_JOB_DEFAULTS.sweeperStormMinimum,
+  sweeperMaxRequeues: FENCED_JOB_DEFAULTS.sweeperMaxRequeues,
 };
+
+/**
+ * The billing chunk function's timeout. A chunk is 51 transactions (5,000 invoices, 99 Puts each) plus its object and
+ * a manifest commit: about 2.5 s (docs/PERFORMANCE.md). A minute leaves room for retries of every call, each bounded
+ * by the SDK's request timeout (core/stores.ts awsClients). Longer would only let a stuck chunk keep renewing its
+ * lease (the heartbeat runs beside the work) while writing nothing, holding the night from a new holder.
+ */
+export const CHUNK_TIMEOUT = Duration.minutes(1);
+
+/**
+ * The chunk-time assumption: one fenced transaction (1 check + 99 Puts) takes ~50 ms (DynamoDB Local on the 2-core
+ * development machine: 510 in 23.95 s, docs/PERFORMANCE.md bench 8; AWS is expected to be faster), and the tail
+ * (chunk object, manifest commit, progress update) ~50 ms (measured 29–45 ms). A chunk must fit in half its
+ * function's timeout: the other half is for the SDK's retries of slow calls (core/stores.ts REQUEST_TIMEOUT_MS).
+ */
+export const CHUNK_TIME = { msPerTransaction: 50, tailMs: 50, putsPerTransaction: 99, shareOfTimeout: 0.5 } as const;
+
+const digits = (n: number) => String(Math.max(0, Math.floor(n))).length;
+
+/** A billing night's chunks: their count, the estimated time of one, and the largest output of one. */
+export interface BillingChunks {
+  readonly chunks: number;
+  /** Estimated duration of one chunk (CHUNK_TIME). */
+  readonly chunkMs: number;
+  /** `{"chunk":N,"recorded":S,"alreadyRecorded":S,"transactions":T}` (lambda/chunk.ts) at its widest. */
+  readonly chunkOutputBytes: number;
+}
+
+/** The chunks of a night of `invoices` in chunks of `chunkSize` (both positive integers). */
+export function billingChunks(c: Pick<StackConfig, 'invoices' | 'chunkSize'>): BillingChunks {
+  const chunks = Math.ceil(c.invoices / c.chunkSize);
+  const transactions = Math.ceil(c.chunkSize / CHUNK_TIME.putsPerTransaction);
+  return {
+    chunks,
+    chunkMs: transactions * CHUNK_TIME.msPerTransaction + CHUNK_TIME.tailMs,
+    chunkOutputBytes: 57 + digits(chunks - 1) + 2 * digits(c.chunkSize) + digits(transactions),
+  };
+}
+
+/** The billing job's FencedJob settings, from a validated configuration. */
+export function jobSettings(c: StackConfig): FencedJobSettings {
+  return { ...plainSettings(c), ...billingChunks(c) };
+}
+
+/** The settings that do not depend on the night's size. */
+function plainSettings(c: StackConfig): Omit<FencedJobSettings, keyof BillingChunks> {
+  return {
+    chunkConcurrency: c.chunkConcurrency,
+    distributedMapAboveChunks: c.distributedMapAboveChunks,
+    leaseMs: c.leaseMs,
+    renewMs: c.renewMs,
+    marginMs: c.marginMs,
+    claimBudget: c.claimBudget,
+    scheduleExpression: c.scheduleExpression,
+    scheduleTimeZone: c.scheduleTimeZone,
+    deadlineHour: c.billingDeadlineHour,
+    clockOffsetAlarmMs: c.clockOffsetAlarmMs,
+    fencedRejectionsAlarmThreshold: c.fencedRejectionsAlarmThreshold,
+    conditionalCheckFailedAlarmThreshold: c.conditionalCheckFailedAlarmThreshold,
+    alarmEmail: c.alarmEmail,
+    sweeperScheduleExpression: c.sweeperScheduleExpression,
+    sweeperStormShare: c.sweeperStormShare,
+    sweeperStormMinimum: c.sweeperStormMinimum,
+    sweeperMaxRequeues: c.sweeperMaxRequeues,
+  };
+}
 
 const NUMBER_KEYS = [
   'leaseMs',
@@ -105,16 +167,6 @@ const NUMBER_KEYS = [
 ] as const;
 const STRING_KEYS = ['scheduleExpression', 'scheduleTimeZone', 'alarmEmail', 'sweeperScheduleExpression'] as const;
 const KNOWN_KEYS: ReadonlySet<string> = new Set([...NUMBER_KEYS, ...STRING_KEYS]);
-
-/** The core reports problems under the CLI's flag names; say them as the context keys the user wrote. */
-const CLI_TO_CONTEXT: Record<string, string> = {
-  'lease-ms': 'leaseMs',
-  'renew-ms': 'renewMs',
-  'margin-ms': 'marginMs',
-  'claim-budget': 'claimBudget',
-  'chunk-size': 'chunkSize',
-  invoices: 'invoices',
-};
 
 /** Reads `context.fencepost` from the app (cdk.json, or `-c fencepost='{...}'`) and validates it. */
 export function readStackConfig(scope: Construct): StackConfig {
@@ -137,48 +189,24 @@ export function parseStackConfig(raw: unknown): StackConfig {
   if (problems.length > 0) throw new ConfigError(problems);
 
   const c = { ...STACK_DEFAULTS, ...given } as StackConfig;
-  problems.push(...coreProblems(c));
-  // How the chunks run on AWS (Map mode, concurrency, chunk time, history, payload): the figures it reads must be
-  // valid (the core has already said which are not).
-  const planned = [c.invoices, c.chunkSize, c.leaseMs, c.claimBudget].every((n) => Number.isSafeInteger(n) && n >= 1);
-  if (planned) problems.push(...chunkMapProblems(c));
-  else if (!Number.isSafeInteger(c.chunkConcurrency) || c.chunkConcurrency < 1 || c.chunkConcurrency > SFN_QUOTAS.distributedConcurrency) {
-    problems.push(`chunkConcurrency must be an integer from 1 to ${SFN_QUOTAS.distributedConcurrency}, got ${c.chunkConcurrency}`);
-  }
-  const problem = scheduleProblem(c.scheduleExpression);
-  if (problem) problems.push(problem);
-  if (!isTimeZone(c.scheduleTimeZone))
-    problems.push(`scheduleTimeZone must be an IANA time zone such as UTC or Europe/Paris, got ${JSON.stringify(c.scheduleTimeZone)}`);
-  if (!Number.isSafeInteger(c.clockOffsetAlarmMs) || c.clockOffsetAlarmMs < 1) {
-    problems.push(`clockOffsetAlarmMs must be a positive integer, got ${c.clockOffsetAlarmMs}`);
-  } else if (c.clockOffsetAlarmMs >= c.marginMs) {
-    // The margin absorbs clock error (Part 2, Part 3); an alarm at or past it would fire only after the margin is gone.
+  // The night's size is billing's own; the job's chunks follow from it once it is valid.
+  const sized = (['invoices', 'chunkSize'] as const).filter((key) => {
+    if (Number.isSafeInteger(c[key]) && c[key] >= 1) return true;
+    problems.push(`${key} must be a positive integer, got ${c[key]}`);
+    return false;
+  });
+  const night = sized.length === 2 ? billingChunks(c) : undefined;
+  const budgetMs = CHUNK_TIMEOUT.toMilliseconds() * CHUNK_TIME.shareOfTimeout;
+  if (night && night.chunkMs > budgetMs) {
+    const maxSize = Math.floor((budgetMs - CHUNK_TIME.tailMs) / CHUNK_TIME.msPerTransaction) * CHUNK_TIME.putsPerTransaction;
     problems.push(
-      `clockOffsetAlarmMs (${c.clockOffsetAlarmMs}) must be less than marginMs (${c.marginMs}): the alarm must fire before clock error eats the margin`,
+      `chunkSize (${c.chunkSize}) makes a chunk of about ${(night.chunkMs / 1000).toFixed(1)} s (${CHUNK_TIME.msPerTransaction} ms per transaction of ${CHUNK_TIME.putsPerTransaction} invoices), more than half the chunk function's ${CHUNK_TIMEOUT.toSeconds()} s timeout: at most ${maxSize}`,
     );
   }
-  for (const key of ['fencedRejectionsAlarmThreshold', 'conditionalCheckFailedAlarmThreshold'] as const) {
-    if (!Number.isSafeInteger(c[key]) || c[key] < 1) problems.push(`${key} must be a positive integer, got ${c[key]}`);
-  }
-  if (!Number.isSafeInteger(c.billingDeadlineHour) || c.billingDeadlineHour < 0 || c.billingDeadlineHour > 23) {
-    problems.push(`billingDeadlineHour must be an hour of the day from 0 to 23, got ${c.billingDeadlineHour}`);
-  } else if (!problem) {
-    const gap = deadlineGapMinutes(c.scheduleExpression, c.billingDeadlineHour);
-    if (gap !== undefined && gap < 60) {
-      problems.push(
-        `billingDeadlineHour (${c.billingDeadlineHour}:00) must be at least an hour after the scheduled start (${gap} minutes is too little for a night's run)`,
-      );
-    }
-  }
-  const sweepProblem = scheduleProblem(c.sweeperScheduleExpression);
-  if (sweepProblem) problems.push(sweepProblem.replace('scheduleExpression', 'sweeperScheduleExpression'));
-  if (!(c.sweeperStormShare > 0 && c.sweeperStormShare <= 1)) problems.push(`sweeperStormShare must be in (0, 1], got ${c.sweeperStormShare}`);
-  for (const key of ['sweeperStormMinimum', 'sweeperMaxRequeues'] as const) {
-    if (!Number.isSafeInteger(c[key]) || c[key] < 1) problems.push(`${key} must be a positive integer, got ${c[key]}`);
-  }
-  if (c.alarmEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(c.alarmEmail)) {
-    problems.push(`alarmEmail must be an e-mail address, got ${JSON.stringify(c.alarmEmail)}`);
-  }
+  // Without a valid night the chunks are unknown: the job's checks skip what depends on them.
+  const chunks = night ?? { chunks: undefined, chunkOutputBytes: FENCED_JOB_DEFAULTS.chunkOutputBytes };
+  const wording = night && { subject: `chunkSize (${c.chunkSize}) makes ${night.chunks} chunks`, fewer: 'raise chunkSize' };
+  problems.push(...fencedJobProblems({ ...plainSettings(c), ...chunks }, wording).map((p) => p.replace(/^deadlineHour\b/, 'billingDeadlineHour')));
   if (problems.length > 0) throw new ConfigError(problems);
   return c;
 }
@@ -199,67 +227,4 @@ function asObject(raw: unknown, problems: string[]): Record<string, unknown> {
     return {};
   }
   return value as Record<string, unknown>;
-}
-
-/** The core's lease and night checks (client-go's relation checks, Part 2/3), reworded to the context keys. */
-function coreProblems(c: StackConfig): string[] {
-  try {
-    validateBillingConfig({
-      leaseMs: c.leaseMs,
-      renewMs: c.renewMs,
-      marginMs: c.marginMs,
-      claimBudget: c.claimBudget,
-      invoices: c.invoices,
-      chunkSize: c.chunkSize,
-    });
-    return [];
-  } catch (err) {
-    if (!(err instanceof ConfigError)) throw err;
-    return err.problems.map((p) => p.replace(/\b[a-z]+(?:-[a-z]+)*\b/g, (word) => CLI_TO_CONTEXT[word] ?? word));
-  }
-}
-
-/** EventBridge Scheduler's recurring forms: cron(6 fields) or rate(N unit). `at(...)` is one-off, not nightly. */
-function scheduleProblem(expression: string): string | undefined {
-  const cron = /^cron\((.+)\)$/.exec(expression);
-  if (cron) {
-    const fields = cron[1].trim().split(/\s+/);
-    return fields.length === 6
-      ? undefined
-      : `scheduleExpression cron(...) needs 6 fields (minutes hours day-of-month month day-of-week year), got ${fields.length} in ${expression}`;
-  }
-  if (/^rate\([1-9]\d* (minute|minutes|hour|hours|day|days)\)$/.test(expression)) return undefined;
-  return `scheduleExpression must be cron(...) or rate(N unit), got ${JSON.stringify(expression)}`;
-}
-
-function isTimeZone(name: string): boolean {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: name });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Minutes from a cron's fixed daily start to the deadline hour, or undefined when the start isn't one fixed time. */
-function deadlineGapMinutes(expression: string, deadlineHour: number): number | undefined {
-  const m = /^cron\((\d{1,2}) (\d{1,2}) /.exec(expression);
-  if (!m) return undefined;
-  const start = Number(m[2]) * 60 + Number(m[1]);
-  return (((deadlineHour * 60 - start) % 1440) + 1440) % 1440;
-}
-
-/** The settings the billing workflow takes (its `WorkflowSettings`). */
-export function workflowSettings(c: StackConfig): WorkflowSettings {
-  return {
-    leaseMs: c.leaseMs,
-    renewMs: c.renewMs,
-    marginMs: c.marginMs,
-    invoices: c.invoices,
-    chunkSize: c.chunkSize,
-    chunkConcurrency: c.chunkConcurrency,
-    distributedMapAboveChunks: c.distributedMapAboveChunks,
-    claimBudget: c.claimBudget,
-    scheduleTimeZone: c.scheduleTimeZone,
-  };
 }

@@ -1,91 +1,73 @@
 /**
- * The deployable stack: stores, the billing workflow (owned by lib/billing-workflow.ts), the nightly
- * schedule and the alarms. It only composes; each construct owns its resources and exposes them.
- * Environment-agnostic: no account or Region lookups, so `cdk synth` needs no credentials.
+ * The deployable billing stack: one FencedJob named `billing` (its lock and job tables, manifest bucket, workflow,
+ * schedules, sweeper and alarms) whose chunk function bills invoices, and the invoice table that function writes.
+ * It only composes. Environment-agnostic: no account or Region lookups, so `cdk synth` needs no credentials.
  */
 import { CfnOutput, Duration, Stack, type StackProps } from 'aws-cdk-lib';
-import { Construct } from 'constructs';
-import { FencepostAlarms } from './alarms';
-import { BillingWorkflow } from './billing-workflow';
-import { type StackConfig, workflowSettings } from './config';
-import { FencepostData } from './data';
-import { NightlySchedule } from './schedule';
-import { OrphanSweeper } from './sweeper';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type { Construct } from 'constructs';
+import { INVOICE_TABLE } from '../core/schema';
+import { Metric } from '../core/observability';
+import { Env } from '../lambda/env';
+import { appMetric } from './alarms';
+import { CHUNK_TIMEOUT, type StackConfig, jobSettings } from './config';
+import { FencedJob } from './fenced-job';
+import { HandlerFunction } from './handler-function';
+import { schemaTable } from './schema-table';
+
+/** The billing job's name: its keys are core/schema.ts `Keys` (`billing#<date>`, `billing/<date>/manifest.json`). */
+export const BILLING_JOB = 'billing';
 
 export interface FencepostStackProps extends StackProps {
   /** The validated configuration (readStackConfig). */
   readonly config: StackConfig;
 }
 
+/** The billing stack: a FencedJob named `billing` and its invoice table. */
 export class FencepostStack extends Stack {
-  readonly data: FencepostData;
-  readonly billing: BillingWorkflow;
-  readonly schedule: NightlySchedule;
-  readonly sweeper: OrphanSweeper;
-  readonly sweeperSchedule: NightlySchedule;
-  readonly alarms: FencepostAlarms;
+  /** One item per invoice, put only if absent, carrying the writer's token. */
+  readonly invoices: dynamodb.Table;
+  /** The billing chunk function (lambda/chunk.ts): the FencedJob's user function. */
+  readonly chunkFunction: HandlerFunction;
+  /** The billing job: lock and job tables, manifest bucket, workflow, schedules, sweeper, alarms. */
+  readonly billing: FencedJob;
 
   constructor(scope: Construct, id: string, props: FencepostStackProps) {
     super(scope, id, props);
     const c = props.config;
 
-    this.data = new FencepostData(this, 'Data');
-    this.billing = new BillingWorkflow(this, 'Billing', {
-      locks: this.data.locks,
-      jobs: this.data.jobs,
-      invoices: this.data.invoices,
-      bucket: this.data.bucket,
-      settings: workflowSettings(c),
+    this.invoices = schemaTable(this, 'Invoices', INVOICE_TABLE);
+    this.chunkFunction = new HandlerFunction(this, 'ChunkFunction', {
+      handler: 'chunk',
+      environment: { [Env.invoiceTable]: this.invoices.tableName, [Env.invoices]: String(c.invoices), [Env.chunkSize]: String(c.chunkSize) },
+      timeout: CHUNK_TIMEOUT,
+      memoryMb: 1024,
+    });
+    // Each invoice is put once (attribute_not_exists), inside the chunk's fenced transaction.
+    this.chunkFunction.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [this.invoices.tableArn] }));
+
+    const { chunkMs, ...settings } = jobSettings(c);
+    this.billing = new FencedJob(this, 'Billing', {
+      ...settings,
+      name: BILLING_JOB,
+      chunkFunction: this.chunkFunction,
+      chunkDuration: Duration.millis(chunkMs!),
+      chunkStepName: 'BillChunk',
+      fencedTables: { invoices: this.invoices },
+      dashboardProgress: {
+        left: [appMetric(Metric.invoicesRecorded, 'Sum'), appMetric(Metric.invoicesAlreadyRecorded, 'Sum')],
+        right: [appMetric(Metric.chunksCommitted, 'Sum')],
+      },
     });
 
-    this.schedule = new NightlySchedule(this, 'Nightly', {
-      stateMachine: this.billing.stateMachine,
-      expression: c.scheduleExpression,
-      timeZone: c.scheduleTimeZone,
-      description: 'Fencepost: start the nightly billing run',
-    });
-
-    this.sweeper = new OrphanSweeper(this, 'Sweeper', {
-      locks: this.data.locks,
-      jobs: this.data.jobs,
-      billing: this.billing.stateMachine,
-      environment: this.billing.environment,
-      stormShare: c.sweeperStormShare,
-      stormMinimum: c.sweeperStormMinimum,
-      maxRequeues: c.sweeperMaxRequeues,
-    });
-    this.sweeperSchedule = new NightlySchedule(this, 'SweeperSchedule', {
-      stateMachine: this.sweeper.stateMachine,
-      expression: c.sweeperScheduleExpression,
-      timeZone: c.scheduleTimeZone,
-      maxEventAge: Duration.minutes(5), // a missed sweep is replaced by the next one
-      description: 'Fencepost: start the orphan sweeper (re-queues nights whose holder stopped renewing)',
-    });
-
-    this.alarms = new FencepostAlarms(this, 'Alarms', {
-      locks: this.data.locks,
-      jobs: this.data.jobs,
-      invoices: this.data.invoices,
-      stateMachine: this.billing.stateMachine,
-      deadLetterQueue: this.schedule.deadLetterQueue,
-      sweeper: this.sweeper.stateMachine,
-      sweeperDeadLetterQueue: this.sweeperSchedule.deadLetterQueue,
-      clockOffsetAlarmMs: c.clockOffsetAlarmMs,
-      marginMs: c.marginMs,
-      fencedRejectionsThreshold: c.fencedRejectionsAlarmThreshold,
-      conditionalCheckFailedThreshold: c.conditionalCheckFailedAlarmThreshold,
-      deadlineHour: c.billingDeadlineHour,
-      timeZone: c.scheduleTimeZone,
-      alarmEmail: c.alarmEmail,
-    });
-
-    new CfnOutput(this, 'LockTableName', { value: this.data.locks.tableName });
-    new CfnOutput(this, 'JobTableName', { value: this.data.jobs.tableName });
-    new CfnOutput(this, 'InvoiceTableName', { value: this.data.invoices.tableName });
-    new CfnOutput(this, 'ManifestBucketName', { value: this.data.bucket.bucketName });
+    new CfnOutput(this, 'LockTableName', { value: this.billing.leaseTable.table.tableName });
+    new CfnOutput(this, 'JobTableName', { value: this.billing.fenceTable.table.tableName });
+    new CfnOutput(this, 'InvoiceTableName', { value: this.invoices.tableName });
+    new CfnOutput(this, 'ManifestBucketName', { value: this.billing.manifests.bucket.bucketName });
     new CfnOutput(this, 'BillingStateMachineArn', { value: this.billing.stateMachine.stateMachineArn });
-    new CfnOutput(this, 'SweeperStateMachineArn', { value: this.sweeper.stateMachine.stateMachineArn });
-    new CfnOutput(this, 'AlarmTopicArn', { value: this.alarms.topic.topicArn });
-    new CfnOutput(this, 'DashboardName', { value: this.alarms.dashboard.dashboardName });
+    new CfnOutput(this, 'SweeperStateMachineArn', { value: this.billing.sweeper.stateMachine.stateMachineArn });
+    new CfnOutput(this, 'AlarmTopicArn', { value: this.billing.alarms.topic.topicArn });
+    new CfnOutput(this, 'DashboardName', { value: this.billing.alarms.dashboard.dashboardName });
   }
 }

@@ -3,6 +3,7 @@
  * arm64, X-Ray active, its own log group, and FENCEPOST_HANDLER naming the module (the local runner maps task
  * states back to handlers by it). Grants are not given here: each construct grants its functions by need.
  */
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
@@ -14,57 +15,62 @@ import { Env } from '../lambda/env';
 import { METRICS_NAMESPACE, SERVICE_NAME } from '../core/observability';
 
 export interface HandlerFunctionProps {
+  /** The handler module in lambda/ (`lambda/<handler>.ts`, exporting `handler`). */
+  readonly handler: HandlerName;
+  /** The function's environment (FENCEPOST_HANDLER and the Powertools settings are added). */
   readonly environment: Record<string, string>;
+  /** The function's timeout. */
   readonly timeout: Duration;
-  /** @default 256 */
+  /** Memory, in MB. @default 256 */
   readonly memoryMb?: number;
+}
+
+/** The handler's module: its TypeScript source here, its compiled JavaScript in the built package (dist/lambda). */
+function entryOf(handler: HandlerName): string {
+  const source = path.join(__dirname, '../lambda', `${handler}.ts`);
+  return existsSync(source) ? source : source.replace(/\.ts$/, '.js');
 }
 
 /**
  * A handler's function. Invoke grants name the function alone: Step Functions invokes the unqualified ARN and
  * nothing invokes a version or alias, so the `<arn>:*` that CDK adds by default would be a grant nobody uses
- * (the IAM proof, test/iam.test.ts, fails on unused grants).
+ * (the IAM proof, test/iam.test.ts, fails on unused grants). Its log group is `<id>Logs`, beside it in `scope`.
  */
-class HandlerFunction extends NodejsFunction {
+export class HandlerFunction extends NodejsFunction {
+  constructor(scope: Construct, id: string, props: HandlerFunctionProps) {
+    super(scope, id, {
+      entry: entryOf(props.handler),
+      handler: 'handler',
+      runtime: lambda.Runtime.NODEJS_24_X,
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: props.memoryMb ?? 256,
+      timeout: props.timeout,
+      tracing: lambda.Tracing.ACTIVE,
+      environment: {
+        ...props.environment,
+        [Env.handler]: props.handler,
+        // Stack traces point into the TypeScript sources through the shipped source map.
+        NODE_OPTIONS: '--enable-source-maps',
+        POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
+        POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
+        POWERTOOLS_LOG_LEVEL: 'INFO',
+      },
+      logGroup: new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
+      bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, keepNames: true, sourceMap: true, logLevel: LogLevel.WARNING },
+    });
+    Validations.of(this).acknowledge(
+      {
+        id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+        reason: 'The AWS-managed basic execution policy only lets the function write its own CloudWatch Logs; a copy of it would add nothing.',
+      },
+      {
+        id: 'AwsSolutions-IAM5[Resource::*]',
+        reason: 'X-Ray tracing (xray:PutTraceSegments, xray:PutTelemetryRecords) supports no resource-level permissions: AWS requires "*".',
+      },
+    );
+  }
+
   override get resourceArnsForGrantInvoke(): string[] {
     return [this.functionArn];
   }
-}
-
-export function handlerFunction(scope: Construct, name: HandlerName, props: HandlerFunctionProps): NodejsFunction {
-  const id = name
-    .split('-')
-    .map((w) => w[0].toUpperCase() + w.slice(1))
-    .join('');
-  const fn = new HandlerFunction(scope, `${id}Function`, {
-    entry: path.join(__dirname, '../lambda', `${name}.ts`),
-    handler: 'handler',
-    runtime: lambda.Runtime.NODEJS_24_X,
-    architecture: lambda.Architecture.ARM_64,
-    memorySize: props.memoryMb ?? 256,
-    timeout: props.timeout,
-    tracing: lambda.Tracing.ACTIVE,
-    environment: {
-      ...props.environment,
-      [Env.handler]: name,
-      // Stack traces point into the TypeScript sources through the shipped source map.
-      NODE_OPTIONS: '--enable-source-maps',
-      POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
-      POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
-      POWERTOOLS_LOG_LEVEL: 'INFO',
-    },
-    logGroup: new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
-    bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, keepNames: true, sourceMap: true, logLevel: LogLevel.WARNING },
-  });
-  Validations.of(fn).acknowledge(
-    {
-      id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
-      reason: 'The AWS-managed basic execution policy only lets the function write its own CloudWatch Logs; a copy of it would add nothing.',
-    },
-    {
-      id: 'AwsSolutions-IAM5[Resource::*]',
-      reason: 'X-Ray tracing (xray:PutTraceSegments, xray:PutTelemetryRecords) supports no resource-level permissions: AWS requires "*".',
-    },
-  );
-  return fn;
 }

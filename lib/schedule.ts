@@ -1,5 +1,5 @@
 /**
- * The nightly trigger: an EventBridge Scheduler schedule that starts the billing state machine with
+ * The nightly trigger: an EventBridge Scheduler schedule that starts a job's state machine with
  * `{ "scheduledTime": "<aws.scheduler.scheduled-time>" }` (the workflow derives and validates jobDate from it).
  *
  * What it guarantees: at-least-once delivery, retried, with undeliverable starts kept in a dead-letter queue.
@@ -17,9 +17,9 @@ import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 
 export interface NightlyScheduleProps {
-  /** The billing state machine to start. */
+  /** The state machine to start. */
   readonly stateMachine: sfn.IStateMachine;
-  /** Scheduler expression, `cron(...)` or `rate(...)` (validated by readStackConfig). */
+  /** Scheduler expression, `cron(...)` or `rate(...)` (validated by FencedJob). */
   readonly expression: string;
   /** IANA time zone the expression is read in. */
   readonly timeZone: string;
@@ -31,7 +31,9 @@ export interface NightlyScheduleProps {
   readonly maxEventAge?: Duration;
 }
 
+/** A schedule that starts a state machine with `{ scheduledTime }`, its dead-letter queue and its role. */
 export class NightlySchedule extends Construct {
+  /** The schedule. */
   readonly schedule: scheduler.Schedule;
   /** Starts Scheduler could not deliver; the alarms watch it. */
   readonly deadLetterQueue: sqs.Queue;

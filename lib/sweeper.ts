@@ -6,35 +6,46 @@
  * SightClaimed reads only the sparse index and each row's lock item; the Wait state is the sweeper's own timer
  * (no clock is compared); VerifyAndRequeue looks again, treats rows whose rvn, owner and fence did not change
  * as orphans, re-queues at most `maxRequeues` of them with one conditional write each (none in a storm), and
- * starts a billing execution per re-queued night. It is liveness only: the fence is the safety.
+ * starts an execution of the job's state machine per re-queued night. It is liveness only: the fence is the safety.
  */
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
-import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Env } from '../lambda/env';
-import { JOB_TABLE } from '../core/schema';
-import { TRANSIENT_ERRORS, stateMachineLogGroupName } from './billing-workflow';
-import { handlerFunction } from './handler-function';
+import type { FenceTable } from './fence-table';
+import { stateMachineLogGroupName } from './fenced-workflow';
+import { HandlerFunction } from './handler-function';
+import { TRANSIENT_ERRORS } from './task-errors';
 
 export interface SweeperProps {
+  /** The job's name: the sweeper's log group is `<stack>-<name>-sweeper`. */
+  readonly name: string;
+  /** The lock table. */
   readonly locks: ITable;
-  readonly jobs: ITable;
-  readonly billing: sfn.IStateMachine;
-  /** The billing functions' environment (tables, lease settings), reused so both read the same configuration. */
+  /** The job table; the sweeper reads it only through its sparse index of claimed rows. */
+  readonly jobs: FenceTable;
+  /** The job's state machine, started once per re-queued night. */
+  readonly job: sfn.IStateMachine;
+  /** The job functions' environment (tables, lease settings), reused so both read the same configuration. */
   readonly environment: Record<string, string>;
+  /** Above this share of claimed rows looking dead at once, re-queue none (a storm). */
   readonly stormShare: number;
+  /** A storm needs at least this many dead-looking rows. */
   readonly stormMinimum: number;
+  /** Re-queues per sweep at most. */
   readonly maxRequeues: number;
 }
 
+/** The orphan sweeper's state machine and its two functions. */
 export class OrphanSweeper extends Construct {
+  /** SightClaimed → WaitOutTheLease → VerifyAndRequeue. */
   readonly stateMachine: sfn.StateMachine;
-  readonly functions: { readonly sight: NodejsFunction; readonly verify: NodejsFunction };
+  /** The first sighting and the second (which re-queues and starts runs). */
+  readonly functions: { readonly sight: HandlerFunction; readonly verify: HandlerFunction };
 
   constructor(scope: Construct, id: string, props: SweeperProps) {
     super(scope, id);
@@ -43,28 +54,28 @@ export class OrphanSweeper extends Construct {
       [Env.stormShare]: String(props.stormShare),
       [Env.stormMinimum]: String(props.stormMinimum),
       [Env.maxRequeues]: String(props.maxRequeues),
-      [Env.billingStateMachineArn]: props.billing.stateMachineArn,
+      [Env.jobStateMachineArn]: props.job.stateMachineArn,
     };
-    const sight = handlerFunction(this, 'sweep-sight', { environment, timeout: Duration.minutes(2) });
-    const verify = handlerFunction(this, 'sweep-verify', { environment, timeout: Duration.minutes(2) });
+    const timeout = Duration.minutes(2);
+    const sight = new HandlerFunction(this, 'SweepSightFunction', { handler: 'sweep-sight', environment, timeout });
+    const verify = new HandlerFunction(this, 'SweepVerifyFunction', { handler: 'sweep-verify', environment, timeout });
     this.functions = { sight, verify };
 
     // Grants by need. The sparse index is the only way either function reads the job table (never a Scan).
-    const index = `${props.jobs.tableArn}/index/${JOB_TABLE.sparseIndex!.name}`;
     for (const fn of [sight, verify]) {
-      fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [index] }));
+      fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [props.jobs.claimedIndexArn] }));
       fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [props.locks.tableArn] }));
     }
-    verify.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [props.jobs.tableArn] }));
-    props.billing.grantStartExecution(verify);
+    verify.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [props.jobs.table.tableArn] }));
+    props.job.grantStartExecution(verify);
 
-    const task = (taskId: string, fn: NodejsFunction, resultPath: string) => {
+    const task = (taskId: string, fn: HandlerFunction, resultPath: string) => {
       const t = new tasks.LambdaInvoke(this, taskId, {
         lambdaFunction: fn,
         payloadResponseOnly: true,
         resultPath,
         retryOnServiceExceptions: false,
-        taskTimeout: sfn.Timeout.duration(Duration.minutes(2).plus(Duration.seconds(30))),
+        taskTimeout: sfn.Timeout.duration(timeout.plus(Duration.seconds(30))),
       });
       t.addRetry({ errors: TRANSIENT_ERRORS, interval: Duration.seconds(1), backoffRate: 2, maxAttempts: 3, jitterStrategy: sfn.JitterType.FULL });
       return t;
@@ -87,7 +98,7 @@ export class OrphanSweeper extends Construct {
       tracingEnabled: true,
       logs: {
         destination: new logs.LogGroup(this, 'ExecutionLogs', {
-          logGroupName: stateMachineLogGroupName(this, 'sweeper'),
+          logGroupName: stateMachineLogGroupName(this, `${props.name}-sweeper`),
           retention: logs.RetentionDays.ONE_MONTH,
           removalPolicy: RemovalPolicy.DESTROY,
         }),

@@ -23,6 +23,11 @@ export interface AwsCall {
   readonly items?: readonly { readonly operation: 'Put' | 'Update' | 'Delete' | 'ConditionCheck' | 'Get'; readonly table: string }[];
   /** Lambda Invoke: the function's name or ARN; StartExecution: the state machine's ARN. */
   readonly target?: string;
+  /**
+   * S3: the conditional-write headers the request carried (If-Match, If-None-Match): a bucket policy can require them
+   * (the s3:if-match and s3:if-none-match condition keys; lib/manifest-bucket.ts).
+   */
+  readonly conditions?: { readonly 'if-match'?: string; readonly 'if-none-match'?: string };
 }
 
 export type CallSink = (call: AwsCall) => void;
@@ -32,6 +37,16 @@ export function principalOf(authorization: string | string[] | undefined): strin
   const header = Array.isArray(authorization) ? authorization[0] : authorization;
   const m = /Credential=([^/,\s]+)\//.exec(header ?? '');
   return m ? m[1] : 'anonymous';
+}
+
+/** The conditional-write headers of a request, as AwsCall records them: none, or the ones it carried. */
+export function conditionsOf(headers: Readonly<Record<string, string | string[] | undefined>>): Pick<AwsCall, 'conditions'> {
+  const conditions: Record<string, string> = {};
+  for (const name of ['if-match', 'if-none-match'] as const) {
+    const v = headers[name];
+    if (v !== undefined) conditions[name] = Array.isArray(v) ? v.join(',') : v;
+  }
+  return Object.keys(conditions).length > 0 ? { conditions } : {};
 }
 
 /** A sink that appends one JSON line per call to a file (several processes may append to one file). */

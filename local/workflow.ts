@@ -17,18 +17,22 @@
  * tests that must step through the core library (fault hooks placed between a stop-time check and a write);
  * everything else runs the bundles.
  *
+ * Which stack runs is the caller's (a WorkflowApp: how to build the stack and find its fenced job; apps/billing.ts
+ * is the billing one): the local runner imports neither the constructs nor the handlers.
+ *
  * aws-local-stepfunctions 3.0.0 declares Node >= 22 and calls Promise.withResolvers, which Node 20 lacks: the
  * polyfill below is installed in this local runner only (the functions themselves run on the runtime's Node).
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
+import type { App, Stack } from 'aws-cdk-lib';
+import type { IConstruct } from 'constructs';
 import type { BillingHooks } from '../core/billing';
 import type { EventListener } from '../core/events';
 import type { TableNames } from '../core/schema';
 import type { Clients, Endpoints } from '../core/stores';
-import type { HandlerName } from '../lambda/index';
-import { Env } from '../lambda/env';
 import { ConfigError } from '../core/errors';
 import { fileCallSink, type CallSink } from './call-log';
 import { toLocalDefinition } from './distributed-map';
@@ -51,11 +55,47 @@ if (typeof (Promise as { withResolvers?: unknown }).withResolvers !== 'function'
 }
 
 const ROOT = path.resolve(__dirname, '..');
+/** Loads a module when first needed, synchronously (a synth runs in one synchronous call). */
+const onDemand = createRequire(__filename);
 const PLACEHOLDER = 'arn:aws:lambda:us-east-1:000000000000:function:';
 const LOCAL_ARN = { account: '000000000000', region: 'us-east-1' };
 
+/** A stack that holds a fenced job, as the local runner builds and runs it (apps/billing.ts is the billing one). */
+export interface WorkflowApp {
+  /** Names the synth cache's entries. */
+  readonly name: string;
+  /** The local-run contract's environment variables: which handler module a function runs, the name its events carry. */
+  readonly variables: { readonly handler: string; readonly worker: string };
+  /** Build the stack in `app` (which holds cdk.json's context) with `settings` over the app's own configuration. */
+  build(app: App, settings: Json): WorkflowStack;
+  /** Source mode: the job's handlers by name, made in this process from this environment, clients, listener and hooks. */
+  handlers?(runtime: SourceRuntime): Record<string, (event: unknown) => Promise<unknown>>;
+}
+
+/** What a WorkflowApp built: the stack, its fenced job's two state machines, and the stores its functions name. */
+interface WorkflowStack {
+  readonly stack: Stack;
+  /** The job's state machine. */
+  readonly job: IConstruct;
+  /** The orphan sweeper's state machine. */
+  readonly sweeper: IConstruct;
+  /** The tables, by the name a local run gives them (core/schema.ts TableNames). */
+  readonly tables: Readonly<Record<keyof TableNames, IConstruct>>;
+  /** The manifest bucket. */
+  readonly bucket: IConstruct;
+}
+
+/** What source mode makes the handlers from. */
+interface SourceRuntime {
+  /** The job functions' environment, every reference resolved to a local value. */
+  readonly environment: Readonly<Record<string, string>>;
+  readonly clients: Clients;
+  readonly onEvent?: EventListener;
+  readonly hooks?: BillingHooks;
+}
+
 /** One state machine of the template. */
-export interface SynthesizedMachine {
+interface SynthesizedMachine {
   readonly logicalId: string;
   /** The Amazon States Language definition, as deployed, with placeholder function ARNs. */
   readonly definition: Json;
@@ -64,16 +104,20 @@ export interface SynthesizedMachine {
 }
 
 export interface SynthesizedWorkflow {
-  /** The billing state machine's definition (= billing.definition). */
+  /** The job's state machine's definition (= job.definition). */
   readonly definition: Json;
-  /** Billing task state name → the handler it invokes. */
-  readonly taskHandlers: Record<string, HandlerName>;
-  /** The billing functions' environment from the template (table and bucket references left unresolved). */
+  /** The job's task state name → the handler it invokes. */
+  readonly taskHandlers: Record<string, string>;
+  /** The job's functions' environment from the template (table and bucket references left unresolved). */
   readonly environment: Record<string, unknown>;
-  readonly billing: SynthesizedMachine;
+  readonly job: SynthesizedMachine;
   readonly sweeper: SynthesizedMachine;
   /** Every function of the stack, by logical id, with its bundled asset (environment references unresolved). */
   readonly functions: Record<string, Omit<DeployedFunction, 'environment'> & { readonly environment: Record<string, unknown> }>;
+  /** The logical ids of the stores the functions' environments reference: each table by its local name, the bucket. */
+  readonly stores: { readonly tables: Readonly<Record<keyof TableNames, string>>; readonly bucket: string };
+  /** The local-run contract's variables (WorkflowApp.variables). */
+  readonly variables: WorkflowApp['variables'];
 }
 
 const CACHE_DIR = path.join(ROOT, 'node_modules', '.cache', 'fencepost');
@@ -81,19 +125,19 @@ const CACHE_DIR = path.join(ROOT, 'node_modules', '.cache', 'fencepost');
 const ASSETS_DIR = path.join(CACHE_DIR, 'assets');
 
 /**
- * The synthesized stack for these overrides, from the cache when nothing it depends on has changed. A cold synth
- * with bundling costs a few seconds; the key covers every input of the synth, so a stale definition or a stale
+ * The app's stack synthesized with these overrides, from the cache when nothing it depends on has changed. A cold
+ * synth with bundling costs a few seconds; the key covers every input of the synth, so a stale definition or a stale
  * bundle cannot be run. FENCEPOST_SYNTH_CACHE=off always synthesizes.
  */
-export function synthesizeWorkflow(overrides: Json = {}): SynthesizedWorkflow {
-  if (process.env.FENCEPOST_SYNTH_CACHE === 'off') return synthesizeWorkflowNow(overrides);
-  const file = path.join(CACHE_DIR, `workflow-${workflowCacheKey(overrides)}.json`);
+export function synthesizeWorkflow(app: WorkflowApp, overrides: Json = {}): SynthesizedWorkflow {
+  if (process.env.FENCEPOST_SYNTH_CACHE === 'off') return synthesizeWorkflowNow(app, overrides);
+  const file = path.join(CACHE_DIR, `workflow-${app.name}-${workflowCacheKey(app, overrides)}.json`);
   try {
     const wf = JSON.parse(readFileSync(file, 'utf8')) as SynthesizedWorkflow;
     for (const fn of Object.values(wf.functions)) readFileSync(path.join(fn.assetDir, 'index.js'), { flag: 'r' }).subarray(0, 1);
     return wf;
   } catch {
-    const wf = synthesizeWorkflowNow(overrides);
+    const wf = synthesizeWorkflowNow(app, overrides);
     mkdirSync(CACHE_DIR, { recursive: true });
     const tmp = `${file}.${process.pid}.tmp`; // write then rename: concurrent runs never read half a file
     writeFileSync(tmp, JSON.stringify(wf));
@@ -102,13 +146,21 @@ export function synthesizeWorkflow(overrides: Json = {}): SynthesizedWorkflow {
   }
 }
 
+/** Every folder whose sources a synth may read: the core, the constructs, the handlers, the apps built on them. */
+const SYNTH_SOURCES = ['core', 'lib', 'lambda', 'apps'];
+
 /**
- * What the synth reads: the overrides, cdk.json, the locked dependency versions (aws-cdk-lib, esbuild), and every
- * source file of the stack, the handlers and the core they import. Hashing them all costs a few ms.
+ * What the synth reads: the app and the overrides, cdk.json, the locked dependency versions (aws-cdk-lib,
+ * esbuild), and every source file of the stacks, the handlers and the core they import. Hashing them all costs a
+ * few ms.
  */
-export function workflowCacheKey(overrides: Json): string {
-  const h = createHash('sha256').update(JSON.stringify(overrides));
-  const files = ['cdk.json', 'package-lock.json', ...['core', 'lib', 'lambda'].flatMap((dir) => sourcesUnder(dir))];
+export function workflowCacheKey(app: WorkflowApp, overrides: Json): string {
+  const h = createHash('sha256').update(app.name).update('\0').update(JSON.stringify(overrides));
+  const files = [
+    'cdk.json',
+    'package-lock.json',
+    ...SYNTH_SOURCES.filter((dir) => existsSync(path.join(ROOT, dir))).flatMap((dir) => sourcesUnder(dir)),
+  ];
   for (const f of files) h.update(`\0${f}\0`).update(readFileSync(path.join(ROOT, f)));
   return h.digest('hex').slice(0, 32);
 }
@@ -120,35 +172,35 @@ function sourcesUnder(dir: string): string[] {
     .sort();
 }
 
-/** Synthesize the stack, bundles included, from cdk.json's context (with overrides), and read what runs. */
-export function synthesizeWorkflowNow(overrides: Json = {}): SynthesizedWorkflow {
+/** Synthesize the app's stack, bundles included, from cdk.json's context (with overrides), and read what runs. */
+export function synthesizeWorkflowNow(app: WorkflowApp, overrides: Json = {}): SynthesizedWorkflow {
   // Loaded here, not at the top: a cached synth needs neither aws-cdk-lib nor the stack.
-  const { App } = require('aws-cdk-lib') as typeof import('aws-cdk-lib');
-  const { CONTEXT_KEY, readStackConfig } = require('../lib/config') as typeof import('../lib/config');
-  const { FencepostStack } = require('../lib/fencepost-stack') as typeof import('../lib/fencepost-stack');
+  const cdk = onDemand('aws-cdk-lib') as typeof import('aws-cdk-lib');
   const cdkJson = JSON.parse(readFileSync(path.join(ROOT, 'cdk.json'), 'utf8')) as { context: Json };
-  const context = { ...cdkJson.context, [CONTEXT_KEY]: { ...(cdkJson.context[CONTEXT_KEY] as Json), ...overrides } };
   mkdirSync(CACHE_DIR, { recursive: true });
   const outdir = mkdtempSync(path.join(CACHE_DIR, 'synth-'));
   try {
-    const app = new App({ context, outdir, builtinCloudFormationValidation: false });
+    const scope = new cdk.App({ context: cdkJson.context, outdir, builtinCloudFormationValidation: false });
     // The functions are bundled as their constructs are built.
-    const stack = quietly(() => new FencepostStack(app, 'Fencepost', { config: readStackConfig(app) }));
-    const template = app.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Resource> };
-    const idOf = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as never);
+    const built = quietly(() => app.build(scope, overrides));
+    const stack = built.stack;
+    const template = scope.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Resource> };
+    const idOf = (c: IConstruct) => stack.getLogicalId(c.node.defaultChild as never);
     const functions: SynthesizedWorkflow['functions'] = {};
     for (const [id, r] of Object.entries(template.Resources)) {
-      if (r.Type === 'AWS::Lambda::Function') functions[id] = deployedFunction(id, r.Properties, outdir);
+      if (r.Type === 'AWS::Lambda::Function') functions[id] = deployedFunction(id, r.Properties, outdir, app.variables.handler);
     }
-    const billing = machine(idOf(stack.billing.stateMachine), template.Resources, functions);
-    const sweeper = machine(idOf(stack.sweeper.stateMachine), template.Resources, functions);
-    const taskHandlers: Record<string, HandlerName> = {};
+    const job = machine(idOf(built.job), template.Resources, functions);
+    const sweeper = machine(idOf(built.sweeper), template.Resources, functions);
+    const taskHandlers: Record<string, string> = {};
     let environment: Record<string, unknown> = {};
-    for (const [state, id] of Object.entries(billing.taskFunctions)) {
-      taskHandlers[state] = functions[id].handlerName as HandlerName;
+    for (const [state, id] of Object.entries(job.taskFunctions)) {
+      taskHandlers[state] = functions[id].handlerName;
       environment = { ...environment, ...functions[id].environment };
     }
-    return { definition: billing.definition, taskHandlers, environment, billing, sweeper, functions };
+    const tables = Object.fromEntries(Object.entries(built.tables).map(([name, table]) => [name, idOf(table)])) as Record<keyof TableNames, string>;
+    const stores = { tables, bucket: idOf(built.bucket) };
+    return { definition: job.definition, taskHandlers, environment, job, sweeper, functions, stores, variables: app.variables };
   } finally {
     rmSync(outdir, { recursive: true, force: true });
   }
@@ -174,7 +226,7 @@ function quietly<T>(fn: () => T): T {
 }
 
 /** A function's deployment from the template; its bundled asset is moved to the shared, content-addressed assets folder. */
-function deployedFunction(logicalId: string, p: Json, outdir: string): SynthesizedWorkflow['functions'][string] {
+function deployedFunction(logicalId: string, p: Json, outdir: string, handlerVariable: string): SynthesizedWorkflow['functions'][string] {
   const hash = String((p.Code as Json).S3Key).replace(/\.zip$/, '');
   const assetDir = path.join(ASSETS_DIR, `asset.${hash}`);
   mkdirSync(ASSETS_DIR, { recursive: true });
@@ -187,7 +239,7 @@ function deployedFunction(logicalId: string, p: Json, outdir: string): Synthesiz
   const environment = ((p.Environment as Json)?.Variables ?? {}) as Record<string, unknown>;
   return {
     logicalId,
-    handlerName: String(environment[Env.handler]),
+    handlerName: String(environment[handlerVariable]),
     assetDir,
     handler: String(p.Handler),
     runtime: String(p.Runtime),
@@ -263,13 +315,15 @@ function mapsOf(definition: Json): Record<string, { name: string; retried(error:
 }
 
 /** The local ARN of a state machine of the stack (what a function's environment reference resolves to). */
-export function localStateMachineArn(logicalId: string): string {
+function localStateMachineArn(logicalId: string): string {
   return `arn:aws:states:${LOCAL_ARN.region}:${LOCAL_ARN.account}:stateMachine:${logicalId}`;
 }
 
 export type LambdaCode = 'bundle' | 'source';
 
 export interface LocalExecution {
+  /** The stack whose job runs (apps/billing.ts billingApp). */
+  readonly app: WorkflowApp;
   /** Clients for the embedded stack (source mode injects them into the handlers). */
   readonly clients: Clients;
   /** The embedded stack's endpoints (bundle mode points the functions' SDK at them). */
@@ -302,7 +356,7 @@ export interface LocalResult {
   readonly history: readonly HistoryEvent[];
 }
 
-export interface HistoryEvent {
+interface HistoryEvent {
   readonly type: 'StateEntered' | 'StateFailed' | 'StateRetried' | 'StateCaught';
   readonly state: string;
   /** The Map iteration, for states inside the Map. */
@@ -314,9 +368,9 @@ export interface HistoryEvent {
 /** Task state → the function to call for it, in the chosen mode. */
 type TaskCalls = Record<string, (input: unknown) => Promise<unknown>>;
 
-/** Execute the synthesized billing workflow once. */
+/** Execute the app's synthesized job workflow once. */
 export async function runWorkflowLocally(run: LocalExecution): Promise<LocalResult> {
-  return runMachineLocally(synthesizeWorkflow(run.settings), 'billing', run);
+  return runMachineLocally(synthesizeWorkflow(run.app, run.settings), 'job', run);
 }
 
 export interface SweeperRun extends Omit<LocalExecution, 'input' | 'hooks' | 'lambdaCode' | 'name'> {
@@ -324,19 +378,19 @@ export interface SweeperRun extends Omit<LocalExecution, 'input' | 'hooks' | 'la
 }
 
 export interface SweeperResult extends LocalResult {
-  /** The billing executions VerifyAndRequeue started through the local Step Functions endpoint, once they closed. */
+  /** The job executions VerifyAndRequeue started through the local Step Functions endpoint, once they closed. */
   readonly started: readonly { readonly name: string; readonly input: unknown; readonly result: LocalResult }[];
 }
 
 /**
  * Execute the synthesized sweeper state machine once, bundles only. Its StartExecution calls reach a local Step
- * Functions endpoint (local/sfn-endpoint.ts) that runs each re-queued night through the billing workflow.
+ * Functions endpoint (local/sfn-endpoint.ts) that runs each re-queued night through the job's workflow.
  */
 export async function runSweeperLocally(run: SweeperRun): Promise<SweeperResult> {
-  const wf = synthesizeWorkflow(run.settings);
-  const billingArn = localStateMachineArn(wf.billing.logicalId);
+  const wf = synthesizeWorkflow(run.app, run.settings);
+  const jobArn = localStateMachineArn(wf.job.logicalId);
   const sfn = await startLocalSfn({
-    machines: { [billingArn]: (name, input) => runMachineLocally(wf, 'billing', { ...run, name, input: input as Json }) },
+    machines: { [jobArn]: (name, input) => runMachineLocally(wf, 'job', { ...run, name, input: input as Json }) },
     onCall: callLog(),
   });
   try {
@@ -356,12 +410,7 @@ function callLog(): CallSink | undefined {
   return file ? fileCallSink(file) : undefined;
 }
 
-async function runMachineLocally(
-  wf: SynthesizedWorkflow,
-  which: 'billing' | 'sweeper',
-  run: LocalExecution,
-  sfnEndpoint?: string,
-): Promise<LocalResult> {
+async function runMachineLocally(wf: SynthesizedWorkflow, which: 'job' | 'sweeper', run: LocalExecution, sfnEndpoint?: string): Promise<LocalResult> {
   const machine = wf[which];
   const code = run.lambdaCode ?? 'bundle';
   if (code === 'bundle' && run.hooks?.afterCheck) {
@@ -369,19 +418,13 @@ async function runMachineLocally(
       "a fault point between a check and a write steps through the core library: it needs the handlers' sources (FENCEPOST_LAMBDA_CODE=source)",
     ]);
   }
-  if (code === 'source' && which !== 'billing') throw new Error('only the billing workflow has a source mode');
-  const local = {
-    [Env.lockTable]: run.tables.locks,
-    [Env.jobTable]: run.tables.jobs,
-    [Env.invoiceTable]: run.tables.invoices,
-    [Env.bucket]: run.bucket,
-  };
+  if (code === 'source' && which !== 'job') throw new Error("only the job's workflow has a source mode");
   let lambdas: LocalLambdas | undefined;
   let calls: TaskCalls;
   if (code === 'bundle') {
     const functions: Record<string, DeployedFunction> = {};
     for (const [id, fn] of Object.entries(wf.functions)) {
-      functions[id] = { ...fn, environment: { ...resolveEnvironment(fn.environment, wf), ...local, [Env.worker]: run.name } };
+      functions[id] = { ...fn, environment: { ...resolveEnvironment(fn.environment, wf, run), [wf.variables.worker]: run.name } };
     }
     const echo = process.env.FENCEPOST_LAMBDA_LOG_LEVEL ? (id: string, line: string) => process.stderr.write(`[${id}] ${line}\n`) : undefined;
     lambdas = new LocalLambdas({
@@ -403,7 +446,7 @@ async function runMachineLocally(
       ]),
     );
   } else {
-    calls = sourceHandlers(run, wf, local);
+    calls = sourceHandlers(run, wf);
   }
   try {
     return await execute(machine, calls, run);
@@ -412,33 +455,45 @@ async function runMachineLocally(
   }
 }
 
-/** Template values → local ones: the references a function's environment holds are to tables, the bucket, a state machine. */
-function resolveEnvironment(environment: Record<string, unknown>, wf: SynthesizedWorkflow): Record<string, string> {
+/**
+ * Template values → local ones. A function's environment references the stack's tables and bucket (each becomes
+ * the run's own name for it) and the job's state machine (its local ARN); any other reference is refused.
+ */
+function resolveEnvironment(
+  environment: Record<string, unknown>,
+  wf: SynthesizedWorkflow,
+  run: Pick<LocalExecution, 'tables' | 'bucket'>,
+): Record<string, string> {
+  const local = new Map<string, string>([
+    ...Object.entries(wf.stores.tables).map(([name, id]) => [id, run.tables[name as keyof TableNames]] as const),
+    [wf.stores.bucket, run.bucket],
+    [wf.job.logicalId, localStateMachineArn(wf.job.logicalId)],
+  ]);
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(environment)) {
+    const ref = (v as Json | undefined)?.Ref;
     if (typeof v === 'string') out[k] = v;
-    else if ((v as Json)?.Ref === wf.billing.logicalId) out[k] = localStateMachineArn(wf.billing.logicalId);
-    // Table and bucket references are set from the run's own names (the caller's `local`).
+    else if (typeof ref === 'string' && local.has(ref)) out[k] = local.get(ref)!;
+    else throw new Error(`${k}: ${JSON.stringify(v)} names nothing the local run provides (a table, the bucket or the job's state machine)`);
   }
   return out;
 }
 
-/** Source mode: the handlers' TypeScript in this process, with the run's clients, listener and hooks attached. */
-function sourceHandlers(run: LocalExecution, wf: SynthesizedWorkflow, local: Record<string, string>): TaskCalls {
+/** Source mode: the handlers' TypeScript in this process, made by the app from the run's clients, listener and hooks. */
+function sourceHandlers(run: LocalExecution, wf: SynthesizedWorkflow): TaskCalls {
+  if (!run.app.handlers) throw new ConfigError([`${run.app.name} has no source mode: it runs its bundles only`]);
   const logLevel = process.env.FENCEPOST_LAMBDA_LOG_LEVEL ?? 'SILENT'; // the handlers' Powertools logs, e.g. INFO
-  for (const [k, v] of Object.entries(wf.environment)) if (typeof v === 'string') process.env[k] = v;
-  Object.assign(process.env, {
-    ...local,
-    [Env.worker]: run.name,
-    POWERTOOLS_METRICS_DISABLED: 'true',
-    POWERTOOLS_TRACE_ENABLED: 'false',
-    POWERTOOLS_LOG_LEVEL: logLevel,
-  });
-  // Imported only now: Powertools reads its settings from the environment when the handlers' modules load.
-  const { attachLocal } = require('../lambda/runtime') as typeof import('../lambda/runtime');
-  const { handlers } = require('../lambda/index') as typeof import('../lambda/index');
-  attachLocal({ clients: run.clients, onEvent: run.onEvent, hooks: run.hooks });
-  return Object.fromEntries(Object.entries(wf.taskHandlers).map(([state, name]) => [state, handlers[name] as (e: unknown) => Promise<unknown>]));
+  // Powertools reads its settings from the process's environment when the handlers' modules load.
+  Object.assign(process.env, { POWERTOOLS_METRICS_DISABLED: 'true', POWERTOOLS_TRACE_ENABLED: 'false', POWERTOOLS_LOG_LEVEL: logLevel });
+  const environment = { ...resolveEnvironment(wf.environment, wf, run), [wf.variables.worker]: run.name };
+  const handlers = run.app.handlers({ environment, clients: run.clients, onEvent: run.onEvent, hooks: run.hooks });
+  return Object.fromEntries(
+    Object.entries(wf.taskHandlers).map(([state, name]) => {
+      const handler = handlers[name];
+      if (!handler) throw new Error(`task ${state} runs handler ${name}, which ${run.app.name} does not make`);
+      return [state, handler];
+    }),
+  );
 }
 
 async function execute(machine: SynthesizedMachine, calls: TaskCalls, run: LocalExecution): Promise<LocalResult> {

@@ -7,17 +7,18 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { synthesizeWorkflow } from '../local/workflow'; // also installs the runner's Promise.withResolvers polyfill
+import aslValidator from 'asl-validator';
 import { LOCAL_DIFFERENCES, MAP_RUN_FAILED, UnsupportedDistributedMapError, hasDistributedMap, toLocalDefinition } from '../local/distributed-map';
-import { LOST_ERRORS, MAP_RUN_FAILED as STACK_MAP_RUN_FAILED } from '../lib/billing-workflow';
+import { LOST_ERRORS, MAP_RUN_FAILED as STACK_MAP_RUN_FAILED } from '../lib/task-errors';
+import { billingApp } from '../apps/billing';
 
-// asl-validator ships no type declarations; this is the part of its API the test uses.
-const aslValidator = require('asl-validator') as (definition: unknown) => {
-  isValid: boolean;
-  errors: unknown[];
-  errorsText(separator?: string): string;
-};
+/** An untyped JSON document (what JSON.parse returns): the assertions check its shape. */
+type Json = ReturnType<typeof JSON.parse>;
 
-type Json = Record<string, any>;
+/** `o` without the field `key` (to compare the rest). */
+function without(o: Json, key: string): Json {
+  return Object.fromEntries(Object.entries(o).filter(([k]) => k !== key));
+}
 const LARGE = { invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 20 };
 
 const valid = (name: string, definition: unknown) => {
@@ -27,7 +28,7 @@ const valid = (name: string, definition: unknown) => {
 };
 
 test('a large night synthesizes a Distributed Map; its local conversion keeps the processor and routes as AWS does', { timeout: 120_000 }, () => {
-  const definition = synthesizeWorkflow(LARGE).billing.definition as Json;
+  const definition = synthesizeWorkflow(billingApp, LARGE).job.definition as Json;
   const before = structuredClone(definition);
   const map = definition.States.Chunks;
   assert.deepEqual(map.ItemProcessor.ProcessorConfig, { Mode: 'DISTRIBUTED', ExecutionType: 'STANDARD' });
@@ -57,20 +58,18 @@ test('a large night synthesizes a Distributed Map; its local conversion keeps th
   const inline = local.States.Chunks;
   assert.equal(inline.ItemProcessor.ProcessorConfig, undefined, 'inline is the default mode');
   assert.equal(inline.Label, undefined);
-  const { ProcessorConfig: _config, ...processor } = map.ItemProcessor;
+  const processor = without(map.ItemProcessor, 'ProcessorConfig');
   assert.deepEqual(inline.ItemProcessor, processor, 'the same processor states, Retry and OutputPath included');
   for (const field of ['ItemsPath', 'ItemSelector', 'MaxConcurrency', 'ResultPath', 'Next']) assert.deepEqual(inline[field], map[field], field);
   // The child's failure arrives as MAP_RUN_FAILED in AWS: locally that clause matches whatever the iteration threw.
   assert.deepEqual(inline.Catch, [{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'ReleaseAfterChunkFailure' }]);
-  const { Chunks: _a, ...rest } = definition.States;
-  const { Chunks: _b, ...localRest } = local.States;
-  assert.deepEqual(localRest, rest, 'every other state is unchanged');
+  assert.deepEqual(without(local.States, 'Chunks'), without(definition.States, 'Chunks'), 'every other state is unchanged');
   assert.equal(STACK_MAP_RUN_FAILED, MAP_RUN_FAILED);
   assert.ok(LOCAL_DIFFERENCES.length >= 5);
 });
 
 test('the default night stays inline and converts to itself', () => {
-  const definition = synthesizeWorkflow().billing.definition as Json;
+  const definition = synthesizeWorkflow(billingApp).job.definition as Json;
   assert.equal(definition.States.Chunks.ItemProcessor.ProcessorConfig?.Mode ?? 'INLINE', 'INLINE');
   assert.equal(hasDistributedMap(definition), false);
   assert.deepEqual(toLocalDefinition(definition), definition);
@@ -196,7 +195,7 @@ test(
   { timeout: 120_000 },
   async () => {
     // 4 chunks, always distributed: the same definition shape as a large night, quick to run.
-    const definition = synthesizeWorkflow({ invoices: 20, chunkSize: 5, distributedMapAboveChunks: 0 }).billing.definition as Json;
+    const definition = synthesizeWorkflow(billingApp, { invoices: 20, chunkSize: 5, distributedMapAboveChunks: 0 }).job.definition as Json;
     assert.equal(hasDistributedMap(definition), true);
 
     const ok = await runNight(definition, undefined, false);

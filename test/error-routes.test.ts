@@ -18,12 +18,13 @@ import { Attr, Keys } from '../core/schema';
 import { DEFAULT_BACKOFF, newRvn } from '../core/conditions';
 import { startDynamoDbProxy, type DynamoDbProxy } from '../local/dynamodb-proxy';
 import { runWorkflowLocally, synthesizeWorkflow, type LocalResult, type LocalExecution } from '../local/workflow';
+import { billingApp } from '../apps/billing';
 import { LocalLambdas, type DeployedFunction } from '../local/lambda-runner';
 import { namespace, type Namespace } from './support/stack';
 
 const DATE = '2026-09-28';
 const SETTINGS = { leaseMs: 3000, renewMs: 1000, marginMs: 1000, invoices: 400, chunkSize: 200, clockOffsetAlarmMs: 250 };
-const wf = synthesizeWorkflow(SETTINGS);
+const wf = synthesizeWorkflow(billingApp, SETTINGS);
 
 /** Raised by the Lambda service, never by a function's code (Step Functions best practices: handle transient Lambda service exceptions). */
 const SERVICE_ERRORS = [
@@ -55,6 +56,7 @@ let proxy: DynamoDbProxy | undefined;
 async function night(ns: Namespace, name: string, input: Record<string, unknown>, hooks?: LocalExecution['hooks']): Promise<LocalResult> {
   proxy ??= await startDynamoDbProxy({ target: ns.endpoints.dynamodb });
   return runWorkflowLocally({
+    app: billingApp,
     clients: ns.clients,
     endpoints: { ...ns.endpoints, dynamodb: proxy.endpoint },
     tables: ns.tables,
@@ -130,7 +132,7 @@ test('the fences raised under the holder: BillChunk throws FencedOutError → Lo
 
 test('a renewal answered after the stop time: BillChunk throws StopTimePassedError → Lost (quietly)', async () => {
   const ns = await namespace();
-  const chunkFn = wf.billing.taskFunctions.BillChunk;
+  const chunkFn = wf.job.taskFunctions.BillChunk;
   const r = await night(
     ns,
     'slow-renewal',
@@ -212,7 +214,7 @@ test("the sweeper's bundles throw TransientStoreError by name too (its only matc
 });
 
 test('every error name the two state machines match is driven above, or raised only by the Lambda service', () => {
-  const names = new Set([...errorEquals(wf.billing.definition), ...errorEquals(wf.sweeper.definition)]);
+  const names = new Set([...errorEquals(wf.job.definition), ...errorEquals(wf.sweeper.definition)]);
   assert.ok(names.size >= 8, `collected ${[...names].join(', ')}`);
   for (const name of names) {
     assert.ok(DRIVEN.has(name) || SERVICE_ERRORS.includes(name), `${name} is matched by a definition but no test drives a bundle into it`);

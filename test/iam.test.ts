@@ -37,7 +37,7 @@ const stack = new FencepostStack(app, 'Fencepost', { config: readStackConfig(app
 const template = app.synth().getStackByName(stack.stackName).template as Template;
 const id = (c: Construct) => stack.getLogicalId(c.node.defaultChild as CfnElement);
 
-const fn = stack.billing.functions;
+const fn = { ...stack.billing.workflow.functions, chunk: stack.chunkFunction };
 const P = {
   prepare: id(fn.prepare),
   observe: id(fn.observe),
@@ -46,12 +46,12 @@ const P = {
   chunk: id(fn.chunk),
   complete: id(fn.complete),
   release: id(fn.release),
-  sight: id(stack.sweeper.functions.sight),
-  verify: id(stack.sweeper.functions.verify),
+  sight: id(stack.billing.sweeper.functions.sight),
+  verify: id(stack.billing.sweeper.functions.verify),
   billing: id(stack.billing.stateMachine),
-  sweeper: id(stack.sweeper.stateMachine),
-  nightly: id(stack.schedule.schedule),
-  sweeperSchedule: id(stack.sweeperSchedule.schedule),
+  sweeper: id(stack.billing.sweeper.stateMachine),
+  nightly: id(stack.billing.schedule.schedule),
+  sweeperSchedule: id(stack.billing.sweeperSchedule.schedule),
 };
 
 // Local names, as the log records them: a prefix + the schema suffix, and a random bucket.
@@ -67,25 +67,30 @@ const ddb = (principal: string, operation: string, table: string, extra: Partial
   table,
   ...extra,
 });
-const s3 = (principal: string, operation: string, key: string | undefined): AwsCall => ({
+const s3 = (principal: string, operation: string, key: string | undefined, conditions?: AwsCall['conditions']): AwsCall => ({
   principal,
   service: 's3',
   operation,
   bucket: BUCKET,
   ...(key === undefined ? {} : { key }),
+  ...(conditions ? { conditions } : {}),
 });
+/** The manifest's conditional writes (core/manifest.ts): created with If-None-Match: *, rewritten with If-Match. */
+const CREATE = { 'if-none-match': '*' };
+const REWRITE = { 'if-match': '"5d41402abc4b2a76b9719d911017c592"' };
 const invoke = (machine: string, target: string): AwsCall => ({ principal: machine, service: 'lambda', operation: 'Invoke', target });
 
 /** What each principal legitimately does on a night (the handlers' and the core's calls), and nothing else. */
 function legitimateNight(): AwsCall[] {
   const manifest = Keys.manifest(DATE);
-  const manifestRw = (p: string) => [s3(p, 'GetObject', manifest), s3(p, 'PutObject', manifest)];
+  const manifestRw = (p: string) => [s3(p, 'GetObject', manifest), s3(p, 'PutObject', manifest, REWRITE)];
   return [
     ddb(P.observe, 'GetItem', T.locks),
     ddb(P.observe, 'GetItem', T.jobs),
     ddb(P.claim, 'UpdateItem', T.locks),
     ddb(P.raise, 'UpdateItem', T.locks),
     ddb(P.raise, 'UpdateItem', T.jobs),
+    s3(P.raise, 'PutObject', manifest, CREATE),
     ...manifestRw(P.raise),
     ddb(P.chunk, 'UpdateItem', T.locks),
     {
@@ -128,11 +133,11 @@ const of = (report: ProofReport, principal: string): PrincipalReport => {
 test("the mapping from local names to the template comes from the functions' environment and names the stack's stores", () => {
   assert.deepEqual(resources, {
     tableBySuffix: {
-      [LOCK_TABLE.suffix]: id(stack.data.locks),
-      [JOB_TABLE.suffix]: id(stack.data.jobs),
-      [INVOICE_TABLE.suffix]: id(stack.data.invoices),
+      [LOCK_TABLE.suffix]: id(stack.billing.leaseTable.table),
+      [JOB_TABLE.suffix]: id(stack.billing.fenceTable.table),
+      [INVOICE_TABLE.suffix]: id(stack.invoices),
     },
-    bucket: id(stack.data.bucket),
+    bucket: id(stack.billing.manifests.bucket),
   });
 });
 
@@ -183,6 +188,27 @@ test("calls outside the grants are denied, with the simulator's reason", async (
     assert.equal(r.deniedCalls, 1, `${what}: denied`);
     assert.match(r.denied[0].reason, /ImplicitlyDenied \(no identity policy statement allows it/, `${what}: ${r.denied[0].reason}`);
   }
+});
+
+test('the manifest bucket refuses a manifest write that carries neither If-Match nor If-None-Match, whatever the role allows', async () => {
+  const manifest = Keys.manifest(DATE);
+  const decided = async (call: AwsCall) => of(await proveGrants(template, [call], { resources }), call.principal);
+  for (const p of [P.raise, P.chunk, P.complete]) {
+    const blind = await decided(s3(p, 'PutObject', manifest));
+    assert.equal(blind.deniedCalls, 1, `${p}: an unconditional manifest write is denied`);
+    assert.match(blind.denied[0].reason, /ExplicitlyDenied \(explicit Deny in resource policy/, blind.denied[0].reason);
+    for (const conditions of [CREATE, REWRITE]) {
+      assert.equal(
+        (await decided(s3(p, 'PutObject', manifest, conditions))).deniedCalls,
+        0,
+        `${p}: ${JSON.stringify(conditions)} is allowed by its role`,
+      );
+    }
+  }
+  // Only manifests: a chunk object is written once under its writer's own token, with no condition.
+  assert.equal((await decided(s3(P.chunk, 'PutObject', Keys.chunkObject(DATE, 3, 12)))).deniedCalls, 0);
+  // The Deny does not grant: a principal without the role's grant is still refused, headers or not.
+  assert.match((await decided(s3(P.observe, 'PutObject', manifest, REWRITE))).denied[0]?.reason ?? '', /ImplicitlyDenied/);
 });
 
 test('calls the proof cannot map are denied, never guessed', async () => {

@@ -12,23 +12,18 @@ import { App, Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import type { CfnResource } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
+import aslValidator from 'asl-validator';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { FencepostStack } from '../lib/fencepost-stack';
-import { CONTEXT_KEY, STACK_DEFAULTS, parseStackConfig, readStackConfig } from '../lib/config';
+import { CHUNK_TIMEOUT, CONTEXT_KEY, STACK_DEFAULTS, billingChunks, jobSettings, parseStackConfig, readStackConfig } from '../lib/config';
 import { deadlineWindowZone } from '../lib/alarms';
 import { JOB_TABLE, LOCK_TABLE, INVOICE_TABLE, Attr, TABLES } from '../core/schema';
 import { ConfigError } from '../core/errors';
 import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../core/observability';
-import { MAP_RUN_FAILED, TIMEOUT, TRANSIENT_ERRORS, chunkListBytes, chunkMapPlan } from '../lib/billing-workflow';
+import { MAP_RUN_FAILED, TRANSIENT_ERRORS } from '../lib/task-errors';
+import { chunkListBytes, chunkMapPlan } from '../lib/chunk-plan';
 import { CONNECTION_TIMEOUT_MS, REQUEST_TIMEOUT_MS, awsClients } from '../core/stores';
 import { resolveJoin } from '../local/workflow';
-
-// asl-validator ships no type declarations; this is the part of its API the test uses.
-const aslValidator = require('asl-validator') as (definition: unknown) => {
-  isValid: boolean;
-  errors: unknown[];
-  errorsText(separator?: string): string;
-};
 
 const cdkJson = JSON.parse(readFileSync(path.join(__dirname, '..', 'cdk.json'), 'utf8')) as { app: string; context: Record<string, unknown> };
 
@@ -42,7 +37,8 @@ function synth(context: Record<string, unknown>) {
 const { app, stack, template } = synth(cdkJson.context);
 const ref = (c: IConstruct) => ({ Ref: stack.getLogicalId(c.node.defaultChild as CfnResource) });
 const arnOf = (c: IConstruct) => ({ 'Fn::GetAtt': [stack.getLogicalId(c.node.defaultChild as CfnResource), 'Arn'] });
-type Resource = { Type: string; Properties?: Record<string, any>; DeletionPolicy?: string };
+/** A resource of the template, as CDK's Template hands it out (untyped JSON: the assertions check its shape). */
+type Resource = ReturnType<Template['findResources']>[string];
 const ofType = (type: string) => Object.values(template.findResources(type)) as Resource[];
 
 test('cdk.json runs the app with tsx and holds exactly the defaults the code falls back to', () => {
@@ -64,9 +60,9 @@ test('tables: one per schema.ts description, no TTL on any, PITR, deletion prote
     assert.equal(t.DeletionPolicy, 'Retain');
   }
   const byConstruct = [
-    [stack.data.locks, LOCK_TABLE],
-    [stack.data.jobs, JOB_TABLE],
-    [stack.data.invoices, INVOICE_TABLE],
+    [stack.billing.leaseTable.table, LOCK_TABLE],
+    [stack.billing.fenceTable.table, JOB_TABLE],
+    [stack.invoices, INVOICE_TABLE],
   ] as const;
   for (const [table, d] of byConstruct) {
     const resource = template.toJSON().Resources[ref(table).Ref] as Resource;
@@ -81,7 +77,7 @@ test("the job table's sparse GSI is keyed exactly on schema.ts's claim attribute
   assert.deepEqual([Attr.claimShard, Attr.claimedSince], ['claim_shard', 'claimed_since']);
   // Sparse: neither is the table's key, so a row is in the index only while it carries both (RUNNING).
   assert.ok(![index.partitionKey.name, index.sortKey.name].includes(JOB_TABLE.partitionKey.name));
-  const job = template.toJSON().Resources[ref(stack.data.jobs).Ref] as Resource;
+  const job = template.toJSON().Resources[ref(stack.billing.fenceTable.table).Ref] as Resource;
   assert.deepEqual(job.Properties!.GlobalSecondaryIndexes, [
     {
       IndexName: index.name,
@@ -101,14 +97,14 @@ test("the job table's sparse GSI is keyed exactly on schema.ts's claim attribute
 });
 
 test('manifest bucket: versioned, public access blocked, TLS only, encrypted, access-logged, lifecycle, retained', () => {
-  const bucket = ref(stack.data.bucket);
+  const bucket = ref(stack.billing.manifests.bucket);
   template.hasResource('AWS::S3::Bucket', {
     DeletionPolicy: 'Retain',
     Properties: Match.objectLike({
       VersioningConfiguration: { Status: 'Enabled' },
       PublicAccessBlockConfiguration: { BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true },
       BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
-      LoggingConfiguration: Match.objectLike({ DestinationBucketName: ref(stack.data.accessLogs) }),
+      LoggingConfiguration: Match.objectLike({ DestinationBucketName: ref(stack.billing.manifests.accessLogs) }),
       LifecycleConfiguration: {
         Rules: Match.arrayWith([
           Match.objectLike({ NoncurrentVersionExpiration: { NoncurrentDays: 30 }, Status: 'Enabled' }),
@@ -126,7 +122,7 @@ test('manifest bucket: versioned, public access blocked, TLS only, encrypted, ac
 });
 
 test('every alarm exists with its metric, threshold and the SNS action; the topic is KMS-encrypted and TLS-only', () => {
-  const topic = ref(stack.alarms.topic);
+  const topic = ref(stack.billing.alarms.topic);
   const c = STACK_DEFAULTS;
   const fromApp = { Namespace: METRICS_NAMESPACE, Dimensions: [{ Name: 'service', Value: SERVICE_NAME }] };
   const sm = { Namespace: 'AWS/States', Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.billing.stateMachine) }] };
@@ -135,7 +131,7 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
     MetricName: 'ConditionalCheckFailedRequests',
     Dimensions: [{ Name: 'TableName', Value: ref(table) }],
   });
-  const expected: Record<keyof typeof stack.alarms.alarms, Record<string, unknown>> = {
+  const expected: Record<keyof typeof stack.billing.alarms.alarms, Record<string, unknown>> = {
     // Intended change (issue 9): the part of the offset beyond its error bound, not |offset| (test/clock-offset.test.ts).
     clockOffset: {
       ...fromApp,
@@ -154,14 +150,14 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
       ComparisonOperator: 'GreaterThanOrEqualToThreshold',
     },
     lockConditionalChecks: {
-      ...ccf(stack.data.locks),
+      ...ccf(stack.billing.leaseTable.table),
       Statistic: 'Sum',
       Period: 300,
       Threshold: c.conditionalCheckFailedAlarmThreshold,
       ComparisonOperator: 'GreaterThanThreshold',
     },
     jobConditionalChecks: {
-      ...ccf(stack.data.jobs),
+      ...ccf(stack.billing.fenceTable.table),
       Statistic: 'Sum',
       Period: 300,
       Threshold: c.conditionalCheckFailedAlarmThreshold,
@@ -172,7 +168,7 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
       ComparisonOperator: 'GreaterThanThreshold',
       TreatMissingData: 'notBreaching',
     },
-    billingNotDone: {
+    notDone: {
       ...fromApp,
       MetricName: Metric.runsCompleted,
       Statistic: 'Sum',
@@ -203,7 +199,7 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
       Statistic: 'Maximum',
       Threshold: 0,
       ComparisonOperator: 'GreaterThanThreshold',
-      Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [ref(stack.schedule.deadLetterQueue).Ref, 'QueueName'] } }],
+      Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [ref(stack.billing.schedule.deadLetterQueue).Ref, 'QueueName'] } }],
     },
     sweeperStorm: {
       ...fromApp,
@@ -215,7 +211,7 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
     },
     sweeperFailed: {
       Namespace: 'AWS/States',
-      Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.sweeper.stateMachine) }],
+      Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.billing.sweeper.stateMachine) }],
       MetricName: 'ExecutionsFailed',
       Statistic: 'Sum',
       Threshold: 1,
@@ -227,12 +223,12 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
       Statistic: 'Maximum',
       Threshold: 0,
       ComparisonOperator: 'GreaterThanThreshold',
-      Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [ref(stack.sweeperSchedule.deadLetterQueue).Ref, 'QueueName'] } }],
+      Dimensions: [{ Name: 'QueueName', Value: { 'Fn::GetAtt': [ref(stack.billing.sweeperSchedule.deadLetterQueue).Ref, 'QueueName'] } }],
     },
   };
-  assert.deepEqual(Object.keys(stack.alarms.alarms).sort(), Object.keys(expected).sort());
+  assert.deepEqual(Object.keys(stack.billing.alarms.alarms).sort(), Object.keys(expected).sort());
   assert.equal(ofType('AWS::CloudWatch::Alarm').length, Object.keys(expected).length);
-  for (const [name, alarm] of Object.entries(stack.alarms.alarms)) {
+  for (const [name, alarm] of Object.entries(stack.billing.alarms.alarms)) {
     const resource = template.toJSON().Resources[ref(alarm).Ref] as Resource;
     assert.ok(resource, name);
     assert.deepEqual(resource.Properties!.AlarmActions, [topic], `${name} notifies the topic`);
@@ -242,7 +238,7 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
     }
   }
   // TransactionConflict of the two tables a fenced transaction writes, summed (a math expression, no MetricName).
-  const conflicts = template.toJSON().Resources[ref(stack.alarms.alarms.transactionConflicts).Ref] as Resource;
+  const conflicts = template.toJSON().Resources[ref(stack.billing.alarms.alarms.transactionConflicts).Ref] as Resource;
   const metrics = conflicts.Properties!.Metrics as Array<{
     Id: string;
     Expression?: string;
@@ -251,8 +247,8 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
   }>;
   assert.deepEqual(metrics.find((m) => m.Expression)!.Expression, 'FILL(jobs, 0) + FILL(invoices, 0)');
   for (const [id, table] of [
-    ['jobs', stack.data.jobs],
-    ['invoices', stack.data.invoices],
+    ['jobs', stack.billing.fenceTable.table],
+    ['invoices', stack.invoices],
   ] as const) {
     assert.deepEqual(metrics.find((m) => m.Id === id)!.MetricStat, {
       Metric: { Namespace: 'AWS/DynamoDB', MetricName: 'TransactionConflict', Dimensions: [{ Name: 'TableName', Value: ref(table) }] },
@@ -262,10 +258,10 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
   }
   // No alarm claims that ConditionalCheckFailedRequests counts a fenced transaction: only the app's metric does.
   assert.match(
-    String((template.toJSON().Resources[ref(stack.alarms.alarms.fencedRejections).Ref] as Resource).Properties!.AlarmDescription),
+    String((template.toJSON().Resources[ref(stack.billing.alarms.alarms.fencedRejections).Ref] as Resource).Properties!.AlarmDescription),
     /no per-table metric/,
   );
-  template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: arnOf(stack.alarms.key) });
+  template.hasResourceProperties('AWS::SNS::Topic', { KmsMasterKeyId: arnOf(stack.billing.alarms.key) });
   template.hasResourceProperties('AWS::KMS::Key', { EnableKeyRotation: true });
   template.hasResourceProperties('AWS::SNS::TopicPolicy', {
     PolicyDocument: { Statement: Match.arrayWith([Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } })]) },
@@ -289,9 +285,9 @@ test('the nightly schedule starts the state machine with scheduledTime, retries,
     State: 'ENABLED',
     Target: {
       Arn: ref(stack.billing.stateMachine),
-      RoleArn: arnOf(stack.schedule.role),
+      RoleArn: arnOf(stack.billing.schedule.role),
       Input: JSON.stringify({ scheduledTime: '<aws.scheduler.scheduled-time>' }),
-      DeadLetterConfig: { Arn: arnOf(stack.schedule.deadLetterQueue) },
+      DeadLetterConfig: { Arn: arnOf(stack.billing.schedule.deadLetterQueue) },
       RetryPolicy: { MaximumRetryAttempts: 3, MaximumEventAgeInSeconds: 3600 },
     },
   });
@@ -310,12 +306,12 @@ test('the nightly schedule starts the state machine with scheduledTime, retries,
     },
   });
   const policies = ofType('AWS::IAM::Policy').filter((p) =>
-    p.Properties!.Roles.some((r: unknown) => JSON.stringify(r) === JSON.stringify(ref(stack.schedule.role))),
+    p.Properties!.Roles.some((r: unknown) => JSON.stringify(r) === JSON.stringify(ref(stack.billing.schedule.role))),
   );
   assert.equal(policies.length, 1);
   assert.deepEqual(policies[0].Properties!.PolicyDocument.Statement, [
     { Action: 'states:StartExecution', Effect: 'Allow', Resource: ref(stack.billing.stateMachine) },
-    { Action: 'sqs:SendMessage', Effect: 'Allow', Resource: arnOf(stack.schedule.deadLetterQueue) },
+    { Action: 'sqs:SendMessage', Effect: 'Allow', Resource: arnOf(stack.billing.schedule.deadLetterQueue) },
   ]);
 });
 
@@ -340,7 +336,7 @@ test('IAM: no "*" action, no service-wide wildcard, no Resource "*" where the ac
   const statements = [
     ...ofType('AWS::IAM::Policy').map((p) => p.Properties!.PolicyDocument),
     ...ofType('AWS::IAM::ManagedPolicy').map((p) => p.Properties!.PolicyDocument),
-    ...ofType('AWS::IAM::Role').flatMap((r) => (r.Properties!.Policies ?? []).map((p: any) => p.PolicyDocument)),
+    ...ofType('AWS::IAM::Role').flatMap((r) => (r.Properties!.Policies ?? []).map((p: { PolicyDocument: unknown }) => p.PolicyDocument)),
   ].flatMap((doc) => doc.Statement as Array<{ Effect: string; Action: string | string[]; Resource: unknown }>);
   assert.ok(statements.length > 0);
   const problems: string[] = [];
@@ -382,8 +378,8 @@ test('context overrides reach the stack: time zone, deadline, thresholds, e-mail
   t.hasResourceProperties('AWS::Scheduler::Schedule', { ScheduleExpressionTimezone: 'Europe/Paris' });
   t.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'billing-oncall@example.com' });
   const alarm = (a: IConstruct) => t.toJSON().Resources[s.getLogicalId(a.node.defaultChild as CfnResource)] as Resource;
-  assert.equal(alarm(s.alarms.alarms.lockConditionalChecks).Properties!.Threshold, 7);
-  assert.deepEqual(alarm(s.alarms.alarms.billingNotDone).Properties!.EvaluationWindow, { WallClockWindow: { Timezone: '-05:00' } });
+  assert.equal(alarm(s.billing.alarms.alarms.lockConditionalChecks).Properties!.Threshold, 7);
+  assert.deepEqual(alarm(s.billing.alarms.alarms.notDone).Properties!.EvaluationWindow, { WallClockWindow: { Timezone: '-05:00' } });
 });
 
 test('invalid context is refused with one error listing every problem', () => {
@@ -441,21 +437,21 @@ test('the orphan sweeper: its own state machine on a schedule, reading the job t
   for (const q of queries) assert.match(JSON.stringify(q.Resource), /\/index\/claimed/, 'Query only on the claimed index');
   template.hasResourceProperties('AWS::Scheduler::Schedule', {
     ScheduleExpression: STACK_DEFAULTS.sweeperScheduleExpression,
-    Target: Match.objectLike({ Arn: ref(stack.sweeper.stateMachine), DeadLetterConfig: Match.anyValue() }),
+    Target: Match.objectLike({ Arn: ref(stack.billing.sweeper.stateMachine), DeadLetterConfig: Match.anyValue() }),
   });
-  const definition = JSON.stringify(template.toJSON().Resources[ref(stack.sweeper.stateMachine).Ref].Properties.DefinitionString);
+  const definition = JSON.stringify(template.toJSON().Resources[ref(stack.billing.sweeper.stateMachine).Ref].Properties.DefinitionString);
   assert.match(definition, /WaitOutTheLease/);
   assert.match(definition, /\$\.sighted\.waitSeconds/, 'the second sighting waits the lease read from the lock items');
 });
 
 /** A state machine's definition from the template, its Fn::Join resolved with placeholder ARNs (as the local runner does). */
 const definitionOf = (machine: IConstruct) =>
-  JSON.parse(resolveJoin((template.toJSON().Resources[ref(machine).Ref] as Resource).Properties!.DefinitionString)) as Record<string, any>;
+  JSON.parse(resolveJoin((template.toJSON().Resources[ref(machine).Ref] as Resource).Properties!.DefinitionString));
 
 test('asl-validator: both synthesized definitions (billing and sweeper) are valid Amazon States Language', () => {
   for (const [name, machine] of [
     ['billing', stack.billing.stateMachine],
-    ['sweeper', stack.sweeper.stateMachine],
+    ['sweeper', stack.billing.sweeper.stateMachine],
   ] as const) {
     const definition = definitionOf(machine);
     assert.ok(Object.keys(definition.States).length > 3, name);
@@ -467,16 +463,16 @@ test('asl-validator: both synthesized definitions (billing and sweeper) are vali
 
 test('state machine log groups live under /aws/vendedlogs/states/ (the CloudWatch Logs resource-policy size limit)', () => {
   const groups = template.toJSON().Resources as Record<string, Resource>;
-  for (const machine of [stack.billing.stateMachine, stack.sweeper.stateMachine]) {
+  for (const machine of [stack.billing.stateMachine, stack.billing.sweeper.stateMachine]) {
     const props = groups[ref(machine).Ref].Properties!;
     const groupId = props.LoggingConfiguration.Destinations[0].CloudWatchLogsLogGroup.LogGroupArn['Fn::GetAtt'][0] as string;
-    assert.match(String(groups[groupId].Properties!.LogGroupName), /^\/aws\/vendedlogs\/states\/Fencepost-(billing|sweeper)$/);
+    assert.match(String(groups[groupId].Properties!.LogGroupName), /^\/aws\/vendedlogs\/states\/Fencepost-(billing|billing-sweeper)$/);
   }
 });
 
 test('the chunk function is timed to its work (a minute), its task 30 s more; an Invoke timeout is retried', () => {
-  assert.equal(TIMEOUT.chunk.toSeconds(), 60);
-  const chunkFn = template.toJSON().Resources[ref(stack.billing.functions.chunk).Ref] as Resource;
+  assert.equal(CHUNK_TIMEOUT.toSeconds(), 60);
+  const chunkFn = template.toJSON().Resources[ref(stack.chunkFunction).Ref] as Resource;
   assert.equal(chunkFn.Properties!.Timeout, 60);
   const definition = definitionOf(stack.billing.stateMachine);
   const billChunk = definition.States.Chunks.ItemProcessor.States.BillChunk;
@@ -485,7 +481,7 @@ test('the chunk function is timed to its work (a minute), its task 30 s more; an
   assert.ok(billChunk.Retry[0].ErrorEquals.includes('Lambda.ClientExecutionTimeoutException'));
   for (const sweepTask of ['SightClaimed', 'VerifyAndRequeue']) {
     assert.ok(
-      definitionOf(stack.sweeper.stateMachine).States[sweepTask].Retry[0].ErrorEquals.includes('Lambda.ClientExecutionTimeoutException'),
+      definitionOf(stack.billing.sweeper.stateMachine).States[sweepTask].Retry[0].ErrorEquals.includes('Lambda.ClientExecutionTimeoutException'),
       sweepTask,
     );
   }
@@ -495,7 +491,7 @@ test('each schedule carries its own description', () => {
   const schedules = ofType('AWS::Scheduler::Schedule');
   const byTarget = (machine: IConstruct) => schedules.find((x) => JSON.stringify(x.Properties!.Target.Arn) === JSON.stringify(ref(machine)))!;
   assert.match(byTarget(stack.billing.stateMachine).Properties!.Description, /nightly billing/);
-  assert.match(byTarget(stack.sweeper.stateMachine).Properties!.Description, /orphan sweeper/);
+  assert.match(byTarget(stack.billing.sweeper.stateMachine).Properties!.Description, /orphan sweeper/);
 });
 
 test("the Lambdas' AWS clients give up on a hung call: connection and request timeouts, thrown as errors", async () => {
@@ -509,7 +505,7 @@ test("the Lambdas' AWS clients give up on a hung call: connection and request ti
       assert.equal(config.requestTimeout, REQUEST_TIMEOUT_MS);
       assert.equal(config.throwOnRequestTimeout, true);
     }
-    assert.ok(REQUEST_TIMEOUT_MS * 3 < TIMEOUT.chunk.toMilliseconds() / 2, 'three attempts of a hung call fit well inside the chunk timeout');
+    assert.ok(REQUEST_TIMEOUT_MS * 3 < CHUNK_TIMEOUT.toMilliseconds() / 2, 'three attempts of a hung call fit well inside the chunk timeout');
   } finally {
     clients.destroy();
   }
@@ -525,10 +521,10 @@ test('large nights: above distributedMapAboveChunks the chunks run as a Distribu
     'aws:cdk:bundling-stacks': [], // the template is all this test reads: skip asset bundling
     [CONTEXT_KEY]: { invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 200 }, // 2,000 chunks
   });
-  assert.equal(s.billing.distributed, true);
-  assert.equal(stack.billing.distributed, false, 'the default night (10 chunks) stays inline');
+  assert.equal(s.billing.workflow.distributed, true);
+  assert.equal(stack.billing.workflow.distributed, false, 'the default night (10 chunks) stays inline');
   const machine = t.toJSON().Resources[s.getLogicalId(s.billing.stateMachine.node.defaultChild as CfnResource)] as Resource;
-  const definition = JSON.parse(resolveJoin(machine.Properties!.DefinitionString)) as Record<string, any>;
+  const definition = JSON.parse(resolveJoin(machine.Properties!.DefinitionString));
   const map = definition.States.Chunks;
   assert.deepEqual(map.ItemProcessor.ProcessorConfig, { Mode: 'DISTRIBUTED', ExecutionType: 'STANDARD' });
   assert.equal(map.MaxConcurrency, 200);
@@ -603,17 +599,18 @@ test("large nights: the chunk plan is checked against AWS's limits, every proble
 });
 
 test('large nights: the plan the checks use (history per chunk, payload, chunk time) at the defaults', () => {
-  const plan = chunkMapPlan(STACK_DEFAULTS);
+  const planOf = (invoices: number) => chunkMapPlan(jobSettings({ ...STACK_DEFAULTS, invoices }));
+  const plan = planOf(STACK_DEFAULTS.invoices);
   assert.equal(plan.mode, 'inline');
   assert.equal(plan.chunks, 10);
   assert.equal(plan.eventsPerChunk, 19, '2 iteration events + a task of 5 events with 4 retries of 3');
   assert.ok(plan.historyEvents < 25_000 && plan.historyEvents === plan.fixedEvents + 190);
-  assert.equal(plan.chunkMs, 51 * 50 + 50);
+  assert.equal(billingChunks(STACK_DEFAULTS).chunkMs, 51 * 50 + 50);
   // Inline at the default threshold fits the history quota, with the defaults' claim loop.
-  const atThreshold = chunkMapPlan({ ...STACK_DEFAULTS, invoices: 500 * STACK_DEFAULTS.chunkSize });
+  const atThreshold = planOf(500 * STACK_DEFAULTS.chunkSize);
   assert.equal(atThreshold.mode, 'inline');
   assert.ok(atThreshold.historyEvents <= 25_000, String(atThreshold.historyEvents));
-  assert.equal(chunkMapPlan({ ...STACK_DEFAULTS, invoices: 501 * STACK_DEFAULTS.chunkSize }).mode, 'distributed');
+  assert.equal(planOf(501 * STACK_DEFAULTS.chunkSize).mode, 'distributed');
   for (const n of [0, 1, 9, 10, 11, 99, 100, 101, 2_000, 12_345]) {
     assert.equal(chunkListBytes(n), JSON.stringify(Array.from({ length: n }, (_, i) => i)).length, String(n));
   }

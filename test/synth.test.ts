@@ -75,20 +75,22 @@ test('the integration test app (integ/billing.integ.ts) synthesizes offline, wit
       JSON.stringify({ $ObjectLike: { Item: { $ObjectLike: { state: { S: 'DONE' }, chunk_count: { N: '10' } } } } }),
     ]);
     assert.deepEqual(parameter(calls('DynamoDBgetItem')[0], 'Key'), { pk: { S: Keys.job(INTEG_NIGHT) } });
-    const bodies = expected('S3getObject').map((e) => (JSON.parse(e) as { $ObjectLike: { Body: Record<string, any> } }).$ObjectLike.Body);
-    const manifest = bodies.find((b) => b.$SerializedJson)!.$SerializedJson.$ObjectLike;
+    /** The two manifest reads' expected bodies: a serialized-JSON match, and a regular expression. */
+    type ManifestMatch = { $SerializedJson?: { $ObjectLike: { state: string; chunks: { $ObjectLike: unknown } } }; $StringLike?: string };
+    const bodies = expected('S3getObject').map((e) => (JSON.parse(e) as { $ObjectLike: { Body: ManifestMatch } }).$ObjectLike.Body);
+    const manifest = bodies.find((b) => b.$SerializedJson)!.$SerializedJson!.$ObjectLike;
     assert.equal(manifest.state, 'DONE');
     const names = Array.from({ length: 10 }, (_, i) => `0${i}`);
     assert.deepEqual(
       manifest.chunks.$ObjectLike,
-      Object.fromEntries(names.map((n) => [n, { $ObjectLike: { invoices: 5000 } }])),
+      Object.fromEntries(names.map((n) => [n, { $ObjectLike: { records: 5000 } }])),
       '10 chunks of 5,000',
     );
     // The second read pins "exactly ten": chunk 09 named, no chunk 10. Checked on manifests as complete() writes them.
     const exactlyTen = new RegExp(bodies.find((b) => b.$StringLike)!.$StringLike as string);
     const written = (n: number) =>
       JSON.stringify(
-        { state: 'DONE', chunks: Object.fromEntries(Array.from({ length: n }, (_, i) => [String(i).padStart(2, '0'), { invoices: 5000 }])) },
+        { state: 'DONE', chunks: Object.fromEntries(Array.from({ length: n }, (_, i) => [String(i).padStart(2, '0'), { records: 5000 }])) },
         null,
         1,
       );

@@ -12,6 +12,7 @@ import { audit } from '../core/audit';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { runSweeperLocally, runWorkflowLocally, synthesizeWorkflow, synthesizeWorkflowNow, workflowCacheKey } from '../local/workflow';
+import { billingApp } from '../apps/billing';
 import { systemClock } from '../core/clock';
 import { DEFAULTS } from '../core/config';
 import { Events } from '../core/events';
@@ -45,7 +46,7 @@ async function auditNight(ns: Namespace) {
 }
 
 test('the local definition is the synthesized one: the clock-free watch is Observe ⇄ a Wait state, then Claim', () => {
-  const wf = synthesizeWorkflow({ leaseMs: 3000, renewMs: 1000, marginMs: 1000 });
+  const wf = synthesizeWorkflow(billingApp, { leaseMs: 3000, renewMs: 1000, marginMs: 1000 });
   const states = wf.definition.States as Record<string, Record<string, unknown>>;
   assert.equal(wf.definition.StartAt, 'Prepare');
   assert.equal(states.WatchTheLease.Type, 'Wait');
@@ -74,13 +75,20 @@ test('the local definition is the synthesized one: the clock-free watch is Obser
 
 test('the synth cache returns exactly what a synth returns, keys on the settings, and survives a damaged entry', () => {
   const settings = { leaseMs: 4000, renewMs: 1000, marginMs: 1000 };
-  const fresh = synthesizeWorkflowNow(settings);
-  assert.deepEqual(synthesizeWorkflow(settings), fresh, 'first call: synthesized and stored');
-  assert.deepEqual(synthesizeWorkflow(settings), fresh, 'second call: read back, the same');
-  assert.notEqual(workflowCacheKey(settings), workflowCacheKey({ ...settings, leaseMs: 5000 }), 'other settings, another entry');
-  assert.equal(synthesizeWorkflow({ ...settings, leaseMs: 5000 }).environment.FENCEPOST_LEASE_MS, '5000');
-  writeFileSync(path.join(__dirname, '..', 'node_modules', '.cache', 'fencepost', `workflow-${workflowCacheKey(settings)}.json`), '{"definition":');
-  assert.deepEqual(synthesizeWorkflow(settings), fresh, 'a damaged entry is synthesized again');
+  const fresh = synthesizeWorkflowNow(billingApp, settings);
+  assert.deepEqual(synthesizeWorkflow(billingApp, settings), fresh, 'first call: synthesized and stored');
+  assert.deepEqual(synthesizeWorkflow(billingApp, settings), fresh, 'second call: read back, the same');
+  assert.notEqual(
+    workflowCacheKey(billingApp, settings),
+    workflowCacheKey(billingApp, { ...settings, leaseMs: 5000 }),
+    'other settings, another entry',
+  );
+  assert.equal(synthesizeWorkflow(billingApp, { ...settings, leaseMs: 5000 }).environment.FENCEPOST_LEASE_MS, '5000');
+  writeFileSync(
+    path.join(__dirname, '..', 'node_modules', '.cache', 'fencepost', `workflow-billing-${workflowCacheKey(billingApp, settings)}.json`),
+    '{"definition":',
+  );
+  assert.deepEqual(synthesizeWorkflow(billingApp, settings), fresh, 'a damaged entry is synthesized again');
 });
 
 test('a whole night through the synthesized workflow completes and the audit holds', async () => {
@@ -88,7 +96,7 @@ test('a whole night through the synthesized workflow completes and the audit hol
   const w = startWorker(ns, [...night, '--worker', 'exec-1']);
   assert.equal(await w.exited, 0, w.stderr.join('\n'));
   const kinds = new Set(w.events.map((e) => e.event));
-  for (const k of ['observe', 'claim', 'renew', 'fence-raised', 'manifest-raised', 'batch-committed', 'chunk-committed', 'completed', 'released'])
+  for (const k of ['sighted', 'claim', 'renew', 'fence-raised', 'manifest-raised', 'batch-committed', 'chunk-committed', 'completed', 'released'])
     assert.ok(kinds.has(k as never), k);
   assert.equal(w.events.filter((e) => e.event === 'chunk-committed').length, 4);
   assert.ok(w.events.filter((e) => e.event === 'renew').length >= 6, 'every task that acts for the holder renewed first');
@@ -117,7 +125,7 @@ test('two executions of the same night started together: one completes, the othe
 
 test('a holder process paused past its lease between two chunk tasks is stopped; the other execution completes the night', async () => {
   const ns = await namespace();
-  const a = startWorker(ns, [...night, '--worker', 'exec-a'], { FENCEPOST_FAULT: 'sigstop:after-chunk:1' });
+  const a = startWorker(ns, [...night, '--worker', 'exec-a'], { faults: { sigstop: 'after-chunk:1' } });
   await a.waitFor((e) => e.fault === 'sigstop');
   const b = startWorker(ns, [...night, '--worker', 'exec-b']);
   const claimed = await b.waitFor((e) => e.event === 'claim');
@@ -149,9 +157,10 @@ test('bad state-machine input fails at validation with nothing written', async (
   // In a child process: the handlers' runtime is per process, as in a Lambda.
   const script = `
     const { runWorkflowLocally } = require('./local/workflow');
+    const { billingApp } = require('./apps/billing');
     const { localClients } = require('./core/stores');
     const given = ${JSON.stringify({ endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket })};
-    const common = { clients: localClients(given.endpoints), endpoints: given.endpoints, tables: given.tables, bucket: given.bucket };
+    const common = { app: billingApp, clients: localClients(given.endpoints), endpoints: given.endpoints, tables: given.tables, bucket: given.bucket };
     (async () => {
       const results = [];
       for (const input of [{}, { jobDate: '2026-02-30' }, { jobDate: 20260928 }, { scheduledTime: 'yesterday' }]) {
@@ -190,14 +199,15 @@ test("the synthesized sweeper, on its bundles, re-queues a dead holder's night a
     ...DEFAULTS,
     ...settings,
   });
-  await raiseFence(
-    { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock },
-    Keys.job(DATE),
-    held.token,
-    'dead',
-    4,
-  );
-  const r = await runSweeperLocally({ clients: ns.clients, endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket, settings });
+  await raiseFence({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, clock: systemClock }, Keys.job(DATE), held.token, 'dead', 4);
+  const r = await runSweeperLocally({
+    app: billingApp,
+    clients: ns.clients,
+    endpoints: ns.endpoints,
+    tables: ns.tables,
+    bucket: ns.bucket,
+    settings,
+  });
   assert.equal(r.status, 'SUCCEEDED', `${r.error}: ${r.cause}`);
   assert.equal(r.endState, 'Swept');
   assert.equal(r.started.length, 1, 'one billing run started for the re-queued night');
@@ -219,10 +229,11 @@ test('a night run as a Distributed Map (distributedMapAboveChunks: 0) completes 
     distributedMapAboveChunks: 0,
     clockOffsetAlarmMs: 250,
   };
-  const wf = synthesizeWorkflow(settings);
+  const wf = synthesizeWorkflow(billingApp, settings);
   const chunks = (wf.definition.States as Record<string, { ItemProcessor?: { ProcessorConfig?: { Mode?: string } } }>).Chunks;
   assert.equal(chunks.ItemProcessor?.ProcessorConfig?.Mode, 'DISTRIBUTED', 'the template holds a Distributed Map');
   const r = await runWorkflowLocally({
+    app: billingApp,
     clients: ns.clients,
     endpoints: ns.endpoints,
     tables: ns.tables,

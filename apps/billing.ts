@@ -1,0 +1,51 @@
+/**
+ * The billing app as the local runner builds and runs it (local/workflow.ts WorkflowApp): the billing stack
+ * (lib/fencepost-stack.ts) with cdk.json's `fencepost` settings and the run's overrides, its FencedJob's two state
+ * machines and stores, and, for source mode, its handlers made in this process.
+ *
+ * The stack and the handlers are loaded only when asked for: a run from the synth cache needs neither aws-cdk-lib
+ * nor the constructs, and Powertools must read the local run's settings when the handlers' modules load.
+ */
+import { createRequire } from 'node:module';
+import type { App } from 'aws-cdk-lib';
+import type { Clients } from '../core/stores';
+import type { BillingHooks } from '../core/billing';
+import type { EventListener } from '../core/events';
+import type * as Handlers from '../lambda/index';
+import type * as Runtime from '../lambda/runtime';
+import type * as Config from '../lib/config';
+import type * as Stack from '../lib/fencepost-stack';
+import { Env } from '../lambda/env';
+
+type Json = Record<string, unknown>;
+
+/** Loads a module when first asked for (synchronously: a synth and a source-mode run start in one call). */
+const onDemand = createRequire(__filename);
+
+/** The billing stack's id in the app (the local stack's name). */
+const STACK_ID = 'Fencepost';
+
+/** The billing stack as local/workflow.ts runs it (a WorkflowApp). */
+export const billingApp = {
+  name: 'billing',
+  variables: { handler: Env.handler, worker: Env.worker },
+  build(app: App, settings: Json) {
+    const { CONTEXT_KEY, parseStackConfig } = onDemand('../lib/config') as typeof Config;
+    const { FencepostStack } = onDemand('../lib/fencepost-stack') as typeof Stack;
+    const config = parseStackConfig({ ...(app.node.tryGetContext(CONTEXT_KEY) as Json | undefined), ...settings });
+    const stack = new FencepostStack(app, STACK_ID, { config });
+    const job = stack.billing;
+    return {
+      stack,
+      job: job.stateMachine,
+      sweeper: job.sweeper.stateMachine,
+      tables: { locks: job.leaseTable.table, jobs: job.fenceTable.table, invoices: stack.invoices },
+      bucket: job.manifests.bucket,
+    };
+  },
+  handlers(runtime: { environment: Readonly<Record<string, string>>; clients: Clients; onEvent?: EventListener; hooks?: BillingHooks }) {
+    const { createRuntime, lazily } = onDemand('../lambda/runtime') as typeof Runtime;
+    const { makeHandlers } = onDemand('../lambda/index') as typeof Handlers;
+    return makeHandlers(lazily(() => createRuntime(runtime))) as Record<string, (event: unknown) => Promise<unknown>>;
+  },
+};

@@ -1,0 +1,48 @@
+/**
+ * Where a fenced job's runs live, by the job's name (a module with no side effects: the constructs import it too).
+ * A run is one job on one date: its lock item and its job row share the key `<name>#<date>` (the sweeper reads a
+ * row's lock by the row's key), its manifest is `<name>/<date>/manifest.json`, and everything it writes to S3 is
+ * under `<name>/`. The billing job is named `billing`, so its keys are core/schema.ts `Keys`.
+ */
+import type { ManifestPlace } from '../core/manifest';
+
+/** Lowercase letters, digits and hyphens, starting with a letter: no `#` or `/`, which separate the parts of a key. */
+export const JOB_NAME_PATTERN = /^[a-z][a-z0-9-]{0,39}$/;
+
+/** The keys of one job's runs. */
+export interface JobKeys {
+  /** The job's name. */
+  readonly name: string;
+  /** The lock item of the run on `date` (lock table). */
+  readonly lock: (date: string) => string;
+  /** The job row of the run on `date` (job table); its chunk fence items are `<row>#chunk#NN` beside it. */
+  readonly job: (date: string) => string;
+  /** The date of a run from its job row's key. */
+  readonly dateOf: (jobId: string) => string;
+  /** The manifest of the run on `date`. */
+  readonly manifest: (date: string) => string;
+  /** The manifest and the chunk objects (`<name>/<date>/chunks/`) of the run on `date`. */
+  readonly manifestPlace: (date: string) => ManifestPlace;
+  /** The S3 prefix every object of the job is under. */
+  readonly prefix: string;
+}
+
+/**
+ * The keys of the job called `name`.
+ *
+ * @param name - the job's name (JOB_NAME_PATTERN)
+ * @returns its key functions
+ */
+export function jobKeys(name: string): JobKeys {
+  const run = (date: string) => `${name}#${date}`;
+  const manifest = (date: string) => `${name}/${date}/manifest.json`;
+  return {
+    name,
+    lock: run,
+    job: run,
+    dateOf: (jobId) => jobId.slice(name.length + 1),
+    manifest,
+    manifestPlace: (date) => ({ key: manifest(date), chunkPrefix: `${name}/${date}/chunks/` }),
+    prefix: `${name}/`,
+  };
+}

@@ -1,0 +1,32 @@
+/**
+ * The job (fence) table: one row per run (`<job>#<date>`: fence, state, owner_token) and beside it one chunk fence
+ * item per chunk (core/schema.ts JOB_TABLE; docs/DESIGN.md "Chunk fences").
+ *
+ * Its sparse index holds only claimed rows (Part 6): claim_shard and claimed_since are written in the same
+ * UpdateItem that raises the fence and removed in the one that completes or re-queues, so the orphan sweeper reads
+ * exactly the claimed rows and never scans. Projection ALL: the sweeper's conditional re-queue needs state,
+ * owner_token and fence, and there is one row a run. Never TTL'd: a deleted row forgets the fence that refuses a
+ * late holder.
+ */
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import { Construct } from 'constructs';
+import { JOB_TABLE } from '../core/schema';
+import { refuseTimeToLive, schemaTable } from './schema-table';
+
+/** The job table with its sparse index of claimed rows. */
+export class FenceTable extends Construct {
+  /** The table. Grant by need: the workflow's functions get the single actions they use on it. */
+  readonly table: dynamodb.Table;
+  /** The sparse index's name: the only way the sweeper reads the table. */
+  readonly claimedIndexName: string;
+  /** The sparse index's ARN, for a Query grant on the index alone. */
+  readonly claimedIndexArn: string;
+
+  constructor(scope: Construct, id: string) {
+    super(scope, id);
+    this.table = schemaTable(this, 'Table', JOB_TABLE);
+    refuseTimeToLive(this.table, "a deleted job row or chunk fence item forgets the fence that refuses a late holder's writes");
+    this.claimedIndexName = JOB_TABLE.sparseIndex!.name;
+    this.claimedIndexArn = `${this.table.tableArn}/index/${this.claimedIndexName}`;
+  }
+}

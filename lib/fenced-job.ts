@@ -1,0 +1,398 @@
+/**
+ * FencedJob: a nightly job that runs exactly once in effect, whatever the job does, as one construct.
+ *
+ * It owns the lock table, the job (fence) table, the manifest bucket, the fenced workflow (claim the lease
+ * clock-free, raise the fences first, run the chunks with the USER'S function, complete, release), the nightly
+ * schedule, the orphan sweeper with its schedule, and the alarms with their dashboard (docs/DESIGN.md §4–§6).
+ *
+ * What it guarantees: a holder that lost its lease cannot write past the fence (the chunk function's fenced
+ * writes are refused by DynamoDB and S3, Part 4), two starts of the same night are harmless, a night whose holder
+ * died is re-queued. What it does not: the chunk function's own writes are only safe if it follows the contract
+ * below; the lease alone guarantees nothing (Part 2).
+ *
+ * The chunk function is invoked with `{ jobDate, holder, token, chunk }` and must, in this order: resume the lease
+ * (renew first: `resume` in the core, which computes this process's own stop time), check the stop time before
+ * each act, put every write in a transaction with the ConditionCheck of its chunk fence item (`<name>#<date>#chunk#NN`,
+ * `fence <= token`), commit its output to the run's manifest (If-Match), then mark the chunk done on its fence item
+ * (Complete refuses to mark the night DONE over a chunk that is not). It gets the environment it needs
+ * (lambda/env.ts: job name, chunk count, tables, bucket, lease settings) and the grants on the lock and job tables
+ * and on the manifest bucket's `<name>/` prefix; grants on its own tables are the caller's.
+ */
+import { Duration } from 'aws-cdk-lib';
+import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+import { DEFAULTS, leaseProblems } from '../core/config';
+import { ConfigError } from '../core/errors';
+import { SWEEPER_DEFAULTS } from '../core/sweeper';
+import { JOB_NAME_PATTERN, jobKeys } from '../lambda/job-keys';
+import { FencepostAlarms } from './alarms';
+import { SFN_QUOTAS, type ChunkWording, chunkMapProblems } from './chunk-plan';
+import { FenceTable } from './fence-table';
+import { FencedWorkflow } from './fenced-workflow';
+import { LeaseTable } from './lease-table';
+import { ManifestBucket, type ManifestBucketProps } from './manifest-bucket';
+import { NightlySchedule } from './schedule';
+import { OrphanSweeper } from './sweeper';
+
+/** The settings of a fenced job that are plain values: what FencedJob validates, all in one pass. */
+export interface FencedJobSettings {
+  /** Chunks in one run (one invocation of the chunk function each). */
+  readonly chunks: number;
+  /** Chunks the workflow runs at once (the Map's MaxConcurrency): 1..40 inline, 1..10,000 distributed. @default 1 */
+  readonly chunkConcurrency: number;
+  /**
+   * Runs of more chunks than this run them as a Distributed Map (a child execution per chunk), not inline in the job's
+   * execution, whose history (25,000 events) and state (256 KiB) would otherwise grow with the run. 0: always
+   * distributed. @default 500
+   */
+  readonly distributedMapAboveChunks: number;
+  /** The largest output of one chunk invocation in bytes (JSON), for the inline payload check. @default 1024 */
+  readonly chunkOutputBytes: number;
+  /** How long one chunk takes, in ms, for the check that a run fits the 2-hour execution timeout. @default - not checked */
+  readonly chunkMs?: number;
+  /** How long a lease lasts without renewal. @default 10000 (Part 0) */
+  readonly leaseMs: number;
+  /** How often the holder renews; at most leaseMs / 3. @default 3000 (Part 0) */
+  readonly renewMs: number;
+  /** Stop time = sent_at + lease - margin. @default 2000 (Part 2) */
+  readonly marginMs: number;
+  /** Leases a claimant waits on a live holder before it gives up. @default 30 */
+  readonly claimBudget: number;
+  /** EventBridge Scheduler expression for the nightly start, `cron(...)` or `rate(...)`. @default 'cron(30 1 * * ? *)' */
+  readonly scheduleExpression: string;
+  /** IANA time zone the schedule (and the deadline) is read in. @default 'UTC' */
+  readonly scheduleTimeZone: string;
+  /** Hour of the day (0..23, in scheduleTimeZone) by which the night's run must be DONE. @default 5 */
+  readonly deadlineHour: number;
+  /** Alarm when a Lambda's estimated clock offset exceeds this; must stay below marginMs. @default 500 */
+  readonly clockOffsetAlarmMs: number;
+  /** Alarm when this many fenced writes are refused in 5 minutes. @default 1 (any rejection) */
+  readonly fencedRejectionsAlarmThreshold: number;
+  /** Alarm when a table sees more ConditionalCheckFailedRequests than this in 5 minutes. @default 40 */
+  readonly conditionalCheckFailedAlarmThreshold: number;
+  /** Where alarm notifications are e-mailed. @default - no subscription; subscribe to the topic yourself */
+  readonly alarmEmail?: string;
+  /** How often the orphan sweeper runs (Scheduler's finest rate is one minute). @default 'rate(1 minute)' */
+  readonly sweeperScheduleExpression: string;
+  /** Above this share of claimed rows looking dead at once, the sweeper re-queues none (a storm). @default 0.5 */
+  readonly sweeperStormShare: number;
+  /** A storm needs at least this many dead-looking rows. @default 3 */
+  readonly sweeperStormMinimum: number;
+  /** Re-queues per sweep at most. @default 10 */
+  readonly sweeperMaxRequeues: number;
+}
+
+/** The defaults of every optional setting (the reference text's numbers; ARCHITECTURE.md section 8). */
+export const FENCED_JOB_DEFAULTS = {
+  chunkConcurrency: 1,
+  distributedMapAboveChunks: 500,
+  chunkOutputBytes: 1024,
+  leaseMs: DEFAULTS.leaseMs,
+  renewMs: DEFAULTS.renewMs,
+  marginMs: DEFAULTS.marginMs,
+  claimBudget: DEFAULTS.claimBudget,
+  scheduleExpression: 'cron(30 1 * * ? *)',
+  scheduleTimeZone: 'UTC',
+  deadlineHour: 5,
+  clockOffsetAlarmMs: 500,
+  fencedRejectionsAlarmThreshold: 1,
+  // One waiting claimant claims only after one rvn stayed unchanged a full lease, so it fails at most one claim per
+  // lease it waits: 300 s / 10 s + 1 = 31 in 5 minutes (and claimBudget + 1 = 31 in all). Above 40 means more than
+  // one claimant, or renewals failing en masse.
+  conditionalCheckFailedAlarmThreshold: 40,
+  sweeperScheduleExpression: 'rate(1 minute)',
+  sweeperStormShare: SWEEPER_DEFAULTS.stormShare,
+  sweeperStormMinimum: SWEEPER_DEFAULTS.stormMinimum,
+  sweeperMaxRequeues: SWEEPER_DEFAULTS.maxRequeuesPerSweep,
+} as const satisfies Omit<FencedJobSettings, 'chunks' | 'chunkMs' | 'alarmEmail'>;
+
+type OptionalSettings = Partial<Omit<FencedJobSettings, 'chunks' | 'chunkMs'>>;
+
+export interface FencedJobProps extends OptionalSettings {
+  /**
+   * The job's name: lowercase letters, digits and hyphens, starting with a letter (at most 40). Its runs' keys are
+   * `<name>#<date>`, their manifests `<name>/<date>/manifest.json`, everything they write to S3 is under `<name>/`.
+   */
+  readonly name: string;
+  /**
+   * The user's chunk function, invoked once per chunk with `{ jobDate, holder, token, chunk }` (see the contract
+   * above). FencedJob grants it what the fence needs and, when it is a `lambda.Function` of this app, sets its
+   * environment (`FencedJob.environment`); set that yourself on an imported function.
+   */
+  readonly chunkFunction: lambda.IFunction;
+  /** Chunks in one run. */
+  readonly chunks: number;
+  /**
+   * The chunk function's timeout; its task's is 30 s more, so the function always times out first.
+   * @default - the function's own timeout (required when the function is not a `lambda.Function` of this app)
+   */
+  readonly chunkTimeout?: Duration;
+  /** How long one chunk takes, for the check that a run fits the execution timeout. @default - not checked */
+  readonly chunkDuration?: Duration;
+  /** The chunk task's state name in the definition. @default 'RunChunk' */
+  readonly chunkStepName?: string;
+  /**
+   * The tables the chunk function writes in its fenced transactions, by a short lowercase id (e.g.
+   * `{ invoices: table }`): the TransactionConflicts alarm watches them with the job table.
+   * @default - the job table alone
+   */
+  readonly fencedTables?: Readonly<Record<string, ITable>>;
+  /** What the chunks report, graphed first on the dashboard. @default - no progress graph */
+  readonly dashboardProgress?: { readonly left: cloudwatch.IMetric[]; readonly right?: cloudwatch.IMetric[] };
+  /** Retention of the manifest bucket's objects and logs. @default - ManifestBucket's defaults */
+  readonly manifestRetention?: Omit<ManifestBucketProps, 'prefix'>;
+}
+
+/** The core reports lease problems under the CLI's flag names; say them as the settings' names. */
+const FLAG_TO_SETTING: Record<string, string> = {
+  'lease-ms': 'leaseMs',
+  'renew-ms': 'renewMs',
+  'margin-ms': 'marginMs',
+  'claim-budget': 'claimBudget',
+};
+
+/** The workflow's own state names: the chunk step may not take one. */
+const STATE_NAMES = new Set([
+  'Prepare',
+  'InvalidInput',
+  'FirstObservation',
+  'Observe',
+  'ClaimOrWatch',
+  'WatchTheLease',
+  'Claim',
+  'Claimed',
+  'ClaimBudgetExhausted',
+  'RaiseFence',
+  'AlreadyDoneAtRaise',
+  'AlreadyDone',
+  'Chunks',
+  'Complete',
+  'Completed',
+  'Lost',
+  'ReleaseAfterFailure',
+  'ReleaseAfterChunkFailure',
+  'ChunksLostOrFailed',
+  'Failed',
+]);
+
+const positiveInteger = (n: number) => Number.isSafeInteger(n) && n >= 1;
+
+/**
+ * Every problem with a fenced job's settings, each naming the setting, for one ConfigError. `chunks` undefined
+ * means the caller derives it from settings of its own that are wrong and already reported (billing: invoices and
+ * chunkSize); `wording` says how the chunk problems name what makes the chunks.
+ *
+ * @param s - the settings, defaults applied
+ * @param wording - how problems name the setting that makes the chunks @default `chunks (N)`
+ * @returns the problems; empty when the settings are valid
+ */
+export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { readonly chunks: number | undefined }, wording?: ChunkWording): string[] {
+  const problems = leaseProblems(s).map((p) => p.replace(/\b[a-z]+(?:-[a-z]+)+\b/g, (word) => FLAG_TO_SETTING[word] ?? word));
+  if (s.chunks !== undefined && !positiveInteger(s.chunks)) problems.push(`chunks must be a positive integer, got ${s.chunks}`);
+  if (!positiveInteger(s.chunkOutputBytes)) problems.push(`chunkOutputBytes must be a positive integer, got ${s.chunkOutputBytes}`);
+  if (s.chunkMs !== undefined && !(s.chunkMs > 0)) problems.push(`chunkDuration must be positive, got ${s.chunkMs} ms`);
+  // How the chunks run on AWS (Map mode, concurrency, history, payload): the figures it reads must be valid.
+  const planned = s.chunks !== undefined && [s.chunks, s.leaseMs, s.claimBudget, s.chunkOutputBytes].every(positiveInteger);
+  if (planned) problems.push(...chunkMapProblems({ ...s, chunks: s.chunks! }, wording));
+  else if (!Number.isSafeInteger(s.chunkConcurrency) || s.chunkConcurrency < 1 || s.chunkConcurrency > SFN_QUOTAS.distributedConcurrency) {
+    problems.push(`chunkConcurrency must be an integer from 1 to ${SFN_QUOTAS.distributedConcurrency}, got ${s.chunkConcurrency}`);
+  }
+  const problem = scheduleProblem('scheduleExpression', s.scheduleExpression);
+  if (problem) problems.push(problem);
+  if (!isTimeZone(s.scheduleTimeZone))
+    problems.push(`scheduleTimeZone must be an IANA time zone such as UTC or Europe/Paris, got ${JSON.stringify(s.scheduleTimeZone)}`);
+  if (!positiveInteger(s.clockOffsetAlarmMs)) {
+    problems.push(`clockOffsetAlarmMs must be a positive integer, got ${s.clockOffsetAlarmMs}`);
+  } else if (s.clockOffsetAlarmMs >= s.marginMs) {
+    // The margin absorbs clock error (Part 2, Part 3); an alarm at or past it would fire only after the margin is gone.
+    problems.push(
+      `clockOffsetAlarmMs (${s.clockOffsetAlarmMs}) must be less than marginMs (${s.marginMs}): the alarm must fire before clock error eats the margin`,
+    );
+  }
+  for (const key of ['fencedRejectionsAlarmThreshold', 'conditionalCheckFailedAlarmThreshold'] as const) {
+    if (!positiveInteger(s[key])) problems.push(`${key} must be a positive integer, got ${s[key]}`);
+  }
+  if (!Number.isSafeInteger(s.deadlineHour) || s.deadlineHour < 0 || s.deadlineHour > 23) {
+    problems.push(`deadlineHour must be an hour of the day from 0 to 23, got ${s.deadlineHour}`);
+  } else if (!problem) {
+    const gap = deadlineGapMinutes(s.scheduleExpression, s.deadlineHour);
+    if (gap !== undefined && gap < 60) {
+      problems.push(
+        `deadlineHour (${s.deadlineHour}:00) must be at least an hour after the scheduled start (${gap} minutes is too little for a night's run)`,
+      );
+    }
+  }
+  const sweepProblem = scheduleProblem('sweeperScheduleExpression', s.sweeperScheduleExpression);
+  if (sweepProblem) problems.push(sweepProblem);
+  if (!(s.sweeperStormShare > 0 && s.sweeperStormShare <= 1)) problems.push(`sweeperStormShare must be in (0, 1], got ${s.sweeperStormShare}`);
+  for (const key of ['sweeperStormMinimum', 'sweeperMaxRequeues'] as const) {
+    if (!positiveInteger(s[key])) problems.push(`${key} must be a positive integer, got ${s[key]}`);
+  }
+  if (s.alarmEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(s.alarmEmail)) {
+    problems.push(`alarmEmail must be an e-mail address, got ${JSON.stringify(s.alarmEmail)}`);
+  }
+  return problems;
+}
+
+/** EventBridge Scheduler's recurring forms: cron(6 fields) or rate(N unit). `at(...)` is one-off, not nightly. */
+function scheduleProblem(key: string, expression: string): string | undefined {
+  const cron = /^cron\((.+)\)$/.exec(expression);
+  if (cron) {
+    const fields = cron[1].trim().split(/\s+/);
+    return fields.length === 6
+      ? undefined
+      : `${key} cron(...) needs 6 fields (minutes hours day-of-month month day-of-week year), got ${fields.length} in ${expression}`;
+  }
+  if (/^rate\([1-9]\d* (minute|minutes|hour|hours|day|days)\)$/.test(expression)) return undefined;
+  return `${key} must be cron(...) or rate(N unit), got ${JSON.stringify(expression)}`;
+}
+
+function isTimeZone(name: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Minutes from a cron's fixed daily start to the deadline hour, or undefined when the start isn't one fixed time. */
+function deadlineGapMinutes(expression: string, deadlineHour: number): number | undefined {
+  const m = /^cron\((\d{1,2}) (\d{1,2}) /.exec(expression);
+  if (!m) return undefined;
+  const start = Number(m[2]) * 60 + Number(m[1]);
+  return (((deadlineHour * 60 - start) % 1440) + 1440) % 1440;
+}
+
+/** The problems only the props (not plain settings) can have: name, chunk timeout, state name, table ids. */
+function propsProblems(props: FencedJobProps, chunkTimeout: Duration | undefined): string[] {
+  const problems: string[] = [];
+  if (!JOB_NAME_PATTERN.test(props.name)) {
+    problems.push(`name must be lowercase letters, digits and hyphens, starting with a letter, at most 40, got ${JSON.stringify(props.name)}`);
+  }
+  if (chunkTimeout === undefined)
+    problems.push('chunkTimeout is required: the chunk function is not a lambda.Function of this app, so its timeout is unknown');
+  const step = props.chunkStepName;
+  if (step !== undefined && (!/^[A-Za-z][A-Za-z0-9]{0,79}$/.test(step) || STATE_NAMES.has(step))) {
+    problems.push(
+      `chunkStepName must be letters and digits, starting with a letter, and not one of the workflow's states, got ${JSON.stringify(step)}`,
+    );
+  }
+  for (const id of Object.keys(props.fencedTables ?? {})) {
+    if (!/^[a-z][a-zA-Z0-9_]*$/.test(id) || id === 'jobs')
+      problems.push(`fencedTables: ${JSON.stringify(id)} must be a lowercase id other than "jobs"`);
+  }
+  return problems;
+}
+
+/** A nightly job fenced end to end: tables, bucket, workflow, schedules, sweeper, alarms. */
+export class FencedJob extends Construct {
+  /** The job's name. */
+  readonly name: string;
+  /** The settings, defaults applied and validated. */
+  readonly settings: FencedJobSettings;
+  /** The lock table: one lease per run, its epoch the fencing token. */
+  readonly leaseTable: LeaseTable;
+  /** The job table: job rows, chunk fence items, and the sparse index of claimed rows. */
+  readonly fenceTable: FenceTable;
+  /** The manifest bucket: the fence on S3. */
+  readonly manifests: ManifestBucket;
+  /** The state machine and its functions. */
+  readonly workflow: FencedWorkflow;
+  /** Starts the job's state machine every night. */
+  readonly schedule: NightlySchedule;
+  /** Re-queues nights whose holder stopped renewing (liveness; the fence is the safety). */
+  readonly sweeper: OrphanSweeper;
+  /** Starts the sweeper's state machine. */
+  readonly sweeperSchedule: NightlySchedule;
+  /** The alarms, their topic and the dashboard. */
+  readonly alarms: FencepostAlarms;
+  /** The environment every function of the job gets (the chunk function's, when FencedJob cannot set it). */
+  readonly environment: Record<string, string>;
+
+  constructor(scope: Construct, id: string, props: FencedJobProps) {
+    super(scope, id);
+    const fn = props.chunkFunction;
+    // A lambda.Function without a timeout has Lambda's default, 3 seconds.
+    const chunkTimeout = props.chunkTimeout ?? (fn instanceof lambda.Function ? (fn.timeout ?? Duration.seconds(3)) : undefined);
+    const given = Object.fromEntries(Object.entries(props).filter(([k, v]) => k in FENCED_JOB_DEFAULTS && v !== undefined));
+    const s: FencedJobSettings = {
+      ...FENCED_JOB_DEFAULTS,
+      ...given,
+      chunks: props.chunks,
+      chunkMs: props.chunkDuration?.toMilliseconds(),
+      alarmEmail: props.alarmEmail,
+    };
+    const problems = [...propsProblems(props, chunkTimeout), ...fencedJobProblems(s)];
+    if (problems.length > 0) throw new ConfigError(problems);
+    this.name = props.name;
+    this.settings = s;
+
+    this.leaseTable = new LeaseTable(this, 'Locks');
+    this.fenceTable = new FenceTable(this, 'Jobs');
+    this.manifests = new ManifestBucket(this, 'Manifests', { prefix: jobKeys(props.name).prefix, ...props.manifestRetention });
+    const locks = this.leaseTable.table;
+    const jobs = this.fenceTable.table;
+    this.workflow = new FencedWorkflow(this, 'Workflow', {
+      name: props.name,
+      locks,
+      jobs,
+      bucket: this.manifests.bucket,
+      chunkFunction: fn,
+      chunkTimeout: chunkTimeout!,
+      chunkStepName: props.chunkStepName ?? 'RunChunk',
+      settings: s,
+    });
+    this.environment = this.workflow.environment;
+
+    this.schedule = new NightlySchedule(this, 'Nightly', {
+      stateMachine: this.workflow.stateMachine,
+      expression: s.scheduleExpression,
+      timeZone: s.scheduleTimeZone,
+      description: `Fencepost: start the nightly ${props.name} run`,
+    });
+    this.sweeper = new OrphanSweeper(this, 'Sweeper', {
+      name: props.name,
+      locks,
+      jobs: this.fenceTable,
+      job: this.workflow.stateMachine,
+      environment: this.workflow.environment,
+      stormShare: s.sweeperStormShare,
+      stormMinimum: s.sweeperStormMinimum,
+      maxRequeues: s.sweeperMaxRequeues,
+    });
+    this.sweeperSchedule = new NightlySchedule(this, 'SweeperSchedule', {
+      stateMachine: this.sweeper.stateMachine,
+      expression: s.sweeperScheduleExpression,
+      timeZone: s.scheduleTimeZone,
+      maxEventAge: Duration.minutes(5), // a missed sweep is replaced by the next one
+      description: `Fencepost: start the orphan sweeper of ${props.name} (re-queues nights whose holder stopped renewing)`,
+    });
+    this.alarms = new FencepostAlarms(this, 'Alarms', {
+      name: props.name,
+      locks,
+      jobs,
+      fencedTables: props.fencedTables,
+      stateMachine: this.workflow.stateMachine,
+      deadLetterQueue: this.schedule.deadLetterQueue,
+      sweeper: this.sweeper.stateMachine,
+      sweeperDeadLetterQueue: this.sweeperSchedule.deadLetterQueue,
+      progress: props.dashboardProgress,
+      clockOffsetAlarmMs: s.clockOffsetAlarmMs,
+      marginMs: s.marginMs,
+      fencedRejectionsThreshold: s.fencedRejectionsAlarmThreshold,
+      conditionalCheckFailedThreshold: s.conditionalCheckFailedAlarmThreshold,
+      deadlineHour: s.deadlineHour,
+      timeZone: s.scheduleTimeZone,
+      alarmEmail: s.alarmEmail,
+    });
+  }
+
+  /** The job's state machine: start it with `{ "jobDate": "YYYY-MM-DD" }` to run a night by hand. */
+  get stateMachine(): sfn.StateMachine {
+    return this.workflow.stateMachine;
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * `fencepost/constructs`: the CDK constructs that deploy a fenced nightly job (docs/DESIGN.md §4–§6).
+ *
+ * `FencedJob` is the whole of it in one construct: give it a name, your chunk function and the number of chunks,
+ * and it creates the lock and job tables, the manifest bucket, the fenced workflow that claims the lease, raises the
+ * fences and runs your function once per chunk, the nightly schedule, the orphan sweeper and the alarms. Each piece
+ * is exported too, for a stack that composes them differently.
+ *
+ * What the constructs guarantee is what the fence guarantees (Part 4): a holder that lost its lease cannot write
+ * past the fence, provided the chunk function writes through it (FencedJob's TSDoc gives the contract).
+ */
+export { FencedJob, FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobProps, type FencedJobSettings } from './fenced-job';
+export { FencedWorkflow, TIMEOUT, pascalName, stateMachineLogGroupName, type FencedWorkflowProps, type WorkflowSettings } from './fenced-workflow';
+export { LeaseTable } from './lease-table';
+export { FenceTable } from './fence-table';
+export { ManifestBucket, UNCONDITIONAL_WRITE, type ManifestBucketProps } from './manifest-bucket';
+export { NightlySchedule, type NightlyScheduleProps } from './schedule';
+export { OrphanSweeper, type SweeperProps } from './sweeper';
+export { FencepostAlarms, appMetric, deadlineWindowZone, type AlarmName, type FencepostAlarmsProps } from './alarms';
+export { HandlerFunction, type HandlerFunctionProps } from './handler-function';
+export { schemaTable, refuseTimeToLive } from './schema-table';
+export {
+  EXECUTION_TIMEOUT,
+  HISTORY,
+  SFN_QUOTAS,
+  chunkListBytes,
+  chunkMapPlan,
+  chunkMapProblems,
+  type ChunkMapMode,
+  type ChunkMapPlan,
+  type ChunkMapSettings,
+  type ChunkWording,
+} from './chunk-plan';
+export { LOST_ERRORS, MAP_RUN_FAILED, TRANSIENT_ERRORS, TRANSIENT_RETRIES } from './task-errors';
+export { JOB_NAME_PATTERN, jobKeys, type JobKeys } from '../lambda/job-keys';
+export { Env } from '../lambda/env';

@@ -1,0 +1,70 @@
+/**
+ * The settings every Fencepost table shares, from a core/schema.ts description (keys and sparse index are never
+ * re-typed here): PAY_PER_REQUEST, point-in-time recovery, deletion protection, RETAIN, and no TTL attribute.
+ *
+ * No TTL anywhere, the lock table above all: "TTL is not a deadline, and it resets epochs" (Part 5): a TTL delete of
+ * a lock item starts its epoch (the fencing token) again at 1, and a TTL delete of a fence item forgets the token
+ * that refuses a late holder. A point-in-time restore also brings old epochs back, so a restored lock table is
+ * bumped before use (docs/DESIGN.md "Restores"; the `restore bump` command).
+ *
+ * `Table` (AWS::DynamoDB::Table), not `TableV2` (AWS::DynamoDB::GlobalTable): the lock table must be one
+ * linearizable authority in one Region (Part 8, "Across Regions"). With TableV2 an asynchronously replicated
+ * replica is one `replicas:` line away; with Table it is a deliberate migration.
+ */
+import { RemovalPolicy } from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import type { IConstruct } from 'constructs';
+import type { KeyAttribute, TableDescription } from '../core/schema';
+
+const ATTRIBUTE_TYPE: Record<KeyAttribute['type'], dynamodb.AttributeType> = {
+  S: dynamodb.AttributeType.STRING,
+  N: dynamodb.AttributeType.NUMBER,
+};
+
+function attribute(key: KeyAttribute): dynamodb.Attribute {
+  return { name: key.name, type: ATTRIBUTE_TYPE[key.type] };
+}
+
+/**
+ * A table exactly as `description` says, with the settings every Fencepost table shares. Its name is
+ * CloudFormation's. A sparse index in the description is added (projection ALL).
+ *
+ * @param scope - where the table is created
+ * @param id - the table's construct id
+ * @param description - keys and sparse index, from core/schema.ts
+ * @returns the table
+ */
+export function schemaTable(scope: IConstruct, id: string, description: TableDescription): dynamodb.Table {
+  const table = new dynamodb.Table(scope, id, {
+    partitionKey: attribute(description.partitionKey),
+    billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+    pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+    deletionProtection: true,
+    removalPolicy: RemovalPolicy.RETAIN,
+    // timeToLiveAttribute is deliberately absent (Part 5); refuseTimeToLive keeps it so.
+  });
+  const index = description.sparseIndex;
+  if (index) {
+    table.addGlobalSecondaryIndex({
+      indexName: index.name,
+      partitionKey: attribute(index.partitionKey),
+      sortKey: attribute(index.sortKey),
+      projectionType: dynamodb.ProjectionType.ALL,
+    });
+  }
+  return table;
+}
+
+/**
+ * Fails the synth if a TTL attribute is ever set on the table, by a prop or an escape hatch: items of a table that
+ * holds epochs or fences must never be deleted (Part 5, "TTL ... resets epochs").
+ *
+ * @param table - the table that must never have a TTL attribute
+ * @param why - what a TTL delete would break, for the error
+ */
+export function refuseTimeToLive(table: dynamodb.Table, why: string): void {
+  const cfn = table.node.defaultChild as dynamodb.CfnTable;
+  table.node.addValidation({
+    validate: () => (cfn.timeToLiveSpecification === undefined ? [] : [`${table.node.path} must never have a TTL attribute: ${why} (Part 5)`]),
+  });
+}

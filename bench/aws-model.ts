@@ -26,6 +26,12 @@ import { ManifestWriter } from '../core/manifest';
 import { Attr, CLAIM_SHARD, Keys } from '../core/schema';
 import { observation, type Observation } from '../lambda/observe';
 import { ROOT, fmt, newReport, stat, table, type BenchContext, type Measurement } from './common';
+import { App } from 'aws-cdk-lib';
+import { billingApp } from '../apps/billing';
+import { readStackConfig } from '../lib/config';
+import { FencepostStack } from '../lib/fencepost-stack';
+// Also installs the Promise.withResolvers polyfill aws-local-stepfunctions needs on Node 20.
+import { synthesizeWorkflow } from '../local/workflow';
 
 // ---------------------------------------------------------------- item sizes (AWS: "Item sizes and capacity unit consumption")
 
@@ -65,7 +71,7 @@ export function jobRow(i: number, state: 'RUNNING' | 'DONE'): Record<string, unk
 }
 
 /** One job per tenant × night: `billing#<date>#t<tenant>` (today's single-tenant key is `billing#<date>`). */
-export const jobKey = (i: number) => `billing#2026-09-28#t${String(i).padStart(6, '0')}`;
+const jobKey = (i: number) => `billing#2026-09-28#t${String(i).padStart(6, '0')}`;
 
 export function lockItem(i: number): Record<string, unknown> {
   return {
@@ -80,9 +86,7 @@ export function lockItem(i: number): Record<string, unknown> {
 
 // ---------------------------------------------------------------- state transitions of the synthesized definition
 
-export async function countTransitions(): Promise<Record<string, { total: number; byState: Record<string, number> }>> {
-  const { synthesizeWorkflow } = require('../local/workflow') as typeof import('../local/workflow');
-  const { billingApp } = require('../apps/billing') as typeof import('../apps/billing');
+async function countTransitions(): Promise<Record<string, { total: number; byState: Record<string, number> }>> {
   const { StateMachine } = await import('aws-local-stepfunctions');
   const wf = synthesizeWorkflow(billingApp);
   // What each Observe reads: the rvn of the lock item (undefined: free). The stub runs the real claim rule on it
@@ -141,11 +145,7 @@ export async function countTransitions(): Promise<Record<string, { total: number
  * The sweeper's state machine, synthesized the same way local/workflow.ts synthesizes the billing one (cdk.json's
  * context, asset bundling skipped; function ARNs become placeholders), then run with stub tasks.
  */
-export async function countSweeperTransitions(): Promise<Record<string, number>> {
-  require('../local/workflow'); // installs the Promise.withResolvers polyfill aws-local-stepfunctions needs on Node 20
-  const { App } = require('aws-cdk-lib') as typeof import('aws-cdk-lib');
-  const { readStackConfig } = require('../lib/config') as typeof import('../lib/config');
-  const { FencepostStack } = require('../lib/fencepost-stack') as typeof import('../lib/fencepost-stack');
+async function countSweeperTransitions(): Promise<Record<string, number>> {
   const { StateMachine } = await import('aws-local-stepfunctions');
   const cdkJson = JSON.parse(fs.readFileSync(path.join(ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> };
   const app = new App({ context: { ...cdkJson.context, 'aws:cdk:bundling-stacks': [] }, builtinCloudFormationValidation: false });
@@ -192,7 +192,7 @@ export async function countSweeperTransitions(): Promise<Record<string, number>>
 
 // ---------------------------------------------------------------- prices: ASSUMED (see the module comment)
 
-export const ASSUMED = {
+const ASSUMED = {
   region: 'us-east-1 (US East, N. Virginia)',
   /** DynamoDB on-demand, Standard table class, per million write request units. */
   wruPerMillion: 0.625,
@@ -247,9 +247,9 @@ export const awsModel: Measurement = {
     // 3. consumed capacity on DynamoDB Local, and per-transaction latency / chunk tail
     const stack = await ctx.stack();
     const ns = await stack.namespace('am');
-    let capacity: Record<string, unknown> = {};
-    let txMs: number[] = [];
-    let tailMs: number[] = [];
+    let capacity: Record<string, unknown>;
+    const txMs: number[] = [];
+    const tailMs: number[] = [];
     try {
       const job = Keys.job(date);
       const ddb = stack.clients.ddb;

@@ -24,11 +24,11 @@ import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 export const ROOT = path.resolve(__dirname, '..');
-export const CLI = path.join(ROOT, 'bin/fencepost.ts');
+const CLI = path.join(ROOT, 'bin/fencepost.ts');
 
 // ---------------------------------------------------------------- statistics and formatting
 
-export const median = (xs: readonly number[]): number => {
+const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   const m = Math.floor(s.length / 2);
   return s.length % 2 === 1 ? s[m] : (s[m - 1] + s[m]) / 2;
@@ -364,12 +364,12 @@ export async function runToEnd(c: Child, what: string): Promise<{ code: number |
 
 // ---------------------------------------------------------------- resident memory from /proc
 
-export interface ProcMem {
+interface ProcMem {
   readonly rssKb: number;
   readonly hwmKb: number;
 }
 
-export function procMem(pid: number): ProcMem | undefined {
+function procMem(pid: number): ProcMem | undefined {
   try {
     const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
     const rss = /VmRSS:\s+(\d+)/.exec(s);
@@ -403,7 +403,7 @@ export function childrenOf(pid: number): number[] {
   }
 }
 
-export function isDynamoDbLocal(pid: number): boolean {
+function isDynamoDbLocal(pid: number): boolean {
   try {
     return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('DynamoDBLocal.jar');
   } catch {

@@ -176,7 +176,7 @@ async function writePathNight(stack: SharedStack, invoices: number, concurrency:
 /** One fenced transaction per batch of 99: the count with no retry at all. */
 function batchesOf(plan: NightPlan): number {
   let n = 0;
-  for (let c = 0; c * plan.chunkSize < plan.invoices; c++) for (const _ of chunkBatches(plan, c)) n++;
+  for (let c = 0; c * plan.chunkSize < plan.invoices; c++) n += [...chunkBatches(plan, c)].length;
   return n;
 }
 

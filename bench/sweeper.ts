@@ -17,13 +17,12 @@
  * Items read = ScannedCount summed over pages (a Scan reads every row; the filter only trims what is returned).
  * Target: items read grow with the claimed rows only (100 vs 1,000 claimed, 100,000 DONE).
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import { systemClock } from '../core/clock';
+import { Sweeper, sightClaimed } from '../core/sweeper';
 import { BatchWriteCommand, GetCommand, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { Attr, CLAIM_SHARD, JOB_TABLE } from '../core/schema';
 import { itemSize, jobRow, lockItem } from './aws-model';
-import { ROOT, fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement, type Namespace, type SharedStack } from './common';
+import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement, type Namespace, type SharedStack } from './common';
 
 const INDEX = JOB_TABLE.sparseIndex!.name;
 
@@ -128,13 +127,11 @@ async function sweepScan(stack: SharedStack, ns: Namespace): Promise<Sweep> {
   return { ms: performance.now() - t0, pages, read, returned, capacity: sawCapacity ? capacity : undefined };
 }
 
-const ALL_VARIANTS = ['query', 'query+verify', 'scan', 'Sweeper.sweep'] as const;
-type V = (typeof ALL_VARIANTS)[number];
+const VARIANTS = ['query', 'query+verify', 'scan', 'Sweeper.sweep'] as const;
+type V = (typeof VARIANTS)[number];
 
-type SweeperModule = typeof import('../core/sweeper');
-
-/** The real sweep, when core/sweeper.ts exists (loaded at run time; the types come from the file as it is today). */
-async function realSweep(sweeper: InstanceType<SweeperModule['Sweeper']>): Promise<Sweep> {
+/** The real sweep (core/sweeper.ts). */
+async function realSweep(sweeper: Sweeper): Promise<Sweep> {
   const t0 = performance.now();
   const r = await sweeper.sweep();
   return { ms: performance.now() - t0, pages: NaN, read: r.itemsRead, returned: r.claimed, capacity: undefined };
@@ -148,10 +145,6 @@ export const sweeper: Measurement = {
     const report = newReport(this.name, this.title);
     const stack = await ctx.stack();
     const done = ctx.quick ? 10_000 : 100_000;
-    const sweeperFile = path.join(ROOT, 'core/sweeper.ts');
-    const hasSweeper = fs.existsSync(sweeperFile);
-    const mod = hasSweeper ? (require(sweeperFile) as SweeperModule) : undefined;
-    const VARIANTS: readonly V[] = hasSweeper ? ALL_VARIANTS : ALL_VARIANTS.filter((v) => v !== 'Sweeper.sweep');
     let payloadBytesPerRow: number | undefined;
     const ns = await stack.namespace('sw');
     try {
@@ -175,16 +168,14 @@ export const sweeper: Measurement = {
         }
         const key = `${claimed}`;
         results[key] = { query: [], 'query+verify': [], scan: [], 'Sweeper.sweep': [] };
-        const sw = mod ? new mod.Sweeper({ ddb: stack.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock }) : undefined;
-        if (mod) {
-          // What the cloud sweeper's SightClaimed Lambda returns into the state machine's data (256 KB at most).
-          const { sightings } = await mod.sightClaimed(
-            { ddb: stack.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock },
-            { leaseMs: 10_000 },
-          );
-          const payload = JSON.stringify({ claimed: sightings.length, sightings, waitSeconds: 10 });
-          payloadBytesPerRow = Buffer.byteLength(payload) / sightings.length;
-        }
+        const sw = new Sweeper({ ddb: stack.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock });
+        // What the cloud sweeper's SightClaimed Lambda returns into the state machine's data (256 KB at most).
+        const { sightings } = await sightClaimed(
+          { ddb: stack.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock },
+          { leaseMs: 10_000 },
+        );
+        const payload = JSON.stringify({ claimed: sightings.length, sightings, waitSeconds: 10 });
+        payloadBytesPerRow = Buffer.byteLength(payload) / sightings.length;
         for (const v of VARIANTS) await run(v, sw); // warm-up
         const rounds = Math.max(ctx.rounds, ctx.quick ? 1 : 3);
         for (let r = 1; r <= rounds; r++) for (const v of rotate(VARIANTS, r)) results[key][v].push(await run(v, sw));
@@ -192,8 +183,8 @@ export const sweeper: Measurement = {
           `sweeper: ${fmt(claimed)} claimed: query ${fmt(stat(results[key].query.map((x) => x.ms)).median)} ms, scan ${fmt(stat(results[key].scan.map((x) => x.ms)).median)} ms`,
         );
       }
-      async function run(v: V, sw?: InstanceType<SweeperModule['Sweeper']>): Promise<Sweep> {
-        if (v === 'Sweeper.sweep') return realSweep(sw!);
+      async function run(v: V, sw: Sweeper): Promise<Sweep> {
+        if (v === 'Sweeper.sweep') return realSweep(sw);
         return v === 'scan' ? sweepScan(stack, ns) : sweepQuery(stack, ns, v === 'query+verify');
       }
       const rows: string[][] = [];
@@ -218,10 +209,8 @@ export const sweeper: Measurement = {
           `${Math.max(ctx.rounds, ctx.quick ? 1 : 3)} round(s) per population after a warm-up; time per sweep: median (min–max) ms\n` +
           table(['population', 'sweep', 'ms per sweep', 'pages', 'items read', 'items returned', 'read capacity (DynamoDB Local)'], rows),
         `row sizes by AWS's item-size rules: claimed row ≈ ${claimedSize} B, DONE row ≈ ${doneSize} B. ` +
-          (hasSweeper
-            ? `Sweeper.sweep is core/sweeper.ts's real sweep (its items read count the index row and the lock item: 2 per claimed row; lock reads one at a time). ` +
-              `Its SightClaimed output, which the cloud sweeper carries through a Wait state, is ${fmt(payloadBytesPerRow ?? 0, 1)} B of JSON per claimed row.`
-            : `core/sweeper.ts does not exist yet: the Query it is specified to make (design §4) is what is timed here, not a real sweep.`),
+          `Sweeper.sweep is core/sweeper.ts's real sweep (its items read count the index row and the lock item: 2 per claimed row; lock reads one at a time). ` +
+          `Its SightClaimed output, which the cloud sweeper carries through a Wait state, is ${fmt(payloadBytesPerRow ?? 0, 1)} B of JSON per claimed row.`,
       );
       const q100 = results['100'].query[0].read,
         q1000 = results['1000'].query[0].read;
@@ -243,17 +232,15 @@ export const sweeper: Measurement = {
           met: undefined,
         },
       );
-      if (hasSweeper) {
-        const r1000 = stat(results['1000']['Sweeper.sweep'].map((x) => x.ms)).median;
-        report.verdicts.push({
-          measurement: this.name,
-          what: 'the real sweep (Sweeper.sweep) at 100 → 1,000 claimed',
-          figure: `${fmt(stat(results['100']['Sweeper.sweep'].map((x) => x.ms)).median)} → ${fmt(r1000)} ms, ${fmt(results['100']['Sweeper.sweep'][0].read)} → ${fmt(results['1000']['Sweeper.sweep'][0].read)} items read`,
-          target: 'grows with claimed rows only',
-          met: results['1000']['Sweeper.sweep'][0].read === 2000,
-        });
-      }
-      Object.assign(report.data, { done, writeSeconds, results, claimedSize, doneSize, hasSweeper, payloadBytesPerRow });
+      const r1000 = stat(results['1000']['Sweeper.sweep'].map((x) => x.ms)).median;
+      report.verdicts.push({
+        measurement: this.name,
+        what: 'the real sweep (Sweeper.sweep) at 100 → 1,000 claimed',
+        figure: `${fmt(stat(results['100']['Sweeper.sweep'].map((x) => x.ms)).median)} → ${fmt(r1000)} ms, ${fmt(results['100']['Sweeper.sweep'][0].read)} → ${fmt(results['1000']['Sweeper.sweep'][0].read)} items read`,
+        target: 'grows with claimed rows only',
+        met: results['1000']['Sweeper.sweep'][0].read === 2000,
+      });
+      Object.assign(report.data, { done, writeSeconds, results, claimedSize, doneSize, payloadBytesPerRow });
       return report;
     } finally {
       await stack.drop(ns);

@@ -212,11 +212,3 @@ export const writePath: Measurement = {
     return report;
   },
 };
-
-if (require.main === module) {
-  // Kept for `npx tsx bench/write-path.ts [--invoices N] [--rounds N] [--quick]`: the suite runner with only this.
-  const { cli } = require('./run') as typeof import('./run');
-  void cli(['--only', 'write-path', ...process.argv.slice(2)]).then((code) => {
-    process.exitCode = code;
-  });
-}

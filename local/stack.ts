@@ -12,7 +12,7 @@ import { TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { localClients, type Endpoints } from '../core/stores';
 
 /** Long enough that two transactions on one item overlap on two shared cores; short against a 10 s lease. */
-export const DEFAULT_CONFLICT_WINDOW_MS = 5;
+const DEFAULT_CONFLICT_WINDOW_MS = 5;
 
 export interface EmbeddedStackOptions {
   /** Keep DynamoDB Local's data in this folder (default: in memory). */

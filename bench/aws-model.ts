@@ -19,17 +19,17 @@ import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { systemClock } from '../core/clock';
 import { DEFAULTS } from '../core/config';
-import { invoiceTransaction, writeInvoices } from '../core/billing';
+import { invoiceTransaction, writeInvoices } from '../apps/billing/night';
 import * as fence from '../core/fence';
-import { chunkBatches, chunkRange, invoiceAt, renderChunkLines, type Invoice, type NightPlan } from '../core/invoices';
+import { chunkBatches, chunkRange, invoiceAt, renderChunkLines, type Invoice, type NightPlan } from '../apps/billing/invoices';
 import { ManifestWriter } from '../core/manifest';
 import { Attr, CLAIM_SHARD, Keys } from '../core/schema';
 import { observation, type Observation } from '../lambda/observe';
 import { ROOT, fmt, newReport, stat, table, type BenchContext, type Measurement } from './common';
 import { App } from 'aws-cdk-lib';
-import { billingApp } from '../apps/billing';
-import { readStackConfig } from '../lib/config';
-import { FencepostStack } from '../lib/fencepost-stack';
+import { billingApp } from '../apps/billing/app';
+import { readStackConfig } from '../apps/billing/config';
+import { FencepostStack } from '../apps/billing/stack';
 // Also installs the Promise.withResolvers polyfill aws-local-stepfunctions needs on Node 20.
 import { synthesizeWorkflow } from '../local/workflow';
 

@@ -11,7 +11,7 @@
  *        --date D --worker W --invoices N
  */
 import { parseArgs } from 'node:util';
-import { billChunk, completeNight, raiseNight, type BillingDeps } from '../core/billing';
+import { billChunk, completeNight, raiseNight, type BillingDeps } from '../apps/billing/night';
 import { systemClock } from '../core/clock';
 import { validateBillingConfig, type LeaseConfig } from '../core/config';
 import { Events } from '../core/events';

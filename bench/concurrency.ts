@@ -17,13 +17,13 @@
  * is long, and the figures of interest (conflicts, retries) are counts, not noise-prone timings.
  */
 import { audit } from '../core/audit';
-import { completeNight, raiseNight, writeInvoices, type BillingDeps } from '../core/billing';
+import { completeNight, raiseNight, writeInvoices, type BillingDeps } from '../apps/billing/night';
 import { systemClock } from '../core/clock';
 import { DEFAULT_BACKOFF, isTransient } from '../core/conditions';
 import { DEFAULTS, type BillingConfig } from '../core/config';
 import { Events } from '../core/events';
 import * as fence from '../core/fence';
-import { chunkBatches, chunkRange, renderChunkLines, type NightPlan } from '../core/invoices';
+import { chunkBatches, chunkRange, renderChunkLines, type NightPlan } from '../apps/billing/invoices';
 import { claim } from '../core/lease';
 import { Keys } from '../core/schema';
 import { localClients } from '../core/stores';

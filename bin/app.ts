@@ -7,8 +7,8 @@
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { ConfigError } from '../core/errors';
-import { CONTEXT_KEY, readStackConfig, type StackConfig } from '../lib/config';
-import { FencepostStack } from '../lib/fencepost-stack';
+import { CONTEXT_KEY, readStackConfig, type StackConfig } from '../apps/billing/config';
+import { FencepostStack } from '../apps/billing/stack';
 
 const app = new App();
 let config: StackConfig;

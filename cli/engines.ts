@@ -5,14 +5,14 @@
  *   direct         the core's runBilling in this process, for tests and benchmarks.
  * Both report the same summary; for the workflow it is gathered from the holders' events.
  */
-import { runBilling, type BillingDeps, type BillingSummary, type Outcome } from '../core/billing';
+import { runBilling, type BillingDeps, type BillingSummary, type Outcome } from '../apps/billing/night';
 import type { BillingConfig } from '../core/config';
 import { ClaimBudgetExhaustedError, InfrastructureError } from '../core/errors';
 import type { FencepostEvent } from '../core/events';
 import { Keys } from '../core/schema';
 import type { Clients, Endpoints } from '../core/stores';
 import { runWorkflowLocally, type LambdaCode } from '../local/workflow';
-import { billingApp } from '../apps/billing';
+import { billingApp } from '../apps/billing/app';
 import type { RunHooks } from './instrumentation';
 
 export type Engine = 'stepfunctions' | 'direct';

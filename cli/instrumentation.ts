@@ -6,7 +6,7 @@
  * joined by name, so the instrumenting code needs no import of the CLI). A module loaded into the process before the
  * CLI (`node --import <module> bin/fencepost.ts run …`) may subscribe and answer, once per run, with:
  *   - hooks the engine calls at its instrumented points: right after a passed stop-time check and before the act it
- *     guards (core/billing.ts `BillingHooks.afterCheck`), and after each task of the workflow engine (`afterTask`);
+ *     guards (apps/billing/night.ts `BillingHooks.afterCheck`), and after each task of the workflow engine (`afterTask`);
  *   - the code the workflow engine runs for its tasks: the functions' bundles (each in its own process, as deployed,
  *     the default) or the handlers' sources in this process, the only way `afterCheck` and the run's clients reach them.
  * Through the context it may also wrap the run's clients (AWS SDK middleware) and emit events on the run's stream.

@@ -3,7 +3,7 @@
  * starts anything, wires the clients, the clock and the events, and maps outcomes to exit codes.
  */
 import { systemClock } from '../core/clock';
-import type { BillingSummary } from '../core/billing';
+import type { BillingSummary } from '../apps/billing/night';
 import { audit, type AuditReport } from '../core/audit';
 import { ConfigError, FencepostError, InfrastructureError } from '../core/errors';
 import { Events, type EventListener } from '../core/events';

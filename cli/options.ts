@@ -277,7 +277,7 @@ function today(): string {
   return new Date().toISOString().slice(0, 10);
 }
 
-/** Chunk tasks in flight at once when `run` is not told otherwise: one, as the stack's default (lib/config.ts). */
+/** Chunk tasks in flight at once when `run` is not told otherwise: one, as the stack's default (apps/billing/config.ts). */
 export const DEFAULT_CHUNK_CONCURRENCY = 1;
 
 export interface RunOptions extends StoreTarget {

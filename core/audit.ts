@@ -16,7 +16,7 @@
 import { HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { readJob, type ChunkFence, type JobRow } from './fence';
-import { idWidth, invoiceAt } from './invoices';
+import { idWidth, invoiceAt } from '../apps/billing/invoices';
 import { readLock, type LockItem } from './lease';
 import { chunkObjectKey, readManifest, type ManifestBody, type ManifestPlace } from './manifest';
 import { Attr, Keys, type TableNames } from './schema';

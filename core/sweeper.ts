@@ -43,7 +43,7 @@ export interface SweeperConfig {
 
 /**
  * The one place the sweeper's defaults are written: the CLI's options and help, the sweeper Lambda's fallbacks and the
- * stack's configuration (lib/config.ts, and so cdk.json) all read them from here.
+ * stack's configuration (apps/billing/config.ts, and so cdk.json) all read them from here.
  */
 export const SWEEPER_DEFAULTS: SweeperConfig = { leaseMs: DEFAULTS.leaseMs, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
 

@@ -1,7 +1,7 @@
 // Bill one night with the core library, on stores you already have (here: the embedded local stack).
 import { systemClock } from '../core/clock';
 import { validateBillingConfig } from '../core/config';
-import { runBilling } from '../core/billing';
+import { runBilling } from '../apps/billing/night';
 import { Events } from '../core/events';
 import { tableNames } from '../core/schema';
 import { localClients } from '../core/stores';

@@ -27,7 +27,7 @@ import path from 'node:path';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { audit } from '../core/audit';
 import { readJob } from '../core/fence';
-import { chunkBatches, chunkCount, transactionsPerChunk } from '../core/invoices';
+import { chunkBatches, chunkCount, transactionsPerChunk } from '../apps/billing/invoices';
 import { Keys, tableNames } from '../core/schema';
 import type { Clients, Endpoints } from '../core/stores';
 import { provision } from '../local/provision';

@@ -19,7 +19,7 @@
  * reached: a workflow worker with either runs the handlers' sources in its own process.
  */
 import path from 'node:path';
-import type { CheckPoint } from '../core/billing';
+import type { CheckPoint } from '../apps/billing/night';
 import { ConfigError } from '../core/errors';
 import type { LambdaCode, LocalExecution } from '../local/workflow';
 
@@ -48,7 +48,7 @@ export function faultArgs(faults: Faults | undefined): { nodeArgs: string[]; env
   return Object.keys(env).length === 0 ? { nodeArgs: [], env } : { nodeArgs: ['--import', FAULT_PRELOAD], env };
 }
 
-/** Where a stop lands: a point after a passed check (core/billing.ts CheckPoint), or between two workflow tasks. */
+/** Where a stop lands: a point after a passed check (apps/billing/night.ts CheckPoint), or between two workflow tasks. */
 export type StopPoint = CheckPoint | { readonly step: 'after-chunk'; readonly chunk: number };
 
 const STEPS = ['batch', 'chunk-commit', 'complete', 'after-chunk'] as const;

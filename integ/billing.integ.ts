@@ -13,8 +13,8 @@ import { CfnTable } from 'aws-cdk-lib/aws-dynamodb';
 import { ExpectedResult, IntegTest, Match } from '@aws-cdk/integ-tests-alpha';
 import type { IConstruct } from 'constructs';
 import { Keys } from '../core/schema';
-import { readStackConfig } from '../lib/config';
-import { FencepostStack } from '../lib/fencepost-stack';
+import { readStackConfig } from '../apps/billing/config';
+import { FencepostStack } from '../apps/billing/stack';
 
 /** The night billed; any date works on fresh tables. */
 export const INTEG_NIGHT = '2026-01-15';

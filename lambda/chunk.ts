@@ -5,10 +5,10 @@
  * manifest commit, then mark the chunk done on its fence item. Safe to retry: nothing is recorded twice.
  *
  * Billing's keys are core/schema.ts `Keys`, the keys of the job named `billing` (lambda/job-keys.ts); on top of the
- * job's environment it reads its invoice table and the night's size (lib/fencepost-stack.ts sets them).
+ * job's environment it reads its invoice table and the night's size (apps/billing/stack.ts sets them).
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { billChunk, resumeManifest, type BillingDeps } from '../core/billing';
+import { billChunk, resumeManifest, type BillingDeps } from '../apps/billing/night';
 import { validateBillingConfig } from '../core/config';
 import { ConfigError } from '../core/errors';
 import { resume } from '../core/lease';

@@ -17,7 +17,7 @@
  * tests that must step through the core library (fault hooks placed between a stop-time check and a write);
  * everything else runs the bundles.
  *
- * Which stack runs is the caller's (a WorkflowApp: how to build the stack and find its fenced job; apps/billing.ts
+ * Which stack runs is the caller's (a WorkflowApp: how to build the stack and find its fenced job; apps/billing/app.ts
  * is the billing one): the local runner imports neither the constructs nor the handlers.
  *
  * aws-local-stepfunctions 3.0.0 declares Node >= 22 and calls Promise.withResolvers, which Node 20 lacks: the
@@ -29,7 +29,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { App, Stack } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
-import type { BillingHooks } from '../core/billing';
+import type { BillingHooks } from '../apps/billing/night';
 import type { EventListener } from '../core/events';
 import type { TableNames } from '../core/schema';
 import type { Clients, Endpoints } from '../core/stores';
@@ -60,7 +60,7 @@ const onDemand = createRequire(__filename);
 const PLACEHOLDER = 'arn:aws:lambda:us-east-1:000000000000:function:';
 const LOCAL_ARN = { account: '000000000000', region: 'us-east-1' };
 
-/** A stack that holds a fenced job, as the local runner builds and runs it (apps/billing.ts is the billing one). */
+/** A stack that holds a fenced job, as the local runner builds and runs it (apps/billing/app.ts is the billing one). */
 export interface WorkflowApp {
   /** Names the synth cache's entries. */
   readonly name: string;
@@ -322,7 +322,7 @@ function localStateMachineArn(logicalId: string): string {
 export type LambdaCode = 'bundle' | 'source';
 
 export interface LocalExecution {
-  /** The stack whose job runs (apps/billing.ts billingApp). */
+  /** The stack whose job runs (apps/billing/app.ts billingApp). */
   readonly app: WorkflowApp;
   /** Clients for the embedded stack (source mode injects them into the handlers). */
   readonly clients: Clients;

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClockOffsetEstimator, offsetBeyondErrorMs, type OffsetEstimate } from '../core/clock-offset';
-import { STACK_DEFAULTS } from '../lib/config';
+import { STACK_DEFAULTS } from '../apps/billing/config';
 import { prng } from '../local/prng';
 
 const at = (ms: number) => new Date(ms).toUTCString(); // a Date header: whole seconds

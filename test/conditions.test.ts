@@ -16,10 +16,10 @@ import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { DEFAULT_BACKOFF, classifyCancellation, fullJitterMs, isTransient, retryTransient } from '../core/conditions';
 import type { Clock } from '../core/clock';
 import { writeBatch, type FencedPut } from '../core/batch';
-import { writeInvoices, type InvoiceWriteDeps } from '../core/billing';
+import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
 import { ConfigError, FencedOutError } from '../core/errors';
 import { fenceOn } from '../core/fence';
-import { chunkBatches } from '../core/invoices';
+import { chunkBatches } from '../apps/billing/invoices';
 
 const meta = { httpStatusCode: 400, requestId: 'test', attempts: 1, totalRetryDelay: 0 };
 

@@ -10,7 +10,7 @@ import { synthesizeWorkflow } from '../local/workflow'; // also installs the run
 import aslValidator from 'asl-validator';
 import { LOCAL_DIFFERENCES, MAP_RUN_FAILED, UnsupportedDistributedMapError, hasDistributedMap, toLocalDefinition } from '../local/distributed-map';
 import { LOST_ERRORS, MAP_RUN_FAILED as STACK_MAP_RUN_FAILED } from '../lib/task-errors';
-import { billingApp } from '../apps/billing';
+import { billingApp } from '../apps/billing/app';
 
 /** An untyped JSON document (what JSON.parse returns): the assertions check its shape. */
 type Json = ReturnType<typeof JSON.parse>;

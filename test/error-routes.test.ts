@@ -18,7 +18,7 @@ import { Attr, Keys } from '../core/schema';
 import { DEFAULT_BACKOFF, newRvn } from '../core/conditions';
 import { startDynamoDbProxy, type DynamoDbProxy } from '../local/dynamodb-proxy';
 import { runWorkflowLocally, synthesizeWorkflow, type LocalResult, type LocalExecution } from '../local/workflow';
-import { billingApp } from '../apps/billing';
+import { billingApp } from '../apps/billing/app';
 import { LocalLambdas, type DeployedFunction } from '../local/lambda-runner';
 import { namespace, type Namespace } from './support/stack';
 

@@ -11,10 +11,10 @@ import { systemClock } from '../core/clock';
 import { localClients } from '../core/stores';
 import { startDynamoDbProxy } from '../local/dynamodb-proxy';
 import { AlreadyDoneError, FencedOutError } from '../core/errors';
-import { writeInvoices, type InvoiceWriteDeps } from '../core/billing';
+import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
 import * as fence from '../core/fence';
 import { fenceOn } from '../core/fence';
-import { chunkBatches, type NightPlan } from '../core/invoices';
+import { chunkBatches, type NightPlan } from '../apps/billing/invoices';
 import { Attr, CLAIM_SHARD, JOB_TABLE, Keys } from '../core/schema';
 import { namespace, type Namespace } from './support/stack';
 

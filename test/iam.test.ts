@@ -9,8 +9,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { App, type CfnElement } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
-import { CONTEXT_KEY, readStackConfig } from '../lib/config';
-import { FencepostStack } from '../lib/fencepost-stack';
+import { CONTEXT_KEY, readStackConfig } from '../apps/billing/config';
+import { FencepostStack } from '../apps/billing/stack';
 import { INVOICE_TABLE, JOB_TABLE, LOCK_TABLE, Keys, tableNames } from '../core/schema';
 import { readCallLog, type AwsCall } from '../local/call-log';
 import {

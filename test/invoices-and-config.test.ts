@@ -1,7 +1,7 @@
 /** Pure unit tests: the chunking arithmetic of Part 5, the generator's determinism, and configuration checks. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chunkBatches, chunkCount, invoiceAt, transactionsPerChunk, transactionsPerNight, type NightPlan } from '../core/invoices';
+import { chunkBatches, chunkCount, invoiceAt, transactionsPerChunk, transactionsPerNight, type NightPlan } from '../apps/billing/invoices';
 import { DEFAULTS, dateProblem, validateBillingConfig } from '../core/config';
 import { ConfigError } from '../core/errors';
 

@@ -2,13 +2,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
-import { writeInvoices, type InvoiceWriteDeps } from '../core/billing';
+import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
 import { systemClock } from '../core/clock';
 import { DEFAULTS, type LeaseConfig } from '../core/config';
 import { FencedOutError } from '../core/errors';
 import { Events } from '../core/events';
 import * as fence from '../core/fence';
-import { chunkBatches } from '../core/invoices';
+import { chunkBatches } from '../apps/billing/invoices';
 import { claim, type LeaseDeps } from '../core/lease';
 import { Keys } from '../core/schema';
 import { Sweeper, requeue, sightClaimed, type SweeperConfig } from '../core/sweeper';

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
-import { chunkBatches } from '../core/invoices';
+import { chunkBatches } from '../apps/billing/invoices';
 import { readManifest } from '../core/manifest';
 import { Attr, Keys } from '../core/schema';
 import { systemClock } from '../core/clock';

@@ -12,7 +12,7 @@ import { audit } from '../core/audit';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { runSweeperLocally, runWorkflowLocally, synthesizeWorkflow, synthesizeWorkflowNow, workflowCacheKey } from '../local/workflow';
-import { billingApp } from '../apps/billing';
+import { billingApp } from '../apps/billing/app';
 import { systemClock } from '../core/clock';
 import { DEFAULTS } from '../core/config';
 import { Events } from '../core/events';
@@ -157,7 +157,7 @@ test('bad state-machine input fails at validation with nothing written', async (
   // In a child process: the handlers' runtime is per process, as in a Lambda.
   const script = `
     const { runWorkflowLocally } = require('./local/workflow');
-    const { billingApp } = require('./apps/billing');
+    const { billingApp } = require('./apps/billing/app');
     const { localClients } = require('./core/stores');
     const given = ${JSON.stringify({ endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket })};
     const common = { app: billingApp, clients: localClients(given.endpoints), endpoints: given.endpoints, tables: given.tables, bucket: given.bucket };

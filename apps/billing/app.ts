@@ -1,6 +1,6 @@
 /**
  * The billing app as the local runner builds and runs it (local/workflow.ts WorkflowApp): the billing stack
- * (lib/fencepost-stack.ts) with cdk.json's `fencepost` settings and the run's overrides, its FencedJob's two state
+ * (apps/billing/stack.ts) with cdk.json's `fencepost` settings and the run's overrides, its FencedJob's two state
  * machines and stores, and, for source mode, its handlers made in this process.
  *
  * The stack and the handlers are loaded only when asked for: a run from the synth cache needs neither aws-cdk-lib
@@ -8,14 +8,14 @@
  */
 import { createRequire } from 'node:module';
 import type { App } from 'aws-cdk-lib';
-import type { Clients } from '../core/stores';
-import type { BillingHooks } from '../core/billing';
-import type { EventListener } from '../core/events';
-import type * as Handlers from '../lambda/index';
-import type * as Runtime from '../lambda/runtime';
-import type * as Config from '../lib/config';
-import type * as Stack from '../lib/fencepost-stack';
-import { Env } from '../lambda/env';
+import type { Clients } from '../../core/stores';
+import type { BillingHooks } from './night';
+import type { EventListener } from '../../core/events';
+import type * as Handlers from '../../lambda/index';
+import type * as Runtime from '../../lambda/runtime';
+import type * as Config from './config';
+import type * as Stack from './stack';
+import { Env } from '../../lambda/env';
 
 type Json = Record<string, unknown>;
 
@@ -30,8 +30,8 @@ export const billingApp = {
   name: 'billing',
   variables: { handler: Env.handler, worker: Env.worker },
   build(app: App, settings: Json) {
-    const { CONTEXT_KEY, parseStackConfig } = onDemand('../lib/config') as typeof Config;
-    const { FencepostStack } = onDemand('../lib/fencepost-stack') as typeof Stack;
+    const { CONTEXT_KEY, parseStackConfig } = onDemand('./config') as typeof Config;
+    const { FencepostStack } = onDemand('./stack') as typeof Stack;
     const config = parseStackConfig({ ...(app.node.tryGetContext(CONTEXT_KEY) as Json | undefined), ...settings });
     const stack = new FencepostStack(app, STACK_ID, { config });
     const job = stack.billing;
@@ -44,8 +44,8 @@ export const billingApp = {
     };
   },
   handlers(runtime: { environment: Readonly<Record<string, string>>; clients: Clients; onEvent?: EventListener; hooks?: BillingHooks }) {
-    const { createRuntime, lazily } = onDemand('../lambda/runtime') as typeof Runtime;
-    const { makeHandlers } = onDemand('../lambda/index') as typeof Handlers;
+    const { createRuntime, lazily } = onDemand('../../lambda/runtime') as typeof Runtime;
+    const { makeHandlers } = onDemand('../../lambda/index') as typeof Handlers;
     return makeHandlers(lazily(() => createRuntime(runtime))) as Record<string, (event: unknown) => Promise<unknown>>;
   },
 };

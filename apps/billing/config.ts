@@ -7,9 +7,9 @@
  */
 import { Duration } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
-import { ConfigError } from '../core/errors';
-import { DEFAULTS } from '../core/config';
-import { FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobSettings } from './fenced-job';
+import { ConfigError } from '../../core/errors';
+import { DEFAULTS } from '../../core/config';
+import { FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobSettings } from '../../lib/fenced-job';
 
 /** The context key that holds every setting below (cdk.json `context.fencepost`). */
 export const CONTEXT_KEY = 'fencepost';

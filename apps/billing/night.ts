@@ -15,17 +15,17 @@
 import type { TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { fencedTransaction, writeBatch } from './batch';
-import type { Clock } from './clock';
-import type { BillingConfig } from './config';
-import { AlreadyDoneError, FencedOutError, LeaseLostError, StopTimePassedError } from './errors';
-import type { Events } from './events';
-import * as fence from './fence';
+import { fencedTransaction, writeBatch } from '../../core/batch';
+import type { Clock } from '../../core/clock';
+import type { BillingConfig } from '../../core/config';
+import { AlreadyDoneError, FencedOutError, LeaseLostError, StopTimePassedError } from '../../core/errors';
+import type { Events } from '../../core/events';
+import * as fence from '../../core/fence';
 import { chunkBatches, chunkCount, chunkRange, invoicePut, renderChunkLines, type Invoice, type NightPlan } from './invoices';
-import { claim, type Lease } from './lease';
-import { ManifestWriter } from './manifest';
-import { Keys, type TableNames } from './schema';
-import { releaseQuietly } from './with-lease';
+import { claim, type Lease } from '../../core/lease';
+import { ManifestWriter } from '../../core/manifest';
+import { Keys, type TableNames } from '../../core/schema';
+import { releaseQuietly } from '../../core/with-lease';
 
 export interface BillingDeps {
   readonly ddb: DynamoDBDocumentClient;

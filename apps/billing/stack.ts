@@ -7,14 +7,14 @@ import { CfnOutput, Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
-import { INVOICE_TABLE } from '../core/schema';
-import { Metric } from '../core/observability';
-import { Env } from '../lambda/env';
-import { appMetric } from './alarms';
+import { INVOICE_TABLE } from '../../core/schema';
+import { Metric } from '../../core/observability';
+import { Env } from '../../lambda/env';
+import { appMetric } from '../../lib/alarms';
 import { CHUNK_TIMEOUT, type StackConfig, jobSettings } from './config';
-import { FencedJob } from './fenced-job';
-import { HandlerFunction } from './handler-function';
-import { schemaTable } from './schema-table';
+import { FencedJob } from '../../lib/fenced-job';
+import { HandlerFunction } from '../../lib/handler-function';
+import { schemaTable } from '../../lib/schema-table';
 
 /** The billing job's name: its keys are core/schema.ts `Keys` (`billing#<date>`, `billing/<date>/manifest.json`). */
 export const BILLING_JOB = 'billing';

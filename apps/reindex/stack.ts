@@ -1,0 +1,82 @@
+/**
+ * The deployable reindex job: one FencedJob named `reindex` (its lock and job tables, manifest bucket, fenced
+ * workflow, nightly schedule, orphan sweeper and alarms) whose chunk function is lambda/chunk.ts, and the job's own
+ * source and index tables, with the chunk function's grants on them by need. It only composes the constructs.
+ */
+import path from 'node:path';
+import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import type { Construct } from 'constructs';
+import { ConfigError } from '../../core/index';
+import { FencedJob, schemaTable, type FencedJobProps } from '../../lib/index';
+import { chunkCount } from './job';
+import { INDEX_TABLE, JOB_NAME, MAX_ITEMS, ReindexEnv, SOURCE_TABLE } from './schema';
+
+/** The night's size and the job's settings; FencedJob's defaults for the rest. */
+export interface ReindexStackProps extends StackProps {
+  /** Products in the source table. @default 200 */
+  readonly items?: number;
+  /** Products per chunk (one chunk function invocation each). @default 50 */
+  readonly chunkSize?: number;
+  /** FencedJob's settings (lease timing, schedule, sweeper, alarms). @default FencedJob's defaults */
+  readonly job?: Omit<FencedJobProps, 'name' | 'chunkFunction' | 'chunks'>;
+}
+
+/** The reindex stack: a FencedJob named `reindex`, its chunk function, and the source and index tables. */
+export class ReindexStack extends Stack {
+  /** The products to index: the chunk function reads them (GetItem). */
+  readonly source: dynamodb.Table;
+  /** The search index: the chunk function updates its entries (UpdateItem), each in a fenced transaction. */
+  readonly index: dynamodb.Table;
+  /** The job's chunk function (lambda/chunk.ts), bundled by esbuild as `cdk deploy` ships it. */
+  readonly chunkFunction: NodejsFunction;
+  /** The fenced job: tables, bucket, workflow, schedules, sweeper, alarms. */
+  readonly job: FencedJob;
+
+  constructor(scope: Construct, id: string, props: ReindexStackProps = {}) {
+    super(scope, id, props);
+    const items = props.items ?? 200;
+    const chunkSize = props.chunkSize ?? 50;
+    const problems: string[] = [];
+    if (!Number.isSafeInteger(items) || items < 1 || items > MAX_ITEMS)
+      problems.push(`items must be an integer from 1 to ${MAX_ITEMS}, got ${items}`);
+    if (!Number.isSafeInteger(chunkSize) || chunkSize < 1) problems.push(`chunkSize must be a positive integer, got ${chunkSize}`);
+    if (problems.length > 0) throw new ConfigError(problems);
+
+    this.source = schemaTable(this, 'Source', SOURCE_TABLE);
+    this.index = schemaTable(this, 'Index', INDEX_TABLE);
+    this.chunkFunction = new NodejsFunction(this, 'ChunkFunction', {
+      entry: path.join(__dirname, 'lambda', 'chunk.ts'),
+      handler: 'handler',
+      runtime: lambda.Runtime.NODEJS_24_X,
+      architecture: lambda.Architecture.ARM_64,
+      timeout: Duration.minutes(1),
+      memorySize: 256,
+      environment: {
+        [ReindexEnv.sourceTable]: this.source.tableName,
+        [ReindexEnv.indexTable]: this.index.tableName,
+        [ReindexEnv.items]: String(items),
+        [ReindexEnv.chunkSize]: String(chunkSize),
+        NODE_OPTIONS: '--enable-source-maps',
+      },
+      // keepNames: the workflow's Catch matches the errors' class names (FencedOutError, …), which minifying would lose.
+      bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, keepNames: true, sourceMap: true, logLevel: LogLevel.WARNING },
+    });
+    // By need: read a product, update its index entry (inside the fenced transaction). FencedJob grants the rest:
+    // renewing on the lock table, the ConditionCheck and done mark on the job table.
+    this.chunkFunction.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [this.source.tableArn] }));
+    this.chunkFunction.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [this.index.tableArn] }));
+
+    this.job = new FencedJob(this, 'Reindex', {
+      ...props.job,
+      name: JOB_NAME,
+      chunkFunction: this.chunkFunction,
+      chunks: chunkCount({ items, chunkSize }),
+      chunkStepName: props.job?.chunkStepName ?? 'ReindexChunk',
+      fencedTables: { index: this.index, ...props.job?.fencedTables },
+    });
+  }
+}

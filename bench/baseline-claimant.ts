@@ -13,10 +13,12 @@
 import { parseArgs } from 'node:util';
 import { billChunk, completeNight, raiseNight, type BillingDeps } from '../apps/billing/night';
 import { systemClock } from '../core/clock';
-import { validateBillingConfig, type LeaseConfig } from '../core/config';
+import { type LeaseConfig } from '../core/config';
+import { validateBillingConfig } from '../apps/billing/settings';
 import { Events } from '../core/events';
 import { Lease, sight, tryClaim, type LeaseDeps } from '../core/lease';
-import { Keys, tableNames } from '../core/schema';
+import { tableNames } from '../core/schema';
+import { Keys } from '../apps/billing/keys';
 import { localClients } from '../core/stores';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';

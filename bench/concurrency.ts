@@ -16,16 +16,16 @@
  * Full mode: 1,000,000 invoices per night (200 chunks of 5,000); --quick: 50,000. One round: a night of a million
  * is long, and the figures of interest (conflicts, retries) are counts, not noise-prone timings.
  */
-import { audit } from '../core/audit';
+import { audit } from '../apps/billing/audit';
 import { completeNight, raiseNight, writeInvoices, type BillingDeps } from '../apps/billing/night';
 import { systemClock } from '../core/clock';
 import { DEFAULT_BACKOFF, isTransient } from '../core/conditions';
-import { DEFAULTS, type BillingConfig } from '../core/config';
+import { DEFAULTS, type BillingConfig } from '../apps/billing/settings';
 import { Events } from '../core/events';
 import * as fence from '../core/fence';
 import { chunkBatches, chunkRange, renderChunkLines, type NightPlan } from '../apps/billing/invoices';
 import { claim } from '../core/lease';
-import { Keys } from '../core/schema';
+import { Keys } from '../apps/billing/keys';
 import { localClients } from '../core/stores';
 import { startDynamoDbProxy, type DynamoDbProxyStats } from '../local/dynamodb-proxy';
 import { fmt, freshDate, newReport, runToEnd, spawnCli, table, type BenchContext, type Measurement, type SharedStack } from './common';

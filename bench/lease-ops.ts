@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { systemClock } from '../core/clock';
-import { validateBillingConfig } from '../core/config';
+import { validateBillingConfig } from '../apps/billing/settings';
 import { Events } from '../core/events';
 import { claim, type Lease } from '../core/lease';
 import { Attr } from '../core/schema';

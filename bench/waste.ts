@@ -25,12 +25,12 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { runBilling, raiseNight, completeNight, invoiceTransaction, writeInvoices, type BillingDeps } from '../apps/billing/night';
 import { systemClock } from '../core/clock';
-import { validateBillingConfig, type BillingConfig } from '../core/config';
+import { validateBillingConfig, type BillingConfig } from '../apps/billing/settings';
 import { Events, type FencepostEvent } from '../core/events';
 import * as fence from '../core/fence';
 import { chunkBatches, chunkRange, renderChunkLines, type Invoice, type NightPlan } from '../apps/billing/invoices';
 import { claim } from '../core/lease';
-import { Keys } from '../core/schema';
+import { Keys } from '../apps/billing/keys';
 import { localClients, type Clients } from '../core/stores';
 import {
   ROOT,

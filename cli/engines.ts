@@ -6,10 +6,10 @@
  * Both report the same summary; for the workflow it is gathered from the holders' events.
  */
 import { runBilling, type BillingDeps, type BillingSummary, type Outcome } from '../apps/billing/night';
-import type { BillingConfig } from '../core/config';
+import type { BillingConfig } from '../apps/billing/settings';
 import { ClaimBudgetExhaustedError, InfrastructureError } from '../core/errors';
 import type { FencepostEvent } from '../core/events';
-import { Keys } from '../core/schema';
+import { Keys } from '../apps/billing/keys';
 import type { Clients, Endpoints } from '../core/stores';
 import { runWorkflowLocally, type LambdaCode } from '../local/workflow';
 import { billingApp } from '../apps/billing/app';

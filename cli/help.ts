@@ -2,7 +2,8 @@
  * Help texts, kept next to the options they describe (cli/options.ts). Every default they name is read from the
  * constant the code falls back to, never written again here.
  */
-import { DEFAULTS, MAX_PUTS_PER_TRANSACTION } from '../core/config';
+import { MAX_PUTS_PER_TRANSACTION } from '../core/config';
+import { DEFAULTS } from '../apps/billing/settings';
 import { DEFAULT_BUMP } from '../core/restore';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, type TableNames } from '../core/schema';
 import type { Endpoints } from '../core/stores';

@@ -4,7 +4,7 @@
  */
 import { systemClock } from '../core/clock';
 import type { BillingSummary } from '../apps/billing/night';
-import { audit, type AuditReport } from '../core/audit';
+import { audit, type AuditReport } from '../apps/billing/audit';
 import { ConfigError, FencepostError, InfrastructureError } from '../core/errors';
 import { Events, type EventListener } from '../core/events';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, tableNames } from '../core/schema';

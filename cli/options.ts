@@ -4,7 +4,8 @@
  */
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
-import { DEFAULTS, validateBillingConfig, validateDate, type BillingConfig } from '../core/config';
+import { validateDate } from '../core/config';
+import { DEFAULTS, validateBillingConfig, type BillingConfig } from '../apps/billing/settings';
 import { ConfigError } from '../core/errors';
 import { DEFAULT_BUMP } from '../core/restore';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX } from '../core/schema';

@@ -1,6 +1,6 @@
 /** What a human sees during a run: a progress bar on stderr, then a short summary table. */
 import type { BillingSummary } from '../apps/billing/night';
-import type { AuditReport } from '../core/audit';
+import type { AuditReport } from '../apps/billing/audit';
 import type { FencepostEvent } from '../core/events';
 import type { ChaosReport } from '../harness/chaos';
 

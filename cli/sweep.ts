@@ -13,7 +13,8 @@ import type { Clients } from '../core/stores';
 import { systemClock } from '../core/clock';
 import { Events } from '../core/events';
 import { bumpEpochs, type BumpReport } from '../core/restore';
-import { Keys, tableNames } from '../core/schema';
+import { tableNames } from '../core/schema';
+import { Keys } from '../apps/billing/keys';
 import { Sweeper, type SweepReport } from '../core/sweeper';
 import type { BumpOptions, SweepOptions } from './options';
 

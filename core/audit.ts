@@ -6,20 +6,18 @@
  *   4. the lock's epoch is never behind a token seen anywhere (else a claim would hand a used token out again).
  * It only reads. Unlike the holders and the sweeper it may scan: it runs rarely and must see everything.
  *
- * One function per check, each returning its AuditCheck; `audit` composes them for one billing night.
- *   Generic, for any fenced job (its fence items, its manifest, the sparse index, its lock), free of billing types and
- *     exported for the library's users: readFencedJob (the one read they share), checkChunksDone, checkChunkFences,
- *     checkManifest, checkSparseIndex, checkEpoch.
- *   Billing's, for a night's invoices, used by `audit` only: scanInvoices (the one read they share), checkInvoicesOnce,
- *     checkNoneMissing, checkInvoiceTokens.
+ * One function per check, each returning its AuditCheck, for any fenced job (its fence items, its manifest, the
+ * sparse index, its lock): readFencedJob (the one read they share), checkChunksDone, checkChunkFences,
+ * checkManifest, checkSparseIndex, checkEpoch. A job adds the checks of its own data beside them (billing's invoice
+ * checks: apps/billing/audit.ts), built with `verdict` and `scanAll`.
  */
 import { HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { readJob, type ChunkFence, type JobRow } from './fence';
-import { idWidth, invoiceAt } from '../apps/billing/invoices';
+import { chunkFenceKey } from './job-keys';
 import { readLock, type LockItem } from './lease';
 import { chunkObjectKey, readManifest, type ManifestBody, type ManifestPlace } from './manifest';
-import { Attr, Keys, type TableNames } from './schema';
+import { Attr } from './schema';
 import { claimedRows } from './sweeper';
 
 /** One invariant checked: what was checked, whether it holds, and the evidence (or the first problems). */
@@ -30,13 +28,26 @@ export interface AuditCheck {
   readonly detail: string;
 }
 
-/** A check's verdict: ok with the evidence, or the first five problems. */
-function verdict(invariant: AuditCheck['invariant'], name: string, problems: readonly string[], okDetail: string): AuditCheck {
+/**
+ * A check's verdict: ok with the evidence, or the first five problems.
+ * @param invariant - which of the design's invariants it checks (docs/DESIGN.md, opening)
+ * @param name - what was checked, in a few words
+ * @param problems - one sentence per problem found; empty when the invariant holds
+ * @param okDetail - the evidence shown when it holds
+ */
+export function verdict(invariant: AuditCheck['invariant'], name: string, problems: readonly string[], okDetail: string): AuditCheck {
   const shown = problems.slice(0, 5).join('; ') + (problems.length > 5 ? `; … ${problems.length - 5} more` : '');
   return { invariant, name, ok: problems.length === 0, detail: problems.length === 0 ? okDetail : shown };
 }
 
-async function* scanAll(ddb: DynamoDBDocumentClient, input: ConstructorParameters<typeof ScanCommand>[0]) {
+/**
+ * Every item a strongly consistent Scan returns, page by page (the auditor may scan: it runs rarely and must see
+ * everything; holders and the sweeper never do).
+ */
+export async function* scanAll(
+  ddb: DynamoDBDocumentClient,
+  input: ConstructorParameters<typeof ScanCommand>[0],
+): AsyncGenerator<Record<string, unknown>, void, undefined> {
   let start: Record<string, unknown> | undefined;
   do {
     const out = await ddb.send(new ScanCommand({ ...input, ExclusiveStartKey: start, ConsistentRead: true }));
@@ -87,7 +98,7 @@ export async function readFencedJob(deps: FencedJobDeps, ref: FencedJobRef): Pro
   for await (const row of scanAll(deps.ddb, { TableName: deps.jobs })) {
     const chunk = row[Attr.chunk];
     if (chunk === undefined) jobRows.push(row as unknown as JobRow);
-    else if (row[Attr.pk] === Keys.chunkFence(ref.jobId, Number(chunk))) chunkFences.set(Number(chunk), row as unknown as ChunkFence);
+    else if (row[Attr.pk] === chunkFenceKey(ref.jobId, Number(chunk))) chunkFences.set(Number(chunk), row as unknown as ChunkFence);
   }
   return { ref, job, lock, manifest, chunkFences, jobRows };
 }
@@ -214,151 +225,4 @@ export function checkEpoch(s: FencedJobState, tokensElsewhere: Iterable<number> 
   else if (epoch !== undefined && epoch < highest)
     problems.push(`lock epoch ${epoch} is behind token ${highest}: the next claim would repeat a token`);
   return verdict(4, 'lock epoch ≥ every token seen', problems, `epoch ${epoch ?? '-'} ≥ highest token ${highest}`);
-}
-
-// ─── Billing: a night's invoices ─────────────────────────────────────────────────────────────────────────────────
-
-/** One invoice item found for the night. */
-interface FoundInvoice {
-  readonly pk: string;
-  /** The writer's token, recorded on every invoice for the audit. */
-  readonly token: number;
-  /** Its index in the night, or undefined when its key is not one of the night's invoices. */
-  readonly index: number | undefined;
-  /** Whether its customer and amount are exactly what the generator gives its index. */
-  readonly asGenerated: boolean;
-}
-
-/** Every invoice item of one night, read once for the billing checks. */
-interface InvoiceScan {
-  readonly date: string;
-  /** How many invoices the night has. */
-  readonly invoices: number;
-  readonly found: readonly FoundInvoice[];
-}
-
-/** Scan the invoice table for one night's invoices (by key prefix). */
-async function scanInvoices(
-  deps: { readonly ddb: DynamoDBDocumentClient; readonly invoices: string },
-  date: string,
-  invoices: number,
-): Promise<InvoiceScan> {
-  const width = idWidth(invoices);
-  const prefix = Keys.invoicePrefix(date);
-  const found: FoundInvoice[] = [];
-  const items = scanAll(deps.ddb, { TableName: deps.invoices, FilterExpression: 'begins_with(pk, :p)', ExpressionAttributeValues: { ':p': prefix } });
-  for await (const item of items) {
-    const pk = String(item[Attr.pk]);
-    const n = Number(pk.slice(prefix.length));
-    const index = Number.isInteger(n) && n >= 0 && n < invoices ? n : undefined;
-    const expected = index === undefined ? undefined : invoiceAt(date, index, width);
-    const asGenerated =
-      expected !== undefined && expected.pk === pk && item[Attr.amount] === expected.amount && item[Attr.customer] === expected.customer;
-    found.push({ pk, token: Number(item[Attr.token]), index, asGenerated });
-  }
-  return { date, invoices, found };
-}
-
-/** How many invoices carry each token (for the report: who wrote the night). */
-function tokensOf(scan: InvoiceScan): Record<string, number> {
-  const tokens: Record<string, number> = {};
-  for (const i of scan.found) tokens[i.token] = (tokens[i.token] ?? 0) + 1;
-  return tokens;
-}
-
-/**
- * Invariant 1: each invoice is recorded once, with exactly the data the generator gives it, and nothing else is
- * recorded under the night's prefix. Why: exactly-once in effect is the night's promise; a put is conditional
- * on the key being absent, so a second copy or different data means a write bypassed the fenced transaction.
- */
-function checkInvoicesOnce(scan: InvoiceScan): AuditCheck {
-  const seen = new Uint8Array(scan.invoices);
-  const problems: string[] = [];
-  for (const i of scan.found) {
-    if (i.index === undefined) {
-      problems.push(`${i.pk} is not one of the night's ${scan.invoices} invoices`);
-      continue;
-    }
-    if (seen[i.index]++) problems.push(`${i.pk} recorded twice`);
-    if (!i.asGenerated) problems.push(`${i.pk} differs from the generated invoice`);
-  }
-  return verdict(1, 'each invoice recorded once, as generated', problems, `${scan.found.length} invoices, each once, each as generated`);
-}
-
-/**
- * Invariant 1: once the job row says DONE, every invoice of the night is present. Why: DONE is final (a DONE row
- * refuses every raise), so an invoice missing then is never written by anyone.
- */
-function checkNoneMissing(scan: InvoiceScan, s: Pick<FencedJobState, 'job'>): AuditCheck {
-  const done = s.job?.state === 'DONE';
-  const present = new Set(scan.found.flatMap((i) => (i.index === undefined ? [] : [i.index]))).size;
-  const missing = done ? scan.invoices - present : 0;
-  return verdict(
-    1,
-    'no invoice missing once DONE',
-    missing ? [`${missing} of ${scan.invoices} invoices missing although the job is DONE`] : [],
-    done ? `all ${scan.invoices} present` : `job is ${s.job?.state ?? 'absent'}: not required yet`,
-  );
-}
-
-/**
- * Invariant 2 on the invoices: no invoice carries a token above the job fence. Why: every invoice put travels in a
- * transaction with a ConditionCheck that its chunk's fence is not above the writer's token, and chunk fences are
- * never above the job fence; a higher token on an invoice means a write landed without the fence.
- */
-function checkInvoiceTokens(scan: InvoiceScan, s: Pick<FencedJobState, 'job'>): AuditCheck {
-  const fence = s.job?.fence;
-  const above = scan.found
-    .filter((i) => fence === undefined || i.token > fence)
-    .map((i) => `${i.pk} carries token ${i.token} above the fence ${fence}`);
-  return verdict(2, 'no invoice token above the job fence', above, `invoice tokens ${JSON.stringify(tokensOf(scan))} ≤ fence ${fence ?? '-'}`);
-}
-
-// ─── The billing night's audit ───────────────────────────────────────────────────────────────────────────────────
-
-export interface AuditDeps {
-  readonly ddb: DynamoDBDocumentClient;
-  readonly s3: S3Client;
-  readonly tables: TableNames;
-  readonly bucket: string;
-}
-
-export interface AuditReport {
-  readonly ok: boolean;
-  readonly jobId: string;
-  readonly state: string | undefined;
-  readonly fence: number | undefined;
-  readonly epoch: number | undefined;
-  readonly invoicesFound: number;
-  readonly invoicesExpected: number;
-  readonly tokensSeen: Record<string, number>;
-  readonly checks: readonly AuditCheck[];
-}
-
-/** Audit one billing night: every check above, generic and billing's, in invariant order. */
-export async function audit(deps: AuditDeps, date: string, invoices: number): Promise<AuditReport> {
-  const fenced = { ddb: deps.ddb, s3: deps.s3, bucket: deps.bucket, jobs: deps.tables.jobs, locks: deps.tables.locks };
-  const s = await readFencedJob(fenced, { jobId: Keys.job(date), lockKey: Keys.lock(date), manifest: Keys.manifestPlace(date) });
-  const scan = await scanInvoices({ ddb: deps.ddb, invoices: deps.tables.invoices }, date, invoices);
-  const checks = [
-    checkInvoicesOnce(scan),
-    checkNoneMissing(scan, s),
-    checkChunksDone(s),
-    checkInvoiceTokens(scan, s),
-    checkChunkFences(s),
-    await checkManifest(fenced, s),
-    await checkSparseIndex(fenced, s),
-    checkEpoch(s, Object.keys(tokensOf(scan)).map(Number)),
-  ];
-  return {
-    ok: checks.every((c) => c.ok),
-    jobId: s.ref.jobId,
-    state: s.job?.state,
-    fence: s.job?.fence,
-    epoch: s.lock?.epoch,
-    invoicesFound: scan.found.length,
-    invoicesExpected: invoices,
-    tokensSeen: tokensOf(scan),
-    checks,
-  };
 }

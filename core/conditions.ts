@@ -95,13 +95,17 @@ export interface Backoff {
   readonly random?: () => number;
 }
 
+/** How a retry loop backs off: full jitter between 0 and min(cap, base * 2^retry). */
 export interface BackoffPolicy {
+  /** The first retry's ceiling, in milliseconds. */
   readonly baseMs: number;
+  /** No wait is longer than this, in milliseconds. */
   readonly capMs: number;
   /** Retries after the first attempt. */
   readonly retries: number;
 }
 
+/** 25 ms doubling to at most 1 s, 8 retries: about 3 s of waiting at worst, well inside a lease. */
 export const DEFAULT_BACKOFF: BackoffPolicy = { baseMs: 25, capMs: 1000, retries: 8 };
 
 /**

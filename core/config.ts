@@ -16,16 +16,6 @@ export interface LeaseConfig {
   readonly claimBudget: number;
 }
 
-/** The billing job's settings: the lease's, and the size of the night. */
-export interface BillingConfig extends LeaseConfig {
-  /** Invoices in the night. @default 50000 (Part 0) */
-  readonly invoices: number;
-  /** Invoices per chunk. @default 5000 (Part 0: 10 chunks of 5,000) */
-  readonly chunkSize: number;
-  /** Puts per transaction, next to the one ConditionCheck on the fence. @default 99 (Part 5: 100 actions at most) */
-  readonly putsPerTransaction: number;
-}
-
 /** The lease's defaults (Part 0): a 10 s lease renewed every 3 s, a 2 s margin, a claim budget of 30 leases. */
 export const LEASE_DEFAULTS: LeaseConfig = {
   leaseMs: 10_000,
@@ -34,20 +24,15 @@ export const LEASE_DEFAULTS: LeaseConfig = {
   claimBudget: 30,
 };
 
-/** The billing job's defaults: the lease's, and Part 0's night of 50,000 invoices in 10 chunks. */
-export const DEFAULTS: BillingConfig = {
-  ...LEASE_DEFAULTS,
-  invoices: 50_000,
-  chunkSize: 5_000,
-  putsPerTransaction: 99,
-};
-
 /** DynamoDB's limit is 100 actions per transaction; one is the ConditionCheck on the fence (Part 5). */
 export const MAX_PUTS_PER_TRANSACTION = 99;
 
 const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
 
-/** Returns a problem description for a bad job date, or undefined. Rejects 2026-02-30 as well as 2026-9-28. */
+/**
+ * A problem description for a bad job date, or undefined. Rejects 2026-02-30 as well as 2026-9-28.
+ * @param date - the value to check, from any input
+ */
 export function dateProblem(date: unknown): string | undefined {
   if (typeof date !== 'string' || !DATE_RE.test(date)) return `date must be YYYY-MM-DD, got ${JSON.stringify(date)}`;
   const [y, m, d] = date.split('-').map(Number);
@@ -58,7 +43,12 @@ export function dateProblem(date: unknown): string | undefined {
   return undefined;
 }
 
-/** The date, if it is a calendar date in YYYY-MM-DD form. @throws ConfigError otherwise */
+/**
+ * The date, if it is a calendar date in YYYY-MM-DD form (a run's date: the keys of the run are built from it).
+ * @param date - the value to check, from any input
+ * @returns the date, typed
+ * @throws ConfigError naming the problem otherwise (2026-02-30 is refused as well as 2026-9-28)
+ */
 export function validateDate(date: unknown): string {
   const problem = dateProblem(date);
   if (problem) throw new ConfigError([problem]);
@@ -101,22 +91,6 @@ export function leaseProblems(c: LeaseConfig): string[] {
 export function validateLeaseConfig(input: Partial<LeaseConfig> = {}): LeaseConfig {
   const c: LeaseConfig = { ...LEASE_DEFAULTS, ...stripUndefined(input) };
   const problems = leaseProblems(c);
-  if (problems.length > 0) throw new ConfigError(problems);
-  return c;
-}
-
-/** The billing job's settings, defaults filled in, checked once. @throws ConfigError listing every problem at once */
-export function validateBillingConfig(input: Partial<BillingConfig>): BillingConfig {
-  const c: BillingConfig = { ...DEFAULTS, ...stripUndefined(input) };
-  const problems = leaseProblems(c);
-  positiveInteger(problems, 'invoices', c.invoices);
-  positiveInteger(problems, 'chunk-size', c.chunkSize);
-  positiveInteger(problems, 'puts-per-transaction', c.putsPerTransaction);
-  if (c.putsPerTransaction > MAX_PUTS_PER_TRANSACTION) {
-    problems.push(
-      `puts-per-transaction (${c.putsPerTransaction}) must be at most ${MAX_PUTS_PER_TRANSACTION}: a transaction holds 100 actions and one is the fence check`,
-    );
-  }
   if (problems.length > 0) throw new ConfigError(problems);
   return c;
 }

@@ -42,7 +42,14 @@ export interface EventFields {
   /** A renewal's condition failed: the lock item names another holder or epoch. */
   'lease-lost': { readonly key: string; readonly token: number; readonly holderNow?: string };
   /** Every fence item of a job is raised to `token` (the job row, then every chunk fence). */
-  'fence-raised': { readonly token: number; readonly previousFence?: number; readonly previousState?: string; readonly chunkFences: number };
+  'fence-raised': {
+    readonly token: number;
+    readonly previousFence?: number;
+    readonly previousState?: string;
+    readonly chunkFences: number;
+    /** The chunks an earlier holder had recorded done (learnt from the old chunk fence items). */
+    readonly chunksDone?: readonly number[];
+  };
   /** The S3 manifest carries `token`. */
   'manifest-raised': { readonly token: number };
   /** One fenced transaction (or its retries without already-recorded puts) landed. */
@@ -58,7 +65,7 @@ export interface EventFields {
   };
   /** The fence refused a batch: nothing of it was written. */
   'batch-rejected': { readonly token: number; readonly chunk: number; readonly batch: number; readonly fence?: number };
-  /** A chunk's object is named by the manifest and the chunk is recorded done on its fence item. */
+  /** A chunk's object is named by the manifest (billing's work); core's runChunk records it done on its fence item next. */
   'chunk-committed': {
     readonly token: number;
     readonly chunk: number;

@@ -32,7 +32,8 @@ import { marshall, type NativeAttributeValue } from '@aws-sdk/util-dynamodb';
 import { type Clock, wallIso } from './clock';
 import { cancellationReasons, failedItem, isConditionalCheckFailed, retryTransient, type Backoff } from './conditions';
 import { AlreadyDoneError, FencedOutError, NightIncompleteError } from './errors';
-import { Attr, CLAIM_SHARD, Keys, type JobState } from './schema';
+import { chunkFenceKey } from './job-keys';
+import { Attr, CLAIM_SHARD, type JobState } from './schema';
 
 // Named condition clauses, each with its reason.
 /**
@@ -213,9 +214,11 @@ const FENCE_ITEMS_IN_FLIGHT = 10;
 
 /** What a job's fences need: the job table (job rows and chunk fence items), the store, the clock for backoffs. */
 export interface FenceDeps {
+  /** The document client. */
   readonly ddb: DynamoDBDocumentClient;
   /** The job table. */
   readonly jobs: string;
+  /** Times the retry backoff. */
   readonly clock: Clock;
   /** Jitter source for the retry backoff (docs/DESIGN.md "Retry classification"). @default Math.random */
   readonly random?: () => number;
@@ -309,7 +312,7 @@ export async function raiseChunkFences(
   // Safe to send again (a zombie's transaction on this chunk may hold the item): equal is accepted, and a landed try
   // left done_by as it was, so the old item still tells the progress.
   await eachBounded(chunks, async (chunk) => {
-    const before = await jobFence(deps, Keys.chunkFence(jobId, chunk)).raise(token, { [Attr.chunk]: chunk });
+    const before = await jobFence(deps, chunkFenceKey(jobId, chunk)).raise(token, { [Attr.chunk]: chunk });
     old.set(chunk, before as ChunkFence | undefined);
   });
   return old;
@@ -321,7 +324,7 @@ export async function readChunkFences(deps: Pick<FenceDeps, 'ddb' | 'jobs'>, job
   await eachBounded(
     Array.from({ length: chunkCount }, (_, c) => c),
     async (c) => {
-      const out = await deps.ddb.send(new GetCommand({ TableName: deps.jobs, Key: { [Attr.pk]: Keys.chunkFence(jobId, c) }, ConsistentRead: true }));
+      const out = await deps.ddb.send(new GetCommand({ TableName: deps.jobs, Key: { [Attr.pk]: chunkFenceKey(jobId, c) }, ConsistentRead: true }));
       items[c] = out.Item as ChunkFence | undefined;
     },
   );
@@ -347,7 +350,7 @@ export async function markChunkDone(deps: FenceDeps, jobId: string, token: numbe
       deps.ddb.send(
         new UpdateCommand({
           TableName: deps.jobs,
-          Key: { [Attr.pk]: Keys.chunkFence(jobId, chunk) },
+          Key: { [Attr.pk]: chunkFenceKey(jobId, chunk) },
           ConditionExpression: stillOurs,
           UpdateExpression: `SET ${Attr.doneBy} = :t`,
           ExpressionAttributeValues: { ':t': token },
@@ -365,13 +368,15 @@ export async function markChunkDone(deps: FenceDeps, jobId: string, token: numbe
  * Complete (design §4): state DONE, and the row leaves the sparse index in the same write, conditional on still
  * owning the job row. First every chunk fence item must say done (done marks are never removed, so a read that
  * finds them all stays true): DONE never stands over a missing chunk, whatever ran the chunks.
+ * @param beforeDone - what must be DONE before the row (the manifest): run once every chunk is found done
  */
-export async function complete(deps: FenceDeps, jobId: string, token: number): Promise<void> {
+export async function complete(deps: FenceDeps, jobId: string, token: number, beforeDone?: () => Promise<void>): Promise<void> {
   const row = await readJob(deps, jobId);
   if (row?.fence !== token || row.owner_token !== token) throw new FencedOutError('job-row', token, row?.fence);
   const chunks = await readChunkFences(deps, jobId, row.chunk_count ?? 0);
   const notDone = chunks.flatMap((item, c) => (item?.done_by === undefined ? [c] : []));
   if (notDone.length > 0) throw new NightIncompleteError(jobId, notDone);
+  await beforeDone?.();
   await ownerUpdate(
     deps,
     jobId,

@@ -10,6 +10,8 @@
  *             `writeBatch`): a write carrying a token below the fence's is refused by the store, whatever its
  *             holder believes.
  *   manifest  the same fence on S3: objects under token keys, one manifest committed with If-Match.
+ *   job       a fenced job's run (`runJob`, or its pieces `raiseRun`, `chunkFence`, `markChunkDone`, `completeRun`):
+ *             the job row and every chunk fence raised first, each chunk written through its own fence, DONE last.
  *   sweeper   liveness only: re-queues jobs whose holder is gone; the fence keeps the data safe when it is wrong.
  *
  * Everything is injected (clients, clock, events): nothing here knows Lambda, CDK or a CLI.
@@ -38,8 +40,32 @@ export {
 export { releaseQuietly, withLease } from './with-lease';
 
 // The fence (core/fence.ts) and the fenced batch built on its guard (core/batch.ts)
-export { FENCE_CLAUSE, Fence, fenceOn, type ChunkFence, type FenceTarget, type JobRow } from './fence';
+export { FENCE_CLAUSE, Fence, fenceOn, jobFence, type ChunkFence, type FenceDeps, type FenceTarget, type JobRow } from './fence';
 export { fencedTransaction, writeBatch, type BatchResult, type FencedPut } from './batch';
+
+// A fenced job's run: its keys, its fences raised first, its chunks, its completion, the direct engine (core/job.ts)
+export { JOB_NAME_PATTERN, chunkFenceKey, jobKeys, type JobKeys } from './job-keys';
+export {
+  chunkFence,
+  completeRun,
+  markChunkDone,
+  outcomeOf,
+  raiseRun,
+  readRun,
+  resumeManifest,
+  runChunk,
+  runJob,
+  type CheckPoint,
+  type ChunkContext,
+  type ChunkWork,
+  type DirectRun,
+  type JobRun,
+  type Outcome,
+  type RaisedRun,
+  type RunDeps,
+  type RunHooks,
+  type RunSummary,
+} from './job';
 
 // The same fence on S3 (core/manifest.ts)
 export {
@@ -70,7 +96,8 @@ export { DEFAULT_BUMP, bumpEpochs, type BumpChange, type BumpReport } from './re
 
 // Clocks, configuration, errors, events
 export { systemClock, type Clock } from './clock';
-export { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION, leaseProblems, validateLeaseConfig, type LeaseConfig } from './config';
+export { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION, dateProblem, leaseProblems, validateDate, validateLeaseConfig, type LeaseConfig } from './config';
+export { METRICS_NAMESPACE, Metric, SERVICE_NAME } from './observability';
 export {
   AlreadyDoneError,
   ClaimBudgetExhaustedError,
@@ -86,11 +113,31 @@ export {
 export { Events, type EventFields, type EventListener, type EventName, type EventStamp, type FencepostEvent, type SweepFields } from './events';
 
 // Reading a cancelled transaction by its reasons (core/conditions.ts), for callers that send their own with a guard
-export { cancellationReasons, classifyCancellation, isTransient, type Cancellation, type CancellationReason } from './conditions';
+export {
+  DEFAULT_BACKOFF,
+  cancellationReasons,
+  classifyCancellation,
+  isTransient,
+  retryTransient,
+  type Backoff,
+  type BackoffPolicy,
+  type Cancellation,
+  type CancellationReason,
+} from './conditions';
 
 // The stores: clients, and the one description of the tables (core/stores.ts, core/schema.ts)
 export { awsClients, localClients, type Clients, type Endpoints } from './stores';
-export { Attr, CLAIM_SHARD, JOB_TABLE, LOCK_TABLE, tableNames, type KeyAttribute, type TableDescription, type TableNames } from './schema';
+export {
+  Attr,
+  CLAIM_SHARD,
+  INVOICE_TABLE,
+  JOB_TABLE,
+  LOCK_TABLE,
+  tableNames,
+  type KeyAttribute,
+  type TableDescription,
+  type TableNames,
+} from './schema';
 
 // The auditor's generic checks, for any fenced job: its fence items, its manifest, the sparse index, its lock (core/audit.ts)
 export {
@@ -100,6 +147,8 @@ export {
   checkManifest,
   checkSparseIndex,
   readFencedJob,
+  scanAll,
+  verdict,
   type AuditCheck,
   type FencedJobDeps,
   type FencedJobRef,

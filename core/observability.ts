@@ -2,15 +2,20 @@
  * The names the Lambdas publish (CloudWatch embedded metric format, via Powertools Metrics) and the alarms and
  * the dashboard read. One list, so a renamed metric cannot silently orphan its alarm.
  */
+/** The CloudWatch namespace every metric is published in. */
 export const METRICS_NAMESPACE = 'Fencepost';
+/** The service name Powertools stamps on every log line, metric and trace. */
 export const SERVICE_NAME = 'fencepost-billing';
 
+/** The metric names, one list for the Lambdas that publish them and the alarms and dashboard that read them. */
 export const Metric = {
   /** A write refused by the fence (DynamoDB ConditionCheck or S3 412): a holder lost the lock (Part 4). */
   fencedRejections: 'FencedRejections',
   /** A holder found its lease gone (renewal condition failed, or its stop time passed). */
   leaseLost: 'LeaseLost',
+  /** Invoices a billing chunk recorded (the billing app's). */
   invoicesRecorded: 'InvoicesRecorded',
+  /** Invoices a billing chunk found already recorded by an earlier holder (the billing app's). */
   invoicesAlreadyRecorded: 'InvoicesAlreadyRecorded',
   /** Milliseconds a claimant waited out a live-looking lease before claiming (the clock-free wait). */
   takeoverWaitMs: 'TakeoverWaitMs',

@@ -3,8 +3,6 @@
  * The local stack creates exactly this (local/stack.ts), and the CDK stack provisions exactly this.
  */
 
-import { chunkObjectKey, type ManifestPlace } from './manifest';
-
 /** Attribute names, named after the reference text's words. */
 export const Attr = {
   pk: 'pk',
@@ -72,7 +70,11 @@ export const JOB_TABLE: TableDescription = {
     'job rows: fence, state, owner_token; claim_shard/claimed_since only while RUNNING. Beside each, its chunk fence items (fence, done_by), never indexed.',
 };
 
-/** Invoice table: one item per invoice, put only if absent, carrying the writer's token for audit. */
+/**
+ * The billing app's invoice table (apps/billing): one item per invoice, put only if absent, carrying the writer's
+ * token for audit. Described here beside the library's two because the local stack (local/provision.ts) creates all
+ * three.
+ */
 export const INVOICE_TABLE: TableDescription = {
   suffix: 'invoices',
   partitionKey: { name: Attr.pk, type: 'S' },
@@ -81,18 +83,21 @@ export const INVOICE_TABLE: TableDescription = {
 
 export const TABLES = [LOCK_TABLE, JOB_TABLE, INVOICE_TABLE] as const;
 
-/** The one value of claim_shard today; the index is sharded by this attribute if one shard ever gets hot. */
+/**
+ * The one value of claim_shard today, for every job; the index is sharded by this attribute if one shard ever gets
+ * hot. Its value stays `billing`: rows already RUNNING carry it, and a new value would hide them from the sweeper.
+ */
 export const CLAIM_SHARD = 'billing';
 
-/** The names of a deployment's three tables. */
-export interface TableNames {
+/** The names of a deployment's three tables (a type, not an interface: it is a record of names, local/workflow.ts). */
+export type TableNames = {
   /** Lock items: one per lease key. */
   readonly locks: string;
   /** Job rows and chunk fence items. */
   readonly jobs: string;
   /** The billing job's invoices. */
   readonly invoices: string;
-}
+};
 
 export const DEFAULT_TABLE_PREFIX = 'fencepost-';
 export const DEFAULT_BUCKET = 'fencepost-manifests';
@@ -101,19 +106,3 @@ export const DEFAULT_BUCKET = 'fencepost-manifests';
 export function tableNames(prefix: string = DEFAULT_TABLE_PREFIX): TableNames {
   return { locks: prefix + LOCK_TABLE.suffix, jobs: prefix + JOB_TABLE.suffix, invoices: prefix + INVOICE_TABLE.suffix };
 }
-
-/** Keys in the lock, job and invoice tables, and in the manifest bucket, for one night's billing job. */
-export const Keys = {
-  lock: (date: string) => `billing#${date}`,
-  job: (date: string) => `billing#${date}`,
-  /** A chunk's own fence item, beside its job row in the job table: `billing#<date>#chunk#07` (docs/DESIGN.md § Chunk fences). */
-  chunkFence: (jobId: string, chunk: number) => `${jobId}#chunk#${String(chunk).padStart(2, '0')}`,
-  invoice: (date: string, index: number, width: number) => `inv#${date}#${String(index).padStart(width, '0')}`,
-  invoicePrefix: (date: string) => `inv#${date}#`,
-  manifest: (date: string) => `billing/${date}/manifest.json`,
-  /** A chunk's object includes the writer's token, so two holders never write the same key (Part 4, "on S3"). */
-  chunkObject: (date: string, chunk: number, token: number) => chunkObjectKey(Keys.chunkPrefix(date), chunk, token),
-  chunkPrefix: (date: string) => `billing/${date}/chunks/`,
-  /** Where one night's manifest and chunk objects live (core/manifest.ts is told, it does not know billing). */
-  manifestPlace: (date: string): ManifestPlace => ({ key: Keys.manifest(date), chunkPrefix: Keys.chunkPrefix(date) }),
-};

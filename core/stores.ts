@@ -81,8 +81,11 @@ export function measureClockOffset(client: AnyClient, clock: Clock, estimator: C
   );
 }
 
-/** Clients for local endpoints: loopback only, dummy credentials, path-style S3, kept-alive connections. */
-export function localClients(endpoints: Endpoints): Clients {
+/**
+ * Clients for local endpoints: loopback only, dummy credentials, path-style S3, kept-alive connections. Without an S3
+ * endpoint the S3 client points at an unreachable loopback address, so a stray S3 call fails at once, never at AWS.
+ */
+export function localClients(endpoints: Pick<Endpoints, 'dynamodb'> & Partial<Pick<Endpoints, 's3'>>): Clients {
   const common = {
     region: 'us-east-1',
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
@@ -91,7 +94,7 @@ export function localClients(endpoints: Endpoints): Clients {
   };
   const raw = new DynamoDBClient({ ...common, endpoint: endpoints.dynamodb });
   const ddb = DynamoDBDocumentClient.from(raw, { marshallOptions: { removeUndefinedValues: true } });
-  const s3 = new S3Client({ ...common, endpoint: endpoints.s3, forcePathStyle: true });
+  const s3 = new S3Client({ ...common, endpoint: endpoints.s3 ?? 'http://127.0.0.1:9', forcePathStyle: true });
   return {
     raw,
     ddb,

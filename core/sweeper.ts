@@ -23,7 +23,7 @@
 import { QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { Clock } from './clock';
 import { isConditionalCheckFailed } from './conditions';
-import { DEFAULTS } from './config';
+import { LEASE_DEFAULTS } from './config';
 import type { Events } from './events';
 import type { JobRow } from './fence';
 import { readLock } from './lease';
@@ -45,7 +45,7 @@ export interface SweeperConfig {
  * The one place the sweeper's defaults are written: the CLI's options and help, the sweeper Lambda's fallbacks and the
  * stack's configuration (apps/billing/config.ts, and so cdk.json) all read them from here.
  */
-export const SWEEPER_DEFAULTS: SweeperConfig = { leaseMs: DEFAULTS.leaseMs, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
+export const SWEEPER_DEFAULTS: SweeperConfig = { leaseMs: LEASE_DEFAULTS.leaseMs, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
 
 /** What the sweeper reads and writes: the job table's sparse index and rows, the lock table; its clock times the wait. */
 export interface SweeperDeps {
@@ -121,7 +121,7 @@ export async function sightClaimed(
   for await (const item of claimedRows(deps)) {
     const row = item as unknown as JobRow;
     itemsRead += 2; // the index row and its lock item
-    // The job row and its lock share the key (billing#<date>): Keys.job(d) === Keys.lock(d).
+    // The job row and its lock share the key (<name>#<date>, core/job-keys.ts): a row's key is its lock's key.
     const lock = await readLock({ ddb: deps.ddb, table: deps.locks }, row.pk);
     sightings.push({
       jobId: row.pk,

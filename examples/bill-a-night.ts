@@ -1,6 +1,6 @@
 // Bill one night with the core library, on stores you already have (here: the embedded local stack).
 import { systemClock } from '../core/clock';
-import { validateBillingConfig } from '../core/config';
+import { validateBillingConfig } from '../apps/billing/settings';
 import { runBilling } from '../apps/billing/night';
 import { Events } from '../core/events';
 import { tableNames } from '../core/schema';

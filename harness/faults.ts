@@ -19,7 +19,7 @@
  * reached: a workflow worker with either runs the handlers' sources in its own process.
  */
 import path from 'node:path';
-import type { CheckPoint } from '../apps/billing/night';
+import type { CheckPoint } from '../core/job';
 import { ConfigError } from '../core/errors';
 import type { LambdaCode, LocalExecution } from '../local/workflow';
 
@@ -48,8 +48,9 @@ export function faultArgs(faults: Faults | undefined): { nodeArgs: string[]; env
   return Object.keys(env).length === 0 ? { nodeArgs: [], env } : { nodeArgs: ['--import', FAULT_PRELOAD], env };
 }
 
-/** Where a stop lands: a point after a passed check (apps/billing/night.ts CheckPoint), or between two workflow tasks. */
-export type StopPoint = CheckPoint | { readonly step: 'after-chunk'; readonly chunk: number };
+/** Where a stop lands: a point after a passed check (core/job.ts CheckPoint; billing's points are apps/billing/night.ts's), or between two workflow tasks. */
+export type StopPoint =
+  (CheckPoint & { readonly step: 'batch' | 'chunk-commit' | 'complete' }) | { readonly step: 'after-chunk'; readonly chunk: number };
 
 const STEPS = ['batch', 'chunk-commit', 'complete', 'after-chunk'] as const;
 
@@ -64,7 +65,7 @@ export function parseStop(spec: string): StopPoint {
     ]);
   }
   if (step === 'after-chunk') return { step, chunk: n[0] };
-  return { step: step as CheckPoint['step'], ...(n.length > 0 ? { chunk: n[0] } : {}), ...(n.length > 1 ? { batch: n[1] } : {}) };
+  return { step: step as 'batch' | 'chunk-commit' | 'complete', ...(n.length > 0 ? { chunk: n[0] } : {}), ...(n.length > 1 ? { batch: n[1] } : {}) };
 }
 
 type RunHooks = NonNullable<LocalExecution['hooks']>;
@@ -94,7 +95,7 @@ export function stopHooks(point: StopPoint, announce: (point: StopPoint) => void
       if (fired || at.step !== point.step) return;
       if (point.chunk !== undefined && at.chunk !== point.chunk) return;
       if (point.batch !== undefined && at.batch !== point.batch) return;
-      stop(at);
+      stop({ ...at, step: point.step }); // the same step: it matched point's above
     },
   };
 }

@@ -10,8 +10,9 @@
  * timed by their arrival here: one clock for every actor. With --time-scale below 1 the leases, renewals and
  * margins shrink in proportion, so the story runs faster than real time with the same shape.
  */
-import { audit, type AuditReport } from '../core/audit';
-import { DEFAULTS, type LeaseConfig } from '../core/config';
+import { audit, type AuditReport } from '../apps/billing/audit';
+import { type LeaseConfig } from '../core/config';
+import { DEFAULTS } from '../apps/billing/settings';
 import { tableNames } from '../core/schema';
 import type { Clients, Endpoints } from '../core/stores';
 import { provision } from '../local/provision';

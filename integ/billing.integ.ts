@@ -12,7 +12,7 @@ import { App, Aspects, Duration, type IAspect, RemovalPolicy, Stack } from 'aws-
 import { CfnTable } from 'aws-cdk-lib/aws-dynamodb';
 import { ExpectedResult, IntegTest, Match } from '@aws-cdk/integ-tests-alpha';
 import type { IConstruct } from 'constructs';
-import { Keys } from '../core/schema';
+import { Keys } from '../apps/billing/keys';
 import { readStackConfig } from '../apps/billing/config';
 import { FencepostStack } from '../apps/billing/stack';
 

@@ -1,12 +1,11 @@
 /**
- * Complete the night: the manifest DONE first, then the job row DONE (it leaves the sparse index; the row is the
- * authority), once every chunk fence item says done (it reads them: dynamodb:GetItem on the job table); then release
- * the lease.
+ * Complete the night (core's completeRun): once every chunk fence item says done (it reads them: dynamodb:GetItem
+ * on the job table), the manifest DONE, then the job row DONE (it leaves the sparse index; the row is the
+ * authority); then release the lease.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { complete as completeRow } from '../core/fence';
+import { completeRun } from '../core/job';
 import { resume } from '../core/lease';
-import { ManifestWriter } from '../core/manifest';
 import { Metric } from '../core/observability';
 import { fromEnvironment, invoke, metrics, nightInput, type RuntimeSource } from './runtime';
 
@@ -14,13 +13,8 @@ import { fromEnvironment, invoke, metrics, nightInput, type RuntimeSource } from
 export const complete = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
   invoke('complete', runtime, async (rt) => {
     const { jobDate, holder, token } = nightInput(event, { token: true });
-    const jobId = rt.job.job(jobDate);
     const lease = await resume(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease);
-    lease.check();
-    await rt.hooks?.afterCheck?.({ step: 'complete' });
-    await ManifestWriter.resume(rt.manifestDeps, rt.job.manifestPlace(jobDate), jobId, token).markDone();
-    await completeRow(rt.fenceDeps, jobId, token);
-    rt.events.emit('completed', { token, jobId });
+    await completeRun(rt.runDeps, { keys: rt.job, date: jobDate }, lease, { hooks: rt.hooks });
     await lease.release();
     metrics.addMetric(Metric.runsCompleted, MetricUnit.Count, 1);
     return { outcome: 'completed' as const, token };

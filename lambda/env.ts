@@ -2,7 +2,7 @@
 /** The environment a fenced job's functions are deployed with (lib/fenced-workflow.ts and lib/sweeper.ts set these). */
 export const Env = {
   handler: 'FENCEPOST_HANDLER',
-  /** The job's name: its runs' keys are `<name>#<date>`, its manifests `<name>/<date>/manifest.json` (job-keys.ts). */
+  /** The job's name: its runs' keys are `<name>#<date>`, its manifests `<name>/<date>/manifest.json` (core/job-keys.ts). */
   jobName: 'FENCEPOST_JOB_NAME',
   /** Chunks in one run: the raise raises this many chunk fences. */
   chunks: 'FENCEPOST_CHUNKS',

@@ -1,9 +1,9 @@
 /**
- * Every handler by name, made from one runtime source: the name is the function's FENCEPOST_HANDLER variable and
- * its entry file (lambda/<name>.ts, which exports `handler` made from its own environment). The local runner's
- * source mode makes them from a runtime of its own (local/workflow.ts).
+ * Every handler of FencedJob's workflow and sweeper by name, made from one runtime source: the name is the
+ * function's FENCEPOST_HANDLER variable and its entry file (lambda/<name>.ts, which exports `handler` made from its
+ * own environment). The local runner's source mode makes them from a runtime of its own (local/workflow.ts). The
+ * chunk function is the job's own (fencedChunkHandler), not one of these.
  */
-import { chunk } from './chunk';
 import { claim } from './claim';
 import { complete } from './complete';
 import { observe } from './observe';
@@ -14,14 +14,16 @@ import type { RuntimeSource } from './runtime';
 import { sweepSight } from './sweep-sight';
 import { sweepVerify } from './sweep-verify';
 
-/** The handlers, made from `runtime`: each builds nothing until its first invocation asks the source. */
+/**
+ * The handlers, made from `runtime`: each builds nothing until its first invocation asks the source.
+ * @param runtime - where each handler gets its runtime (lazily: a warm function's one)
+ */
 export function makeHandlers(runtime: RuntimeSource) {
   return {
     prepare: prepare(runtime),
     observe: observe(runtime),
     claim: claim(runtime),
     raise: raise(runtime),
-    chunk: chunk(runtime),
     complete: complete(runtime),
     release: release(runtime),
     'sweep-sight': sweepSight(runtime),
@@ -29,7 +31,8 @@ export function makeHandlers(runtime: RuntimeSource) {
   } as const;
 }
 
+/** The name of one of FencedJob's own handlers (its FENCEPOST_HANDLER and its module lambda/<name>.ts). */
 export type HandlerName = keyof ReturnType<typeof makeHandlers>;
 
-/** The fenced workflow's own handlers (lib/fenced-workflow.ts): not the chunk (the user's), not the sweeper's. */
-export type FencedHandlerName = Exclude<HandlerName, 'chunk' | 'sweep-sight' | 'sweep-verify'>;
+/** The fenced workflow's own handlers (lib/fenced-workflow.ts): not the sweeper's. */
+export type FencedHandlerName = Exclude<HandlerName, 'sweep-sight' | 'sweep-verify'>;

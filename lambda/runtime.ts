@@ -12,8 +12,6 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, Metrics } from '@aws-lambda-powertools/metrics';
 import { Tracer } from '@aws-lambda-powertools/tracer';
 import { SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
-import type { BillingHooks } from '../apps/billing/night';
-import { outcomeOf } from '../apps/billing/night';
 import { type Clock, systemClock } from '../core/clock';
 import { ClockOffsetEstimator, offsetBeyondErrorMs } from '../core/clock-offset';
 import { isTransient } from '../core/conditions';
@@ -21,12 +19,13 @@ import { validateDate, validateLeaseConfig, type LeaseConfig } from '../core/con
 import { ConfigError, FencepostError } from '../core/errors';
 import { Events, type EventListener, type EventName } from '../core/events';
 import type { FenceDeps } from '../core/fence';
+import { outcomeOf, type RunDeps, type RunHooks } from '../core/job';
+import { jobKeys, type JobKeys } from '../core/job-keys';
 import type { LeaseDeps } from '../core/lease';
 import type { ManifestDeps } from '../core/manifest';
 import { awsClients, measureClockOffset, type Clients } from '../core/stores';
 import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../core/observability';
 import { Env } from './env';
-import { jobKeys, type JobKeys } from './job-keys';
 
 // Powertools' own: one per process, as its documentation places them (they read POWERTOOLS_* at load).
 export const logger = new Logger({ serviceName: SERVICE_NAME });
@@ -45,7 +44,7 @@ export interface RuntimeOptions {
   /** Hears every event as well as the log. @default - the log only */
   readonly onEvent?: EventListener;
   /** Fault hooks between a stop-time check and the write it guards (tests only). @default - none */
-  readonly hooks?: BillingHooks;
+  readonly hooks?: RunHooks;
   /** The Step Functions client the sweeper starts runs with. @default a new SFNClient, traced by X-Ray */
   readonly sfn?: SFNClient;
 }
@@ -63,12 +62,14 @@ export interface Runtime {
   readonly leaseDeps: LeaseDeps;
   readonly fenceDeps: FenceDeps;
   readonly manifestDeps: ManifestDeps;
+  /** What core's run functions take (core/job.ts): the store, both tables, the clock, the events, the bucket. */
+  readonly runDeps: RunDeps;
   /** The time zone a scheduled start's night is read in. */
   readonly scheduleTimeZone: string;
   /** The whole environment, for what only one function reads (the sweeper's storm rule, billing's invoice table). */
   readonly environment: Environment;
   readonly offset: ClockOffsetEstimator;
-  readonly hooks?: BillingHooks;
+  readonly hooks?: RunHooks;
   /**
    * Start a run of the job's state machine for a night (the sweeper, after a re-queue). The name is derived from
    * the night and the fence it re-queued, so a retried sweep step gets ExecutionAlreadyExists, not a second run.
@@ -130,6 +131,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     leaseDeps: { ddb: clients.ddb, table: tables.locks, clock, events },
     fenceDeps: { ddb: clients.ddb, jobs: tables.jobs, clock },
     manifestDeps: { s3: clients.s3, bucket, clock },
+    runDeps: { ddb: clients.ddb, tables, clock, events, manifests: { s3: clients.s3, bucket } },
     scheduleTimeZone: env[Env.scheduleTimeZone] ?? 'UTC',
     environment: env,
     offset,

@@ -24,10 +24,10 @@ import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
-import { DEFAULTS, leaseProblems } from '../core/config';
+import { LEASE_DEFAULTS, leaseProblems } from '../core/config';
 import { ConfigError } from '../core/errors';
 import { SWEEPER_DEFAULTS } from '../core/sweeper';
-import { JOB_NAME_PATTERN, jobKeys } from '../lambda/job-keys';
+import { JOB_NAME_PATTERN, jobKeys } from '../core/job-keys';
 import { FencepostAlarms } from './alarms';
 import { SFN_QUOTAS, type ChunkWording, chunkMapProblems } from './chunk-plan';
 import { FenceTable } from './fence-table';
@@ -90,10 +90,10 @@ export const FENCED_JOB_DEFAULTS = {
   chunkConcurrency: 1,
   distributedMapAboveChunks: 500,
   chunkOutputBytes: 1024,
-  leaseMs: DEFAULTS.leaseMs,
-  renewMs: DEFAULTS.renewMs,
-  marginMs: DEFAULTS.marginMs,
-  claimBudget: DEFAULTS.claimBudget,
+  leaseMs: LEASE_DEFAULTS.leaseMs,
+  renewMs: LEASE_DEFAULTS.renewMs,
+  marginMs: LEASE_DEFAULTS.marginMs,
+  claimBudget: LEASE_DEFAULTS.claimBudget,
   scheduleExpression: 'cron(30 1 * * ? *)',
   scheduleTimeZone: 'UTC',
   deadlineHour: 5,

@@ -27,7 +27,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import type { FencedHandlerName } from '../lambda/index';
 import { Env } from '../lambda/env';
-import { jobKeys } from '../lambda/job-keys';
+import { jobKeys } from '../core/job-keys';
 import { EXECUTION_TIMEOUT, chunkMapPlan } from './chunk-plan';
 import { HandlerFunction } from './handler-function';
 import { LOST_ERRORS, MAP_RUN_FAILED, TRANSIENT_ERRORS, TRANSIENT_RETRIES } from './task-errors';

@@ -1,5 +1,5 @@
 /**
- * One Lambda function per handler module in lambda/: bundled locally with esbuild (no Docker), Node.js 24 on
+ * One Lambda function per handler module in lambda/ (or a job's own entry file): bundled locally with esbuild (no Docker), Node.js 24 on
  * arm64, X-Ray active, its own log group, and FENCEPOST_HANDLER naming the module (the local runner maps task
  * states back to handlers by it). Grants are not given here: each construct grants its functions by need.
  */
@@ -15,8 +15,13 @@ import { Env } from '../lambda/env';
 import { METRICS_NAMESPACE, SERVICE_NAME } from '../core/observability';
 
 export interface HandlerFunctionProps {
-  /** The handler module in lambda/ (`lambda/<handler>.ts`, exporting `handler`). */
-  readonly handler: HandlerName;
+  /**
+   * The handler's name (FENCEPOST_HANDLER, by which the local runner maps a task state back to its handler): one of
+   * lambda/'s modules (`lambda/<handler>.ts`), or any name for the job's own `entry`.
+   */
+  readonly handler: HandlerName | (string & {});
+  /** The job's own entry file (exporting `handler`), e.g. its chunk function. @default lambda/<handler>.ts */
+  readonly entry?: string;
   /** The function's environment (FENCEPOST_HANDLER and the Powertools settings are added). */
   readonly environment: Record<string, string>;
   /** The function's timeout. */
@@ -26,7 +31,7 @@ export interface HandlerFunctionProps {
 }
 
 /** The handler's module: its TypeScript source here, its compiled JavaScript in the built package (dist/lambda). */
-function entryOf(handler: HandlerName): string {
+function entryOf(handler: string): string {
   const source = path.join(__dirname, '../lambda', `${handler}.ts`);
   return existsSync(source) ? source : source.replace(/\.ts$/, '.js');
 }
@@ -39,7 +44,7 @@ function entryOf(handler: HandlerName): string {
 export class HandlerFunction extends NodejsFunction {
   constructor(scope: Construct, id: string, props: HandlerFunctionProps) {
     super(scope, id, {
-      entry: entryOf(props.handler),
+      entry: props.entry ?? entryOf(props.handler),
       handler: 'handler',
       runtime: lambda.Runtime.NODEJS_24_X,
       architecture: lambda.Architecture.ARM_64,

@@ -32,5 +32,5 @@ export {
   type ChunkWording,
 } from './chunk-plan';
 export { LOST_ERRORS, MAP_RUN_FAILED, TRANSIENT_ERRORS, TRANSIENT_RETRIES } from './task-errors';
-export { JOB_NAME_PATTERN, jobKeys, type JobKeys } from '../lambda/job-keys';
+export { JOB_NAME_PATTERN, jobKeys, type JobKeys } from '../core/job-keys';
 export { Env } from '../lambda/env';

@@ -29,9 +29,8 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { App, Stack } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
-import type { BillingHooks } from '../apps/billing/night';
 import type { EventListener } from '../core/events';
-import type { TableNames } from '../core/schema';
+import type { RunHooks } from '../core/job';
 import type { Clients, Endpoints } from '../core/stores';
 import { ConfigError } from '../core/errors';
 import { fileCallSink, type CallSink } from './call-log';
@@ -79,8 +78,8 @@ interface WorkflowStack {
   readonly job: IConstruct;
   /** The orphan sweeper's state machine. */
   readonly sweeper: IConstruct;
-  /** The tables, by the name a local run gives them (core/schema.ts TableNames). */
-  readonly tables: Readonly<Record<keyof TableNames, IConstruct>>;
+  /** The tables, by the name a local run gives them (any names: billing's locks, jobs, invoices; reindex's four). */
+  readonly tables: Readonly<Record<string, IConstruct>>;
   /** The manifest bucket. */
   readonly bucket: IConstruct;
 }
@@ -91,7 +90,7 @@ interface SourceRuntime {
   readonly environment: Readonly<Record<string, string>>;
   readonly clients: Clients;
   readonly onEvent?: EventListener;
-  readonly hooks?: BillingHooks;
+  readonly hooks?: RunHooks;
 }
 
 /** One state machine of the template. */
@@ -115,7 +114,7 @@ export interface SynthesizedWorkflow {
   /** Every function of the stack, by logical id, with its bundled asset (environment references unresolved). */
   readonly functions: Record<string, Omit<DeployedFunction, 'environment'> & { readonly environment: Record<string, unknown> }>;
   /** The logical ids of the stores the functions' environments reference: each table by its local name, the bucket. */
-  readonly stores: { readonly tables: Readonly<Record<keyof TableNames, string>>; readonly bucket: string };
+  readonly stores: { readonly tables: Readonly<Record<string, string>>; readonly bucket: string };
   /** The local-run contract's variables (WorkflowApp.variables). */
   readonly variables: WorkflowApp['variables'];
 }
@@ -198,7 +197,7 @@ export function synthesizeWorkflowNow(app: WorkflowApp, overrides: Json = {}): S
       taskHandlers[state] = functions[id].handlerName;
       environment = { ...environment, ...functions[id].environment };
     }
-    const tables = Object.fromEntries(Object.entries(built.tables).map(([name, table]) => [name, idOf(table)])) as Record<keyof TableNames, string>;
+    const tables = Object.fromEntries(Object.entries(built.tables).map(([name, table]) => [name, idOf(table)])) as Record<string, string>;
     const stores = { tables, bucket: idOf(built.bucket) };
     return { definition: job.definition, taskHandlers, environment, job, sweeper, functions, stores, variables: app.variables };
   } finally {
@@ -328,7 +327,8 @@ export interface LocalExecution {
   readonly clients: Clients;
   /** The embedded stack's endpoints (bundle mode points the functions' SDK at them). */
   readonly endpoints: Endpoints;
-  readonly tables: TableNames;
+  /** The local tables' names, by the names the app gives its tables (WorkflowApp.build's `tables`). */
+  readonly tables: Readonly<Record<string, string>>;
   readonly bucket: string;
   /** The execution's name: the lease's holder. Unique per execution, as in AWS. */
   readonly name: string;
@@ -341,7 +341,7 @@ export interface LocalExecution {
    * in this process, for a test that steps through the core with `hooks.afterCheck`; one execution per process.
    */
   readonly lambdaCode?: LambdaCode;
-  readonly hooks?: BillingHooks & { afterTask?(state: string, output: unknown): void | Promise<void> };
+  readonly hooks?: RunHooks & { afterTask?(state: string, output: unknown): void | Promise<void> };
 }
 
 export interface LocalResult {
@@ -465,7 +465,7 @@ function resolveEnvironment(
   run: Pick<LocalExecution, 'tables' | 'bucket'>,
 ): Record<string, string> {
   const local = new Map<string, string>([
-    ...Object.entries(wf.stores.tables).map(([name, id]) => [id, run.tables[name as keyof TableNames]] as const),
+    ...Object.entries(wf.stores.tables).map(([name, id]) => [id, run.tables[name]] as const),
     [wf.stores.bucket, run.bucket],
     [wf.job.logicalId, localStateMachineArn(wf.job.logicalId)],
   ]);

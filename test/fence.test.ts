@@ -15,7 +15,8 @@ import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
 import * as fence from '../core/fence';
 import { fenceOn } from '../core/fence';
 import { chunkBatches, type NightPlan } from '../apps/billing/invoices';
-import { Attr, CLAIM_SHARD, JOB_TABLE, Keys } from '../core/schema';
+import { Attr, CLAIM_SHARD, JOB_TABLE } from '../core/schema';
+import { Keys } from '../apps/billing/keys';
 import { namespace, type Namespace } from './support/stack';
 
 const DATE = '2026-09-28';
@@ -297,6 +298,6 @@ test('the fence comparison is written once, in core/fence.ts (FENCE_CLAUSE), and
       .replace(/\/\/.*$/gm, '');
   const comparisons = (text: string) => text.match(/<=\s*:t\b/g)?.length ?? 0;
   assert.equal(comparisons(code('fence.ts')), 1, 'one `fence <= :t` in fence.ts');
-  for (const other of ['batch.ts', 'billing.ts', 'lease.ts', 'manifest.ts']) assert.equal(comparisons(code(other)), 0, `none in ${other}`);
+  for (const other of ['batch.ts', 'job.ts', 'lease.ts', 'manifest.ts']) assert.equal(comparisons(code(other)), 0, `none in ${other}`);
   assert.equal(fence.FENCE_CLAUSE, 'fence <= :t');
 });

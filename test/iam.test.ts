@@ -11,7 +11,8 @@ import { App, type CfnElement } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { CONTEXT_KEY, readStackConfig } from '../apps/billing/config';
 import { FencepostStack } from '../apps/billing/stack';
-import { INVOICE_TABLE, JOB_TABLE, LOCK_TABLE, Keys, tableNames } from '../core/schema';
+import { INVOICE_TABLE, JOB_TABLE, LOCK_TABLE, tableNames } from '../core/schema';
+import { Keys } from '../apps/billing/keys';
 import { readCallLog, type AwsCall } from '../local/call-log';
 import {
   NOT_EXERCISABLE_LOCALLY,

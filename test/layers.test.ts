@@ -6,7 +6,9 @@
  *   core/     the library: leases, fences, manifest, sweeper, restore, audit. Knows nothing of Lambda, CDK or the CLI.
  *   lambda/   Lambda adapters around the library.
  *   lib/      CDK constructs: they deploy lambda/'s handlers by path and share its environment contract.
- *   apps/     jobs built on the library and the constructs, through their public entry points only.
+ *   apps/     jobs built on the library and the constructs, through their public entry points only: a file under
+ *             apps/<job>/ imports its own job's folder, core/index, lib/index and lambda/entry (`fencepost`,
+ *             `fencepost/constructs`, `fencepost/lambda`), nothing deeper and no other job.
  *   local/    local stand-ins for AWS services (DynamoDB Local, S3, Step Functions, Lambda).
  *   harness/  the test harness: fault suite, story, store faults, worker processes, IAM proof.
  *   cli/      the `fencepost` command: composes everything below it.
@@ -29,6 +31,9 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   harness: ['harness', 'local', 'core', 'lambda', 'lib', 'apps'],
   cli: ['cli', 'harness', 'local', 'apps', 'lib', 'lambda', 'core'],
 };
+
+/** The public entries an app may import (package.json "exports"), as paths from the root without extension. */
+const PUBLIC_ENTRIES: readonly string[] = ['core/index', 'lib/index', 'lambda/entry'];
 
 /** Packages a layer must not depend on: the library runs anywhere, so no CDK, no Lambda runtime, no emulator. */
 const FORBIDDEN_PACKAGES: Record<string, RegExp> = {
@@ -64,13 +69,27 @@ function violationsOf(file: string, text: string): string[] {
   const found: string[] = [];
   for (const spec of specifiers(text)) {
     if (spec.startsWith('.')) {
-      const target = layerOf(path.relative(ROOT, path.resolve(ROOT, path.dirname(file), spec)));
+      const resolved = path.relative(ROOT, path.resolve(ROOT, path.dirname(file), spec));
+      const target = layerOf(resolved);
       if (!allowed.includes(target)) found.push(`${file} imports ${spec} (${target}/ is not below ${layer}/)`);
+      else if (layer === 'apps') found.push(...appImport(file, spec, resolved));
     } else if (FORBIDDEN_PACKAGES[layer]?.test(spec)) {
       found.push(`${file} imports the package ${spec}, which ${layer}/ must not depend on`);
     }
   }
   return found;
+}
+
+/** An app's import: its own job's folder, or a public entry; anything else is a deep import. */
+function appImport(file: string, spec: string, resolved: string): string[] {
+  const job = file.split(path.sep).slice(0, 2).join('/');
+  const to = resolved
+    .split(path.sep)
+    .join('/')
+    .replace(/\.(ts|js)$/, '');
+  if (to === job || to.startsWith(`${job}/`) || PUBLIC_ENTRIES.includes(to)) return [];
+  const why = to.startsWith('apps/') ? 'another job' : `not a public entry (${PUBLIC_ENTRIES.join(', ')})`;
+  return [`${file} imports ${spec} (${why})`];
 }
 
 test('no folder imports upward: every relative import stays within the layers its folder may use', () => {
@@ -88,4 +107,18 @@ test('the checker sees what it checks: every layer has sources, and planted upwa
     'core/x.ts imports the package aws-cdk-lib, which core/ must not depend on',
   ]);
   assert.deepEqual(violationsOf(path.join('cli', 'x.ts'), planted), [], 'the CLI sits above every layer');
+  const app = [
+    "import { fenceOn } from '../../core/index';",
+    "import { FencedJob } from '../../lib/index';",
+    "import { fencedChunkHandler } from '../../lambda/entry';",
+    "import { plan } from './lambda/plan';",
+    "import { raise } from '../../core/fence';",
+    "import { Env } from '../../lambda/env';",
+    "import { Keys } from '../billing/keys';",
+  ].join('\n');
+  assert.deepEqual(violationsOf(path.join('apps', 'shop', 'job.ts'), app), [
+    'apps/shop/job.ts imports ../../core/fence (not a public entry (core/index, lib/index, lambda/entry))',
+    'apps/shop/job.ts imports ../../lambda/env (not a public entry (core/index, lib/index, lambda/entry))',
+    'apps/shop/job.ts imports ../billing/keys (another job)',
+  ]);
 });

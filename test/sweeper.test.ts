@@ -4,13 +4,14 @@ import assert from 'node:assert/strict';
 import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
 import { systemClock } from '../core/clock';
-import { DEFAULTS, type LeaseConfig } from '../core/config';
+import { type LeaseConfig } from '../core/config';
+import { DEFAULTS } from '../apps/billing/settings';
 import { FencedOutError } from '../core/errors';
 import { Events } from '../core/events';
 import * as fence from '../core/fence';
 import { chunkBatches } from '../apps/billing/invoices';
 import { claim, type LeaseDeps } from '../core/lease';
-import { Keys } from '../core/schema';
+import { Keys } from '../apps/billing/keys';
 import { Sweeper, requeue, sightClaimed, type SweeperConfig } from '../core/sweeper';
 import { namespace, type Namespace } from './support/stack';
 

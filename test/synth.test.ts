@@ -10,7 +10,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { INTEG_NIGHT, fencepostInteg } from '../integ/billing.integ';
-import { Keys } from '../core/schema';
+import { Keys } from '../apps/billing/keys';
 
 test('npx cdk synth --quiet succeeds offline and bundles every handler', { timeout: 240_000 }, () => {
   const root = path.resolve(__dirname, '..');

@@ -11,9 +11,10 @@ import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { chunkBatches } from '../apps/billing/invoices';
 import { readManifest } from '../core/manifest';
-import { Attr, Keys } from '../core/schema';
+import { Attr } from '../core/schema';
+import { Keys } from '../apps/billing/keys';
 import { systemClock } from '../core/clock';
-import { audit } from '../core/audit';
+import { audit } from '../apps/billing/audit';
 import { namespace, type Namespace } from './support/stack';
 import { startWorker } from './support/worker';
 

@@ -8,14 +8,14 @@
  */
 import { createRequire } from 'node:module';
 import type { App } from 'aws-cdk-lib';
-import type { Clients } from '../../core/stores';
-import type { BillingHooks } from './night';
-import type { EventListener } from '../../core/events';
-import type * as Handlers from '../../lambda/index';
-import type * as Runtime from '../../lambda/runtime';
+import type { Clients, EventListener, RunHooks } from '../../core/index';
+import type * as Lambda from '../../lambda/entry';
+import type * as Chunk from './lambda/chunk';
 import type * as Config from './config';
 import type * as Stack from './stack';
-import { Env } from '../../lambda/env';
+// Env from the constructs' entry, not the Lambda entry: loading that one creates Powertools' logger, metrics and
+// tracer, which must read the local run's settings when the handlers load (handlers() below), not before.
+import { Env } from '../../lib/index';
 
 type Json = Record<string, unknown>;
 
@@ -43,9 +43,11 @@ export const billingApp = {
       bucket: job.manifests.bucket,
     };
   },
-  handlers(runtime: { environment: Readonly<Record<string, string>>; clients: Clients; onEvent?: EventListener; hooks?: BillingHooks }) {
-    const { createRuntime, lazily } = onDemand('../../lambda/runtime') as typeof Runtime;
-    const { makeHandlers } = onDemand('../../lambda/index') as typeof Handlers;
-    return makeHandlers(lazily(() => createRuntime(runtime))) as Record<string, (event: unknown) => Promise<unknown>>;
+  handlers(runtime: { environment: Readonly<Record<string, string>>; clients: Clients; onEvent?: EventListener; hooks?: RunHooks }) {
+    const { createRuntime, lazily, makeHandlers } = onDemand('../../lambda/entry') as typeof Lambda;
+    const { chunk } = onDemand('./lambda/chunk') as typeof Chunk;
+    const source = lazily(() => createRuntime(runtime));
+    // FencedJob's own handlers, and billing's chunk function beside them (its FENCEPOST_HANDLER is `chunk`).
+    return { ...makeHandlers(source), chunk: chunk(source) } as Record<string, (event: unknown) => Promise<unknown>>;
   },
 };

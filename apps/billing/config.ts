@@ -7,9 +7,9 @@
  */
 import { Duration } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
-import { ConfigError } from '../../core/errors';
-import { DEFAULTS } from '../../core/config';
-import { FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobSettings } from '../../lib/fenced-job';
+import { ConfigError } from '../../core/index';
+import { FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobSettings } from '../../lib/index';
+import { DEFAULTS } from './settings';
 
 /** The context key that holds every setting below (cdk.json `context.fencepost`). */
 export const CONTEXT_KEY = 'fencepost';
@@ -105,7 +105,7 @@ export interface BillingChunks {
   readonly chunks: number;
   /** Estimated duration of one chunk (CHUNK_TIME). */
   readonly chunkMs: number;
-  /** `{"chunk":N,"recorded":S,"alreadyRecorded":S,"transactions":T}` (lambda/chunk.ts) at its widest. */
+  /** `{"chunk":N,"recorded":S,"alreadyRecorded":S,"transactions":T}` (apps/billing/lambda/chunk.ts) at its widest. */
   readonly chunkOutputBytes: number;
 }
 

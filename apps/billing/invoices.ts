@@ -5,8 +5,8 @@
  *
  * Invoices are produced one chunk at a time and one batch at a time, so memory stays flat however big the night.
  */
-import type { FencedPut } from '../../core/batch';
-import { Attr, Keys } from '../../core/schema';
+import { Attr, type FencedPut } from '../../core/index';
+import { Keys } from './keys';
 
 export interface Invoice {
   readonly pk: string;

@@ -3,21 +3,24 @@
  * schedules, sweeper and alarms) whose chunk function bills invoices, and the invoice table that function writes.
  * It only composes. Environment-agnostic: no account or Region lookups, so `cdk synth` needs no credentials.
  */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { CfnOutput, Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
-import { INVOICE_TABLE } from '../../core/schema';
-import { Metric } from '../../core/observability';
-import { Env } from '../../lambda/env';
-import { appMetric } from '../../lib/alarms';
+import { INVOICE_TABLE, Metric } from '../../core/index';
+import { Env, FencedJob, HandlerFunction, appMetric, schemaTable } from '../../lib/index';
 import { CHUNK_TIMEOUT, type StackConfig, jobSettings } from './config';
-import { FencedJob } from '../../lib/fenced-job';
-import { HandlerFunction } from '../../lib/handler-function';
-import { schemaTable } from '../../lib/schema-table';
+import { BILLING_JOB } from './keys';
 
-/** The billing job's name: its keys are core/schema.ts `Keys` (`billing#<date>`, `billing/<date>/manifest.json`). */
-export const BILLING_JOB = 'billing';
+export { BILLING_JOB };
+
+/** The chunk function's entry: its TypeScript source here, its compiled JavaScript in a built tree. */
+function chunkEntry(): string {
+  const source = path.join(__dirname, 'lambda', 'chunk.ts');
+  return existsSync(source) ? source : source.replace(/\.ts$/, '.js');
+}
 
 export interface FencepostStackProps extends StackProps {
   /** The validated configuration (readStackConfig). */
@@ -28,7 +31,7 @@ export interface FencepostStackProps extends StackProps {
 export class FencepostStack extends Stack {
   /** One item per invoice, put only if absent, carrying the writer's token. */
   readonly invoices: dynamodb.Table;
-  /** The billing chunk function (lambda/chunk.ts): the FencedJob's user function. */
+  /** The billing chunk function (apps/billing/lambda/chunk.ts): the FencedJob's user function. */
   readonly chunkFunction: HandlerFunction;
   /** The billing job: lock and job tables, manifest bucket, workflow, schedules, sweeper, alarms. */
   readonly billing: FencedJob;
@@ -40,6 +43,7 @@ export class FencepostStack extends Stack {
     this.invoices = schemaTable(this, 'Invoices', INVOICE_TABLE);
     this.chunkFunction = new HandlerFunction(this, 'ChunkFunction', {
       handler: 'chunk',
+      entry: chunkEntry(),
       environment: { [Env.invoiceTable]: this.invoices.tableName, [Env.invoices]: String(c.invoices), [Env.chunkSize]: String(c.chunkSize) },
       timeout: CHUNK_TIMEOUT,
       memoryMb: 1024,

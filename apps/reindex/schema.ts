@@ -4,8 +4,7 @@
  * `reindex#<date>`, chunk fence items `reindex#<date>#chunk#NN` beside the row, docs/DESIGN.md § Chunk fences), so a
  * night run by the worker process and a night run by the state machine are the same night in the same tables.
  */
-import { JOB_TABLE, LOCK_TABLE, type TableDescription } from '../../core/index';
-import { jobKeys } from '../../lambda/job-keys';
+import { JOB_TABLE, LOCK_TABLE, jobKeys, type TableDescription } from '../../core/index';
 
 /** The job's name: its runs' keys are `reindex#<date>`. */
 export const JOB_NAME = 'reindex';
@@ -15,7 +14,7 @@ export const runKeys = jobKeys(JOB_NAME);
 
 /** A chunk's own fence item, beside the run's job row: the item every update of that chunk is checked against. */
 export function chunkFenceKey(date: string, chunk: number): string {
-  return `${runKeys.job(date)}#chunk#${String(chunk).padStart(2, '0')}`;
+  return runKeys.chunkFence(date, chunk);
 }
 
 /** Product keys are `prod#00042`: five digits, so a night holds at most this many products. */
@@ -43,15 +42,15 @@ export const INDEX_TABLE: TableDescription = {
 /** Every table the job uses, in the order they are created: the library's two, then its own two. */
 export const REINDEX_TABLES = [LOCK_TABLE, JOB_TABLE, SOURCE_TABLE, INDEX_TABLE] as const;
 
-/** The names of the job's tables. */
-export interface ReindexTables {
+/** The names of the job's tables (a record of names, as a local run takes them: local/workflow.ts). */
+export type ReindexTables = {
   /** Lock items (the lease): never TTL'd, never deleted. */
   readonly locks: string;
   /** Job rows and chunk fence items. */
   readonly jobs: string;
   readonly source: string;
   readonly index: string;
-}
+};
 
 /** The table names for a prefix: `<prefix>locks`, `<prefix>jobs`, `<prefix>source`, `<prefix>index`. */
 export function reindexTables(prefix: string): ReindexTables {

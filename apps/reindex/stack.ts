@@ -48,7 +48,7 @@ export class ReindexStack extends Stack {
 
     this.source = schemaTable(this, 'Source', SOURCE_TABLE);
     this.index = schemaTable(this, 'Index', INDEX_TABLE);
-    this.chunkFunction = new NodejsFunction(this, 'ChunkFunction', {
+    this.chunkFunction = new NodejsFunction(this, 'ReindexChunkFunction', {
       entry: path.join(__dirname, 'lambda', 'chunk.ts'),
       handler: 'handler',
       runtime: lambda.Runtime.NODEJS_24_X,

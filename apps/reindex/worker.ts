@@ -13,7 +13,7 @@
  * of the refused write landed); 2 bad input (one line on stderr, nothing written); 1 anything else.
  */
 import { parseArgs } from 'node:util';
-import { ConfigError, Events, LEASE_DEFAULTS, leaseProblems, localClients, systemClock, type LeaseConfig } from '../../core/index';
+import { ConfigError, Events, LEASE_DEFAULTS, dateProblem, leaseProblems, localClients, systemClock, type LeaseConfig } from '../../core/index';
 import { runNight, type ReindexPlan } from './job';
 import { MAX_ITEMS, reindexTables } from './schema';
 
@@ -42,14 +42,6 @@ interface Run {
   readonly endpoint: string;
 }
 
-/** A calendar date in YYYY-MM-DD form, or a problem (2026-02-30 is refused as well as 2026-9-28). */
-function dateProblem(date: string | undefined): string | undefined {
-  if (date === undefined) return '--date is required (YYYY-MM-DD)';
-  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(date);
-  const d = m ? new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]))) : undefined;
-  return d && d.toISOString().startsWith(date) ? undefined : `--date must be a calendar date YYYY-MM-DD, got ${JSON.stringify(date)}`;
-}
-
 /** The options as given; an unknown option or a missing value is bad input. @throws ConfigError */
 function options(argv: string[]) {
   try {
@@ -68,8 +60,9 @@ function parse(argv: string[]): Run {
     if (!Number.isSafeInteger(n) || n < min || n > max) problems.push(`--${flag} must be an integer from ${min} to ${max}, got ${values[flag]}`);
     return n;
   };
-  const date = dateProblem(values.date);
-  if (date) problems.push(date);
+  // The library's date check (2026-02-30 is refused as well as 2026-9-28), in the worker's words.
+  if (values.date === undefined) problems.push('--date is required (YYYY-MM-DD)');
+  else if (dateProblem(values.date)) problems.push(`--date must be a calendar date YYYY-MM-DD, got ${JSON.stringify(values.date)}`);
   if (!values.holder) problems.push('--holder is required: the name this process holds the lease under');
   const items = integer('items', 1, MAX_ITEMS);
   const chunkSize = integer('chunk-size', 1);
@@ -98,8 +91,8 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`reindex: ${err.problems.join('; ')}\n`); // one line: bad input, nothing written
     return EXIT.usage;
   }
-  // This job reads and writes DynamoDB only: no S3 endpoint.
-  const clients = localClients({ dynamodb: run.endpoint, s3: '' });
+  // This job reads and writes DynamoDB only: no S3 endpoint, and no manifest.
+  const clients = localClients({ dynamodb: run.endpoint });
   // Renewals are routine; claims, sightings, losses and releases say what the holder is doing.
   const events = new Events(run.holder, systemClock).on((e) => e.event !== 'renew' && report(e));
   try {

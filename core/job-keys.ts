@@ -1,13 +1,24 @@
 /**
- * Where a fenced job's runs live, by the job's name (a module with no side effects: the constructs import it too).
- * A run is one job on one date: its lock item and its job row share the key `<name>#<date>` (the sweeper reads a
- * row's lock by the row's key), its manifest is `<name>/<date>/manifest.json`, and everything it writes to S3 is
- * under `<name>/`. The billing job is named `billing`, so its keys are core/schema.ts `Keys`.
+ * Where a fenced job's runs live, by the job's name (a module with no side effects: the constructs and the Lambda
+ * adapters import it too). A run is one job on one date: its lock item and its job row share the key `<name>#<date>`
+ * (the sweeper reads a row's lock by the row's key), its chunk fence items sit beside the row as
+ * `<name>#<date>#chunk#07` (docs/DESIGN.md § Chunk fences), its manifest is `<name>/<date>/manifest.json`, and
+ * everything it writes to S3 is under `<name>/`.
  */
-import type { ManifestPlace } from '../core/manifest';
+import type { ManifestPlace } from './manifest';
 
 /** Lowercase letters, digits and hyphens, starting with a letter: no `#` or `/`, which separate the parts of a key. */
 export const JOB_NAME_PATTERN = /^[a-z][a-z0-9-]{0,39}$/;
+
+/**
+ * The key of a chunk's own fence item, beside its job row in the job table: `<jobId>#chunk#07`
+ * (docs/DESIGN.md § Chunk fences). One item per chunk, so concurrent chunks never check a common item.
+ * @param jobId - the job row's key
+ * @param chunk - the chunk's number, from 0
+ */
+export function chunkFenceKey(jobId: string, chunk: number): string {
+  return `${jobId}#chunk#${String(chunk).padStart(2, '0')}`;
+}
 
 /** The keys of one job's runs. */
 export interface JobKeys {
@@ -17,6 +28,8 @@ export interface JobKeys {
   readonly lock: (date: string) => string;
   /** The job row of the run on `date` (job table); its chunk fence items are `<row>#chunk#NN` beside it. */
   readonly job: (date: string) => string;
+  /** The chunk fence item of chunk `chunk` of the run on `date` (job table). */
+  readonly chunkFence: (date: string, chunk: number) => string;
   /** The date of a run from its job row's key. */
   readonly dateOf: (jobId: string) => string;
   /** The manifest of the run on `date`. */
@@ -40,6 +53,7 @@ export function jobKeys(name: string): JobKeys {
     name,
     lock: run,
     job: run,
+    chunkFence: (date, chunk) => chunkFenceKey(run(date), chunk),
     dateOf: (jobId) => jobId.slice(name.length + 1),
     manifest,
     manifestPlace: (date) => ({ key: manifest(date), chunkPrefix: `${name}/${date}/chunks/` }),

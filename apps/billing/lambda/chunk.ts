@@ -1,0 +1,42 @@
+/**
+ * The billing job's chunk function (its FencedJob's user function): one chunk of invoices, as billing's work under
+ * the library's fencedChunkHandler (which resumes the lease, renews from this process, marks the chunk done and maps
+ * errors). On top of the job's environment it reads its invoice table and the night's size (apps/billing/stack.ts
+ * sets them).
+ */
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { ConfigError, Metric } from '../../../core/index';
+import {
+  Env,
+  fencedChunkHandler,
+  fromEnvironment,
+  metrics,
+  optionalNumber,
+  required,
+  type FencedChunkContext,
+  type RuntimeSource,
+} from '../../../lambda/entry';
+import { BILLING_JOB } from '../keys';
+import { billWork, type ChunkResult } from '../night';
+import { validateBillingConfig } from '../settings';
+
+/** Billing's work on one chunk, with its settings from the function's environment. */
+async function bill(c: FencedChunkContext): Promise<ChunkResult> {
+  const rt = c.runtime;
+  if (rt.job.name !== BILLING_JOB) throw new ConfigError([`the billing chunk function serves the job named ${BILLING_JOB}, not ${rt.job.name}`]);
+  const config = validateBillingConfig({
+    ...rt.lease,
+    invoices: optionalNumber(c.env, Env.invoices),
+    chunkSize: optionalNumber(c.env, Env.chunkSize),
+  });
+  const r = await billWork(rt.events, required(c.env, Env.invoiceTable), c.date, config)(c);
+  metrics.addMetric(Metric.invoicesRecorded, MetricUnit.Count, r.recorded);
+  metrics.addMetric(Metric.invoicesAlreadyRecorded, MetricUnit.Count, r.alreadyRecorded);
+  return r;
+}
+
+/** The BillChunk step, made from a runtime source (the local runner's source mode makes it from its own). */
+export const chunk = (runtime: RuntimeSource) => fencedChunkHandler(bill, runtime);
+
+/** The deployed function's handler: its runtime is built from its own environment, once per warm environment. */
+export const handler = chunk(fromEnvironment());

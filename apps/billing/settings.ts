@@ -1,0 +1,44 @@
+/**
+ * The billing job's settings: the lease's, and the size of the night, validated once, collecting every problem
+ * into one ConfigError before anything is written. No CDK here: the chunk function's bundle imports it.
+ */
+import { ConfigError, LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION, leaseProblems, type LeaseConfig } from '../../core/index';
+
+/** The billing job's settings: the lease's, and the size of the night. */
+export interface BillingConfig extends LeaseConfig {
+  /** Invoices in the night. @default 50000 (Part 0) */
+  readonly invoices: number;
+  /** Invoices per chunk. @default 5000 (Part 0: 10 chunks of 5,000) */
+  readonly chunkSize: number;
+  /** Puts per transaction, next to the one ConditionCheck on the fence. @default 99 (Part 5: 100 actions at most) */
+  readonly putsPerTransaction: number;
+}
+
+/** The billing job's defaults: the lease's, and Part 0's night of 50,000 invoices in 10 chunks. */
+export const DEFAULTS: BillingConfig = {
+  ...LEASE_DEFAULTS,
+  invoices: 50_000,
+  chunkSize: 5_000,
+  putsPerTransaction: 99,
+};
+
+function positiveInteger(problems: string[], name: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name} must be a positive integer, got ${value}`);
+}
+
+/** The billing job's settings, defaults filled in, checked once. @throws ConfigError listing every problem at once */
+export function validateBillingConfig(input: Partial<BillingConfig>): BillingConfig {
+  const given = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined)) as Partial<BillingConfig>;
+  const c: BillingConfig = { ...DEFAULTS, ...given };
+  const problems = leaseProblems(c);
+  positiveInteger(problems, 'invoices', c.invoices);
+  positiveInteger(problems, 'chunk-size', c.chunkSize);
+  positiveInteger(problems, 'puts-per-transaction', c.putsPerTransaction);
+  if (c.putsPerTransaction > MAX_PUTS_PER_TRANSACTION) {
+    problems.push(
+      `puts-per-transaction (${c.putsPerTransaction}) must be at most ${MAX_PUTS_PER_TRANSACTION}: a transaction holds 100 actions and one is the fence check`,
+    );
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return c;
+}

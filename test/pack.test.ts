@@ -7,7 +7,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
@@ -119,6 +119,47 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
   assert.equal(constructs.out.trim(), path.join(project, 'node_modules/fencepost/dist/lib/index.js'), '"./constructs" maps to dist/lib/index');
 });
 
-// The constructs entry ("fencepost/constructs" → dist/lib/index) is mapped already; synthesizing a FencedJob from the
-// installed package belongs here once lib/index.ts exports the constructs.
-test.todo('synthesize a FencedJob from the installed "fencepost/constructs"');
+test(
+  'the README\'s FencedJob example, copied verbatim into the fresh project, synthesizes from "fencepost/constructs" with every function bundled',
+  { timeout: 300_000 },
+  async () => {
+    const project = path.join(work, 'consumer');
+    assert.ok(existsSync(path.join(project, 'node_modules', 'fencepost')), 'the first test installed the package');
+    // NodejsFunction bundles with the project's own esbuild (no Docker): a CDK app that builds Lambdas has it.
+    const esbuild = (JSON.parse(readFileSync(path.join(ROOT, 'node_modules/esbuild/package.json'), 'utf8')) as { version: string }).version;
+    const install = await npm(['install', '--prefer-offline', '--no-audit', '--no-fund', `esbuild@${esbuild}`], project);
+    assert.equal(install.code, 0, `npm install esbuild failed:\n${install.out}`);
+    for (const f of ['stack.ts', 'chunk.ts']) copyFileSync(path.join(ROOT, 'examples/fenced-job', f), path.join(project, f));
+    const tsc = await run(
+      process.execPath,
+      [
+        path.join(ROOT, 'node_modules/typescript/bin/tsc'),
+        ...['--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--strict', '--skipLibCheck'],
+        ...['--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules/@types'), '--outDir', project, 'stack.ts'],
+      ],
+      project,
+    );
+    assert.equal(tsc.code, 0, `the example does not type-check against the installed package:\n${tsc.out}`);
+    // Run the compiled app as `cdk synth` runs one (CDK_OUTDIR says where the cloud assembly goes).
+    const outdir = path.join(project, 'cdk.out');
+    const synth = await run(process.execPath, ['stack.js'], project, { CDK_OUTDIR: outdir });
+    assert.equal(synth.code, 0, `synth failed:\n${synth.out}`);
+    const template = JSON.parse(readFileSync(path.join(outdir, 'NightlyReport.template.json'), 'utf8')) as {
+      Resources: Record<string, { Type: string; Properties: Record<string, unknown> }>;
+    };
+    const ofType = (t: string) => Object.values(template.Resources).filter((r) => r.Type === t);
+    assert.equal(ofType('AWS::StepFunctions::StateMachine').length, 2, 'the job and the sweeper');
+    assert.equal(ofType('AWS::DynamoDB::Table').length, 3, 'lock, job (fence) and the report table');
+    for (const t of ofType('AWS::DynamoDB::Table')) assert.equal(t.Properties.TimeToLiveSpecification, undefined, 'no TTL on any table');
+    assert.ok(
+      ofType('AWS::S3::BucketPolicy').some((p) => JSON.stringify(p.Properties).includes('s3:if-none-match')),
+      'the manifest bucket refuses unconditional manifest writes',
+    );
+    // Every function is bundled from the installed package's JavaScript (dist/lambda) or the user's chunk.ts.
+    const functions = ofType('AWS::Lambda::Function');
+    assert.equal(functions.length, 9);
+    const assets = readdirSync(outdir).filter((d) => d.startsWith('asset.'));
+    assert.ok(assets.length >= 9, `a bundle per function, got ${assets.length}`);
+    for (const a of assets) assert.ok(existsSync(path.join(outdir, a, 'index.js')), `${a} holds a bundle`);
+  },
+);

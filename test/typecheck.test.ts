@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 
 test('tsc --noEmit passes', () => {
@@ -14,10 +14,13 @@ test('tsc --noEmit passes', () => {
   assert.equal(r.status, 0, r.stdout + r.stderr);
 });
 
-test("the README's code example is examples/bill-a-night.ts, verbatim (so it is type-checked above)", () => {
+test("every TypeScript block in the README is one of examples/, verbatim (so each is type-checked above, and run or synthesized by its test)", () => {
   const root = path.resolve(__dirname, '..');
   const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
-  const example = readFileSync(path.join(root, 'examples/bill-a-night.ts'), 'utf8');
-  const block = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
-  assert.equal(block, example);
+  const examples = readdirSync(path.join(root, 'examples'), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => readFileSync(path.join(root, 'examples', f), 'utf8'));
+  const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+  assert.ok(blocks.length >= 3, 'the README shows the library, the chunk function and the stack');
+  for (const block of blocks) assert.ok(examples.includes(block), `a README block is not an example file:\n${block.slice(0, 200)}`);
 });

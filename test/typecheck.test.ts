@@ -14,7 +14,7 @@ test('tsc --noEmit passes', () => {
   assert.equal(r.status, 0, r.stdout + r.stderr);
 });
 
-test("every TypeScript block in the README is one of examples/, verbatim (so each is type-checked above, and run or synthesized by its test)", () => {
+test('every TypeScript block in the README is one of examples/, verbatim (so each is type-checked above, and run or synthesized by its test)', () => {
   const root = path.resolve(__dirname, '..');
   const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
   const examples = readdirSync(path.join(root, 'examples'), { recursive: true, encoding: 'utf8' })

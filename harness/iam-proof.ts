@@ -42,21 +42,34 @@ export interface ResourceMapping {
 }
 
 /**
- * The mapping as the deployed functions see it: each function's environment names its tables and bucket with a
- * `Ref` (FENCEPOST_LOCK_TABLE → locks, …). Every function that names one must name the same resource.
+ * Which environment variable names which table: variable → the schema suffix a local table name ends with
+ * (`<prefix><suffix>`). Each app's functions name their tables by their own variables.
  */
-export function resourceMapping(template: Template): ResourceMapping {
-  const wanted: Record<string, string> = {
-    [Env.lockTable]: LOCK_TABLE.suffix,
-    [Env.jobTable]: JOB_TABLE.suffix,
-    [Env.invoiceTable]: INVOICE_TABLE.suffix,
-    [Env.bucket]: '',
-  };
+export type TableVariables = Readonly<Record<string, string>>;
+
+/** The billing stack's tables (apps/billing/stack.ts): the lease, the fences and the invoices. */
+const BILLING_TABLES: TableVariables = {
+  [Env.lockTable]: LOCK_TABLE.suffix,
+  [Env.jobTable]: JOB_TABLE.suffix,
+  [Env.invoiceTable]: INVOICE_TABLE.suffix,
+};
+
+/**
+ * The mapping as the deployed functions see it: each function's environment names its tables and bucket with a
+ * `Ref` (FENCEPOST_LOCK_TABLE → locks, …). The caller says which variables name which tables (`tables`, billing's
+ * by default); every variable must be named by some function, and every function that names one must name the same
+ * resource. The bucket is the one FENCEPOST_BUCKET names.
+ */
+export function resourceMapping(template: Template, tables: TableVariables = BILLING_TABLES): ResourceMapping {
+  const suffixes = Object.values(tables);
+  const clash = suffixes.find((a, i) => suffixes.some((b, j) => i !== j && (a.endsWith(b) || b.endsWith(a))));
+  if (clash !== undefined) throw new Error(`table suffix ${JSON.stringify(clash)} is ambiguous: a local name would match two tables`);
+  const variables = [...Object.keys(tables), Env.bucket];
   const found = new Map<string, string>();
   for (const [id, r] of Object.entries(template.Resources)) {
     if (r.Type !== 'AWS::Lambda::Function') continue;
     const vars = ((r.Properties?.Environment as Json | undefined)?.Variables ?? {}) as Json;
-    for (const name of Object.keys(wanted)) {
+    for (const name of variables) {
       const ref = (vars[name] as Json | undefined)?.Ref;
       if (ref === undefined) continue;
       if (found.has(name) && found.get(name) !== ref)
@@ -64,9 +77,13 @@ export function resourceMapping(template: Template): ResourceMapping {
       found.set(name, String(ref));
     }
   }
-  for (const name of Object.keys(wanted)) if (!found.has(name)) throw new Error(`no function's environment names ${name}`);
+  for (const name of variables) if (!found.has(name)) throw new Error(`no function's environment names ${name}`);
   const tableBySuffix: Record<string, string> = {};
-  for (const name of [Env.lockTable, Env.jobTable, Env.invoiceTable]) tableBySuffix[wanted[name]] = found.get(name)!;
+  for (const [name, suffix] of Object.entries(tables)) {
+    const id = found.get(name)!;
+    if (template.Resources[id]?.Type !== 'AWS::DynamoDB::Table') throw new Error(`${name} names ${id}, which is not a table of this template`);
+    tableBySuffix[suffix] = id;
+  }
   return { tableBySuffix, bucket: found.get(Env.bucket)! };
 }
 

@@ -135,6 +135,12 @@ export interface FencedJobProps extends OptionalSettings {
   /** The chunk task's state name in the definition. @default 'RunChunk' */
   readonly chunkStepName?: string;
   /**
+   * The chunk function writes its chunk's object to S3 and commits it to the run's manifest, so it is granted the
+   * job's prefix of the manifest bucket. A job whose chunks write only to DynamoDB says false: no S3 grant.
+   * @default true
+   */
+  readonly chunkWritesManifest?: boolean;
+  /**
    * The tables the chunk function writes in its fenced transactions, by a short lowercase id (e.g.
    * `{ invoices: table }`): the TransactionConflicts alarm watches them with the job table.
    * @default - the job table alone
@@ -344,6 +350,7 @@ export class FencedJob extends Construct {
       chunkFunction: fn,
       chunkTimeout: chunkTimeout!,
       chunkStepName: props.chunkStepName ?? 'RunChunk',
+      chunkWritesManifest: props.chunkWritesManifest ?? true,
       settings: s,
     });
     this.environment = this.workflow.environment;

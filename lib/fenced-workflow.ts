@@ -67,6 +67,8 @@ export interface FencedWorkflowProps {
   readonly chunkFunction: lambda.IFunction;
   /** The chunk function's own timeout; its task's is 30 s more, so the function always times out first. */
   readonly chunkTimeout: Duration;
+  /** The chunk function writes its chunk's object and commits it to the run's manifest (grants on the job's S3 prefix). */
+  readonly chunkWritesManifest: boolean;
   /** The chunk task's state name. */
   readonly chunkStepName: string;
   /** The lease, chunk and Map settings. */
@@ -190,7 +192,8 @@ export class FencedWorkflow extends Construct {
     allow([chunk], ['dynamodb:ConditionCheckItem', 'dynamodb:UpdateItem'], [props.jobs.tableArn]);
     // No s3:ListBucket: the raise creates the manifest with If-None-Match: * and reads only after a 412, so nothing
     // depends on whether a missing key answers 404 (with ListBucket) or 403 (without).
-    allow([f.raise, chunk, f.complete], ['s3:GetObject', 's3:PutObject'], [props.bucket.arnForObjects(`${jobKeys(props.name).prefix}*`)]);
+    const manifestWriters = props.chunkWritesManifest ? [f.raise, chunk, f.complete] : [f.raise, f.complete];
+    allow(manifestWriters, ['s3:GetObject', 's3:PutObject'], [props.bucket.arnForObjects(`${jobKeys(props.name).prefix}*`)]);
   }
 
   /** The cdk-nag findings that remain, each acknowledged where it arises, with the reason it is right. */
@@ -199,7 +202,7 @@ export class FencedWorkflow extends Construct {
     const logicalId = (c: Construct) => stack.getLogicalId(c.node.defaultChild as CfnElement);
     const bucketId = logicalId(props.bucket as unknown as Construct);
     const prefix = jobKeys(props.name).prefix;
-    for (const one of [this.functions.raise, props.chunkFunction, this.functions.complete]) {
+    for (const one of [this.functions.raise, ...(props.chunkWritesManifest ? [props.chunkFunction] : []), this.functions.complete]) {
       Validations.of(one).acknowledge({
         id: `AwsSolutions-IAM5[Resource::<${bucketId}.Arn>/${prefix}*]`,
         reason: `Manifest and chunk object keys carry the run's date and the writer's token (${prefix}<date>/chunks/03.t12.jsonl), so they cannot be listed in advance; the grant is limited to the ${prefix} prefix.`,

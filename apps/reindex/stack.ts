@@ -76,6 +76,7 @@ export class ReindexStack extends Stack {
       chunkFunction: this.chunkFunction,
       chunks: chunkCount({ items, chunkSize }),
       chunkStepName: props.job?.chunkStepName ?? 'ReindexChunk',
+      chunkWritesManifest: false, // its chunks write the index table only: no S3 grant
       fencedTables: { index: this.index, ...props.job?.fencedTables },
     });
   }

@@ -130,13 +130,8 @@ export async function writeBatch(fence: Fence, token: number, puts: readonly Fen
  */
 function requestToken(fence: Fence, token: number, puts: readonly FencedPut[]): string {
   const h = createHash('sha256').update(`${fence.target.table}|${JSON.stringify(fence.target.key)}|${token}`);
-  for (const p of puts) {
-    let line = `|${p.table}|${p.keyAttribute ?? 'pk'}`;
-    for (const name in p.item) {
-      const v = p.item[name];
-      line += `|${name}=${v.S !== undefined ? `S${v.S}` : v.N !== undefined ? `N${v.N}` : JSON.stringify(v)}`;
-    }
-    h.update(line);
-  }
+  // The items as the caller built them: the same request serialises the same way (JSON.stringify is native, and an
+  // item's attributes keep their order), any other content another way.
+  for (const p of puts) h.update(`|${p.table}|${p.keyAttribute ?? 'pk'}|`).update(JSON.stringify(p.item));
   return h.digest('hex').slice(0, 36);
 }

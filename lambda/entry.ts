@@ -1,9 +1,7 @@
 /**
  * `fencepost/lambda`: what a fenced job's own Lambda functions import (no aws-cdk-lib here, so a function's bundle
- * stays small). A chunk function is one line around the job's work:
- *
- *   export const handler = fencedChunkHandler(async ({ lease, fence, chunk, env }) => { ... });
- *
+ * stays small). A chunk function is one call around the job's work (examples/fenced-job/chunk.ts):
+ * `fencedChunkHandler(work)`, where `work` gets the lease, the chunk's fence, the chunk and the function's environment,
  * and reads its own variables beside FencedJob's (`Env`). The handlers of FencedJob's workflow (`makeHandlers`) and
  * their runtime are here too, for a local runner that runs them in its own process.
  *
@@ -28,3 +26,7 @@ export {
   type RuntimeSource,
 } from './runtime';
 export { JOB_NAME_PATTERN, jobKeys, type JobKeys } from '../core/job-keys';
+// The types the handlers' inputs and outputs name (makeHandlers' signature).
+export type { PrepareInput } from './prepare';
+export type { Observation } from './observe';
+export type { ClaimSighting } from '../core/sweeper';

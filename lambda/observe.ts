@@ -9,6 +9,7 @@ import type { LeaseConfig } from '../core/config';
 import { nextClaimStep, sight, type Sighting, type Watch } from '../core/lease';
 import { fromEnvironment, invoke, nightInput, type RuntimeSource } from './runtime';
 
+/** One observation of the lock: what the Observe step saw, and the claim rule's next step (claim, wait, give up). */
 export interface Observation {
   readonly done: boolean;
   readonly free: boolean;

@@ -7,6 +7,7 @@ import { validateDate } from '../core/config';
 import { ConfigError } from '../core/errors';
 import { fromEnvironment, invoke, type RuntimeSource } from './runtime';
 
+/** The Prepare step's input: the execution's input (a person's jobDate, or the schedule's scheduledTime) and its name. */
 export interface PrepareInput {
   readonly input?: { readonly jobDate?: unknown; readonly scheduledTime?: unknown };
   readonly holder?: unknown;

@@ -28,8 +28,11 @@ import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../core/observability';
 import { Env } from './env';
 
 // Powertools' own: one per process, as its documentation places them (they read POWERTOOLS_* at load).
+/** The function's Powertools Logger: milestones at INFO, the per-batch stream at DEBUG. */
 export const logger = new Logger({ serviceName: SERVICE_NAME });
+/** The function's Powertools Metrics (EMF), flushed after every invocation; the alarms read them. */
 export const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName: SERVICE_NAME });
+/** The function's Powertools Tracer (X-Ray), wrapping the AWS clients in the cloud. */
 export const tracer = new Tracer({ serviceName: SERVICE_NAME });
 
 /** A function's environment: `process.env` in AWS, the template's variables in the local runner. */

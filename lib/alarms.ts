@@ -21,6 +21,7 @@ import { Construct } from 'constructs';
 import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../core/observability';
 import { pascalName } from './fenced-workflow';
 
+/** What the alarms watch: the job's tables and state machines, their dead-letter queues, and the thresholds. */
 export interface FencepostAlarmsProps {
   /** The job's name, as the alarms' descriptions say it. */
   readonly name: string;
@@ -367,7 +368,7 @@ export class FencepostAlarms extends Construct {
  * The fixed UTC offset whose midnight falls on the deadline, for the deadline alarm's 1-day wall-clock window
  * (CloudWatch aligns 1-day windows to midnight in the zone given). For a zone with daylight saving time, the
  * deadline is placed at its latest UTC instant of the year, so the alarm fires at the deadline or up to the DST
- * shift (an hour) after it, never before. E.g. UTC 5 h -> "-05:00"; Europe/Paris 5 h -> "-04:00" (04:00 UTC).
+ * shift (an hour) after it, never before. E.g. UTC 5 h gives "-05:00"; Europe/Paris 5 h gives "-04:00" (04:00 UTC).
  */
 export function deadlineWindowZone(timeZone: string, deadlineHour: number, year = 2025): string {
   const offsets: number[] = [];

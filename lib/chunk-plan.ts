@@ -33,6 +33,7 @@ export const HISTORY = {
   execution: 2, // ExecutionStarted, ExecutionSucceeded/Failed
 } as const;
 
+/** How the chunks run: an inline Map in the run's own execution, or a Distributed Map (a child execution per chunk). */
 export type ChunkMapMode = 'inline' | 'distributed';
 
 /** What the plan reads: the run's chunks, how they run, and the claim loop's worst case. */

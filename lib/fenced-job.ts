@@ -111,6 +111,7 @@ export const FENCED_JOB_DEFAULTS = {
 
 type OptionalSettings = Partial<Omit<FencedJobSettings, 'chunks' | 'chunkMs'>>;
 
+/** A FencedJob: the job's name, its chunk function, the chunks per run, and any setting to change from its default. */
 export interface FencedJobProps extends OptionalSettings {
   /**
    * The job's name: lowercase letters, digits and hyphens, starting with a letter (at most 40). Its runs' keys are

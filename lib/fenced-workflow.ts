@@ -54,6 +54,7 @@ export interface WorkflowSettings {
   readonly scheduleTimeZone: string;
 }
 
+/** The fenced workflow's stores, the user's chunk function, and its settings (FencedJob builds these). */
 export interface FencedWorkflowProps {
   /** The job's name (lambda/job-keys.ts): its keys, its manifest folder, its log group. */
   readonly name: string;

@@ -14,6 +14,7 @@ import type { HandlerName } from '../lambda/index';
 import { Env } from '../lambda/env';
 import { METRICS_NAMESPACE, SERVICE_NAME } from '../core/observability';
 
+/** One handler's function: which handler module (or the job's own entry), its environment, timeout and memory. */
 export interface HandlerFunctionProps {
   /**
    * The handler's name (FENCEPOST_HANDLER, by which the local runner maps a task state back to its handler): one of

@@ -17,6 +17,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 
+/** The manifest bucket: the job's prefix, which its policy guards against unconditional manifest writes, and retention. */
 export interface ManifestBucketProps {
   /**
    * The folder every object of the job is under (chunk objects and manifests), ending in `/`, e.g. `billing/`: the

@@ -16,6 +16,7 @@ import * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 
+/** The schedule: the state machine it starts, its expression and time zone, and how long a missed start stays worth sending. */
 export interface NightlyScheduleProps {
   /** The state machine to start. */
   readonly stateMachine: sfn.IStateMachine;

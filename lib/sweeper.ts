@@ -21,6 +21,7 @@ import { stateMachineLogGroupName } from './fenced-workflow';
 import { HandlerFunction } from './handler-function';
 import { TRANSIENT_ERRORS } from './task-errors';
 
+/** The orphan sweeper: the job's tables, the state machine it restarts runs of, the functions' environment, the storm rule. */
 export interface SweeperProps {
   /** The job's name: the sweeper's log group is `<stack>-<name>-sweeper`. */
   readonly name: string;

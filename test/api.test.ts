@@ -1,9 +1,10 @@
 /**
- * The package's public surface is deliberate: API Extractor reads the declarations of the main entry
- * (core/index.ts → "fencepost") and compares them with the report checked in at etc/fencepost.api.md. Any change to
- * what a user can import (a new export, a changed signature, a removed type) fails here until the report is
- * regenerated (`npm run api-report`) and the diff reviewed. One tsc build of the declarations, into a folder of its
- * own under dist/ (inside the project, so the declarations' imports resolve against node_modules).
+ * The package's public surface is deliberate: API Extractor reads the declarations of each entry of the exports map
+ * ("fencepost" → core/index.ts, "fencepost/constructs" → lib/index.ts, "fencepost/lambda" → lambda/entry.ts) and
+ * compares them with the reports checked in under etc/. Any change to what a user can import (a new export, a changed
+ * signature, a removed type) fails here until the reports are regenerated (`npm run api-report`) and the diff
+ * reviewed. One tsc build of the declarations, into a folder of its own under dist/ (inside the project, so the
+ * declarations' imports resolve against node_modules).
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,7 +14,17 @@ import path from 'node:path';
 import { Extractor, ExtractorConfig, type ExtractorMessage } from '@microsoft/api-extractor';
 
 const ROOT = path.resolve(__dirname, '..');
-const REPORT = path.join(ROOT, 'etc', 'fencepost.api.md');
+/** Each entry: its API Extractor config, its declarations under the build, its checked-in report. */
+const ENTRIES = [
+  { name: 'fencepost', config: 'api-extractor.json', declarations: ['core', 'index.d.ts'], report: 'fencepost.api.md' },
+  {
+    name: 'fencepost/constructs',
+    config: 'api-extractor.constructs.json',
+    declarations: ['lib', 'index.d.ts'],
+    report: 'fencepost-constructs.api.md',
+  },
+  { name: 'fencepost/lambda', config: 'api-extractor.lambda.json', declarations: ['lambda', 'entry.d.ts'], report: 'fencepost-lambda.api.md' },
+] as const;
 const out = path.join(ROOT, 'dist', `.api-check-${process.pid}`);
 after(() => rmSync(out, { recursive: true, force: true }));
 
@@ -46,36 +57,41 @@ function changed(before: string, now: string): string {
   return lines.slice(0, 120).join('\n');
 }
 
-test('the public API matches etc/fencepost.api.md (API Extractor, check mode)', () => {
-  buildDeclarations();
-  const configPath = path.join(ROOT, 'api-extractor.json');
-  const configObject = ExtractorConfig.loadFile(configPath);
-  configObject.mainEntryPointFilePath = path.join(out, 'core', 'index.d.ts');
-  configObject.apiReport = { ...configObject.apiReport!, reportTempFolder: path.join(out, 'api-extractor') };
-  const config = ExtractorConfig.prepare({ configObject, configObjectFullPath: configPath, packageJsonFullPath: path.join(ROOT, 'package.json') });
+let built = false;
 
-  const messages: string[] = [];
-  const result = Extractor.invoke(config, {
-    localBuild: false, // check mode: never rewrites the checked-in report
-    messageCallback: (m: ExtractorMessage) => {
-      if (m.logLevel === 'warning' || m.logLevel === 'error') messages.push(m.formatMessageWithLocation(ROOT));
-      m.handled = true; // collected here instead of printed
-    },
+for (const entry of ENTRIES) {
+  test(`the public API of "${entry.name}" matches etc/${entry.report} (API Extractor, check mode)`, () => {
+    if (!built) buildDeclarations();
+    built = true;
+    const configPath = path.join(ROOT, entry.config);
+    const configObject = ExtractorConfig.loadFile(configPath);
+    configObject.mainEntryPointFilePath = path.join(out, ...entry.declarations);
+    configObject.apiReport = { ...configObject.apiReport!, reportTempFolder: path.join(out, 'api-extractor') };
+    const config = ExtractorConfig.prepare({ configObject, configObjectFullPath: configPath, packageJsonFullPath: path.join(ROOT, 'package.json') });
+
+    const messages: string[] = [];
+    const result = Extractor.invoke(config, {
+      localBuild: false, // check mode: never rewrites the checked-in report
+      messageCallback: (m: ExtractorMessage) => {
+        if (m.logLevel === 'warning' || m.logLevel === 'error') messages.push(m.formatMessageWithLocation(ROOT));
+        m.handled = true; // collected here instead of printed
+      },
+    });
+
+    if (result.apiReportChanged) {
+      const fresh = readFileSync(path.join(out, 'api-extractor', entry.report), 'utf8');
+      assert.fail(
+        `the public API differs from etc/${entry.report}: run npm run api-report and review the diff.\n${changed(readFileSync(path.join(ROOT, 'etc', entry.report), 'utf8'), fresh)}`,
+      );
+    }
+    assert.deepEqual(messages, [], 'API Extractor warns (an exported type refers to one that is not exported, a TSDoc error, …)');
+    assert.ok(result.succeeded, 'API Extractor failed');
   });
+}
 
-  if (result.apiReportChanged) {
-    const fresh = readFileSync(path.join(out, 'api-extractor', 'fencepost.api.md'), 'utf8');
-    assert.fail(
-      `the public API differs from etc/fencepost.api.md: run npm run api-report and review the diff.\n${changed(readFileSync(REPORT, 'utf8'), fresh)}`,
-    );
-  }
-  assert.deepEqual(messages, [], 'API Extractor warns (an exported type refers to one that is not exported, a TSDoc error, …)');
-  assert.ok(result.succeeded, 'API Extractor failed');
-});
-
-test('every top-level export of the public entry is documented', () => {
+test('every top-level export of every entry is documented', () => {
   // API Extractor marks a declaration without a TSDoc comment "(undocumented)" in the report.
-  const report = readFileSync(REPORT, 'utf8').split('\n');
+  const report = ENTRIES.flatMap((e) => readFileSync(path.join(ROOT, 'etc', e.report), 'utf8').split('\n'));
   const undocumented = report.flatMap((line, i) => (line.startsWith('// @public (undocumented)') ? [report[i + 1].trim()] : []));
   assert.deepEqual(undocumented, [], 'exports without a comment saying what they are and what they guarantee');
 });

@@ -46,18 +46,7 @@ export function awsClients(): Clients {
   // Handler options rather than a NodeHttpHandler instance: each client builds its own from its own @smithy version.
   // throwOnRequestTimeout: without it a breached requestTimeout only logs a warning (@smithy/node-http-handler ≥ 4.4).
   const requestHandler = { connectionTimeout: CONNECTION_TIMEOUT_MS, requestTimeout: REQUEST_TIMEOUT_MS, throwOnRequestTimeout: true };
-  const raw = new DynamoDBClient({ requestHandler });
-  const ddb = DynamoDBDocumentClient.from(raw, { marshallOptions: { removeUndefinedValues: true } });
-  const s3 = new S3Client({ requestHandler });
-  return {
-    raw,
-    ddb,
-    s3,
-    destroy: () => {
-      raw.destroy();
-      s3.destroy();
-    },
-  };
+  return clientsOf(new DynamoDBClient({ requestHandler }), new S3Client({ requestHandler }));
 }
 
 /** Either client, for middleware that only needs the stack. */
@@ -92,16 +81,18 @@ export function localClients(endpoints: Pick<Endpoints, 'dynamodb'> & Partial<Pi
     maxAttempts: 3,
     requestHandler: new NodeHttpHandler({ httpAgent: new Agent({ keepAlive: true, maxSockets: 64 }) }),
   };
-  const raw = new DynamoDBClient({ ...common, endpoint: endpoints.dynamodb });
+  return clientsOf(
+    new DynamoDBClient({ ...common, endpoint: endpoints.dynamodb }),
+    new S3Client({ ...common, endpoint: endpoints.s3 ?? 'http://127.0.0.1:9', forcePathStyle: true }),
+  );
+}
+
+/** The document client over `raw` (undefined attributes left out, not an error), and one destroy for both. */
+function clientsOf(raw: DynamoDBClient, s3: S3Client): Clients {
   const ddb = DynamoDBDocumentClient.from(raw, { marshallOptions: { removeUndefinedValues: true } });
-  const s3 = new S3Client({ ...common, endpoint: endpoints.s3 ?? 'http://127.0.0.1:9', forcePathStyle: true });
-  return {
-    raw,
-    ddb,
-    s3,
-    destroy: () => {
-      raw.destroy();
-      s3.destroy();
-    },
+  const destroy = () => {
+    raw.destroy();
+    s3.destroy();
   };
+  return { raw, ddb, s3, destroy };
 }

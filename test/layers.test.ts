@@ -57,7 +57,11 @@ function sources(dir: string): string[] {
 /** Every module specifier a source text names: static and dynamic imports, require, export … from. */
 function specifiers(text: string): string[] {
   const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
-  return [...code.matchAll(/(?:\bfrom\s+|\brequire\(\s*|\bimport\(\s*)['"]([^'"]+)['"]/g)].map((m) => m[1]);
+  // A lazy load through a function made by createRequire (`const onDemand = createRequire(__filename)`) is an import too.
+  const loaders = [...code.matchAll(/\b(?:const|let)\s+(\w+)\s*=\s*createRequire\(/g)].map((m) => m[1]);
+  const calls = ['require', ...loaders].map((f) => `\\b${f}\\(\\s*`).join('|');
+  const pattern = new RegExp(`(?:\\bfrom\\s+|\\bimport\\(\\s*|${calls})['"]([^'"]+)['"]`, 'g');
+  return [...code.matchAll(pattern)].map((m) => m[1]);
 }
 
 const layerOf = (file: string) => file.split(path.sep)[0];
@@ -101,6 +105,11 @@ test('no folder imports upward: every relative import stays within the layers it
 
 test('the checker sees what it checks: every layer has sources, and planted upward imports are caught', () => {
   for (const layer of Object.keys(MAY_IMPORT).filter((l) => l !== 'apps')) assert.ok(sources(layer).length > 0, `${layer}/ has no sources`);
+  assert.deepEqual(
+    specifiers("const onDemand = createRequire(__filename);\nconst s = onDemand('../lib/fenced-job');"),
+    ['../lib/fenced-job'],
+    'a lazy load through createRequire counts',
+  );
   const planted = "import { FencedJob } from '../lib/fenced-job';\n// import { x } from '../cli/main';\nconst cdk = require('aws-cdk-lib');";
   assert.deepEqual(violationsOf(path.join('core', 'x.ts'), planted), [
     'core/x.ts imports ../lib/fenced-job (lib/ is not below core/)',

@@ -28,6 +28,18 @@ function run(command: string, args: string[], cwd: string, env: Record<string, s
 
 const npm = (args: string[], cwd: string) => run('npm', args, cwd, { npm_config_update_notifier: 'false' });
 
+/** Type-check a user's file against the installed package's declarations, strictly, and compile it into the project. */
+const compile = (file: string, project: string) =>
+  run(
+    process.execPath,
+    [
+      path.join(ROOT, 'node_modules/typescript/bin/tsc'),
+      ...['--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--strict', '--skipLibCheck'],
+      ...['--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules/@types'), '--outDir', project, file],
+    ],
+    project,
+  );
+
 /** What a user writes: TypeScript, importing the package by name, type-checked against the installed declarations. */
 const CONSUMER = `
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
@@ -86,15 +98,7 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
 
   // 3. The user's program: type-checked against the installed declarations, compiled, run with node.
   writeFileSync(path.join(project, 'main.ts'), CONSUMER);
-  const tsc = await run(
-    process.execPath,
-    [
-      path.join(ROOT, 'node_modules/typescript/bin/tsc'),
-      ...['--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--strict', '--skipLibCheck'],
-      ...['--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules/@types'), '--outDir', project, 'main.ts'],
-    ],
-    project,
-  );
+  const tsc = await compile('main.ts', project);
   assert.equal(tsc.code, 0, `the consumer does not type-check against the package's declarations:\n${tsc.out}`);
   const ns = await namespace();
   const job = await run(process.execPath, ['main.js'], project, {
@@ -130,15 +134,7 @@ test(
     const install = await npm(['install', '--prefer-offline', '--no-audit', '--no-fund', `esbuild@${esbuild}`], project);
     assert.equal(install.code, 0, `npm install esbuild failed:\n${install.out}`);
     for (const f of ['stack.ts', 'chunk.ts']) copyFileSync(path.join(ROOT, 'examples/fenced-job', f), path.join(project, f));
-    const tsc = await run(
-      process.execPath,
-      [
-        path.join(ROOT, 'node_modules/typescript/bin/tsc'),
-        ...['--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--strict', '--skipLibCheck'],
-        ...['--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules/@types'), '--outDir', project, 'stack.ts'],
-      ],
-      project,
-    );
+    const tsc = await compile('stack.ts', project);
     assert.equal(tsc.code, 0, `the example does not type-check against the installed package:\n${tsc.out}`);
     // Run the compiled app as `cdk synth` runs one (CDK_OUTDIR says where the cloud assembly goes).
     const outdir = path.join(project, 'cdk.out');

@@ -6,7 +6,7 @@
  * joined by name, so the instrumenting code needs no import of the CLI). A module loaded into the process before the
  * CLI (`node --import <module> bin/fencepost.ts run …`) may subscribe and answer, once per run, with:
  *   - hooks the engine calls at its instrumented points: right after a passed stop-time check and before the act it
- *     guards (apps/billing/night.ts `BillingHooks.afterCheck`), and after each task of the workflow engine (`afterTask`);
+ *     guards (core/job.ts `RunHooks.afterCheck`), and after each task of the workflow engine (`afterTask`);
  *   - the code the workflow engine runs for its tasks: the functions' bundles (each in its own process, as deployed,
  *     the default) or the handlers' sources in this process, the only way `afterCheck` and the run's clients reach them.
  * Through the context it may also wrap the run's clients (AWS SDK middleware) and emit events on the run's stream.
@@ -22,7 +22,7 @@ import type { Engine } from './engines';
 /** The channel's name: the whole contract between the product and what instruments it. */
 const RUN_CHANNEL = 'fencepost:run';
 
-/** What an engine calls at its instrumented points (the local workflow's hooks: core's BillingHooks and afterTask). */
+/** What an engine calls at its instrumented points (the local workflow's hooks: core's RunHooks and afterTask). */
 export type RunHooks = NonNullable<LocalExecution['hooks']>;
 
 /** What an instrumenting subscriber may give a run. */

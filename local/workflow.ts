@@ -415,7 +415,7 @@ async function runMachineLocally(wf: SynthesizedWorkflow, which: 'job' | 'sweepe
   const code = run.lambdaCode ?? 'bundle';
   if (code === 'bundle' && run.hooks?.afterCheck) {
     throw new ConfigError([
-      "a fault point between a check and a write steps through the core library: it needs the handlers' sources (FENCEPOST_LAMBDA_CODE=source)",
+      "a fault point between a check and a write steps through the core library: it needs the handlers' sources (lambdaCode: 'source'; the harness's fault preload asks for them)",
     ]);
   }
   if (code === 'source' && which !== 'job') throw new Error("only the job's workflow has a source mode");

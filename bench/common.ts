@@ -12,14 +12,13 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { DeleteTableCommand } from '@aws-sdk/client-dynamodb';
 import { DeleteBucketCommand, DeleteObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
-import type { FencepostEvent } from '../core/events';
 import { tableNames, type TableNames } from '../core/schema';
 import { localClients, type Clients, type Endpoints } from '../core/stores';
 import { provision } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
+import { followEvents, type EventFollower, type SeenEvent } from '../harness/worker-process';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
@@ -199,23 +198,15 @@ export class SharedStack {
 // ---------------------------------------------------------------- `fencepost run` (and `local`) child processes
 
 /** An event line, with the time it arrived in this process (performance.now(), this process's monotonic clock). */
-export type Arrived = FencepostEvent & { readonly atMs: number };
+export type Arrived = SeenEvent;
 
-export interface Child {
+export interface Child extends EventFollower {
   readonly child: ChildProcess;
   readonly pid: number;
   /** performance.now() just before spawn. */
   readonly spawnedAt: number;
-  readonly events: Arrived[];
-  /** Lines of stdout that were not events (the --json summary, `local`'s endpoints). */
-  readonly other: { line: string; atMs: number }[];
-  readonly stderr: string[];
   /** Resolves with [exit code, signal] and the arrival time of the exit. */
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; atMs: number }>;
-  /** The first event (past or future) matching pred. Rejects on timeout or exit. */
-  waitFor(pred: (e: Arrived) => boolean, timeoutMs?: number): Promise<Arrived>;
-  /** Called synchronously on each event as it arrives (before waiters): the place to act with no delay. */
-  onEvent(listener: (e: Arrived) => void): void;
   /** The --json summary, once the process has exited. */
   summary(): Record<string, unknown> | undefined;
 }
@@ -233,71 +224,20 @@ export function spawnScript(script: string, args: readonly string[] = [], env: R
     env: { ...process.env, ...env, NODE_NO_WARNINGS: '1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const events: Arrived[] = [];
-  const other: { line: string; atMs: number }[] = [];
-  const stderr: string[] = [];
-  const listeners: ((e: Arrived) => void)[] = [];
-  const waiters: { pred: (e: Arrived) => boolean; resolve: (e: Arrived) => void }[] = [];
-  createInterface({ input: child.stdout! }).on('line', (line) => {
-    const atMs = performance.now();
-    let parsed: Record<string, unknown> | undefined;
-    try {
-      parsed = JSON.parse(line) as Record<string, unknown>;
-    } catch {
-      /* not JSON */
-    }
-    if (!parsed || typeof parsed.event !== 'string') return void other.push({ line, atMs });
-    const e = { ...(parsed as FencepostEvent), atMs };
-    events.push(e);
-    for (const l of listeners) l(e);
-    for (const w of [...waiters])
-      if (w.pred(e)) {
-        waiters.splice(waiters.indexOf(w), 1);
-        w.resolve(e);
-      }
-  });
-  createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
   const exited = once(child, 'exit').then(([code, signal]) => ({
     code: code as number | null,
     signal: signal as NodeJS.Signals | null,
     atMs: performance.now(),
   }));
+  const follower = followEvents(child, exited, 120_000);
   return {
     child,
     pid: child.pid!,
     spawnedAt,
-    events,
-    other,
-    stderr,
     exited,
-    onEvent: (l) => void listeners.push(l),
-    waitFor(pred, timeoutMs = 120_000) {
-      const hit = events.find(pred);
-      if (hit) return Promise.resolve(hit);
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(
-          () => reject(new Error(`timed out waiting for an event; saw ${events.map((e) => e.event).join(',')}; stderr: ${stderr.join(' | ')}`)),
-          timeoutMs,
-        );
-        waiters.push({
-          pred,
-          resolve: (e) => {
-            clearTimeout(timer);
-            resolve(e);
-          },
-        });
-        void exited.then(() =>
-          setTimeout(() => {
-            clearTimeout(timer);
-            reject(
-              new Error(`the process exited before the event; saw ${events.map((e) => e.event).join(',')}; stderr: ${stderr.slice(-5).join(' | ')}`),
-            );
-          }, 100),
-        );
-      });
-    },
+    ...follower,
     summary() {
-      for (const o of [...other].reverse()) {
+      for (const o of [...follower.other].reverse()) {
         try {
           const j = JSON.parse(o.line) as Record<string, unknown>;
           if ('outcome' in j) return j;
@@ -340,7 +280,7 @@ export async function withLocalStack<T>(body: (stack: SharedStack, local: Child)
       if (local.child.exitCode !== null || Date.now() > deadline) throw new Error(`fencepost local did not start: ${local.stderr.join(' | ')}`);
       await sleep(50);
     }
-    const startup = (local.other.find((o) => o.line.includes('dynamodbEndpoint'))!.atMs - local.spawnedAt) / 1000;
+    const startup = (local.other.find((o) => o.line.includes('dynamodbEndpoint'))!.seenAtMs - local.spawnedAt) / 1000;
     const stack = SharedStack.attach(endpoints, startup, jvmChildOf(local.pid));
     try {
       return await body(stack, local);

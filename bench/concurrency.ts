@@ -75,7 +75,7 @@ async function workflowNight(stack: SharedStack, invoices: number, concurrency: 
     const completed = c.events.find((e) => e.event === 'completed');
     if (summary?.outcome !== 'completed' || !observe || !completed) throw new Error(`the night did not complete: ${JSON.stringify(summary)}`);
     // Events come from several processes (one per function environment): time the night on this process's clock.
-    const seconds = (completed.atMs - observe.atMs) / 1000;
+    const seconds = (completed.seenAtMs - observe.seenAtMs) / 1000;
     const batches = batchesOf({ date, invoices, chunkSize: DEFAULTS.chunkSize, putsPerTransaction: 99 });
     const report = await audit({ ddb: stack.clients.ddb, s3: stack.clients.s3, tables: ns.tables, bucket: ns.bucket }, date, invoices);
     return {

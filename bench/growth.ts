@@ -93,7 +93,7 @@ async function oneRun(c: Case): Promise<GrowthRun> {
     const summary = child.summary();
     if (!observe || !completed || summary?.invoicesRecorded !== c.invoices)
       throw new Error(`${c.label} did not complete: ${JSON.stringify(summary)}`);
-    const seconds = (completed.atMs - observe.atMs) / 1000; // arrival here: a workflow's events come from several processes
+    const seconds = (completed.seenAtMs - observe.seenAtMs) / 1000; // arrival here: a workflow's events come from several processes
     return {
       seconds,
       usPerInvoice: (seconds * 1e6) / c.invoices,

@@ -86,7 +86,7 @@ async function oneNight(engine: Engine, invoices: number): Promise<MemRun> {
     nodeHwmMb: mb(sampler.lastHwmKb.node ?? 0),
     jvmHwmMb: mb(sampler.lastHwmKb.jvm ?? 0),
     seconds: Number(summary.seconds),
-    startupSeconds: (c.events[0].atMs - c.spawnedAt) / 1000,
+    startupSeconds: (c.events[0].seenAtMs - c.spawnedAt) / 1000,
   };
 }
 

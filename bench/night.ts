@@ -78,8 +78,8 @@ export async function nightOnStack(stack: SharedStack, engine: Engine, invoices:
       e2e: (exitAt - c.spawnedAt) / 1000,
       // On this process's clock: a workflow's events come from several processes (one per function environment),
       // whose monotonic clocks are not comparable.
-      night: (completed.atMs - observe.atMs) / 1000,
-      startup: (first.atMs - c.spawnedAt) / 1000,
+      night: (completed.seenAtMs - observe.seenAtMs) / 1000,
+      startup: (first.seenAtMs - c.spawnedAt) / 1000,
       engineSeconds: Number(summary.seconds),
       transactions: Number(summary.transactions),
       events: c.events.length,

@@ -96,7 +96,7 @@ async function oneTakeover(stack: SharedStack, variant: Variant, phaseMs: number
     if (isWaiting(variant)) {
       b = spawnB();
       const o1 = await b.waitFor((e) => e.event === 'sighted' && e.holder === 'holder-A', 60_000);
-      renew = await killOnRenewAfter(a, o1.atMs + (phaseMs ?? 0));
+      renew = await killOnRenewAfter(a, o1.seenAtMs + (phaseMs ?? 0));
     } else {
       renew = await killOnRenewAfter(a, 0);
       b = spawnB();
@@ -106,22 +106,22 @@ async function oneTakeover(stack: SharedStack, variant: Variant, phaseMs: number
     const claim = bb.events.find((e) => e.event === 'claim')!;
     const raised = bb.events.find((e) => e.event === 'fence-raised')!;
     const manifest = bb.events.find((e) => e.event === 'manifest-raised')!;
-    const observes = bb.events.filter((e) => e.event === 'sighted' && e.atMs < claim.atMs);
+    const observes = bb.events.filter((e) => e.event === 'sighted' && e.seenAtMs < claim.seenAtMs);
     // The deciding observation: the first one that showed the rvn the successful claim was conditional on.
     const finalRvn = observes[observes.length - 1].rvn;
     const lastObserve = observes.find((e) => e.rvn === finalRvn)!;
     return {
       variant,
       phaseMs,
-      latencyMs: firstBatch.atMs - renew.atMs,
-      phase: lastObserve.atMs - renew.atMs,
-      wait: claim.atMs - lastObserve.atMs,
-      raise: raised.atMs - claim.atMs,
-      manifest: manifest.atMs - raised.atMs,
-      firstTx: firstBatch.atMs - manifest.atMs,
-      claimMinusRenewMs: claim.atMs - renew.atMs,
+      latencyMs: firstBatch.seenAtMs - renew.seenAtMs,
+      phase: lastObserve.seenAtMs - renew.seenAtMs,
+      wait: claim.seenAtMs - lastObserve.seenAtMs,
+      raise: raised.seenAtMs - claim.seenAtMs,
+      manifest: manifest.seenAtMs - raised.seenAtMs,
+      firstTx: firstBatch.seenAtMs - manifest.seenAtMs,
+      claimMinusRenewMs: claim.seenAtMs - renew.seenAtMs,
       observations: observes.length,
-      startup: isWaiting(variant) ? undefined : bb.events[0].atMs - bb.spawnedAt,
+      startup: isWaiting(variant) ? undefined : bb.events[0].seenAtMs - bb.spawnedAt,
       firstBatch: `${firstBatch.recorded}/${firstBatch.alreadyRecorded}/${firstBatch.transactions}`,
     };
   } finally {
@@ -138,7 +138,7 @@ function killOnRenewAfter(a: Child, fromMs: number): Promise<Arrived> {
   return new Promise((resolve, reject) => {
     let done = false;
     a.onEvent((e) => {
-      if (done || !isRenew(e) || e.atMs < fromMs) return;
+      if (done || !isRenew(e) || e.seenAtMs < fromMs) return;
       done = true;
       kill(a);
       resolve(e);

@@ -16,16 +16,22 @@ const CLI = path.join(ROOT, 'bin/fencepost.ts');
 /** An event as the parent saw it: with the parent's monotonic time of arrival (one clock for all workers). */
 export type SeenEvent = FencepostEvent & { readonly seenAtMs: number };
 
-export interface WorkerProcess {
-  readonly child: ChildProcess;
+/** A child's event stream, followed as it arrives: what a test, the chaos command or a benchmark reads of a worker. */
+export interface EventFollower {
   readonly events: SeenEvent[];
+  /** Lines of stdout that are not events (the --json summary, `local`'s endpoints), with their arrival time. */
+  readonly other: { readonly line: string; readonly seenAtMs: number }[];
   readonly stderr: string[];
-  /** Resolves with the first event (already seen or future) matching the predicate. */
+  /** Resolves with the first event (already seen or future) matching the predicate; rejects on timeout or exit. */
   waitFor(pred: (e: SeenEvent) => boolean, timeoutMs?: number): Promise<SeenEvent>;
+  /** Calls back on every event as it arrives, before the waiters: the place to act with no delay. */
+  onEvent(listener: (e: SeenEvent) => void): void;
+}
+
+export interface WorkerProcess extends EventFollower {
+  readonly child: ChildProcess;
   /** Resolves with the exit code (null if killed by a signal). */
   readonly exited: Promise<number | null>;
-  /** Calls back on every event as it arrives. */
-  onEvent(listener: (e: SeenEvent) => void): void;
 }
 
 /** How to start a worker: extra environment (LD_PRELOAD for libfaketime, …) and the faults the harness injects. */
@@ -64,18 +70,31 @@ export function runCli(args: string[], options: WorkerOptions = {}): ChildProces
 /** Start a `fencepost <args>` process that prints events (the caller includes --events) and follow them. */
 export function startProcess(args: string[], options: WorkerOptions = {}): WorkerProcess {
   const child = runCli(args, options);
+  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  return { child, exited, ...followEvents(child, exited) };
+}
+
+/**
+ * Follow a child's stdout as event lines (one JSON object with an `event` each, stamped with this process's
+ * monotonic time of arrival) and its stderr as lines. `exited` settles when the child exits: a waiter still waiting
+ * then is rejected, with what was seen.
+ */
+export function followEvents(child: ChildProcess, exited: Promise<unknown>, defaultTimeoutMs = 60_000): EventFollower {
   const events: SeenEvent[] = [];
+  const other: { line: string; seenAtMs: number }[] = [];
   const stderr: string[] = [];
   const listeners: ((e: SeenEvent) => void)[] = [];
   const waiters: { pred: (e: SeenEvent) => boolean; resolve: (e: SeenEvent) => void }[] = [];
   createInterface({ input: child.stdout! }).on('line', (line) => {
-    let e: SeenEvent;
+    const seenAtMs = performance.now();
+    let parsed: Record<string, unknown> | undefined;
     try {
-      e = { ...(JSON.parse(line) as FencepostEvent), seenAtMs: performance.now() };
+      parsed = JSON.parse(line) as Record<string, unknown>;
     } catch {
-      return;
+      /* not JSON */
     }
-    if (typeof e.event !== 'string') return;
+    if (!parsed || typeof parsed.event !== 'string') return void other.push({ line, seenAtMs });
+    const e = { ...(parsed as FencepostEvent), seenAtMs };
     events.push(e);
     for (const l of listeners) l(e);
     for (const w of [...waiters])
@@ -85,21 +104,17 @@ export function startProcess(args: string[], options: WorkerOptions = {}): Worke
       }
   });
   createInterface({ input: child.stderr! }).on('line', (line) => stderr.push(line));
-  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  const seen = () => `saw: ${events.map((e) => e.event).join(', ')}; stderr: ${stderr.slice(-5).join(' | ')}`;
   return {
-    child,
     events,
+    other,
     stderr,
-    exited,
-    onEvent: (l) => listeners.push(l),
-    waitFor(pred, timeoutMs = 60_000) {
+    onEvent: (l) => void listeners.push(l),
+    waitFor(pred, timeoutMs = defaultTimeoutMs) {
       const hit = events.find(pred);
       if (hit) return Promise.resolve(hit);
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(
-          () => reject(new Error(`timed out waiting for an event; saw: ${events.map((e) => e.event).join(', ')}; stderr: ${stderr.join(' | ')}`)),
-          timeoutMs,
-        );
+        const timer = setTimeout(() => reject(new Error(`timed out waiting for an event; ${seen()}`)), timeoutMs);
         waiters.push({
           pred,
           resolve: (e) => {
@@ -107,11 +122,12 @@ export function startProcess(args: string[], options: WorkerOptions = {}): Worke
             resolve(e);
           },
         });
+        // Lines already read are delivered before the exit event; a little grace for the last of them.
         void exited.then(() =>
           setTimeout(() => {
             clearTimeout(timer);
-            reject(new Error(`the process exited before the event; saw: ${events.map((e) => e.event).join(', ')}; stderr: ${stderr.join(' | ')}`));
-          }, 50),
+            reject(new Error(`the process exited before the event; ${seen()}`));
+          }, 100),
         );
       });
     },

@@ -7,6 +7,7 @@
  *   LeaseLostError      the lock item no longer names us (or our epoch): stop, discard local state.
  *   StopTimePassedError our own stop time passed on our monotonic clock: stop, don't act (Part 2).
  *   FencedOutError      the resource refused our token: a newer holder raised the fence. Stop, discard.
+ *   VersionConflictError another write of the same epoch took the version first: read the head again.
  *   AlreadyDoneError    the job is DONE; nothing to do.
  *   ConfigError         bad input; nothing was written.
  *   InfrastructureError the local stack or a store could not be reached or started.
@@ -72,6 +73,23 @@ export class FencedOutError extends FencepostError {
     options?: { cause?: unknown },
   ) {
     super(`fenced out at ${resource}: our token ${token}, fence ${fence ?? 'unknown'}`, options);
+  }
+}
+
+/**
+ * An epoch-fenced append met another version than the one it followed (core/epoch-fence.ts): a write of an equal or
+ * lower epoch landed first. Nothing of the refused append was written; read the head again and continue from it.
+ */
+export class VersionConflictError extends FencepostError {
+  constructor(
+    /** The fence item's key. */
+    readonly fenceKey: string,
+    /** The version this append followed. */
+    readonly expected: number,
+    /** The version the fence item carried, when the store told us. */
+    readonly current: number | undefined,
+  ) {
+    super(`version conflict at ${fenceKey}: the append followed version ${expected}, the head is at ${current ?? 'unknown'}`);
   }
 }
 

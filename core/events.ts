@@ -89,6 +89,29 @@ export interface EventFields {
   'sweeper-storm': SweepFields;
   /** The sweeper re-queued an orphaned job row (`token` is the owner it saw). */
   requeued: { readonly jobId: string; readonly token: number; readonly fence: number };
+  /** A candidate joined a role's queue with sequence `seq`; it watches `predecessor` (absent: it heads the queue). */
+  campaign: { readonly role: string; readonly candidate: string; readonly seq: number; readonly predecessor?: number };
+  /** A waiting candidate's predecessor left the queue: it resigned, or it stayed silent a full lease and was removed. */
+  'predecessor-gone': {
+    readonly role: string;
+    readonly seq: number;
+    readonly predecessor: number;
+    readonly how: 'resigned' | 'found-gone';
+    /** How many reads of the predecessor's item this candidate made while watching it. */
+    readonly reads: number;
+  };
+  /** A candidate heads the queue: it leads with `epoch` until its stop time. */
+  leading: { readonly role: string; readonly candidate: string; readonly epoch: number; readonly stopAtMs: number };
+  /** A candidate left the queue (its item deleted). */
+  resigned: { readonly role: string; readonly candidate: string; readonly epoch: number };
+  /** A leader's stop time came with its renewals failing: it must stop acting as leader. */
+  'leader-lost': { readonly role: string; readonly candidate: string; readonly epoch: number; readonly error: string };
+  /** A writer's epoch was bumped in the store it writes, before its first write (SINGLE-WRITER HANDOVER step 4). */
+  'epoch-bumped': { readonly key: string; readonly epoch: number; readonly version: number };
+  /** An entry landed in a ledger under the epoch fence. */
+  appended: { readonly key: string; readonly epoch: number; readonly version: number; readonly writtenAt: string };
+  /** The epoch fence refused an append: a newer epoch has written. Nothing of it landed. */
+  'append-refused': { readonly key: string; readonly epoch: number; readonly version: number; readonly fence?: number };
   /** Fault injection only: the process is about to be stopped right after a passed stop-time check. */
   fault: { readonly fault: string; readonly step: string; readonly chunk?: number; readonly batch?: number };
 }

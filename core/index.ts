@@ -13,6 +13,10 @@
  *   job       a fenced job's run (`runJob`, or its pieces `raiseRun`, `chunkFence`, `markChunkDone`, `completeRun`):
  *             the job row and every chunk fence raised first, each chunk written through its own fence, DONE last.
  *   sweeper   liveness only: re-queues jobs whose holder is gone; the fence keeps the data safe when it is wrong.
+ *   election  `Election.campaign`: candidates queue, the lowest leads with its sequence number as epoch, each
+ *             watches only its predecessor. It does NOT guarantee one leader: write through an `EpochFence`.
+ *   handover  `handover`: the single writer of a role changes with a gap (lease + margin), never an overlap, and
+ *             the new writer's epoch is bumped in its store before its first write.
  *
  * Everything is injected (clients, clock, events): nothing here knows Lambda, CDK or a CLI.
  *
@@ -94,6 +98,23 @@ export {
 } from './sweeper';
 export { DEFAULT_BUMP, bumpEpochs, type BumpChange, type BumpReport } from './restore';
 
+// Leader election and single-writer handover, fenced at the resource by epoch (core/election.ts, core/handover.ts,
+// core/epoch-fence.ts; docs/ELECTION.md)
+export {
+  Election,
+  Leadership,
+  candidateKey,
+  ledgerKey,
+  nameProblems,
+  roleKey,
+  type CampaignOptions,
+  type Departure,
+  type ElectionReads,
+  type LeaderView,
+} from './election';
+export { HANDOVER_DEFAULTS, Writer, handover, handoverProblems, writerLedgerKey, type HandoverConfig } from './handover';
+export { EpochFence, LedgerWriter, entryKey, ledgerViolations, type EpochFenceTarget, type LedgerEntry, type LedgerHead } from './epoch-fence';
+
 // Clocks, configuration, errors, events
 export { systemClock, type Clock } from './clock';
 export { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION, dateProblem, leaseProblems, validateDate, validateLeaseConfig, type LeaseConfig } from './config';
@@ -108,6 +129,7 @@ export {
   LeaseLostError,
   NightIncompleteError,
   StopTimePassedError,
+  VersionConflictError,
   type FencedResource,
 } from './errors';
 export { Events, type EventFields, type EventListener, type EventName, type EventStamp, type FencepostEvent, type SweepFields } from './events';

@@ -23,6 +23,12 @@ export const Attr = {
   // chunk fence item, beside the job row (docs/DESIGN.md § Chunk fences): pk, fence, chunk, done_by
   chunk: 'chunk', // present only on chunk fence items: the chunk number (never claim_shard: never in the sparse index)
   doneBy: 'done_by', // the token of the holder that recorded the chunk done, after its manifest commit
+  // election (docs/DESIGN.md § Election): the role item's live sequence numbers; a candidate item is a lock item
+  members: 'members',
+  // epoch fence item and ledger entries (docs/DESIGN.md § Election): the last version written under the fence
+  version: 'version',
+  writer: 'writer',
+  writtenAt: 'written_at', // informational wall time; only the test harness measures with it
   // invoice item
   token: 'token',
   amount: 'amount',

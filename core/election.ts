@@ -1,0 +1,384 @@
+/**
+ * Leader election on the lock table (reference Part 7, CAMPAIGN; docs/DESIGN.md § Election).
+ *
+ * A leader is a lease holder on a role. Candidates queue: each takes the next sequence number from the role's
+ * counter, in the same transaction that writes its candidate item, and the lowest live sequence leads. The leader's
+ * epoch is its sequence number: stamp it on every write, through an EpochFence, so the resource refuses a deposed
+ * leader.
+ *
+ * Items, all in the lock table (never TTL'd):
+ *   election/<role>          the role item: `epoch`, the last sequence handed out (never deleted; the restore bump
+ *                            raises it like every epoch), and `members`, the set of live sequence numbers
+ *   election/<role>/<seq>    a candidate item: a lock item (holder, lease_ms, rvn, epoch = seq) that its candidate
+ *                            renews like any lease; deleted when the candidate resigns or is found gone
+ *
+ * A waiting candidate watches only its predecessor (the next lower live sequence): it polls that one item on its own
+ * monotonic clock, and takes its rvn unchanged for a full lease as the sign it is gone (the claim rule,
+ * lease.ts nextClaimStep): it then deletes it, conditional on that rvn, and reads the role item again. Nobody else
+ * reads that item, so one departure costs one candidate's reads, not the herd's. No wall clock decides anything.
+ *
+ * What this guarantees: epochs only grow, and a candidate leads only once every lower candidate has resigned or has
+ * been seen silent for a full lease by its successor. What it does NOT guarantee: a single leader. A paused leader
+ * wakes up believing it leads until its stop time; two processes may each believe they lead for up to a lease. Only
+ * the resource can refuse the deposed one: write through an EpochFence (core/epoch-fence.ts).
+ */
+import { GetCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
+import type { LeaseConfig } from './config';
+import { cancellationReasons, classifyCancellation, DEFAULT_BACKOFF, fullJitterMs, isTransient, newRvn } from './conditions';
+import { wallIso } from './clock';
+import { ConfigError } from './errors';
+import { Lease, nextClaimStep, readLock, type LeaseDeps, type Watch } from './lease';
+import { Attr } from './schema';
+
+/** The role item as stored. */
+interface RoleItem {
+  readonly epoch?: number;
+  readonly members?: Set<number>;
+}
+
+/** Who leads a role, as the store says now: the lowest live candidate (it may be gone and not yet found so). */
+export interface LeaderView {
+  readonly role: string;
+  /** The leading candidate's name; absent when nobody campaigns. */
+  readonly leader?: string;
+  /** The leader's epoch (its sequence number); absent when nobody campaigns. */
+  readonly epoch?: number;
+  /** The live sequence numbers, lowest first: the queue. */
+  readonly queue: readonly number[];
+  /** The last sequence handed out: every future leader's epoch is above it. */
+  readonly lastEpoch: number;
+}
+
+/** How a candidate reached the head of the queue, for the events. */
+export type Departure = 'resigned' | 'found-gone';
+
+/** What a campaign reads, by item: the measure of "one departure wakes one candidate". */
+export interface ElectionReads {
+  /** Reads of the role item to take a sequence number (more than one when another candidate joined at the same moment). */
+  join: number;
+  /** Reads of the role item after a predecessor left: one per departure this candidate saw. */
+  role: number;
+  /** Reads of each predecessor's candidate item, by its sequence number. */
+  readonly predecessors: Record<number, number>;
+}
+
+/** Options of one campaign. */
+export interface CampaignOptions {
+  /** Called once, at the leader's stop time, when its renewals have failed: stop acting as leader. */
+  readonly onLost?: (err: Error) => void;
+  /** Abort the wait: the candidate resigns and `campaign` rejects with the signal's reason. */
+  readonly signal?: AbortSignal;
+  /** Count this campaign's reads here (also while it waits, and if it never leads). @default a fresh count, on the Leadership */
+  readonly reads?: ElectionReads;
+}
+
+const pad = (seq: number) => String(seq).padStart(12, '0');
+/** The role item's key. */
+export const roleKey = (role: string) => `election/${role}`;
+/** A candidate item's key. */
+export const candidateKey = (role: string, seq: number) => `${roleKey(role)}/${pad(seq)}`;
+
+/** The fence item of the ledger a role's leaders write (in the job table): entries carry the leader's epoch. */
+export const ledgerKey = (role: string) => `ledger/${role}`;
+
+/** Every problem with a role or candidate name (they become parts of item keys). */
+export function nameProblems(kind: 'role' | 'candidate', name: string): string[] {
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(name)) return [`${kind} must be 1-64 characters of A-Z a-z 0-9 . _ -, got ${JSON.stringify(name)}`];
+  return [];
+}
+
+/**
+ * An election for one role. `campaign` queues a candidate and resolves when it leads; `observe` says who leads.
+ * Every duration (polls, the watch, renewals, stop times) is timed on `deps.clock`'s monotonic clock.
+ */
+export class Election {
+  constructor(
+    private readonly deps: LeaseDeps,
+    /** The role's name: one leader at a time leads it. */
+    readonly role: string,
+    private readonly config: LeaseConfig,
+  ) {
+    const problems = nameProblems('role', role);
+    if (problems.length > 0) throw new ConfigError(problems);
+  }
+
+  /**
+   * Queue `candidate` and wait until it leads (CAMPAIGN steps 1-4): renew its candidate item from this process
+   * meanwhile, watch only its predecessor, and re-read the queue when the predecessor leaves.
+   * @returns the leadership: the epoch to stamp on every write, the stop-time check, resign
+   * @throws LeaseLostError if this candidate's own item was found gone while it waited (it was paused past a lease)
+   */
+  async campaign(candidate: string, options: CampaignOptions = {}): Promise<Leadership> {
+    const problems = nameProblems('candidate', candidate);
+    if (problems.length > 0) throw new ConfigError(problems);
+    const reads: ElectionReads = options.reads ?? { join: 0, role: 0, predecessors: {} };
+    const { seq, queue, lease } = await this.join(candidate, reads);
+    lease.startHeartbeat();
+    const candidacy = new Leadership(this.deps, this.role, candidate, seq, lease, reads, options.onLost);
+    this.deps.events?.emit('campaign', { role: this.role, candidate, seq, predecessor: predecessorOf(queue, seq) });
+    try {
+      let members = queue;
+      for (;;) {
+        options.signal?.throwIfAborted();
+        lease.check(); // our own candidacy: lost if a successor found us silent
+        const predecessor = predecessorOf(members, seq);
+        if (predecessor === undefined) break;
+        const how = await this.watch(predecessor, lease, reads, options.signal);
+        this.deps.events?.emit('predecessor-gone', { role: this.role, seq, predecessor, how, reads: reads.predecessors[predecessor] ?? 0 });
+        members = await this.readQueue(reads);
+      }
+    } catch (err) {
+      await candidacy.resign().catch(() => undefined);
+      throw err;
+    }
+    candidacy.lead();
+    return candidacy;
+  }
+
+  /** Who leads now, as the store says (two strongly consistent reads). The leader it names may be gone, not yet found so. */
+  async observe(): Promise<LeaderView> {
+    const item = await this.readRole();
+    const queue = [...(item?.members ?? [])].sort((a, b) => a - b);
+    const lastEpoch = Number(item?.epoch ?? 0);
+    if (queue.length === 0) return { role: this.role, queue, lastEpoch };
+    const head = await readLock(this.deps, candidateKey(this.role, queue[0]));
+    return { role: this.role, leader: head?.holder, epoch: queue[0], queue, lastEpoch };
+  }
+
+  private async readRole(): Promise<RoleItem | undefined> {
+    const out = await this.deps.ddb.send(
+      new GetCommand({ TableName: this.deps.table, Key: { [Attr.pk]: roleKey(this.role) }, ConsistentRead: true }),
+    );
+    return out.Item as RoleItem | undefined;
+  }
+
+  private async readQueue(reads: ElectionReads): Promise<number[]> {
+    reads.role++;
+    return [...((await this.readRole())?.members ?? [])];
+  }
+
+  /**
+   * CAMPAIGN step 1: take the next sequence number and write the candidate item in ONE transaction, conditional on
+   * the counter being what we read. A candidate item therefore exists from the moment its number is handed out: no
+   * later candidate can find the queue without it.
+   */
+  private async join(candidate: string, reads: ElectionReads): Promise<{ seq: number; queue: number[]; lease: Lease }> {
+    for (let retry = 0; ;) {
+      reads.join++;
+      const role = await this.readRole();
+      const last = role?.epoch;
+      const seq = Number(last ?? 0) + 1;
+      const rvn = newRvn();
+      const sentAt = this.deps.clock.monotonicMs(); // before sending: the stop time never starts after the grant
+      try {
+        await this.deps.ddb.send(
+          new TransactWriteCommand({
+            TransactItems: [
+              {
+                Update: {
+                  TableName: this.deps.table,
+                  Key: { [Attr.pk]: roleKey(this.role) },
+                  // The counter is what we read: nobody else took this number.
+                  ConditionExpression: last === undefined ? `attribute_not_exists(${Attr.epoch})` : `${Attr.epoch} = :last`,
+                  UpdateExpression: `SET ${Attr.epoch} = :seq ADD ${Attr.members} :me`,
+                  ExpressionAttributeValues: { ':seq': seq, ':me': new Set([seq]), ...(last === undefined ? {} : { ':last': last }) },
+                },
+              },
+              {
+                Put: {
+                  TableName: this.deps.table,
+                  Item: {
+                    [Attr.pk]: candidateKey(this.role, seq),
+                    [Attr.holder]: candidate,
+                    [Attr.epoch]: seq,
+                    [Attr.leaseMs]: this.config.leaseMs,
+                    [Attr.rvn]: rvn,
+                    [Attr.renewedAt]: wallIso(this.deps.clock),
+                  },
+                  ConditionExpression: `attribute_not_exists(${Attr.pk})`,
+                },
+              },
+            ],
+          }),
+        );
+        const lease = new Lease(this.deps, candidateKey(this.role, seq), candidate, seq, this.config, sentAt);
+        return { seq, queue: [...(role?.members ?? []), seq], lease };
+      } catch (err) {
+        const reasons = cancellationReasons(err);
+        if (reasons !== undefined && classifyCancellation(reasons).kind === 'condition') continue; // another candidate took it
+        if (!isTransient(err) || retry >= DEFAULT_BACKOFF.retries) throw err;
+        // Transient: it may have landed with its answer lost. Our rvn in that candidate item says so.
+        const mine = await readLock(this.deps, candidateKey(this.role, seq));
+        if (mine?.rvn === rvn)
+          return { seq, queue: [...(role?.members ?? []), seq], lease: new Lease(this.deps, mine.pk, candidate, seq, this.config, sentAt) };
+        await this.deps.clock.sleep(fullJitterMs(retry++, this.deps.random ?? Math.random));
+      }
+    }
+  }
+
+  /**
+   * CAMPAIGN steps 3-4: watch only the predecessor's item until it is gone. Gone means deleted (it resigned, or someone
+   * found it gone) or its rvn unchanged for its full lease on OUR monotonic clock (the claim rule), in which case we
+   * delete it, conditional on that rvn, and take it out of the queue in the same transaction.
+   */
+  private async watch(predecessor: number, own: Lease, reads: ElectionReads, signal?: AbortSignal): Promise<Departure> {
+    const key = candidateKey(this.role, predecessor);
+    let watch: Watch | undefined;
+    let lastSeenAt = 0;
+    for (;;) {
+      signal?.throwIfAborted();
+      own.check();
+      reads.predecessors[predecessor] = (reads.predecessors[predecessor] ?? 0) + 1;
+      const item = await readLock(this.deps, key);
+      const seenAt = this.deps.clock.monotonicMs(); // after the response: no earlier than the write of its rvn
+      if (item?.holder === undefined) return 'resigned';
+      const sighting = { holder: item.holder, epoch: item.epoch, seenRvn: item.rvn, waitMs: item.lease_ms ?? this.config.leaseMs };
+      // A candidate waits as long as its predecessor lives: no claim budget.
+      const step = nextClaimStep(watch, sighting, seenAt - lastSeenAt, { leaseMs: this.config.leaseMs, claimBudget: Infinity });
+      [watch, lastSeenAt] = [step.watch, seenAt];
+      if (step.action === 'claim') {
+        if (await this.removeIfUnchanged(predecessor, item.rvn!)) return 'found-gone';
+        continue; // it renewed (or resigned) in between: watch again
+      }
+      await this.deps.clock.sleep(step.waitMs);
+    }
+  }
+
+  /** Delete a silent candidate's item and take it out of the queue, only if its rvn is still the one watched. */
+  private async removeIfUnchanged(seq: number, seenRvn: string): Promise<boolean> {
+    try {
+      await removeFromQueue(this.deps, this.role, seq, `${Attr.rvn} = :seen`, { ':seen': seenRvn });
+      return true;
+    } catch (err) {
+      const reasons = cancellationReasons(err);
+      if (reasons !== undefined && classifyCancellation(reasons).kind === 'condition') return false;
+      throw err;
+    }
+  }
+}
+
+/** One transaction: delete candidate `seq`'s item on `condition`, and take `seq` out of the role's queue. */
+function removeFromQueue(
+  deps: Pick<LeaseDeps, 'ddb' | 'table'>,
+  role: string,
+  seq: number,
+  condition: string,
+  values: Record<string, unknown>,
+): Promise<unknown> {
+  return deps.ddb.send(
+    new TransactWriteCommand({
+      TransactItems: [
+        {
+          Delete: {
+            TableName: deps.table,
+            Key: { [Attr.pk]: candidateKey(role, seq) },
+            ConditionExpression: condition,
+            ExpressionAttributeValues: values,
+          },
+        },
+        {
+          Update: {
+            TableName: deps.table,
+            Key: { [Attr.pk]: roleKey(role) },
+            UpdateExpression: `DELETE ${Attr.members} :seq`,
+            ExpressionAttributeValues: { ':seq': new Set([seq]) },
+          },
+        },
+      ],
+    }),
+  );
+}
+
+/** The next lower live sequence number than `seq`: the only candidate `seq` watches. */
+function predecessorOf(queue: Iterable<number>, seq: number): number | undefined {
+  let best: number | undefined;
+  for (const m of queue) if (m < seq && (best === undefined || m > best)) best = m;
+  return best;
+}
+
+/**
+ * A candidacy that leads (or is still queued, inside `campaign`). Its epoch is its sequence number. Check before every
+ * action (`check`, `act`): past its stop time it must not act; `onLost` is called then if its renewals failed.
+ */
+export class Leadership {
+  private watchdog: NodeJS.Timeout | undefined;
+  private resigned = false;
+
+  constructor(
+    private readonly deps: LeaseDeps,
+    /** The role led. */
+    readonly role: string,
+    /** This candidate's name. */
+    readonly candidate: string,
+    /** The epoch: this candidate's sequence number. Stamp it on every write. */
+    readonly epoch: number,
+    private readonly lease: Lease,
+    /** What the campaign read, by item. */
+    readonly reads: ElectionReads,
+    private readonly onLost?: (err: Error) => void,
+  ) {}
+
+  /** Called by campaign once this candidate heads the queue: report it, and start watching the stop time. */
+  lead(): void {
+    this.deps.events?.emit('leading', { role: this.role, candidate: this.candidate, epoch: this.epoch, stopAtMs: Math.round(this.lease.stopAtMs) });
+    this.armWatchdog();
+  }
+
+  /** The stop time on this process's monotonic clock. */
+  get stopAtMs(): number {
+    return this.lease.stopAtMs;
+  }
+
+  /**
+   * BEFORE EVERY ACTION: past the stop time (or once a renewal found the candidacy gone), stop.
+   * @throws StopTimePassedError or LeaseLostError
+   */
+  check(): void {
+    this.lease.check();
+  }
+
+  /** Check, then act: `await leadership.act(() => fence.append(leadership.epoch, …))`. */
+  act<T>(fn: () => T | Promise<T>): Promise<T> {
+    return this.lease.act(fn);
+  }
+
+  /**
+   * Leave the queue: stop renewing and delete this candidate's item, conditional on it still being ours, in the same
+   * transaction that takes it out of the role's queue. The successor finds it gone at its next poll and leads.
+   * @returns false if the item was no longer ours (a successor had found us gone): nothing changed
+   */
+  async resign(): Promise<boolean> {
+    if (this.resigned) return false;
+    this.resigned = true;
+    if (this.watchdog !== undefined) clearTimeout(this.watchdog);
+    await this.lease.stopHeartbeat();
+    try {
+      await removeFromQueue(this.deps, this.role, this.epoch, `${Attr.holder} = :me AND ${Attr.epoch} = :e`, {
+        ':me': this.candidate,
+        ':e': this.epoch,
+      });
+      this.deps.events?.emit('resigned', { role: this.role, candidate: this.candidate, epoch: this.epoch });
+      return true;
+    } catch (err) {
+      const reasons = cancellationReasons(err);
+      if (reasons !== undefined && classifyCancellation(reasons).kind === 'condition') return false;
+      throw err;
+    }
+  }
+
+  /** At each stop time: if the renewals kept it ahead, wait for the next; otherwise report the loss once. */
+  private armWatchdog(): void {
+    const fire = () => {
+      if (this.resigned) return;
+      try {
+        this.lease.check();
+        this.watchdog = setTimeout(fire, Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()));
+      } catch (err) {
+        this.watchdog = undefined;
+        this.deps.events?.emit('leader-lost', { role: this.role, candidate: this.candidate, epoch: this.epoch, error: (err as Error).name });
+        this.onLost?.(err as Error);
+      }
+    };
+    this.watchdog = setTimeout(fire, Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()));
+  }
+}

@@ -1,0 +1,138 @@
+/**
+ * Leader election and the epoch fence on real DynamoDB Local, in this process (reference Part 7): the queue, the
+ * epochs, resign, observe, onLost, the restore bump on the counter, the fence's refusals and the ledger checker.
+ * A silent predecessor, pauses, kills and clock faults are real processes: election-processes.test.ts.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { DeleteCommand, GetCommand } from '@aws-sdk/lib-dynamodb';
+import { systemClock } from '../core/clock';
+import type { LeaseConfig } from '../core/config';
+import { candidateKey, Election, roleKey } from '../core/election';
+import { EpochFence, LedgerWriter, entryKey, ledgerViolations, type LedgerEntry } from '../core/epoch-fence';
+import { ConfigError, FencedOutError, VersionConflictError } from '../core/errors';
+import { Events, type FencepostEvent } from '../core/events';
+import { bumpEpochs } from '../core/restore';
+import { namespace } from './support/stack';
+
+const fast: LeaseConfig = { leaseMs: 900, renewMs: 250, marginMs: 200, claimBudget: 3 };
+
+async function setup() {
+  const ns = await namespace();
+  const seen: FencepostEvent[] = [];
+  const deps = (name: string) => ({
+    ddb: ns.clients.ddb,
+    table: ns.tables.locks,
+    clock: systemClock,
+    events: new Events(name, systemClock).on((e) => seen.push(e)),
+  });
+  const fence = new EpochFence({ ddb: ns.clients.ddb, table: ns.tables.jobs, clock: systemClock }, 'ledger/pacer');
+  return { ns, seen, deps, fence };
+}
+
+test('candidates queue in sequence; the lowest leads with its sequence as epoch; resign hands over at once', async () => {
+  const { deps, seen, ns } = await setup();
+  const a = await new Election(deps('A'), 'pacer', fast).campaign('A');
+  assert.equal(a.epoch, 1);
+  const bLeads = new Election(deps('B'), 'pacer', fast).campaign('B');
+  const cLeads = new Election(deps('C'), 'pacer', fast).campaign('C');
+  await new Promise((r) => setTimeout(r, 300));
+  const view = await new Election(deps('O'), 'pacer', fast).observe();
+  assert.deepEqual(
+    { leader: view.leader, epoch: view.epoch, queue: view.queue, last: view.lastEpoch },
+    { leader: 'A', epoch: 1, queue: [1, 2, 3], last: 3 },
+  );
+  const resignedAt = performance.now();
+  assert.equal(await a.resign(), true);
+  const b = await bLeads;
+  const handoverMs = performance.now() - resignedAt;
+  assert.equal(b.epoch, 2);
+  assert.ok(handoverMs < fast.leaseMs / 2, `B leads within a poll or two of A's resignation, not a lease later (${handoverMs.toFixed(0)} ms)`);
+  const gone = seen.find((e) => e.event === 'predecessor-gone' && e.seq === 2);
+  assert.equal(gone?.event === 'predecessor-gone' && gone.how, 'resigned');
+  assert.ok(!seen.some((e) => e.event === 'predecessor-gone' && e.seq === 3), "C watched B, not A: A's departure did not reach it");
+  await b.resign();
+  assert.equal((await cLeads).epoch, 3);
+  const item = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: candidateKey('pacer', 1) }, ConsistentRead: true }));
+  assert.equal(item.Item, undefined, "a resigned candidate's item is deleted");
+  const role = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: roleKey('pacer') }, ConsistentRead: true }));
+  assert.equal(role.Item?.epoch, 3, 'the counter stays: never deleted, never reset');
+  await (await cLeads).resign();
+});
+
+test('onLost fires at the stop time when the renewals fail', async () => {
+  const { deps, seen, ns } = await setup();
+  let lostAt: number | undefined;
+  const a = await new Election(deps('A'), 'lost', fast).campaign('A', { onLost: () => (lostAt = performance.now()) });
+  // As a successor that found A silent would: A's item goes, so A's next renewal fails on its condition.
+  await ns.clients.ddb.send(new DeleteCommand({ TableName: ns.tables.locks, Key: { pk: candidateKey('lost', a.epoch) } }));
+  await new Promise((r) => setTimeout(r, fast.leaseMs + 100));
+  assert.ok(lostAt !== undefined, 'onLost was called');
+  assert.ok(lostAt >= a.stopAtMs - 1, `at the stop time, not before (${(lostAt - a.stopAtMs).toFixed(0)} ms after it)`);
+  assert.ok(seen.some((e) => e.event === 'leader-lost'));
+  await a.resign();
+});
+
+test('the epoch fence: the first write of a new epoch raises it; a lower epoch is refused; versions have no gap and no twin', async () => {
+  const { fence, seen, deps } = await setup();
+  const events = deps('L').events;
+  const guard = { check: () => undefined };
+  const one = new LedgerWriter(fence, guard, 1, 'A', 0, { events });
+  await one.append({ n: 1 });
+  await one.append({ n: 2 });
+  const two = new LedgerWriter(fence, guard, 2, 'B', (await fence.head()).version, { events });
+  await two.append({ n: 3 });
+  await assert.rejects(one.append({ n: 4 }), (e: unknown) => e instanceof FencedOutError && e.fence === 2 && e.token === 1);
+  assert.ok(seen.some((e) => e.event === 'append-refused' && e.epoch === 1));
+  // A writer of the current epoch that is behind moves on from the head (a version conflict, not a refusal).
+  const late = new LedgerWriter(fence, guard, 2, 'B', 1, { events });
+  const entry = await late.append({ n: 5 });
+  assert.equal(entry.version, 4);
+  await assert.rejects(fence.append(2, 4, 'B'), VersionConflictError);
+  await assert.rejects(fence.raise(1), FencedOutError, 'the bump never lowers the fence');
+  assert.deepEqual(await fence.raise(3), { epoch: 3, version: 4 });
+  const entries = await fence.entries();
+  assert.deepEqual(
+    entries.map((e) => [e.version, e.epoch]),
+    [
+      [1, 1],
+      [2, 1],
+      [3, 2],
+      [4, 2],
+    ],
+  );
+  assert.deepEqual(ledgerViolations(entries, await fence.head()), []);
+});
+
+test('the ledger checker finds a twin version, a gap and an epoch that went down', () => {
+  const e = (version: number, epoch: number, pk = entryKey('ledger/x', version)): LedgerEntry => ({
+    pk,
+    version,
+    epoch,
+    writer: 'w',
+    written_at: '',
+  });
+  assert.deepEqual(ledgerViolations([e(1, 1), e(2, 2)], { epoch: 2, version: 2 }), []);
+  assert.match(ledgerViolations([e(1, 1), e(1, 1, 'ledger/x#dup')], { epoch: 1, version: 2 }).join('\n'), /version 1 is in the ledger 2 times/);
+  assert.match(ledgerViolations([e(1, 1), e(3, 1)], { epoch: 1, version: 3 }).join('\n'), /a gap or a duplicate/);
+  assert.match(ledgerViolations([e(1, 2), e(2, 1)], { epoch: 2, version: 2 }).join('\n'), /written with epoch 1 after version 1 had epoch 2/);
+  assert.match(ledgerViolations([e(1, 1)], { epoch: 1, version: 2 }).join('\n'), /head says version 2/);
+});
+
+test('the restore bump raises the role counter, so every later leader has an epoch above every old one', async () => {
+  const { deps, ns } = await setup();
+  const a = await new Election(deps('A'), 'writer', fast).campaign('A');
+  await a.resign();
+  await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by: 1_000_000, runId: 'restore-1', dryRun: false });
+  const b = await new Election(deps('B'), 'writer', fast).campaign('B');
+  assert.equal(b.epoch, 1_000_002, 'the counter was 1, bumped to 1,000,001; the next candidate takes 1,000,002');
+  await b.resign();
+});
+
+test('bad names are refused before anything is written', async () => {
+  const { deps, ns } = await setup();
+  assert.throws(() => new Election(deps('A'), 'a/b', fast), ConfigError);
+  await assert.rejects(new Election(deps('A'), 'ok', fast).campaign('has space'), ConfigError);
+  const role = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: roleKey('ok') }, ConsistentRead: true }));
+  assert.equal(role.Item, undefined);
+});

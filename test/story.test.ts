@@ -1,7 +1,11 @@
-/** `fencepost story`: the five beats with real processes, and the table built from the events they emitted. */
+/**
+ * `fencepost story`: the five beats with real processes, and the table built from the events they emitted; and the
+ * simulator's prediction of the same schedule (harness/sim-reality.ts), compared with what the processes did.
+ */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { localClients } from '../core/stores';
+import { predictStory } from '../harness/sim-reality';
 import { playStory, storyTable } from '../harness/story';
 import { endpoints } from './support/stack';
 
@@ -40,6 +44,17 @@ test(
       assert.ok(result.audit.ok, storyTable(result));
       assert.equal(result.audit.invoicesFound, 2000);
       assert.match(storyTable(result), /t \(s\)\s+actor\s+event\s+token\s+fence\s+state/);
+      // The check against reality (docs/SIMULATOR.md): the simulator, given the story's schedule at the same time
+      // scale, predicts the same token order, the fence A's late batch met, and the states after the re-queue and at the end.
+      const predicted = predictStory(0.25);
+      assert.deepEqual(
+        result.rows.filter((r) => /claims the lease/.test(r.event)).map((r) => `${r.actor}:${String(r.token)}`),
+        predicted.tokens.map((t) => `${t.actor}:${t.token}`),
+        'the same claims, in the same order, with the same tokens',
+      );
+      assert.equal(order[4]!.fence, predicted.lateBatchFence);
+      assert.equal(order[6]!.state, predicted.stateAfterRequeue);
+      assert.equal(result.audit.state, predicted.finalState);
     } finally {
       clients.destroy();
     }

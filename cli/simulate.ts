@@ -1,0 +1,296 @@
+/**
+ * `fencepost simulate`: the lease simulator's command (core/sim). A thin adapter: it parses and validates the
+ * options (one line per bad one, exit 2), runs a named scenario or a what-if in the library, prints the event table
+ * and the checks or answers, and writes the timeline picture if asked. A scenario whose check fails exits 4.
+ *
+ *   fencepost simulate --list
+ *   fencepost simulate <scenario> [--json] [--svg FILE] [--png FILE]
+ *   fencepost simulate what-if [--lease 10s] [--renew 3s] [--margin 2s] [--rule clock-free|margin|no-margin]
+ *                      [--pause [W:]4s+15s]… [--crash W@25s]… [--clock "W:+3s"|"W:rate=0.001"]… [--poll 500ms]
+ *                      [--sweep lease=5..30 margin=0..5] [--json] [--svg FILE] [--png FILE]
+ * The scenario name and repeated options do not fit parseCommand's scheme, so `parseSimulate` reads them here.
+ */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { ConfigError } from '../core/errors';
+import { secs, type SimRow, type TimelineMark } from '../core/sim/engine';
+import { CLAIM_RULES, type ClaimRule } from '../core/sim/lock-item';
+import type { Check } from '../core/sim/scenario';
+import { SCENARIOS } from '../core/sim/scenarios/index';
+import { sweepGrid, whatIf, WHAT_IF_DEFAULTS, type SweepAxis, type WhatIfAnswers, type WhatIfSettings } from '../core/sim/what-if';
+import { svgToPng, timelineSvg } from './timeline';
+
+type Values = Record<string, string | boolean | undefined>;
+type Out = (text: string) => void;
+
+const EXIT_OK = 0;
+const EXIT_CHECK_FAILED = 4;
+/** Options given more than once are joined with this in Values. */
+const SEP = '\n';
+
+const OPTIONS = {
+  list: { type: 'boolean' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  svg: { type: 'string' },
+  png: { type: 'string' },
+  lease: { type: 'string' },
+  renew: { type: 'string' },
+  margin: { type: 'string' },
+  rule: { type: 'string' },
+  poll: { type: 'string' },
+  pause: { type: 'string', multiple: true },
+  crash: { type: 'string', multiple: true },
+  clock: { type: 'string', multiple: true },
+  sweep: { type: 'string', multiple: true },
+} as const;
+
+/**
+ * Read `simulate`'s arguments: the scenario name (the first positional), repeated --pause/--crash/--clock/--sweep
+ * (joined with newlines), and the `name=range` words that follow --sweep. Unknown options and stray words are
+ * problems, one line each.
+ * @throws ConfigError listing every problem
+ */
+export function parseSimulate(args: string[]): Values {
+  const problems: string[] = [];
+  const { values, positionals, tokens } = parseArgs({ args, options: OPTIONS, strict: false, allowPositionals: true, tokens: true });
+  const out: Values = {};
+  for (const t of tokens)
+    if (t.kind === 'option' && !Object.hasOwn(OPTIONS, t.name)) problems.push(`unknown option '${t.rawName}' (see fencepost simulate --help)`);
+  for (const [k, v] of Object.entries(values)) {
+    if (!Object.hasOwn(OPTIONS, k)) continue;
+    const spec = OPTIONS[k as keyof typeof OPTIONS];
+    if (spec.type === 'string' && (v === true || (Array.isArray(v) && v.some((x) => typeof x !== 'string')))) problems.push(`--${k} needs a value`);
+    else out[k] = Array.isArray(v) ? v.join(SEP) : (v as string | boolean);
+  }
+  const [scenario, ...rest] = positionals;
+  if (scenario !== undefined) out.scenario = scenario;
+  const axes = rest.filter((p) => /^\w+=/.test(p));
+  if (axes.length > 0 && out.sweep !== undefined) out.sweep = [out.sweep, ...axes].join(SEP);
+  for (const p of rest.filter((x) => !(out.sweep !== undefined && /^\w+=/.test(x))))
+    problems.push(`unexpected argument ${JSON.stringify(p)} (see fencepost simulate --help)`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return out;
+}
+
+/** A duration: 10s, 500ms, 1.5s, 2m; a bare number is seconds. */
+function duration(raw: string, what: string, problems: string[]): number | undefined {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(raw.trim());
+  if (!m) {
+    problems.push(`${what} must be a duration like 10s, 500ms or 1.5s, got ${JSON.stringify(raw)}`);
+    return undefined;
+  }
+  return Math.round(Number(m[1]) * { ms: 1, s: 1000, m: 60_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm']);
+}
+
+const list = (v: string | boolean | undefined) => (typeof v === 'string' ? v.split(SEP).filter((x) => x !== '') : []);
+
+/** The what-if settings from the options, defaults filled in; every problem collected, then thrown at once. */
+function whatIfSettings(values: Values): { settings: WhatIfSettings; axes: SweepAxis[] } {
+  const problems: string[] = [];
+  const d = WHAT_IF_DEFAULTS;
+  const dur = (name: string, fallback: number) =>
+    typeof values[name] === 'string' ? (duration(values[name] as string, `--${name}`, problems) ?? fallback) : fallback;
+  const rule = (values.rule as string | undefined) ?? d.rule;
+  if (!CLAIM_RULES.includes(rule as ClaimRule)) problems.push(`--rule must be one of ${CLAIM_RULES.join(', ')}, got ${JSON.stringify(rule)}`);
+  const pauses = values.pause === undefined ? d.pauses : [];
+  for (const p of list(values.pause)) {
+    const m = /^(?:(\w+):)?([^+]+)\+(.+)$/.exec(p);
+    const at = m ? duration(m[2], '--pause start', problems) : undefined;
+    const forMs = m ? duration(m[3], '--pause length', problems) : undefined;
+    if (!m) problems.push(`--pause must be [WORKER:]START+LENGTH like 4s+15s or B:30s+5s, got ${JSON.stringify(p)}`);
+    else if (at !== undefined && forMs !== undefined) (pauses as WhatIfSettings['pauses'][number][]).push({ worker: m[1] ?? 'A', at, forMs });
+  }
+  const crashes: { worker: string; at: number }[] = [];
+  for (const c of list(values.crash)) {
+    const m = /^(\w+)@(.+)$/.exec(c);
+    const at = m ? duration(m[2], '--crash time', problems) : undefined;
+    if (!m) problems.push(`--crash must be WORKER@TIME like B@25s, got ${JSON.stringify(c)}`);
+    else if (at !== undefined) crashes.push({ worker: m[1], at });
+  }
+  const clocks: { worker: string; offsetMs: number; rate: number }[] = [];
+  for (const c of list(values.clock)) {
+    const off = /^(\w+):([+-])(.+)$/.exec(c);
+    const rate = /^(\w+):rate=(-?\d+(?:\.\d+)?)$/.exec(c);
+    const ms = off ? duration(off[3], '--clock offset', problems) : undefined;
+    if (off && ms !== undefined) clocks.push({ worker: off[1], offsetMs: off[2] === '-' ? -ms : ms, rate: 0 });
+    else if (rate) clocks.push({ worker: rate[1], offsetMs: 0, rate: Number(rate[2]) });
+    else if (!off) problems.push(`--clock must be WORKER:+OFFSET or WORKER:rate=R like D:+3s or D:rate=0.001, got ${JSON.stringify(c)}`);
+  }
+  const settings: WhatIfSettings = {
+    ...d,
+    leaseMs: dur('lease', d.leaseMs),
+    renewMs: dur('renew', d.renewMs),
+    marginMs: dur('margin', d.marginMs),
+    pollMs: dur('poll', 500),
+    rule: rule as ClaimRule,
+    pauses,
+    crashes,
+    clocks,
+  };
+  const axes: SweepAxis[] = [];
+  for (const a of list(values.sweep)
+    .flatMap((x) => x.split(/\s+/))
+    .filter(Boolean)) {
+    const m = /^(lease|renew|margin|pause)=(\d+(?:\.\d+)?)\.\.(\d+(?:\.\d+)?)(?:\/(\d+(?:\.\d+)?))?$/.exec(a);
+    if (!m) {
+      problems.push(`--sweep axes are NAME=FROM..TO[/STEP] in seconds with NAME one of lease, renew, margin, pause, got ${JSON.stringify(a)}`);
+      continue;
+    }
+    const [from, to, step] = [Number(m[2]), Number(m[3]), Number(m[4] ?? 1)];
+    if (!(step > 0) || from > to) problems.push(`--sweep ${m[1]}: FROM must not exceed TO and STEP must be above 0, got ${JSON.stringify(a)}`);
+    else
+      axes.push({
+        name: m[1] as SweepAxis['name'],
+        values: Array.from({ length: Math.floor((to - from) / step + 1e-9) + 1 }, (_, i) => Math.round((from + i * step) * 1000)),
+      });
+  }
+  if (axes.length === 0 && values.sweep === undefined) {
+    // Relation checks only for a single run: a sweep reports its invalid cells instead.
+    const w = settings;
+    if (w.marginMs >= w.leaseMs)
+      problems.push(`--margin (${w.marginMs / 1000} s) must be below --lease (${w.leaseMs / 1000} s): the stop time would come at the send`);
+    if (w.renewMs >= w.leaseMs)
+      problems.push(`--renew (${w.renewMs / 1000} s) must be below --lease (${w.leaseMs / 1000} s): the lease would run out between renewals`);
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { settings, axes };
+}
+
+/** The event table: t (s), actor, event, token, fence, note. */
+export function eventTable(rows: readonly SimRow[]): string {
+  const header = ['t (s)', 'actor', 'event', 'token', 'fence', 'note'];
+  const body = rows.map((r) => [
+    secs(r.t),
+    r.actor,
+    r.event,
+    r.token === undefined ? '' : String(r.token),
+    r.fence === undefined ? '' : String(r.fence),
+    r.note ?? '',
+  ]);
+  return table(header, body);
+}
+
+function table(header: string[], body: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i].length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)].join('\n');
+}
+
+function checksText(checks: readonly Check[]): string {
+  const failed = checks.filter((c) => !c.ok);
+  return [
+    `checks: ${checks.length - failed.length} of ${checks.length} hold`,
+    ...checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.what}: ${String(c.actual)}${c.ok ? '' : ` (the reference: ${String(c.expected)})`}`),
+  ].join('\n');
+}
+
+function answersText(a: WhatIfAnswers): string {
+  const lines = [
+    `holders: ${a.holders.map((h) => `${h.worker} (token ${h.token}) ${secs(h.fromMs)}–${secs(h.toMs)}`).join(', ')}`,
+    `overlap of two holders with the right to act: ${a.overlapMs === 0 ? 'none' : `${secs(a.overlapMs)} s (${a.overlaps.map((o) => `${o.a}/${o.b} ${secs(o.ms)} s`).join(', ')})`}`,
+    `writes refused by the fence: ${a.refusedWrites}`,
+    `invoices written twice: ${a.writtenTwiceWithFence} with the fence, ${a.writtenTwiceWithoutFence} without it`,
+    `longest time with no owner: ${secs(a.longestNoOwnerMs)} s`,
+    ...a.takeovers.map(
+      (t) =>
+        `takeover ${t.from} → ${t.to}: at ${secs(t.atMs)} s; earliest safe (last renewal applied + lease) ${secs(t.earliestSafeMs)} s${t.atMs < t.earliestSafeMs ? ' — EARLY' : ''}`,
+    ),
+    `job ${a.done ? `done at ${secs(a.doneAtMs!)} s` : 'not done by the end of the run'}`,
+  ];
+  return lines.join('\n');
+}
+
+async function writePictures(values: Values, title: string, marks: readonly TimelineMark[], err: Out): Promise<void> {
+  if (values.svg === undefined && values.png === undefined) return;
+  const svg = await timelineSvg(title, marks);
+  if (typeof values.svg === 'string') {
+    writeFileSync(values.svg, svg);
+    err(`timeline written to ${values.svg}`);
+  }
+  if (typeof values.png === 'string') {
+    writeFileSync(values.png, await svgToPng(svg));
+    err(`timeline written to ${values.png}`);
+  }
+}
+
+/** The command: list, a scenario, or a what-if (with or without a sweep). Returns the exit code. */
+export async function simulate(
+  values: Values,
+  out: Out = (t) => process.stdout.write(t + '\n'),
+  err: Out = (t) => process.stderr.write(t + '\n'),
+): Promise<number> {
+  const name = values.scenario as string | undefined;
+  if (values.list || name === undefined) {
+    out(
+      table(
+        ['scenario', 'what it shows'],
+        [
+          ...SCENARIOS.map((s) => [s.name, s.title]),
+          ['what-if', 'your settings and faults: overlaps, refusals, double writes, ownerless time (--sweep for a grid)'],
+        ],
+      ),
+    );
+    return EXIT_OK;
+  }
+  if (name === 'what-if') return whatIfCommand(values, out, err);
+  const scenario = SCENARIOS.find((s) => s.name === name);
+  if (!scenario)
+    throw new ConfigError([
+      `unknown scenario ${JSON.stringify(name)}; scenarios are ${[...SCENARIOS.map((s) => s.name), 'what-if'].join(', ')} (fencepost simulate --list)`,
+    ]);
+  const result = scenario.run();
+  const ok = result.checks.every((c) => c.ok);
+  if (values.json)
+    out(JSON.stringify({ scenario: result.name, title: result.title, claim: result.claim, rows: result.rows, checks: result.checks, ok }));
+  else out([`${result.title}\n(${result.claim})`, '', eventTable(result.rows), '', checksText(result.checks)].join('\n'));
+  await writePictures(values, result.title, result.marks, err);
+  return ok ? EXIT_OK : EXIT_CHECK_FAILED;
+}
+
+async function whatIfCommand(values: Values, out: Out, err: Out): Promise<number> {
+  const { settings, axes } = whatIfSettings(values);
+  if (axes.length > 0) {
+    const grid = sweepGrid(settings, axes);
+    const header = [
+      ...axes.map((a) => `${a.name} (s)`),
+      'overlap (s)',
+      'refused',
+      'twice w/ fence',
+      'twice w/o fence',
+      'no owner (s)',
+      'takeover (s)',
+    ];
+    const body = grid.results.map((r) => [
+      ...axes.map((a) => secs(r.cell[a.name]).replace(/\.00$/, '')),
+      ...(r.answers
+        ? [
+            secs(r.answers.overlapMs),
+            String(r.answers.refusedWrites),
+            String(r.answers.writtenTwiceWithFence),
+            String(r.answers.writtenTwiceWithoutFence),
+            secs(r.answers.longestNoOwnerMs),
+            r.answers.takeovers[0] ? secs(r.answers.takeovers[0].atMs) : '-',
+          ]
+        : [`invalid: ${r.problems.join('; ')}`, '', '', '', '', '']),
+    ]);
+    if (values.json)
+      out(JSON.stringify({ settings, axes, cells: grid.results, settingsRun: grid.results.length, ms: Math.round(grid.ms * 10) / 10 }));
+    else out([table(header, body), '', `a grid of ${grid.results.length} settings in ${grid.ms.toFixed(0)} ms`].join('\n'));
+    return EXIT_OK;
+  }
+  const r = whatIf(settings);
+  if (values.json) out(JSON.stringify({ settings, rows: r.rows, answers: r.answers }));
+  else out([eventTable(r.rows), '', answersText(r.answers)].join('\n'));
+  await writePictures(
+    values,
+    `what-if: lease ${secs(settings.leaseMs)} s, renew ${secs(settings.renewMs)} s, margin ${secs(settings.marginMs)} s, ${settings.rule}`,
+    r.marks,
+    err,
+  );
+  return EXIT_OK;
+}

@@ -1,0 +1,20 @@
+/** Every named scenario, in the reference's order: `fencepost simulate <name>` runs one, `--list` lists them. */
+import type { Scenario } from '../scenario';
+import { claimRulesScenario, ttlEpochsScenario, wallStepScenario } from './clocks';
+import { electionScenario, handoverScenario } from './election';
+import { redisFailoverScenario, redlockScenario, restoreScenario } from './failures';
+import { mainStoryScenario } from './story';
+import { threeWaysScenario } from './three-ways';
+
+export const SCENARIOS: readonly Scenario[] = [
+  mainStoryScenario,
+  wallStepScenario,
+  claimRulesScenario,
+  ttlEpochsScenario,
+  electionScenario,
+  handoverScenario,
+  redisFailoverScenario,
+  redlockScenario,
+  restoreScenario,
+  threeWaysScenario,
+];

@@ -1,0 +1,191 @@
+/**
+ * The reference's scenarios (issue 13, item 2), each asserted against the reference's numbers from the simulator's
+ * own output: the models' values in the scenario's result and the rows of the table `fencepost simulate` prints.
+ * Plus what-if (its answers, its bad input, a 100-setting grid's time) and the timeline picture.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { Resvg } from '@resvg/resvg-js';
+import { eventTable, parseSimulate, simulate } from '../cli/simulate';
+import { timelineSvg } from '../cli/timeline';
+import { ConfigError } from '../core/errors';
+import type { ScenarioResult } from '../core/sim/scenario';
+import { SCENARIOS } from '../core/sim/scenarios/index';
+import { sweepGrid, whatIf, WHAT_IF_DEFAULTS } from '../core/sim/what-if';
+
+const run = (name: string): ScenarioResult => SCENARIOS.find((s) => s.name === name)!.run();
+/** The value the models produced for the check whose description matches. */
+function value(r: ScenarioResult, what: RegExp): unknown {
+  const c = r.checks.find((x) => what.test(x.what));
+  assert.ok(c, `${r.name} has a check matching ${what}`);
+  return c.actual;
+}
+/** The printed table has a row at t with these cells. */
+function printed(r: ScenarioResult, t: string, actor: string, event: RegExp, token = '', fence = ''): void {
+  const line = eventTable(r.rows)
+    .split('\n')
+    .find((l) => l.startsWith(t) && l.includes(actor) && event.test(l) && l.includes(` ${token}`) && l.includes(` ${fence}`));
+  assert.ok(line, `${r.name}: a row at ${t} for ${actor} ${event} (token ${token}, fence ${fence})\n${eventTable(r.rows)}`);
+}
+
+test('every scenario runs and all its own checks hold', () => {
+  for (const s of SCENARIOS) {
+    const r = s.run();
+    assert.ok(r.rows.length > 0, s.name);
+    assert.deepEqual(
+      r.checks.filter((c) => !c.ok),
+      [],
+      s.name,
+    );
+  }
+});
+
+test('main story S1–S6: 7/8.0/11.0, B 12 at 13.5 stop 21.5, fence at 13.6, refusal at 19.05, 29.5, C 15, 49.2/54.2, 59.1 vs 56.2, 52.0 at 16', () => {
+  const r = run('main-story');
+  printed(r, '0.00', 'A', /acquires the lock/, '7');
+  printed(r, '13.50', 'B', /acquires the lock/, '12');
+  printed(r, '13.60', 'B', /raises the fence first/, '12', '12');
+  printed(r, '19.05', 'A', /REFUSED by the fence/, '7', '12');
+  printed(r, '19.05', 'A', /If-Match "E2": 412/, '7');
+  printed(r, '29.50', 'lock service', /B's lease expired/);
+  printed(r, '40.00', 'sweeper', /re-queues the orphan/, '', '12');
+  printed(r, '40.20', 'C', /acquires the lock/, '15');
+  printed(r, '49.10', 'n2', /elected leader/);
+  printed(r, '52.00', 'C', /releases the lock/, '15');
+  assert.equal(value(r, /A's first stop time/), 8);
+  assert.equal(value(r, /A's stop time after the renewal/), 11);
+  assert.equal(value(r, /B's stop time/), 21.5);
+  assert.equal(value(r, /earliest safe takeover/), 29.5);
+  assert.equal(value(r, /renewal that fails was sent/), 49.2);
+  assert.equal(value(r, /C's stop time when it failed/), 54.2);
+  assert.equal(value(r, /with the leader: its key lasts/), 59.1);
+  assert.equal(value(r, /no failover: its key lasts/), 56.2);
+  assert.equal(value(r, /release deletes the key at revision/), 16);
+  assert.equal(value(r, /S6: the fence/), 15);
+});
+
+test("B's wall clock stepped back 3 s at 16.0: monotonic stop 21.5, wall-clock reading only at 24.5, deadline 23.5", () => {
+  const r = run('wall-step');
+  printed(r, '21.50', 'B', /monotonic clock reaches/, '12');
+  printed(r, '23.50', 'lock service', /expired/);
+  printed(r, '24.50', 'B', /wall clock reaches/, '12');
+  assert.equal(value(r, /service's deadline/), 23.5);
+});
+
+test('the three claim rules with D 3 s fast: no margin at 10.5 (0.5 s overlap), margin 12.5, clock-free 13.5 (gaps)', () => {
+  const r = run('claim-rules');
+  printed(r, '10.50', 'D [no-margin]', /claims/, '2');
+  printed(r, '12.50', 'D [margin]', /claims/, '2');
+  printed(r, '13.50', 'D [clock-free]', /claims/, '2');
+  assert.equal(value(r, /no-margin: overlap/), 0.5);
+  assert.equal(value(r, /^margin: overlap/), 0);
+  assert.equal(value(r, /clock-free: overlap/), 0);
+  assert.ok((value(r, /^margin: gap/) as number) > 0 && (value(r, /clock-free: gap/) as number) > 0);
+});
+
+test("TTL resets epochs (1, 2, 3, then 1 again) against the never-TTL'd item (4)", () => {
+  const r = run('ttl-epochs');
+  assert.equal(value(r, /epochs with TTL/), '1,2,3,1');
+  assert.equal(value(r, /never-TTL'd/), '1,2,3,4');
+  printed(r, '26.00', 'E [TTL]', /raise REFUSED/, '1', '3');
+});
+
+test('the election: only the successor wakes, and leads with epoch 13 at 29.5; the handover leaves a gap of at least 5 s', () => {
+  const e = run('election');
+  assert.equal(value(e, /candidates woken/), 1);
+  printed(e, '29.50', 'C', /leads/, '13');
+  const h = run('handover');
+  assert.equal(value(h, /old writer's right ends/), 10);
+  assert.equal(value(h, /new writer starts/), 15);
+  assert.ok((value(h, /^gap/) as number) >= 5);
+  assert.ok((value(h, /smallest gap over 200 runs/) as number) > 0);
+});
+
+test('Redis failover: D gets the same token 15 as C; Redlock: two majorities sharing m3 both hold the lock', () => {
+  const r = run('redis-failover');
+  printed(r, '40.20', 'C', /INCR/, '15');
+  printed(r, '42.00', 'D', /INCR/, '15');
+  printed(r, '42.60', 'D', /WRITTEN TWICE/, '15', '15');
+  const l = run('redlock');
+  assert.equal(value(l, /share/), 'm3');
+  assert.ok((value(l, /both hold the lock for/) as number) > 0);
+});
+
+test('a restore from the snapshot at revision 14 hands out 15 twice; with the bump D gets 1,000,015', () => {
+  const r = run('restore');
+  printed(r, '40.20', 'C [no bump]', /acquires/, '15');
+  printed(r, '45.50', 'D [no bump]', /acquires/, '15');
+  printed(r, '45.50', 'D [bump]', /acquires/, '1000015');
+  printed(r, '46.00', 'C [bump]', /REFUSED by the fence/, '15', '1000015');
+});
+
+test('the same chunk three ways: lock service 0 wasted 0 twice; database alone some waste 0 twice; no lock 5,000 twice', () => {
+  const r = run('three-ways');
+  assert.equal(value(r, /transactions in a chunk/), 51);
+  assert.equal(value(r, /lock service: work wasted/), 0);
+  assert.equal(value(r, /database alone: written twice/), 0);
+  assert.ok((value(r, /database alone: work wasted/) as number) > 0);
+  assert.equal(value(r, /no lock: written twice/), 5_000);
+});
+
+test('what-if: the no-margin rule with D 3 s fast overlaps A by 0.5 s; the fence refuses the zombie write; 99 invoices twice without it', () => {
+  const base = { ...WHAT_IF_DEFAULTS, crashes: [{ worker: 'B', at: 25_000 }], clocks: [{ worker: 'D', offsetMs: 3_000, rate: 0 }] };
+  const a = whatIf({ ...base, rule: 'no-margin' }).answers;
+  assert.equal(a.overlapMs, 500);
+  assert.equal(a.refusedWrites, 1);
+  assert.deepEqual([a.writtenTwiceWithFence, a.writtenTwiceWithoutFence], [0, 99]);
+  assert.ok(a.takeovers[0].atMs < a.takeovers[0].earliestSafeMs, 'a takeover before the earliest safe one');
+  const c = whatIf({ ...base, rule: 'clock-free' }).answers;
+  assert.equal(c.overlapMs, 0);
+  assert.equal(c.takeovers[0].earliestSafeMs, 13_000);
+  assert.ok(c.takeovers.every((t) => t.atMs >= t.earliestSafeMs));
+  assert.ok(c.longestNoOwnerMs > 0);
+});
+
+test('what-if bad input: one clear line per problem (a margin not below the lease, a renewal not below it, an unknown rule)', async () => {
+  const problems = await simulate(parseSimulate(['what-if', '--lease', '10s', '--margin', '10s', '--renew', '12s', '--rule', 'fastest'])).then(
+    () => [],
+    (e: unknown) => (e instanceof ConfigError ? e.problems : [String(e)]),
+  );
+  assert.equal(problems.length, 3, problems.join('\n'));
+  assert.match(problems.join('\n'), /--margin \(10 s\) must be below --lease/);
+  assert.match(problems.join('\n'), /--renew \(12 s\) must be below --lease/);
+  assert.match(problems.join('\n'), /--rule must be one of no-margin, margin, clock-free, got "fastest"/);
+  assert.throws(() => parseSimulate(['main-story', '--bogus']), /unknown option '--bogus'/);
+});
+
+test('a grid of 100 settings runs in well under a few seconds (the time is printed, and given in --json)', async () => {
+  const grid = sweepGrid(WHAT_IF_DEFAULTS, [
+    { name: 'lease', values: [5, 10, 15, 20, 25, 30, 35, 40, 45, 50].map((s) => s * 1000) },
+    { name: 'margin', values: [0, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5].map((s) => s * 1000) },
+  ]);
+  assert.equal(grid.results.length, 100);
+  assert.ok(grid.ms < 3_000, `${grid.ms} ms`);
+  const lines: string[] = [];
+  assert.equal(await simulate(parseSimulate(['what-if', '--json', '--sweep', 'lease=5..50/5', 'margin=0..4.5/0.5']), (t) => lines.push(t)), 0);
+  const json = JSON.parse(lines.at(-1)!) as { settingsRun: number; ms: number };
+  assert.equal(json.settingsRun, 100);
+  assert.ok(json.ms < 3_000);
+});
+
+test('the CLI prints the table and the checks, and exits 0; an unknown scenario is one line', async () => {
+  const lines: string[] = [];
+  assert.equal(await simulate(parseSimulate(['main-story']), (t) => lines.push(t)), 0);
+  assert.match(lines.join('\n'), /t \(s\)\s+actor\s+event\s+token\s+fence\s+note/);
+  assert.match(lines.join('\n'), /checks: (\d+) of \1 hold/);
+  await assert.rejects(simulate(parseSimulate(['nope'])), (e: unknown) => e instanceof ConfigError && e.problems.length === 1);
+});
+
+test("the timeline SVG parses and holds the main story's held bars, pauses, stop times, deadlines, fence raises and refusals", async () => {
+  const r = run('main-story');
+  const svg = await timelineSvg(r.title, r.marks);
+  assert.ok(new Resvg(svg).render().asPng().length > 1_000, 'resvg parses and renders it');
+  for (const kind of ['held', 'pause', 'stop', 'deadline', 'fence', 'refused'])
+    assert.ok(
+      r.marks.some((m) => m.kind === kind),
+      kind,
+    );
+  assert.match(svg, /^<svg[^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+  for (const text of ['token 7', 'token 12', 'token 15', 'true time (s)', 'lock service', 'store']) assert.ok(svg.includes(text), text);
+  assert.ok((svg.match(/<path/g) ?? []).length > 20, 'bars and points');
+});

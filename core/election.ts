@@ -24,7 +24,7 @@
  */
 import { GetCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import type { LeaseConfig } from './config';
-import { cancellationReasons, classifyCancellation, DEFAULT_BACKOFF, fullJitterMs, isTransient, newRvn } from './conditions';
+import { cancellationReasons, classifyCancellation, DEFAULT_BACKOFF, fullJitterMs, isTransient, newRvn, retryTransient } from './conditions';
 import { wallIso } from './clock';
 import { ConfigError } from './errors';
 import { Lease, nextClaimStep, readLock, type LeaseDeps, type Watch } from './lease';
@@ -128,6 +128,7 @@ export class Election {
         members = await this.readQueue(reads);
       }
     } catch (err) {
+      // Leave the queue; if even that fails, our successor finds our item silent a lease later (liveness, not safety).
       await candidacy.resign().catch(() => undefined);
       throw err;
     }
@@ -257,35 +258,43 @@ export class Election {
   }
 }
 
-/** One transaction: delete candidate `seq`'s item on `condition`, and take `seq` out of the role's queue. */
+/**
+ * One transaction: delete candidate `seq`'s item on `condition`, and take `seq` out of the role's queue. Two removals
+ * at once both update the role item, so one may be cancelled with TransactionConflict (AWS cancels either of two
+ * transactions on one item): a transient cancellation is sent again after a backoff. That is safe: if the first try
+ * landed with its answer lost, the item is gone and the retry's condition fails, which the callers read as "not
+ * removed by us" (a watch then finds the item gone; a resign finds it no longer ours).
+ */
 function removeFromQueue(
-  deps: Pick<LeaseDeps, 'ddb' | 'table'>,
+  deps: Pick<LeaseDeps, 'ddb' | 'table' | 'clock' | 'random'>,
   role: string,
   seq: number,
   condition: string,
   values: Record<string, unknown>,
 ): Promise<unknown> {
-  return deps.ddb.send(
-    new TransactWriteCommand({
-      TransactItems: [
-        {
-          Delete: {
-            TableName: deps.table,
-            Key: { [Attr.pk]: candidateKey(role, seq) },
-            ConditionExpression: condition,
-            ExpressionAttributeValues: values,
+  return retryTransient({ sleep: (ms) => deps.clock.sleep(ms), random: deps.random }, () =>
+    deps.ddb.send(
+      new TransactWriteCommand({
+        TransactItems: [
+          {
+            Delete: {
+              TableName: deps.table,
+              Key: { [Attr.pk]: candidateKey(role, seq) },
+              ConditionExpression: condition,
+              ExpressionAttributeValues: values,
+            },
           },
-        },
-        {
-          Update: {
-            TableName: deps.table,
-            Key: { [Attr.pk]: roleKey(role) },
-            UpdateExpression: `DELETE ${Attr.members} :seq`,
-            ExpressionAttributeValues: { ':seq': new Set([seq]) },
+          {
+            Update: {
+              TableName: deps.table,
+              Key: { [Attr.pk]: roleKey(role) },
+              UpdateExpression: `DELETE ${Attr.members} :seq`,
+              ExpressionAttributeValues: { ':seq': new Set([seq]) },
+            },
           },
-        },
-      ],
-    }),
+        ],
+      }),
+    ),
   );
 }
 

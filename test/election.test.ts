@@ -13,6 +13,8 @@ import { EpochFence, LedgerWriter, entryKey, ledgerViolations, type LedgerEntry 
 import { ConfigError, FencedOutError, VersionConflictError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
 import { bumpEpochs } from '../core/restore';
+import { localClients } from '../core/stores';
+import { startDynamoDbProxy } from '../local/dynamodb-proxy';
 import { namespace } from './support/stack';
 
 const fast: LeaseConfig = { leaseMs: 900, renewMs: 250, marginMs: 200, claimBudget: 3 };
@@ -135,4 +137,28 @@ test('bad names are refused before anything is written', async () => {
   await assert.rejects(new Election(deps('A'), 'ok', fast).campaign('has space'), ConfigError);
   const role = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: roleKey('ok') }, ConsistentRead: true }));
   assert.equal(role.Item, undefined);
+});
+
+test('a removal cancelled for a transient reason is sent again: a resign that met a throttled transaction still leaves the queue', async () => {
+  const { ns } = await setup();
+  const proxy = await startDynamoDbProxy({ target: ns.endpoints.dynamodb });
+  const clients = localClients({ dynamodb: proxy.endpoint });
+  try {
+    const deps = (name: string) => ({ ddb: clients.ddb, table: ns.tables.locks, clock: systemClock, events: new Events(name, systemClock) });
+    const a = await new Election(deps('A'), 'throttled', fast).campaign('A');
+    const bLeads = new Election(deps('B'), 'throttled', fast).campaign('B');
+    await new Promise((r) => setTimeout(r, 300));
+    // The next transaction (A's resign: delete its item, leave the queue) is cancelled with a ThrottlingError reason.
+    proxy.inject({ kind: 'throttle-cancel', count: 1, operation: 'TransactWriteItems' });
+    const resignedAt = performance.now();
+    assert.equal(await a.resign(), true);
+    assert.equal(proxy.stats().injected['throttle-cancel'], 1, 'the cancellation did happen');
+    const b = await bLeads;
+    assert.ok(performance.now() - resignedAt < fast.leaseMs / 2, 'B leads at once, not a lease later');
+    assert.deepEqual((await new Election(deps('O'), 'throttled', fast).observe()).queue, [2], "A's sequence left the queue");
+    await b.resign();
+  } finally {
+    clients.destroy();
+    await proxy.stop();
+  }
 });

@@ -2,7 +2,8 @@
  * Help texts, kept next to the options they describe (cli/options.ts). Every default they name is read from the
  * constant the code falls back to, never written again here.
  */
-import { MAX_PUTS_PER_TRANSACTION } from '../core/config';
+import { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION } from '../core/config';
+import { HANDOVER_DEFAULTS } from '../core/handover';
 import { DEFAULTS } from '../apps/billing/settings';
 import { DEFAULT_BUMP } from '../core/restore';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, type TableNames } from '../core/schema';
@@ -11,7 +12,7 @@ import { SWEEPER_DEFAULTS } from '../core/sweeper';
 import { CHAOS_DEFAULTS, KINDS } from '../harness/chaos';
 import { STORY_DEFAULTS } from '../harness/story';
 import { DEFAULT_ENGINE, ENGINES } from './engines';
-import { DEFAULT_CHUNK_CONCURRENCY } from './options';
+import { DEFAULT_CHUNK_CONCURRENCY, LEDGER_EVERY_MS } from './options';
 
 const D = DEFAULTS;
 const S = SWEEPER_DEFAULTS;
@@ -49,6 +50,10 @@ Commands:
   bump-epochs   after a point-in-time restore of the lock table: raise every epoch so no token repeats
   chaos   the fault suite: randomized pauses, crashes, duplicate triggers, clock and store faults, all audited
   story   replay the reference's five beats with real processes and print the event table
+  simulate   the lease simulator: the reference's scenarios, and what-if questions about your own settings
+  elect   campaign for a role; while leading, append entries stamped with the epoch to the role's ledger
+  leader  print who leads a role, with which epoch, the queue and the ledger's head
+  handover   become a role's single writer: flip the writer lease, wait lease + margin, bump the epoch, write
   local   start the embedded local stack (DynamoDB Local + local S3) and print its endpoints
 
 Without --dynamodb-endpoint/--s3-endpoint, run and audit start the embedded stack themselves.
@@ -124,7 +129,9 @@ one against the invariants (docs/DESIGN.md): SIGSTOP past the lease (inside the 
 event), SIGKILL mid-chunk (recovered by a waiting worker or the sweeper, within the liveness bound), 2-3 runs of one
 night at once, a wall clock 3 s fast or stepped back 3 s (libfaketime: apt-get install -y faketime), throttling and
 lost-after-applied responses in the SDK, and a sweeper racing a takeover. Prints each failure with the seed that
-replays it. Exit 0 only with no violation (4 otherwise).`,
+replays it. Exit 0 only with no violation (4 otherwise).
+  election: 3-5 'fencepost elect' candidates; the leader paused (also between its check and an append), killed or
+  told to resign, middle candidates killed, late joiners, faked clocks; the role's ledger audited by its checker.`,
 
   story: `Usage: fencepost story [--time-scale ${STORY_DEFAULTS.timeScale}] [endpoints…] [--json]
 
@@ -132,6 +139,53 @@ Plays the reference's billing story with real processes and prints the event tab
 A holds the job; A freezes (SIGSTOP); B takes over with a higher token and raises the fence; A's late batch is
 refused; B dies holding the job (SIGKILL); the sweeper finds the orphan through the sparse index and re-queues it;
 C takes over and completes; the lock is released. --time-scale 0.3 runs it with leases and pauses 0.3 times as long.`,
+
+  elect: `Usage: fencepost elect --role R [--candidate ID] [--lease-ms N --renew-ms N --margin-ms N] [--entries N]
+                      [--every D] [endpoints…] [--events | --json]
+
+Campaigns for role R (docs/ELECTION.md): takes the next sequence number, queues behind the lowest live candidates,
+and watches only its predecessor, polling it on its own monotonic clock; a predecessor whose rvn stays unchanged a
+full lease is removed. While leading it appends one entry every --every (default ${LEDGER_EVERY_MS / 1000}s) to the role's ledger
+in the job table, each stamped with its epoch (its sequence number) through the epoch fence, until --entries are
+appended (then it resigns) or SIGINT/SIGTERM (it resigns). A deposed leader's appends are refused by the store.
+
+  --role R          the role to lead (required; A-Z a-z 0-9 . _ -)
+  --candidate ID    this candidate's name (default: <hostname>-<pid>)
+  --lease-ms N      the candidacy's lease (default ${LEASE_DEFAULTS.leaseMs}); --renew-ms (default ${LEASE_DEFAULTS.renewMs}), --margin-ms (default ${LEASE_DEFAULTS.marginMs})
+  --entries N       append N entries while leading, then resign (default: until stopped)
+  --every D         time between two appends, like 500ms or 2s (default ${LEDGER_EVERY_MS}ms)
+  --events          every event as a JSON line on stdout; --json: one summary line at the end
+Exit codes: 0 resigned or stopped, 3 deposed (stop time passed, candidacy found gone, or an append refused), 2 bad input.`,
+
+  leader: `Usage: fencepost leader --role R [endpoints…] [--json]
+
+Prints who leads role R as the store says now (the lowest live candidate: it may be gone and not yet found so),
+its epoch, the queue of sequence numbers, the last epoch handed out, and the ledger's head (version and fence).`,
+
+  handover: `Usage: fencepost handover --role R [--writer ID] [--lease-ms N --renew-ms N --margin-ms N --wait-margin-ms N]
+                         [--entries N] [--every D] [endpoints…] [--events | --json]
+
+Single-writer handover (docs/ELECTION.md): takes the writer lease of role R over at once (conditional on the epoch
+it saw), renews it, waits the old writer's lease plus --wait-margin-ms on its own monotonic clock, bumps the epoch in
+the ledger it will write, then appends entries like elect. The old writer's renewals fail from the flip, so it stops
+by its stop time; the gap between the two writers is at least the wait margin. The defaults are the payment loop's:
+lease ${HANDOVER_DEFAULTS.leaseMs} ms, renew ${HANDOVER_DEFAULTS.renewMs} ms, margin ${HANDOVER_DEFAULTS.marginMs} ms (the old writer's right ends at the lease), wait margin ${HANDOVER_DEFAULTS.waitMarginMs} ms.
+Exit codes: 0 released or stopped, 3 deposed (flipped away, or an append refused by the fence), 2 bad input.`,
+
+  simulate: `Usage: fencepost simulate --list
+       fencepost simulate <scenario> [--json] [--svg FILE] [--png FILE]
+       fencepost simulate what-if [--lease 10s] [--renew 3s] [--margin 2s] [--rule clock-free|margin|no-margin]
+                          [--pause [W:]4s+15s]... [--crash W@25s]... [--clock W:+3s | W:rate=0.001]... [--poll 500ms]
+                          [--sweep lease=5..30 margin=0..5[/STEP]] [--json] [--svg FILE] [--png FILE]
+
+A deterministic discrete-event simulator of the reference's world (docs/SIMULATOR.md): workers with their own clocks,
+the network, a 3-node lock service, a DynamoDB lock item, Redis and Redlock, the store with its fence, the S3
+manifest and the sweeper. A scenario prints its event table and checks the reference's numbers against the models'
+(exit 4 if one fails). what-if runs the billing job on a lock item with your settings and faults (A holds first, B
+and every worker you name claim by --rule; default pause A:4s+15s) and answers: overlap of two holders, writes
+refused by the fence, invoices written twice with and without the fence, the longest time with no owner, and the
+earliest safe takeover. --sweep runs a grid (one row per setting; invalid cells are named) and says how long it took.
+--svg/--png write the timeline: held intervals, stop times, deadlines, pauses, fence raises, refused writes.`,
 
   local: `Usage: fencepost local [--data-dir D] [--dynamodb-port N] [--s3-port N]
 

@@ -15,12 +15,16 @@ import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
 import { playStory, storyLease, storyTable } from '../harness/story';
 import { runDirect, runStepFunctions } from './engines';
 import { HELP, localBanner } from './help';
+import { parseSimulate, simulate } from './simulate';
 import { instrumentRun } from './instrumentation';
 import {
   EXIT,
   auditOptions,
   bumpOptions,
   chaosOptions,
+  electOptions,
+  handoverOptions,
+  leaderOptions,
   localOptions,
   parseCommand,
   runOptions,
@@ -31,6 +35,7 @@ import {
 } from './options';
 import { auditTable, chaosTable, progressBar, summaryTable } from './progress';
 import { bumpCommand, sweepCommand } from './sweep';
+import { electCommand, handoverCommand, leaderCommand } from './elect';
 
 type Out = (text: string) => void;
 const out: Out = (t) => process.stdout.write(t + '\n');
@@ -192,6 +197,21 @@ function story(values: Values): Promise<number> {
   });
 }
 
+function elect(values: Values): Promise<number> {
+  const o = electOptions(values);
+  return withStores(o, (clients) => electCommand(o, clients, out, err));
+}
+
+function leader(values: Values): Promise<number> {
+  const o = leaderOptions(values);
+  return withStores(o, (clients) => leaderCommand(o, clients, out));
+}
+
+function handoverRun(values: Values): Promise<number> {
+  const o = handoverOptions(values);
+  return withStores(o, (clients) => handoverCommand(o, clients, out, err));
+}
+
 const COMMANDS: Record<CommandName, { help: string; run: (values: Values) => Promise<number> }> = {
   run: { help: HELP.run, run },
   audit: { help: HELP.audit, run: auditCommand },
@@ -200,6 +220,10 @@ const COMMANDS: Record<CommandName, { help: string; run: (values: Values) => Pro
   chaos: { help: HELP.chaos, run: chaos },
   story: { help: HELP.story, run: story },
   local: { help: HELP.local, run: local },
+  elect: { help: HELP.elect, run: elect },
+  leader: { help: HELP.leader, run: leader },
+  handover: { help: HELP.handover, run: handoverRun },
+  simulate: { help: HELP.simulate, run: simulate },
 };
 
 export async function main(argv: string[]): Promise<number> {
@@ -214,7 +238,8 @@ export async function main(argv: string[]): Promise<number> {
   }
   const c = COMMANDS[command as CommandName];
   try {
-    const values = parseCommand(command as CommandName, args);
+    // simulate takes a scenario name and repeated options (--pause, --sweep): it parses its own arguments.
+    const values = command === 'simulate' ? parseSimulate(args) : parseCommand(command as CommandName, args);
     if (values.help) {
       out(c.help);
       return EXIT.ok;

@@ -4,7 +4,9 @@
  */
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
-import { validateDate } from '../core/config';
+import { validateDate, validateLeaseConfig, type LeaseConfig } from '../core/config';
+import { nameProblems } from '../core/election';
+import { HANDOVER_DEFAULTS, handoverProblems, type HandoverConfig } from '../core/handover';
 import { DEFAULTS, validateBillingConfig, type BillingConfig } from '../apps/billing/settings';
 import { ConfigError } from '../core/errors';
 import { DEFAULT_BUMP } from '../core/restore';
@@ -85,6 +87,47 @@ export const commandOptions = {
     'workflow-share': { type: 'string' },
   },
   story: { ...storeOptions, 'time-scale': { type: 'string' } },
+  // simulate reads its scenario name and repeated options itself (cli/simulate.ts parseSimulate); listed here for --help and the types.
+  simulate: {
+    list: { type: 'boolean' },
+    json: { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
+    svg: { type: 'string' },
+    png: { type: 'string' },
+    lease: { type: 'string' },
+    renew: { type: 'string' },
+    margin: { type: 'string' },
+    rule: { type: 'string' },
+    poll: { type: 'string' },
+    pause: { type: 'string' },
+    crash: { type: 'string' },
+    clock: { type: 'string' },
+    sweep: { type: 'string' },
+  },
+  elect: {
+    ...storeOptions,
+    role: { type: 'string' },
+    candidate: { type: 'string' },
+    'lease-ms': { type: 'string' },
+    'renew-ms': { type: 'string' },
+    'margin-ms': { type: 'string' },
+    entries: { type: 'string' },
+    every: { type: 'string' },
+    events: { type: 'boolean' },
+  },
+  leader: { ...storeOptions, role: { type: 'string' } },
+  handover: {
+    ...storeOptions,
+    role: { type: 'string' },
+    writer: { type: 'string' },
+    'lease-ms': { type: 'string' },
+    'renew-ms': { type: 'string' },
+    'margin-ms': { type: 'string' },
+    'wait-margin-ms': { type: 'string' },
+    entries: { type: 'string' },
+    every: { type: 'string' },
+    events: { type: 'boolean' },
+  },
   local: {
     'data-dir': { type: 'string' },
     'dynamodb-port': { type: 'string' },
@@ -135,6 +178,22 @@ const EXPECTS: Record<ValueOption, string> = {
   kinds: `a comma-separated list of ${KINDS.join(', ')}`,
   'workflow-share': 'a fraction in [0, 1]',
   'time-scale': 'a number from 0.05 to 10',
+  svg: 'a file to write the timeline SVG to',
+  png: 'a file to write the timeline PNG to',
+  lease: 'a duration like 10s',
+  renew: 'a duration like 3s',
+  margin: 'a duration like 2s',
+  rule: 'one of no-margin, margin, clock-free',
+  poll: 'a duration like 500ms',
+  pause: '[WORKER:]START+LENGTH like 4s+15s',
+  crash: 'WORKER@TIME like B@25s',
+  clock: 'WORKER:+OFFSET like D:+3s, or WORKER:rate=R',
+  sweep: 'axes like lease=5..30 margin=0..5',
+  role: 'a role name (A-Z a-z 0-9 . _ -)',
+  candidate: 'a candidate name (A-Z a-z 0-9 . _ -)',
+  writer: 'a writer name (A-Z a-z 0-9 . _ -)',
+  entries: 'a non-negative integer',
+  'wait-margin-ms': 'milliseconds, 0 or more',
   'data-dir': 'a folder',
   'dynamodb-port': 'a port number 1-65535',
   's3-port': 'a port number 1-65535',
@@ -236,6 +295,19 @@ function numberOption(values: Record<string, unknown>, name: string, problems: s
     return undefined;
   }
   return Number(raw);
+}
+
+/** A duration option (10s, 500ms, 1m; a bare number is seconds) in milliseconds, at least `minMs`; undefined if absent. */
+function durationOption(values: Record<string, unknown>, name: string, minMs: number, problems: string[]): number | undefined {
+  if (values[name] === undefined) return undefined;
+  const m = /^(\d+)(ms|s|m)?$/.exec(String(values[name]));
+  if (!m) {
+    problems.push(`--${name} must be a duration like 10s, 500ms or 1m, got ${JSON.stringify(values[name])}`);
+    return undefined;
+  }
+  const ms = Number(m[1]) * ({ ms: 1, s: 1000, m: 60_000 }[m[2] ?? 's'] as number);
+  if (ms < minMs) problems.push(`--${name} must be at least ${minMs}ms`);
+  return ms;
 }
 
 /** A positive integer option with a default; a bad value becomes a problem in the list. */
@@ -404,13 +476,7 @@ export function sweepOptions(values: Record<string, unknown>): SweepOptions {
   const target = storeTarget(values, problems);
   if (!target.endpoints)
     problems.push('sweep needs --dynamodb-endpoint and --s3-endpoint: it watches a stack that billing runs use (start one with fencepost local)');
-  let everyMs: number | undefined;
-  if (values.every !== undefined) {
-    const m = /^(\d+)(ms|s|m)?$/.exec(String(values.every));
-    if (!m) problems.push(`--every must be a duration like 10s, 500ms or 1m, got ${JSON.stringify(values.every)}`);
-    else everyMs = Number(m[1]) * ({ ms: 1, s: 1000, m: 60_000 }[m[2] ?? 's'] as number);
-    if (everyMs !== undefined && everyMs < 100) problems.push('--every must be at least 100ms');
-  }
+  const everyMs = durationOption(values, 'every', 100, problems);
   const leaseMs = positiveInt(values, 'lease-ms', SWEEPER_DEFAULTS.leaseMs, problems);
   const stormShare = numberOption(values, 'storm-share', problems) ?? SWEEPER_DEFAULTS.stormShare;
   if (!(stormShare > 0 && stormShare <= 1)) problems.push(`--storm-share must be in (0, 1], got ${stormShare}`);
@@ -505,4 +571,107 @@ export function storyOptions(values: Record<string, unknown>): StoryOptions {
   if (!(timeScale >= 0.05 && timeScale <= 10)) problems.push(`--time-scale must be a number from 0.05 to 10, got ${timeScale}`);
   if (problems.length > 0) throw new ConfigError(problems);
   return { ...target, timeScale, json: Boolean(values.json) };
+}
+
+/** What a candidate or a writer does once it may write: append `entries` ledger entries (all: until stopped), one every `everyMs`. */
+export interface LedgerWork {
+  /** Undefined: append until SIGINT/SIGTERM. */
+  readonly entries: number | undefined;
+  readonly everyMs: number;
+  readonly json: boolean;
+  readonly events: boolean;
+}
+
+/** Appends one entry a second unless told otherwise. */
+export const LEDGER_EVERY_MS = 1000;
+
+function ledgerWork(values: Record<string, unknown>, problems: string[]): LedgerWork {
+  const entries = intOption(values, 'entries', problems);
+  if (entries !== undefined && entries < 0) problems.push(`--entries must be 0 or more, got ${entries}`);
+  return {
+    entries,
+    everyMs: durationOption(values, 'every', 10, problems) ?? LEDGER_EVERY_MS,
+    json: Boolean(values.json),
+    events: Boolean(values.events),
+  };
+}
+
+function requiredName(
+  values: Record<string, unknown>,
+  option: 'role' | 'candidate' | 'writer',
+  fallback: string | undefined,
+  problems: string[],
+): string {
+  const v = (values[option] as string | undefined) ?? fallback;
+  if (v === undefined) {
+    problems.push(`--${option} is required`);
+    return '';
+  }
+  problems.push(...nameProblems(option === 'role' ? 'role' : 'candidate', v).map((p) => `--${p.replace('candidate', option)}`));
+  return v;
+}
+
+const defaultName = () => `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 64);
+
+export interface ElectOptions extends StoreTarget, LedgerWork {
+  readonly role: string;
+  readonly candidate: string;
+  readonly config: LeaseConfig;
+}
+
+export function electOptions(values: Record<string, unknown>): ElectOptions {
+  const problems: string[] = [];
+  const target = storeTarget(values, problems);
+  const role = requiredName(values, 'role', undefined, problems);
+  const candidate = requiredName(values, 'candidate', defaultName(), problems);
+  let config: LeaseConfig | undefined;
+  try {
+    config = validateLeaseConfig({
+      leaseMs: intOption(values, 'lease-ms', problems),
+      renewMs: intOption(values, 'renew-ms', problems),
+      marginMs: intOption(values, 'margin-ms', problems),
+    });
+  } catch (err) {
+    problems.push(...(err as ConfigError).problems.map((p) => `--${p}`));
+  }
+  const work = ledgerWork(values, problems);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { ...target, ...work, role, candidate, config: config! };
+}
+
+export interface LeaderOptions extends StoreTarget {
+  readonly role: string;
+  readonly json: boolean;
+}
+
+export function leaderOptions(values: Record<string, unknown>): LeaderOptions {
+  const problems: string[] = [];
+  const target = storeTarget(values, problems);
+  const role = requiredName(values, 'role', undefined, problems);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { ...target, role, json: Boolean(values.json) };
+}
+
+export interface HandoverOptions extends StoreTarget, LedgerWork {
+  readonly role: string;
+  readonly writer: string;
+  readonly config: HandoverConfig;
+}
+
+export function handoverOptions(values: Record<string, unknown>): HandoverOptions {
+  const problems: string[] = [];
+  const target = storeTarget(values, problems);
+  const role = requiredName(values, 'role', undefined, problems);
+  const writer = requiredName(values, 'writer', defaultName(), problems);
+  const config: HandoverConfig = {
+    leaseMs: intOption(values, 'lease-ms', problems) ?? HANDOVER_DEFAULTS.leaseMs,
+    renewMs: intOption(values, 'renew-ms', problems) ?? HANDOVER_DEFAULTS.renewMs,
+    marginMs: intOption(values, 'margin-ms', problems) ?? HANDOVER_DEFAULTS.marginMs,
+    waitMarginMs: intOption(values, 'wait-margin-ms', problems) ?? HANDOVER_DEFAULTS.waitMarginMs,
+    claimBudget: HANDOVER_DEFAULTS.claimBudget,
+  };
+  if (problems.length === 0) problems.push(...handoverProblems(config).map((p) => `--${p}`));
+  const work = ledgerWork(values, problems);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { ...target, ...work, role, writer, config };
 }

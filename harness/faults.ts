@@ -9,6 +9,7 @@
  *   FENCEPOST_FAULT=sigstop:chunk-commit:<chunk>    after the check, before rewriting the manifest for that chunk
  *   FENCEPOST_FAULT=sigstop:complete                after the check, before completing the job
  *   FENCEPOST_FAULT=sigstop:after-chunk:<chunk>     (workflow engine) between that chunk's task and the next task
+ *   FENCEPOST_FAULT=sigstop:append:<n>              (elect, handover) after the check, before the n-th ledger append
  *   FENCEPOST_STORE_FAULTS=seed=S,throttle=P,lost=P throttling and lost-after-applied responses (harness/store-faults.ts)
  *   FENCEPOST_LAMBDA_CODE=source                    no fault: the workflow's handlers from their sources (the bench)
  *
@@ -25,7 +26,7 @@ import type { LambdaCode, LocalExecution } from '../local/workflow';
 
 /** The faults of one worker process, as the harness's tests and schedules ask for them. */
 export interface Faults {
-  /** Stop the process at this point: `batch:<chunk>:<batch>`, `chunk-commit:<chunk>`, `complete`, `after-chunk:<chunk>`. */
+  /** Stop the process at this point: `batch:<chunk>:<batch>`, `chunk-commit:<chunk>`, `complete`, `after-chunk:<chunk>`, `append:<n>`. */
   readonly sigstop?: string;
   /** Store faults in the run's SDK clients: `seed=S,throttle=P,lost=P` (harness/store-faults.ts). */
   readonly store?: string;
@@ -50,21 +51,23 @@ export function faultArgs(faults: Faults | undefined): { nodeArgs: string[]; env
 
 /** Where a stop lands: a point after a passed check (core/job.ts CheckPoint; billing's points are apps/billing/night.ts's), or between two workflow tasks. */
 export type StopPoint =
-  (CheckPoint & { readonly step: 'batch' | 'chunk-commit' | 'complete' }) | { readonly step: 'after-chunk'; readonly chunk: number };
+  (CheckPoint & { readonly step: 'batch' | 'chunk-commit' | 'complete' | 'append' }) | { readonly step: 'after-chunk'; readonly chunk: number };
 
-const STEPS = ['batch', 'chunk-commit', 'complete', 'after-chunk'] as const;
+const STEPS = ['batch', 'chunk-commit', 'complete', 'after-chunk', 'append'] as const;
 
 /** `sigstop:<step>[:<chunk>[:<batch>]]` → the point; a ConfigError naming the variable otherwise. */
 export function parseStop(spec: string): StopPoint {
   const [kind, step, ...numbers] = spec.split(':');
   const n = numbers.map(Number);
-  const arity = { batch: 2, 'chunk-commit': 1, complete: 0, 'after-chunk': 1 }[step as (typeof STEPS)[number]];
-  if (kind !== 'sigstop' || arity === undefined || n.length > arity || (step === 'after-chunk' && n.length !== 1) || !n.every(Number.isSafeInteger)) {
+  const arity = { batch: 2, 'chunk-commit': 1, complete: 0, 'after-chunk': 1, append: 1 }[step as (typeof STEPS)[number]];
+  const exact = step === 'after-chunk' || step === 'append';
+  if (kind !== 'sigstop' || arity === undefined || n.length > arity || (exact && n.length !== 1) || !n.every(Number.isSafeInteger)) {
     throw new ConfigError([
       `${FAULT_ENV.sigstop}=${spec} is not understood: sigstop:${STEPS.join('|')}[:<chunk>[:<batch>]] (docs/DESIGN.md, "Fault injection")`,
     ]);
   }
   if (step === 'after-chunk') return { step, chunk: n[0] };
+  if (step === 'append') return { step, batch: n[0] }; // the n-th append: its point carries the ordinal as `batch`
   return { step: step as 'batch' | 'chunk-commit' | 'complete', ...(n.length > 0 ? { chunk: n[0] } : {}), ...(n.length > 1 ? { batch: n[1] } : {}) };
 }
 

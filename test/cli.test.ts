@@ -377,3 +377,30 @@ test('fencepost local prints copy-paste AWS CLI commands with the real table nam
     await exited;
   }
 });
+
+test('elect, leader and handover refuse bad input in one line each, with nothing written', async () => {
+  await refusedWithNothingWritten(['elect', '--candidate', 'A'], /fencepost elect: --role is required/);
+  await refusedWithNothingWritten(['elect', '--role', 'a/b'], /fencepost elect: --role must be 1-64 characters/);
+  await refusedWithNothingWritten(
+    ['elect', '--role', 'r', '--lease-ms', '900', '--renew-ms', '400'],
+    /renew-ms \(400\) must be at most lease-ms \/ 3/,
+  );
+  await refusedWithNothingWritten(['elect', '--role', 'r', '--entries', '-1'], /--entries must be 0 or more/);
+  await refusedWithNothingWritten(['leader'], /fencepost leader: --role is required/);
+  await refusedWithNothingWritten(['handover', '--role', 'p', '--wait-margin-ms', '-5'], /wait-margin-ms must be a non-negative integer/);
+  await refusedWithNothingWritten(
+    ['handover', '--role', 'p', '--lease-ms', '1000', '--margin-ms', '1000', '--renew-ms', '300'],
+    /margin-ms \(1000\) must be less than lease-ms/,
+  );
+  await refusedWithNothingWritten(['handover', '--role', 'p', '--writer', 'bad name'], /--writer must be 1-64 characters/);
+});
+
+test('simulate runs a scenario from the command line, and refuses bad what-if settings in one line', async () => {
+  const r = await cli(['simulate', 'handover']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /checks: (\d+) of \1 hold/);
+  const bad = await cli(['simulate', 'what-if', '--lease', '10s', '--margin', '12s']);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /^fencepost simulate: .*margin/m);
+  assert.ok(bad.stderr.trim().split('\n').length <= 3, bad.stderr);
+});

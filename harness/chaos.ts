@@ -16,6 +16,9 @@
  *                cancel others on a shared item (TransactionConflict) with a wide window (50–250 ms), workflow chunks 3 at once
  *   cancel-throttle  the same through a proxy that cancels transactions at random with ThrottlingError or
  *                ProvisionedThroughputExceeded reasons and answers some calls 500 (local/dynamodb-proxy.ts)
+ *   election     3-5 `fencepost elect` candidates for a role, with pauses of the leader (one between its check and
+ *                an append), kills, a resignation, late joiners and faked clocks; audited by the ledger checker
+ *                (harness/election-chaos.ts), not by the billing audit
  *
  * Checks per schedule: invariants 1–4 by the auditor; 6 (the night is DONE once the faults stop, within the
  * liveness bound for crashes); 5 for clock schedules (the faked-clock holder's stop times follow its monotonic
@@ -35,8 +38,9 @@ import { provision } from '../local/provision';
 import { startDynamoDbProxy, type DynamoDbProxyOptions } from '../local/dynamodb-proxy';
 import { prng } from '../local/prng';
 import { startProcess, type SeenEvent, type WorkerOptions, type WorkerProcess } from './worker-process';
+import { runElectionSchedule } from './election-chaos';
 
-export const KINDS = ['pause', 'crash', 'duplicates', 'clock', 'store', 'sweeper-race', 'conflict', 'cancel-throttle'] as const;
+export const KINDS = ['pause', 'crash', 'duplicates', 'clock', 'store', 'sweeper-race', 'conflict', 'cancel-throttle', 'election'] as const;
 export type Kind = (typeof KINDS)[number];
 
 /** `fencepost chaos` without options: the long mode's schedule count, and a fifth of the schedules on the workflow. */
@@ -46,7 +50,7 @@ const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 const DATE = '2026-09-28';
 const LEASE = { leaseMs: 1500, renewMs: 400, marginMs: 500 };
 
-interface ScheduleResult {
+export interface ScheduleResult {
   readonly index: number;
   readonly seed: number;
   readonly kind: Kind;
@@ -85,6 +89,23 @@ export interface ChaosOptions {
 
 function libfaketimeAvailable(): boolean {
   return existsSync(LIBFAKETIME);
+}
+
+/** A process's wall clock under libfaketime: `env` to start it with; `set` moves it (read at every call). Its monotonic clock is left alone. */
+export interface FakeClock {
+  readonly env: Record<string, string>;
+  set(offset: string): void;
+}
+
+/** A faked wall clock starting at `offset` ('+3s' runs fast; '+0', then `set('-3s')`, steps back). */
+function fakeClock(offset: string): FakeClock {
+  const dir = mkdtempSync(path.join(tmpdir(), 'fencepost-faketime-'));
+  const file = path.join(dir, 'offset');
+  writeFileSync(file, `${offset}\n`);
+  return {
+    env: { LD_PRELOAD: LIBFAKETIME, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' },
+    set: (to) => writeFileSync(file, `${to}\n`),
+  };
 }
 
 export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
@@ -368,17 +389,15 @@ async function duplicates(ctx: Ctx): Promise<void> {
 }
 
 async function clock(ctx: Ctx): Promise<void> {
-  const dir = mkdtempSync(path.join(tmpdir(), 'fencepost-faketime-'));
-  const file = path.join(dir, 'offset');
   const step = ctx.random() < 0.5;
-  writeFileSync(file, step ? '+0\n' : '+3s\n');
-  const env = { LD_PRELOAD: LIBFAKETIME, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+  const faked = fakeClock(step ? '+0' : '+3s');
+  const env = faked.env;
   count(ctx, step ? 'clock-step-back' : 'clock-fast');
   const a = worker(ctx, 'A', { env });
   const b = ctx.random() < 0.5 ? worker(ctx, 'B') : undefined;
   if (step) {
     await a.waitFor((e) => e.event === 'renew' || e.event === 'completed', 60_000).catch(() => undefined);
-    writeFileSync(file, '-3s\n'); // the wall clock A sees steps back 3 s, mid-lease
+    faked.set('-3s'); // the wall clock A sees steps back 3 s, mid-lease
   }
   await Promise.all([a.exited, b?.exited]);
   ctx.notes.push(`A's wall clock ${step ? 'stepped back 3 s after its first renewal' : 'ran 3 s fast'}${b ? ', B ran beside it' : ''}`);
@@ -479,7 +498,8 @@ async function cancelThrottle(ctx: Ctx): Promise<void> {
   );
 }
 
-const SCENARIOS: Record<Kind, (ctx: Ctx) => Promise<void>> = {
+/** The billing night's kinds; `election` has its own schedule and checker (harness/election-chaos.ts). */
+const SCENARIOS: Record<Exclude<Kind, 'election'>, (ctx: Ctx) => Promise<void>> = {
   pause,
   crash,
   duplicates,
@@ -491,6 +511,8 @@ const SCENARIOS: Record<Kind, (ctx: Ctx) => Promise<void>> = {
 };
 
 async function runSchedule(o: ChaosOptions, index: number, seed: number, kind: Kind): Promise<ScheduleResult> {
+  // No billing night and no billing audit: the candidates' ledger is audited by its own checker.
+  if (kind === 'election') return runElectionSchedule(o, index, seed, libfaketimeAvailable() ? fakeClock : undefined);
   const t0 = performance.now();
   const random = prng(seed);
   const ctx: Ctx = {

@@ -1,13 +1,19 @@
 /**
  * The CI part of the fault suite (harness/chaos.ts): 20 randomized schedules of real faults on real processes,
- * every one audited against the invariants. The long mode is `fencepost chaos --schedules 200`.
+ * every one audited against the invariants, and 4 election schedules (harness/election-chaos.ts) audited by the
+ * ledger checker, which is first shown to fail on planted ledgers. The long mode is `fencepost chaos --schedules 200`.
  * Set FENCEPOST_CHAOS_SEED to explore other schedules; a failure prints the seed that replays it.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { entryKey, type LedgerEntry } from '../core/epoch-fence';
 import { localClients } from '../core/stores';
 import { KINDS, runChaos } from '../harness/chaos';
+import { electionViolations, type CandidateRun } from '../harness/election-chaos';
+import type { SeenEvent } from '../harness/worker-process';
 import { endpoints } from './support/stack';
+
+const BILLING_KINDS = KINDS.filter((k) => k !== 'election');
 
 test(
   '20 randomized fault schedules (pause, crash, duplicates, clock, store, sweeper races, conflicts, cancellations): 0 invariant violations',
@@ -22,6 +28,7 @@ test(
         clients,
         schedules: 20,
         seed,
+        kinds: BILLING_KINDS,
         workflowShare: 0.2,
         onResult: (r) =>
           t.diagnostic(
@@ -31,7 +38,7 @@ test(
       t.diagnostic(
         `faults by kind ${JSON.stringify(report.faultsByKind)}; takeovers ${report.takeovers}; fenced rejections ${report.fencedRejections}; ${report.seconds} s`,
       );
-      assert.deepEqual(Object.keys(report.schedulesByKind).sort(), [...KINDS].sort(), 'every kind of fault ran');
+      assert.deepEqual(Object.keys(report.schedulesByKind).sort(), [...BILLING_KINDS].sort(), 'every kind of fault ran');
       const failures = report.results.filter((r) => !r.ok).map((r) => `seed ${r.seed} ${r.kind}: ${r.violations.join('; ')}`);
       assert.deepEqual(failures, [], 'no invariant violated');
       assert.ok(report.takeovers > 0, 'the schedules exercised takeovers');
@@ -40,3 +47,105 @@ test(
     }
   },
 );
+
+test(
+  '4 election schedules (pauses in the check-to-append gap, kills, resignations, late joiners, clocks): 0 violations',
+  { timeout: 600_000 },
+  async (t) => {
+    const ep = await endpoints();
+    const clients = localClients(ep);
+    const seed = Number(process.env.FENCEPOST_CHAOS_SEED ?? 20261130);
+    try {
+      const report = await runChaos({
+        endpoints: ep,
+        clients,
+        schedules: 4,
+        seed,
+        kinds: ['election'],
+        onResult: (r) =>
+          t.diagnostic(
+            `${r.ok ? 'ok' : 'FAIL'} seed ${r.seed} ${r.kind} (${r.seconds} s): ${r.detail}${r.ok ? '' : ` :: ${r.violations.join(' | ')} :: replay: fencepost chaos --seed ${r.seed} --schedules 1 --kinds election`}`,
+          ),
+      });
+      t.diagnostic(
+        `faults by kind ${JSON.stringify(report.faultsByKind)}; takeovers ${report.takeovers}; refused appends ${report.fencedRejections}; ${report.seconds} s`,
+      );
+      const failures = report.results.filter((r) => !r.ok).map((r) => `seed ${r.seed}: ${r.violations.join('; ')}`);
+      assert.deepEqual(failures, [], 'no violation');
+      const f = report.faultsByKind;
+      // Even seeds open with a pause in the gap, odd ones with a kill: 4 consecutive schedules have both.
+      assert.ok((f['pause-in-gap'] ?? 0) > 0, 'a leader stopped itself between a check and an append');
+      assert.ok((f['kill-leader'] ?? 0) + (f['kill-middle'] ?? 0) + (f['kill-several'] ?? 0) > 0, 'candidates were killed');
+      assert.ok(report.fencedRejections > 0, 'the fence refused at least one append of a deposed leader');
+      assert.ok(report.takeovers > 0, 'leadership changed hands');
+    } finally {
+      clients.destroy();
+    }
+  },
+);
+
+test('the election checker fails on a planted bad ledger and bad event streams', () => {
+  let at = 0;
+  const ev = (worker: string, event: string, fields: Record<string, unknown> = {}, seenAtMs = (at += 10)): SeenEvent =>
+    ({ event, worker, monoMs: 0, seenAtMs, ...fields }) as unknown as SeenEvent;
+  const entry = (version: number, epoch: number, writer: string): LedgerEntry => ({
+    pk: entryKey('ledger/r', version),
+    epoch,
+    version,
+    writer,
+    written_at: '2026-12-01T00:00:00.000Z',
+  });
+  const run = (name: string, events: SeenEvent[], more: Partial<CandidateRun> = {}): CandidateRun => ({
+    name,
+    events,
+    exitCode: 0,
+    signal: null,
+    killed: false,
+    ...more,
+  });
+  // A sound schedule: C0 leads (epoch 1), stops in the gap, C1 leads (epoch 2) and writes, C0's late append is refused.
+  const c0 = [ev('C0', 'leading', { epoch: 1 }), ev('C0', 'appended', { epoch: 1, version: 1 }), ev('C0', 'fault', { step: 'append' })];
+  const c1 = [ev('C1', 'predecessor-gone', { predecessor: 1 }), ev('C1', 'leading', { epoch: 2 }), ev('C1', 'appended', { epoch: 2, version: 2 })];
+  const resumedAt = (at += 10);
+  const refused = ev('C0', 'append-refused', { epoch: 1, version: 2, fence: 2 });
+  const good = [entry(1, 1, 'C0'), entry(2, 2, 'C1')];
+  const sound = [run('C0', [...c0, refused], { exitCode: 3, gapResumedAtMs: resumedAt }), run('C1', c1)];
+  assert.deepEqual(electionViolations(good, { epoch: 2, version: 2 }, sound), []);
+
+  // The deposed leader's late append landed after its successor's first write (a fence that let it through).
+  const zombie = [...good, entry(3, 1, 'C0')];
+  const landed = electionViolations(zombie, { epoch: 2, version: 3 }, [run('C0', c0, { exitCode: 0, gapResumedAtMs: resumedAt }), run('C1', c1)]);
+  assert.ok(
+    landed.some((p) => /ledger: version 3 was written with epoch 1 after version 2 had epoch 2/.test(p)),
+    landed.join('\n'),
+  );
+  assert.ok(landed.some((p) => /C0 was paused between a check and an append, continued after C1's first write, and its append landed/.test(p)));
+  assert.ok(landed.some((p) => /C0 .* shows no append-refused and exited 0/.test(p)));
+  assert.ok(landed.some((p) => /C0 \(epoch 1\) has 1 entries in the ledger it never acknowledged/.test(p)));
+
+  // A version twice, an acknowledged append lost, two leaders of one epoch, an unannounced epoch, bad exits.
+  const twice = [entry(1, 1, 'C0'), entry(1, 1, 'C0'), entry(2, 3, 'C2')];
+  const bad = electionViolations(twice, { epoch: 3, version: 2 }, [
+    run('C0', [ev('C0', 'leading', { epoch: 1 }), ev('C0', 'appended', { epoch: 1, version: 1 })]),
+    run('C1', [ev('C1', 'leading', { epoch: 1 }), ev('C1', 'appended', { epoch: 1, version: 4 })], { exitCode: 1, stderrTail: 'TypeError' }),
+    run('C3', [ev('C3', 'predecessor-gone', { predecessor: 1 }), ev('C3', 'predecessor-gone', { predecessor: 2 })], {
+      exitCode: null,
+      signal: 'SIGTERM',
+    }),
+    run('C4', [ev('C4', 'leading', { epoch: 4 })], { exitCode: 0, resignAsked: true, outcome: 'stopped' }),
+  ]);
+  for (const expected of [
+    /ledger: version 1 is in the ledger 2 times/,
+    /epoch 1 was announced by C0 and C1/,
+    /the ledger holds epoch 3, announced by 0 candidates/,
+    /C1's acknowledged append \(epoch 1, version 4\) is not in the ledger/,
+    /C1 ended with 1 \(TypeError\)/,
+    /C3 watched predecessor 2 after 1: not the next lower one/,
+    /C3 ended with SIGTERM/,
+    /C4 was sent SIGTERM while leading and ended stopped/,
+  ])
+    assert.ok(
+      bad.some((p) => expected.test(p)),
+      `${expected} among:\n${bad.join('\n')}`,
+    );
+});

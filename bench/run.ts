@@ -17,6 +17,7 @@ import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { awsModel } from './aws-model';
 import { concurrency } from './concurrency';
+import { election } from './election';
 import { SharedStack, fmt, machine, table, type BenchContext, type Measurement, type Report, type Verdict } from './common';
 import { growth } from './growth';
 import { leaseOps } from './lease-ops';
@@ -27,7 +28,19 @@ import { takeover } from './takeover';
 import { waste } from './waste';
 import { writePath } from './write-path';
 
-export const MEASUREMENTS: readonly Measurement[] = [writePath, night, takeover, sweeper, leaseOps, memory, growth, waste, concurrency, awsModel];
+export const MEASUREMENTS: readonly Measurement[] = [
+  writePath,
+  night,
+  takeover,
+  sweeper,
+  leaseOps,
+  memory,
+  growth,
+  waste,
+  concurrency,
+  awsModel,
+  election,
+];
 
 const HELP = `npx tsx bench/run.ts [--quick] [--only ${MEASUREMENTS.map((m) => m.name).join(',')}] [--rounds N] [--invoices N (write-path, concurrency)] [--out FILE]`;
 

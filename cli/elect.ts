@@ -17,7 +17,7 @@ import type { LeaseDeps } from '../core/lease';
 import { tableNames } from '../core/schema';
 import type { Clients } from '../core/stores';
 import { instrumentRun } from './instrumentation';
-import { EXIT, type ElectOptions, type HandoverOptions, type LeaderOptions, type LedgerWork } from './options';
+import { EXIT, type ElectOptions, type HandoverOptions, type LeaderOptions, type LedgerWork, type StoreTarget } from './options';
 
 type Out = (text: string) => void;
 
@@ -121,16 +121,21 @@ function finish(summary: LedgerSummary, work: LedgerWork, out: Out): number {
   return summary.outcome === 'deposed' ? EXIT.lost : EXIT.ok;
 }
 
+/** What elect and handover both start from: the events, the instrumentation, the lock table, the ledger, the signals. */
+function ledgerRun(o: StoreTarget & LedgerWork & { role: string }, name: string, fenceKey: string, clients: Clients, out: Out, err: Out) {
+  const tables = tableNames(o.tablePrefix);
+  const events = eventsFor(name, o, out, err);
+  // Nothing, unless a module loaded before the CLI instruments the process (the test harness's faults).
+  const { hooks } = instrumentRun({ worker: name, engine: 'direct', clients, events });
+  const deps: LeaseDeps = { ddb: clients.ddb, table: tables.locks, clock: systemClock, events };
+  const fence = new EpochFence({ ddb: clients.ddb, table: tables.jobs, clock: systemClock }, fenceKey);
+  const summary: LedgerSummary = { role: o.role, name, outcome: 'stopped', appended: 0 };
+  return { events, hooks, deps, fence, summary, stop: stopSignal() };
+}
+
 /** `fencepost elect`: campaign, and while leading append entries to the role's ledger stamped with the epoch. */
 export async function electCommand(o: ElectOptions, clients: Clients, out: Out, err: Out): Promise<number> {
-  const tables = tableNames(o.tablePrefix);
-  const events = eventsFor(o.candidate, o, out, err);
-  // Nothing, unless a module loaded before the CLI instruments the process (the test harness's faults).
-  const { hooks } = instrumentRun({ worker: o.candidate, engine: 'direct', clients, events });
-  const deps: LeaseDeps = { ddb: clients.ddb, table: tables.locks, clock: systemClock, events };
-  const fence = new EpochFence({ ddb: clients.ddb, table: tables.jobs, clock: systemClock }, ledgerKey(o.role));
-  const stop = stopSignal();
-  const summary: LedgerSummary = { role: o.role, name: o.candidate, outcome: 'stopped', appended: 0 };
+  const { events, hooks, deps, fence, summary, stop } = ledgerRun(o, o.candidate, ledgerKey(o.role), clients, out, err);
   let leadership: Leadership | undefined;
   const lost = new AbortController(); // onLost ends the loop at the stop time, not only at the next check
   const reads: ElectionReads = { join: 0, role: 0, predecessors: {} };
@@ -183,13 +188,7 @@ export async function leaderCommand(o: LeaderOptions, clients: Clients, out: Out
 
 /** `fencepost handover`: become the role's single writer (flip, wait lease + margin, bump), then append entries. */
 export async function handoverCommand(o: HandoverOptions, clients: Clients, out: Out, err: Out): Promise<number> {
-  const tables = tableNames(o.tablePrefix);
-  const events = eventsFor(o.writer, o, out, err);
-  const { hooks } = instrumentRun({ worker: o.writer, engine: 'direct', clients, events });
-  const deps: LeaseDeps = { ddb: clients.ddb, table: tables.locks, clock: systemClock, events };
-  const fence = new EpochFence({ ddb: clients.ddb, table: tables.jobs, clock: systemClock }, writerLedgerKey(o.role));
-  const stop = stopSignal();
-  const summary: LedgerSummary = { role: o.role, name: o.writer, outcome: 'stopped', appended: 0 };
+  const { hooks, deps, fence, summary, stop } = ledgerRun(o, o.writer, writerLedgerKey(o.role), clients, out, err);
   let writer: Writer | undefined;
   try {
     writer = await handover(deps, o.role, o.writer, o.config, fence, { hooks });

@@ -87,7 +87,7 @@ export const commandOptions = {
     'workflow-share': { type: 'string' },
   },
   story: { ...storeOptions, 'time-scale': { type: 'string' } },
-  // simulate reads its scenario name and repeated options itself (cli/simulate.ts parseSimulate); listed here for --help and the types.
+  // simulate takes a scenario name as its first word (POSITIONALS), and repeats --pause, --crash, --clock and --sweep.
   simulate: {
     list: { type: 'boolean' },
     json: { type: 'boolean' },
@@ -99,10 +99,10 @@ export const commandOptions = {
     margin: { type: 'string' },
     rule: { type: 'string' },
     poll: { type: 'string' },
-    pause: { type: 'string' },
-    crash: { type: 'string' },
-    clock: { type: 'string' },
-    sweep: { type: 'string' },
+    pause: { type: 'string', multiple: true },
+    crash: { type: 'string', multiple: true },
+    clock: { type: 'string', multiple: true },
+    sweep: { type: 'string', multiple: true },
   },
   elect: {
     ...storeOptions,
@@ -214,6 +214,14 @@ function closest(name: string, known: readonly string[]): string | undefined {
   return scored.sort((a, b) => a.d - b.d)[0]?.k;
 }
 
+/** The commands that take words besides options, and what the words are: `positionals` in the parsed values, one per line. */
+const POSITIONALS: Partial<Record<CommandName, string>> = {
+  simulate: 'a scenario name (fencepost simulate --list), and name=range words after --sweep',
+};
+
+/** A repeatable option's values are joined with this in the parsed values. */
+export const REPEATED_SEPARATOR = '\n';
+
 /**
  * Parse a command's arguments. Node's strict parseArgs explains a bad option in up to three lines that suggest
  * `--opt=-XYZ` (and refuses `--invoices -5` as "ambiguous"), so the tokens are checked here instead: one line per
@@ -221,7 +229,8 @@ function closest(name: string, known: readonly string[]): string | undefined {
  * `--invoices -5` reaches the range check and `--seed -5` works), refused when it looks like an option.
  */
 export function parseCommand<C extends CommandName>(command: C, args: string[]): Record<string, string | boolean | undefined> {
-  const options: Record<string, { type: 'string' | 'boolean'; short?: string }> = commandOptions[command];
+  const options: Record<string, { type: 'string' | 'boolean'; short?: string; multiple?: boolean }> = commandOptions[command];
+  const positionals: string[] = [];
   const expects = EXPECTS as Record<string, string>;
   const { tokens } = parseArgs({ args, options, strict: false, allowPositionals: true, tokens: true });
   const values: Record<string, string | boolean | undefined> = {};
@@ -231,6 +240,10 @@ export function parseCommand<C extends CommandName>(command: C, args: string[]):
   for (const t of tokens) {
     if (t.kind === 'option-terminator') continue;
     if (t.kind === 'positional') {
+      if (POSITIONALS[command] !== undefined && !afterUnknown) {
+        positionals.push(t.value);
+        continue;
+      }
       // The value of an unknown option is not a second problem.
       if (!afterUnknown) problems.push(`unexpected argument ${JSON.stringify(t.value)}: ${command} takes only options (see ${help})`);
       afterUnknown = false;
@@ -260,6 +273,8 @@ export function parseCommand<C extends CommandName>(command: C, args: string[]):
           ? `${t.rawName} needs a value (${what}), got the option ${t.value} instead`
           : `${t.rawName} needs a value (${what}), got ${JSON.stringify(t.value)}, which looks like an option (write ${t.rawName}=${t.value} if it is the value)`,
       );
+    } else if (spec.multiple && values[t.name] !== undefined) {
+      values[t.name] = `${String(values[t.name])}${REPEATED_SEPARATOR}${t.value}`;
     } else if (values[t.name] !== undefined && values[t.name] !== t.value) {
       problems.push(`${t.rawName} given twice (${JSON.stringify(values[t.name])} and ${JSON.stringify(t.value)}): give it once`);
     } else {
@@ -267,6 +282,7 @@ export function parseCommand<C extends CommandName>(command: C, args: string[]):
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);
+  if (positionals.length > 0) values.positionals = positionals.join(REPEATED_SEPARATOR);
   return values;
 }
 

@@ -11,13 +11,14 @@
  * The scenario name and repeated options do not fit parseCommand's scheme, so `parseSimulate` reads them here.
  */
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { ConfigError } from '../core/errors';
 import { secs, type SimRow, type TimelineMark } from '../core/sim/engine';
 import { CLAIM_RULES, type ClaimRule } from '../core/sim/lock-item';
 import type { Check } from '../core/sim/scenario';
 import { SCENARIOS } from '../core/sim/scenarios/index';
 import { sweepGrid, whatIf, WHAT_IF_DEFAULTS, type SweepAxis, type WhatIfAnswers, type WhatIfSettings } from '../core/sim/what-if';
+import { parseCommand, REPEATED_SEPARATOR } from './options';
+import { textTable } from '../harness/text-table';
 import { svgToPng, timelineSvg } from './timeline';
 
 type Values = Record<string, string | boolean | undefined>;
@@ -25,52 +26,22 @@ type Out = (text: string) => void;
 
 const EXIT_OK = 0;
 const EXIT_CHECK_FAILED = 4;
-/** Options given more than once are joined with this in Values. */
-const SEP = '\n';
-
-const OPTIONS = {
-  list: { type: 'boolean' },
-  json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-  svg: { type: 'string' },
-  png: { type: 'string' },
-  lease: { type: 'string' },
-  renew: { type: 'string' },
-  margin: { type: 'string' },
-  rule: { type: 'string' },
-  poll: { type: 'string' },
-  pause: { type: 'string', multiple: true },
-  crash: { type: 'string', multiple: true },
-  clock: { type: 'string', multiple: true },
-  sweep: { type: 'string', multiple: true },
-} as const;
-
 /**
- * Read `simulate`'s arguments: the scenario name (the first positional), repeated --pause/--crash/--clock/--sweep
- * (joined with newlines), and the `name=range` words that follow --sweep. Unknown options and stray words are
- * problems, one line each.
+ * Read `simulate`'s arguments: the options as every command reads them (cli/options.ts parseCommand: unknown options,
+ * missing values and stray words refused one line each; --pause, --crash, --clock and --sweep may repeat), then the
+ * scenario name (the first word) and the `name=range` words that follow --sweep.
  * @throws ConfigError listing every problem
  */
 export function parseSimulate(args: string[]): Values {
-  const problems: string[] = [];
-  const { values, positionals, tokens } = parseArgs({ args, options: OPTIONS, strict: false, allowPositionals: true, tokens: true });
-  const out: Values = {};
-  for (const t of tokens)
-    if (t.kind === 'option' && !Object.hasOwn(OPTIONS, t.name)) problems.push(`unknown option '${t.rawName}' (see fencepost simulate --help)`);
-  for (const [k, v] of Object.entries(values)) {
-    if (!Object.hasOwn(OPTIONS, k)) continue;
-    const spec = OPTIONS[k as keyof typeof OPTIONS];
-    if (spec.type === 'string' && (v === true || (Array.isArray(v) && v.some((x) => typeof x !== 'string')))) problems.push(`--${k} needs a value`);
-    else out[k] = Array.isArray(v) ? v.join(SEP) : (v as string | boolean);
-  }
-  const [scenario, ...rest] = positionals;
-  if (scenario !== undefined) out.scenario = scenario;
-  const axes = rest.filter((p) => /^\w+=/.test(p));
-  if (axes.length > 0 && out.sweep !== undefined) out.sweep = [out.sweep, ...axes].join(SEP);
-  for (const p of rest.filter((x) => !(out.sweep !== undefined && /^\w+=/.test(x))))
-    problems.push(`unexpected argument ${JSON.stringify(p)} (see fencepost simulate --help)`);
-  if (problems.length > 0) throw new ConfigError(problems);
-  return out;
+  const values = parseCommand('simulate', args);
+  const [scenario, ...rest] = list(values.positionals);
+  delete values.positionals;
+  if (scenario !== undefined) values.scenario = scenario;
+  const axes = values.sweep === undefined ? [] : rest.filter((p) => /^\w+=/.test(p));
+  if (axes.length > 0) values.sweep = [values.sweep, ...axes].join(REPEATED_SEPARATOR);
+  const stray = rest.filter((p) => !axes.includes(p));
+  if (stray.length > 0) throw new ConfigError(stray.map((p) => `unexpected argument ${JSON.stringify(p)} (see fencepost simulate --help)`));
+  return values;
 }
 
 /** A duration: 10s, 500ms, 1.5s, 2m; a bare number is seconds. */
@@ -83,7 +54,7 @@ function duration(raw: string, what: string, problems: string[]): number | undef
   return Math.round(Number(m[1]) * { ms: 1, s: 1000, m: 60_000 }[(m[2] ?? 's') as 'ms' | 's' | 'm']);
 }
 
-const list = (v: string | boolean | undefined) => (typeof v === 'string' ? v.split(SEP).filter((x) => x !== '') : []);
+const list = (v: string | boolean | undefined) => (typeof v === 'string' ? v.split(REPEATED_SEPARATOR).filter((x) => x !== '') : []);
 
 /** The what-if settings from the options, defaults filled in; every problem collected, then thrown at once. */
 function whatIfSettings(values: Values): { settings: WhatIfSettings; axes: SweepAxis[] } {
@@ -168,17 +139,7 @@ export function eventTable(rows: readonly SimRow[]): string {
     r.fence === undefined ? '' : String(r.fence),
     r.note ?? '',
   ]);
-  return table(header, body);
-}
-
-function table(header: string[], body: string[][]): string {
-  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i].length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => c.padEnd(widths[i]))
-      .join('  ')
-      .trimEnd();
-  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)].join('\n');
+  return textTable(header, body);
 }
 
 function checksText(checks: readonly Check[]): string {
@@ -227,7 +188,7 @@ export async function simulate(
   const name = values.scenario as string | undefined;
   if (values.list || name === undefined) {
     out(
-      table(
+      textTable(
         ['scenario', 'what it shows'],
         [
           ...SCENARIOS.map((s) => [s.name, s.title]),
@@ -280,7 +241,7 @@ async function whatIfCommand(values: Values, out: Out, err: Out): Promise<number
     ]);
     if (values.json)
       out(JSON.stringify({ settings, axes, cells: grid.results, settingsRun: grid.results.length, ms: Math.round(grid.ms * 10) / 10 }));
-    else out([table(header, body), '', `a grid of ${grid.results.length} settings in ${grid.ms.toFixed(0)} ms`].join('\n'));
+    else out([textTable(header, body), '', `a grid of ${grid.results.length} settings in ${grid.ms.toFixed(0)} ms`].join('\n'));
     return EXIT_OK;
   }
   const r = whatIf(settings);

@@ -98,7 +98,7 @@ export interface FakeClock {
 }
 
 /** A faked wall clock starting at `offset` ('+3s' runs fast; '+0', then `set('-3s')`, steps back). */
-function fakeClock(offset: string): FakeClock {
+export function fakeClock(offset: string): FakeClock {
   const dir = mkdtempSync(path.join(tmpdir(), 'fencepost-faketime-'));
   const file = path.join(dir, 'offset');
   writeFileSync(file, `${offset}\n`);

@@ -16,6 +16,7 @@ import { DEFAULTS } from '../apps/billing/settings';
 import { tableNames } from '../core/schema';
 import type { Clients, Endpoints } from '../core/stores';
 import { provision } from '../local/provision';
+import { textTable } from './text-table';
 import { startProcess, type SeenEvent, type WorkerProcess } from './worker-process';
 
 export interface StoryRow {
@@ -202,16 +203,8 @@ export async function playStory(endpoints: Endpoints, clients: Clients, timeScal
 export function storyTable(result: StoryResult): string {
   const header = ['t (s)', 'actor', 'event', 'token', 'fence', 'state', 'note'];
   const body = result.rows.map((r) => [r.t.toFixed(2), r.actor, r.event, String(r.token ?? ''), String(r.fence ?? ''), r.state ?? '', r.note ?? '']);
-  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i].length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => c.padEnd(widths[i]))
-      .join('  ')
-      .trimEnd();
   return [
-    line(header),
-    line(widths.map((w) => '-'.repeat(w))),
-    ...body.map(line),
+    textTable(header, body),
     '',
     `audit: ${result.audit.ok ? 'all invariants hold' : 'INVARIANT BROKEN'}; state ${result.audit.state}, fence ${result.audit.fence}, epoch ${result.audit.epoch}, ${result.audit.invoicesFound}/${result.audit.invoicesExpected} invoices, tokens ${JSON.stringify(result.audit.tokensSeen)}`,
   ].join('\n');

@@ -6,13 +6,12 @@
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
+import { existsSync } from 'node:fs';
 import { systemClock } from '../core/clock';
 import { ledgerKey } from '../core/election';
 import { EpochFence, ledgerViolations } from '../core/epoch-fence';
 import { writerLedgerKey } from '../core/handover';
+import { fakeClock } from '../harness/chaos';
 import { startProcess, type SeenEvent, type WorkerOptions, type WorkerProcess } from '../harness/worker-process';
 import { namespace, type Namespace } from './support/stack';
 
@@ -197,19 +196,13 @@ test(
   { timeout: 180_000, skip: existsSync(LIBFAKETIME) ? false : `needs libfaketime (${LIBFAKETIME})` },
   async () => {
     const ns = await namespace();
-    const dir = mkdtempSync(path.join(tmpdir(), 'fencepost-faketime-'));
-    const faked = (offset: string) => {
-      const file = path.join(dir, `offset-${offset}`);
-      writeFileSync(file, `${offset}\n`);
-      return { file, env: { LD_PRELOAD: LIBFAKETIME, FAKETIME_TIMESTAMP_FILE: file, FAKETIME_NO_CACHE: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' } };
-    };
-    const fastClock = faked('+3s');
-    const steppedClock = faked('+0');
+    const fastClock = fakeClock('+3s');
+    const steppedClock = fakeClock('+0');
     const a = candidate(ns, 'clocked', 'A', { env: fastClock.env });
     await a.waitFor((e) => e.event === 'leading', 60_000);
     const b = candidate(ns, 'clocked', 'B', { env: steppedClock.env });
     await b.waitFor((e) => e.event === 'campaign', 60_000);
-    writeFileSync(steppedClock.file, '-3s\n'); // B's wall clock steps back 3 s while it watches A
+    steppedClock.set('-3s'); // B's wall clock steps back 3 s while it watches A
     await new Promise((r) => setTimeout(r, 1.5 * LEASE.leaseMs));
     assert.equal(leading(b).length, 0, 'B does not lead while A renews, whatever either wall clock says');
     a.child.kill('SIGKILL');

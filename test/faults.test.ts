@@ -4,47 +4,52 @@
  * ledger checker, which is first shown to fail on planted ledgers. The long mode is `fencepost chaos --schedules 200`.
  * Set FENCEPOST_CHAOS_SEED to explore other schedules; a failure prints the seed that replays it.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { entryKey, type LedgerEntry } from '../core/epoch-fence';
 import { localClients } from '../core/stores';
-import { KINDS, runChaos } from '../harness/chaos';
+import { KINDS, runChaos, type ChaosReport, type Kind } from '../harness/chaos';
 import { electionViolations, type CandidateRun } from '../harness/election-chaos';
 import type { SeenEvent } from '../harness/worker-process';
 import { endpoints } from './support/stack';
 
 const BILLING_KINDS = KINDS.filter((k) => k !== 'election');
 
+/** Run `count` schedules of `kinds` on the test stack, each result and the totals reported as diagnostics. */
+async function runSchedules(t: TestContext, count: number, kinds: readonly Kind[], workflowShare = 0): Promise<ChaosReport> {
+  const ep = await endpoints();
+  const clients = localClients(ep);
+  try {
+    const report = await runChaos({
+      endpoints: ep,
+      clients,
+      schedules: count,
+      seed: Number(process.env.FENCEPOST_CHAOS_SEED ?? 20261130),
+      kinds,
+      workflowShare,
+      onResult: (r) =>
+        t.diagnostic(
+          `${r.ok ? 'ok' : 'FAIL'} seed ${r.seed} ${r.kind} (${r.engine}, ${r.seconds} s): ${r.detail}${r.ok ? '' : ` :: ${r.violations.join(' | ')} :: replay: fencepost chaos --seed ${r.seed} --schedules 1 --kinds ${r.kind}`}`,
+        ),
+    });
+    t.diagnostic(
+      `faults by kind ${JSON.stringify(report.faultsByKind)}; takeovers ${report.takeovers}; fenced rejections ${report.fencedRejections}; ${report.seconds} s`,
+    );
+    const failures = report.results.filter((r) => !r.ok).map((r) => `seed ${r.seed} ${r.kind}: ${r.violations.join('; ')}`);
+    assert.deepEqual(failures, [], 'no violation');
+    return report;
+  } finally {
+    clients.destroy();
+  }
+}
+
 test(
   '20 randomized fault schedules (pause, crash, duplicates, clock, store, sweeper races, conflicts, cancellations): 0 invariant violations',
   { timeout: 900_000 },
   async (t) => {
-    const ep = await endpoints();
-    const clients = localClients(ep);
-    const seed = Number(process.env.FENCEPOST_CHAOS_SEED ?? 20261130);
-    try {
-      const report = await runChaos({
-        endpoints: ep,
-        clients,
-        schedules: 20,
-        seed,
-        kinds: BILLING_KINDS,
-        workflowShare: 0.2,
-        onResult: (r) =>
-          t.diagnostic(
-            `${r.ok ? 'ok' : 'FAIL'} seed ${r.seed} ${r.kind} (${r.engine}, ${r.seconds} s): ${r.detail}${r.ok ? '' : ` :: ${r.violations.join(' | ')} :: replay: fencepost chaos --seed ${r.seed} --schedules 1 --kinds ${r.kind}`}`,
-          ),
-      });
-      t.diagnostic(
-        `faults by kind ${JSON.stringify(report.faultsByKind)}; takeovers ${report.takeovers}; fenced rejections ${report.fencedRejections}; ${report.seconds} s`,
-      );
-      assert.deepEqual(Object.keys(report.schedulesByKind).sort(), [...BILLING_KINDS].sort(), 'every kind of fault ran');
-      const failures = report.results.filter((r) => !r.ok).map((r) => `seed ${r.seed} ${r.kind}: ${r.violations.join('; ')}`);
-      assert.deepEqual(failures, [], 'no invariant violated');
-      assert.ok(report.takeovers > 0, 'the schedules exercised takeovers');
-    } finally {
-      clients.destroy();
-    }
+    const report = await runSchedules(t, 20, BILLING_KINDS, 0.2);
+    assert.deepEqual(Object.keys(report.schedulesByKind).sort(), [...BILLING_KINDS].sort(), 'every kind of fault ran');
+    assert.ok(report.takeovers > 0, 'the schedules exercised takeovers');
   },
 );
 
@@ -52,35 +57,13 @@ test(
   '4 election schedules (pauses in the check-to-append gap, kills, resignations, late joiners, clocks): 0 violations',
   { timeout: 600_000 },
   async (t) => {
-    const ep = await endpoints();
-    const clients = localClients(ep);
-    const seed = Number(process.env.FENCEPOST_CHAOS_SEED ?? 20261130);
-    try {
-      const report = await runChaos({
-        endpoints: ep,
-        clients,
-        schedules: 4,
-        seed,
-        kinds: ['election'],
-        onResult: (r) =>
-          t.diagnostic(
-            `${r.ok ? 'ok' : 'FAIL'} seed ${r.seed} ${r.kind} (${r.seconds} s): ${r.detail}${r.ok ? '' : ` :: ${r.violations.join(' | ')} :: replay: fencepost chaos --seed ${r.seed} --schedules 1 --kinds election`}`,
-          ),
-      });
-      t.diagnostic(
-        `faults by kind ${JSON.stringify(report.faultsByKind)}; takeovers ${report.takeovers}; refused appends ${report.fencedRejections}; ${report.seconds} s`,
-      );
-      const failures = report.results.filter((r) => !r.ok).map((r) => `seed ${r.seed}: ${r.violations.join('; ')}`);
-      assert.deepEqual(failures, [], 'no violation');
-      const f = report.faultsByKind;
-      // Even seeds open with a pause in the gap, odd ones with a kill: 4 consecutive schedules have both.
-      assert.ok((f['pause-in-gap'] ?? 0) > 0, 'a leader stopped itself between a check and an append');
-      assert.ok((f['kill-leader'] ?? 0) + (f['kill-middle'] ?? 0) + (f['kill-several'] ?? 0) > 0, 'candidates were killed');
-      assert.ok(report.fencedRejections > 0, 'the fence refused at least one append of a deposed leader');
-      assert.ok(report.takeovers > 0, 'leadership changed hands');
-    } finally {
-      clients.destroy();
-    }
+    const report = await runSchedules(t, 4, ['election']);
+    const f = report.faultsByKind;
+    // Even seeds open with a pause in the gap, odd ones with a kill: 4 consecutive schedules have both.
+    assert.ok((f['pause-in-gap'] ?? 0) > 0, 'a leader stopped itself between a check and an append');
+    assert.ok((f['kill-leader'] ?? 0) + (f['kill-middle'] ?? 0) + (f['kill-several'] ?? 0) > 0, 'candidates were killed');
+    assert.ok(report.fencedRejections > 0, 'the fence refused at least one append of a deposed leader');
+    assert.ok(report.takeovers > 0, 'leadership changed hands');
   },
 );
 

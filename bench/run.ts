@@ -23,6 +23,7 @@ import { growth } from './growth';
 import { leaseOps } from './lease-ops';
 import { memory } from './memory';
 import { night } from './night';
+import { simulator } from './simulator';
 import { sweeper } from './sweeper';
 import { takeover } from './takeover';
 import { waste } from './waste';
@@ -40,6 +41,7 @@ export const MEASUREMENTS: readonly Measurement[] = [
   concurrency,
   awsModel,
   election,
+  simulator,
 ];
 
 const HELP = `npx tsx bench/run.ts [--quick] [--only ${MEASUREMENTS.map((m) => m.name).join(',')}] [--rounds N] [--invoices N (write-path, concurrency)] [--out FILE]`;

@@ -10,7 +10,7 @@
  * lease/2, two sightings a lease apart with the same rvn) re-queues the orphan and starts C, which claims, completes
  * and releases. Chunk and batch times are rough (50 ms a transaction): the prediction is the order and the numbers.
  */
-import { LEASE_DEFAULTS } from '../core/config';
+import { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION } from '../core/config';
 import { pollMsOf } from '../core/lease';
 import { Sim, type SimRow } from '../core/sim/engine';
 import { Holder } from '../core/sim/holder';
@@ -18,10 +18,10 @@ import { DynamoLockItem, ItemClaimant } from '../core/sim/lock-item';
 import { FencedStore } from '../core/sim/store';
 import { SimSweeper } from '../core/sim/sweeper';
 import { Worker } from '../core/sim/worker';
-import { storyLease } from './story';
+import { STORY_NIGHT, storyLease } from './story';
 
-const CHUNKS = 4;
-const TX_PER_CHUNK = 6; // 500 invoices, 99 puts a transaction
+const CHUNKS = Math.ceil(STORY_NIGHT.invoices / STORY_NIGHT.chunkSize);
+const TX_PER_CHUNK = Math.ceil(STORY_NIGHT.chunkSize / MAX_PUTS_PER_TRANSACTION);
 const TX_MS = 50;
 
 export interface StoryPrediction {

@@ -36,8 +36,10 @@ export interface StoryResult {
 }
 
 const DATE = '2026-09-28';
-const INVOICES = 2_000;
-const CHUNK = 500;
+/** The story's night: its invoices and chunk size (the simulator's prediction of the story uses the same). */
+export const STORY_NIGHT = { invoices: 2_000, chunkSize: 500 } as const;
+const INVOICES = STORY_NIGHT.invoices;
+const CHUNK = STORY_NIGHT.chunkSize;
 
 /** The story in real time: the reference's own lease, renewal and margin. */
 export const STORY_DEFAULTS = { timeScale: 1 } as const;

@@ -44,12 +44,10 @@ test('candidates queue in sequence; the lowest leads with its sequence as epoch;
     { leader: view.leader, epoch: view.epoch, queue: view.queue, last: view.lastEpoch },
     { leader: 'A', epoch: 1, queue: [1, 2, 3], last: 3 },
   );
-  const resignedAt = performance.now();
   assert.equal(await a.resign(), true);
   const b = await bLeads;
-  const handoverMs = performance.now() - resignedAt;
   assert.equal(b.epoch, 2);
-  assert.ok(handoverMs < fast.leaseMs / 2, `B leads within a poll or two of A's resignation, not a lease later (${handoverMs.toFixed(0)} ms)`);
+  // B found A's item deleted (it did not wait out A's lease): the next candidate leads at its next poll.
   const gone = seen.find((e) => e.event === 'predecessor-gone' && e.seq === 2);
   assert.equal(gone?.event === 'predecessor-gone' && gone.how, 'resigned');
   assert.ok(!seen.some((e) => e.event === 'predecessor-gone' && e.seq === 3), "C watched B, not A: A's departure did not reach it");
@@ -140,21 +138,26 @@ test('bad names are refused before anything is written', async () => {
 });
 
 test('a removal cancelled for a transient reason is sent again: a resign that met a throttled transaction still leaves the queue', async () => {
-  const { ns } = await setup();
+  const { ns, seen } = await setup();
   const proxy = await startDynamoDbProxy({ target: ns.endpoints.dynamodb });
   const clients = localClients({ dynamodb: proxy.endpoint });
   try {
-    const deps = (name: string) => ({ ddb: clients.ddb, table: ns.tables.locks, clock: systemClock, events: new Events(name, systemClock) });
+    const deps = (name: string) => ({
+      ddb: clients.ddb,
+      table: ns.tables.locks,
+      clock: systemClock,
+      events: new Events(name, systemClock).on((e) => seen.push(e)),
+    });
     const a = await new Election(deps('A'), 'throttled', fast).campaign('A');
     const bLeads = new Election(deps('B'), 'throttled', fast).campaign('B');
     await new Promise((r) => setTimeout(r, 300));
     // The next transaction (A's resign: delete its item, leave the queue) is cancelled with a ThrottlingError reason.
     proxy.inject({ kind: 'throttle-cancel', count: 1, operation: 'TransactWriteItems' });
-    const resignedAt = performance.now();
     assert.equal(await a.resign(), true);
     assert.equal(proxy.stats().injected['throttle-cancel'], 1, 'the cancellation did happen');
     const b = await bLeads;
-    assert.ok(performance.now() - resignedAt < fast.leaseMs / 2, 'B leads at once, not a lease later');
+    const gone = seen.find((e) => e.event === 'predecessor-gone' && e.worker === 'B');
+    assert.equal(gone?.event === 'predecessor-gone' && gone.how, 'resigned', "B found A's item deleted, not silent for a lease");
     assert.deepEqual((await new Election(deps('O'), 'throttled', fast).observe()).queue, [2], "A's sequence left the queue");
     await b.resign();
   } finally {

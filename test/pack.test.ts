@@ -44,6 +44,7 @@ const compile = (file: string, project: string) =>
 const CONSUMER = `
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, type FencedPut } from 'fencepost';
+import { SCENARIOS, WHAT_IF_DEFAULTS, whatIf } from 'fencepost/sim';
 
 const clients = localClients({ dynamodb: process.env.FENCEPOST_TEST_DYNAMODB!, s3: process.env.FENCEPOST_TEST_S3! });
 const tables = tableNames(process.env.PACK_PREFIX!);
@@ -63,7 +64,10 @@ async function main(): Promise<void> {
     );
     return { token: lease.token, stale };
   });
-  console.log(JSON.stringify(result));
+  // The simulator, from its own entry: the main story's checks, and the default what-if's refused zombie write.
+  const story = SCENARIOS.find((x) => x.name === 'main-story')!.run();
+  const sim = { storyChecksHold: story.checks.every((c) => c.ok), refusedWrites: whatIf(WHAT_IF_DEFAULTS).answers.refusedWrites };
+  console.log(JSON.stringify({ ...result, sim }));
 }
 
 main().finally(() => clients.destroy());
@@ -107,7 +111,11 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
     PACK_PREFIX: ns.prefix,
   });
   assert.equal(job.code, 0, job.out);
-  assert.deepEqual(JSON.parse(job.out.trim().split('\n').at(-1)!), { token: 1, stale: 'fenced-out' });
+  assert.deepEqual(JSON.parse(job.out.trim().split('\n').at(-1)!), {
+    token: 1,
+    stale: 'fenced-out',
+    sim: { storyChecksHold: true, refusedWrites: 1 },
+  });
   const item = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.invoices, Key: { pk: 'pack#item' }, ConsistentRead: true }));
   assert.deepEqual(item.Item, { pk: 'pack#item', token: 1 }, "the holder's guarded put landed; the stale one did not");
   const lock = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: 'pack#job' }, ConsistentRead: true }));

@@ -11,10 +11,15 @@
 export interface SimRow {
   /** True time, ms. */
   readonly t: number;
+  /** Who acted: a worker, the lock service, a node, the sweeper, the store. */
   readonly actor: string;
+  /** What happened, in the reference's words. */
   readonly event: string;
+  /** The token involved, if any. */
   readonly token?: number;
+  /** The store's fence after the event, if it matters. */
   readonly fence?: number;
+  /** Why, or the numbers behind it. */
   readonly note?: string;
 }
 
@@ -22,10 +27,13 @@ export interface SimRow {
 export interface TimelineMark {
   /** The lane: a worker's name, 'lock service', 'store'. */
   readonly lane: string;
+  /** A bar (held, pause) or a point (the rest). */
   readonly kind: 'held' | 'pause' | 'stop' | 'deadline' | 'fence' | 'refused' | 'crash' | 'write';
+  /** True time, ms: the bar's start, or the point. */
   readonly from: number;
   /** Present for bars. */
   readonly to?: number;
+  /** What the picture writes beside it. */
   readonly label?: string;
 }
 

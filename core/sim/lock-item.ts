@@ -14,7 +14,9 @@
 import { nextClaimStep, type Watch } from '../lease';
 import type { Sim } from './engine';
 
+/** The three claim rules of Part 5: a clock compare without a margin, with a margin, and the clock-free rvn watch. */
 export type ClaimRule = 'no-margin' | 'margin' | 'clock-free';
+/** Every claim rule, in the order the reference gives them. */
 export const CLAIM_RULES: readonly ClaimRule[] = ['no-margin', 'margin', 'clock-free'];
 
 export interface LockItem {

@@ -5,27 +5,43 @@
  */
 import { type SimRow, type TimelineMark } from './engine';
 
+/** One check of a scenario: a number (or fact) the reference states, next to the one the models produced. */
 export interface Check {
+  /** What is checked, in the reference's words. */
   readonly what: string;
+  /** The reference's value. */
   readonly expected: number | string | boolean;
+  /** The models' value (undefined: the event never happened). */
   readonly actual: number | string | boolean | undefined;
+  /** Whether they agree. */
   readonly ok: boolean;
 }
 
+/** What a scenario's run returns: its event table, its timeline and its checks. */
 export interface ScenarioResult {
+  /** The scenario's name (`fencepost simulate <name>`). */
   readonly name: string;
+  /** One line: what it shows. */
   readonly title: string;
   /** The reference Part(s) and the claim the scenario shows. */
   readonly claim: string;
+  /** The event table, in true-time order. */
   readonly rows: readonly SimRow[];
+  /** The timeline's bars and points. */
   readonly marks: readonly TimelineMark[];
+  /** The reference's numbers against the models'. */
   readonly checks: readonly Check[];
 }
 
+/** A named, runnable scenario: it sets the schedule the reference assumes; the models compute the rest. */
 export interface Scenario {
+  /** The name `fencepost simulate` takes. */
   readonly name: string;
+  /** One line: what it shows. */
   readonly title: string;
+  /** The reference Part(s) and the claim the scenario shows. */
   readonly claim: string;
+  /** Run it (deterministic: the same result every time). */
   run(): ScenarioResult;
 }
 

@@ -18,13 +18,19 @@ import { CLAIM_RULES, DynamoLockItem, ItemClaimant, type ClaimRule } from './loc
 import { FencedStore } from './store';
 import { Worker } from './worker';
 
+/** A what-if's settings and faults. Durations in ms of true time. */
 export interface WhatIfSettings {
+  /** The lease length. */
   readonly leaseMs: number;
+  /** How often a holder renews. */
   readonly renewMs: number;
+  /** Stop time = sent_at + lease - margin. */
   readonly marginMs: number;
+  /** How claimants claim (Part 5). */
   readonly rule: ClaimRule;
   /** Pauses: worker, start (true time) and length. */
   readonly pauses: readonly { readonly worker: string; readonly at: number; readonly forMs: number }[];
+  /** Crashes: worker and time (true time). */
   readonly crashes: readonly { readonly worker: string; readonly at: number }[];
   /** Clock errors: wall offset (ms) and monotonic rate error. */
   readonly clocks: readonly { readonly worker: string; readonly offsetMs: number; readonly rate: number }[];
@@ -38,6 +44,7 @@ export interface WhatIfSettings {
   readonly untilMs?: number;
 }
 
+/** The reference's settings (10 s lease, 3 s renewal, 2 s margin, clock-free) and A's 15 s freeze at 4 s. */
 export const WHAT_IF_DEFAULTS: WhatIfSettings = {
   leaseMs: 10_000,
   renewMs: 3_000,
@@ -65,25 +72,37 @@ function whatIfProblems(w: WhatIfSettings): string[] {
   return p;
 }
 
+/** What a what-if answers. */
 export interface WhatIfAnswers {
   /** Total time two holders both had the right to act, ms, and each pair. */
   readonly overlapMs: number;
+  /** Each pair of holders whose rights to act overlapped, and for how long. */
   readonly overlaps: readonly { readonly a: string; readonly b: string; readonly ms: number }[];
+  /** Writes the fence refused (a zombie's). */
   readonly refusedWrites: number;
+  /** Invoices written twice, with the fence. */
   readonly writtenTwiceWithFence: number;
+  /** Invoices that would have been written twice without the fence (the refused writes another holder also made). */
   readonly writtenTwiceWithoutFence: number;
   /** The longest stretch with nobody holding the right to act, from 0 until the job is done (or the run ends). */
   readonly longestNoOwnerMs: number;
   /** For each holder that lost the lease without releasing: last renewal the item applied + lease, and the actual takeover. */
   readonly takeovers: readonly { readonly from: string; readonly to: string; readonly earliestSafeMs: number; readonly atMs: number }[];
+  /** Every tenure: who held the lease with which token, from its claim to its stop time (or its end). */
   readonly holders: readonly { readonly worker: string; readonly token: number; readonly fromMs: number; readonly toMs: number }[];
+  /** Whether the job reached DONE within the run. */
   readonly done: boolean;
+  /** When it did. */
   readonly doneAtMs?: number;
 }
 
+/** A what-if's event table, timeline and answers. */
 export interface WhatIfResult {
+  /** The event table. */
   readonly rows: readonly SimRow[];
+  /** The timeline's bars and points. */
   readonly marks: readonly TimelineMark[];
+  /** The answers. */
   readonly answers: WhatIfAnswers;
 }
 
@@ -208,7 +227,9 @@ function answersOf(
 
 /** One axis of a sweep: a setting and its values (ms for durations). */
 export interface SweepAxis {
+  /** The setting: the lease, the renewal period, the margin, or the length of every pause. */
   readonly name: 'lease' | 'renew' | 'margin' | 'pause';
+  /** Its values, ms. */
   readonly values: readonly number[];
 }
 

@@ -6,6 +6,7 @@ import { redisFailoverScenario, redlockScenario, restoreScenario } from './failu
 import { mainStoryScenario } from './story';
 import { threeWaysScenario } from './three-ways';
 
+/** The reference's scenarios, in its order: each sets its schedule, runs the models, and checks the reference's numbers. */
 export const SCENARIOS: readonly Scenario[] = [
   mainStoryScenario,
   wallStepScenario,

@@ -114,9 +114,13 @@ export class Holder {
     return Math.min(this.ended?.at ?? Number.POSITIVE_INFINITY, this.stopAtTrue());
   }
 
-  /** Put the held bar on the timeline (call once the run is over). */
+  /** Put the held bar on the timeline (call once the run is over), and the stop time that ended it if renewals moved it. */
   markHeld(): void {
     this.sim.mark({ lane: this.worker.name, kind: 'held', from: this.since, to: this.heldUntil(), label: `token ${this.token}` });
+    const last = this.stopAtTrue();
+    const ranToStop = this.ended === undefined || this.ended.at >= last;
+    if (this.renewals.length > 0 && ranToStop)
+      this.sim.mark({ lane: this.worker.name, kind: 'stop', from: last, label: `stop ${(last / 1000).toFixed(1)}` });
   }
 }
 

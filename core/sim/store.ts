@@ -52,10 +52,13 @@ export class FencedStore {
     return old;
   }
 
-  /** FENCED WRITE (Part 4): one conditional write, `fence <= :t`, then the batch. False: refused, nothing written. */
-  write(who: string, token: number, batch: string, invoices = 0): boolean {
-    if (this.fenced && !fenceAccepts(this.row.fence, token)) return this.refuse(who, token, batch) !== undefined;
-    this.written.set(batch, [...(this.written.get(batch) ?? []), `${who}:${token}`]);
+  /**
+   * FENCED WRITE (Part 4): one conditional write, `fence <= :t`, then the batch. False: refused, nothing written.
+   * `token` is undefined for a writer that has none (Redlock hands out no token): only a store without a fence takes it.
+   */
+  write(who: string, token: number | undefined, batch: string, invoices = 0): boolean {
+    if (this.fenced && (token === undefined || !fenceAccepts(this.row.fence, token))) return this.refuse(who, token ?? 0, batch) !== undefined;
+    this.written.set(batch, [...(this.written.get(batch) ?? []), `${who}:${token ?? '-'}`]);
     this.accepted++;
     const twice = (this.written.get(batch)?.length ?? 0) > 1;
     this.sim.log(who, `writes ${batch}`, {

@@ -72,7 +72,7 @@ export const redlockScenario: Scenario = {
         if (!r.held) return;
         held[client] = { from: sim.now, to: sim.now + r.validityMs, granted: r.granted };
         sim.mark({ lane: client, kind: 'held', from: sim.now, to: sim.now + r.validityMs, label: r.granted.join(' ') });
-        sim.after(500, () => store.write(client, 0, 'chunk 2', 5_000));
+        sim.after(500, () => store.write(client, undefined, 'chunk 2', 5_000)); // Redlock gives no token to write with
       });
     acquire('client 1', 0, ['m1', 'm2', 'm3']); // m4 and m5 are cut off from client 1
     sim.at(2_000, () => sim.log('m3', "wall clock jumps forward 10 s: client 1's key expires early"));

@@ -8,7 +8,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { systemClock } from '../core/clock';
-import { Election, ledgerKey, type ElectionReads, type Leadership } from '../core/election';
+import { Election, ledgerKey, observeRole, type ElectionReads, type Leadership } from '../core/election';
 import { EpochFence, LedgerWriter } from '../core/epoch-fence';
 import { FencedOutError, LeaseLostError, StopTimePassedError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
@@ -174,8 +174,7 @@ export async function electCommand(o: ElectOptions, clients: Clients, out: Out, 
 /** `fencepost leader`: who leads the role, with which epoch, the queue, and the ledger's head. */
 export async function leaderCommand(o: LeaderOptions, clients: Clients, out: Out): Promise<number> {
   const tables = tableNames(o.tablePrefix);
-  const deps: LeaseDeps = { ddb: clients.ddb, table: tables.locks, clock: systemClock };
-  const view = await new Election(deps, o.role, { leaseMs: 1, renewMs: 1, marginMs: 0, claimBudget: 1 }).observe();
+  const view = await observeRole({ ddb: clients.ddb, table: tables.locks }, o.role);
   const ledger = await new EpochFence({ ddb: clients.ddb, table: tables.jobs, clock: systemClock }, ledgerKey(o.role)).head();
   if (o.json) out(JSON.stringify({ ...view, ledger }));
   else

@@ -137,20 +137,12 @@ export class Election {
   }
 
   /** Who leads now, as the store says (two strongly consistent reads). The leader it names may be gone, not yet found so. */
-  async observe(): Promise<LeaderView> {
-    const item = await this.readRole();
-    const queue = [...(item?.members ?? [])].sort((a, b) => a - b);
-    const lastEpoch = Number(item?.epoch ?? 0);
-    if (queue.length === 0) return { role: this.role, queue, lastEpoch };
-    const head = await readLock(this.deps, candidateKey(this.role, queue[0]));
-    return { role: this.role, leader: head?.holder, epoch: queue[0], queue, lastEpoch };
+  observe(): Promise<LeaderView> {
+    return observeRole(this.deps, this.role);
   }
 
-  private async readRole(): Promise<RoleItem | undefined> {
-    const out = await this.deps.ddb.send(
-      new GetCommand({ TableName: this.deps.table, Key: { [Attr.pk]: roleKey(this.role) }, ConsistentRead: true }),
-    );
-    return out.Item as RoleItem | undefined;
+  private readRole(): Promise<RoleItem | undefined> {
+    return readRole(this.deps, this.role);
   }
 
   private async readQueue(reads: ElectionReads): Promise<number[]> {
@@ -296,6 +288,26 @@ function removeFromQueue(
       }),
     ),
   );
+}
+
+/** The role item: the last sequence handed out and the live sequences (a strongly consistent read). */
+async function readRole(deps: Pick<LeaseDeps, 'ddb' | 'table'>, role: string): Promise<RoleItem | undefined> {
+  const out = await deps.ddb.send(new GetCommand({ TableName: deps.table, Key: { [Attr.pk]: roleKey(role) }, ConsistentRead: true }));
+  return out.Item as RoleItem | undefined;
+}
+
+/**
+ * Who leads `role` now, as the store says: the lowest live candidate, its epoch, the queue and the last epoch handed
+ * out (two strongly consistent reads, no campaign needed). The leader it names may be gone and not yet found so;
+ * never act on it: campaign.
+ */
+export async function observeRole(deps: Pick<LeaseDeps, 'ddb' | 'table'>, role: string): Promise<LeaderView> {
+  const item = await readRole(deps, role);
+  const queue = [...(item?.members ?? [])].sort((a, b) => a - b);
+  const lastEpoch = Number(item?.epoch ?? 0);
+  if (queue.length === 0) return { role, queue, lastEpoch };
+  const head = await readLock(deps, candidateKey(role, queue[0]));
+  return { role, leader: head?.holder, epoch: queue[0], queue, lastEpoch };
 }
 
 /** The next lower live sequence number than `seq`: the only candidate `seq` watches. */

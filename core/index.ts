@@ -106,6 +106,7 @@ export {
   candidateKey,
   ledgerKey,
   nameProblems,
+  observeRole,
   roleKey,
   type CampaignOptions,
   type Departure,

@@ -30,6 +30,20 @@ export function cancelled(...codes: string[]): TransactionCanceledException {
   return new TransactionCanceledException({ $metadata: meta, message, Message: message, CancellationReasons: reasons });
 }
 
+/** A store that answers each TransactWriteItems with the next scripted error, then succeeds; `sent` records every request. */
+function scripted(...answers: Error[]) {
+  const sent: TransactWriteItemsCommandInput[] = [];
+  const ddb = {
+    send: async (cmd: { input: TransactWriteItemsCommandInput }) => {
+      sent.push(cmd.input);
+      const next = answers.shift();
+      if (next) throw next;
+      return {};
+    },
+  } as unknown as DynamoDBDocumentClient;
+  return { ddb, sent };
+}
+
 describe('classifyCancellation: every mix of reasons', () => {
   const cases: Array<[string, string[], ReturnType<typeof classifyCancellation>]> = [
     ['a conflict on the fence ConditionCheck (position 0)', ['TransactionConflict', 'None', 'None'], { kind: 'transient' }],
@@ -137,19 +151,6 @@ describe('the fenced batch decides by reason (a scripted store: no DynamoDB)', (
   const batch = [...chunkBatches({ date: '2026-09-28', invoices: 10, chunkSize: 10, putsPerTransaction: 3 }, 0)][0]; // 3 invoices
   const clock = (slept: number[]): Clock => ({ monotonicMs: () => 0, wallMs: () => 0, sleep: async (ms) => void slept.push(ms) });
 
-  /** A store that answers each TransactWriteItems with the next scripted error, then succeeds. */
-  function scripted(...answers: Error[]) {
-    const sent: TransactWriteItemsCommandInput[] = [];
-    const ddb = {
-      send: async (cmd: { input: TransactWriteItemsCommandInput }) => {
-        sent.push(cmd.input);
-        const next = answers.shift();
-        if (next) throw next;
-        return {};
-      },
-    } as unknown as DynamoDBDocumentClient;
-    return { ddb, sent };
-  }
   const depsOf = (ddb: DynamoDBDocumentClient, slept: number[]): InvoiceWriteDeps => ({
     ddb,
     jobs: 'jobs',
@@ -208,18 +209,6 @@ describe('the fenced batch decides by reason (a scripted store: no DynamoDB)', (
 describe('the generic fenced batch: typed outcomes, and the 99-put limit (a scripted store)', () => {
   const put = (table: string, pk: string): FencedPut => ({ table, item: { pk: { S: pk }, note: { S: `for ${pk}` } } });
   const clock: Clock = { monotonicMs: () => 0, wallMs: () => 0, sleep: async () => {} };
-  function scripted(...answers: Error[]) {
-    const sent: TransactWriteItemsCommandInput[] = [];
-    const ddb = {
-      send: async (cmd: { input: TransactWriteItemsCommandInput }) => {
-        sent.push(cmd.input);
-        const next = answers.shift();
-        if (next) throw next;
-        return {};
-      },
-    } as unknown as DynamoDBDocumentClient;
-    return { ddb, sent };
-  }
 
   test('any items, in any tables: the already-recorded ones are listed (the very objects passed), the rest recorded', async () => {
     const { ddb, sent } = scripted(cancelled('None', 'None', 'ConditionalCheckFailed', 'None'));

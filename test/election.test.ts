@@ -3,12 +3,12 @@
  * epochs, resign, observe, onLost, the restore bump on the counter, the fence's refusals and the ledger checker.
  * A silent predecessor, pauses, kills and clock faults are real processes: election-processes.test.ts.
  */
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { DeleteCommand, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { systemClock } from '../core/clock';
 import type { LeaseConfig } from '../core/config';
-import { candidateKey, Election, roleKey } from '../core/election';
+import { candidateKey, Election, roleKey, type CampaignOptions, type Leadership } from '../core/election';
 import { EpochFence, LedgerWriter, entryKey, ledgerViolations, type LedgerEntry } from '../core/epoch-fence';
 import { ConfigError, FencedOutError, VersionConflictError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
@@ -19,7 +19,7 @@ import { namespace } from './support/stack';
 
 const fast: LeaseConfig = { leaseMs: 900, renewMs: 250, marginMs: 200, claimBudget: 3 };
 
-async function setup() {
+async function setup(t: TestContext) {
   const ns = await namespace();
   const seen: FencepostEvent[] = [];
   const deps = (name: string) => ({
@@ -29,16 +29,47 @@ async function setup() {
     events: new Events(name, systemClock).on((e) => seen.push(e)),
   });
   const fence = new EpochFence({ ddb: ns.clients.ddb, table: ns.tables.jobs, clock: systemClock }, 'ledger/pacer');
-  return { ns, seen, deps, fence };
+  const cleanup = campaignsEndWith(t);
+  return { ns, seen, deps, fence, ...cleanup };
 }
 
-test('candidates queue in sequence; the lowest leads with its sequence as epoch; resign hands over at once', async () => {
-  const { deps, seen, ns } = await setup();
-  const a = await new Election(deps('A'), 'pacer', fast).campaign('A');
+/**
+ * Campaigns that end with the test, passed or failed: a waiting one is aborted (it resigns), a leading one resigns.
+ * Without this, a failed assertion would leave candidates renewing and polling, and the file would never exit.
+ */
+function campaignsEndWith(t: TestContext) {
+  const stop = new AbortController();
+  const leaders: Leadership[] = [];
+  t.after(async () => {
+    stop.abort();
+    await Promise.all(leaders.map((l) => l.resign().catch(() => false)));
+  });
+  const campaign = (election: Election, candidate: string, options: Omit<CampaignOptions, 'signal'> = {}): Promise<Leadership> => {
+    const leads = election.campaign(candidate, { ...options, signal: stop.signal });
+    leads.then((l) => leaders.push(l)).catch(() => undefined); // an aborted wait rejects: the test has already ended
+    return leads;
+  };
+  return { campaign };
+}
+
+/** Resolves once `candidate` has joined the queue (its `campaign` event): joins started after it queue behind it. */
+async function joined(seen: readonly FencepostEvent[], candidate: string, withinMs = 30_000): Promise<void> {
+  const deadline = performance.now() + withinMs;
+  while (!seen.some((e) => e.event === 'campaign' && e.candidate === candidate)) {
+    if (performance.now() > deadline) throw new Error(`${candidate} did not join within ${withinMs} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+test('candidates queue in sequence; the lowest leads with its sequence as epoch; resign hands over at once', async (t) => {
+  const { deps, seen, ns, campaign } = await setup(t);
+  const a = await campaign(new Election(deps('A'), 'pacer', fast), 'A');
   assert.equal(a.epoch, 1);
-  const bLeads = new Election(deps('B'), 'pacer', fast).campaign('B');
-  const cLeads = new Election(deps('C'), 'pacer', fast).campaign('C');
-  await new Promise((r) => setTimeout(r, 300));
+  // One after the other: two joins sent at once queue in whichever order they land.
+  const bLeads = campaign(new Election(deps('B'), 'pacer', fast), 'B');
+  await joined(seen, 'B');
+  const cLeads = campaign(new Election(deps('C'), 'pacer', fast), 'C');
+  await joined(seen, 'C');
   const view = await new Election(deps('O'), 'pacer', fast).observe();
   assert.deepEqual(
     { leader: view.leader, epoch: view.epoch, queue: view.queue, last: view.lastEpoch },
@@ -60,10 +91,10 @@ test('candidates queue in sequence; the lowest leads with its sequence as epoch;
   await (await cLeads).resign();
 });
 
-test('onLost fires at the stop time when the renewals fail', async () => {
-  const { deps, seen, ns } = await setup();
+test('onLost fires at the stop time when the renewals fail', async (t) => {
+  const { deps, seen, ns, campaign } = await setup(t);
   let lostAt: number | undefined;
-  const a = await new Election(deps('A'), 'lost', fast).campaign('A', { onLost: () => (lostAt = performance.now()) });
+  const a = await campaign(new Election(deps('A'), 'lost', fast), 'A', { onLost: () => (lostAt = performance.now()) });
   // As a successor that found A silent would: A's item goes, so A's next renewal fails on its condition.
   await ns.clients.ddb.send(new DeleteCommand({ TableName: ns.tables.locks, Key: { pk: candidateKey('lost', a.epoch) } }));
   await new Promise((r) => setTimeout(r, fast.leaseMs + 100));
@@ -73,8 +104,8 @@ test('onLost fires at the stop time when the renewals fail', async () => {
   await a.resign();
 });
 
-test('the epoch fence: the first write of a new epoch raises it; a lower epoch is refused; versions have no gap and no twin', async () => {
-  const { fence, seen, deps } = await setup();
+test('the epoch fence: the first write of a new epoch raises it; a lower epoch is refused; versions have no gap and no twin', async (t) => {
+  const { fence, seen, deps } = await setup(t);
   const events = deps('L').events;
   const guard = { check: () => undefined };
   const one = new LedgerWriter(fence, guard, 1, 'A', 0, { events });
@@ -119,26 +150,26 @@ test('the ledger checker finds a twin version, a gap and an epoch that went down
   assert.match(ledgerViolations([e(1, 1)], { epoch: 1, version: 2 }).join('\n'), /head says version 2/);
 });
 
-test('the restore bump raises the role counter, so every later leader has an epoch above every old one', async () => {
-  const { deps, ns } = await setup();
-  const a = await new Election(deps('A'), 'writer', fast).campaign('A');
+test('the restore bump raises the role counter, so every later leader has an epoch above every old one', async (t) => {
+  const { deps, ns, campaign } = await setup(t);
+  const a = await campaign(new Election(deps('A'), 'writer', fast), 'A');
   await a.resign();
   await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by: 1_000_000, runId: 'restore-1', dryRun: false });
-  const b = await new Election(deps('B'), 'writer', fast).campaign('B');
+  const b = await campaign(new Election(deps('B'), 'writer', fast), 'B');
   assert.equal(b.epoch, 1_000_002, 'the counter was 1, bumped to 1,000,001; the next candidate takes 1,000,002');
   await b.resign();
 });
 
-test('bad names are refused before anything is written', async () => {
-  const { deps, ns } = await setup();
+test('bad names are refused before anything is written', async (t) => {
+  const { deps, ns } = await setup(t);
   assert.throws(() => new Election(deps('A'), 'a/b', fast), ConfigError);
   await assert.rejects(new Election(deps('A'), 'ok', fast).campaign('has space'), ConfigError);
   const role = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: roleKey('ok') }, ConsistentRead: true }));
   assert.equal(role.Item, undefined);
 });
 
-test('a removal cancelled for a transient reason is sent again: a resign that met a throttled transaction still leaves the queue', async () => {
-  const { ns, seen } = await setup();
+test('a removal cancelled for a transient reason is sent again: a resign that met a throttled transaction still leaves the queue', async (t) => {
+  const { ns, seen, campaign } = await setup(t);
   const proxy = await startDynamoDbProxy({ target: ns.endpoints.dynamodb });
   const clients = localClients({ dynamodb: proxy.endpoint });
   try {
@@ -148,9 +179,9 @@ test('a removal cancelled for a transient reason is sent again: a resign that me
       clock: systemClock,
       events: new Events(name, systemClock).on((e) => seen.push(e)),
     });
-    const a = await new Election(deps('A'), 'throttled', fast).campaign('A');
-    const bLeads = new Election(deps('B'), 'throttled', fast).campaign('B');
-    await new Promise((r) => setTimeout(r, 300));
+    const a = await campaign(new Election(deps('A'), 'throttled', fast), 'A');
+    const bLeads = campaign(new Election(deps('B'), 'throttled', fast), 'B');
+    await joined(seen, 'B');
     // The next transaction (A's resign: delete its item, leave the queue) is cancelled with a ThrottlingError reason.
     proxy.inject({ kind: 'throttle-cancel', count: 1, operation: 'TransactWriteItems' });
     assert.equal(await a.resign(), true);

@@ -7,20 +7,20 @@
  * local workflow records the invocations its state machines make there too. The IAM proof (iam.test.ts) reads
  * that log, so it runs last, after every file that exercises the deployed functions.
  */
-import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEmbeddedStack } from '../local/stack';
+import { runBatch, type Counts } from './support/runner';
 
 /** Files that read what the others recorded: run after them, in a second batch (the runner orders files itself). */
 const LAST = ['iam.test.ts'];
 
-interface Counts {
-  passed: number;
-  failed: number;
-  skipped: number;
-}
+/** A test without its own `timeout` fails after 5 minutes; the whole run stops at 40 (test/support/runner.ts). */
+const TEST_LIMIT_MS = 5 * 60_000;
+const RUN_LIMIT_MS = 40 * 60_000;
+
+const runStarted = performance.now();
 
 async function main(): Promise<number> {
   const dir = __dirname;
@@ -30,54 +30,44 @@ async function main(): Promise<number> {
     .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
     .sort();
   const batches = [files.filter((f) => !LAST.includes(f)), files.filter((f) => LAST.includes(f))].filter((b) => b.length > 0);
-  const started = performance.now();
   const logDir = mkdtempSync(path.join(tmpdir(), 'fencepost-calls-'));
   const callLog = path.join(logDir, 'calls.jsonl');
   const stack = await startEmbeddedStack({ callLog });
   process.stderr.write(
-    `test stack up in ${((performance.now() - started) / 1000).toFixed(1)} s: ${stack.endpoints.dynamodb} ${stack.endpoints.s3}\n`,
+    `test stack up in ${((performance.now() - runStarted) / 1000).toFixed(1)} s: ${stack.endpoints.dynamodb} ${stack.endpoints.s3}\n`,
   );
-  const total: Counts = { passed: 0, failed: 0, skipped: 0 };
+  const total: Counts = { passed: 0, failed: 0, cancelled: 0, skipped: 0 };
   let code = 0;
   try {
     for (const batch of batches) {
       const r = await runBatch(
         batch.map((f) => path.join(dir, f)),
         {
-          FENCEPOST_TEST_DYNAMODB: stack.endpoints.dynamodb,
-          FENCEPOST_TEST_S3: stack.endpoints.s3,
-          // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants.
-          ...(only.length === 0 ? { FENCEPOST_CALL_LOG: callLog } : {}),
+          env: {
+            FENCEPOST_TEST_DYNAMODB: stack.endpoints.dynamodb,
+            FENCEPOST_TEST_S3: stack.endpoints.s3,
+            // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants.
+            ...(only.length === 0 ? { FENCEPOST_CALL_LOG: callLog } : {}),
+          },
+          testLimitMs: TEST_LIMIT_MS,
+          deadline: runStarted + RUN_LIMIT_MS,
         },
       );
       total.passed += r.counts.passed;
       total.failed += r.counts.failed;
+      total.cancelled += r.counts.cancelled;
       total.skipped += r.counts.skipped;
       if (r.code !== 0) code = r.code;
+      if (r.stopped)
+        process.stderr.write(`\nthe run passed its limit of ${RUN_LIMIT_MS / 60_000} min and was stopped: see "Interrupted while running" above\n`);
     }
   } finally {
     await stack.stop();
     rmSync(logDir, { recursive: true, force: true });
   }
   // One closing line for both batches.
-  process.stdout.write(`\ntests: ${total.passed} passed, ${total.failed} failed, ${total.skipped} skipped\n`);
+  process.stdout.write(`\ntests: ${total.passed} passed, ${total.failed} failed, ${total.cancelled} cancelled, ${total.skipped} skipped\n`);
   return code;
-}
-
-/** One `node --test` run; its output passes through, and its summary's counts are read back. */
-async function runBatch(files: string[], env: Record<string, string>): Promise<{ code: number; counts: Counts }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...process.env, ...env, NODE_NO_WARNINGS: '1' },
-  });
-  let out = '';
-  child.stdout!.on('data', (d: Buffer) => {
-    process.stdout.write(d);
-    out += d.toString();
-  });
-  const code: number = await new Promise((resolve) => child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0))));
-  const last = (name: string) => Number([...out.matchAll(new RegExp(`^ℹ ${name} (\\d+)$`, 'gm'))].at(-1)?.[1] ?? 0);
-  return { code, counts: { passed: last('pass'), failed: last('fail'), skipped: last('skipped') } };
 }
 
 main().then(

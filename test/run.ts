@@ -16,7 +16,10 @@ import { runBatch, type Counts } from './support/runner';
 /** Files that read what the others recorded: run after them, in a second batch (the runner orders files itself). */
 const LAST = ['iam.test.ts'];
 
-/** A test without its own `timeout` fails after 5 minutes; the whole run stops at 40 (test/support/runner.ts). */
+/**
+ * A test without its own `timeout` fails after 5 minutes, a file left running fails 30 s after its tests end, and the
+ * whole run stops at 40 minutes (test/support/runner.ts): a hang fails the run well inside CI's time.
+ */
 const TEST_LIMIT_MS = 5 * 60_000;
 const RUN_LIMIT_MS = 40 * 60_000;
 

@@ -1,6 +1,6 @@
 /**
- * The batch runner `npm test` uses (test/support/runner.ts): a hung test fails the run instead of holding it open.
- * A test that never settles times out, a file that leaves timers polling still exits once its tests have ended,
+ * The batch runner `npm test` uses (test/support/runner.ts): a hang fails the run instead of holding it open.
+ * A test that never settles times out, a file that keeps running after its tests have ended fails (the leak guard),
  * and the run's own deadline stops whatever is still going. The fixtures are real test files run by the real runner.
  */
 import { test } from 'node:test';
@@ -10,13 +10,40 @@ import { runBatch } from './support/runner';
 
 const fixture = (name: string) => path.join(__dirname, 'support/fixtures', name);
 
-test('a test that never settles fails at the test limit, and a file left polling still exits; the others run', { timeout: 60_000 }, async () => {
-  const r = await runBatch([fixture('hangs.fixture.ts')], { testLimitMs: 1_500, deadline: performance.now() + 50_000, echo: false });
+test('a test that never settles fails at the test limit; the tests after it run', { timeout: 60_000 }, async () => {
+  const r = await runBatch([fixture('hangs.fixture.ts')], { testLimitMs: 1_500, lingerMs: 1_000, deadline: performance.now() + 50_000, echo: false });
   assert.equal(r.stopped, false, 'the batch ended by itself, before the deadline');
-  assert.deepEqual(r.counts, { passed: 2, failed: 1, cancelled: 1, skipped: 0 }, 'the hung test is cancelled, the other failed');
-  assert.notEqual(r.code, 0);
   assert.match(r.output, /never settles.*\n[\s\S]*test timed out after 1500ms/);
   assert.match(r.output, /✔ passes after/, 'the tests after the hung one ran');
+  assert.deepEqual(r.counts, { passed: 2, failed: 1, cancelled: 1, skipped: 0 }, 'the hung test is cancelled, the one that threw failed');
+  assert.match(r.output, /its process is still running/, 'the timers they left running were ended by the leak guard');
+  assert.notEqual(r.code, 0);
+});
+
+test('a file whose tests all passed but which keeps running fails, naming what is still open', { timeout: 60_000 }, async () => {
+  const r = await runBatch([fixture('lingers.fixture.ts')], {
+    testLimitMs: 1_500,
+    lingerMs: 1_000,
+    deadline: performance.now() + 50_000,
+    echo: false,
+  });
+  assert.equal(r.stopped, false);
+  assert.deepEqual(r.counts, { passed: 1, failed: 1, cancelled: 0, skipped: 0 });
+  assert.match(r.output, /its process is still running; still open: .*Timeout/);
+  assert.notEqual(r.code, 0);
+});
+
+test('a file that ends cleanly: every test counted, to the last of a describe block, and no wait for the guard', { timeout: 60_000 }, async () => {
+  // The guard would hold a lingering file for a minute; the deadline at 20 s would then stop the batch.
+  const r = await runBatch([fixture('clean.fixture.ts')], {
+    testLimitMs: 1_500,
+    lingerMs: 60_000,
+    deadline: performance.now() + 20_000,
+    echo: false,
+  });
+  assert.equal(r.stopped, false);
+  assert.deepEqual(r.counts, { passed: 4, failed: 0, cancelled: 0, skipped: 0 });
+  assert.equal(r.code, 0);
 });
 
 test('the run deadline stops a test that outlasts it, and the run fails', { timeout: 60_000 }, async () => {

@@ -1,0 +1,23 @@
+/**
+ * Loaded into every test file's process by the batch runner (test/support/runner.ts, with --import). Once a file's
+ * tests have all ended, its process should exit by itself; if something it started is still open (a campaign still
+ * polling, a child's pipe, a server), the file would hold the whole run open. After `FENCEPOST_TEST_LINGER_MS` the
+ * guard names what is still open and exits 1, which the runner reports as that file failing.
+ *
+ * The timer is unref'd: a file that ends cleanly exits at once, never waiting for it.
+ */
+import { after } from 'node:test';
+
+const lingerMs = Number(process.env.FENCEPOST_TEST_LINGER_MS ?? 30_000);
+
+// Only in a test file's process: the runner that starts them loads this too, and has no tests of its own.
+if (process.env.NODE_TEST_CONTEXT !== undefined) {
+  after(() => {
+    setTimeout(() => {
+      process.stderr.write(
+        `\nthis file's tests have ended, but ${lingerMs} ms later its process is still running; still open: ${process.getActiveResourcesInfo().join(', ')}\n`,
+      );
+      process.exit(1);
+    }, lingerMs).unref();
+  });
+}

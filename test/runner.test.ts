@@ -8,10 +8,12 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { runBatch } from './support/runner';
 
-const fixture = (name: string) => path.join(__dirname, 'support/fixtures', name);
+/** One fixture file through the runner, quietly: a 1.5 s test limit, a 1 s linger, a deadline `withinMs` from now. */
+const runFixture = (name: string, { lingerMs = 1_000, withinMs = 50_000 } = {}) =>
+  runBatch([path.join(__dirname, 'support/fixtures', name)], { testLimitMs: 1_500, lingerMs, deadline: performance.now() + withinMs, echo: false });
 
 test('a test that never settles fails at the test limit; the tests after it run', { timeout: 60_000 }, async () => {
-  const r = await runBatch([fixture('hangs.fixture.ts')], { testLimitMs: 1_500, lingerMs: 1_000, deadline: performance.now() + 50_000, echo: false });
+  const r = await runFixture('hangs.fixture.ts');
   assert.equal(r.stopped, false, 'the batch ended by itself, before the deadline');
   assert.match(r.output, /never settles.*\n[\s\S]*test timed out after 1500ms/);
   assert.match(r.output, /✔ passes after/, 'the tests after the hung one ran');
@@ -21,12 +23,7 @@ test('a test that never settles fails at the test limit; the tests after it run'
 });
 
 test('a file whose tests all passed but which keeps running fails, naming what is still open', { timeout: 60_000 }, async () => {
-  const r = await runBatch([fixture('lingers.fixture.ts')], {
-    testLimitMs: 1_500,
-    lingerMs: 1_000,
-    deadline: performance.now() + 50_000,
-    echo: false,
-  });
+  const r = await runFixture('lingers.fixture.ts');
   assert.equal(r.stopped, false);
   assert.deepEqual(r.counts, { passed: 1, failed: 1, cancelled: 0, skipped: 0 });
   assert.match(r.output, /its process is still running; still open: .*Timeout/);
@@ -35,19 +32,14 @@ test('a file whose tests all passed but which keeps running fails, naming what i
 
 test('a file that ends cleanly: every test counted, to the last of a describe block, and no wait for the guard', { timeout: 60_000 }, async () => {
   // The guard would hold a lingering file for a minute; the deadline at 20 s would then stop the batch.
-  const r = await runBatch([fixture('clean.fixture.ts')], {
-    testLimitMs: 1_500,
-    lingerMs: 60_000,
-    deadline: performance.now() + 20_000,
-    echo: false,
-  });
+  const r = await runFixture('clean.fixture.ts', { lingerMs: 60_000, withinMs: 20_000 });
   assert.equal(r.stopped, false);
   assert.deepEqual(r.counts, { passed: 4, failed: 0, cancelled: 0, skipped: 0 });
   assert.equal(r.code, 0);
 });
 
 test('the run deadline stops a test that outlasts it, and the run fails', { timeout: 60_000 }, async () => {
-  const r = await runBatch([fixture('slow.fixture.ts')], { testLimitMs: 1_500, deadline: performance.now() + 3_000, echo: false });
+  const r = await runFixture('slow.fixture.ts', { withinMs: 3_000 });
   assert.equal(r.stopped, true);
   assert.notEqual(r.code, 0);
   assert.match(r.output, /Interrupted while running:[\s\S]*slow\.fixture\.ts/, 'the runner names the file it interrupted');

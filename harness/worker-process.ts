@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { finished } from 'node:stream/promises';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
 import type { FencepostEvent } from '../core/events';
@@ -70,8 +71,23 @@ export function runCli(args: string[], options: WorkerOptions = {}): ChildProces
 /** Start a `fencepost <args>` process that prints events (the caller includes --events) and follow them. */
 export function startProcess(args: string[], options: WorkerOptions = {}): WorkerProcess {
   const child = runCli(args, options);
-  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  const exited = exitedAfterOutput(child);
   return { child, exited, ...followEvents(child, exited) };
+}
+
+/**
+ * The child's exit code (null if a signal ended it), once what it wrote has been read as well. Node emits 'exit'
+ * while the child's stdout and stderr may still hold its last lines (its summary, say); 'close' waits for them, but
+ * never comes while a grandchild (a local Lambda environment) holds a pipe open. So: 'exit', then the end of its
+ * output, waiting at most `graceMs` for that.
+ */
+export async function exitedAfterOutput(child: ChildProcess, graceMs = 1_000): Promise<number | null> {
+  const [code] = (child.exitCode !== null || child.signalCode !== null ? [child.exitCode] : await once(child, 'exit')) as [number | null];
+  const pipes = [child.stdout, child.stderr].filter((p) => p !== null).map((p) => finished(p).catch(() => undefined));
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([Promise.all(pipes), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+  clearTimeout(timer);
+  return code;
 }
 
 /**

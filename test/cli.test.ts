@@ -7,7 +7,7 @@ import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { HeadBucketCommand } from '@aws-sdk/client-s3';
 import { localClients } from '../core/stores';
 import { endpoints, namespace, unusedNames } from './support/stack';
-import { runCli, startWorker, storeArgs, type WorkerOptions } from './support/worker';
+import { exitedAfterOutput, runCli, startWorker, storeArgs, type WorkerOptions } from './support/worker';
 import { main } from '../cli/main';
 import { chaosOptions, commandOptions, parseCommand, type CommandName } from '../cli/options';
 
@@ -17,8 +17,8 @@ async function cli(args: string[], options: WorkerOptions = {}): Promise<{ code:
   let stderr = '';
   child.stdout!.on('data', (d) => (stdout += d));
   child.stderr!.on('data', (d) => (stderr += d));
-  const [code] = await once(child, 'exit');
-  return { code: code as number | null, stdout, stderr };
+  const code = await exitedAfterOutput(child);
+  return { code, stdout, stderr };
 }
 
 /** Runs a command with a fresh prefix and bucket, then proves it created neither. */

@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { exitedAfterOutput } from '../harness/worker-process';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { FencedOutError, fenceOn, readManifest, systemClock, writeBatch } from '../core';
 import { namespace, type Namespace } from './support/stack';
@@ -35,7 +36,7 @@ async function runExample(
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+  const code = await exitedAfterOutput(child);
   const last = stdout.trim().split('\n').at(-1) ?? '';
   let summary: Record<string, unknown> = {};
   try {

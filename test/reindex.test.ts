@@ -15,6 +15,7 @@ import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
+import { exitedAfterOutput } from '../harness/worker-process';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import type { CfnTable } from 'aws-cdk-lib/aws-dynamodb';
@@ -90,7 +91,7 @@ function startWorker(t: TestContext, args: string[], env: Record<string, string>
       w.resolve(e);
     }
   });
-  const exited = once(child, 'exit').then(([code]) => code as number | null);
+  const exited = exitedAfterOutput(child);
   const signal = (s: NodeJS.Signals) => process.kill(-child.pid!, s); // the whole group: a real pause of the holder
   t.after(() => {
     if (child.exitCode === null && child.signalCode === null) signal('SIGKILL');

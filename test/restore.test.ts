@@ -11,8 +11,7 @@ import { claim } from '../core/lease';
 import { bumpEpochs } from '../core/restore';
 import { Keys } from '../apps/billing/keys';
 import { namespace } from './support/stack';
-import { runCli, storeArgs } from './support/worker';
-import { once } from 'node:events';
+import { exitedAfterOutput, runCli, storeArgs } from './support/worker';
 
 const lease = { ...DEFAULTS, leaseMs: 300, renewMs: 100, marginMs: 100 };
 
@@ -67,7 +66,7 @@ test('fencepost bump-epochs --dry-run then for real, on the CLI', async () => {
     const child = runCli(['bump-epochs', ...storeArgs(ns), ...args]);
     let out = '';
     child.stdout!.on('data', (d) => (out += d));
-    const [code] = await once(child, 'exit');
+    const code = await exitedAfterOutput(child);
     return { code, out };
   };
   const dry = await cli(['--dry-run', '--run-id', 'restore-1']);
@@ -84,7 +83,7 @@ test('bump-epochs --aws needs the restored table named explicitly (refused befor
   const child = runCli(['bump-epochs', '--aws', '--dry-run']);
   let err = '';
   child.stderr!.on('data', (d) => (err += d));
-  const [code] = await once(child, 'exit');
+  const code = await exitedAfterOutput(child);
   assert.equal(code, 2);
   assert.match(err, /--aws needs --lock-table NAME/);
 });

@@ -5,12 +5,12 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { audit } from '../apps/billing/audit';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { exitedAfterOutput } from '../harness/worker-process';
 import { runSweeperLocally, runWorkflowLocally, synthesizeWorkflow, synthesizeWorkflowNow, workflowCacheKey } from '../local/workflow';
 import { billingApp } from '../apps/billing/app';
 import { systemClock } from '../core/clock';
@@ -175,7 +175,7 @@ test('bad state-machine input fails at validation with nothing written', async (
   });
   let out = '';
   p.stdout!.on('data', (d) => (out += d));
-  await once(p, 'exit');
+  await exitedAfterOutput(p);
   const results = JSON.parse(out.trim().split('\n').at(-1)!) as { status: string; endState: string; cause: string }[];
   for (const r of results) {
     assert.equal(r.status, 'FAILED');

@@ -12,6 +12,7 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { exitedAfterOutput } from '../../harness/worker-process';
 
 const LEAK_GUARD = path.join(__dirname, 'leak-guard.ts');
 
@@ -69,7 +70,7 @@ export async function runBatch(files: string[], options: BatchOptions): Promise<
     },
     Math.max(0, options.deadline - performance.now()),
   );
-  const code: number = await new Promise((resolve) => child.on('exit', (c, sig) => resolve(c ?? (sig ? 1 : 0))));
+  const code = (await exitedAfterOutput(child)) ?? 1; // null: a signal ended it
   clearTimeout(limit);
   const last = (name: string) => Number([...output.matchAll(new RegExp(`^ℹ ${name} (\\d+)$`, 'gm'))].at(-1)?.[1] ?? 0);
   return {

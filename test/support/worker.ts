@@ -2,7 +2,7 @@
 import { startProcess, type WorkerOptions, type WorkerProcess } from '../../harness/worker-process';
 import type { Namespace } from './stack';
 
-export { runCli, type WorkerOptions, type WorkerProcess } from '../../harness/worker-process';
+export { exitedAfterOutput, runCli, type WorkerOptions, type WorkerProcess } from '../../harness/worker-process';
 
 export function storeArgs(ns: Pick<Namespace, 'endpoints' | 'prefix' | 'bucket'>): string[] {
   return ['--dynamodb-endpoint', ns.endpoints.dynamodb, '--s3-endpoint', ns.endpoints.s3, '--table-prefix', ns.prefix, '--bucket', ns.bucket];

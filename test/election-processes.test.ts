@@ -82,8 +82,9 @@ test(
   { timeout: 180_000 },
   async () => {
     const ns = await namespace();
-    // A stops itself right after the check of its 25th append (about 2.5 s after it leads): by then B-E have queued.
-    const a = candidate(ns, 'pacer', 'A', { faults: { sigstop: 'append:25' } });
+    // A stops itself right after the check of its 60th append (about 6 s after it leads): by then B-E have queued,
+    // even with four processes starting at once on two busy cores.
+    const a = candidate(ns, 'pacer', 'A', { faults: { sigstop: 'append:60' } });
     await a.waitFor((e) => e.event === 'leading', 60_000);
     const joined = ['B', 'C', 'D', 'E'].map((n) => candidate(ns, 'pacer', n));
     for (const w of joined) await w.waitFor((e) => e.event === 'campaign', 60_000);
@@ -136,7 +137,7 @@ test(
     const l = await ledger(ns, ledgerKey('pacer'));
     assert.deepEqual(l.violations, []);
     assert.deepEqual([...new Set(l.entries.map((x) => x.epoch))], [1, 2]);
-    assert.equal(l.entries.filter((x) => x.epoch === 1).length, 24, "A's 24 acknowledged appends, and not its 25th");
+    assert.equal(l.entries.filter((x) => x.epoch === 1).length, 59, "A's 59 acknowledged appends, and not its 60th");
   },
 );
 

@@ -93,12 +93,13 @@ test('candidates queue in sequence; the lowest leads with its sequence as epoch;
 
 test('onLost fires at the stop time when the renewals fail', async (t) => {
   const { deps, seen, ns, campaign } = await setup(t);
-  let lostAt: number | undefined;
-  const a = await campaign(new Election(deps('A'), 'lost', fast), 'A', { onLost: () => (lostAt = performance.now()) });
+  let lost!: (at: number) => void;
+  const lostAtMs = new Promise<number>((resolve) => (lost = resolve));
+  const a = await campaign(new Election(deps('A'), 'lost', fast), 'A', { onLost: () => lost(performance.now()) });
   // As a successor that found A silent would: A's item goes, so A's next renewal fails on its condition.
   await ns.clients.ddb.send(new DeleteCommand({ TableName: ns.tables.locks, Key: { pk: candidateKey('lost', a.epoch) } }));
-  await new Promise((r) => setTimeout(r, fast.leaseMs + 100));
-  assert.ok(lostAt !== undefined, 'onLost was called');
+  const never = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('onLost was not called')), 10 * fast.leaseMs).unref());
+  const lostAt = await Promise.race([lostAtMs, never]);
   assert.ok(lostAt >= a.stopAtMs - 1, `at the stop time, not before (${(lostAt - a.stopAtMs).toFixed(0)} ms after it)`);
   assert.ok(seen.some((e) => e.event === 'leader-lost'));
   await a.resign();

@@ -214,7 +214,10 @@ test("Part 4 with real processes: A's update is held in flight and A is stopped 
   //    check and sent it), and A is stopped for real, its heartbeat with it.
   await a.waitFor((e) => e.event === 'updated' && e.chunk === 1);
   relay.arm();
-  const heldItem = await relay.held;
+  const noneHeld = new Promise<never>((_, reject) =>
+    setTimeout(() => reject(new Error('A sent no update after the relay was armed')), 30_000).unref(),
+  );
+  const heldItem = await Promise.race([relay.held, noneHeld]);
   a.signal('SIGSTOP');
   await new Promise((r) => setTimeout(r, 100));
   assert.equal(processState(a.child.pid!), 'T', 'A is really stopped');

@@ -64,7 +64,11 @@ export interface ElectionReads {
 
 /** Options of one campaign. */
 export interface CampaignOptions {
-  /** Called once, at the leader's stop time, when its renewals have failed: stop acting as leader. */
+  /**
+   * Called once, at the leader's stop time, when its renewals have not moved the stop time on (they failed, or the
+   * last one is still unanswered): stop acting as leader. A renewal answered later does not undo it: from then on the
+   * leadership's `check` and `act` refuse.
+   */
   readonly onLost?: (err: Error) => void;
   /** Abort the wait: the candidate resigns and `campaign` rejects with the signal's reason. */
   readonly signal?: AbortSignal;
@@ -319,11 +323,13 @@ function predecessorOf(queue: Iterable<number>, seq: number): number | undefined
 
 /**
  * A candidacy that leads (or is still queued, inside `campaign`). Its epoch is its sequence number. Check before every
- * action (`check`, `act`): past its stop time it must not act; `onLost` is called then if its renewals failed.
+ * action (`check`, `act`): past its stop time it must not act; `onLost` is called then if no renewal moved it on.
  */
 export class Leadership {
   private watchdog: NodeJS.Timeout | undefined;
   private resigned = false;
+  /** Set when the stop time passed with no renewal moving it on: from then on every check throws it. */
+  private lostWith: Error | undefined;
 
   constructor(
     private readonly deps: LeaseDeps,
@@ -351,15 +357,19 @@ export class Leadership {
   }
 
   /**
-   * BEFORE EVERY ACTION: past the stop time (or once a renewal found the candidacy gone), stop.
+   * BEFORE EVERY ACTION: past the stop time (or once a renewal found the candidacy gone), stop. Once the stop time has
+   * passed with no renewal moving it on, this leadership is over for good, even if a late renewal answers after: a
+   * leader that stopped at its stop time does not start again on the same epoch (campaign again).
    * @throws StopTimePassedError or LeaseLostError
    */
   check(): void {
+    if (this.lostWith !== undefined) throw this.lostWith;
     this.lease.check();
   }
 
   /** Check, then act: `await leadership.act(() => fence.append(leadership.epoch, …))`. */
   act<T>(fn: () => T | Promise<T>): Promise<T> {
+    if (this.lostWith !== undefined) return Promise.reject(this.lostWith);
     return this.lease.act(fn);
   }
 
@@ -387,7 +397,7 @@ export class Leadership {
     }
   }
 
-  /** At each stop time: if the renewals kept it ahead, wait for the next; otherwise report the loss once. */
+  /** At each stop time: if the renewals kept it ahead, wait for the next; otherwise the leadership is over: report it once. */
   private armWatchdog(): void {
     const fire = () => {
       if (this.resigned) return;
@@ -396,6 +406,10 @@ export class Leadership {
         this.watchdog = setTimeout(fire, Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()));
       } catch (err) {
         this.watchdog = undefined;
+        this.lostWith = err as Error;
+        // Stop renewing too: a leader that will not act must not hold the head of the queue, so its successor finds
+        // it silent a lease later (or gone, once it resigns).
+        void this.lease.stopHeartbeat();
         this.deps.events?.emit('leader-lost', { role: this.role, candidate: this.candidate, epoch: this.epoch, error: (err as Error).name });
         this.onLost?.(err as Error);
       }

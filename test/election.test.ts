@@ -105,6 +105,44 @@ test('onLost fires at the stop time when the renewals fail', async (t) => {
   await a.resign();
 });
 
+test('a renewal answered after the stop time does not bring the leadership back: check and act refuse, and renewals stop', async (t) => {
+  const { ns, seen, campaign } = await setup(t);
+  const proxy = await startDynamoDbProxy({ target: ns.endpoints.dynamodb });
+  const clients = localClients({ dynamodb: proxy.endpoint });
+  t.after(async () => {
+    clients.destroy();
+    await proxy.stop();
+  });
+  const deps = { ddb: clients.ddb, table: ns.tables.locks, clock: systemClock, events: new Events('A', systemClock).on((e) => seen.push(e)) };
+  let lost!: () => void;
+  const lostCalled = new Promise<void>((resolve) => (lost = resolve));
+  // The next renewal lands at once, but its answer comes 1.9 s later: after the stop time it should have moved on
+  // (lease 3 s - margin 0.2 s - renew period 1 s = 1.8 s after it was sent), before the one it sets (2.8 s). The
+  // window is a renewal period wide, so a loaded machine's delays fit in it.
+  const roomy: LeaseConfig = { leaseMs: 3_000, renewMs: 1_000, marginMs: 200, claimBudget: 3 };
+  const a = await campaign(new Election(deps, 'late', roomy), 'A', { onLost: () => lost() });
+  proxy.inject({ kind: 'delay', ms: 1_900, operation: 'UpdateItem' });
+  const never = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('onLost was not called')), 10 * roomy.leaseMs).unref());
+  await Promise.race([lostCalled, never]);
+  assert.equal(proxy.stats().injected.delay, 1, 'the renewal was held back');
+  const deadline = performance.now() + 5_000;
+  while (a.stopAtMs <= performance.now()) {
+    assert.ok(performance.now() < deadline, 'the late renewal answered and moved the stop time on');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  // The lease's stop time is in the future again, yet the leadership stays over.
+  assert.throws(() => a.check());
+  await assert.rejects(a.act(() => 'acted'));
+  assert.equal(seen.filter((e) => e.event === 'leader-lost').length, 1);
+  // No renewal after the loss: the successor would find the item silent a lease later.
+  const rvn = async () =>
+    (await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: candidateKey('late', a.epoch) }, ConsistentRead: true }))).Item
+      ?.rvn;
+  const before = await rvn();
+  await new Promise((r) => setTimeout(r, 2 * roomy.renewMs));
+  assert.equal(await rvn(), before, 'the candidate item is no longer renewed');
+});
+
 test('the epoch fence: the first write of a new epoch raises it; a lower epoch is refused; versions have no gap and no twin', async (t) => {
   const { fence, seen, deps } = await setup(t);
   const events = deps('L').events;

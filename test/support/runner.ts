@@ -6,7 +6,7 @@
  * - A file whose tests have all ended but whose process keeps running (something it started still polling) fails
  *   after `lingerMs`, naming what is still open (test/support/leak-guard.ts). Node's own --test-force-exit is not
  *   used: a file's process can exit before its last verdicts reach the runner, which then reports fewer tests and
- *   passes (nodejs/node#64833; here it lost 4 of conditions.test.ts's verdicts in a whole run).
+ *   passes (nodejs/node#64833; here a whole run lost 3 of conditions.test.ts's verdicts).
  * - The whole batch stops at `deadline` (on this process's monotonic clock): the runner is sent SIGTERM, on which it
  *   names the file it interrupts and stops that file's process; SIGKILL follows if it does not exit.
  */

@@ -29,8 +29,7 @@ async function setup(t: TestContext) {
     events: new Events(name, systemClock).on((e) => seen.push(e)),
   });
   const fence = new EpochFence({ ddb: ns.clients.ddb, table: ns.tables.jobs, clock: systemClock }, 'ledger/pacer');
-  const cleanup = campaignsEndWith(t);
-  return { ns, seen, deps, fence, ...cleanup };
+  return { ns, seen, deps, fence, ...campaignsEndWith(t) };
 }
 
 /**
@@ -50,6 +49,12 @@ function campaignsEndWith(t: TestContext) {
     return leads;
   };
   return { campaign };
+}
+
+/** `promise`, or a failure naming what did not happen within `ms`. */
+function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  const late = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what} within ${ms} ms`)), ms).unref());
+  return Promise.race([promise, late]);
 }
 
 /** Resolves once `candidate` has joined the queue (its `campaign` event): joins started after it queue behind it. */
@@ -98,8 +103,7 @@ test('onLost fires at the stop time when the renewals fail', async (t) => {
   const a = await campaign(new Election(deps('A'), 'lost', fast), 'A', { onLost: () => lost(performance.now()) });
   // As a successor that found A silent would: A's item goes, so A's next renewal fails on its condition.
   await ns.clients.ddb.send(new DeleteCommand({ TableName: ns.tables.locks, Key: { pk: candidateKey('lost', a.epoch) } }));
-  const never = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('onLost was not called')), 10 * fast.leaseMs).unref());
-  const lostAt = await Promise.race([lostAtMs, never]);
+  const lostAt = await within(lostAtMs, 10 * fast.leaseMs, 'onLost was not called');
   assert.ok(lostAt >= a.stopAtMs - 1, `at the stop time, not before (${(lostAt - a.stopAtMs).toFixed(0)} ms after it)`);
   assert.ok(seen.some((e) => e.event === 'leader-lost'));
   await a.resign();
@@ -122,8 +126,7 @@ test('a renewal answered after the stop time does not bring the leadership back:
   const roomy: LeaseConfig = { leaseMs: 3_000, renewMs: 1_000, marginMs: 200, claimBudget: 3 };
   const a = await campaign(new Election(deps, 'late', roomy), 'A', { onLost: () => lost() });
   proxy.inject({ kind: 'delay', ms: 1_900, operation: 'UpdateItem' });
-  const never = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('onLost was not called')), 10 * roomy.leaseMs).unref());
-  await Promise.race([lostCalled, never]);
+  await within(lostCalled, 10 * roomy.leaseMs, 'onLost was not called');
   assert.equal(proxy.stats().injected.delay, 1, 'the renewal was held back');
   const deadline = performance.now() + 5_000;
   while (a.stopAtMs <= performance.now()) {

@@ -82,12 +82,17 @@ export function startProcess(args: string[], options: WorkerOptions = {}): Worke
  * output, waiting at most `graceMs` for that.
  */
 export async function exitedAfterOutput(child: ChildProcess, graceMs = 1_000): Promise<number | null> {
-  const [code] = (child.exitCode !== null || child.signalCode !== null ? [child.exitCode] : await once(child, 'exit')) as [number | null];
+  if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
+  await outputRead(child, graceMs);
+  return child.exitCode;
+}
+
+/** Resolves once the child's stdout and stderr have ended (all read), or after `graceMs`, whichever comes first. */
+async function outputRead(child: ChildProcess, graceMs: number): Promise<void> {
   const pipes = [child.stdout, child.stderr].filter((p) => p !== null).map((p) => finished(p).catch(() => undefined));
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([Promise.all(pipes), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
   clearTimeout(timer);
-  return code;
 }
 
 /**
@@ -138,13 +143,13 @@ export function followEvents(child: ChildProcess, exited: Promise<unknown>, defa
             resolve(e);
           },
         });
-        // Lines already read are delivered before the exit event; a little grace for the last of them.
-        void exited.then(() =>
-          setTimeout(() => {
+        // 'exit' can come before the last lines are read: give up only once the output has been read too.
+        void exited
+          .then(() => outputRead(child, 1_000))
+          .then(() => {
             clearTimeout(timer);
             reject(new Error(`the process exited before the event; ${seen()}`));
-          }, 100),
-        );
+          });
       });
     },
   };

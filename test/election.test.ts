@@ -16,6 +16,7 @@ import { bumpEpochs } from '../core/restore';
 import { localClients } from '../core/stores';
 import { startDynamoDbProxy } from '../local/dynamodb-proxy';
 import { namespace } from './support/stack';
+import { within } from './support/within';
 
 const fast: LeaseConfig = { leaseMs: 900, renewMs: 250, marginMs: 200, claimBudget: 3 };
 
@@ -49,12 +50,6 @@ function campaignsEndWith(t: TestContext) {
     return leads;
   };
   return { campaign };
-}
-
-/** `promise`, or a failure naming what did not happen within `ms`. */
-function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  const late = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what} within ${ms} ms`)), ms).unref());
-  return Promise.race([promise, late]);
 }
 
 /** Resolves once `candidate` has joined the queue (its `campaign` event): joins started after it queue behind it. */

@@ -30,6 +30,7 @@ import { chunkFenceKey, productKey, runKeys, type ReindexTables } from '../apps/
 import { ReindexStack } from '../apps/reindex/stack';
 import { runWorkflowLocally } from '../local/workflow';
 import { endpoints } from './support/stack';
+import { within } from './support/within';
 
 type Json = Record<string, unknown>;
 
@@ -214,10 +215,7 @@ test("Part 4 with real processes: A's update is held in flight and A is stopped 
   //    check and sent it), and A is stopped for real, its heartbeat with it.
   await a.waitFor((e) => e.event === 'updated' && e.chunk === 1);
   relay.arm();
-  const noneHeld = new Promise<never>((_, reject) =>
-    setTimeout(() => reject(new Error('A sent no update after the relay was armed')), 30_000).unref(),
-  );
-  const heldItem = await Promise.race([relay.held, noneHeld]);
+  const heldItem = await within(relay.held, 30_000, "the relay held none of A's updates");
   a.signal('SIGSTOP');
   await new Promise((r) => setTimeout(r, 100));
   assert.equal(processState(a.child.pid!), 'T', 'A is really stopped');

@@ -399,7 +399,8 @@ async function launch(java: string, dir: string, jar: string, host: string, port
     const deadline = performance.now() + timeoutMs; // monotonic: a start-up deadline must not move with the wall clock
     for (;;) {
       // Each attempt is bounded and loses to the JVM's exit, so a silent listener on the port cannot hang us.
-      const abortSignal = AbortSignal.timeout(Math.max(1, Math.min(2000, deadline - performance.now())));
+      // AbortSignal.timeout takes whole milliseconds only: a fraction throws ERR_OUT_OF_RANGE.
+      const abortSignal = AbortSignal.timeout(Math.max(1, Math.min(2000, Math.ceil(deadline - performance.now()))));
       const attempt = client.send(new ListTablesCommand({ Limit: 1 }), { abortSignal }).then(
         () => 'ready' as const,
         () => 'retry' as const,

@@ -175,6 +175,7 @@ const STATE_NAMES = new Set([
   'RaiseFence',
   'AlreadyDoneAtRaise',
   'AlreadyDone',
+  'AlreadyRunning',
   'Chunks',
   'Complete',
   'Completed',

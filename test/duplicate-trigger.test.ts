@@ -12,15 +12,20 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { App, Duration, Stack } from 'aws-cdk-lib';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { billingApp } from '../apps/billing/app';
+import { STACK_DEFAULTS, billingChunks, parseStackConfig } from '../apps/billing/config';
 import { Keys } from '../apps/billing/keys';
 import { DEFAULTS } from '../apps/billing/settings';
 import { systemClock, type Clock } from '../core/clock';
+import { ConfigError } from '../core/errors';
 import { Events } from '../core/events';
 import { raise as raiseFence } from '../core/fence';
 import { runJob } from '../core/job';
 import { claim, type Lease } from '../core/lease';
 import { Attr } from '../core/schema';
+import { FENCED_JOB_DEFAULTS, FencedJob, type FencedJobProps } from '../lib/index';
 import { runWorkflowLocally } from '../local/workflow';
 import { namespace, type Namespace } from './support/stack';
 import { startWorker } from './support/worker';
@@ -133,3 +138,56 @@ for (const engine of ['direct', 'stepfunctions']) {
     }
   });
 }
+
+/** A FencedJob of the user's own (bundling skipped: the checks run at construction). */
+function jobWith(props: Partial<FencedJobProps>): void {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const stack = new Stack(app, 'Long');
+  const fn = new lambda.Function(stack, 'Chunk', {
+    runtime: lambda.Runtime.NODEJS_22_X,
+    handler: 'index.handler',
+    code: lambda.Code.fromInline('exports.handler = async () => ({});'),
+    timeout: Duration.seconds(60),
+  });
+  new FencedJob(stack, 'Job', { name: 'long-night', chunkFunction: fn, chunks: 1, ...props });
+}
+
+test('FencedJob refuses at synth a claim budget shorter than its planned night, naming both numbers and the fix', () => {
+  const night = { chunks: 200, chunkDuration: Duration.millis(2600), chunkConcurrency: 1 };
+  const plannedS = (Math.ceil(night.chunks / night.chunkConcurrency) * night.chunkDuration.toMilliseconds()) / 1000;
+  const budgetS = (FENCED_JOB_DEFAULTS.claimBudget * FENCED_JOB_DEFAULTS.leaseMs) / 1000;
+  assert.ok(budgetS < plannedS, 'the case: the default budget is shorter than this night');
+  const needed = Math.ceil((plannedS * 1000) / FENCED_JOB_DEFAULTS.leaseMs);
+  assert.throws(
+    () => jobWith(night),
+    (err: unknown) => {
+      assert.ok(err instanceof ConfigError, String(err));
+      const problem = err.problems.find((p) => p.startsWith('claimBudget'));
+      assert.ok(problem, `a claimBudget problem among: ${err.problems.join(' | ')}`);
+      assert.ok(problem.includes(`${budgetS} s`), `names the budget, ${budgetS} s: ${problem}`);
+      assert.ok(problem.includes(`${plannedS} s`), `names the planned night, ${plannedS} s: ${problem}`);
+      assert.ok(problem.includes(`claimBudget to at least ${needed}`), `says how to fix it: ${problem}`);
+      return true;
+    },
+  );
+  assert.doesNotThrow(() => jobWith({ ...night, claimBudget: needed }), 'a budget as long as the night is accepted');
+  // Chunks run side by side shorten the night: 4 at a time is a quarter of it, within the default budget.
+  assert.doesNotThrow(() => jobWith({ ...night, chunkConcurrency: 4 }));
+});
+
+test("billing's configuration refuses a night of 1,000,000 invoices on the default claim budget, naming both numbers", () => {
+  const invoices = 1_000_000;
+  const { chunks, chunkMs } = billingChunks({ invoices, chunkSize: STACK_DEFAULTS.chunkSize });
+  const plannedS = (chunks * chunkMs) / 1000;
+  const budgetS = (STACK_DEFAULTS.claimBudget * STACK_DEFAULTS.leaseMs) / 1000;
+  assert.throws(
+    () => parseStackConfig({ invoices }),
+    (err: unknown) => {
+      assert.ok(err instanceof ConfigError);
+      assert.match(err.message, new RegExp(`claimBudget .*${budgetS} s.*${plannedS} s`));
+      return true;
+    },
+  );
+  const needed = Math.ceil((plannedS * 1000) / STACK_DEFAULTS.leaseMs);
+  assert.doesNotThrow(() => parseStackConfig({ invoices, claimBudget: needed }));
+});

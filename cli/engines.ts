@@ -105,9 +105,11 @@ export async function runStepFunctions(deps: BillingDeps, run: EngineRun): Promi
   const outcomes: Record<string, Outcome> = {
     Completed: 'completed',
     AlreadyDone: 'already-done',
+    AlreadyRunning: 'another-holder',
     Lost: lostError.Error === 'FencedOutError' ? 'fenced-out' : 'lost-lease',
   };
   summary.outcome = outcomes[result.endState ?? ''] ?? 'completed';
+  if (summary.outcome === 'another-holder') summary.reason = 'another holder stayed alive through the whole claim budget, billing the night';
   if (summary.outcome === 'fenced-out' || summary.outcome === 'lost-lease') {
     summary.reason = `${lostError.Error}: ${safeMessage(lostError.Cause)}`;
     if (summary.outcome === 'fenced-out' && summary.fencedRejections === 0) summary.fencedRejections = 1;

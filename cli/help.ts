@@ -75,7 +75,8 @@ Bills one night. Safe to run twice, or on several workers at once: one holds the
   --lease-ms N               lease length (default ${D.leaseMs})
   --renew-ms N               renewal interval, at most lease/3 (default ${D.renewMs})
   --margin-ms N              stop time = sent_at + lease - margin (default ${D.marginMs})
-  --claim-budget N           leases to wait on a live holder before giving up (default ${D.claimBudget})
+  --claim-budget N           leases to wait on a live holder before giving up (default ${D.claimBudget}); a holder
+                             still billing the night then ends this run as another-holder (exit 3)
   --engine E                 ${DEFAULT_ENGINE} (default): the synthesized state machine, run locally, each task
                              calling the same Lambda handler the cloud runs; ${OTHER_ENGINE}: the core library in-process
   --chunk-concurrency N      chunk tasks in flight at once (stepfunctions engine; default ${DEFAULT_CHUNK_CONCURRENCY})
@@ -87,7 +88,8 @@ Bills one night. Safe to run twice, or on several workers at once: one holds the
   --events                   print one JSON line per event as it happens (with --json, the summary comes last)
   --no-audit                 skip the audit after a run on the embedded stack
 
-Exit: 0 completed or already done; 3 lost the lease or fenced out; 2 bad input; 1 other failure; 4 audit failed.`,
+Exit: 0 completed or already done; 3 lost the lease, fenced out, or another holder is billing the night;
+2 bad input; 1 other failure (a live holder of a night not RUNNING under it included); 4 audit failed.`,
 
   audit: `Usage: fencepost audit --date YYYY-MM-DD [--invoices N (default ${D.invoices})] [--dynamodb-endpoint URL --s3-endpoint URL] [--table-prefix P] [--bucket B] [--json]
 

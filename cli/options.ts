@@ -23,7 +23,7 @@ export const EXIT = {
   failure: 1,
   /** Bad input: nothing was written. */
   usage: 2,
-  /** This worker lost the lease or was fenced out; the data is safe, another holder owns the job. */
+  /** Another holder owns the job: this worker lost the lease, was fenced out, or outwaited its claim budget on a live holder of the RUNNING night. */
   lost: 3,
   /** The audit found a broken invariant. */
   auditFailed: 4,

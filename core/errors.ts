@@ -126,6 +126,8 @@ export class ClaimBudgetExhaustedError extends FencepostError {
     readonly leases: number,
     /** The holder that stayed alive, as last seen. */
     readonly holder: string | undefined,
+    /** The lock's epoch as last seen: the live holder's token. */
+    readonly epoch?: number,
   ) {
     super(`could not claim ${lockKey} after waiting ${leases} leases: ${holder ?? 'another holder'} is alive and renewing`);
   }

@@ -79,6 +79,11 @@ export interface EventFields {
   completed: { readonly token: number; readonly jobId: string };
   /** The job was DONE before this holder could raise its fence. */
   'already-done': { readonly jobId: string; readonly fence?: number };
+  /**
+   * The claim budget ran out on a live holder of a RUNNING night (its row's fence is the holder's token): a duplicate
+   * start, which ends here quietly.
+   */
+  'another-holder': { readonly jobId: string; readonly holder?: string; readonly token?: number };
   /** The lease was given back (holder cleared, epoch kept). */
   released: { readonly key: string; readonly token: number };
   /** A release during cleanup failed; the error that led to the cleanup is rethrown, this one is reported. */

@@ -22,7 +22,7 @@ import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { Clock } from './clock';
 import type { LeaseConfig } from './config';
-import { AlreadyDoneError, FencedOutError, LeaseLostError, StopTimePassedError } from './errors';
+import { AlreadyDoneError, ClaimBudgetExhaustedError, FencedOutError, LeaseLostError, StopTimePassedError } from './errors';
 import type { Events } from './events';
 import * as fences from './fence';
 import type { Fence, JobRow } from './fence';
@@ -50,8 +50,11 @@ export interface RunHooks {
   afterCheck?(point: CheckPoint): void | Promise<void>;
 }
 
-/** How a run ended for one holder. */
-export type Outcome = 'completed' | 'already-done' | 'lost-lease' | 'fenced-out';
+/**
+ * How a run ended for one holder. `another-holder`: it never claimed, because another holder stayed alive through its
+ * whole claim budget on a RUNNING night (runningUnder): a duplicate start, not a failure.
+ */
+export type Outcome = 'completed' | 'already-done' | 'lost-lease' | 'fenced-out' | 'another-holder';
 
 /**
  * The outcome a holder reports for an error that means "stop, someone else owns the run"; undefined otherwise.
@@ -62,6 +65,18 @@ export function outcomeOf(err: unknown): Exclude<Outcome, 'completed'> | undefin
   if (err instanceof FencedOutError) return 'fenced-out';
   if (err instanceof LeaseLostError || err instanceof StopTimePassedError) return 'lost-lease';
   return undefined;
+}
+
+/**
+ * Is the night RUNNING under the lock's current holder? True when the job row is RUNNING and its fence is the lock's
+ * epoch: the live holder raised it, so it is billing the night. A waiter whose claim budget ran out on such a holder
+ * has met a duplicate start; any other night (no row, QUEUED, a fence from an earlier holder) is not being billed
+ * by the one keeping the lease alive, and that is a real problem (docs/DESIGN.md "A duplicate start on a long night").
+ * @param row - the job row, read after the budget ran out
+ * @param lockEpoch - the lock's epoch as the waiter last saw it
+ */
+export function runningUnder(row: Pick<fences.JobRow, 'state' | 'fence'> | undefined, lockEpoch: number | undefined): boolean {
+  return row?.state === 'RUNNING' && lockEpoch !== undefined && row.fence === lockEpoch;
 }
 
 /** What a run needs, injected: the store and its two tables, the clock, the events; the manifest bucket if any. */
@@ -275,8 +290,9 @@ export interface RunSummary<R> {
  *   3. each chunk still to do: the work, then its done mark (runChunk);
  *   4. complete (completeRun), then release.
  * Lost, fenced out or done: stop, discard local state (Part 4) and give the lease back conditionally; that is an
- * outcome, not an error.
- * @throws ClaimBudgetExhaustedError, or any failure that is not an outcome (after releasing the lease)
+ * outcome, not an error. So is a claim budget spent on a live holder of a RUNNING night (`another-holder`).
+ * @throws ClaimBudgetExhaustedError when the budget ran out on a holder whose night is not RUNNING under it, or
+ * any failure that is not an outcome (after releasing the lease)
  */
 export async function runJob<R>(deps: RunDeps, run: DirectRun, work: ChunkWork<R>): Promise<RunSummary<R>> {
   const started = deps.clock.monotonicMs();
@@ -301,12 +317,20 @@ export async function runJob<R>(deps: RunDeps, run: DirectRun, work: ChunkWork<R
     return finish('already-done');
   }
   // 1. Claim, clock-free; renew from this process while working.
-  const lease = await claim(
-    { ddb: deps.ddb, table: deps.tables.locks, clock: deps.clock, events: deps.events },
-    run.keys.lock(run.date),
-    run.holder,
-    run.config,
-  );
+  let lease: Lease;
+  try {
+    lease = await claim(
+      { ddb: deps.ddb, table: deps.tables.locks, clock: deps.clock, events: deps.events },
+      run.keys.lock(run.date),
+      run.holder,
+      run.config,
+    );
+  } catch (err) {
+    // A live holder outlasted the budget: a duplicate start if that holder is billing the night, else a problem.
+    if (!(err instanceof ClaimBudgetExhaustedError) || !runningUnder(await readRun(deps, run), err.epoch)) throw err;
+    deps.events.emit('another-holder', { jobId, holder: err.holder, token: err.epoch });
+    return finish('another-holder', undefined, err.message);
+  }
   lease.startHeartbeat();
   try {
     // 2. Raise the fences first.

@@ -227,7 +227,7 @@ export async function claim(deps: LeaseDeps, key: string, holder: string, config
     const seenAt = deps.clock.monotonicMs(); // after the response: no earlier than the write that produced its rvn
     const step = nextClaimStep(watch, sighting, seenAt - lastSeenAt, config);
     [watch, lastSeenAt] = [step.watch, seenAt];
-    if (step.action === 'give-up') throw new ClaimBudgetExhaustedError(key, config.claimBudget, sighting.holder);
+    if (step.action === 'give-up') throw new ClaimBudgetExhaustedError(key, config.claimBudget, sighting.holder, sighting.epoch);
     if (step.newRvn) {
       attempt++;
       deps.events?.emit('sighted', { key, holder: sighting.holder, epoch: sighting.epoch, rvn: sighting.seenRvn, waitMs: sighting.waitMs, attempt });

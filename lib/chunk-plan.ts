@@ -109,6 +109,15 @@ export function chunkMapPlan(s: Omit<ChunkMapSettings, 'chunkConcurrency' | 'chu
   return { chunks: s.chunks, mode, fixedEvents, eventsPerChunk, historyEvents: fixedEvents + s.chunks * eventsPerChunk, payloadBytes };
 }
 
+/**
+ * The planned night: how long the chunks take one after another, `chunkConcurrency` at a time, each the job's own
+ * estimate of a chunk (`chunkDuration`). The chunk timeout would bound it, but as a worst case, not a plan: 200
+ * chunks of a 60 s timeout would ask a budget past the history quota (chunkMapPlan).
+ */
+function plannedNightMs(s: Pick<ChunkMapSettings, 'chunks' | 'chunkConcurrency'> & { readonly chunkMs: number }): number {
+  return Math.ceil(s.chunks / Math.max(1, s.chunkConcurrency)) * s.chunkMs;
+}
+
 /** How the problems name the setting that makes the chunks, and what to do about too many (billing: chunkSize). */
 export interface ChunkWording {
   /** e.g. `chunks (2000)`, or `chunkSize (1) makes 1000000 chunks`. */
@@ -155,10 +164,17 @@ export function chunkMapProblems(s: ChunkMapSettings, wording?: ChunkWording): s
     );
   }
   if (s.chunkMs !== undefined) {
-    const runMs = Math.ceil(plan.chunks / Math.max(1, s.chunkConcurrency)) * s.chunkMs;
+    const runMs = plannedNightMs({ ...s, chunkMs: s.chunkMs });
+    const budgetMs = s.claimBudget * s.leaseMs;
     if (runMs > EXECUTION_TIMEOUT.toMilliseconds()) {
       problems.push(
         `chunkConcurrency (${s.chunkConcurrency}) runs ${plan.chunks} chunks in about ${Math.round(runMs / 60_000)} minutes, past the execution's ${EXECUTION_TIMEOUT.toHumanString()} timeout: raise it`,
+      );
+    } else if (budgetMs < runMs) {
+      // A duplicate start waits on the live holder for at most the budget; shorter than the night, it gives up while
+      // the night still runs and never sees it DONE (docs/DESIGN.md "A duplicate start on a long night").
+      problems.push(
+        `claimBudget (${s.claimBudget}) × leaseMs (${s.leaseMs}) = ${budgetMs / 1000} s of waiting is shorter than the planned night, ${runMs / 1000} s (${plan.chunks} chunks, ${Math.max(1, s.chunkConcurrency)} at a time, ${s.chunkMs / 1000} s each): a duplicate start would give up on a night still running; raise claimBudget to at least ${Math.ceil(runMs / s.leaseMs)}, or run more chunks at once`,
       );
     }
   }

@@ -51,7 +51,10 @@ export interface FencedJobSettings {
   readonly distributedMapAboveChunks: number;
   /** The largest output of one chunk invocation in bytes (JSON), for the inline payload check. @default 1024 */
   readonly chunkOutputBytes: number;
-  /** How long one chunk takes, in ms, for the check that a run fits the 2-hour execution timeout. @default - not checked */
+  /**
+   * How long one chunk takes, in ms: with chunks and chunkConcurrency it makes the planned night, which must fit the
+   * 2-hour execution timeout and the claim budget (claimBudget × leaseMs). @default - neither is checked
+   */
   readonly chunkMs?: number;
   /** How long a lease lasts without renewal. @default 10000 (Part 0) */
   readonly leaseMs: number;
@@ -59,7 +62,11 @@ export interface FencedJobSettings {
   readonly renewMs: number;
   /** Stop time = sent_at + lease - margin. @default 2000 (Part 2) */
   readonly marginMs: number;
-  /** Leases a claimant waits on a live holder before it gives up. @default 30 */
+  /**
+   * Leases a claimant waits on a live holder before it gives up: at least the planned night (chunkMs), so a duplicate
+   * start outwaits a normal night. Giving up on a live holder of a RUNNING night ends quietly (AlreadyRunning).
+   * @default 30
+   */
   readonly claimBudget: number;
   /** EventBridge Scheduler expression for the nightly start, `cron(...)` or `rate(...)`. @default 'cron(30 1 * * ? *)' */
   readonly scheduleExpression: string;
@@ -131,7 +138,11 @@ export interface FencedJobProps extends OptionalSettings {
    * @default - the function's own timeout (required when the function is not a `lambda.Function` of this app)
    */
   readonly chunkTimeout?: Duration;
-  /** How long one chunk takes, for the check that a run fits the execution timeout. @default - not checked */
+  /**
+   * How long one chunk takes (your estimate of a normal chunk, not its timeout). FencedJob plans the night from it,
+   * ceil(chunks / chunkConcurrency) × chunkDuration, and refuses a night past the execution timeout or longer than the
+   * claim budget (claimBudget × leaseMs). @default - the night is not planned, neither is checked
+   */
   readonly chunkDuration?: Duration;
   /** The chunk task's state name in the definition. @default 'RunChunk' */
   readonly chunkStepName?: string;
@@ -175,6 +186,7 @@ const STATE_NAMES = new Set([
   'RaiseFence',
   'AlreadyDoneAtRaise',
   'AlreadyDone',
+  'AlreadyRunning',
   'Chunks',
   'Complete',
   'Completed',

@@ -7,7 +7,9 @@
  * The clock-free claim (reference Part 5) is spread over states: Observe reads the lock item and takes one step
  * of the claim rule (core/lease.ts nextClaimStep); while someone holds it, a Wait state (SecondsPath) waits a
  * poll period on Step Functions' timer and Observe counts how long the rvn has stayed unchanged; once that is a
- * full lease, Claim claims on condition "rvn unchanged"; a failed claim observes again, within the claim budget.
+ * full lease, Claim claims on condition "rvn unchanged"; a failed claim observes again, within the claim budget. A
+ * budget spent on a live holder that is billing the night ends quietly (Succeed "AlreadyRunning": a duplicate start);
+ * spent on any other live holder, the run fails (ClaimBudgetExhausted).
  * Every Lambda that acts for the holder renews first and computes its own stop time: a stop time never crosses a
  * process boundary. A lost lease or a fenced-out write ends the run quietly (Succeed "Lost", with a metric, no
  * retries); transient store errors are retried with backoff; anything else releases the lease conditionally and
@@ -295,9 +297,12 @@ export class FencedWorkflow extends Construct {
     const completed = new sfn.Succeed(this, 'Completed');
     const alreadyDone = new sfn.Succeed(this, 'AlreadyDone');
     const lost = new sfn.Succeed(this, 'Lost', { comment: 'Lost the lease or fenced out: another holder owns the night. Quiet by design.' });
+    const alreadyRunning = new sfn.Succeed(this, 'AlreadyRunning', {
+      comment: 'A duplicate start: another live holder billed the night through the whole claim budget. Quiet by design.',
+    });
     const gaveUp = new sfn.Fail(this, 'ClaimBudgetExhausted', {
       error: 'ClaimBudgetExhausted',
-      cause: 'the holder stayed alive through every lease of the claim budget',
+      cause: 'a holder stayed alive through every lease of the claim budget without the night RUNNING under its token',
     });
     const failed = new sfn.Fail(this, 'Failed', { error: `${pascalName(props.name)}Failed`, causePath: '$.error.Cause' });
     const releaseAfterFailure = this.step('ReleaseAfterFailure', 'release', held, '$.released');
@@ -317,6 +322,7 @@ export class FencedWorkflow extends Construct {
     observe.next(
       new sfn.Choice(this, 'ClaimOrWatch')
         .when(sfn.Condition.booleanEquals('$.observed.done', true), alreadyDone)
+        .when(sfn.Condition.booleanEquals('$.observed.anotherHolder', true), alreadyRunning)
         .when(sfn.Condition.booleanEquals('$.observed.exhausted', true), gaveUp)
         .when(sfn.Condition.booleanEquals('$.observed.claimNow', true), claim)
         .otherwise(poll),

@@ -154,7 +154,7 @@ async function runNight(definition: Json, fails: { chunk: number; error: string 
   const released: string[] = [];
   const handlers: Record<string, (input: Json) => Promise<unknown>> = {
     Prepare: async () => ({ jobDate: '2026-09-28', holder: 'A' }),
-    Observe: async () => ({ done: false, exhausted: false, claimNow: true, waitSeconds: 0 }),
+    Observe: async () => ({ done: false, exhausted: false, anotherHolder: false, claimNow: true, waitSeconds: 0 }),
     Claim: async () => ({ claimed: true, token: 7 }),
     RaiseFence: async () => ({ alreadyDone: false, chunks: [0, 1, 2, 3] }),
     BillChunk: async (input) => {

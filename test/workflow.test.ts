@@ -55,6 +55,7 @@ test('the local definition is the synthesized one: the clock-free watch is Obser
   const choices = (states.ClaimOrWatch.Choices as { Variable: string; Next: string }[]).map((c) => [c.Variable, c.Next]);
   assert.deepEqual(choices, [
     ['$.observed.done', 'AlreadyDone'],
+    ['$.observed.anotherHolder', 'AlreadyRunning'],
     ['$.observed.exhausted', 'ClaimBudgetExhausted'],
     ['$.observed.claimNow', 'Claim'],
   ]);

@@ -158,8 +158,8 @@ export interface NightSummary {
  * Run one night in this process (the library's runJob): claim the lease (clock-free), raise the job row and then
  * every chunk fence before writing anything, run the chunks not recorded done, mark the job row DONE, release.
  * @param config - lease timing (validateLeaseConfig)
- * @returns the summary; a lost lease or a fenced-out write is an outcome, not an error
- * @throws ClaimBudgetExhaustedError, or a store failure
+ * @returns the summary; a lost lease, a fenced-out write or a live holder of a RUNNING night is an outcome, not an error
+ * @throws ClaimBudgetExhaustedError (a live holder of a night not RUNNING under it), or a store failure
  */
 export async function runNight(deps: ReindexDeps, holder: string, plan: ReindexPlan, config: LeaseConfig): Promise<NightSummary> {
   const runDeps: RunDeps = { ddb: deps.ddb, tables: deps.tables, clock: deps.clock, events: deps.events }; // no manifest: DynamoDB only

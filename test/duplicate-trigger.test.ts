@@ -1,0 +1,193 @@
+/**
+ * A duplicate start of a night while its holder is alive (EventBridge Scheduler delivers at least once): the second
+ * execution watches the holder's rvn change through its whole claim budget. On a RUNNING night owned by that live
+ * holder, that is a normal event: the waiter ends quietly, outcome `another-holder` (Succeed `AlreadyRunning`, exit 3),
+ * not through the ClaimBudgetExhausted Fail state the failure alarm pages on. A holder alive on a night that is NOT
+ * RUNNING (a lock held, no job row raised) is not a night being billed: that still fails loudly.
+ *
+ * The first holder lives in this process (the core Lease API). In the workflow and direct-engine tests it renews
+ * right after every observation the waiter makes, so every observation sees a new rvn and the waiter can never
+ * claim, however slow the machine: the budget runs out on a live holder by construction, not by timing.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { App, Duration, Stack } from 'aws-cdk-lib';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { billingApp } from '../apps/billing/app';
+import { STACK_DEFAULTS, billingChunks, parseStackConfig } from '../apps/billing/config';
+import { Keys } from '../apps/billing/keys';
+import { DEFAULTS } from '../apps/billing/settings';
+import { systemClock, type Clock } from '../core/clock';
+import { ConfigError } from '../core/errors';
+import { Events } from '../core/events';
+import { raise as raiseFence } from '../core/fence';
+import { runJob } from '../core/job';
+import { claim, type Lease } from '../core/lease';
+import { Attr } from '../core/schema';
+import { FENCED_JOB_DEFAULTS, FencedJob, type FencedJobProps } from '../lib/index';
+import { runWorkflowLocally } from '../local/workflow';
+import { namespace, type Namespace } from './support/stack';
+import { startWorker } from './support/worker';
+
+const DATE = '2026-10-02';
+const CHUNKS = 4;
+const settings = { leaseMs: 3000, renewMs: 1000, marginMs: 1000, claimBudget: 2, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 250 };
+const budgetSeconds = (settings.claimBudget * settings.leaseMs) / 1000;
+
+/** The first holder: claims the night's lease in this process and, when `running`, raises the night's fences (RUNNING). */
+async function firstHolder(ns: Namespace, running: boolean, renewMs = settings.renewMs): Promise<Lease> {
+  const events = new Events('first', systemClock);
+  const config = { ...DEFAULTS, ...settings, renewMs };
+  const lease = await claim({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events }, Keys.lock(DATE), 'first', config);
+  if (running) await raiseFence({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, clock: systemClock }, Keys.job(DATE), lease.token, 'first', CHUNKS);
+  return lease;
+}
+
+async function lockItem(ns: Namespace): Promise<Record<string, unknown>> {
+  const out = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { [Attr.pk]: Keys.lock(DATE) }, ConsistentRead: true }));
+  return out.Item ?? {};
+}
+
+/** The synthesized workflow as the second execution, the first holder renewing after each of its observations. */
+async function secondExecution(ns: Namespace, first: Lease) {
+  return runWorkflowLocally({
+    app: billingApp,
+    clients: ns.clients,
+    endpoints: ns.endpoints,
+    tables: ns.tables,
+    bucket: ns.bucket,
+    name: 'second',
+    input: { jobDate: DATE },
+    settings,
+    hooks: {
+      // Before the Wait that follows this observation: the next one sees another rvn (the holder is alive).
+      afterTask: async (state) => {
+        if (state === 'Observe') await first.renew();
+      },
+    },
+  });
+}
+
+test('workflow: a second execution of a RUNNING night whose holder stays alive past the claim budget ends quietly as AlreadyRunning', async () => {
+  const ns = await namespace();
+  const first = await firstHolder(ns, true);
+  try {
+    const r = await secondExecution(ns, first);
+    assert.equal(r.status, 'SUCCEEDED', `ended ${r.status} at ${r.endState}: ${r.error}: ${r.cause}`);
+    assert.equal(r.endState, 'AlreadyRunning');
+    const waits = r.history.filter((h) => h.type === 'StateEntered' && h.state === 'WatchTheLease').length;
+    assert.ok(waits >= budgetSeconds, `it waited the whole budget (${budgetSeconds} one-second polls) first: ${waits}`);
+    assert.ok(!r.history.some((h) => h.state === 'Claim'), 'it never tried to claim a live lease');
+    const lock = await lockItem(ns);
+    assert.deepEqual([lock[Attr.holder], lock[Attr.epoch]], ['first', first.token], 'the first holder still holds the night, same token');
+  } finally {
+    await first.release();
+  }
+});
+
+test('workflow: a holder alive through the budget on a night that is NOT RUNNING (no job row) still fails loudly', async () => {
+  const ns = await namespace();
+  const first = await firstHolder(ns, false);
+  try {
+    const r = await secondExecution(ns, first);
+    assert.equal(r.status, 'FAILED');
+    assert.equal(r.endState, 'ClaimBudgetExhausted');
+  } finally {
+    await first.release();
+  }
+});
+
+test("direct engine: runJob against a RUNNING night's live holder returns outcome another-holder instead of throwing", async () => {
+  const ns = await namespace();
+  const first = await firstHolder(ns, true);
+  // The waiter's clock: before each wait between two sightings, the first holder renews (a new rvn every sighting).
+  const clock: Clock = { ...systemClock, sleep: async (ms) => (await first.renew(), systemClock.sleep(ms)) };
+  try {
+    const summary = await runJob(
+      { ddb: ns.clients.ddb, tables: ns.tables, clock, events: new Events('second', systemClock) },
+      { keys: Keys.keys, date: DATE, chunks: CHUNKS, holder: 'second', config: { ...DEFAULTS, ...settings } },
+      async () => assert.fail('the second holder must not work on a chunk'),
+    );
+    assert.equal(summary.outcome, 'another-holder');
+    assert.equal(summary.token, undefined, 'it never claimed');
+    assert.ok(summary.seconds >= budgetSeconds, `it waited the whole budget first: ${summary.seconds} s`);
+    const lock = await lockItem(ns);
+    assert.deepEqual([lock[Attr.holder], lock[Attr.epoch]], ['first', first.token]);
+  } finally {
+    await first.release();
+  }
+});
+
+for (const engine of ['direct', 'stepfunctions']) {
+  test(`fencepost run (${engine}): a duplicate run of a live night exits 3 with outcome another-holder in its summary`, async () => {
+    const ns = await namespace();
+    // A separate process cannot be hooked: here the first holder renews every 300 ms, ten times per 3 s lease.
+    const first = await firstHolder(ns, true, 300);
+    first.startHeartbeat();
+    try {
+      const args = ['--date', DATE, '--invoices', '2000', '--chunk-size', '500', '--lease-ms', '3000', '--renew-ms', '1000', '--margin-ms', '1000'];
+      const w = startWorker(ns, [...args, '--claim-budget', String(settings.claimBudget), '--engine', engine, '--worker', 'second', '--json']);
+      const code = await w.exited;
+      const summary = JSON.parse(w.other.at(-1)?.line ?? '{}') as { outcome?: string; token?: number };
+      assert.equal(code, 3, w.stderr.join('\n'));
+      assert.equal(summary.outcome, 'another-holder');
+      assert.equal(summary.token, undefined);
+    } finally {
+      await first.release();
+    }
+  });
+}
+
+/** A FencedJob of the user's own (bundling skipped: the checks run at construction). */
+function jobWith(props: Partial<FencedJobProps>): void {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const stack = new Stack(app, 'Long');
+  const fn = new lambda.Function(stack, 'Chunk', {
+    runtime: lambda.Runtime.NODEJS_22_X,
+    handler: 'index.handler',
+    code: lambda.Code.fromInline('exports.handler = async () => ({});'),
+    timeout: Duration.seconds(60),
+  });
+  new FencedJob(stack, 'Job', { name: 'long-night', chunkFunction: fn, chunks: 1, ...props });
+}
+
+test('FencedJob refuses at synth a claim budget shorter than its planned night, naming both numbers and the fix', () => {
+  const night = { chunks: 200, chunkDuration: Duration.millis(2600), chunkConcurrency: 1 };
+  const plannedS = (Math.ceil(night.chunks / night.chunkConcurrency) * night.chunkDuration.toMilliseconds()) / 1000;
+  const budgetS = (FENCED_JOB_DEFAULTS.claimBudget * FENCED_JOB_DEFAULTS.leaseMs) / 1000;
+  assert.ok(budgetS < plannedS, 'the case: the default budget is shorter than this night');
+  const needed = Math.ceil((plannedS * 1000) / FENCED_JOB_DEFAULTS.leaseMs);
+  assert.throws(
+    () => jobWith(night),
+    (err: unknown) => {
+      assert.ok(err instanceof ConfigError, String(err));
+      const problem = err.problems.find((p) => p.startsWith('claimBudget'));
+      assert.ok(problem, `a claimBudget problem among: ${err.problems.join(' | ')}`);
+      assert.ok(problem.includes(`${budgetS} s`), `names the budget, ${budgetS} s: ${problem}`);
+      assert.ok(problem.includes(`${plannedS} s`), `names the planned night, ${plannedS} s: ${problem}`);
+      assert.ok(problem.includes(`claimBudget to at least ${needed}`), `says how to fix it: ${problem}`);
+      return true;
+    },
+  );
+  assert.doesNotThrow(() => jobWith({ ...night, claimBudget: needed }), 'a budget as long as the night is accepted');
+  // Chunks run side by side shorten the night: 4 at a time is a quarter of it, within the default budget.
+  assert.doesNotThrow(() => jobWith({ ...night, chunkConcurrency: 4 }));
+});
+
+test("billing's configuration refuses a night of 1,000,000 invoices on the default claim budget, naming both numbers", () => {
+  const invoices = 1_000_000;
+  const { chunks, chunkMs } = billingChunks({ invoices, chunkSize: STACK_DEFAULTS.chunkSize });
+  const plannedS = (chunks * chunkMs) / 1000;
+  const budgetS = (STACK_DEFAULTS.claimBudget * STACK_DEFAULTS.leaseMs) / 1000;
+  assert.throws(
+    () => parseStackConfig({ invoices }),
+    (err: unknown) => {
+      assert.ok(err instanceof ConfigError);
+      assert.match(err.message, new RegExp(`claimBudget .*${budgetS} s.*${plannedS} s`));
+      return true;
+    },
+  );
+  const needed = Math.ceil((plannedS * 1000) / STACK_DEFAULTS.leaseMs);
+  assert.doesNotThrow(() => parseStackConfig({ invoices, claimBudget: needed }));
+});

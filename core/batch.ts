@@ -11,7 +11,7 @@
  * Items are given in the low-level AttributeValue form and sent as they are: the document client's generic
  * marshalling cost a third of the client CPU per transaction on the billing night (bench/waste.ts).
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import {
   TransactWriteItemsCommand,
   type AttributeValue,
@@ -37,12 +37,15 @@ export interface FencedPut {
  * What a fenced batch did. Fenced out is not a result: it is thrown (FencedOutError), since the holder must stop.
  */
 export interface BatchResult {
-  /** The puts this call recorded. */
+  /**
+   * The puts this call's own transactions wrote: each is counted here by exactly one call, the one that wrote it (its
+   * ClientRequestToken is this call's alone, so a success is never another call's transaction replayed).
+   */
   readonly recorded: readonly FencedPut[];
   /**
-   * The puts refused because an item with their key already existed: recorded before, by an earlier holder (a
-   * takeover redoing a batch) or an earlier call. Not an error: each item is recorded once. Their content was not
-   * compared with ours.
+   * The puts refused because an item with their key already existed: recorded before this call, by an earlier holder
+   * (a takeover redoing a batch) or an earlier call of the same holder (a retried chunk, also one that never heard
+   * the answer to its write). Not an error: each item is recorded once. Their content was not compared with ours.
    */
   readonly alreadyRecorded: readonly FencedPut[];
   /** TransactWriteItems calls made, including the retries. */
@@ -51,11 +54,13 @@ export interface BatchResult {
 
 /**
  * The request for one fenced transaction: `fence.guard(token)` at position 0, then one Put per item with
- * attribute_not_exists on its key, and a ClientRequestToken derived from the whole request (same request, same
- * token; any other request, another one: DynamoDB rejects a reused token with other parameters).
+ * attribute_not_exists on its key, and a ClientRequestToken derived from the whole request and the call sending it
+ * (the same request in the same call, the same token; any other request or call, another one: DynamoDB rejects a
+ * reused token with other parameters).
+ * @param call - names the writeBatch call that sends it @default none: the token follows the request alone
  * @throws ConfigError for more than 99 puts: a transaction holds 100 actions and one is the fence's check
  */
-export function fencedTransaction(fence: Fence, token: number, puts: readonly FencedPut[]): TransactWriteItemsCommandInput {
+export function fencedTransaction(fence: Fence, token: number, puts: readonly FencedPut[], call?: string): TransactWriteItemsCommandInput {
   if (puts.length > MAX_PUTS_PER_TRANSACTION) {
     throw new ConfigError([
       `a fenced batch holds at most ${MAX_PUTS_PER_TRANSACTION} puts (a transaction holds 100 actions and one is the fence check), got ${puts.length}`,
@@ -70,7 +75,7 @@ export function fencedTransaction(fence: Fence, token: number, puts: readonly Fe
       ExpressionAttributeNames: { '#key': p.keyAttribute ?? 'pk' },
     },
   }));
-  return { ClientRequestToken: requestToken(fence, token, puts), TransactItems: [fence.guard(token), ...items] };
+  return { ClientRequestToken: requestToken(fence, token, puts, call), TransactItems: [fence.guard(token), ...items] };
 }
 
 /**
@@ -84,6 +89,10 @@ export function fencedTransaction(fence: Fence, token: number, puts: readonly Fe
  *     item we only check included; throttling), or any other transient error: send the SAME request again after a
  *     full-jitter backoff, with the same ClientRequestToken, so a retry of a transaction that was applied but whose
  *     answer was lost succeeds without writing again (DynamoDB keeps the token for 10 minutes).
+ * The token is this call's own: a success is this call's transaction, applied by it (now, or by an earlier send of
+ * this call whose answer was lost), so its puts are `recorded` by this call. Another call with the same puts (a
+ * retried chunk) sends another token, and DynamoDB evaluates the conditions: the puts come back `alreadyRecorded`,
+ * never counted a second time as a replayed success would.
  * @param fence - the fence whose guard the transaction carries (its client, clock and jitter source are used)
  * @param token - the holder's fencing token
  * @param puts - at most 99 items; none sends nothing
@@ -97,8 +106,9 @@ export async function writeBatch(fence: Fence, token: number, puts: readonly Fen
   let transactions = 0;
   let transientRetries = 0;
   const { ddb, clock, random = Math.random } = fence.target;
+  const call = randomUUID();
   while (pending.length > 0) {
-    const request = fencedTransaction(fence, token, pending); // throws ConfigError before the first send
+    const request = fencedTransaction(fence, token, pending, call); // throws ConfigError before the first send
     transactions++;
     try {
       await ddb.send(new TransactWriteItemsCommand(request));
@@ -125,11 +135,12 @@ export async function writeBatch(fence: Fence, token: number, puts: readonly Fen
 }
 
 /**
- * Same request, same ClientRequestToken; any other request, another one. DynamoDB scopes the token to the account,
- * not the table, and rejects a reused token with other parameters, so the tables and every item's content are in it.
+ * Same request in the same call, same ClientRequestToken; any other request or call, another one. DynamoDB scopes the
+ * token to the account, not the table, and rejects a reused token with other parameters, so the tables and every
+ * item's content are in it.
  */
-function requestToken(fence: Fence, token: number, puts: readonly FencedPut[]): string {
-  const h = createHash('sha256').update(`${fence.target.table}|${JSON.stringify(fence.target.key)}|${token}`);
+function requestToken(fence: Fence, token: number, puts: readonly FencedPut[], call = ''): string {
+  const h = createHash('sha256').update(`${call}|${fence.target.table}|${JSON.stringify(fence.target.key)}|${token}`);
   // The items as the caller built them: the same request serialises the same way (JSON.stringify is native, and an
   // item's attributes keep their order), any other content another way.
   for (const p of puts) h.update(`|${p.table}|${p.keyAttribute ?? 'pk'}|`).update(JSON.stringify(p.item));

@@ -119,7 +119,7 @@ export { EpochFence, LedgerWriter, entryKey, ledgerViolations, type EpochFenceTa
 // Clocks, configuration, errors, events
 export { systemClock, type Clock } from './clock';
 export { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION, dateProblem, leaseProblems, validateDate, validateLeaseConfig, type LeaseConfig } from './config';
-export { METRICS_NAMESPACE, Metric, SERVICE_NAME } from './observability';
+export { METRICS_NAMESPACE, Metric, serviceName } from './observability';
 export {
   AlreadyDoneError,
   ClaimBudgetExhaustedError,

@@ -4,8 +4,15 @@
  */
 /** The CloudWatch namespace every metric is published in. */
 export const METRICS_NAMESPACE = 'Fencepost';
-/** The service name Powertools stamps on every log line, metric and trace. */
-export const SERVICE_NAME = 'fencepost-billing';
+/**
+ * The service a job's functions publish under (POWERTOOLS_SERVICE_NAME, hence the `service` dimension of every
+ * metric, and the `service` key of every log line and trace): one per job, so two jobs in one account never share a
+ * metric or an alarm.
+ * @param jobName - the job's name (core/job-keys.ts JOB_NAME_PATTERN)
+ */
+export function serviceName(jobName: string): string {
+  return `fencepost-${jobName}`;
+}
 
 /** The metric names, one list for the Lambdas that publish them and the alarms and dashboard that read them. */
 export const Metric = {

@@ -24,16 +24,18 @@ import { jobKeys, type JobKeys } from '../core/job-keys';
 import type { LeaseDeps } from '../core/lease';
 import type { ManifestDeps } from '../core/manifest';
 import { awsClients, measureClockOffset, type Clients } from '../core/stores';
-import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../core/observability';
+import { METRICS_NAMESPACE, Metric } from '../core/observability';
 import { Env } from './env';
 
-// Powertools' own: one per process, as its documentation places them (they read POWERTOOLS_* at load).
+// Powertools' own: one per process, as its documentation places them (they read POWERTOOLS_* at load). The service
+// is the job's, from POWERTOOLS_SERVICE_NAME (FencedJob sets `fencepost-<job>`): no name here, since one given in
+// code would win over the environment and every job would publish as the same service.
 /** The function's Powertools Logger: milestones at INFO, the per-batch stream at DEBUG. */
-export const logger = new Logger({ serviceName: SERVICE_NAME });
-/** The function's Powertools Metrics (EMF), flushed after every invocation; the alarms read them. */
-export const metrics = new Metrics({ namespace: METRICS_NAMESPACE, serviceName: SERVICE_NAME });
+export const logger = new Logger();
+/** The function's Powertools Metrics (EMF), flushed after every invocation; the job's alarms read them. */
+export const metrics = new Metrics({ namespace: METRICS_NAMESPACE });
 /** The function's Powertools Tracer (X-Ray), wrapping the AWS clients in the cloud. */
-export const tracer = new Tracer({ serviceName: SERVICE_NAME });
+export const tracer = new Tracer();
 
 /** A function's environment: `process.env` in AWS, the template's variables in the local runner. */
 export type Environment = Readonly<Record<string, string | undefined>>;

@@ -5,7 +5,8 @@
  * leans on are failing (clock offset eating the margin, zombies being fenced, contention), or that the night
  * will not be DONE in time (failed executions, undelivered starts, no completed run by the deadline).
  *
- * App metrics are read by the names in core/observability.ts, with the `service` dimension Powertools adds.
+ * App metrics are read by the names in core/observability.ts, with the `service` dimension Powertools adds: the
+ * job's own (`fencepost-<job>`), so two jobs in one account never read each other's metrics.
  */
 import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -18,12 +19,12 @@ import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
-import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../core/observability';
+import { METRICS_NAMESPACE, Metric, serviceName } from '../core/observability';
 import { pascalName } from './fenced-workflow';
 
 /** What the alarms watch: the job's tables and state machines, their dead-letter queues, and the thresholds. */
 export interface FencepostAlarmsProps {
-  /** The job's name, as the alarms' descriptions say it. */
+  /** The job's name: the alarms' descriptions say it, and its app metrics are read under its service (`serviceName`). */
   readonly name: string;
   /** The lock table. */
   readonly locks: dynamodb.ITable;
@@ -83,14 +84,16 @@ export type AlarmName =
 const FIVE_MINUTES = Duration.minutes(5);
 
 /**
- * A metric the functions publish (Powertools, namespace and `service` dimension from core/observability.ts).
+ * A metric one job's functions publish (Powertools: the namespace from core/observability.ts, and the `service`
+ * dimension its functions get from POWERTOOLS_SERVICE_NAME, `serviceName(job)`).
  *
+ * @param job - the job's name (FencedJob's `name`)
  * @param metricName - its name (core/observability.ts `Metric`)
  * @param statistic - e.g. `Sum`, `Maximum`
  * @param period - @default Duration.minutes(5)
  */
-export function appMetric(metricName: string, statistic: string, period: Duration = FIVE_MINUTES): cloudwatch.Metric {
-  return new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: SERVICE_NAME }, statistic, period });
+export function appMetric(job: string, metricName: string, statistic: string, period: Duration = FIVE_MINUTES): cloudwatch.Metric {
+  return new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: serviceName(job) }, statistic, period });
 }
 
 /**
@@ -183,7 +186,7 @@ export class FencepostAlarms extends Construct {
       );
 
     const notDone = alarm(`${pascalName(props.name)}NotDone`, {
-      metric: appMetric(Metric.runsCompleted, 'Sum', Duration.days(1)),
+      metric: appMetric(props.name, Metric.runsCompleted, 'Sum', Duration.days(1)),
       threshold: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
       evaluationPeriods: 1,
@@ -206,7 +209,7 @@ export class FencepostAlarms extends Construct {
       clockOffset: alarm(
         'ClockOffset',
         above(
-          appMetric(Metric.clockOffsetBeyondErrorMs, 'Maximum'),
+          appMetric(props.name, Metric.clockOffsetBeyondErrorMs, 'Maximum'),
           props.clockOffsetAlarmMs,
           `A Lambda's wall clock is provably more than ${props.clockOffsetAlarmMs} ms off AWS's time: the offset estimated from response Date headers, less its error bound (docs/CLOCK.md). ` +
             `The lease margin (${props.marginMs} ms) absorbs clock error; this fires well before it is used up. Durations are timed on the monotonic clock, ` +
@@ -216,7 +219,7 @@ export class FencepostAlarms extends Construct {
       fencedRejections: alarm(
         'FencedRejections',
         atLeast(
-          appMetric(Metric.fencedRejections, 'Sum'),
+          appMetric(props.name, Metric.fencedRejections, 'Sum'),
           props.fencedRejectionsThreshold,
           `At least ${props.fencedRejectionsThreshold} write(s) in 5 minutes were refused by the fence (a TransactWriteItems cancelled by its ConditionCheck on the job row, or an S3 412): a holder kept acting after it lost its lease (a zombie, Part 4). ` +
             'Counted by the Lambdas themselves: DynamoDB publishes no per-table metric for a condition that cancels a transaction. ' +
@@ -289,7 +292,7 @@ export class FencepostAlarms extends Construct {
       sweeperStorm: alarm(
         'SweeperStorm',
         atLeast(
-          appMetric(Metric.sweeperStorm, 'Sum'),
+          appMetric(props.name, Metric.sweeperStorm, 'Sum'),
           1,
           'The orphan sweeper saw most claimed jobs look dead at once and re-queued NONE of them (Part 6: a storm usually means our own renewal ' +
             `path is failing, not the holders). Check the lock table (throttling, errors), the ${props.name} executions and LeaseLost. If the holders ` +
@@ -319,7 +322,7 @@ export class FencepostAlarms extends Construct {
   }
 
   private buildDashboard(props: FencepostAlarmsProps): cloudwatch.Dashboard {
-    const sum = (name: string) => appMetric(name, 'Sum');
+    const sum = (name: string) => appMetric(props.name, name, 'Sum');
     const sm = props.stateMachine;
     const graph = (title: string, left: cloudwatch.IMetric[], extra: Partial<cloudwatch.GraphWidgetProps> = {}) =>
       new cloudwatch.GraphWidget({ title, left, width: 8, height: 6, ...extra });
@@ -337,16 +340,16 @@ export class FencepostAlarms extends Construct {
           transactionConflicts(props),
         ],
       }),
-      graph('Lease losses and takeover waits', [sum(Metric.leaseLost)], { right: [appMetric(Metric.takeoverWaitMs, 'Maximum')] }),
+      graph('Lease losses and takeover waits', [sum(Metric.leaseLost)], { right: [appMetric(props.name, Metric.takeoverWaitMs, 'Maximum')] }),
       graph('Sweeper', [sum(Metric.orphansFound), sum(Metric.orphansRequeued), sum(Metric.sweeperStorm)], {
         right: [sum(Metric.sweeperSkippedAlive)],
       }),
       graph(
         'Clock offset (ms)',
         [
-          appMetric(Metric.clockOffsetBeyondErrorMs, 'Maximum'),
-          appMetric(Metric.clockOffsetMs, 'Maximum'),
-          appMetric(Metric.clockOffsetErrorMs, 'Maximum'),
+          appMetric(props.name, Metric.clockOffsetBeyondErrorMs, 'Maximum'),
+          appMetric(props.name, Metric.clockOffsetMs, 'Maximum'),
+          appMetric(props.name, Metric.clockOffsetErrorMs, 'Maximum'),
         ],
         {
           leftAnnotations: [

@@ -30,6 +30,7 @@ import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import type { FencedHandlerName } from '../lambda/index';
 import { Env } from '../lambda/env';
 import { jobKeys } from '../core/job-keys';
+import { serviceName } from '../core/observability';
 import { EXECUTION_TIMEOUT, chunkMapPlan } from './chunk-plan';
 import { HandlerFunction } from './handler-function';
 import { LOST_ERRORS, MAP_RUN_FAILED, TRANSIENT_ERRORS, TRANSIENT_RETRIES } from './task-errors';
@@ -139,6 +140,9 @@ export class FencedWorkflow extends Construct {
       [Env.marginMs]: String(s.marginMs),
       [Env.claimBudget]: String(s.claimBudget),
       [Env.scheduleTimeZone]: s.scheduleTimeZone,
+      // Every function of the job, the user's chunk function included, publishes its metrics and logs as the job's
+      // own service: the job's alarms and dashboard read that dimension, so another job's metrics never reach them.
+      POWERTOOLS_SERVICE_NAME: serviceName(props.name),
     };
     const fn = (name: FencedHandlerName) =>
       new HandlerFunction(this, `${pascalName(name)}Function`, { handler: name, environment: this.environment, timeout: TIMEOUT[name] });

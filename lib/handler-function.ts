@@ -12,7 +12,7 @@ import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-n
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { HandlerName } from '../lambda/index';
 import { Env } from '../lambda/env';
-import { METRICS_NAMESPACE, SERVICE_NAME } from '../core/observability';
+import { METRICS_NAMESPACE } from '../core/observability';
 
 /** One handler's function: which handler module (or the job's own entry), its environment, timeout and memory. */
 export interface HandlerFunctionProps {
@@ -23,7 +23,7 @@ export interface HandlerFunctionProps {
   readonly handler: HandlerName | (string & {});
   /** The job's own entry file (exporting `handler`), e.g. its chunk function. @default lambda/<handler>.ts */
   readonly entry?: string;
-  /** The function's environment (FENCEPOST_HANDLER and the Powertools settings are added). */
+  /** The function's environment, POWERTOOLS_SERVICE_NAME included (the job's, FencedJob sets it); FENCEPOST_HANDLER and the other Powertools settings are added. */
   readonly environment: Record<string, string>;
   /** The function's timeout. */
   readonly timeout: Duration;
@@ -57,7 +57,6 @@ export class HandlerFunction extends NodejsFunction {
         [Env.handler]: props.handler,
         // Stack traces point into the TypeScript sources through the shipped source map.
         NODE_OPTIONS: '--enable-source-maps',
-        POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
         POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
         POWERTOOLS_LOG_LEVEL: 'INFO',
       },

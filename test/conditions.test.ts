@@ -15,7 +15,7 @@ import {
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { DEFAULT_BACKOFF, classifyCancellation, fullJitterMs, isTransient, retryTransient } from '../core/conditions';
 import type { Clock } from '../core/clock';
-import { writeBatch, type FencedPut } from '../core/batch';
+import { fencedTransaction, writeBatch, type FencedPut } from '../core/batch';
 import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
 import { ConfigError, FencedOutError } from '../core/errors';
 import { fenceOn } from '../core/fence';
@@ -255,15 +255,17 @@ describe('the generic fenced batch: typed outcomes, and the 99-put limit (a scri
     assert.equal(sent[0].TransactItems?.length, 100);
   });
 
-  test('the ClientRequestToken follows the whole request: same items, same token; another content, another token', async () => {
+  test("the ClientRequestToken is the call's own and follows the whole request: another call, content or token, another one", async () => {
     const { ddb, sent } = scripted();
     const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock });
     await writeBatch(f, 1, [put('ledger', 'a')]);
-    await writeBatch(f, 1, [put('ledger', 'a')]);
+    await writeBatch(f, 1, [put('ledger', 'a')]); // a retried chunk: a replay of the first would count its puts again
     await writeBatch(f, 1, [{ table: 'ledger', item: { pk: { S: 'a' }, note: { S: 'other' } } }]);
     await writeBatch(f, 2, [put('ledger', 'a')]);
-    const [t0, t1, t2, t3] = sent.map((s) => s.ClientRequestToken);
-    assert.equal(t0, t1);
-    assert.equal(new Set([t0, t2, t3]).size, 3);
+    assert.equal(new Set(sent.map((s) => s.ClientRequestToken)).size, 4);
+    // Within a call, the same request keeps its token (the retry above, "same request, same ClientRequestToken").
+    const once = (call: string) => fencedTransaction(f, 1, [put('ledger', 'a')], call).ClientRequestToken;
+    assert.equal(once('c1'), once('c1'));
+    assert.notEqual(once('c1'), once('c2'));
   });
 });

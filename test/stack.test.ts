@@ -19,7 +19,8 @@ import { CHUNK_TIMEOUT, CONTEXT_KEY, STACK_DEFAULTS, billingChunks, jobSettings,
 import { deadlineWindowZone } from '../lib/alarms';
 import { JOB_TABLE, LOCK_TABLE, INVOICE_TABLE, Attr, TABLES } from '../core/schema';
 import { ConfigError } from '../core/errors';
-import { METRICS_NAMESPACE, Metric, SERVICE_NAME } from '../core/observability';
+import { METRICS_NAMESPACE, Metric, serviceName } from '../core/observability';
+import { BILLING_JOB } from '../apps/billing/keys';
 import { MAP_RUN_FAILED, TRANSIENT_ERRORS } from '../lib/task-errors';
 import { chunkListBytes, chunkMapPlan } from '../lib/chunk-plan';
 import { CONNECTION_TIMEOUT_MS, REQUEST_TIMEOUT_MS, awsClients } from '../core/stores';
@@ -124,7 +125,7 @@ test('manifest bucket: versioned, public access blocked, TLS only, encrypted, ac
 test('every alarm exists with its metric, threshold and the SNS action; the topic is KMS-encrypted and TLS-only', () => {
   const topic = ref(stack.billing.alarms.topic);
   const c = STACK_DEFAULTS;
-  const fromApp = { Namespace: METRICS_NAMESPACE, Dimensions: [{ Name: 'service', Value: SERVICE_NAME }] };
+  const fromApp = { Namespace: METRICS_NAMESPACE, Dimensions: [{ Name: 'service', Value: serviceName(BILLING_JOB) }] };
   const sm = { Namespace: 'AWS/States', Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.billing.stateMachine) }] };
   const ccf = (table: IConstruct) => ({
     Namespace: 'AWS/DynamoDB',

@@ -162,8 +162,15 @@ export async function raiseNight(deps: BillingDeps, lease: Lease, date: string, 
  * redo: recorded invoices are refused by attribute_not_exists and counted as already recorded; the object and the
  * manifest entry are rewritten.
  * @param invoices - the invoice table
+ * @param tally - counts each batch as it commits, so a chunk that fails later still says what it wrote @default none
  */
-export function billWork(events: Events, invoices: string, date: string, config: BillingConfig): ChunkWork<ChunkResult> {
+export function billWork(
+  events: Events,
+  invoices: string,
+  date: string,
+  config: BillingConfig,
+  tally?: { -readonly [K in keyof ChunkResult]: number },
+): ChunkWork<ChunkResult> {
   const plan = planOf(date, config);
   return async ({ lease, fence, manifest, chunk, hooks }) => {
     if (!manifest) throw new Error('billing writes each chunk to the manifest: its run must have one');
@@ -181,6 +188,11 @@ export function billWork(events: Events, invoices: string, date: string, config:
       recorded += r.recorded;
       alreadyRecorded += r.alreadyRecorded;
       transactions += r.transactions;
+      if (tally) {
+        tally.recorded += r.recorded;
+        tally.alreadyRecorded += r.alreadyRecorded;
+        tally.transactions += r.transactions;
+      }
       events.emit('batch-committed', {
         token: lease.token,
         chunk,

@@ -60,8 +60,8 @@ export class FencepostStack extends Stack {
       chunkStepName: 'BillChunk',
       fencedTables: { invoices: this.invoices },
       dashboardProgress: {
-        left: [appMetric(Metric.invoicesRecorded, 'Sum'), appMetric(Metric.invoicesAlreadyRecorded, 'Sum')],
-        right: [appMetric(Metric.chunksCommitted, 'Sum')],
+        left: [appMetric(BILLING_JOB, Metric.invoicesRecorded, 'Sum'), appMetric(BILLING_JOB, Metric.invoicesAlreadyRecorded, 'Sum')],
+        right: [appMetric(BILLING_JOB, Metric.chunksCommitted, 'Sum')],
       },
     });
 

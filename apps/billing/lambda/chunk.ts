@@ -29,10 +29,15 @@ async function bill(c: FencedChunkContext): Promise<ChunkResult> {
     invoices: optionalNumber(c.env, Env.invoices),
     chunkSize: optionalNumber(c.env, Env.chunkSize),
   });
-  const r = await billWork(rt.events, required(c.env, Env.invoiceTable), c.date, config)(c);
-  metrics.addMetric(Metric.invoicesRecorded, MetricUnit.Count, r.recorded);
-  metrics.addMetric(Metric.invoicesAlreadyRecorded, MetricUnit.Count, r.alreadyRecorded);
-  return r;
+  const written = { recorded: 0, alreadyRecorded: 0, transactions: 0 };
+  try {
+    return await billWork(rt.events, required(c.env, Env.invoiceTable), c.date, config, written)(c);
+  } finally {
+    // What this invocation's own transactions wrote (core/batch.ts), also when it fails after: its retry finds those
+    // invoices already recorded and does not count them again (docs/ALARMS.md).
+    metrics.addMetric(Metric.invoicesRecorded, MetricUnit.Count, written.recorded);
+    metrics.addMetric(Metric.invoicesAlreadyRecorded, MetricUnit.Count, written.alreadyRecorded);
+  }
 }
 
 /** The BillChunk step, made from a runtime source (the local runner's source mode makes it from its own). */

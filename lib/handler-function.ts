@@ -8,7 +8,7 @@ import path from 'node:path';
 import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { type BundlingOptions, LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { HandlerName } from '../lambda/index';
 import { Env } from '../lambda/env';
@@ -30,6 +30,21 @@ export interface HandlerFunctionProps {
   /** Memory, in MB. @default 256 */
   readonly memoryMb?: number;
 }
+
+/**
+ * How every function is bundled. `externalModules: []`: the AWS SDK (`@aws-sdk/*`, `@smithy/*`) goes into the bundle at
+ * package-lock.json's versions, the ones the tests ran; NodejsFunction's default leaves it to the runtime's copy.
+ * `keepNames`: the workflow's Catch matches error class names (FencedOutError, …), which minifying would lose.
+ */
+const HANDLER_BUNDLING = {
+  format: OutputFormat.CJS,
+  target: 'node24',
+  minify: true,
+  keepNames: true,
+  sourceMap: true,
+  externalModules: [],
+  logLevel: LogLevel.WARNING,
+} satisfies BundlingOptions;
 
 /** The handler's module: its TypeScript source here, its compiled JavaScript in the built package (dist/lambda). */
 function entryOf(handler: string): string {
@@ -62,7 +77,7 @@ export class HandlerFunction extends NodejsFunction {
         POWERTOOLS_LOG_LEVEL: 'INFO',
       },
       logGroup: new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
-      bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, keepNames: true, sourceMap: true, logLevel: LogLevel.WARNING },
+      bundling: HANDLER_BUNDLING,
     });
     Validations.of(this).acknowledge(
       {

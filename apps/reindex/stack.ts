@@ -63,7 +63,16 @@ export class ReindexStack extends Stack {
         NODE_OPTIONS: '--enable-source-maps',
       },
       // keepNames: the workflow's Catch matches the errors' class names (FencedOutError, …), which minifying would lose.
-      bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, keepNames: true, sourceMap: true, logLevel: LogLevel.WARNING },
+      // externalModules []: the AWS SDK is bundled at package-lock's versions (the tested ones), not left to the runtime.
+      bundling: {
+        format: OutputFormat.CJS,
+        target: 'node24',
+        minify: true,
+        keepNames: true,
+        sourceMap: true,
+        externalModules: [],
+        logLevel: LogLevel.WARNING,
+      },
     });
     // By need: read a product, update its index entry (inside the fenced transaction). FencedJob grants the rest:
     // renewing on the lock table, the ConditionCheck and done mark on the job table.

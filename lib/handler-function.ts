@@ -32,16 +32,20 @@ export interface HandlerFunctionProps {
 }
 
 /**
- * How every function is bundled. `externalModules: []`: the AWS SDK (`@aws-sdk/*`, `@smithy/*`) goes into the bundle at
- * package-lock.json's versions, the ones the tests ran; NodejsFunction's default leaves it to the runtime's copy.
- * `keepNames`: the workflow's Catch matches error class names (FencedOutError, …), which minifying would lose.
+ * How every function is bundled; a job's own chunk function takes it too (`bundling: HANDLER_BUNDLING`).
+ * `externalModules: []`: the AWS SDK (`@aws-sdk/*`, `@smithy/*`) goes into the bundle at package-lock.json's versions,
+ * the ones the tests ran; NodejsFunction's default leaves it to the runtime's copy. `keepNames`: the workflow's Catch
+ * matches error class names (FencedOutError, …), which minifying would lose. `sourceMap` without `sourcesContent`:
+ * the map ships beside the bundle for a logged error's stack (lambda/source-stack.ts), and is read only then; no
+ * `--enable-source-maps`, which would load it at every cold start (docs/PERFORMANCE.md, "Cold start").
  */
-const HANDLER_BUNDLING = {
+export const HANDLER_BUNDLING = {
   format: OutputFormat.CJS,
   target: 'node24',
   minify: true,
   keepNames: true,
   sourceMap: true,
+  sourcesContent: false,
   externalModules: [],
   logLevel: LogLevel.WARNING,
 } satisfies BundlingOptions;
@@ -70,8 +74,6 @@ export class HandlerFunction extends NodejsFunction {
       environment: {
         ...props.environment,
         [Env.handler]: props.handler,
-        // Stack traces point into the TypeScript sources through the shipped source map.
-        NODE_OPTIONS: '--enable-source-maps',
         POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
         POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
         POWERTOOLS_LOG_LEVEL: 'INFO',

@@ -4,33 +4,17 @@
  * version-specific behaviour such as `throwOnRequestTimeout`, S3 `IfMatch`, `ReturnValuesOnConditionCheckFailure`).
  * Both apps are synthesized with bundling, as `cdk deploy` ships them (local/workflow.ts, cached on every input).
  */
+import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { buildSync } from 'esbuild';
 import path from 'node:path';
 import { billingApp } from '../apps/billing/app';
 import { reindexApp } from '../apps/reindex/app';
+import { lambdaNode } from '../local/lambda-runner';
 import { synthesizeWorkflow } from '../local/workflow';
-
-/**
- * The SDK modules a bundle leaves to the runtime: each `require("@aws-sdk/…")` or `require("@smithy/…")` call in it.
- * esbuild parses the bundle, so a module named only inside a string (the SDK's own error messages do) is not a call.
- */
-function sdkRequires(file: string): string[] {
-  const { metafile } = buildSync({
-    entryPoints: [file],
-    bundle: true,
-    write: false,
-    metafile: true,
-    platform: 'node',
-    packages: 'external',
-    logLevel: 'silent',
-  });
-  const imports = Object.values(metafile.inputs).flatMap((input) => input.imports);
-  return [...new Set(imports.filter((i) => i.external && /^@(aws-sdk|smithy)\//.test(i.path)).map((i) => i.path))].sort();
-}
+import { sdkRequires } from './support/bundles';
 
 test('sdkRequires finds the SDK modules a bundle requires, and not those only named in a string', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'fencepost-bundle-'));
@@ -59,3 +43,37 @@ for (const app of [billingApp, reindexApp]) {
     );
   });
 }
+
+/*
+ * Source maps without their cold-start cost (docs/PERFORMANCE.md, "Cold start"): `--enable-source-maps` loads each
+ * bundle's 4 MB map at every cold start and decodes it at the first stack formatted, inside the gap a lease covers.
+ * The functions ship the map and a logged error's stack is mapped through it then, and only then.
+ */
+for (const app of [billingApp, reindexApp]) {
+  test(`no ${app.name} function loads its source map at cold start; each ships one beside its bundle`, { timeout: 240_000 }, () => {
+    const functions = Object.values(synthesizeWorkflow(app).functions);
+    assert.ok(functions.length > 0, 'the stack has functions');
+    for (const fn of functions) {
+      assert.doesNotMatch(String(fn.environment.NODE_OPTIONS ?? ''), /source-maps/, `${fn.logicalId} enables source maps at every cold start`);
+      assert.ok(existsSync(path.join(fn.assetDir, 'index.js.map')), `${fn.logicalId} ships no source map`);
+    }
+  });
+}
+
+test("a bundled function's logged error names its TypeScript sources, with no --enable-source-maps", { timeout: 240_000 }, () => {
+  const chunk = Object.values(synthesizeWorkflow(billingApp).functions).find((fn) => fn.handlerName === 'chunk');
+  assert.ok(chunk, 'the billing stack has its chunk function');
+  // The first invocation fails in createRuntime (no job environment): its error is logged with a stack.
+  const script = `require(${JSON.stringify(path.join(chunk.assetDir, 'index.js'))}).handler({}).catch(() => undefined);`;
+  const run = spawnSync(lambdaNode().path, ['-e', script], { encoding: 'utf8', env: { PATH: process.env.PATH, TZ: 'UTC' }, timeout: 60_000 });
+  // Powertools writes ERROR lines to stderr.
+  const logged = `${run.stdout}\n${run.stderr}`
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as { message?: string; error?: { stack?: string } })
+    .find((l) => l.message === 'chunk failed');
+  assert.ok(logged?.error?.stack, `the failure was logged with a stack:\n${run.stdout}${run.stderr}`);
+  const frames = logged.error.stack.split('\n').filter((l) => l.trim().startsWith('at '));
+  assert.match(frames[0], /lambda[/\\]runtime\.ts:\d+:\d+\)$/, `the top frame names the source:\n${logged.error.stack}`);
+  assert.ok(!frames.some((f) => /index\.js:/.test(f)), `no frame is left in the bundle:\n${logged.error.stack}`);
+});

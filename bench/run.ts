@@ -16,6 +16,7 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { awsModel } from './aws-model';
+import { coldStart } from './cold-start';
 import { concurrency } from './concurrency';
 import { election } from './election';
 import { SharedStack, fmt, machine, table, type BenchContext, type Measurement, type Report, type Verdict } from './common';
@@ -42,6 +43,7 @@ export const MEASUREMENTS: readonly Measurement[] = [
   awsModel,
   election,
   simulator,
+  coldStart,
 ];
 
 const HELP = `npx tsx bench/run.ts [--quick] [--only ${MEASUREMENTS.map((m) => m.name).join(',')}] [--rounds N] [--invoices N (write-path, concurrency)] [--out FILE]`;

@@ -10,14 +10,26 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { App, Aspects, Duration, type IAspect, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import { CfnTable } from 'aws-cdk-lib/aws-dynamodb';
-import { ExpectedResult, IntegTest, Match } from '@aws-cdk/integ-tests-alpha';
+import { ExpectedResult, type IApiCall, IntegTest, Match } from '@aws-cdk/integ-tests-alpha';
 import type { IConstruct } from 'constructs';
 import { Keys } from '../apps/billing/keys';
+import { CLAIM_SHARD } from '../core/schema';
 import { readStackConfig } from '../apps/billing/config';
 import { FencepostStack } from '../apps/billing/stack';
 
 /** The night billed; any date works on fresh tables. */
 export const INTEG_NIGHT = '2026-01-15';
+/** A night whose holder died holding it: the sweeper re-queues it and a new holder takes over. */
+export const DEAD_HOLDER_NIGHT = '2026-01-16';
+/** A night triggered twice: one execution bills it, the other ends quietly. */
+export const DUPLICATE_NIGHT = '2026-01-17';
+
+/**
+ * The value itself, matched exactly. Not ExpectedResult.exact: it encodes `{"$Exact": v}`, which this version's
+ * assertion handler does not decode (it knows $ObjectLike, $ArrayWith, $StringLike, $SerializedJson), so it
+ * would compare the leaf with that object and never match.
+ */
+const equals = (value: string | number): ExpectedResult => ({ result: JSON.stringify(value) });
 
 /** Tables go with the test stack (deletion protection off, DESTROY), so a run leaves no tables behind. */
 class DisposableTables implements IAspect {
@@ -40,7 +52,8 @@ export interface FencepostInteg {
 export function fencepostInteg(context: Record<string, unknown> = {}, outdir?: string): FencepostInteg {
   const cdkJson = JSON.parse(readFileSync(path.join(__dirname, '..', 'cdk.json'), 'utf8')) as { context: Record<string, unknown> };
   const app = new App({ context: { ...cdkJson.context, ...context }, outdir });
-  const stack = new FencepostStack(app, 'FencepostInteg', { config: readStackConfig(app) });
+  const config = readStackConfig(app);
+  const stack = new FencepostStack(app, 'FencepostInteg', { config });
   Aspects.of(stack).add(new DisposableTables());
   // Nothing should run on a schedule during the test except what the test starts: the nightly schedule would
   // start at 01:30 UTC only, and the sweeper is harmless (it finds nothing claimed, or a live lease).
@@ -53,64 +66,121 @@ export function fencepostInteg(context: Record<string, unknown> = {}, outdir?: s
   });
   const a = integ.assertions;
   const machine = stack.billing.stateMachine.stateMachineArn;
-  const input = JSON.stringify({ jobDate: INTEG_NIGHT });
+  const jobs = stack.billing.fenceTable.table.tableName;
+  const locks = stack.billing.leaseTable.table.tableName;
+  const bucket = stack.billing.manifests.bucket.bucketName;
+  const { invoices, chunkSize, leaseMs } = config;
+  const chunks = Math.ceil(invoices / chunkSize);
+  const pad = (chunk: number) => String(chunk).padStart(2, '0');
 
-  // 1. A whole night: 50,000 invoices in 10 chunks of 5,000 (cdk.json defaults), a few minutes at most.
-  const first = a.awsApiCall('StepFunctions', 'startExecution', { stateMachineArn: machine, input });
-  const firstDone = a
-    .awsApiCall('StepFunctions', 'describeExecution', { executionArn: first.getAttString('executionArn') })
-    .expect(ExpectedResult.objectLike({ status: 'SUCCEEDED' }))
-    .waitForAssertions({ totalTimeout: Duration.minutes(20), interval: Duration.seconds(20), backoffRate: 1 });
-  // The last state entered tells how it ended: Succeed state Completed.
-  const firstEnd = a
-    .awsApiCall('StepFunctions', 'getExecutionHistory', { executionArn: first.getAttString('executionArn'), reverseOrder: true, maxResults: 3 })
-    .expect(
-      ExpectedResult.objectLike({
-        events: Match.arrayWith([Match.objectLike({ type: 'SucceedStateExited', stateExitedEventDetails: Match.objectLike({ name: 'Completed' }) })]),
-      }),
-    );
-
-  // 2. The stores: the job row DONE with all 10 chunks; the manifest DONE, naming 10 chunks of 5,000 invoices each.
-  const jobRow = a
-    .awsApiCall('DynamoDB', 'getItem', {
-      TableName: stack.billing.fenceTable.table.tableName,
-      Key: { pk: { S: Keys.job(INTEG_NIGHT) } },
+  // Every call returns its response to CloudFormation as the custom resource's data, which must stay under 4,096 bytes
+  // (aws-cdk issue 24490): each call asks for a bounded response (outputPaths through assertAtPath or getAttString,
+  // includeExecutionData false, a ProjectionExpression). test/synth.test.ts checks each call's bound.
+  const start = (date: string) =>
+    a.awsApiCall('StepFunctions', 'startExecution', { stateMachineArn: machine, input: JSON.stringify({ jobDate: date }) });
+  const succeeded = (execution: IApiCall, minutes: number) =>
+    a
+      .awsApiCall('StepFunctions', 'describeExecution', { executionArn: execution.getAttString('executionArn') })
+      .assertAtPath('status', equals('SUCCEEDED'))
+      .waitForAssertions({ totalTimeout: Duration.minutes(minutes), interval: Duration.seconds(10), backoffRate: 1 });
+  /** How an execution ended: the Succeed state it exited last (the newest 3 events, without their data). */
+  const endedIn = (execution: IApiCall, name: string | RegExp) =>
+    a
+      .awsApiCall('StepFunctions', 'getExecutionHistory', {
+        executionArn: execution.getAttString('executionArn'),
+        reverseOrder: true,
+        maxResults: 3,
+        includeExecutionData: false,
+      })
+      .expect(
+        ExpectedResult.objectLike({
+          events: Match.arrayWith([
+            Match.objectLike({
+              type: 'SucceedStateExited',
+              stateExitedEventDetails: Match.objectLike({ name: typeof name === 'string' ? name : Match.stringLikeRegexp(name.source) }),
+            }),
+          ]),
+        }),
+      );
+  /** A job row's attributes, projected: the response holds these and nothing else. */
+  const jobRow = (date: string, item: Record<string, unknown>) =>
+    a.awsApiCall('DynamoDB', 'getItem', {
+      TableName: jobs,
+      Key: { pk: { S: Keys.job(date) } },
       ConsistentRead: true,
-    })
-    .expect(
-      ExpectedResult.objectLike({
-        Item: Match.objectLike({ state: { S: 'DONE' }, chunk_count: { N: '10' } }),
-      }),
-    );
-  const chunk = Match.objectLike({ records: 5_000 }); // a manifest entry counts the records (invoices) its object holds
-  const tenChunks = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [String(i).padStart(2, '0'), chunk]));
-  const manifest = a.awsApiCall('S3', 'getObject', { Bucket: stack.billing.manifests.bucket.bucketName, Key: Keys.manifest(INTEG_NIGHT) }).expect(
-    ExpectedResult.objectLike({
-      // Exactly ten chunk entries ("00".."09"), each of 5,000 invoices: 50,000 in all.
-      Body: Match.serializedJson(Match.objectLike({ state: 'DONE', chunks: Match.objectLike(tenChunks) })),
-    }),
+      ProjectionExpression: Object.keys(item)
+        .map((_, i) => `#a${i}`)
+        .join(', '),
+      ExpressionAttributeNames: Object.fromEntries(Object.keys(item).map((k, i) => [`#a${i}`, k])),
+    });
+  const expectRow = (date: string, item: Record<string, unknown>) =>
+    jobRow(date, item).expect(ExpectedResult.objectLike({ Item: Match.objectLike(item) }));
+  const waitForRow = (date: string, state: string, minutes: number) =>
+    jobRow(date, { state: {} })
+      .assertAtPath('Item.state.S', equals(state))
+      .waitForAssertions({ totalTimeout: Duration.minutes(minutes), interval: Duration.seconds(2), backoffRate: 1 });
+  /** One leaf of the night's manifest: the response is flattened and holds only that leaf. */
+  const manifestAt = (date: string, leaf: string, value: string | number) =>
+    a.awsApiCall('S3', 'getObject', { Bucket: bucket, Key: Keys.manifest(date) }).assertAtPath(`Body.${leaf}`, equals(value));
+
+  const steps: IApiCall[] = [];
+
+  // 1. A whole night on fresh tables (cdk.json: 50,000 invoices in 10 chunks of 5,000), ending in Completed.
+  const night = INTEG_NIGHT;
+  const first = start(night);
+  steps.push(first, succeeded(first, 20), endedIn(first, 'Completed'));
+  // The stores: the job row DONE with every chunk; the manifest DONE, naming each chunk with its invoices, and no
+  // object was ever written for a chunk past the last.
+  steps.push(expectRow(night, { state: { S: 'DONE' }, chunk_count: { N: String(chunks) } }), manifestAt(night, 'state', 'DONE'));
+  for (let chunk = 0; chunk < chunks; chunk++) {
+    steps.push(manifestAt(night, `chunks.${pad(chunk)}.records`, Math.min(chunkSize, invoices - chunk * chunkSize)));
+  }
+  steps.push(
+    a
+      .awsApiCall('S3', 'listObjectsV2', { Bucket: bucket, Prefix: `${Keys.chunkPrefix(night)}${pad(chunks)}.`, MaxKeys: 1 })
+      .assertAtPath('KeyCount', equals(0)),
   );
-  const manifestCount = a
-    .awsApiCall('S3', 'getObject', { Bucket: stack.billing.manifests.bucket.bucketName, Key: Keys.manifest(INTEG_NIGHT) })
-    .expect(ExpectedResult.objectLike({ Body: Match.stringLikeRegexp(`^(?![\\s\\S]*"10": \\{)[\\s\\S]*"09": \\{`) })); // "09" named, no "10"
 
-  // 3. The same night again: the job row is DONE, so the run ends AlreadyDone without claiming.
-  const second = a.awsApiCall('StepFunctions', 'startExecution', { stateMachineArn: machine, input });
-  const secondDone = a
-    .awsApiCall('StepFunctions', 'describeExecution', { executionArn: second.getAttString('executionArn') })
-    .expect(ExpectedResult.objectLike({ status: 'SUCCEEDED' }))
-    .waitForAssertions({ totalTimeout: Duration.minutes(5), interval: Duration.seconds(10), backoffRate: 1 });
-  const secondEnd = a
-    .awsApiCall('StepFunctions', 'getExecutionHistory', { executionArn: second.getAttString('executionArn'), reverseOrder: true, maxResults: 3 })
-    .expect(
-      ExpectedResult.objectLike({
-        events: Match.arrayWith([
-          Match.objectLike({ type: 'SucceedStateExited', stateExitedEventDetails: Match.objectLike({ name: 'AlreadyDone' }) }),
-        ]),
-      }),
-    );
+  // 2. The same night again: the job row is DONE, so the run ends AlreadyDone without billing.
+  const again = start(night);
+  steps.push(again, succeeded(again, 5), endedIn(again, 'AlreadyDone'));
 
-  first.next(firstDone).next(firstEnd).next(jobRow).next(manifest).next(manifestCount).next(second).next(secondDone).next(secondEnd);
+  // 3. A dead holder's night: its lock item holds token 1 and never renews; its job row is RUNNING, claimed by it.
+  // The sweeper (every minute) sights the row, finds the rvn unchanged a lease later, re-queues it and starts a run,
+  // which watches the rvn for a lease, takes over with token 2, raises the fence and bills the night.
+  const orphan = DEAD_HOLDER_NIGHT;
+  const dead = 'integ-dead-holder';
+  steps.push(
+    a.awsApiCall('DynamoDB', 'putItem', {
+      TableName: locks,
+      Item: { pk: { S: Keys.lock(orphan) }, holder: { S: dead }, lease_ms: { N: String(leaseMs) }, rvn: { S: 'rvn-of-the-dead' }, epoch: { N: '1' } },
+    }),
+    a.awsApiCall('DynamoDB', 'putItem', {
+      TableName: jobs,
+      Item: {
+        pk: { S: Keys.job(orphan) },
+        fence: { N: '1' },
+        state: { S: 'RUNNING' },
+        owner_token: { N: '1' },
+        owner: { S: dead },
+        chunk_count: { N: String(chunks) },
+        claim_shard: { S: CLAIM_SHARD },
+        claimed_since: { S: `${orphan}T01:30:00.000Z` },
+      },
+    }),
+    waitForRow(orphan, 'DONE', 20),
+    expectRow(orphan, { state: { S: 'DONE' }, fence: { N: '2' }, owner_token: { N: '2' } }),
+  );
+
+  // 4. A duplicate trigger: a second execution of a night starts while the first holds it (its job row RUNNING).
+  // The first completes; the second never bills (it finds a live holder, then the night DONE) and ends quietly.
+  const twice = DUPLICATE_NIGHT;
+  const holder = start(twice);
+  const duplicate = start(twice);
+  steps.push(holder, waitForRow(twice, 'RUNNING', 5), duplicate, succeeded(holder, 20), endedIn(holder, 'Completed'));
+  steps.push(succeeded(duplicate, 20), endedIn(duplicate, /^(?!Completed$)/), expectRow(twice, { state: { S: 'DONE' }, fence: { N: '1' } }));
+
+  steps.reduce((previous, next) => previous.next(next));
   return { app, stack, assertionStack, integ };
 }
 

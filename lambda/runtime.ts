@@ -26,6 +26,7 @@ import type { ManifestDeps } from '../core/manifest';
 import { awsClients, measureClockOffset, type Clients } from '../core/stores';
 import { METRICS_NAMESPACE, Metric } from '../core/observability';
 import { Env } from './env';
+import { withSourceStack } from './source-stack';
 
 // Powertools' own: one per process, as its documentation places them (they read POWERTOOLS_* at load). The service
 // is the job's, from POWERTOOLS_SERVICE_NAME (FencedJob sets `fencepost-<job>`): no name here, since one given in
@@ -193,7 +194,7 @@ export async function invoke<T>(name: string, source: RuntimeSource, body: (rt: 
     if (outcome === 'fenced-out' || outcome === 'lost-lease') metrics.addMetric(Metric.runsLost, MetricUnit.Count, 1);
     if (outcome) logger.warn(`${name}: ${outcome}`, { error: (err as Error).message });
     else if (isTransient(err)) throw new TransientStoreError(`${name}: ${(err as Error).name}: ${(err as Error).message}`, { cause: err });
-    else logger.error(`${name} failed`, err as Error);
+    else logger.error(`${name} failed`, withSourceStack(err) as Error);
     throw err;
   } finally {
     const est = rt?.offset.estimate();

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { type BundlingOptions, LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { HandlerName } from '../lambda/index';
 import { Env } from '../lambda/env';
@@ -30,6 +30,25 @@ export interface HandlerFunctionProps {
   /** Memory, in MB. @default 256 */
   readonly memoryMb?: number;
 }
+
+/**
+ * How every function is bundled; a job's own chunk function takes it too (`bundling: HANDLER_BUNDLING`).
+ * `externalModules: []`: the AWS SDK (`@aws-sdk/*`, `@smithy/*`) goes into the bundle at package-lock.json's versions,
+ * the ones the tests ran; NodejsFunction's default leaves it to the runtime's copy. `keepNames`: the workflow's Catch
+ * matches error class names (FencedOutError, …), which minifying would lose. `sourceMap` without `sourcesContent`:
+ * the map ships beside the bundle for a logged error's stack (lambda/source-stack.ts), and is read only then; no
+ * `--enable-source-maps`, which would load it at every cold start (docs/PERFORMANCE.md, "Cold start").
+ */
+export const HANDLER_BUNDLING = {
+  format: OutputFormat.CJS,
+  target: 'node24',
+  minify: true,
+  keepNames: true,
+  sourceMap: true,
+  sourcesContent: false,
+  externalModules: [],
+  logLevel: LogLevel.WARNING,
+} satisfies BundlingOptions;
 
 /** The handler's module: its TypeScript source here, its compiled JavaScript in the built package (dist/lambda). */
 function entryOf(handler: string): string {
@@ -55,13 +74,11 @@ export class HandlerFunction extends NodejsFunction {
       environment: {
         ...props.environment,
         [Env.handler]: props.handler,
-        // Stack traces point into the TypeScript sources through the shipped source map.
-        NODE_OPTIONS: '--enable-source-maps',
         POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
         POWERTOOLS_LOG_LEVEL: 'INFO',
       },
       logGroup: new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
-      bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, keepNames: true, sourceMap: true, logLevel: LogLevel.WARNING },
+      bundling: HANDLER_BUNDLING,
     });
     Validations.of(this).acknowledge(
       {

@@ -17,7 +17,7 @@ export { ManifestBucket, UNCONDITIONAL_WRITE, type ManifestBucketProps } from '.
 export { NightlySchedule, type NightlyScheduleProps } from './schedule';
 export { OrphanSweeper, type SweeperProps } from './sweeper';
 export { FencepostAlarms, appMetric, deadlineWindowZone, type AlarmName, type FencepostAlarmsProps } from './alarms';
-export { HandlerFunction, type HandlerFunctionProps } from './handler-function';
+export { HANDLER_BUNDLING, HandlerFunction, type HandlerFunctionProps } from './handler-function';
 export { schemaTable, refuseTimeToLive } from './schema-table';
 export {
   EXECUTION_TIMEOUT,

@@ -32,10 +32,17 @@ function attribute(key: KeyAttribute): dynamodb.Attribute {
  * @param scope - where the table is created
  * @param id - the table's construct id
  * @param description - keys and sparse index, from core/schema.ts
+ * @param options - the table's warm throughput (a pre-warmed table for a known first peak) @default - a new table's
  * @returns the table
  */
-export function schemaTable(scope: IConstruct, id: string, description: TableDescription): dynamodb.Table {
+export function schemaTable(
+  scope: IConstruct,
+  id: string,
+  description: TableDescription,
+  options: Pick<dynamodb.TableProps, 'warmThroughput'> = {},
+): dynamodb.Table {
   const table = new dynamodb.Table(scope, id, {
+    warmThroughput: options.warmThroughput,
     partitionKey: attribute(description.partitionKey),
     billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
     pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },

@@ -11,6 +11,7 @@ import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSyn
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { sdkRequires } from './support/bundles';
 import { namespace } from './support/stack';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -165,5 +166,7 @@ test(
     const assets = readdirSync(outdir).filter((d) => d.startsWith('asset.'));
     assert.ok(assets.length >= 9, `a bundle per function, got ${assets.length}`);
     for (const a of assets) assert.ok(existsSync(path.join(outdir, a, 'index.js')), `${a} holds a bundle`);
+    // The user's chunk function too carries the SDK it was tested with, not the runtime's copy.
+    for (const a of assets) assert.deepEqual(sdkRequires(path.join(outdir, a, 'index.js')), [], `${a} requires the runtime's AWS SDK`);
   },
 );

@@ -15,7 +15,18 @@ import type { IConstruct } from 'constructs';
 import aslValidator from 'asl-validator';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { FencepostStack } from '../apps/billing/stack';
-import { CHUNK_TIMEOUT, CONTEXT_KEY, STACK_DEFAULTS, billingChunks, jobSettings, parseStackConfig, readStackConfig } from '../apps/billing/config';
+import {
+  CHUNK_TIME,
+  CHUNK_TIMEOUT,
+  CONTEXT_KEY,
+  NEW_ON_DEMAND_WRITE_UNITS,
+  STACK_DEFAULTS,
+  TRANSACTIONAL_WRU_PER_ITEM,
+  billingChunks,
+  jobSettings,
+  parseStackConfig,
+  readStackConfig,
+} from '../apps/billing/config';
 import { deadlineWindowZone } from '../lib/alarms';
 import { JOB_TABLE, LOCK_TABLE, INVOICE_TABLE, Attr, TABLES } from '../core/schema';
 import { ConfigError } from '../core/errors';
@@ -615,4 +626,23 @@ test('large nights: the plan the checks use (history per chunk, payload, chunk t
   for (const n of [0, 1, 9, 10, 11, 99, 100, 101, 2_000, 12_345]) {
     assert.equal(chunkListBytes(n), JSON.stringify(Array.from({ length: n }, (_, i) => i)).length, String(n));
   }
+});
+
+test("the invoice table is warmed to the night's peak write rate when a new on-demand table's 4,000 WRU/s is too few", () => {
+  const warm: Record<number, unknown> = {};
+  for (const chunkConcurrency of [1, 4]) {
+    const config = { invoices: 1_000_000, chunkSize: 5_000, chunkConcurrency };
+    const { stack: s, template: t } = synth({ ...cdkJson.context, 'aws:cdk:bundling-stacks': [], [CONTEXT_KEY]: config });
+    const table = t.toJSON().Resources[s.getLogicalId(s.invoices.node.defaultChild as CfnResource)] as Resource;
+    // The model's peak: every running chunk commits one transaction of puts per msPerTransaction, 2 WRU an item.
+    const running = Math.min(chunkConcurrency, billingChunks(config).chunks);
+    const peak = Math.ceil((running * CHUNK_TIME.putsPerTransaction * TRANSACTIONAL_WRU_PER_ITEM * 1000) / CHUNK_TIME.msPerTransaction);
+    warm[chunkConcurrency] = table.Properties!.WarmThroughput;
+    assert.deepEqual(
+      warm[chunkConcurrency],
+      peak > NEW_ON_DEMAND_WRITE_UNITS ? { WriteUnitsPerSecond: peak } : undefined,
+      `${chunkConcurrency} chunk(s) at once write ${peak} WRU/s at the peak`,
+    );
+  }
+  assert.notDeepEqual(warm[4], undefined, 'four chunks at once need more than a new table sustains: the case is exercised');
 });

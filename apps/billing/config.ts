@@ -98,6 +98,15 @@ export const CHUNK_TIMEOUT = Duration.minutes(1);
  */
 export const CHUNK_TIME = { msPerTransaction: 50, tailMs: 50, putsPerTransaction: 99, shareOfTimeout: 0.5 } as const;
 
+/**
+ * Write request units per item in a transactional write of an item up to 1 KB: twice a plain write's (AWS, "Capacity
+ * unit consumption for transactions"; an invoice item is under 100 bytes, bench 9).
+ */
+export const TRANSACTIONAL_WRU_PER_ITEM = 2;
+
+/** What a new on-demand table sustains before it is warmed: 4,000 writes a second (AWS, docs/PERFORMANCE.md D9). */
+export const NEW_ON_DEMAND_WRITE_UNITS = 4_000;
+
 const digits = (n: number) => String(Math.max(0, Math.floor(n))).length;
 
 /** A billing night's chunks: their count, the estimated time of one, and the largest output of one. */
@@ -118,6 +127,15 @@ export function billingChunks(c: Pick<StackConfig, 'invoices' | 'chunkSize'>): B
     chunkMs: transactions * CHUNK_TIME.msPerTransaction + CHUNK_TIME.tailMs,
     chunkOutputBytes: 57 + digits(chunks - 1) + 2 * digits(c.chunkSize) + digits(transactions),
   };
+}
+
+/**
+ * The invoice table's peak write rate in WRU/s, by the chunk-time model: every chunk running at once commits one
+ * transaction of putsPerTransaction invoices every msPerTransaction, each invoice TRANSACTIONAL_WRU_PER_ITEM.
+ */
+export function invoiceWritePeak(c: Pick<StackConfig, 'invoices' | 'chunkSize' | 'chunkConcurrency'>): number {
+  const running = Math.min(c.chunkConcurrency, billingChunks(c).chunks);
+  return Math.ceil((running * CHUNK_TIME.putsPerTransaction * TRANSACTIONAL_WRU_PER_ITEM * 1000) / CHUNK_TIME.msPerTransaction);
 }
 
 /** The billing job's FencedJob settings, from a validated configuration. */

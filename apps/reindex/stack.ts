@@ -8,10 +8,10 @@ import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import type { Construct } from 'constructs';
 import { ConfigError } from '../../core/index';
-import { FencedJob, schemaTable, type FencedJobProps } from '../../lib/index';
+import { FencedJob, HANDLER_BUNDLING, schemaTable, type FencedJobProps } from '../../lib/index';
 import { chunkCount } from './job';
 import { INDEX_TABLE, JOB_NAME, MAX_ITEMS, ReindexEnv, SOURCE_TABLE } from './schema';
 
@@ -60,10 +60,9 @@ export class ReindexStack extends Stack {
         [ReindexEnv.indexTable]: this.index.tableName,
         [ReindexEnv.items]: String(items),
         [ReindexEnv.chunkSize]: String(chunkSize),
-        NODE_OPTIONS: '--enable-source-maps',
       },
-      // keepNames: the workflow's Catch matches the errors' class names (FencedOutError, …), which minifying would lose.
-      bundling: { format: OutputFormat.CJS, target: 'node24', minify: true, keepNames: true, sourceMap: true, logLevel: LogLevel.WARNING },
+      // The library's bundling: the SDK bundled, error class names kept, the source map read only for a logged error.
+      bundling: HANDLER_BUNDLING,
     });
     // By need: read a product, update its index entry (inside the fenced transaction). FencedJob grants the rest:
     // renewing on the lock table, the ConditionCheck and done mark on the job table.

@@ -328,8 +328,6 @@ function predecessorOf(queue: Iterable<number>, seq: number): number | undefined
 export class Leadership {
   private watchdog: NodeJS.Timeout | undefined;
   private resigned = false;
-  /** Set when the stop time passed with no renewal moving it on: from then on every check throws it. */
-  private lostWith: Error | undefined;
 
   constructor(
     private readonly deps: LeaseDeps,
@@ -359,17 +357,16 @@ export class Leadership {
   /**
    * BEFORE EVERY ACTION: past the stop time (or once a renewal found the candidacy gone), stop. Once the stop time has
    * passed with no renewal moving it on, this leadership is over for good, even if a late renewal answers after: a
-   * leader that stopped at its stop time does not start again on the same epoch (campaign again).
+   * leader that stopped at its stop time does not start again on the same epoch (campaign again). The rule is the
+   * lease's own (Lease.check).
    * @throws StopTimePassedError or LeaseLostError
    */
   check(): void {
-    if (this.lostWith !== undefined) throw this.lostWith;
     this.lease.check();
   }
 
   /** Check, then act: `await leadership.act(() => fence.append(leadership.epoch, …))`. */
   act<T>(fn: () => T | Promise<T>): Promise<T> {
-    if (this.lostWith !== undefined) return Promise.reject(this.lostWith);
     return this.lease.act(fn);
   }
 
@@ -406,7 +403,6 @@ export class Leadership {
         this.watchdog = setTimeout(fire, Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()));
       } catch (err) {
         this.watchdog = undefined;
-        this.lostWith = err as Error;
         // Stop renewing too: a leader that will not act must not hold the head of the queue, so its successor finds
         // it silent a lease later (or gone, once it resigns).
         void this.lease.stopHeartbeat();

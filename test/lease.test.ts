@@ -6,10 +6,11 @@ import path from 'node:path';
 import { systemClock, type Clock } from '../core/clock';
 import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
-import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from '../core/errors';
+import { ClaimBudgetExhaustedError, StopTimePassedError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
 import { claim, nextClaimStep, pollMsOf, readLock, type LeaseDeps, type Sighting } from '../core/lease';
 import { namespace } from './support/stack';
+import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 
 const fast: LeaseConfig = { ...DEFAULTS, leaseMs: 900, renewMs: 300, marginMs: 200, claimBudget: 3 };
 
@@ -105,8 +106,9 @@ test("a holder that stops renewing is taken over one full lease after its last r
   );
   assert.equal(bLease.token, a.token + 1);
   assert.ok(bSeen.filter((e) => e.event === 'sighted').length >= 2, "B saw at least one of A's renewals before A stopped");
-  await assert.rejects(a.renew(), LeaseLostError, 'renew after takeover → lease lost');
-  assert.throws(() => a.check(), LeaseLostError, 'the loss is remembered for the next check');
+  // B claimed a full lease after A's last renewal, past A's stop time: A sends nothing more, and stays stopped.
+  await assert.rejects(a.renew(), StopTimePassedError, 'renew after takeover → refused at the stop time');
+  assert.throws(() => a.check(), StopTimePassedError, 'the loss is remembered for the next check');
   assert.equal(await a.release(), false, "a holder that lost the lock cannot release the next holder's lease");
   assert.equal((await readLock(d, 'k'))?.holder, 'B');
   await bLease.release();
@@ -126,6 +128,62 @@ test('the check before every action: stop time = sent_at + lease − margin, ren
   await new Promise((r) => setTimeout(r, a.stopAtMs - performance.now() + 5));
   assert.throws(() => a.check(), StopTimePassedError);
   await a.release();
+});
+
+/**
+ * A lock table whose renewals the test steers: `pass` sends them on; `throttle` refuses them as a throttled store
+ * would (transient: the renew loop retries); `late` lets one land and holds its answer until `clock` has gone past
+ * `lateUntil`. Every renewal sent is recorded with the monotonic time it was sent at.
+ */
+function steeredLocks(ddb: LeaseDeps['ddb'], clock: SteppedClock) {
+  const steer = { mode: 'pass' as 'pass' | 'throttle' | 'late', lateUntil: 0, sentAt: [] as number[] };
+  const send = async (command: object) => {
+    if (!(command instanceof UpdateCommand) || steer.mode === 'pass') return ddb.send(command as UpdateCommand);
+    steer.sentAt.push(clock.monotonicMs());
+    if (steer.mode === 'throttle')
+      throw Object.assign(new Error('injected throttle'), { name: 'ThrottlingException', $retryable: { throttling: true } });
+    const out = await ddb.send(command);
+    clock.advance(Math.max(0, steer.lateUntil - clock.monotonicMs()));
+    return out;
+  };
+  return { steer, ddb: { send } as unknown as LeaseDeps['ddb'] };
+}
+
+/** Monotonic time that moves only when the code sleeps or the test advances it: retries take no real time. */
+interface SteppedClock extends Clock {
+  advance(ms: number): void;
+}
+function steppedClock(): SteppedClock {
+  let now = 1_000;
+  return {
+    monotonicMs: () => now,
+    wallMs: () => 1_800_000_000_000,
+    sleep: async (ms) => void (now += Math.max(0, ms)),
+    advance: (ms) => void (now += ms),
+  };
+}
+
+test('renewals stop at the stop time: none is sent after it, whether they kept failing or one was answered after it', async () => {
+  for (const fault of ['throttle', 'late'] as const) {
+    const ns = await namespace();
+    const clock = steppedClock();
+    const { steer, ddb } = steeredLocks(ns.clients.ddb, clock);
+    const seen: FencepostEvent[] = [];
+    const d: LeaseDeps = { ddb, table: ns.tables.locks, clock, random: () => 0.99, events: new Events('A', clock).on((e) => seen.push(e)) };
+    const a = await claim(d, 'k', 'A', fast);
+    const stopAt = a.stopAtMs;
+    clock.advance(fast.renewMs);
+    steer.mode = fault;
+    steer.lateUntil = stopAt + 1; // the held renewal is sent before the stop time and answered after it
+    await a.renew().catch(() => undefined);
+    if (fault === 'late') await a.renew().catch(() => undefined); // the next renewal, as the heartbeat would send it
+    assert.ok(steer.sentAt.length > 0 && steer.sentAt[0] < stopAt, `${fault}: a renewal was sent before the stop time`);
+    const after = steer.sentAt.filter((at) => at >= stopAt);
+    assert.deepEqual(after, [], `${fault}: renewals sent at or after the stop time ${stopAt} (sent at ${steer.sentAt.join(', ')})`);
+    assert.throws(() => a.check(), `${fault}: the lease is over locally`);
+    steer.mode = 'pass';
+    await a.release();
+  }
 });
 
 test('durations ignore the wall clock: a holder whose wall clock steps back 3 s stops at the same monotonic stop time', async () => {

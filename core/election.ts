@@ -25,7 +25,7 @@
 import { GetCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import type { LeaseConfig } from './config';
 import { cancellationReasons, classifyCancellation, DEFAULT_BACKOFF, fullJitterMs, isTransient, newRvn, retryTransient } from './conditions';
-import { wallIso } from './clock';
+import { wallIso, type ClockTimer } from './clock';
 import { ConfigError } from './errors';
 import { Lease, nextClaimStep, readLock, type LeaseDeps, type Watch } from './lease';
 import { Attr } from './schema';
@@ -326,7 +326,7 @@ function predecessorOf(queue: Iterable<number>, seq: number): number | undefined
  * action (`check`, `act`): past its stop time it must not act; `onLost` is called then if no renewal moved it on.
  */
 export class Leadership {
-  private watchdog: NodeJS.Timeout | undefined;
+  private watchdog: ClockTimer | undefined;
   private resigned = false;
 
   constructor(
@@ -378,7 +378,7 @@ export class Leadership {
   async resign(): Promise<boolean> {
     if (this.resigned) return false;
     this.resigned = true;
-    if (this.watchdog !== undefined) clearTimeout(this.watchdog);
+    this.watchdog?.cancel();
     await this.lease.stopHeartbeat();
     try {
       await removeFromQueue(this.deps, this.role, this.epoch, `${Attr.holder} = :me AND ${Attr.epoch} = :e`, {
@@ -400,7 +400,7 @@ export class Leadership {
       if (this.resigned) return;
       try {
         this.lease.check();
-        this.watchdog = setTimeout(fire, Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()));
+        this.watchdog = this.deps.clock.after(Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()), fire);
       } catch (err) {
         this.watchdog = undefined;
         // Stop renewing too: a leader that will not act must not hold the head of the queue, so its successor finds
@@ -410,6 +410,6 @@ export class Leadership {
         this.onLost?.(err as Error);
       }
     };
-    this.watchdog = setTimeout(fire, Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()));
+    this.watchdog = this.deps.clock.after(Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()), fire);
   }
 }

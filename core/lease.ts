@@ -12,7 +12,7 @@
  */
 import { createHash } from 'node:crypto';
 import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { type Clock, wallIso } from './clock';
+import { type Clock, type ClockTimer, wallIso } from './clock';
 import type { LeaseConfig } from './config';
 import { failedItem, fullJitterMs, isConditionalCheckFailed, isTransient, newRvn, retryTransient, type Backoff } from './conditions';
 import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from './errors';
@@ -278,7 +278,7 @@ export class Lease {
   readonly token: number;
   private stopAt: number;
   private lost: Error | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: ClockTimer | undefined;
   private inFlight: Promise<void> | undefined;
 
   constructor(
@@ -403,15 +403,15 @@ export class Lease {
         .finally(() => {
           this.inFlight = undefined;
           const next = Math.max(0, sent + this.config.renewMs - this.deps.clock.monotonicMs());
-          if (this.timer !== undefined && !this.lost) this.timer = setTimeout(tick, next);
+          if (this.timer !== undefined && !this.lost) this.timer = this.deps.clock.after(next, tick);
         });
     };
-    this.timer = setTimeout(tick, this.config.renewMs);
+    this.timer = this.deps.clock.after(this.config.renewMs, tick);
   }
 
   /** Stop renewing; waits for a renewal in flight, so none lands after this returns. */
   async stopHeartbeat(): Promise<void> {
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer?.cancel();
     this.timer = undefined;
     await this.inFlight;
   }

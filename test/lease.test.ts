@@ -3,14 +3,14 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { systemClock, type Clock } from '../core/clock';
+import { systemClock, VirtualClock, type Clock } from '../core/clock';
 import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
 import { ClaimBudgetExhaustedError, StopTimePassedError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
 import { claim, nextClaimStep, pollMsOf, readLock, type LeaseDeps, type Sighting } from '../core/lease';
 import { namespace } from './support/stack';
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { onVirtualTime } from './support/virtual-time';
 
 const fast: LeaseConfig = { ...DEFAULTS, leaseMs: 900, renewMs: 300, marginMs: 200, claimBudget: 3 };
 
@@ -130,59 +130,30 @@ test('the check before every action: stop time = sent_at + lease − margin, ren
   await a.release();
 });
 
-/**
- * A lock table whose renewals the test steers: `pass` sends them on; `throttle` refuses them as a throttled store
- * would (transient: the renew loop retries); `late` lets one land and holds its answer until `clock` has gone past
- * `lateUntil`. Every renewal sent is recorded with the monotonic time it was sent at.
- */
-function steeredLocks(ddb: LeaseDeps['ddb'], clock: SteppedClock) {
-  const steer = { mode: 'pass' as 'pass' | 'throttle' | 'late', lateUntil: 0, sentAt: [] as number[] };
-  const send = async (command: object) => {
-    if (!(command instanceof UpdateCommand) || steer.mode === 'pass') return ddb.send(command as UpdateCommand);
-    steer.sentAt.push(clock.monotonicMs());
-    if (steer.mode === 'throttle')
-      throw Object.assign(new Error('injected throttle'), { name: 'ThrottlingException', $retryable: { throttling: true } });
-    const out = await ddb.send(command);
-    clock.advance(Math.max(0, steer.lateUntil - clock.monotonicMs()));
-    return out;
-  };
-  return { steer, ddb: { send } as unknown as LeaseDeps['ddb'] };
-}
-
-/** Monotonic time that moves only when the code sleeps or the test advances it: retries take no real time. */
-interface SteppedClock extends Clock {
-  advance(ms: number): void;
-}
-function steppedClock(): SteppedClock {
-  let now = 1_000;
-  return {
-    monotonicMs: () => now,
-    wallMs: () => 1_800_000_000_000,
-    sleep: async (ms) => void (now += Math.max(0, ms)),
-    advance: (ms) => void (now += ms),
-  };
-}
-
-test('renewals stop at the stop time: none is sent after it, whether they kept failing or one was answered after it', async () => {
+test('the heartbeat stops at the stop time: no renewal is sent after it, whether they kept failing or one was answered after it', async () => {
   for (const fault of ['throttle', 'late'] as const) {
     const ns = await namespace();
-    const clock = steppedClock();
-    const { steer, ddb } = steeredLocks(ns.clients.ddb, clock);
-    const seen: FencepostEvent[] = [];
-    const d: LeaseDeps = { ddb, table: ns.tables.locks, clock, random: () => 0.99, events: new Events('A', clock).on((e) => seen.push(e)) };
+    const clock = new VirtualClock();
+    const store = onVirtualTime(ns.clients.ddb, clock);
+    const d: LeaseDeps = { ddb: store.ddb, table: ns.tables.locks, clock, random: () => 0.99, events: new Events('A', clock) };
     const a = await claim(d, 'k', 'A', fast);
+    a.startHeartbeat();
+    await clock.advance(fast.renewMs); // the first renewal is sent at renewMs and answered in time
     const stopAt = a.stopAtMs;
-    clock.advance(fast.renewMs);
-    steer.mode = fault;
-    steer.lateUntil = stopAt + 1; // the held renewal is sent before the stop time and answered after it
-    await a.renew().catch(() => undefined);
-    if (fault === 'late') await a.renew().catch(() => undefined); // the next renewal, as the heartbeat would send it
-    assert.ok(steer.sentAt.length > 0 && steer.sentAt[0] < stopAt, `${fault}: a renewal was sent before the stop time`);
-    const after = steer.sentAt.filter((at) => at >= stopAt);
-    assert.deepEqual(after, [], `${fault}: renewals sent at or after the stop time ${stopAt} (sent at ${steer.sentAt.join(', ')})`);
-    assert.throws(() => a.check(), `${fault}: the lease is over locally`);
-    steer.mode = 'pass';
-    await a.release();
+    assert.equal(stopAt, fast.renewMs + fast.leaseMs - fast.marginMs, 'the renewal moved the stop time on');
+    const sentBefore = store.updatesSentAt.length;
+    if (fault === 'throttle') store.throttleUpdates(true);
+    else store.holdNextUpdate(stopAt - (clock.monotonicMs() + fast.renewMs) + 1); // the next one is answered 1 ms after it
+    await clock.advance(3 * fast.leaseMs);
+    const sent = store.updatesSentAt.slice(sentBefore);
+    assert.ok(sent.length > 0 && sent[0] < stopAt, `${fault}: renewals went out before the stop time (${sent.join(', ')})`);
+    const after = sent.filter((at) => at >= stopAt);
+    assert.deepEqual(after, [], `${fault}: renewals sent at or after the stop time ${stopAt} (sent at ${sent.join(', ')})`);
+    assert.throws(() => a.check(), StopTimePassedError, `${fault}: the lease is over locally`);
+    assert.equal(a.stopAtMs, stopAt, `${fault}: no late answer moved the stop time on`);
+    assert.equal(clock.timers, 0, `${fault}: the heartbeat stopped`);
+    store.throttleUpdates(false);
+    assert.equal(await a.release(), true);
   }
 });
 

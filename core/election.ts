@@ -25,7 +25,7 @@
 import { GetCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import type { LeaseConfig } from './config';
 import { cancellationReasons, classifyCancellation, DEFAULT_BACKOFF, fullJitterMs, isTransient, newRvn, retryTransient } from './conditions';
-import { wallIso } from './clock';
+import { wallIso, type ClockTimer } from './clock';
 import { ConfigError } from './errors';
 import { Lease, nextClaimStep, readLock, type LeaseDeps, type Watch } from './lease';
 import { Attr } from './schema';
@@ -326,10 +326,8 @@ function predecessorOf(queue: Iterable<number>, seq: number): number | undefined
  * action (`check`, `act`): past its stop time it must not act; `onLost` is called then if no renewal moved it on.
  */
 export class Leadership {
-  private watchdog: NodeJS.Timeout | undefined;
+  private watchdog: ClockTimer | undefined;
   private resigned = false;
-  /** Set when the stop time passed with no renewal moving it on: from then on every check throws it. */
-  private lostWith: Error | undefined;
 
   constructor(
     private readonly deps: LeaseDeps,
@@ -359,17 +357,16 @@ export class Leadership {
   /**
    * BEFORE EVERY ACTION: past the stop time (or once a renewal found the candidacy gone), stop. Once the stop time has
    * passed with no renewal moving it on, this leadership is over for good, even if a late renewal answers after: a
-   * leader that stopped at its stop time does not start again on the same epoch (campaign again).
+   * leader that stopped at its stop time does not start again on the same epoch (campaign again). The rule is the
+   * lease's own (Lease.check).
    * @throws StopTimePassedError or LeaseLostError
    */
   check(): void {
-    if (this.lostWith !== undefined) throw this.lostWith;
     this.lease.check();
   }
 
   /** Check, then act: `await leadership.act(() => fence.append(leadership.epoch, …))`. */
   act<T>(fn: () => T | Promise<T>): Promise<T> {
-    if (this.lostWith !== undefined) return Promise.reject(this.lostWith);
     return this.lease.act(fn);
   }
 
@@ -381,7 +378,7 @@ export class Leadership {
   async resign(): Promise<boolean> {
     if (this.resigned) return false;
     this.resigned = true;
-    if (this.watchdog !== undefined) clearTimeout(this.watchdog);
+    this.watchdog?.cancel();
     await this.lease.stopHeartbeat();
     try {
       await removeFromQueue(this.deps, this.role, this.epoch, `${Attr.holder} = :me AND ${Attr.epoch} = :e`, {
@@ -403,10 +400,9 @@ export class Leadership {
       if (this.resigned) return;
       try {
         this.lease.check();
-        this.watchdog = setTimeout(fire, Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()));
+        this.watchdog = this.deps.clock.after(Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()), fire);
       } catch (err) {
         this.watchdog = undefined;
-        this.lostWith = err as Error;
         // Stop renewing too: a leader that will not act must not hold the head of the queue, so its successor finds
         // it silent a lease later (or gone, once it resigns).
         void this.lease.stopHeartbeat();
@@ -414,6 +410,6 @@ export class Leadership {
         this.onLost?.(err as Error);
       }
     };
-    this.watchdog = setTimeout(fire, Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()));
+    this.watchdog = this.deps.clock.after(Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()), fire);
   }
 }

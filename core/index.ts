@@ -117,7 +117,7 @@ export { HANDOVER_DEFAULTS, Writer, handover, handoverProblems, writerLedgerKey,
 export { EpochFence, LedgerWriter, entryKey, ledgerViolations, type EpochFenceTarget, type LedgerEntry, type LedgerHead } from './epoch-fence';
 
 // Clocks, configuration, errors, events
-export { systemClock, type Clock } from './clock';
+export { systemClock, VirtualClock, type Clock, type ClockTimer } from './clock';
 export { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION, dateProblem, leaseProblems, validateDate, validateLeaseConfig, type LeaseConfig } from './config';
 export { METRICS_NAMESPACE, Metric, serviceName } from './observability';
 export {

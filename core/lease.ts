@@ -12,7 +12,7 @@
  */
 import { createHash } from 'node:crypto';
 import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { type Clock, wallIso } from './clock';
+import { type Clock, type ClockTimer, wallIso } from './clock';
 import type { LeaseConfig } from './config';
 import { failedItem, fullJitterMs, isConditionalCheckFailed, isTransient, newRvn, retryTransient, type Backoff } from './conditions';
 import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from './errors';
@@ -278,7 +278,7 @@ export class Lease {
   readonly token: number;
   private stopAt: number;
   private lost: Error | undefined;
-  private timer: NodeJS.Timeout | undefined;
+  private timer: ClockTimer | undefined;
   private inFlight: Promise<void> | undefined;
 
   constructor(
@@ -311,9 +311,25 @@ export class Lease {
    * @throws StopTimePassedError past the stop time; LeaseLostError once a renewal found the lease gone
    */
   check(): void {
-    if (this.lost) throw this.lost;
-    const now = this.deps.clock.monotonicMs();
-    if (now >= this.stopAt) throw new StopTimePassedError(this.key, this.token, this.stopAt, now);
+    const over = this.overAt(this.deps.clock.monotonicMs());
+    if (over) throw over;
+  }
+
+  /**
+   * THE STOP-TIME RULE, in one place (Part 2, RENEW LOOP: "retry until stop_at; then give up the lease locally"):
+   * once monotonic `now` reaches the stop time with no renewal answered before it, the lease is over in this process
+   * for good. No renewal is sent after it, and one answered after it does not bring the lease back: the holder had to
+   * stop acting at the stop time, and does not start again on the same token. Returns the error every later check
+   * throws (a LeaseLostError found earlier stays the reason).
+   */
+  private overAt(now: number): Error | undefined {
+    if (this.lost === undefined && now >= this.stopAt) this.lost = new StopTimePassedError(this.key, this.token, this.stopAt, now);
+    return this.lost;
+  }
+
+  /** False until this process has a stop time of its own: a lease taken up by `resume` gets one from its first renewal. */
+  private get granted(): boolean {
+    return this.stopAt > -Infinity;
   }
 
   /**
@@ -330,17 +346,23 @@ export class Lease {
   /**
    * One renewal (Part 2, RENEW LOOP): read sent_at before sending; condition "still ours"; new rvn.
    * A failed condition means the lease is lost. A transport error is retried until the stop time, then given up.
+   * Nothing is sent at or after the stop time, and an answer that arrives after it does not move it (overAt).
+   * @throws LeaseLostError when the lease is no longer ours; StopTimePassedError once the stop time passed unmoved
    */
   async renew(): Promise<void> {
     if (this.lost) throw this.lost;
     for (let retry = 0; ; retry++) {
       const sentAt = this.deps.clock.monotonicMs(); // 1. read BEFORE sending
+      if (this.granted && this.overAt(sentAt)) throw this.lost;
       try {
         await this.writeIfStillOurs(`SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`);
-        this.stopAt = Math.max(this.stopAt, this.stopTimeFrom(sentAt)); // 4. on success
+        // 4. on success, if answered before the stop time: only then does it move the stop time on.
+        if (this.granted && this.overAt(this.deps.clock.monotonicMs())) throw this.lost;
+        this.stopAt = Math.max(this.stopAt, this.stopTimeFrom(sentAt));
         this.deps.events?.emit('renew', { key: this.key, token: this.token, stopAtMs: Math.round(this.stopAt) });
         return;
       } catch (err) {
+        if (err === this.lost) throw err;
         if (isConditionalCheckFailed(err)) {
           this.lost = new LeaseLostError(this.key, this.token, failedItem(err), { cause: err });
           const holderNow = failedItem(err)?.[Attr.holder];
@@ -351,11 +373,12 @@ export class Lease {
           });
           throw this.lost;
         }
-        // 5. on failure: retry until stop_at; then give up the lease locally. Transient by reason, not by name
-        // (TransactionConflictException: a transaction held the lock item); full jitter, at most renewMs/4 a wait.
+        // 5. on failure: retry until stop_at (the check above refuses to send at it); then give up the lease
+        // locally. Transient by reason, not by name (TransactionConflictException: a transaction held the lock
+        // item); full jitter, at most renewMs/4 a wait. Without a stop time yet (resume), there is none to retry until.
         const now = this.deps.clock.monotonicMs();
         this.deps.events?.emit('renew-failed', { key: this.key, token: this.token, error: (err as Error).name });
-        if (!isTransient(err) || now >= this.stopAt) {
+        if (!isTransient(err) || !this.granted) {
           this.lost = new LeaseLostError(this.key, this.token, undefined, { cause: err });
           throw this.lost;
         }
@@ -380,15 +403,15 @@ export class Lease {
         .finally(() => {
           this.inFlight = undefined;
           const next = Math.max(0, sent + this.config.renewMs - this.deps.clock.monotonicMs());
-          if (this.timer !== undefined && !this.lost) this.timer = setTimeout(tick, next);
+          if (this.timer !== undefined && !this.lost) this.timer = this.deps.clock.after(next, tick);
         });
     };
-    this.timer = setTimeout(tick, this.config.renewMs);
+    this.timer = this.deps.clock.after(this.config.renewMs, tick);
   }
 
   /** Stop renewing; waits for a renewal in flight, so none lands after this returns. */
   async stopHeartbeat(): Promise<void> {
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer?.cancel();
     this.timer = undefined;
     await this.inFlight;
   }

@@ -147,9 +147,16 @@ describe('backoff with full jitter', () => {
   });
 });
 
+/** A clock that stands at 0 and sets no timer: these writes only sleep between retries. */
+const noTimers: Omit<Clock, 'sleep'> = {
+  monotonicMs: () => 0,
+  wallMs: () => 0,
+  after: () => assert.fail('no timer is set by a fenced write'),
+};
+
 describe('the fenced batch decides by reason (a scripted store: no DynamoDB)', () => {
   const batch = [...chunkBatches({ date: '2026-09-28', invoices: 10, chunkSize: 10, putsPerTransaction: 3 }, 0)][0]; // 3 invoices
-  const clock = (slept: number[]): Clock => ({ monotonicMs: () => 0, wallMs: () => 0, sleep: async (ms) => void slept.push(ms) });
+  const clock = (slept: number[]): Clock => ({ ...noTimers, sleep: async (ms) => void slept.push(ms) });
 
   const depsOf = (ddb: DynamoDBDocumentClient, slept: number[]): InvoiceWriteDeps => ({
     ddb,
@@ -208,7 +215,7 @@ describe('the fenced batch decides by reason (a scripted store: no DynamoDB)', (
 
 describe('the generic fenced batch: typed outcomes, and the 99-put limit (a scripted store)', () => {
   const put = (table: string, pk: string): FencedPut => ({ table, item: { pk: { S: pk }, note: { S: `for ${pk}` } } });
-  const clock: Clock = { monotonicMs: () => 0, wallMs: () => 0, sleep: async () => {} };
+  const clock: Clock = { ...noTimers, sleep: async () => {} };
 
   test('any items, in any tables: the already-recorded ones are listed (the very objects passed), the rest recorded', async () => {
     const { ddb, sent } = scripted(cancelled('None', 'None', 'ConditionalCheckFailed', 'None'));

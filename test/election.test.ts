@@ -6,17 +6,17 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { DeleteCommand, GetCommand } from '@aws-sdk/lib-dynamodb';
-import { systemClock } from '../core/clock';
+import { systemClock, VirtualClock } from '../core/clock';
 import type { LeaseConfig } from '../core/config';
 import { candidateKey, Election, roleKey, type CampaignOptions, type Leadership } from '../core/election';
 import { EpochFence, LedgerWriter, entryKey, ledgerViolations, type LedgerEntry } from '../core/epoch-fence';
-import { ConfigError, FencedOutError, VersionConflictError } from '../core/errors';
+import { ConfigError, FencedOutError, StopTimePassedError, VersionConflictError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
 import { bumpEpochs } from '../core/restore';
 import { localClients } from '../core/stores';
 import { startDynamoDbProxy } from '../local/dynamodb-proxy';
-import { namespace } from './support/stack';
-import { within } from './support/within';
+import { namespace, type Namespace } from './support/stack';
+import { onVirtualTime } from './support/virtual-time';
 
 const fast: LeaseConfig = { leaseMs: 900, renewMs: 250, marginMs: 200, claimBudget: 3 };
 
@@ -50,6 +50,14 @@ function campaignsEndWith(t: TestContext) {
     return leads;
   };
   return { campaign };
+}
+
+/** One candidate's deps on virtual time: the real store, whose calls take no virtual time (test/support/virtual-time.ts). */
+function virtual(ns: Namespace, seen: FencepostEvent[]) {
+  const clock = new VirtualClock();
+  const store = onVirtualTime(ns.clients.ddb, clock);
+  const deps = { ddb: store.ddb, table: ns.tables.locks, clock, events: new Events('A', clock).on((e) => seen.push(e)) };
+  return { clock, store, deps };
 }
 
 /** Resolves once `candidate` has joined the queue (its `campaign` event): joins started after it queue behind it. */
@@ -91,54 +99,49 @@ test('candidates queue in sequence; the lowest leads with its sequence as epoch;
   await (await cLeads).resign();
 });
 
-test('onLost fires at the stop time when the renewals fail', async (t) => {
-  const { deps, seen, ns, campaign } = await setup(t);
-  let lost!: (at: number) => void;
-  const lostAtMs = new Promise<number>((resolve) => (lost = resolve));
-  const a = await campaign(new Election(deps('A'), 'lost', fast), 'A', { onLost: () => lost(performance.now()) });
+test('onLost fires at the stop time when the renewals fail, not before (virtual time)', async (t) => {
+  const { ns, seen, campaign } = await setup(t);
+  const { clock, deps } = virtual(ns, seen);
+  let lostAt: number | undefined;
+  const a = await campaign(new Election(deps, 'lost', fast), 'A', { onLost: () => (lostAt = clock.monotonicMs()) });
+  const stopAt = a.stopAtMs;
   // As a successor that found A silent would: A's item goes, so A's next renewal fails on its condition.
   await ns.clients.ddb.send(new DeleteCommand({ TableName: ns.tables.locks, Key: { pk: candidateKey('lost', a.epoch) } }));
-  const lostAt = await within(lostAtMs, 10 * fast.leaseMs, 'onLost was not called');
-  assert.ok(lostAt >= a.stopAtMs - 1, `at the stop time, not before (${(lostAt - a.stopAtMs).toFixed(0)} ms after it)`);
-  assert.ok(seen.some((e) => e.event === 'leader-lost'));
+  await clock.advance(stopAt - clock.monotonicMs() - 1);
+  assert.ok(
+    seen.some((e) => e.event === 'lease-lost'),
+    'a renewal went out and found the item gone',
+  );
+  assert.equal(lostAt, undefined, 'not before the stop time');
+  await clock.advance(1);
+  assert.equal(lostAt, stopAt, 'at the stop time');
+  assert.equal(seen.filter((e) => e.event === 'leader-lost').length, 1);
   await a.resign();
 });
 
-test('a renewal answered after the stop time does not bring the leadership back: check and act refuse, and renewals stop', async (t) => {
+test('a renewal answered after the stop time does not bring the leadership back: check and act refuse, and renewals stop (virtual time)', async (t) => {
   const { ns, seen, campaign } = await setup(t);
-  const proxy = await startDynamoDbProxy({ target: ns.endpoints.dynamodb });
-  const clients = localClients({ dynamodb: proxy.endpoint });
-  t.after(async () => {
-    clients.destroy();
-    await proxy.stop();
-  });
-  const deps = { ddb: clients.ddb, table: ns.tables.locks, clock: systemClock, events: new Events('A', systemClock).on((e) => seen.push(e)) };
-  let lost!: () => void;
-  const lostCalled = new Promise<void>((resolve) => (lost = resolve));
-  // The next renewal lands at once, but its answer comes 1.9 s later: after the stop time it should have moved on
-  // (lease 3 s - margin 0.2 s - renew period 1 s = 1.8 s after it was sent), before the one it sets (2.8 s). The
-  // window is a renewal period wide, so a loaded machine's delays fit in it.
-  const roomy: LeaseConfig = { leaseMs: 3_000, renewMs: 1_000, marginMs: 200, claimBudget: 3 };
-  const a = await campaign(new Election(deps, 'late', roomy), 'A', { onLost: () => lost() });
-  proxy.inject({ kind: 'delay', ms: 1_900, operation: 'UpdateItem' });
-  await within(lostCalled, 10 * roomy.leaseMs, 'onLost was not called');
-  assert.equal(proxy.stats().injected.delay, 1, 'the renewal was held back');
-  const deadline = performance.now() + 5_000;
-  while (a.stopAtMs <= performance.now()) {
-    assert.ok(performance.now() < deadline, 'the late renewal answered and moved the stop time on');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  // The lease's stop time is in the future again, yet the leadership stays over.
-  assert.throws(() => a.check());
-  await assert.rejects(a.act(() => 'acted'));
+  const { clock, deps, store } = virtual(ns, seen);
+  let lostAt: number | undefined;
+  const a = await campaign(new Election(deps, 'late', fast), 'A', { onLost: () => (lostAt = clock.monotonicMs()) });
+  const stopAt = a.stopAtMs;
+  // The first renewal (due a renewal period after the campaign started the heartbeat) lands at once, but its answer
+  // comes 1 ms after the stop time it should have moved on.
+  store.holdNextUpdate(stopAt - (clock.monotonicMs() + fast.renewMs) + 1);
+  await clock.advance(stopAt - clock.monotonicMs());
+  assert.equal(lostAt, stopAt, 'onLost at the stop time, the renewal still unanswered');
+  const sent = store.updatesSentAt.length;
+  await clock.advance(3 * fast.leaseMs); // the late answer comes back, and time goes on
+  assert.equal(a.stopAtMs, stopAt, 'the late answer did not move the stop time on');
+  assert.throws(() => a.check(), StopTimePassedError);
+  await assert.rejects(
+    a.act(() => 'acted'),
+    StopTimePassedError,
+  );
   assert.equal(seen.filter((e) => e.event === 'leader-lost').length, 1);
   // No renewal after the loss: the successor would find the item silent a lease later.
-  const rvn = async () =>
-    (await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: candidateKey('late', a.epoch) }, ConsistentRead: true }))).Item
-      ?.rvn;
-  const before = await rvn();
-  await new Promise((r) => setTimeout(r, 2 * roomy.renewMs));
-  assert.equal(await rvn(), before, 'the candidate item is no longer renewed');
+  assert.equal(store.updatesSentAt.length, sent, 'no renewal was sent after the loss');
+  assert.equal(clock.timers, 0, 'no heartbeat and no watchdog left running');
 });
 
 test('the epoch fence: the first write of a new epoch raises it; a lower epoch is refused; versions have no gap and no twin', async (t) => {

@@ -3,13 +3,14 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { systemClock, type Clock } from '../core/clock';
+import { systemClock, VirtualClock, type Clock } from '../core/clock';
 import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
-import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from '../core/errors';
+import { ClaimBudgetExhaustedError, StopTimePassedError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
 import { claim, nextClaimStep, pollMsOf, readLock, type LeaseDeps, type Sighting } from '../core/lease';
 import { namespace } from './support/stack';
+import { onVirtualTime } from './support/virtual-time';
 
 const fast: LeaseConfig = { ...DEFAULTS, leaseMs: 900, renewMs: 300, marginMs: 200, claimBudget: 3 };
 
@@ -105,8 +106,9 @@ test("a holder that stops renewing is taken over one full lease after its last r
   );
   assert.equal(bLease.token, a.token + 1);
   assert.ok(bSeen.filter((e) => e.event === 'sighted').length >= 2, "B saw at least one of A's renewals before A stopped");
-  await assert.rejects(a.renew(), LeaseLostError, 'renew after takeover → lease lost');
-  assert.throws(() => a.check(), LeaseLostError, 'the loss is remembered for the next check');
+  // B claimed a full lease after A's last renewal, past A's stop time: A sends nothing more, and stays stopped.
+  await assert.rejects(a.renew(), StopTimePassedError, 'renew after takeover → refused at the stop time');
+  assert.throws(() => a.check(), StopTimePassedError, 'the loss is remembered for the next check');
   assert.equal(await a.release(), false, "a holder that lost the lock cannot release the next holder's lease");
   assert.equal((await readLock(d, 'k'))?.holder, 'B');
   await bLease.release();
@@ -126,6 +128,33 @@ test('the check before every action: stop time = sent_at + lease − margin, ren
   await new Promise((r) => setTimeout(r, a.stopAtMs - performance.now() + 5));
   assert.throws(() => a.check(), StopTimePassedError);
   await a.release();
+});
+
+test('the heartbeat stops at the stop time: no renewal is sent after it, whether they kept failing or one was answered after it', async () => {
+  for (const fault of ['throttle', 'late'] as const) {
+    const ns = await namespace();
+    const clock = new VirtualClock();
+    const store = onVirtualTime(ns.clients.ddb, clock);
+    const d: LeaseDeps = { ddb: store.ddb, table: ns.tables.locks, clock, random: () => 0.99, events: new Events('A', clock) };
+    const a = await claim(d, 'k', 'A', fast);
+    a.startHeartbeat();
+    await clock.advance(fast.renewMs); // the first renewal is sent at renewMs and answered in time
+    const stopAt = a.stopAtMs;
+    assert.equal(stopAt, fast.renewMs + fast.leaseMs - fast.marginMs, 'the renewal moved the stop time on');
+    const sentBefore = store.updatesSentAt.length;
+    if (fault === 'throttle') store.throttleUpdates(true);
+    else store.holdNextUpdate(stopAt - (clock.monotonicMs() + fast.renewMs) + 1); // the next one is answered 1 ms after it
+    await clock.advance(3 * fast.leaseMs);
+    const sent = store.updatesSentAt.slice(sentBefore);
+    assert.ok(sent.length > 0 && sent[0] < stopAt, `${fault}: renewals went out before the stop time (${sent.join(', ')})`);
+    const after = sent.filter((at) => at >= stopAt);
+    assert.deepEqual(after, [], `${fault}: renewals sent at or after the stop time ${stopAt} (sent at ${sent.join(', ')})`);
+    assert.throws(() => a.check(), StopTimePassedError, `${fault}: the lease is over locally`);
+    assert.equal(a.stopAtMs, stopAt, `${fault}: no late answer moved the stop time on`);
+    assert.equal(clock.timers, 0, `${fault}: the heartbeat stopped`);
+    store.throttleUpdates(false);
+    assert.equal(await a.release(), true);
+  }
 });
 
 test('durations ignore the wall clock: a holder whose wall clock steps back 3 s stops at the same monotonic stop time', async () => {

@@ -10,6 +10,7 @@
  * in between makes a zombie write, Part 4). It renews every renewMs; a refused write or renewal ends its tenure.
  * "Without the fence" counts, in the same run, the refused writes whose batch another holder also wrote.
  */
+import { systemClock } from '../clock';
 import { ConfigError } from '../errors';
 import { WorkerClock } from './clocks';
 import { Sim, type SimRow, type TimelineMark } from './engine';
@@ -237,7 +238,7 @@ export interface SweepAxis {
 export function sweepGrid(base: WhatIfSettings, axes: readonly SweepAxis[]) {
   let cells: Record<string, number>[] = [{}];
   for (const axis of axes) cells = cells.flatMap((c) => axis.values.map((v) => ({ ...c, [axis.name]: v })));
-  const started = performance.now();
+  const started = systemClock.monotonicMs();
   const results = cells.map((cell) => {
     const s: WhatIfSettings = {
       ...base,
@@ -249,5 +250,5 @@ export function sweepGrid(base: WhatIfSettings, axes: readonly SweepAxis[]) {
     const problems = whatIfProblems(s);
     return { cell, problems, answers: problems.length ? undefined : whatIf(s).answers };
   });
-  return { results, ms: performance.now() - started };
+  return { results, ms: systemClock.monotonicMs() - started };
 }

@@ -36,7 +36,7 @@ import { ConfigError } from '../core/errors';
 import { fileCallSink, type CallSink } from './call-log';
 import { toLocalDefinition } from './distributed-map';
 import { LocalLambdas, type DeployedFunction } from './lambda-runner';
-import { startLocalSfn } from './sfn-endpoint';
+import { startLocalSfn, type RefuseStart } from './sfn-endpoint';
 
 type Json = Record<string, unknown>;
 type Resource = { Type: string; Properties: Json };
@@ -375,6 +375,8 @@ export async function runWorkflowLocally(run: LocalExecution): Promise<LocalResu
 
 export interface SweeperRun extends Omit<LocalExecution, 'input' | 'hooks' | 'lambdaCode' | 'name'> {
   readonly name?: string;
+  /** Refuse some of VerifyAndRequeue's StartExecution calls (tests: a start throttled away, or a death after it). */
+  readonly refuseStart?: RefuseStart;
 }
 
 export interface SweeperResult extends LocalResult {
@@ -392,6 +394,7 @@ export async function runSweeperLocally(run: SweeperRun): Promise<SweeperResult>
   const sfn = await startLocalSfn({
     machines: { [jobArn]: (name, input) => runMachineLocally(wf, 'job', { ...run, name, input: input as Json }) },
     onCall: callLog(),
+    refuse: run.refuseStart,
   });
   try {
     const result = await runMachineLocally(wf, 'sweeper', { ...run, name: run.name ?? 'sweep', input: {} }, sfn.endpoint);

@@ -2,7 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
-import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
+import { runBilling, writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
+import { audit } from '../apps/billing/audit';
 import { systemClock } from '../core/clock';
 import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
@@ -179,4 +180,74 @@ test('chunk fences: the sweeper sees only the job row, its re-queue leaves the c
     'A, if it was only paused, is refused on every chunk',
   );
   await b.release();
+});
+
+/** The night the crash-answer tests run: one chunk, so the dead holder's raise and the new run's agree. */
+const smallNight = { ...lease, invoices: 99, chunkSize: 99, putsPerTransaction: 99 };
+
+/** Two sightings a full lease apart, as one `fencepost sweep` without --every does. */
+async function sweepTwice(sweeper: Sweeper, start: (jobId: string) => void) {
+  await sweeper.sweep(start);
+  await sleep(sweeperConfig.leaseMs + 50);
+  return sweeper.sweep(start);
+}
+
+/** The night run a start asked for, then the audit. */
+async function runAndAudit(ns: Namespace, date: string, worker: string) {
+  const events = new Events(worker, systemClock);
+  const billing = { ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket, clock: systemClock, events };
+  const summary = await runBilling(billing, { date, worker, config: smallNight });
+  const report = await audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, date, smallNight.invoices);
+  return { summary, report };
+}
+
+test('crash answer: a sweeper that dies at its start (before or instead of it) strands nothing: a restarted sweeper starts the night, and it completes', async () => {
+  const ns = await namespace();
+  const { fenceDeps } = deps(ns);
+  const date = '2026-09-28';
+  await holder(ns, date, 'B', false); // B raised and died
+  const dying = deps(ns).sweeper;
+  const died = new Error('the sweeper died at its start');
+  await assert.rejects(
+    sweepTwice(dying, () => {
+      throw died;
+    }),
+    (err) => err === died,
+  );
+  const starts: string[] = [];
+  const restarted = deps(ns).sweeper; // a new `fencepost sweep` (a new process: no sightings in memory)
+  const r = await sweepTwice(restarted, (jobId) => void starts.push(jobId));
+  assert.deepEqual(starts, [Keys.job(date)], 'a restarted sweeper still finds the night in the sparse index and starts it');
+  assert.deepEqual(r.requeued, [Keys.job(date)]);
+  assert.equal((await fence.readJob(fenceDeps, Keys.job(date)))?.state, 'QUEUED');
+  const { summary, report } = await runAndAudit(ns, date, 'requeued-run');
+  assert.equal(summary.outcome, 'completed');
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
+test('crash answer: a sweeper that dies after its start landed and before its QUEUED write: the retried sweep starts it again (the same execution in AWS) and the night completes', async () => {
+  const ns = await namespace();
+  const { fenceDeps } = deps(ns);
+  const date = '2026-09-28';
+  const b = await holder(ns, date, 'B', false);
+  const starts: string[] = [];
+  const died = new Error('the sweeper died after its start');
+  await assert.rejects(
+    sweepTwice(deps(ns).sweeper, (jobId) => {
+      starts.push(jobId);
+      throw died;
+    }),
+    (err) => err === died,
+  );
+  const row = await fence.readJob(fenceDeps, Keys.job(date));
+  assert.deepEqual([row?.state, row?.owner_token, row?.claim_shard !== undefined], ['RUNNING', b.token, true], 'still RUNNING, still in the index');
+  // The retried sweep comes before the started run raised: it starts the night again and its QUEUED write lands.
+  const r = await sweepTwice(deps(ns).sweeper, (jobId) => void starts.push(jobId));
+  assert.deepEqual(starts, [Keys.job(date), Keys.job(date)]);
+  assert.deepEqual(r.requeued, [Keys.job(date)]);
+  // One run: in AWS the second StartExecution (same name, same input, the first still open) is the same execution.
+  // It raises from QUEUED (the other order, its raise before the write, is 'a re-queue racing a takeover does nothing').
+  const { summary, report } = await runAndAudit(ns, date, `requeue-${date}-f${b.token}`);
+  assert.equal(summary.outcome, 'completed');
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });

@@ -217,6 +217,82 @@ test("the synthesized sweeper, on its bundles, re-queues a dead holder's night a
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });
 
+/** A holder that claims and raises the fence for the night, then dies: no renewal ever again. */
+async function deadHolder(ns: Namespace, settings: { leaseMs: number; renewMs: number; marginMs: number }) {
+  const events = new Events('dead', systemClock);
+  const held = await claim({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events }, Keys.lock(DATE), 'dead', {
+    ...DEFAULTS,
+    ...settings,
+  });
+  await raiseFence({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, clock: systemClock }, Keys.job(DATE), held.token, 'dead', 4);
+  return held;
+}
+
+const sweepSettings = { leaseMs: 2000, renewMs: 500, marginMs: 500, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 125 };
+const sweepOn = (ns: Namespace, name: string) => ({
+  app: billingApp,
+  clients: ns.clients,
+  endpoints: ns.endpoints,
+  tables: ns.tables,
+  bucket: ns.bucket,
+  settings: sweepSettings,
+  name,
+});
+
+test("crash answer: a sweep whose StartExecution is refused writes nothing, so the next sweep still starts the night and it completes", async () => {
+  const ns = await namespace();
+  const held = await deadHolder(ns, sweepSettings);
+  const first = await runSweeperLocally({ ...sweepOn(ns, 'sweep-1'), refuseStart: (call) => (call === 1 ? { when: 'before' } : undefined) });
+  assert.equal(first.status, 'FAILED', 'VerifyAndRequeue fails on the refused start (ExecutionLimitExceeded is not retried)');
+  assert.equal(first.started.length, 0, 'nothing was started');
+  const second = await runSweeperLocally(sweepOn(ns, 'sweep-2'));
+  assert.equal(second.status, 'SUCCEEDED', `${second.error}: ${second.cause}`);
+  assert.deepEqual(
+    second.started.map((s) => s.name),
+    [`requeue-${DATE}-f${held.token}`],
+    'the next sweep still finds the night in the sparse index and starts it',
+  );
+  assert.equal(second.started[0].result.endState, 'Completed', JSON.stringify(second.started[0].result));
+  const report = await auditNight(ns);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
+test('crash answer: a sweep that dies right after its StartExecution landed leaves a night its run completes; the next sweep finds nothing', async () => {
+  const ns = await namespace();
+  const held = await deadHolder(ns, sweepSettings);
+  // The start lands, then the function fails before anything after it: as if it died there.
+  const first = await runSweeperLocally({ ...sweepOn(ns, 'sweep-1'), refuseStart: (call) => (call === 1 ? { when: 'after' } : undefined) });
+  assert.equal(first.status, 'FAILED');
+  assert.deepEqual(
+    first.started.map((s) => s.name),
+    [`requeue-${DATE}-f${held.token}`],
+  );
+  assert.equal(first.started[0].result.endState, 'Completed', JSON.stringify(first.started[0].result));
+  const second = await runSweeperLocally(sweepOn(ns, 'sweep-2'));
+  assert.equal(second.endState, 'NothingClaimed', 'the night is DONE: out of the sparse index');
+  const report = await auditNight(ns);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
+test("crash answer: a StartExecution whose answer was lost is sent again with the same name and input, and meets the same execution", async () => {
+  const ns = await namespace();
+  const held = await deadHolder(ns, sweepSettings);
+  // The start lands, its answer is a throttle: the SDK sends it again, and Step Functions answers with the open execution.
+  const r = await runSweeperLocally({
+    ...sweepOn(ns, 'sweep-1'),
+    refuseStart: (call) => (call === 1 ? { when: 'after', type: 'ThrottlingException' } : undefined),
+  });
+  assert.equal(r.status, 'SUCCEEDED', `${r.error}: ${r.cause}`);
+  assert.deepEqual(
+    r.started.map((s) => s.name),
+    [`requeue-${DATE}-f${held.token}`],
+    'one execution, though it was asked for twice',
+  );
+  assert.equal(r.started[0].result.endState, 'Completed', JSON.stringify(r.started[0].result));
+  const report = await auditNight(ns);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
 test('a night run as a Distributed Map (distributedMapAboveChunks: 0) completes on the bundles, chunks 3 at once', async () => {
   const ns = await namespace();
   const settings = {

@@ -13,9 +13,11 @@
  *      never swept: its renewals change the rvn;
  *   3. never storm: if more than a set share of the claimed rows look dead at once, the likely cause is our own
  *      renewal path failing, not the holders: re-queue none, report a storm (metric + alarm);
- *   4. otherwise re-queue at a bounded rate, each with one conditional write
- *      (state = RUNNING AND owner_token = :seen AND fence = :seen), so a new holder that raised the fence in
- *      between makes the write fail and do nothing.
+ *   4. otherwise re-queue at a bounded rate: START the night's new run first, THEN one conditional write
+ *      (state = RUNNING AND owner_token = :seen AND fence = :seen) → QUEUED, so a new holder that raised the fence
+ *      in between makes the write fail and do nothing. In this order a sweeper that dies between the two leaves the
+ *      row RUNNING and in the index, where the next sweep finds it; the other order left it QUEUED, out of the
+ *      index, with no run (docs/DESIGN.md "Crash answers").
  * It reads and writes job rows only. Chunk fence items (docs/DESIGN.md § Chunk fences) never carry claim_shard, so
  * they are never in the index; a re-queue leaves them as they are, and the next holder raises the job row first and
  * then every chunk fence, learning the progress from them.
@@ -145,7 +147,11 @@ export function isStorm(orphans: number, claimed: number, config: Pick<SweeperCo
   return orphans >= config.stormMinimum && orphans > claimed * config.stormShare;
 }
 
-/** 4. Re-queue one orphan: one conditional write on exactly what was sighted. False if a new holder got there first. */
+/**
+ * 4. Re-queue one orphan: one conditional write on exactly what was sighted. False if a new holder got there first.
+ * Call it only after the orphan's new run was started: the write takes the row out of the index, so after it
+ * nothing but that run ever looks at the night again.
+ */
 export async function requeue(
   deps: Pick<SweeperDeps, 'ddb' | 'jobs'>,
   orphan: Pick<ClaimSighting, 'jobId' | 'ownerToken' | 'fence'>,
@@ -195,7 +201,12 @@ export class Sweeper {
     private readonly config: SweeperConfig = SWEEPER_DEFAULTS,
   ) {}
 
-  async sweep(onRequeued?: (jobId: string) => Promise<void> | void): Promise<SweepReport> {
+  /**
+   * One sweep. For each orphan it re-queues, `start` (the new run) is called BEFORE the QUEUED write; if it throws,
+   * the sweep stops there with the row untouched (still RUNNING, still in the index) and rethrows.
+   * @param start - starts the orphan's new run: idempotent per night and fence, since a retried sweep calls it again
+   */
+  async sweep(start?: (jobId: string, orphan: ClaimSighting) => Promise<void> | void): Promise<SweepReport> {
     const now = () => this.deps.clock.monotonicMs();
     const { sightings, itemsRead } = await sightClaimed(this.deps, this.config);
     const due: ClaimSighting[] = [];
@@ -221,11 +232,11 @@ export class Sweeper {
     const requeued: string[] = [];
     let lostRaces = 0;
     for (const o of d.requeueNow) {
+      await start?.(o.jobId, o); // first the run, then the write: see requeue
       if (await requeue(this.deps, o)) {
         requeued.push(o.jobId);
         this.seen.delete(o.jobId);
         this.deps.events?.emit('requeued', { jobId: o.jobId, token: o.ownerToken, fence: o.fence });
-        await onRequeued?.(o.jobId);
       } else {
         lostRaces++;
         this.seen.delete(o.jobId);

@@ -1,7 +1,10 @@
 /**
  * The sweeper's second look, at least a full lease after the first: rows whose lock rvn (and owner, and fence)
  * did not change are orphans. Too many at once is a storm: re-queue none, say so. Otherwise re-queue at a bounded
- * rate, each with one conditional write, and start an execution of the job's state machine for each re-queued night.
+ * rate: for each orphan, first start an execution of the job's state machine for the night, then its one
+ * conditional write. The execution's name comes from the night and the fence seen, and its input is the same, so a
+ * retried step (same sightings) meets the execution it started (AWS: same name and input while open is a success).
+ * Dying between the two leaves the row RUNNING in the index: the next sweep finds it (docs/DESIGN.md "Crash answers").
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { SWEEPER_DEFAULTS, decide, requeue, sightClaimed, type ClaimSighting } from '../core/sweeper';
@@ -29,8 +32,11 @@ export const sweepVerify = (runtime: RuntimeSource) => (event: { sighted?: { sig
       logger.error('sweeper storm: most claimed rows look dead at once; re-queued none', { orphans: d.orphans.length, claimed: second.length });
     const requeued: string[] = [];
     for (const o of d.requeueNow) {
-      if (!(await requeue(deps, o))) continue; // a new holder raised the fence in between: nothing to do
-      requeued.push(await rt.startRun(rt.job.dateOf(o.jobId), o.fence));
+      const run = await rt.startRun(rt.job.dateOf(o.jobId), o.fence); // first the run ...
+      // ... then the write. It fails if a new holder raised the fence in between (the started run then finds that
+      // holder, or the night DONE): nothing to record.
+      if (await requeue(deps, o)) requeued.push(run);
+      else logger.info('re-queue lost to a new holder; the run started for it will find that holder', { jobId: o.jobId, run });
     }
     metrics.addMetric(Metric.orphansRequeued, MetricUnit.Count, requeued.length);
     return { orphans: d.orphans.length, storm: d.storm, requeued, deferred: d.deferred, alive: d.alive };

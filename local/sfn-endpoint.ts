@@ -36,7 +36,7 @@ interface LocalExecutionRecord {
  * A refused StartExecution, for tests: `before` answers the error and starts nothing; `after` starts the
  * execution, then answers the error, so the caller learns nothing of a start that landed.
  */
-export interface StartRefusal {
+interface StartRefusal {
   readonly when: 'before' | 'after';
   /** The error's type, as AWS names it (ExecutionLimitExceeded is 400, not retried by the SDK). @default ExecutionLimitExceeded */
   readonly type?: string;

@@ -239,7 +239,7 @@ const sweepOn = (ns: Namespace, name: string) => ({
   name,
 });
 
-test("crash answer: a sweep whose StartExecution is refused writes nothing, so the next sweep still starts the night and it completes", async () => {
+test('crash answer: a sweep whose StartExecution is refused writes nothing, so the next sweep still starts the night and it completes', async () => {
   const ns = await namespace();
   const held = await deadHolder(ns, sweepSettings);
   const first = await runSweeperLocally({ ...sweepOn(ns, 'sweep-1'), refuseStart: (call) => (call === 1 ? { when: 'before' } : undefined) });
@@ -274,7 +274,7 @@ test('crash answer: a sweep that dies right after its StartExecution landed leav
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });
 
-test("crash answer: a StartExecution whose answer was lost is sent again with the same name and input, and meets the same execution", async () => {
+test('crash answer: a StartExecution whose answer was lost is sent again with the same name and input, and meets the same execution', async () => {
   const ns = await namespace();
   const held = await deadHolder(ns, sweepSettings);
   // The start lands, its answer is a throttle: the SDK sends it again, and Step Functions answers with the open execution.

@@ -251,3 +251,32 @@ test('crash answer: a sweeper that dies after its start landed and before its QU
   assert.equal(summary.outcome, 'completed');
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });
+
+test('crash answer: a re-queued run that dies before its raise (it claimed the lease, then nothing) leaves the night findable: the next sweeps start it again, and it completes', async () => {
+  const ns = await namespace();
+  const { fenceDeps, leaseDeps } = deps(ns);
+  const date = '2026-09-28';
+  const b = await holder(ns, date, 'B', false); // B raised and died
+  // The first re-queued run waits out B's lease, claims it (epoch + 1) and dies before raising the job row's fence.
+  let diedHolding: number | undefined;
+  const first = await sweepTwice(deps(ns).sweeper, async () => {
+    diedHolding = (await claim(leaseDeps, Keys.lock(date), 'requeued-1', lease)).token;
+  });
+  assert.deepEqual(first.requeued, [Keys.job(date)]);
+  assert.ok(diedHolding !== undefined && diedHolding > b.token);
+  const starts: string[] = [];
+  const later = deps(ns).sweeper; // the next `fencepost sweep` (or the next scheduled sweeper execution)
+  const r = await sweepTwice(later, (jobId) => void starts.push(jobId));
+  assert.deepEqual(starts, [Keys.job(date)], "the next sweeps find the night again (the dead run's lease unchanged for a full lease) and start it");
+  assert.deepEqual(r.requeued, [Keys.job(date)]);
+  const row = await fence.readJob(fenceDeps, Keys.job(date));
+  assert.deepEqual(
+    [row?.state, row?.owner_token, row?.claim_shard !== undefined, row?.requeues],
+    ['RUNNING', b.token, true, 2],
+    "a re-queue leaves the row RUNNING, the dead holder's, in the index; it only counts the re-queues",
+  );
+  const { summary, report } = await runAndAudit(ns, date, 'requeued-2');
+  assert.equal(summary.outcome, 'completed');
+  assert.ok(summary.token! > diedHolding!, 'the run that finished claimed above the one that died');
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});

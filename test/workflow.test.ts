@@ -293,6 +293,25 @@ test('crash answer: a StartExecution whose answer was lost is sent again with th
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });
 
+test('crash answer: a re-queued run that dies before its raise leaves the night findable: the next sweep starts a new run (a new name), and it completes', async () => {
+  const ns = await namespace();
+  await deadHolder(ns, sweepSettings);
+  const first = await runSweeperLocally({ ...sweepOn(ns, 'sweep-1'), killStarted: () => true });
+  assert.equal(first.status, 'SUCCEEDED', `${first.error}: ${first.cause}`);
+  assert.deepEqual(
+    first.started.map((s) => s.result.status),
+    ['FAILED'],
+    'the re-queued run was started and died before its first task',
+  );
+  const second = await runSweeperLocally(sweepOn(ns, 'sweep-2'));
+  assert.equal(second.endState, 'Swept', 'the next sweep still finds the night in the sparse index');
+  assert.equal(second.started.length, 1, 'and starts one run for it');
+  assert.notEqual(second.started[0].name, first.started[0].name, "a new name: the dead run's is taken by a closed execution");
+  assert.equal(second.started[0].result.endState, 'Completed', JSON.stringify(second.started[0].result));
+  const report = await auditNight(ns);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
 test('a night run as a Distributed Map (distributedMapAboveChunks: 0) completes on the bundles, chunks 3 at once', async () => {
   const ns = await namespace();
   const settings = {

@@ -3,8 +3,9 @@
  *
  * A sweep needs two sightings a lease apart, so `sweep` without --every sights, waits one lease on its own
  * monotonic clock, sights again, re-queues the orphans and exits; `--every 10s` keeps sweeping until Ctrl-C.
- * For each orphan it starts a billing run (a `fencepost run` child process on the same stores) BEFORE it writes
- * the row QUEUED (core/sweeper.ts), and waits for the runs before exiting.
+ * For each orphan it starts a billing run (a `fencepost run` child process on the same stores) BEFORE it records
+ * the re-queue (core/sweeper.ts), and waits for the runs before exiting. Each sweep starts its own process, so a
+ * later sweep that finds the row unchanged (that run died before its raise) starts a new one.
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -75,7 +76,7 @@ export async function sweepCommand(o: SweepOptions, clients: Clients, out: (t: s
   if (o.events) events.on((e) => out(JSON.stringify(e)));
   const sweeper = new Sweeper({ ddb: clients.ddb, jobs: tables.jobs, locks: tables.locks, clock: systemClock, events }, o.sweeper);
   const runs: Promise<SweepRun>[] = [];
-  // Called before the QUEUED write: a sweep that dies after it leaves the row in the index for the next sweep.
+  // Called before the re-queue record: a sweep that dies after it leaves the row as it was, for the next sweep.
   const start = (jobId: string) => {
     if (o.startRuns) runs.push(startRun(o, jobId, runs.length + 1, out));
   };

@@ -19,6 +19,7 @@ import { Events } from '../core/events';
 import { raise as raiseFence } from '../core/fence';
 import { claim } from '../core/lease';
 import { Keys } from '../apps/billing/keys';
+import { requeueRunName } from '../lambda/sweep-verify';
 import { namespace, type Namespace } from './support/stack';
 import { spawn } from 'node:child_process';
 import { startWorker } from './support/worker';
@@ -211,7 +212,7 @@ test("the synthesized sweeper, on its bundles, re-queues a dead holder's night a
   assert.equal(r.status, 'SUCCEEDED', `${r.error}: ${r.cause}`);
   assert.equal(r.endState, 'Swept');
   assert.equal(r.started.length, 1, 'one billing run started for the re-queued night');
-  assert.match(r.started[0].name, new RegExp(`^requeue-${DATE}-f${held.token}$`));
+  assert.equal(r.started[0].name, requeueRunName(DATE, held.token, 'sweep'), 'named after the night, the fence seen and the sweep');
   assert.equal(r.started[0].result.endState, 'Completed', JSON.stringify(r.started[0].result));
   const report = await audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 2000);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
@@ -249,7 +250,7 @@ test('crash answer: a sweep whose StartExecution is refused writes nothing, so t
   assert.equal(second.status, 'SUCCEEDED', `${second.error}: ${second.cause}`);
   assert.deepEqual(
     second.started.map((s) => s.name),
-    [`requeue-${DATE}-f${held.token}`],
+    [requeueRunName(DATE, held.token, 'sweep-2')],
     'the next sweep still finds the night in the sparse index and starts it',
   );
   assert.equal(second.started[0].result.endState, 'Completed', JSON.stringify(second.started[0].result));
@@ -265,7 +266,7 @@ test('crash answer: a sweep that dies right after its StartExecution landed leav
   assert.equal(first.status, 'FAILED');
   assert.deepEqual(
     first.started.map((s) => s.name),
-    [`requeue-${DATE}-f${held.token}`],
+    [requeueRunName(DATE, held.token, 'sweep-1')],
   );
   assert.equal(first.started[0].result.endState, 'Completed', JSON.stringify(first.started[0].result));
   const second = await runSweeperLocally(sweepOn(ns, 'sweep-2'));
@@ -285,7 +286,7 @@ test('crash answer: a StartExecution whose answer was lost is sent again with th
   assert.equal(r.status, 'SUCCEEDED', `${r.error}: ${r.cause}`);
   assert.deepEqual(
     r.started.map((s) => s.name),
-    [`requeue-${DATE}-f${held.token}`],
+    [requeueRunName(DATE, held.token, 'sweep-1')],
     'one execution, though it was asked for twice',
   );
   assert.equal(r.started[0].result.endState, 'Completed', JSON.stringify(r.started[0].result));

@@ -192,6 +192,8 @@ export interface JobRow {
   readonly chunk_count?: number;
   readonly claim_shard?: string;
   readonly claimed_since?: string;
+  /** Re-queues the sweeper recorded on the night (core/sweeper.ts `requeue`); absent until the first. */
+  readonly requeues?: number;
 }
 
 /** A chunk's fence item (docs/DESIGN.md § Chunk fences). Never carries claim_shard or state: never in the sparse index. */

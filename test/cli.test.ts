@@ -395,6 +395,25 @@ test('elect, leader and handover refuse bad input in one line each, with nothing
   await refusedWithNothingWritten(['handover', '--role', 'p', '--writer', 'bad name'], /--writer must be 1-64 characters/);
 });
 
+test('handover, like run, lists every bad option at once (role, writer and numbers), each on its own line', async () => {
+  const args = ['handover', '--role', 'bad role', '--writer', 'W', '--wait-margin-ms', '-1', '--lease-ms', '1000', '--margin-ms', '1000'];
+  await refusedWithNothingWritten(args, /--role must be 1-64 characters/);
+  const ep = await endpoints();
+  const { prefix, bucket } = unusedNames();
+  const r = await cli([...args, '--dynamodb-endpoint', ep.dynamodb, '--s3-endpoint', ep.s3, '--table-prefix', prefix, '--bucket', bucket]);
+  const lines = r.stderr.split('\n').filter(Boolean);
+  for (const expected of [
+    /--role must be/,
+    /--wait-margin-ms must be a non-negative integer, got -1/,
+    /--margin-ms \(1000\) must be less than lease-ms/,
+  ])
+    assert.equal(lines.filter((l) => expected.test(l)).length, 1, `${expected} once among:\n${r.stderr}`);
+  assert.ok(
+    lines.every((l) => l.startsWith('fencepost handover: ')),
+    r.stderr,
+  );
+});
+
 test('simulate runs a scenario from the command line, and refuses bad what-if settings in one line', async () => {
   const r = await cli(['simulate', 'handover']);
   assert.equal(r.code, 0, r.stderr);

@@ -392,15 +392,27 @@ async function clock(ctx: Ctx): Promise<void> {
   const step = ctx.random() < 0.5;
   const faked = fakeClock(step ? '+0' : '+3s');
   const env = faked.env;
-  count(ctx, step ? 'clock-step-back' : 'clock-fast');
-  const a = worker(ctx, 'A', { env });
-  const b = ctx.random() < 0.5 ? worker(ctx, 'B') : undefined;
-  if (step) {
-    await a.waitFor((e) => e.event === 'renew' || e.event === 'completed', 60_000).catch(() => undefined);
-    faked.set('-3s'); // the wall clock A sees steps back 3 s, mid-lease
+  // The step lands while A holds the night: A stops itself after the check of its first batch, its wall clock steps
+  // back 3 s, and only then is it continued (a step after A had exited would test nothing).
+  const a = worker(ctx, 'A', { env, faults: step ? { sigstop: 'batch:0:0' } : undefined });
+  const withB = ctx.random() < 0.5;
+  // B starts once A holds the night, so that A is the holder whose stop times are checked, not a waiter.
+  if (!(await reached(ctx, a, (e) => e.event === 'claim'))) {
+    ctx.violations.push(`clock: A ended (exit ${a.child.exitCode}) before it claimed the night: the schedule tested nothing`);
+    return;
   }
+  const b = withB ? worker(ctx, 'B') : undefined;
+  if (step) {
+    if (!(await reached(ctx, a, (e) => e.event === 'fault'))) return;
+    faked.set('-3s'); // the wall clock A sees steps back 3 s, mid-lease
+    a.child.kill('SIGCONT');
+  }
+  count(ctx, step ? 'clock-step-back' : 'clock-fast');
   await Promise.all([a.exited, b?.exited]);
-  ctx.notes.push(`A's wall clock ${step ? 'stepped back 3 s after its first renewal' : 'ran 3 s fast'}${b ? ', B ran beside it' : ''}`);
+  ctx.notes.push(
+    `A's wall clock ${step ? 'stepped back 3 s while it held the night (stopped after the check of its first batch)' : 'ran 3 s fast'}${b ? ', B ran beside it' : ''}; ` +
+      `A renewed ${a.events.filter((e) => e.event === 'renew').length} times`,
+  );
   // Invariant 5: A's stop times follow its monotonic clock, whatever its wall clock does.
   for (const e of a.events.filter((x) => x.event === 'renew' || x.event === 'claim')) {
     const ahead = Number(e.stopAtMs) - Number(e.monoMs);

@@ -24,7 +24,7 @@
  * liveness bound for crashes); 5 for clock schedules (the faked-clock holder's stop times follow its monotonic
  * clock); and, when a pause lands between a check and a batch, that batch's invoices never carry the zombie's token.
  */
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
@@ -388,6 +388,21 @@ async function duplicates(ctx: Ctx): Promise<void> {
   for (const c of codes) if (c !== 0 && c !== 3) ctx.violations.push(`duplicates: a run exited ${c}`);
 }
 
+/** Whether the worker is stopped (state T in /proc), waited for up to `timeoutMs`; false if it ended first. */
+async function stoppedItself(w: WorkerProcess, timeoutMs = 10_000): Promise<boolean> {
+  const end = performance.now() + timeoutMs;
+  while (performance.now() < end && w.child.exitCode === null && w.child.signalCode === null) {
+    try {
+      const stat = readFileSync(`/proc/${w.child.pid}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('T')) return true;
+    } catch {
+      return false;
+    }
+    await sleep(5);
+  }
+  return false;
+}
+
 async function clock(ctx: Ctx): Promise<void> {
   const step = ctx.random() < 0.5;
   const faked = fakeClock(step ? '+0' : '+3s');
@@ -405,6 +420,8 @@ async function clock(ctx: Ctx): Promise<void> {
   if (step) {
     if (!(await reached(ctx, a, (e) => e.event === 'fault'))) return;
     faked.set('-3s'); // the wall clock A sees steps back 3 s, mid-lease
+    // A announces its stop, then stops: a SIGCONT sent in between would be lost and A would stay stopped for good.
+    if (!(await stoppedItself(a))) ctx.violations.push('clock: A announced its stop but was not seen stopped within 10 s');
     a.child.kill('SIGCONT');
   }
   count(ctx, step ? 'clock-step-back' : 'clock-fast');

@@ -23,7 +23,7 @@ import { ConfigError } from '../core/errors';
 import { Events } from '../core/events';
 import { raise as raiseFence } from '../core/fence';
 import { runJob } from '../core/job';
-import { claim, type Lease } from '../core/lease';
+import { claim, resume, type Lease } from '../core/lease';
 import { Attr } from '../core/schema';
 import { FENCED_JOB_DEFAULTS, FencedJob, type FencedJobProps } from '../lib/index';
 import { runWorkflowLocally } from '../local/workflow';
@@ -36,12 +36,24 @@ const settings = { leaseMs: 3000, renewMs: 1000, marginMs: 1000, claimBudget: 2,
 const budgetSeconds = (settings.claimBudget * settings.leaseMs) / 1000;
 
 /** The first holder: claims the night's lease in this process and, when `running`, raises the night's fences (RUNNING). */
-async function firstHolder(ns: Namespace, running: boolean, renewMs = settings.renewMs): Promise<Lease> {
+async function firstHolder(ns: Namespace, running: boolean): Promise<Lease> {
   const events = new Events('first', systemClock);
-  const config = { ...DEFAULTS, ...settings, renewMs };
+  const config = { ...DEFAULTS, ...settings };
   const lease = await claim({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events }, Keys.lock(DATE), 'first', config);
   if (running) await raiseFence({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, clock: systemClock }, Keys.job(DATE), lease.token, 'first', CHUNKS);
   return lease;
+}
+
+/**
+ * One renewal of the first holder's lease as the store sees it (holder and epoch unchanged, a new rvn). Taken up anew
+ * each time (resume), so a gap longer than the stop time on a loaded machine cannot end it locally: the point is what
+ * the waiter observes, a live holder, not this process's own stop-time rule.
+ */
+async function renewFirst(ns: Namespace, first: Lease): Promise<void> {
+  await resume({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock }, first.key, first.holder, first.token, {
+    ...DEFAULTS,
+    ...settings,
+  });
 }
 
 async function lockItem(ns: Namespace): Promise<Record<string, unknown>> {
@@ -63,7 +75,7 @@ async function secondExecution(ns: Namespace, first: Lease) {
     hooks: {
       // Before the Wait that follows this observation: the next one sees another rvn (the holder is alive).
       afterTask: async (state) => {
-        if (state === 'Observe') await first.renew();
+        if (state === 'Observe') await renewFirst(ns, first);
       },
     },
   });
@@ -102,7 +114,7 @@ test("direct engine: runJob against a RUNNING night's live holder returns outcom
   const ns = await namespace();
   const first = await firstHolder(ns, true);
   // The waiter's clock: before each wait between two sightings, the first holder renews (a new rvn every sighting).
-  const clock: Clock = { ...systemClock, sleep: async (ms) => (await first.renew(), systemClock.sleep(ms)) };
+  const clock: Clock = { ...systemClock, sleep: async (ms) => (await renewFirst(ns, first), systemClock.sleep(ms)) };
   try {
     const summary = await runJob(
       { ddb: ns.clients.ddb, tables: ns.tables, clock, events: new Events('second', systemClock) },
@@ -122,9 +134,10 @@ test("direct engine: runJob against a RUNNING night's live holder returns outcom
 for (const engine of ['direct', 'stepfunctions']) {
   test(`fencepost run (${engine}): a duplicate run of a live night exits 3 with outcome another-holder in its summary`, async () => {
     const ns = await namespace();
-    // A separate process cannot be hooked: here the first holder renews every 300 ms, ten times per 3 s lease.
-    const first = await firstHolder(ns, true, 300);
-    first.startHeartbeat();
+    // A separate process cannot be hooked: here the first holder renews every 300 ms, ten times per 3 s lease, each
+    // renewal taken up anew (renewFirst) so a slow tick on a loaded machine cannot end the holder locally.
+    const first = await firstHolder(ns, true);
+    const keepAlive = setInterval(() => void renewFirst(ns, first).catch(() => undefined), 300);
     try {
       const args = ['--date', DATE, '--invoices', '2000', '--chunk-size', '500', '--lease-ms', '3000', '--renew-ms', '1000', '--margin-ms', '1000'];
       const w = startWorker(ns, [...args, '--claim-budget', String(settings.claimBudget), '--engine', engine, '--worker', 'second', '--json']);
@@ -134,6 +147,7 @@ for (const engine of ['direct', 'stepfunctions']) {
       assert.equal(summary.outcome, 'another-holder');
       assert.equal(summary.token, undefined);
     } finally {
+      clearInterval(keepAlive);
       await first.release();
     }
   });

@@ -329,7 +329,7 @@ export class FencepostAlarms extends Construct {
     const dashboard = new cloudwatch.Dashboard(this, 'Dashboard');
     dashboard.addWidgets(
       ...(props.progress ? [graph('Run progress', props.progress.left, { right: props.progress.right })] : []),
-      graph('Runs', [sum(Metric.runsCompleted), sum(Metric.runsAlreadyDone), sum(Metric.runsLost)]),
+      graph('Runs', [sum(Metric.runsCompleted), sum(Metric.runsAlreadyDone), sum(Metric.runsLost), sum(Metric.runsAnotherHolder)]),
       graph('Executions', [sm.metricStarted(), sm.metricSucceeded(), sm.metricFailed(), sm.metricTimedOut(), sm.metricAborted()]),
     );
     dashboard.addWidgets(

@@ -364,6 +364,8 @@ export class Lease {
       } catch (err) {
         if (err === this.lost) throw err;
         if (isConditionalCheckFailed(err)) {
+          // Two renewals in flight (the heartbeat's and a caller's) can both meet the loss: report it once.
+          if (this.lost) throw this.lost;
           this.lost = new LeaseLostError(this.key, this.token, failedItem(err), { cause: err });
           const holderNow = failedItem(err)?.[Attr.holder];
           this.deps.events?.emit('lease-lost', {
@@ -379,7 +381,7 @@ export class Lease {
         const now = this.deps.clock.monotonicMs();
         this.deps.events?.emit('renew-failed', { key: this.key, token: this.token, error: (err as Error).name });
         if (!isTransient(err) || !this.granted) {
-          this.lost = new LeaseLostError(this.key, this.token, undefined, { cause: err });
+          this.lost ??= new LeaseLostError(this.key, this.token, undefined, { cause: err });
           throw this.lost;
         }
         const waitMs = fullJitterMs(retry, this.deps.random ?? Math.random, { baseMs: 25, capMs: this.config.renewMs / 4 });

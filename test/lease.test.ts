@@ -8,7 +8,7 @@ import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
 import { ClaimBudgetExhaustedError, StopTimePassedError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
-import { claim, nextClaimStep, pollMsOf, readLock, type LeaseDeps, type Sighting } from '../core/lease';
+import { claim, nextClaimStep, pollMsOf, readLock, sight, tryClaim, type LeaseDeps, type Sighting } from '../core/lease';
 import { namespace } from './support/stack';
 import { onVirtualTime } from './support/virtual-time';
 
@@ -201,4 +201,15 @@ test('no code path deletes a lock item or puts a TTL on it', () => {
     walk(path.join(root, dir));
   }
   assert.deepEqual(offenders, [], 'no DynamoDB delete and no TTL anywhere in runtime code');
+});
+
+test('a lost lease is reported once: two renewals in flight when another holder took over emit one lease-lost between them', async () => {
+  const d = await deps('A');
+  const a = await claim(d, 'k', 'A', fast);
+  // B takes the lock over A's rvn, as a claimant that watched it unchanged for a full lease would.
+  const b = await tryClaim(d, 'k', 'B', fast, await sight(d, 'k', fast));
+  assert.equal(b, a.token + 1);
+  const failures = await Promise.all([a.renew().catch((e: unknown) => e), a.renew().catch((e: unknown) => e)]);
+  assert.equal(d.seen.filter((e) => e.event === 'lease-lost').length, 1, 'one lease-lost event, however many renewals met the loss');
+  assert.equal(failures[0], failures[1], 'both renewals throw the same loss');
 });

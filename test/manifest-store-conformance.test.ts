@@ -21,6 +21,8 @@ import assert from 'node:assert/strict';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { S3ManifestStore } from '../core/aws/manifest-store';
 import type { ManifestStore } from '../core/store/manifest';
+import { systemClock } from '../core/clock';
+import { MemoryManifestStore } from '../core/memory/manifest-store';
 import { startLocalS3 } from '../local/s3-server';
 import { namespace } from './support/stack';
 
@@ -79,6 +81,11 @@ const fixtures: Fixture[] = [
         },
       };
     },
+  },
+  {
+    name: 'in-memory store',
+    fresh: async () => new MemoryManifestStore(),
+    racy: async () => ({ store: new MemoryManifestStore({ clock: systemClock, commitWindowMs: WINDOW_MS }), committing: async () => {} }),
   },
 ];
 

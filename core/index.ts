@@ -81,6 +81,8 @@ export {
   type ManifestDeps,
   type ManifestPlace,
 } from './manifest';
+export type { ManifestStore, PutOutcome, StoredObject } from './store/manifest';
+export type { ManifestStoreSource } from './aws/manifest-store';
 
 // Liveness and repair: the orphan sweeper (core/sweeper.ts) and the restore bump (core/restore.ts)
 export {

@@ -117,6 +117,8 @@ export {
 } from './election';
 export { HANDOVER_DEFAULTS, Writer, handover, handoverProblems, writerLedgerKey, type HandoverConfig } from './handover';
 export { EpochFence, LedgerWriter, entryKey, ledgerViolations, type EpochFenceTarget, type LedgerEntry, type LedgerHead } from './epoch-fence';
+export type { ActionReason, AppendOutcome, LedgerStore, RaiseOutcome } from './store/ledger';
+export type { LedgerStoreSource } from './aws/ledger-store';
 
 // Clocks, configuration, errors, events
 export { systemClock, VirtualClock, type Clock, type ClockTimer } from './clock';

@@ -27,6 +27,8 @@ export interface MemoryManifestStoreOptions {
 interface Stored {
   readonly body: string;
   readonly etag: string;
+  /** Kept as S3 keeps it; nothing here reads it. */
+  readonly contentType: string;
 }
 
 /** One bucket in memory. */
@@ -46,16 +48,18 @@ export class MemoryManifestStore implements ManifestStore {
     return o && { body: o.body, etag: o.etag };
   }
 
-  create(key: string, body: string): Promise<PutOutcome> {
-    return this.conditionalPut(key, body, (current) => (current ? 'precondition-failed' : undefined));
+  create(key: string, body: string, contentType: string): Promise<PutOutcome> {
+    return this.conditionalPut(key, body, contentType, (current) => (current ? 'precondition-failed' : undefined));
   }
 
-  putIfMatch(key: string, body: string, _contentType: string, etag: string): Promise<PutOutcome> {
-    return this.conditionalPut(key, body, (current) => (!current ? 'missing' : current.etag !== etag ? 'precondition-failed' : undefined));
+  putIfMatch(key: string, body: string, contentType: string, etag: string): Promise<PutOutcome> {
+    return this.conditionalPut(key, body, contentType, (current) =>
+      !current ? 'missing' : current.etag !== etag ? 'precondition-failed' : undefined,
+    );
   }
 
-  async put(key: string, body: string): Promise<{ etag: string }> {
-    return { etag: this.write(key, body) };
+  async put(key: string, body: string, contentType: string): Promise<{ etag: string }> {
+    return { etag: this.write(key, body, contentType) };
   }
 
   async head(key: string): Promise<{ etag: string; size: number } | undefined> {
@@ -63,9 +67,9 @@ export class MemoryManifestStore implements ManifestStore {
     return o && { etag: o.etag, size: Buffer.byteLength(o.body) };
   }
 
-  private write(key: string, body: string): string {
+  private write(key: string, body: string, contentType: string): string {
     const etag = `"${(++this.writes).toString(16).padStart(32, '0')}"`;
-    this.objects.set(key, { body, etag });
+    this.objects.set(key, { body, etag, contentType });
     return etag;
   }
 
@@ -73,6 +77,7 @@ export class MemoryManifestStore implements ManifestStore {
   private async conditionalPut(
     key: string,
     body: string,
+    contentType: string,
     refused: (current: Stored | undefined) => 'precondition-failed' | 'missing' | undefined,
   ): Promise<PutOutcome> {
     if (this.committing.has(key)) return { ok: false, reason: 'conflict' };
@@ -87,6 +92,6 @@ export class MemoryManifestStore implements ManifestStore {
     }
     const reason = refused(this.objects.get(key));
     if (reason) return { ok: false, reason };
-    return { ok: true, etag: this.write(key, body) };
+    return { ok: true, etag: this.write(key, body, contentType) };
   }
 }

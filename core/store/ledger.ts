@@ -43,7 +43,7 @@ export type AppendOutcome =
 
 /** The ledgers of one table: fence items keyed by the ledger's key, entries keyed by `<key>#<version, 12 digits>`. */
 export interface LedgerStore {
-  /** A strongly consistent read of the fence item; { epoch: 0, version: 0 } when there is none. */
+  /** A strongly consistent read of the fence item; epoch 0 and version 0 when there is none. */
   head(key: string): Promise<LedgerHead>;
   /** Raise the fence to `epoch`, only if it is not above it (raising to the epoch it has changes nothing). */
   raise(key: string, epoch: number): Promise<RaiseOutcome>;

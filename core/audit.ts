@@ -11,11 +11,12 @@
  * checkManifest, checkSparseIndex, checkEpoch. A job adds the checks of its own data beside them (billing's invoice
  * checks: apps/billing/audit.ts), built with `verdict` and `scanAll`.
  */
-import { HeadObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { readJob, type ChunkFence, type JobRow } from './fence';
 import { chunkFenceKey } from './job-keys';
 import { readLock, type LockItem } from './lease';
+import { manifestStoreOf, type ManifestStoreSource } from './aws/manifest-store';
 import { chunkObjectKey, readManifest, type ManifestBody, type ManifestPlace } from './manifest';
 import { Attr } from './schema';
 import { claimedRows } from './sweeper';
@@ -149,7 +150,8 @@ export function checkChunkFences(s: FencedJobState): AuditCheck {
  * every chunk. Why: the manifest is S3's copy of the fence (docs/DESIGN.md, "Where each rule lives"); a reader trusts
  * only what it names, so a name a fenced-out holder committed, or a missing object, would be read as the night's data.
  */
-export async function checkManifest(deps: { readonly s3: S3Client; readonly bucket: string }, s: FencedJobState): Promise<AuditCheck> {
+export async function checkManifest(deps: ManifestStoreSource, s: FencedJobState): Promise<AuditCheck> {
+  const store = manifestStoreOf(deps);
   const fence = s.job?.fence;
   const done = s.job?.state === 'DONE';
   const m = s.manifest;
@@ -160,12 +162,9 @@ export async function checkManifest(deps: { readonly s3: S3Client; readonly buck
       if (entry.token > m.token) problems.push(`chunk ${name} written with token ${entry.token} above the manifest's ${m.token}`);
       if (entry.key !== chunkObjectKey(s.ref.manifest.chunkPrefix, Number(name), entry.token))
         problems.push(`chunk ${name} names ${entry.key}, not its token's key`);
-      try {
-        const head = await deps.s3.send(new HeadObjectCommand({ Bucket: deps.bucket, Key: entry.key }));
-        if (head.ETag !== entry.etag) problems.push(`chunk ${name}: object ${entry.key} changed since it was committed`);
-      } catch {
-        problems.push(`chunk ${name}: object ${entry.key} named by the manifest does not exist`);
-      }
+      const head = await store.head(entry.key).catch(() => undefined); // unreadable counts as missing, as before
+      if (!head) problems.push(`chunk ${name}: object ${entry.key} named by the manifest does not exist`);
+      else if (head.etag !== entry.etag) problems.push(`chunk ${name}: object ${entry.key} changed since it was committed`);
     }
     if (done && m.state !== 'DONE') problems.push(`job is DONE but the manifest says ${m.state}`);
     const count = s.job?.chunk_count;

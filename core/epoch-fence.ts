@@ -12,54 +12,27 @@
  * leader meant to write if two processes write with the same epoch (give every leader its own epoch: an election or
  * a handover does).
  */
-import { GetCommand, ScanCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { createHash } from 'node:crypto';
+import { ledgerStoreOf, type LedgerStoreSource } from './aws/ledger-store';
 import { type Clock, wallIso } from './clock';
-import {
-  cancellationReasons,
-  classifyCancellation,
-  failedItem,
-  fullJitterMs,
-  isConditionalCheckFailed,
-  isTransient,
-  DEFAULT_BACKOFF,
-} from './conditions';
+import { retryTransient } from './conditions';
 import { FencedOutError, VersionConflictError } from './errors';
 import type { Events } from './events';
 import type { RunHooks } from './job';
-import { Attr } from './schema';
+import type { LedgerEntry, LedgerHead, LedgerStore } from './store/ledger';
 
-/** Where the fence item and its ledger live, and what times the retries. */
-export interface EpochFenceTarget {
-  readonly ddb: DynamoDBDocumentClient;
-  /** The consumer's table (partition key `pk`): the fence item and the entries live side by side in it. */
-  readonly table: string;
+export type { LedgerEntry, LedgerHead } from './store/ledger';
+
+/**
+ * Where the fence item and its ledger live (a DynamoDB client and the consumer's table, partition key `pk`, the fence
+ * item and the entries side by side in it; or a `store`), and what times the retries.
+ */
+export type EpochFenceTarget = LedgerStoreSource & {
   /** Times the backoff of a retried transaction; its wall clock stamps `written_at` (informational). */
   readonly clock: Clock;
   /** Jitter source for the backoff. @default Math.random */
   readonly random?: () => number;
-}
-
-/** The fence item: the highest epoch that has written or bumped, and the last version written (0, 0 when new). */
-export interface LedgerHead {
-  readonly epoch: number;
-  readonly version: number;
-}
-
-/** One ledger entry as stored. */
-export interface LedgerEntry {
-  readonly pk: string;
-  readonly epoch: number;
-  readonly version: number;
-  /** Who wrote it (the candidate or writer name). */
-  readonly writer: string;
-  /** The writer's wall clock when it sent the entry: informational, nothing decides on it. */
-  readonly written_at: string;
-  readonly [field: string]: unknown;
-}
-
-/** The fence clause: the store accepts a write whose epoch is at least the highest it has seen (equal is accepted). */
-const EPOCH_CLAUSE = `(attribute_not_exists(${Attr.fence}) OR ${Attr.fence} <= :e)`;
+};
 
 /** The key of a ledger entry: the fence item's key and the version, zero-padded so entries sort in version order. */
 export function entryKey(fenceKey: string, version: number): string {
@@ -68,17 +41,20 @@ export function entryKey(fenceKey: string, version: number): string {
 
 /** An epoch fence on one fence item of a consumer's table, with the ledger of entries it orders. */
 export class EpochFence {
+  private readonly store: LedgerStore;
+
   constructor(
-    /** The table, client and clock. */
+    /** The store (or the table and client) and the clock. */
     readonly target: EpochFenceTarget,
     /** The fence item's key (`ledger/<role>` for an election's ledger). */
     readonly key: string,
-  ) {}
+  ) {
+    this.store = ledgerStoreOf(target);
+  }
 
   /** A strongly consistent read of the fence item: what the store has accepted so far. */
-  async head(): Promise<LedgerHead> {
-    const out = await this.target.ddb.send(new GetCommand({ TableName: this.target.table, Key: { [Attr.pk]: this.key }, ConsistentRead: true }));
-    return { epoch: Number(out.Item?.[Attr.fence] ?? 0), version: Number(out.Item?.[Attr.version] ?? 0) };
+  head(): Promise<LedgerHead> {
+    return this.store.head(this.key);
   }
 
   /**
@@ -88,30 +64,16 @@ export class EpochFence {
    * @throws FencedOutError when the fence is already above `epoch` (a newer writer has bumped it)
    */
   async raise(epoch: number): Promise<LedgerHead> {
-    try {
-      const out = await this.target.ddb.send(
-        new UpdateCommand({
-          TableName: this.target.table,
-          Key: { [Attr.pk]: this.key },
-          ConditionExpression: EPOCH_CLAUSE,
-          UpdateExpression: `SET ${Attr.fence} = :e`,
-          ExpressionAttributeValues: { ':e': epoch },
-          ReturnValues: 'ALL_NEW',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      return { epoch, version: Number(out.Attributes?.[Attr.version] ?? 0) };
-    } catch (err) {
-      if (!isConditionalCheckFailed(err)) throw err;
-      throw new FencedOutError(this.key, epoch, Number(failedItem(err)?.[Attr.fence]), { cause: err });
-    }
+    const out = await this.store.raise(this.key, epoch);
+    if (!out.ok) throw new FencedOutError(this.key, epoch, out.current.epoch);
+    return out.head;
   }
 
   /**
    * Append entry `version` with `epoch`: one transaction of the fence item's update (condition: `fence <= epoch` and the
-   * head at version - 1; it sets both) and the entry's put (only if absent). A transient cancellation is sent again
-   * unchanged, with the same ClientRequestToken, so a retry of an append that landed but whose answer was lost succeeds
-   * without writing twice.
+   * head at version - 1; it sets both) and the entry's put (only if absent). A transient failure is retried by the
+   * one retry helper, the request unchanged with the same token, so a retry of an append that landed but whose answer
+   * was lost succeeds without writing twice.
    * @param fields - the entry's own attributes (not pk, epoch, version, writer, written_at)
    * @throws FencedOutError when the fence is above `epoch`: a newer epoch has written; nothing was written
    * @throws VersionConflictError when the head is not at version - 1: read the head again; nothing was written
@@ -125,62 +87,22 @@ export class EpochFence {
       writer,
       written_at: wallIso(this.target.clock),
     };
-    const follows = version === 1 ? `attribute_not_exists(${Attr.version})` : `${Attr.version} = :prev`;
-    const request = {
-      ClientRequestToken: createHash('sha256')
-        .update(JSON.stringify([this.target.table, this.key, entry]))
-        .digest('hex')
-        .slice(0, 36),
-      TransactItems: [
-        {
-          Update: {
-            TableName: this.target.table,
-            Key: { [Attr.pk]: this.key },
-            ConditionExpression: `${EPOCH_CLAUSE} AND ${follows}`,
-            UpdateExpression: `SET ${Attr.fence} = :e, ${Attr.version} = :v`,
-            ExpressionAttributeValues: { ':e': epoch, ':v': version, ...(version === 1 ? {} : { ':prev': version - 1 }) },
-            ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
-          },
-        },
-        { Put: { TableName: this.target.table, Item: entry, ConditionExpression: `attribute_not_exists(${Attr.pk})` } },
-      ],
-    };
-    for (let retry = 0; ; retry++) {
-      try {
-        await this.target.ddb.send(new TransactWriteCommand(request));
-        return entry;
-      } catch (err) {
-        const reasons = cancellationReasons(err);
-        if (reasons !== undefined && classifyCancellation(reasons).kind === 'condition') {
-          const head = reasons[0]?.Item ? failedItem({ Item: reasons[0].Item }) : undefined;
-          const fence = head?.[Attr.fence] === undefined ? undefined : Number(head[Attr.fence]);
-          if (fence !== undefined && fence > epoch) throw new FencedOutError(this.key, epoch, fence, { cause: err });
-          throw new VersionConflictError(this.key, version - 1, head?.[Attr.version] === undefined ? undefined : Number(head[Attr.version]));
-        }
-        if (!isTransient(err) || retry >= DEFAULT_BACKOFF.retries) throw err;
-        await this.target.clock.sleep(fullJitterMs(retry, this.target.random ?? Math.random));
-      }
-    }
+    // The token follows the request: the same entry sent again is the same request, another entry another one.
+    const token = createHash('sha256')
+      .update(JSON.stringify([this.key, entry]))
+      .digest('hex')
+      .slice(0, 36);
+    const backoff = { sleep: (ms: number) => this.target.clock.sleep(ms), random: this.target.random };
+    const out = await retryTransient(backoff, () => this.store.append(this.key, entry, token));
+    if (out.ok) return entry;
+    const fence = out.current?.epoch;
+    if (fence !== undefined && fence > epoch) throw new FencedOutError(this.key, epoch, fence);
+    throw new VersionConflictError(this.key, version - 1, out.current?.version);
   }
 
   /** Every entry of this ledger, in version order (a consistent scan: for audits and tests, not for the hot path). */
-  async entries(): Promise<LedgerEntry[]> {
-    const found: LedgerEntry[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const page = await this.target.ddb.send(
-        new ScanCommand({
-          TableName: this.target.table,
-          ConsistentRead: true,
-          FilterExpression: `begins_with(${Attr.pk}, :prefix)`,
-          ExpressionAttributeValues: { ':prefix': `${this.key}#` },
-          ExclusiveStartKey: start,
-        }),
-      );
-      found.push(...((page.Items ?? []) as LedgerEntry[]));
-      start = page.LastEvaluatedKey;
-    } while (start);
-    return found.sort((a, b) => a.version - b.version);
+  entries(): Promise<LedgerEntry[]> {
+    return this.store.entries(this.key);
   }
 }
 

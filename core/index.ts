@@ -81,6 +81,8 @@ export {
   type ManifestDeps,
   type ManifestPlace,
 } from './manifest';
+export type { ManifestStore, PutOutcome, StoredObject } from './store/manifest';
+export type { ManifestStoreSource } from './aws/manifest-store';
 
 // Liveness and repair: the orphan sweeper (core/sweeper.ts) and the restore bump (core/restore.ts)
 export {
@@ -115,6 +117,8 @@ export {
 } from './election';
 export { HANDOVER_DEFAULTS, Writer, handover, handoverProblems, writerLedgerKey, type HandoverConfig } from './handover';
 export { EpochFence, LedgerWriter, entryKey, ledgerViolations, type EpochFenceTarget, type LedgerEntry, type LedgerHead } from './epoch-fence';
+export type { ActionReason, AppendOutcome, LedgerStore, RaiseOutcome } from './store/ledger';
+export type { LedgerStoreSource } from './aws/ledger-store';
 
 // Clocks, configuration, errors, events
 export { systemClock, VirtualClock, type Clock, type ClockTimer } from './clock';

@@ -20,12 +20,15 @@
  * stray object exists (a zombie may still PUT under its own token's key; nothing names it), nor any order among
  * one holder's own concurrent commits beyond "each lands once".
  *
- * Where the manifest and its chunk objects live is the caller's (`ManifestPlace`): billing passes its own keys.
+ * Where the manifest and its chunk objects live is the caller's (`ManifestPlace`): billing passes its own keys. Every
+ * S3 request goes through a ManifestStore (core/store/manifest.ts): the S3 one built from `s3` and `bucket`, or the
+ * one given as `store` (the in-memory one, core/memory/manifest-store.ts, keeps S3's rules).
  */
-import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { manifestStoreOf, type ManifestStoreSource } from './aws/manifest-store';
 import { type Clock, wallIso } from './clock';
 import { fullJitterMs } from './conditions';
 import { FencedOutError } from './errors';
+import type { ManifestStore } from './store/manifest';
 
 /** Where one job's manifest and chunk objects live in the bucket. */
 export interface ManifestPlace {
@@ -66,16 +69,19 @@ export interface ManifestBody {
   readonly raisedBy: ReadonlyArray<{ readonly token: number; readonly at: string }>;
 }
 
-/** What the manifest needs, injected: the S3 client and bucket, the clock that times the 409 backoff. */
-export interface ManifestDeps {
-  readonly s3: S3Client;
-  /** The bucket holding the manifest and the chunk objects (versioning not needed: ETags are the versions). */
-  readonly bucket: string;
+/**
+ * What the manifest needs, injected: where the objects live (an S3 client and bucket, or a `store`), and the clock
+ * that times the 409 backoff.
+ */
+export type ManifestDeps = ManifestStoreSource & {
   /** Times the 409 backoff. */
   readonly clock: Clock;
   /** Jitter source for the 409 backoff. Default Math.random. */
   readonly random?: () => number;
-}
+};
+
+const JSON_TYPE = 'application/json';
+const NDJSON_TYPE = 'application/x-ndjson';
 
 const MAX_MERGES = 20;
 
@@ -83,34 +89,16 @@ const MAX_MERGES = 20;
  * Read the manifest at `key` (an auditor's or a reader's read; holders never learn "missing" from a read, see above).
  * @returns the body and its ETag, or undefined on 404 NoSuchKey (a 403 without s3:ListBucket is thrown)
  */
-export async function readManifest(
-  deps: Pick<ManifestDeps, 's3' | 'bucket'>,
-  key: string,
-): Promise<{ body: ManifestBody; etag: string } | undefined> {
-  try {
-    const out = await deps.s3.send(new GetObjectCommand({ Bucket: deps.bucket, Key: key }));
-    return { body: JSON.parse(await out.Body!.transformToString()) as ManifestBody, etag: out.ETag! };
-  } catch (err) {
-    if ((err as Error).name === 'NoSuchKey') return undefined;
-    throw err;
-  }
-}
-
-function isPreconditionFailed(err: unknown): boolean {
-  const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
-  return e?.name === 'PreconditionFailed' || e?.$metadata?.httpStatusCode === 412;
-}
-
-/** S3's "a conflicting operation was in flight on this key": retry (PutObject API reference, If-Match / If-None-Match). */
-function isConditionalConflict(err: unknown): boolean {
-  const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
-  return e?.name === 'ConditionalRequestConflict' || e?.$metadata?.httpStatusCode === 409;
+export async function readManifest(deps: ManifestStoreSource, key: string): Promise<{ body: ManifestBody; etag: string } | undefined> {
+  const read = await manifestStoreOf(deps).get(key);
+  return read && { body: JSON.parse(read.body) as ManifestBody, etag: read.etag };
 }
 
 /** One holder's view of one manifest: the ETag it last saw, and its token. Create it with raise (or resume). */
 export class ManifestWriter {
   private etag: string | undefined;
   private last: ManifestBody | undefined;
+  private readonly store: ManifestStore;
 
   private constructor(
     private readonly deps: ManifestDeps,
@@ -120,7 +108,9 @@ export class ManifestWriter {
     readonly jobId: string,
     /** This writer's token: what it raised the manifest to. */
     readonly token: number,
-  ) {}
+  ) {
+    this.store = manifestStoreOf(deps);
+  }
 
   /**
    * Raise the manifest's token first (Part 4): read it, refuse if it carries a higher token, then rewrite it with
@@ -159,10 +149,8 @@ export class ManifestWriter {
   /** Write a chunk's object under our token's key. Nobody else writes this key, so no condition is needed. */
   async putChunkObject(chunk: number, body: string): Promise<{ key: string; etag: string }> {
     const key = chunkObjectKey(this.place.chunkPrefix, chunk, this.token);
-    const out = await this.deps.s3.send(
-      new PutObjectCommand({ Bucket: this.deps.bucket, Key: key, Body: body, ContentType: 'application/x-ndjson' }),
-    );
-    return { key, etag: out.ETag! };
+    const { etag } = await this.store.put(key, body, NDJSON_TYPE);
+    return { key, etag };
   }
 
   /** Commit a chunk: rewrite the manifest naming its object, If-Match on the ETag we last saw. @throws FencedOutError */
@@ -187,7 +175,7 @@ export class ManifestWriter {
     let conflicts = 0;
     for (let attempt = 0; attempt < MAX_MERGES; attempt++) {
       if (step === 'read') {
-        const read = await readManifest(this.deps, this.place.key);
+        const read = await readManifest({ store: this.store }, this.place.key);
         this.last = read?.body;
         this.etag = read?.etag;
         const fence = this.last?.token ?? 0;
@@ -197,34 +185,26 @@ export class ManifestWriter {
       }
       const creating = step === 'create';
       const next = change(creating ? undefined : this.last);
-      try {
-        const out = await this.deps.s3.send(
-          new PutObjectCommand({
-            Bucket: this.deps.bucket,
-            Key: this.place.key,
-            Body: JSON.stringify(next, null, 1),
-            ContentType: 'application/json',
-            ...(creating ? { IfNoneMatch: '*' } : { IfMatch: this.etag }),
-          }),
-        );
-        this.etag = out.ETag;
+      const body = JSON.stringify(next, null, 1);
+      const out = creating
+        ? await this.store.create(this.place.key, body, JSON_TYPE)
+        : await this.store.putIfMatch(this.place.key, body, JSON_TYPE, this.etag!);
+      if (out.ok) {
+        this.etag = out.etag;
         this.last = next;
         return next;
-      } catch (err) {
-        if (isConditionalConflict(err)) {
-          // Retry. A create is simply sent again (a read now could meet a key that is still missing); a rewrite
-          // reads first, since the write in flight may have landed.
-          await this.deps.clock.sleep(fullJitterMs(conflicts++, this.deps.random ?? Math.random));
-          step = creating ? 'create' : 'read';
-        } else if (isPreconditionFailed(err)) {
-          step = 'read'; // it exists (create) or was rewritten (If-Match): decide from what is there
-        } else if ((err as Error).name === 'NoSuchKey') {
-          // If-Match on a manifest that is gone. Raising: create it again. Otherwise it no longer names our token.
-          if (!raising) throw new FencedOutError('manifest', this.token, undefined, { cause: err });
-          step = 'create';
-        } else {
-          throw err;
-        }
+      }
+      if (out.reason === 'conflict') {
+        // 409: retry. A create is simply sent again (a read now could meet a key that is still missing); a rewrite
+        // reads first, since the write in flight may have landed.
+        await this.deps.clock.sleep(fullJitterMs(conflicts++, this.deps.random ?? Math.random));
+        step = creating ? 'create' : 'read';
+      } else if (out.reason === 'precondition-failed') {
+        step = 'read'; // it exists (create) or was rewritten (If-Match): decide from what is there
+      } else {
+        // If-Match on a manifest that is gone. Raising: create it again. Otherwise it no longer names our token.
+        if (!raising) throw new FencedOutError('manifest', this.token, undefined);
+        step = 'create';
       }
     }
     throw new FencedOutError('manifest', this.token, this.last?.token);

@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import type { AwsCall } from '../local/call-log';
 import { startLocalS3 } from '../local/s3-server';
-import { systemClock } from '../core/clock';
+import { systemClock, VirtualClock } from '../core/clock';
+import { MemoryManifestStore } from '../core/memory/manifest-store';
 import { FencedOutError } from '../core/errors';
 import { ManifestWriter, readManifest, type ManifestPlace } from '../core/manifest';
 import { namespace } from './support/stack';
@@ -146,4 +147,46 @@ test('two raises of a missing manifest at once: one creates it, the other reads 
       m!.body.raisedBy.map((r) => r.token),
       [5, 6],
     );
+});
+
+test('the same fence on the in-memory store: a newer raise fences the older writer out, and a 409 is retried until both commits land', async () => {
+  const clock = new VirtualClock();
+  const store = new MemoryManifestStore({ clock, commitWindowMs: 100 });
+  const refusals: string[] = []; // why each refused If-Match put was refused
+  const putIfMatch = store.putIfMatch.bind(store);
+  store.putIfMatch = async (...args) => {
+    const out = await putIfMatch(...args);
+    if (!out.ok) refusals.push(out.reason);
+    return out;
+  };
+  const deps = { store, clock, random: () => 0.5 };
+  const raising = ManifestWriter.raise(deps, PLACE, 'job', 4);
+  await clock.runUntilIdle();
+  const { writer } = await raising;
+  const twin = ManifestWriter.resume(deps, PLACE, 'job', 4);
+  // Both commit at once: the second completes inside the first's commit window (409), backs off, reads, merges.
+  const both = Promise.all([
+    writer.commitChunk(0, { key: 'k0', etag: '"e0"', token: 4, records: 1 }),
+    twin.commitChunk(1, { key: 'k1', etag: '"e1"', token: 4, records: 1 }),
+  ]);
+  await clock.runUntilIdle();
+  await both;
+  assert.ok(refusals.includes('conflict'), `a 409 happened (refusals: ${refusals.join(', ')})`);
+  assert.deepEqual(Object.keys((await readManifest(deps, PLACE.key))!.body.chunks).sort(), ['00', '01'], 'nothing lost');
+
+  const raisingB = ManifestWriter.raise(deps, PLACE, 'job', 9);
+  await clock.runUntilIdle();
+  await raisingB;
+  const late = assert.rejects(
+    writer.commitChunk(2, { key: 'k2', etag: '"e2"', token: 4, records: 1 }),
+    (err) => err instanceof FencedOutError && err.fence === 9,
+  );
+  await clock.runUntilIdle();
+  await late;
+  const m = (await readManifest(deps, PLACE.key))!.body;
+  assert.deepEqual(Object.keys(m.chunks).sort(), ['00', '01'], 'the fenced-out commit is never named');
+  assert.deepEqual(
+    m.raisedBy.map((r) => r.token),
+    [4, 9],
+  );
 });

@@ -101,8 +101,10 @@ least every token seen. Exit 0 only when all hold, 4 otherwise.`,
 
 Reads only the sparse index of claimed job rows. For each, it asks the lock item whether the lease is alive
 without comparing clocks: a first sighting notes the rvn (or that the lock is free); a second sighting at least
-one full lease later that finds it unchanged makes the row an orphan, re-queued with one conditional write
-(state = RUNNING AND owner_token = :seen AND fence = :seen). Then it starts a billing run for that job.
+one full lease later that finds it unchanged makes the row an orphan. It starts a billing run for that job, then
+records the re-queue with one conditional write (state = RUNNING AND owner_token = :seen AND fence = :seen AND
+requeues = :seen) that only counts it: the row stays RUNNING in the index until the new run raises its fence, so a
+run that dies first leaves the job to the next sweeps.
 
   --every D              sweep every D (10s, 500ms, 1m) until Ctrl-C (default: sight, wait one lease, sight, exit)
   --lease-ms N           the lease to wait between sightings when the lock item declares none (default ${S.leaseMs})

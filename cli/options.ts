@@ -679,6 +679,7 @@ export function handoverOptions(values: Record<string, unknown>): HandoverOption
   const target = storeTarget(values, problems);
   const role = requiredName(values, 'role', undefined, problems);
   const writer = requiredName(values, 'writer', defaultName(), problems);
+  const unparsed = problems.length;
   const config: HandoverConfig = {
     leaseMs: intOption(values, 'lease-ms', problems) ?? HANDOVER_DEFAULTS.leaseMs,
     renewMs: intOption(values, 'renew-ms', problems) ?? HANDOVER_DEFAULTS.renewMs,
@@ -686,7 +687,9 @@ export function handoverOptions(values: Record<string, unknown>): HandoverOption
     waitMarginMs: intOption(values, 'wait-margin-ms', problems) ?? HANDOVER_DEFAULTS.waitMarginMs,
     claimBudget: HANDOVER_DEFAULTS.claimBudget,
   };
-  if (problems.length === 0) problems.push(...handoverProblems(config).map((p) => `--${p}`));
+  // Every bad option at once, as `run` lists them: the settings are checked whatever the names' problems; only a
+  // number that did not parse is left out (its default would stand in for it and mislead).
+  if (problems.length === unparsed) problems.push(...handoverProblems(config).map((p) => `--${p}`));
   const work = ledgerWork(values, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return { ...target, ...work, role, writer, config };

@@ -8,6 +8,8 @@ export function progressBar(total: number, stream: NodeJS.WriteStream = process.
   let done = 0;
   let lastLine = '';
   const tty = Boolean(stream.isTTY);
+  // Each chunk task of a workflow run resumes the lease in its own Lambda, so one loss is reported once per task.
+  const lost = new Set<string>();
   const draw = (note: string) => {
     const width = 30;
     const filled = Math.round((done / total) * width);
@@ -41,6 +43,8 @@ export function progressBar(total: number, stream: NodeJS.WriteStream = process.
         stream.write(`\nbatch refused by the fence (our token ${e.token}, fence ${String(e.fence)}): stopping\n`);
         break;
       case 'lease-lost':
+        if (lost.has(`${e.key}#${e.token}`)) break;
+        lost.add(`${e.key}#${e.token}`);
         stream.write(`\nlease lost (holder now ${String(e.holderNow)})\n`);
         break;
       case 'completed':

@@ -3,8 +3,9 @@
  *
  * A sweep needs two sightings a lease apart, so `sweep` without --every sights, waits one lease on its own
  * monotonic clock, sights again, re-queues the orphans and exits; `--every 10s` keeps sweeping until Ctrl-C.
- * For each re-queued job it starts a billing run (a `fencepost run` child process on the same stores) and waits
- * for it before exiting.
+ * For each orphan it starts a billing run (a `fencepost run` child process on the same stores) BEFORE it records
+ * the re-queue (core/sweeper.ts), and waits for the runs before exiting. Each sweep starts its own process, so a
+ * later sweep that finds the row unchanged (that run died before its raise) starts a new one.
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
@@ -75,7 +76,8 @@ export async function sweepCommand(o: SweepOptions, clients: Clients, out: (t: s
   if (o.events) events.on((e) => out(JSON.stringify(e)));
   const sweeper = new Sweeper({ ddb: clients.ddb, jobs: tables.jobs, locks: tables.locks, clock: systemClock, events }, o.sweeper);
   const runs: Promise<SweepRun>[] = [];
-  const onRequeued = (jobId: string) => {
+  // Called before the re-queue record: a sweep that dies after it leaves the row as it was, for the next sweep.
+  const start = (jobId: string) => {
     if (o.startRuns) runs.push(startRun(o, jobId, runs.length + 1, out));
   };
   const reports: SweepReport[] = [];
@@ -83,9 +85,9 @@ export async function sweepCommand(o: SweepOptions, clients: Clients, out: (t: s
     `claimed ${r.claimed}, orphans ${r.orphans}, re-queued ${r.requeued.length}${r.requeued.length ? ` (${r.requeued.join(', ')})` : ''}, alive ${r.skippedAlive}, first sightings ${r.pending}, items read ${r.itemsRead}${r.storm ? ', STORM: re-queued none' : ''}${r.deferred ? `, ${r.deferred} deferred` : ''}`;
 
   if (o.everyMs === undefined) {
-    reports.push(await sweeper.sweep(onRequeued));
+    reports.push(await sweeper.sweep(start));
     await systemClock.sleep(o.sweeper.leaseMs); // a full lease on our own clock before the second sighting
-    reports.push(await sweeper.sweep(onRequeued));
+    reports.push(await sweeper.sweep(start));
   } else {
     let stopping = false;
     const stop = () => {
@@ -94,7 +96,7 @@ export async function sweepCommand(o: SweepOptions, clients: Clients, out: (t: s
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
     while (!stopping) {
-      const r = await sweeper.sweep(onRequeued);
+      const r = await sweeper.sweep(start);
       reports.push(r);
       if (!o.json && !o.events) err(`sweep: ${describe(r)}`);
       for (let waited = 0; waited < o.everyMs && !stopping; waited += 100) await systemClock.sleep(Math.min(100, o.everyMs - waited));

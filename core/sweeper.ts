@@ -13,9 +13,12 @@
  *      never swept: its renewals change the rvn;
  *   3. never storm: if more than a set share of the claimed rows look dead at once, the likely cause is our own
  *      renewal path failing, not the holders: re-queue none, report a storm (metric + alarm);
- *   4. otherwise re-queue at a bounded rate, each with one conditional write
- *      (state = RUNNING AND owner_token = :seen AND fence = :seen), so a new holder that raised the fence in
- *      between makes the write fail and do nothing.
+ *   4. otherwise re-queue at a bounded rate: START the night's new run first, THEN record the re-queue with one
+ *      conditional write (state = RUNNING AND owner_token = :seen AND fence = :seen AND requeues = :seen) that
+ *      only counts it. The row stays RUNNING, the dead holder's, in the index, until the new run's raise takes it
+ *      over (a higher fence). So whichever step dies (this sweeper, or the new run before its raise), the next
+ *      sweeps see the row unchanged for a full lease again and start another run; a new holder that raised in
+ *      between makes the write fail and do nothing (docs/DESIGN.md "Crash answers").
  * It reads and writes job rows only. Chunk fence items (docs/DESIGN.md § Chunk fences) never carry claim_shard, so
  * they are never in the index; a re-queue leaves them as they are, and the next holder raises the job row first and
  * then every chunk fence, learning the progress from them.
@@ -61,6 +64,8 @@ export interface ClaimSighting {
   readonly jobId: string;
   readonly ownerToken: number;
   readonly fence: number;
+  /** Re-queues recorded on the row: a row re-queued since the first sighting is not the same row. */
+  readonly requeues: number;
   /** The lock's rvn while held; undefined when the lock was free. */
   readonly rvn: string | undefined;
   readonly held: boolean;
@@ -90,7 +95,7 @@ export interface SweepReport {
 
 /**
  * Every row in the sparse index of claimed job rows, page by page. A row is in the index exactly while its job is
- * RUNNING (the raise adds it, completion and a re-queue take it out, in the same writes), so this reads the claimed
+ * RUNNING (the raise adds it, completion takes it out, in the same writes; a re-queue leaves it in), so this reads the claimed
  * rows and nothing else, however many nights the table holds (docs/DESIGN.md "The sweeper"). Shared by the sweeper
  * and the auditor. A GSI has no consistent read: a row can appear a moment after its raise.
  */
@@ -127,6 +132,7 @@ export async function sightClaimed(
       jobId: row.pk,
       ownerToken: Number(row.owner_token),
       fence: Number(row.fence),
+      requeues: Number(row.requeues ?? 0),
       held: lock?.holder !== undefined,
       rvn: lock?.holder !== undefined ? lock.rvn : undefined,
       leaseMs: lock?.lease_ms ?? config.leaseMs,
@@ -135,9 +141,15 @@ export async function sightClaimed(
   return { sightings, itemsRead };
 }
 
-/** Orphan: the same row (owner and fence) and the same lock state, a full lease apart. */
+/** Orphan: the same row (owner, fence, re-queues) and the same lock state, a full lease apart. */
 export function isOrphan(first: ClaimSighting, second: ClaimSighting): boolean {
-  return first.ownerToken === second.ownerToken && first.fence === second.fence && first.held === second.held && first.rvn === second.rvn;
+  return (
+    first.ownerToken === second.ownerToken &&
+    first.fence === second.fence &&
+    first.requeues === second.requeues &&
+    first.held === second.held &&
+    first.rvn === second.rvn
+  );
 }
 
 /** 3. The storm rule: too many dead-looking rows at once means the renewal path, not the holders, is failing. */
@@ -145,22 +157,35 @@ export function isStorm(orphans: number, claimed: number, config: Pick<SweeperCo
   return orphans >= config.stormMinimum && orphans > claimed * config.stormShare;
 }
 
-/** 4. Re-queue one orphan: one conditional write on exactly what was sighted. False if a new holder got there first. */
+/**
+ * 4. Record one orphan's re-queue: one conditional write on exactly what was sighted, that adds one to `requeues`
+ * and nothing else. The row stays RUNNING and in the sparse index (invariant 3), the dead holder's, so a new run
+ * that dies before its raise leaves it for the next sweeps. Call it after the orphan's new run was started: a
+ * sweeper that dies between the two then leaves the row as it was. False if the row moved on (a new holder raised,
+ * the night is DONE, or another sweep recorded it first).
+ */
 export async function requeue(
   deps: Pick<SweeperDeps, 'ddb' | 'jobs'>,
-  orphan: Pick<ClaimSighting, 'jobId' | 'ownerToken' | 'fence'>,
+  orphan: Pick<ClaimSighting, 'jobId' | 'ownerToken' | 'fence' | 'requeues'>,
 ): Promise<boolean> {
+  // A missing count is 0: the first re-queue finds no attribute.
+  const sameCount = orphan.requeues === 0 ? `attribute_not_exists(${Attr.requeues})` : `${Attr.requeues} = :seen`;
   try {
     await deps.ddb.send(
       new UpdateCommand({
         TableName: deps.jobs,
         Key: { [Attr.pk]: orphan.jobId },
-        // Still RUNNING, by the owner and at the fence we saw: anything else means someone moved it on.
-        ConditionExpression: `#state = :running AND ${Attr.ownerToken} = :owner AND ${Attr.fence} = :fence`,
-        // QUEUED leaves the sparse index in the same write: the index holds exactly the RUNNING rows (docs/DESIGN.md "The sweeper").
-        UpdateExpression: `SET #state = :queued REMOVE ${Attr.claimShard}, ${Attr.claimedSince}`,
+        // Still RUNNING, by the owner, at the fence and count we saw: anything else means someone moved it on.
+        ConditionExpression: `#state = :running AND ${Attr.ownerToken} = :owner AND ${Attr.fence} = :fence AND ${sameCount}`,
+        UpdateExpression: `SET ${Attr.requeues} = :next`,
         ExpressionAttributeNames: { '#state': Attr.state },
-        ExpressionAttributeValues: { ':running': 'RUNNING', ':queued': 'QUEUED', ':owner': orphan.ownerToken, ':fence': orphan.fence },
+        ExpressionAttributeValues: {
+          ':running': 'RUNNING',
+          ':owner': orphan.ownerToken,
+          ':fence': orphan.fence,
+          ':next': orphan.requeues + 1,
+          ...(orphan.requeues === 0 ? {} : { ':seen': orphan.requeues }),
+        },
       }),
     );
     return true;
@@ -195,7 +220,12 @@ export class Sweeper {
     private readonly config: SweeperConfig = SWEEPER_DEFAULTS,
   ) {}
 
-  async sweep(onRequeued?: (jobId: string) => Promise<void> | void): Promise<SweepReport> {
+  /**
+   * One sweep. For each orphan it re-queues, `start` (the new run) is called BEFORE the write that records it; if it
+   * throws, the sweep stops there with the row untouched and rethrows.
+   * @param start - starts the orphan's new run; a later sweep that finds the row unchanged calls it again
+   */
+  async sweep(start?: (jobId: string, orphan: ClaimSighting) => Promise<void> | void): Promise<SweepReport> {
     const now = () => this.deps.clock.monotonicMs();
     const { sightings, itemsRead } = await sightClaimed(this.deps, this.config);
     const due: ClaimSighting[] = [];
@@ -203,7 +233,7 @@ export class Sweeper {
     let pending = 0;
     let skippedAlive = 0;
     const current = new Set(sightings.map((s) => s.jobId));
-    for (const id of this.seen.keys()) if (!current.has(id)) this.seen.delete(id); // left the index: done or re-queued
+    for (const id of this.seen.keys()) if (!current.has(id)) this.seen.delete(id); // left the index: done
     for (const s of sightings) {
       const earlier = this.seen.get(s.jobId);
       if (!earlier || !isOrphan(earlier.sighting, s)) {
@@ -221,11 +251,11 @@ export class Sweeper {
     const requeued: string[] = [];
     let lostRaces = 0;
     for (const o of d.requeueNow) {
+      await start?.(o.jobId, o); // first the run, then the record: see requeue
       if (await requeue(this.deps, o)) {
         requeued.push(o.jobId);
         this.seen.delete(o.jobId);
         this.deps.events?.emit('requeued', { jobId: o.jobId, token: o.ownerToken, fence: o.fence });
-        await onRequeued?.(o.jobId);
       } else {
         lostRaces++;
         this.seen.delete(o.jobId);

@@ -24,7 +24,7 @@
  * liveness bound for crashes); 5 for clock schedules (the faked-clock holder's stop times follow its monotonic
  * clock); and, when a pause lands between a check and a batch, that batch's invoices never carry the zombie's token.
  */
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
@@ -388,19 +388,48 @@ async function duplicates(ctx: Ctx): Promise<void> {
   for (const c of codes) if (c !== 0 && c !== 3) ctx.violations.push(`duplicates: a run exited ${c}`);
 }
 
+/** Whether the worker is stopped (state T in /proc), waited for up to `timeoutMs`; false if it ended first. */
+async function stoppedItself(w: WorkerProcess, timeoutMs = 10_000): Promise<boolean> {
+  const end = performance.now() + timeoutMs;
+  while (performance.now() < end && w.child.exitCode === null && w.child.signalCode === null) {
+    try {
+      const stat = readFileSync(`/proc/${w.child.pid}/stat`, 'utf8');
+      if (stat.slice(stat.lastIndexOf(')') + 2).startsWith('T')) return true;
+    } catch {
+      return false;
+    }
+    await sleep(5);
+  }
+  return false;
+}
+
 async function clock(ctx: Ctx): Promise<void> {
   const step = ctx.random() < 0.5;
   const faked = fakeClock(step ? '+0' : '+3s');
   const env = faked.env;
-  count(ctx, step ? 'clock-step-back' : 'clock-fast');
-  const a = worker(ctx, 'A', { env });
-  const b = ctx.random() < 0.5 ? worker(ctx, 'B') : undefined;
-  if (step) {
-    await a.waitFor((e) => e.event === 'renew' || e.event === 'completed', 60_000).catch(() => undefined);
-    faked.set('-3s'); // the wall clock A sees steps back 3 s, mid-lease
+  // The step lands while A holds the night: A stops itself after the check of its first batch, its wall clock steps
+  // back 3 s, and only then is it continued (a step after A had exited would test nothing).
+  const a = worker(ctx, 'A', { env, faults: step ? { sigstop: 'batch:0:0' } : undefined });
+  const withB = ctx.random() < 0.5;
+  // B starts once A holds the night, so that A is the holder whose stop times are checked, not a waiter.
+  if (!(await reached(ctx, a, (e) => e.event === 'claim'))) {
+    ctx.violations.push(`clock: A ended (exit ${a.child.exitCode}) before it claimed the night: the schedule tested nothing`);
+    return;
   }
+  const b = withB ? worker(ctx, 'B') : undefined;
+  if (step) {
+    if (!(await reached(ctx, a, (e) => e.event === 'fault'))) return;
+    faked.set('-3s'); // the wall clock A sees steps back 3 s, mid-lease
+    // A announces its stop, then stops: a SIGCONT sent in between would be lost and A would stay stopped for good.
+    if (!(await stoppedItself(a))) ctx.violations.push('clock: A announced its stop but was not seen stopped within 10 s');
+    a.child.kill('SIGCONT');
+  }
+  count(ctx, step ? 'clock-step-back' : 'clock-fast');
   await Promise.all([a.exited, b?.exited]);
-  ctx.notes.push(`A's wall clock ${step ? 'stepped back 3 s after its first renewal' : 'ran 3 s fast'}${b ? ', B ran beside it' : ''}`);
+  ctx.notes.push(
+    `A's wall clock ${step ? 'stepped back 3 s while it held the night (stopped after the check of its first batch)' : 'ran 3 s fast'}${b ? ', B ran beside it' : ''}; ` +
+      `A renewed ${a.events.filter((e) => e.event === 'renew').length} times`,
+  );
   // Invariant 5: A's stop times follow its monotonic clock, whatever its wall clock does.
   for (const e of a.events.filter((x) => x.event === 'renew' || x.event === 'claim')) {
     const ahead = Number(e.stopAtMs) - Number(e.monoMs);

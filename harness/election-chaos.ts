@@ -4,8 +4,11 @@
  * entries stamped with its epoch to the role's ledger, while 1-3 real faults hit them:
  *
  *   pause-in-gap  the leader stops itself (SIGSTOP) right after the check of its k-th append, before sending it
- *                 (`sigstop:append:<k>`, harness/faults.ts); continued 1.5-3 leases after its `fault` event
+ *                 (`sigstop:append:<k>`, harness/faults.ts); continued 1.5-3 leases after its `fault` event and
+ *                 never before its successor's first append has been seen (a candidate joins if nobody is left to
+ *                 succeed it), so that its pending append meets the raised fence every time
  *   pause         SIGSTOP of the leader from outside at a random moment; continued 1.5-3 leases later
+ * (a leader fault whose leader ended or was deposed on its own before its moment hits the next leader instead)
  *   kill-leader   SIGKILL of the leader
  *   kill-middle   SIGKILL of a candidate with a live one on either side: its successor must find it gone and watch
  *                 the next lower one
@@ -278,9 +281,21 @@ export async function runElectionSchedule(
     return true;
   };
   const needLeader = async (why: string): Promise<Candidate> => {
-    const bound = livenessMs();
-    if (!(await until(() => writingLeader() !== undefined, bound))) throw new Liveness(`liveness: no leader wrote within ${bound} ms ${why}`);
-    return writingLeader()!;
+    for (;;) {
+      const bound = livenessMs();
+      // While candidates remain, one must lead within the bound; once every one has left on its own (deposed: on a
+      // loaded machine a short lease can pass), the role has nobody to elect and one joins, as after the faults.
+      const nobody = () => !candidates.some((c) => live(c) && !deposed(c));
+      if (await until(() => writingLeader() !== undefined || nobody(), bound)) {
+        const leader = writingLeader();
+        if (leader) return leader;
+        const name = `C${joined++}`;
+        notes.push(`${name} joined ${why}: every candidate had left on its own`);
+        await join(name);
+        continue;
+      }
+      throw new Liveness(`liveness: no leader wrote within ${bound} ms ${why}`);
+    }
   };
 
   const spawn = (name: string): Candidate => {
@@ -330,20 +345,46 @@ export async function runElectionSchedule(
       });
     }
     if (gap) {
-      // Stopped by itself right after its check: continue it 1.5-3 leases after its fault event, whatever step is on.
+      // Stopped by itself right after its check: continued 1.5-3 leases after its fault event, whatever step is on,
+      // and never before a successor's first append has been seen, so that its pending append meets the raised fence.
       w.onEvent((e) => {
         if (e.event !== 'fault' || c.gapStoppedAtMs !== undefined) return;
         c.stopped = true;
         c.gapStoppedAtMs = e.seenAtMs;
         count('pause-in-gap');
-        c.resumed = sleep(Math.max(0, e.seenAtMs + gap.pauseLeases * leaseMs - performance.now())).then(() => {
+        c.resumed = (async () => {
+          await sleep(Math.max(0, e.seenAtMs + gap.pauseLeases * leaseMs - performance.now()));
+          const wrote = await successorWrote(c).catch(
+            (err: Error) => void violations.push(`a successor of ${c.name} could not join: ${err.message}`),
+          );
+          if (wrote === false) violations.push(`liveness: no successor of ${c.name}, stopped in the gap, wrote within ${livenessMs()} ms`);
           if (!ended(c)) c.w.child.kill('SIGCONT');
           c.gapResumedAtMs = performance.now();
           c.stopped = false;
-        });
+        })();
       });
     }
     return c;
+  };
+  /**
+   * Wait (bounded: liveness) until a candidate of a later epoch than `c`'s has appended. While nobody who could
+   * succeed `c` is left (all gone, or deposed leaders of earlier epochs), one joins, as an operator would start one.
+   */
+  const successorWrote = async (c: Candidate): Promise<boolean> => {
+    const epoch = epochOf(c) ?? 0;
+    const wrote = () => candidates.some((o) => o !== c && o.w.events.some((x) => x.event === 'appended' && Number(x.epoch) > epoch));
+    const mayLead = (o: Candidate) => o !== c && live(o) && (epochOf(o) ?? Infinity) > epoch;
+    const end = performance.now() + livenessMs();
+    while (!wrote()) {
+      if (performance.now() > end) return false;
+      if (!candidates.some(mayLead)) {
+        const name = `C${joined++}`;
+        notes.push(`${name} joined: ${c.name} stopped in the gap with nobody left to succeed it`);
+        await join(name);
+      }
+      await sleep(20);
+    }
+    return true;
   };
   /** Start a candidate and wait until it has joined the queue, so that the queue's order is the start order. */
   const join = async (name: string): Promise<Candidate> => {
@@ -363,6 +404,18 @@ export async function runElectionSchedule(
       10 * everyMs * step.afterAppends + 5000,
     );
     await sleep(step.delayMs);
+  };
+  /**
+   * A leader to hit, at its moment. One that ended or was deposed on its own meanwhile (a lease lost on a loaded
+   * machine) is not hit: the next leader is waited for and hit instead, so the fault is injected every time.
+   */
+  const leaderAtMoment = async (step: Step, why: string): Promise<Candidate> => {
+    for (;;) {
+      const leader = await needLeader(why);
+      await moment(leader, step);
+      if (live(leader) && !leader.stopped && !deposed(leader)) return leader;
+      notes.push(`${leader.name} ended or was deposed on its own before ${step.fault}: the next leader is hit instead`);
+    }
   };
   const takeover = (from: Candidate, at: number, what: string) => {
     // Reported, not checked: the next `leading` after the fault, against the departed leader's last renewal + lease.
@@ -416,15 +469,13 @@ export async function runElectionSchedule(
             .filter((e) => e.event === 'appended' && Number(e.epoch) > epoch)
             .sort((x, y) => x.seenAtMs - y.seenAtMs)[0];
           notes.push(
-            `${c.name} (epoch ${epoch}) stopped after the check of its append ${c.gap!.k}, continued after ${c.gap!.pauseLeases.toFixed(1)} leases` +
+            `${c.name} (epoch ${epoch}) stopped after the check of its append ${c.gap!.k}, continued after ${((c.gapResumedAtMs! - c.gapStoppedAtMs!) / leaseMs).toFixed(1)} leases (at least ${c.gap!.pauseLeases.toFixed(1)})` +
               (first && first.seenAtMs < c.gapResumedAtMs! ? `, after ${first.worker}'s first write` : ', before any successor wrote'),
           );
           break;
         }
         case 'pause': {
-          const leader = await needLeader('before a pause');
-          await moment(leader, step);
-          if (!live(leader)) break;
+          const leader = await leaderAtMoment(step, 'before a pause');
           leader.w.child.kill('SIGSTOP');
           leader.stopped = true;
           const at = performance.now();
@@ -439,9 +490,7 @@ export async function runElectionSchedule(
         }
         case 'kill-leader':
         case 'resign': {
-          const leader = await needLeader(`before ${step.fault}`);
-          await moment(leader, step);
-          if (!live(leader)) break;
+          const leader = await leaderAtMoment(step, `before ${step.fault}`);
           const at = performance.now();
           if (step.fault === 'resign') {
             leader.w.child.kill('SIGTERM');
@@ -522,7 +571,16 @@ export async function runElectionSchedule(
     // Liveness: once the faults are over, a leader appends 3 entries.
     const bound = livenessMs();
     const wrote3 = () => candidates.some((c) => c.w.events.filter((e) => e.event === 'appended' && e.seenAtMs > lastFaultAt).length >= 3);
-    if (!(await until(wrote3, bound))) throw new Liveness(`liveness: no leader appended 3 entries within ${bound} ms after the last fault`);
+    const nobody = () => !candidates.some((c) => live(c) && !deposed(c));
+    while (!wrote3()) {
+      if (!(await until(() => wrote3() || nobody(), bound)))
+        throw new Liveness(`liveness: no leader appended 3 entries within ${bound} ms after the last fault`);
+      if (nobody()) {
+        const name = `C${joined++}`;
+        notes.push(`${name} joined after the faults: every candidate had left on its own`);
+        await join(name);
+      }
+    }
   } catch (err) {
     violations.push(err instanceof Liveness ? err.message : `the schedule could not run: ${(err as Error).message}`);
   } finally {

@@ -77,10 +77,10 @@ export interface Runtime {
   readonly offset: ClockOffsetEstimator;
   readonly hooks?: RunHooks;
   /**
-   * Start a run of the job's state machine for a night (the sweeper, after a re-queue). The name is derived from
-   * the night and the fence it re-queued, so a retried sweep step gets ExecutionAlreadyExists, not a second run.
+   * Start a run of the job's state machine for a night, named `name` (the sweeper, for a re-queue: lambda/sweep-verify.ts
+   * names it per night, fence and sweep). A name already taken is this sweep's own earlier start: no second run.
    */
-  startRun(jobDate: string, fence: number): Promise<string>;
+  startRun(jobDate: string, name: string): Promise<string>;
 }
 
 /** Builds the runtime on first use: a bad environment then fails an invocation (logged, mapped), not the module load. */
@@ -142,10 +142,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     environment: env,
     offset,
     hooks: options.hooks,
-    async startRun(jobDate, fence) {
+    async startRun(jobDate, name) {
       const arn = required(env, Env.jobStateMachineArn);
       sfn ??= tracer.captureAWSv3Client(new SFNClient({}));
-      const name = `requeue-${jobDate}-f${fence}`;
       try {
         await sfn.send(new StartExecutionCommand({ stateMachineArn: arn, name, input: JSON.stringify({ jobDate }) }));
       } catch (err) {

@@ -1,17 +1,35 @@
 /**
  * The sweeper's second look, at least a full lease after the first: rows whose lock rvn (and owner, and fence)
  * did not change are orphans. Too many at once is a storm: re-queue none, say so. Otherwise re-queue at a bounded
- * rate, each with one conditional write, and start an execution of the job's state machine for each re-queued night.
+ * rate: for each orphan, first start an execution of the job's state machine for the night, then record the
+ * re-queue with one conditional write (the row stays RUNNING in the index). The execution's name comes from the
+ * night, the fence seen and this sweep's own execution name, and its input from the night: a retried step meets the
+ * execution it started (AWS: same name and input while open is a success; closed, ExecutionAlreadyExists), and a
+ * later sweep, finding the row unchanged because that run died before its raise, starts a new one. Dying between
+ * the two steps leaves the row as it was: the next sweep finds it (docs/DESIGN.md "Crash answers").
  */
+import { createHash } from 'node:crypto';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { ConfigError } from '../core/errors';
 import { SWEEPER_DEFAULTS, decide, requeue, sightClaimed, type ClaimSighting } from '../core/sweeper';
 import { Metric } from '../core/observability';
 import { Env } from './env';
 import { fromEnvironment, invoke, logger, metrics, optionalNumber, type RuntimeSource } from './runtime';
 
+/**
+ * The name of the run a sweep starts for a re-queued night: the same for a retry of the same sweep step, another for
+ * another sweep. The sweep's own name enters as a hash (any length and characters in, 16 hex characters out), so
+ * the name stays within Step Functions' 80 characters of [0-9A-Za-z_-].
+ */
+export function requeueRunName(jobDate: string, fence: number, sweep: string): string {
+  return `requeue-${jobDate}-f${fence}-${createHash('sha256').update(sweep).digest('hex').slice(0, 16)}`;
+}
+
 /** The VerifyAndRequeue step, made from a runtime source. */
-export const sweepVerify = (runtime: RuntimeSource) => (event: { sighted?: { sightings?: ClaimSighting[] } }) =>
+export const sweepVerify = (runtime: RuntimeSource) => (event: { sighted?: { sightings?: ClaimSighting[] }; sweep?: string }) =>
   invoke('sweep-verify', runtime, async (rt) => {
+    const sweep = event?.sweep;
+    if (typeof sweep !== 'string' || sweep.length === 0) throw new ConfigError(["sweep (the sweeper's execution name) is required"]);
     const first = event?.sighted?.sightings ?? [];
     const deps = { ddb: rt.clients.ddb, jobs: rt.fenceDeps.jobs, locks: rt.leaseDeps.table, clock: rt.clock };
     const { sightings: second } = await sightClaimed(deps, rt.lease);
@@ -29,8 +47,12 @@ export const sweepVerify = (runtime: RuntimeSource) => (event: { sighted?: { sig
       logger.error('sweeper storm: most claimed rows look dead at once; re-queued none', { orphans: d.orphans.length, claimed: second.length });
     const requeued: string[] = [];
     for (const o of d.requeueNow) {
-      if (!(await requeue(deps, o))) continue; // a new holder raised the fence in between: nothing to do
-      requeued.push(await rt.startRun(rt.job.dateOf(o.jobId), o.fence));
+      const jobDate = rt.job.dateOf(o.jobId);
+      const run = await rt.startRun(jobDate, requeueRunName(jobDate, o.fence, sweep)); // first the run ...
+      // ... then the record. It fails if the row moved on in between (a new holder raised, the night is DONE, or a
+      // retry of this step recorded it): the started run then finds that holder, or DONE.
+      if (await requeue(deps, o)) requeued.push(run);
+      else logger.info('re-queue lost to a new holder; the run started for it will find that holder', { jobId: o.jobId, run, sweep });
     }
     metrics.addMetric(Metric.orphansRequeued, MetricUnit.Count, requeued.length);
     return { orphans: d.orphans.length, storm: d.storm, requeued, deferred: d.deferred, alive: d.alive };

@@ -70,9 +70,10 @@ export class OrphanSweeper extends Construct {
     verify.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [props.jobs.table.tableArn] }));
     props.job.grantStartExecution(verify);
 
-    const task = (taskId: string, fn: HandlerFunction, resultPath: string) => {
+    const task = (taskId: string, fn: HandlerFunction, resultPath: string, payload?: sfn.TaskInput) => {
       const t = new tasks.LambdaInvoke(this, taskId, {
         lambdaFunction: fn,
+        payload,
         payloadResponseOnly: true,
         resultPath,
         retryOnServiceExceptions: false,
@@ -83,7 +84,12 @@ export class OrphanSweeper extends Construct {
     };
     const sightTask = task('SightClaimed', sight, '$.sighted');
     const wait = new sfn.Wait(this, 'WaitOutTheLease', { time: sfn.WaitTime.secondsPath('$.sighted.waitSeconds') });
-    const verifyTask = task('VerifyAndRequeue', verify, '$.verified');
+    const verifyTask = task(
+      'VerifyAndRequeue',
+      verify,
+      '$.verified',
+      sfn.TaskInput.fromObject({ 'sighted.$': '$.sighted', 'sweep.$': '$$.Execution.Name' }),
+    );
     sightTask.next(
       new sfn.Choice(this, 'AnythingClaimed')
         .when(sfn.Condition.numberEquals('$.sighted.claimed', 0), new sfn.Succeed(this, 'NothingClaimed'))

@@ -49,6 +49,8 @@ export interface LocalS3Options {
   conflictWindowMs?: number;
   /** Record every request: principal, service 's3', operation, bucket, key (local/call-log.ts). */
   onCall?: CallSink;
+  /** Told when a conditional PUT's body has arrived and its commit window opens (a test's race starts there). */
+  onCommitting?: (bucket: string, key: string) => void;
 }
 
 export interface LocalS3 {
@@ -119,7 +121,10 @@ class Store {
   /** bucket + NUL + key of every conditional PUT that is committing (body received, not yet stored). */
   private readonly committing = new Set<string>();
 
-  constructor(private readonly conflictWindowMs: number) {}
+  constructor(
+    private readonly conflictWindowMs: number,
+    private readonly onCommitting?: (bucket: string, key: string) => void,
+  ) {}
 
   bucket(name: string): Bucket {
     const b = this.buckets.get(name);
@@ -140,6 +145,7 @@ class Store {
     const slot = `${bucketName}\0${key}`;
     if (this.committing.has(slot)) throw conditionalConflict(key);
     this.committing.add(slot);
+    this.onCommitting?.(bucketName, key);
     try {
       await delay(this.conflictWindowMs); // Node timers run on the monotonic clock
     } finally {
@@ -405,7 +411,7 @@ export async function startLocalS3(options: LocalS3Options = {}): Promise<LocalS
     problems.push(`local S3: conflictWindowMs ${conflictWindowMs} is not a number >= 0`);
   if (problems.length > 0) throw new ConfigError(problems);
 
-  const store = new Store(conflictWindowMs);
+  const store = new Store(conflictWindowMs, options.onCommitting);
   const server = http.createServer((req, res) => {
     const requestId = randomBytes(8).toString('hex').toUpperCase();
     handle(store, req, res, requestId, options.onCall).catch((err: unknown) => sendError(req, res, requestId, err));

@@ -11,6 +11,8 @@
  *
  * Not emulated: every other action, the 90-day window on names (names are kept while the endpoint runs), quotas
  * and throttling, Express workflows, request signing (the caller's access key id is only read, for the call log).
+ * A test may refuse a call instead (`refuse`): before the execution starts, or after it started (the caller then
+ * fails as if it had died right after the start landed).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -30,14 +32,32 @@ interface LocalExecutionRecord {
   closed: boolean;
 }
 
+/**
+ * A refused StartExecution, for tests: `before` answers the error and starts nothing; `after` starts the
+ * execution, then answers the error, so the caller learns nothing of a start that landed.
+ */
+interface StartRefusal {
+  readonly when: 'before' | 'after';
+  /** The error's type, as AWS names it (ExecutionLimitExceeded is 400, not retried by the SDK). @default ExecutionLimitExceeded */
+  readonly type?: string;
+}
+
+/** Decides, per StartExecution call (1 for the first), whether to refuse it. */
+export type RefuseStart = (call: number, name: string) => StartRefusal | undefined;
+
 export interface LocalSfn {
   readonly endpoint: string;
   readonly executions: readonly LocalExecutionRecord[];
   stop(): Promise<void>;
 }
 
-export async function startLocalSfn(options: { readonly machines: Record<string, Starter>; readonly onCall?: CallSink }): Promise<LocalSfn> {
+export async function startLocalSfn(options: {
+  readonly machines: Record<string, Starter>;
+  readonly onCall?: CallSink;
+  readonly refuse?: RefuseStart;
+}): Promise<LocalSfn> {
   const executions: LocalExecutionRecord[] = [];
+  let starts = 0;
   const server = http.createServer((req, res) => {
     let body = '';
     req.on('data', (d) => (body += d));
@@ -63,6 +83,10 @@ export async function startLocalSfn(options: { readonly machines: Record<string,
       if (!start) return answer(400, { __type: 'StateMachineDoesNotExist', message: `State Machine Does Not Exist: '${arn}'` });
       const name = request.name ?? `local-${executions.length + 1}`;
       const input = request.input ?? '{}';
+      const refusal = options.refuse?.(++starts, name);
+      const refused = () =>
+        answer(400, { __type: refusal!.type ?? 'ExecutionLimitExceeded', message: `refused by the test (${refusal!.when} the start)` });
+      if (refusal?.when === 'before') return refused();
       const prior = executions.find((e) => e.stateMachineArn === arn && e.name === name);
       if (prior) {
         if (!prior.closed && prior.input === input) return answer(200, { executionArn: prior.executionArn, startDate: prior.startDate });
@@ -84,6 +108,7 @@ export async function startLocalSfn(options: { readonly machines: Record<string,
       };
       record.done.catch(() => undefined); // the caller reads the outcome from `done`; never an unhandled rejection
       executions.push(record);
+      if (refusal?.when === 'after') return refused();
       answer(200, { executionArn, startDate: record.startDate });
     });
   });

@@ -36,7 +36,7 @@ import { ConfigError } from '../core/errors';
 import { fileCallSink, type CallSink } from './call-log';
 import { toLocalDefinition } from './distributed-map';
 import { LocalLambdas, type DeployedFunction } from './lambda-runner';
-import { startLocalSfn } from './sfn-endpoint';
+import { startLocalSfn, type RefuseStart } from './sfn-endpoint';
 
 type Json = Record<string, unknown>;
 type Resource = { Type: string; Properties: Json };
@@ -375,6 +375,13 @@ export async function runWorkflowLocally(run: LocalExecution): Promise<LocalResu
 
 export interface SweeperRun extends Omit<LocalExecution, 'input' | 'hooks' | 'lambdaCode' | 'name'> {
   readonly name?: string;
+  /** Refuse some of VerifyAndRequeue's StartExecution calls (tests: a start throttled away, or a death after it). */
+  readonly refuseStart?: RefuseStart;
+  /**
+   * Kill some of the job executions it starts (tests: a re-queued run that dies before its first task). A killed
+   * execution does nothing and closes FAILED, so its name is taken. @default - none
+   */
+  readonly killStarted?: (name: string) => boolean;
 }
 
 export interface SweeperResult extends LocalResult {
@@ -390,8 +397,14 @@ export async function runSweeperLocally(run: SweeperRun): Promise<SweeperResult>
   const wf = synthesizeWorkflow(run.app, run.settings);
   const jobArn = localStateMachineArn(wf.job.logicalId);
   const sfn = await startLocalSfn({
-    machines: { [jobArn]: (name, input) => runMachineLocally(wf, 'job', { ...run, name, input: input as Json }) },
+    machines: {
+      [jobArn]: async (name, input) =>
+        run.killStarted?.(name)
+          ? { status: 'FAILED', endState: undefined, error: 'Killed', cause: 'killed by the test before its first task', history: [] }
+          : runMachineLocally(wf, 'job', { ...run, name, input: input as Json }),
+    },
     onCall: callLog(),
+    refuse: run.refuseStart,
   });
   try {
     const result = await runMachineLocally(wf, 'sweeper', { ...run, name: run.name ?? 'sweep', input: {} }, sfn.endpoint);

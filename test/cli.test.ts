@@ -9,6 +9,8 @@ import { localClients } from '../core/stores';
 import { endpoints, namespace, unusedNames } from './support/stack';
 import { exitedAfterOutput, runCli, startWorker, storeArgs, type WorkerOptions } from './support/worker';
 import { main } from '../cli/main';
+import { progressBar } from '../cli/progress';
+import type { FencepostEvent } from '../core/events';
 import { chaosOptions, commandOptions, parseCommand, type CommandName } from '../cli/options';
 
 async function cli(args: string[], options: WorkerOptions = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -393,6 +395,40 @@ test('elect, leader and handover refuse bad input in one line each, with nothing
     /margin-ms \(1000\) must be less than lease-ms/,
   );
   await refusedWithNothingWritten(['handover', '--role', 'p', '--writer', 'bad name'], /--writer must be 1-64 characters/);
+});
+
+test('handover, like run, lists every bad option at once (role, writer and numbers), each on its own line', async () => {
+  const args = ['handover', '--role', 'bad role', '--writer', 'W', '--wait-margin-ms', '-1', '--lease-ms', '1000', '--margin-ms', '1000'];
+  await refusedWithNothingWritten(args, /--role must be 1-64 characters/);
+  const ep = await endpoints();
+  const { prefix, bucket } = unusedNames();
+  const r = await cli([...args, '--dynamodb-endpoint', ep.dynamodb, '--s3-endpoint', ep.s3, '--table-prefix', prefix, '--bucket', bucket]);
+  const lines = r.stderr.split('\n').filter(Boolean);
+  for (const expected of [
+    /--role must be/,
+    /--wait-margin-ms must be a non-negative integer, got -1/,
+    /--margin-ms \(1000\) must be less than lease-ms/,
+  ])
+    assert.equal(lines.filter((l) => expected.test(l)).length, 1, `${expected} once among:\n${r.stderr}`);
+  assert.ok(
+    lines.every((l) => l.startsWith('fencepost handover: ')),
+    r.stderr,
+  );
+});
+
+test('a lease lost is printed once, though every chunk task of a workflow run that resumes it reports it', () => {
+  const written: string[] = [];
+  const stream = { isTTY: false, write: (s: string) => void written.push(s) } as unknown as NodeJS.WriteStream;
+  const show = progressBar(100, stream);
+  const lost = (monoMs: number) => ({ event: 'lease-lost', worker: 'w', monoMs, key: 'job#2026-09-28', token: 4, holderNow: 'B' }) as FencepostEvent;
+  // Chunk tasks run 3 at once (--chunk-concurrency): each resumes the lease in its own Lambda and finds it gone.
+  for (const at of [10, 11, 12]) show(lost(at));
+  show({ event: 'lease-lost', worker: 'w', monoMs: 20, key: 'job#2026-09-28', token: 6, holderNow: 'C' } as FencepostEvent);
+  assert.deepEqual(
+    written.filter((l) => /lease lost/.test(l)).map((l) => l.trim()),
+    ['lease lost (holder now B)', 'lease lost (holder now C)'],
+    'once per lease (key and token)',
+  );
 });
 
 test('simulate runs a scenario from the command line, and refuses bad what-if settings in one line', async () => {

@@ -49,7 +49,11 @@ test(
   async (t) => {
     const report = await runSchedules(t, 20, BILLING_KINDS, 0.2);
     assert.deepEqual(Object.keys(report.schedulesByKind).sort(), [...BILLING_KINDS].sort(), 'every kind of fault ran');
-    assert.ok(report.takeovers > 0, 'the schedules exercised takeovers');
+    // A pause schedule that stopped A starts B and continues A only once B has raised its fence: a takeover each time.
+    // (A holder that lost its lease on its own before the fault point injects nothing; that is reported, not failed.)
+    const paused = report.results.filter((r) => r.kind === 'pause' && (r.faults.pause ?? 0) > 0);
+    t.diagnostic(`${paused.length} of ${report.schedulesByKind.pause} pause schedules stopped their holder`);
+    for (const r of paused) assert.ok(r.takeovers >= 1, `seed ${r.seed}: A was stopped until B raised its fence, yet no takeover`);
   },
 );
 
@@ -59,11 +63,16 @@ test(
   async (t) => {
     const report = await runSchedules(t, 4, ['election']);
     const f = report.faultsByKind;
-    // Even seeds open with a pause in the gap, odd ones with a kill: 4 consecutive schedules have both.
+    // Even seeds open with a pause in the gap, odd ones with a kill: 4 consecutive schedules have both (planned, and
+    // a leader fault whose leader left on its own hits the next one).
     assert.ok((f['pause-in-gap'] ?? 0) > 0, 'a leader stopped itself between a check and an append');
     assert.ok((f['kill-leader'] ?? 0) + (f['kill-middle'] ?? 0) + (f['kill-several'] ?? 0) > 0, 'candidates were killed');
-    assert.ok(report.fencedRejections > 0, 'the fence refused at least one append of a deposed leader');
-    assert.ok(report.takeovers > 0, 'leadership changed hands');
+    // A leader stopped in the gap is continued only after its successor's first append: its append is refused, every time.
+    for (const r of report.results) {
+      const gaps = r.faults['pause-in-gap'] ?? 0;
+      assert.ok(r.fencedRejections >= gaps, `seed ${r.seed}: ${gaps} leaders stopped in the gap, ${r.fencedRejections} appends refused`);
+      if (gaps > 0) assert.ok(r.takeovers >= 1, `seed ${r.seed}: a leader stopped in the gap was succeeded`);
+    }
   },
 );
 

@@ -193,7 +193,7 @@ for (const [name, make] of Object.entries(worlds)) {
     });
 
     // Sparse index (bp-indexes-general-sparse-indexes.html), eventually consistent (GSI.html#GSI.Reads).
-    test('the sparse index holds exactly the RUNNING rows: in with the raise, out with complete and requeue; never a chunk', T, async () => {
+    test('the sparse index holds exactly the RUNNING rows: in with the raise, out with complete; never a chunk', T, async () => {
       const [a, b, c] = [unique('a'), unique('b'), unique('c')];
       for (const job of [a, b, c]) await w.store.raiseJob(job, raiseOf(2));
       await w.store.raiseFence(fenceIn(w.store.jobs, `${a}#chunk#00`), 2, { chunk: 0 });
@@ -201,15 +201,26 @@ for (const [name, make] of Object.entries(worlds)) {
       await w.settleIndex(async () => (await ours()).length === 3);
       assert.deepEqual((await ours()).sort(), [a, b, c].sort(), 'three rows (pages followed to the end), no chunk item');
       assert.equal((await w.store.complete(a, 2)).ok, true);
-      const seen = await w.store.requeue(b, { ownerToken: 2, fence: 2 });
-      assert.ok(seen.ok && seen.old?.state === 'RUNNING');
-      assert.equal((await w.store.readJob(b))?.state, 'QUEUED');
-      const again = await w.store.requeue(b, { ownerToken: 2, fence: 2 });
-      assert.ok(!again.ok && again.current?.state === 'QUEUED', 'a second re-queue is refused with the row as it is');
-      await w.settleIndex(async () => (await ours()).length === 1);
-      assert.deepEqual(await ours(), [c]);
-      const moved = await w.store.requeue(c, { ownerToken: 1, fence: 1 });
-      assert.ok(!moved.ok && moved.current?.fence === 2, 'a row that moved on is not re-queued');
+      await w.settleIndex(async () => (await ours()).length === 2);
+      assert.deepEqual((await ours()).sort(), [b, c].sort());
+    });
+
+    test("the sweeper's re-queue only counts, on exactly the row it saw: RUNNING, owner, fence and count", T, async () => {
+      const job = unique('job');
+      await w.store.raiseJob(job, raiseOf(2));
+      const first = await w.store.requeue(job, { ownerToken: 2, fence: 2, requeues: 0 });
+      assert.ok(first.ok && first.old?.requeues === undefined, 'the first finds no count');
+      const row = await w.store.readJob(job);
+      assert.deepEqual([row?.state, row?.requeues, row?.claim_shard], ['RUNNING', 1, CLAIM_SHARD], 'still RUNNING and indexed');
+      const stale = await w.store.requeue(job, { ownerToken: 2, fence: 2, requeues: 0 });
+      assert.ok(!stale.ok && stale.current?.requeues === 1, 'another sweep recorded it first: refused, with the row');
+      assert.equal((await w.store.requeue(job, { ownerToken: 2, fence: 2, requeues: 1 })).ok, true);
+      await w.store.raiseJob(job, raiseOf(3, 'B'));
+      const moved = await w.store.requeue(job, { ownerToken: 2, fence: 2, requeues: 2 });
+      assert.ok(!moved.ok && moved.current?.fence === 3, 'a new holder raised in between: refused');
+      await w.store.complete(job, 3);
+      const done = await w.store.requeue(job, { ownerToken: 3, fence: 3, requeues: 2 });
+      assert.ok(!done.ok && done.current?.state === 'DONE', 'a DONE night is not re-queued');
     });
 
     // TransactWriteItems: all or nothing, reasons in request order (API_TransactWriteItems.html).
@@ -307,12 +318,12 @@ describe('the in-memory store only: what DynamoDB Local cannot show', () => {
     await clock.advance(100);
     await store.raiseJob('a', raiseOf(2)); // drawn 1: reaches the index at 100 + LAG
     await clock.advance(100);
-    assert.equal((await store.requeue('a', { ownerToken: 2, fence: 2 })).ok, true); // drawn 0, but after the raise to 2
-    assert.equal((await store.readJob('a'))?.state, 'QUEUED', 'the table read is strongly consistent');
+    assert.equal((await store.complete('a', 2)).ok, true); // drawn 0, but after the raise to 2
+    assert.equal((await store.readJob('a'))?.state, 'DONE', 'the table read is strongly consistent');
     await clock.advance(100 + LAG - 200 - 1);
     assert.deepEqual(await fences(), [1], 'a GSI has no consistent read: still the first raise, then neither later change early');
     await clock.advance(1);
-    assert.deepEqual(await fences(), [], 'the raise to 2 and the re-queue arrive together, in order: out of the index');
+    assert.deepEqual(await fences(), [], 'the raise to 2 and the completion arrive together, in order: out of the index');
   });
 
   test('a transaction in flight for transactionMs holds its items until the clock moves past it', async () => {

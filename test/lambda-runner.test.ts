@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { LambdaTaskError, LocalLambdas, lambdaNode, type DeployedFunction } from '../local/lambda-runner';
 import type { FencepostEvent } from '../core/events';
+import { within } from './support/within';
 
 const HANDLER = `
 let warm = 0;
@@ -114,10 +115,19 @@ test('past its timeout a function fails with Sandbox.Timedout and its environmen
 
 test("events come back from the function's log lines, without the logger's own keys", async () => {
   const events: FencepostEvent[] = [];
-  const lambdas = new LocalLambdas({ functions: fixture(5), endpoints, onEvent: (e) => events.push(e) });
+  let arrived!: () => void;
+  const first = new Promise<void>((r) => (arrived = r));
+  const lambdas = new LocalLambdas({
+    functions: fixture(5),
+    endpoints,
+    onEvent: (e) => {
+      events.push(e);
+      arrived();
+    },
+  });
   try {
     await lambdas.invoke('TestFunction', { do: 'log' });
-    await new Promise((r) => setTimeout(r, 100)); // the line travels through a pipe
+    await within(first, 10_000, 'the log line came back as an event'); // it travels through a pipe: wait for it, not a fixed time
     assert.deepEqual(events, [{ event: 'claim', worker: 'w', monoMs: 1, token: 7 }]);
   } finally {
     await lambdas.close();

@@ -32,6 +32,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { startLocalS3, type LocalS3 } from '../local/s3-server';
 import type { AwsCall } from '../local/call-log';
+import { within } from './support/within';
 import { ConfigError, InfrastructureError } from '../core/errors';
 
 const BUCKET = 'conformance';
@@ -226,19 +227,21 @@ describe('409 ConditionalRequestConflict: a delete succeeds while a conditional 
 });
 
 describe('409 ConditionalRequestConflict: a conditional PUT completes while another one on the key is committing', () => {
-  // A wide commit window (the server's conflictWindowMs) makes the race certain on 2 cores; onCall tells us when the
-  // first request has arrived, so the second is sent while the first commits.
+  // A wide commit window (the server's conflictWindowMs) makes the race certain on 2 cores; onCommitting tells us when
+  // the first request's body has arrived and its window opened, so the second is sent while the first commits.
   const WINDOW_MS = 400;
   let racy: LocalS3;
   let client: S3Client;
-  const arrived: Array<(call: AwsCall) => void> = [];
+  const committing: Array<() => void> = [];
   const calls: AwsCall[] = [];
   before(async () => {
     racy = await startLocalS3({
       conflictWindowMs: WINDOW_MS,
+      onCommitting: () => {
+        for (const f of committing.splice(0)) f();
+      },
       onCall: (c) => {
         calls.push(c);
-        for (const f of arrived.splice(0)) f(c);
       },
     });
     client = clientFor(racy.endpoint);
@@ -248,16 +251,16 @@ describe('409 ConditionalRequestConflict: a conditional PUT completes while anot
     client.destroy();
     await racy.stop();
   });
-  const nextCall = () => new Promise<AwsCall>((resolve) => arrived.push(resolve));
+  /** Resolves when the next conditional PUT's body has arrived and it commits: the moment a second one meets it. */
+  const nextCommit = () => within(new Promise<void>((resolve) => committing.push(resolve)), 10_000, 'the first PUT began committing');
   const putTo = (key: string, body: string, extra: { IfMatch?: string; IfNoneMatch?: string } = {}) =>
     client.send(new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: body, ...extra }));
   const text = async (key: string) => (await (await client.send(new GetObjectCommand({ Bucket: BUCKET, Key: key }))).Body?.transformToString()) ?? '';
 
   test('If-None-Match: the second gets 409 (retry); the first wins; the retry then gets 412', async () => {
-    const seen = nextCall();
+    const committed = nextCommit();
     const first = putTo('race/create', 'first', { IfNoneMatch: '*' });
-    await seen;
-    await new Promise((r) => setTimeout(r, 50)); // its small body has arrived: it is committing now
+    await committed; // its small body has arrived: it is committing now
     await expectS3Error(putTo('race/create', 'second', { IfNoneMatch: '*' }), 'ConditionalRequestConflict', 409);
     assert.equal((await first).ETag, md5Etag('first'), 'the one committing is not disturbed');
     await expectS3Error(putTo('race/create', 'second', { IfNoneMatch: '*' }), 'PreconditionFailed', 412); // "retry": now it exists
@@ -266,10 +269,9 @@ describe('409 ConditionalRequestConflict: a conditional PUT completes while anot
 
   test('If-Match: the second gets 409 with the S3 XML error body; after the first commits a fresh ETag succeeds', async () => {
     const base = await putTo('race/cas', 'base');
-    const seen = nextCall();
+    const committed = nextCommit();
     const first = putTo('race/cas', 'one', { IfMatch: base.ETag });
-    await seen;
-    await new Promise((r) => setTimeout(r, 50));
+    await committed; // its small body has arrived: it is committing now
     const err = await expectS3Error(putTo('race/cas', 'two', { IfMatch: base.ETag }), 'ConditionalRequestConflict', 409);
     assert.match(err.message, /conflicting operation/);
     const one = await first;
@@ -279,10 +281,9 @@ describe('409 ConditionalRequestConflict: a conditional PUT completes while anot
   });
 
   test('the raw answer is HTTP 409 with <Code>ConditionalRequestConflict</Code>', async () => {
-    const seen = nextCall();
+    const committed = nextCommit();
     const first = putTo('race/raw', 'first', { IfNoneMatch: '*' });
-    await seen;
-    await new Promise((r) => setTimeout(r, 50));
+    await committed; // its small body has arrived: it is committing now
     const res = await fetch(`${racy.endpoint}/${BUCKET}/race/raw`, { method: 'PUT', headers: { 'if-none-match': '*' }, body: 'second' });
     assert.equal(res.status, 409);
     const xml = await res.text();
@@ -292,10 +293,9 @@ describe('409 ConditionalRequestConflict: a conditional PUT completes while anot
   });
 
   test('unconditional writes and other keys are not held up by a commit', async () => {
-    const seen = nextCall();
+    const committed = nextCommit();
     const first = putTo('race/held', 'first', { IfNoneMatch: '*' });
-    await seen;
-    await new Promise((r) => setTimeout(r, 50));
+    await committed; // its small body has arrived: it is committing now
     const other = putTo('race/other', 'x', { IfNoneMatch: '*' }); // another key: its own window, no 409
     await putTo('race/held', 'plain'); // unconditional: stored at once, last writer wins, no 409
     await expectS3Error(first, 'PreconditionFailed', 412); // checked when its window ends: the key now exists

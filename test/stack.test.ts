@@ -631,7 +631,8 @@ test('large nights: the plan the checks use (history per chunk, payload, chunk t
 test("the invoice table is warmed to the night's peak write rate when a new on-demand table's 4,000 WRU/s is too few", () => {
   const warm: Record<number, unknown> = {};
   for (const chunkConcurrency of [1, 4]) {
-    const config = { invoices: 1_000_000, chunkSize: 5_000, chunkConcurrency };
+    // A claim budget as long as the whole night (200 chunks of 2.6 s, one at a time): FencedJob refuses a shorter one.
+    const config = { invoices: 1_000_000, chunkSize: 5_000, chunkConcurrency, claimBudget: 60 };
     const { stack: s, template: t } = synth({ ...cdkJson.context, 'aws:cdk:bundling-stacks': [], [CONTEXT_KEY]: config });
     const table = t.toJSON().Resources[s.getLogicalId(s.invoices.node.defaultChild as CfnResource)] as Resource;
     // The model's peak: every running chunk commits one transaction of puts per msPerTransaction, 2 WRU an item.

@@ -2,7 +2,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
-import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
+import { runBilling, writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
+import { audit } from '../apps/billing/audit';
 import { systemClock } from '../core/clock';
 import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
@@ -12,7 +13,7 @@ import * as fence from '../core/fence';
 import { chunkBatches } from '../apps/billing/invoices';
 import { claim, type LeaseDeps } from '../core/lease';
 import { Keys } from '../apps/billing/keys';
-import { Sweeper, requeue, sightClaimed, type SweeperConfig } from '../core/sweeper';
+import { Sweeper, isOrphan, requeue, sightClaimed, type SweeperConfig } from '../core/sweeper';
 import { namespace, type Namespace } from './support/stack';
 
 const lease: LeaseConfig = { ...DEFAULTS, leaseMs: 600, renewMs: 150, marginMs: 150 };
@@ -36,7 +37,7 @@ async function holder(ns: Namespace, date: string, name: string, renewing: boole
   return l;
 }
 
-test("a dead holder's row is an orphan only on a second sighting a full lease later; the re-queue takes it out of the index", async () => {
+test("a dead holder's row is an orphan only on a second sighting a full lease later; the re-queue counts it and leaves it RUNNING in the index", async () => {
   const ns = await namespace();
   const { sweeper, fenceDeps } = deps(ns);
   await holder(ns, '2026-09-28', 'B', false); // B "dies": no renewals
@@ -48,9 +49,10 @@ test("a dead holder's row is an orphan only on a second sighting a full lease la
   const second = await sweeper.sweep();
   assert.deepEqual(second.requeued, [Keys.job('2026-09-28')]);
   const row = await fence.readJob(fenceDeps, Keys.job('2026-09-28'));
-  assert.equal(row?.state, 'QUEUED');
-  assert.equal(row?.claim_shard, undefined, 'the re-queue leaves the sparse index in the same write');
-  assert.equal((await sweeper.sweep()).claimed, 0);
+  assert.deepEqual([row?.state, row?.requeues], ['RUNNING', 1]);
+  assert.notEqual(row?.claim_shard, undefined, 'the re-queue leaves the row in the sparse index, for the next sweeps');
+  const next = await sweeper.sweep();
+  assert.deepEqual([next.claimed, next.orphans, next.pending], [1, 0, 1], 'a re-queued row starts over: a first sighting');
 });
 
 test('a live holder is never swept: its renewals change the rvn between sightings', async () => {
@@ -170,7 +172,7 @@ test('chunk fences: the sweeper sees only the job row, its re-queue leaves the c
   );
   const b = await claim(leaseDeps, Keys.lock(date), 'B', lease);
   const raised = await fence.raise(fenceDeps, job, b.token, 'B', 3);
-  assert.equal(raised.job?.state, 'QUEUED');
+  assert.deepEqual([raised.job?.state, raised.job?.requeues], ['RUNNING', 1], "B raises over the dead holder's re-queued row");
   assert.deepEqual([...raised.chunksDone], [1], 'B skips the chunk A finished');
   const [batch] = chunkBatches({ date, invoices: 99, chunkSize: 99, putsPerTransaction: 99 }, 0);
   await assert.rejects(
@@ -179,4 +181,122 @@ test('chunk fences: the sweeper sees only the job row, its re-queue leaves the c
     'A, if it was only paused, is refused on every chunk',
   );
   await b.release();
+});
+
+/** The night the crash-answer tests run: one chunk, so the dead holder's raise and the new run's agree. */
+const smallNight = { ...lease, invoices: 99, chunkSize: 99, putsPerTransaction: 99 };
+
+/** Two sightings a full lease apart, as one `fencepost sweep` without --every does. */
+async function sweepTwice(sweeper: Sweeper, start: (jobId: string) => void) {
+  await sweeper.sweep(start);
+  await sleep(sweeperConfig.leaseMs + 50);
+  return sweeper.sweep(start);
+}
+
+/** The night run a start asked for, then the audit. */
+async function runAndAudit(ns: Namespace, date: string, worker: string) {
+  const events = new Events(worker, systemClock);
+  const billing = { ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket, clock: systemClock, events };
+  const summary = await runBilling(billing, { date, worker, config: smallNight });
+  const report = await audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, date, smallNight.invoices);
+  return { summary, report };
+}
+
+test('crash answer: a sweeper that dies at its start (before or instead of it) strands nothing: a restarted sweeper starts the night, and it completes', async () => {
+  const ns = await namespace();
+  const { fenceDeps } = deps(ns);
+  const date = '2026-09-28';
+  await holder(ns, date, 'B', false); // B raised and died
+  const dying = deps(ns).sweeper;
+  const died = new Error('the sweeper died at its start');
+  await assert.rejects(
+    sweepTwice(dying, () => {
+      throw died;
+    }),
+    (err) => err === died,
+  );
+  const starts: string[] = [];
+  const restarted = deps(ns).sweeper; // a new `fencepost sweep` (a new process: no sightings in memory)
+  const r = await sweepTwice(restarted, (jobId) => void starts.push(jobId));
+  assert.deepEqual(starts, [Keys.job(date)], 'a restarted sweeper still finds the night in the sparse index and starts it');
+  assert.deepEqual(r.requeued, [Keys.job(date)]);
+  assert.deepEqual(
+    [(await fence.readJob(fenceDeps, Keys.job(date)))?.state, (await fence.readJob(fenceDeps, Keys.job(date)))?.requeues],
+    ['RUNNING', 1],
+  );
+  const { summary, report } = await runAndAudit(ns, date, 'requeued-run');
+  assert.equal(summary.outcome, 'completed');
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
+test('crash answer: a sweeper that dies after its start landed and before its re-queue record: the retried sweep starts it again (the same execution in AWS) and the night completes', async () => {
+  const ns = await namespace();
+  const { fenceDeps } = deps(ns);
+  const date = '2026-09-28';
+  const b = await holder(ns, date, 'B', false);
+  const starts: string[] = [];
+  const died = new Error('the sweeper died after its start');
+  await assert.rejects(
+    sweepTwice(deps(ns).sweeper, (jobId) => {
+      starts.push(jobId);
+      throw died;
+    }),
+    (err) => err === died,
+  );
+  const row = await fence.readJob(fenceDeps, Keys.job(date));
+  assert.deepEqual([row?.state, row?.owner_token, row?.claim_shard !== undefined], ['RUNNING', b.token, true], 'still RUNNING, still in the index');
+  // The retried sweep comes before the started run raised: it starts the night again and its record lands.
+  const r = await sweepTwice(deps(ns).sweeper, (jobId) => void starts.push(jobId));
+  assert.deepEqual(starts, [Keys.job(date), Keys.job(date)]);
+  assert.deepEqual(r.requeued, [Keys.job(date)]);
+  // One run: in AWS the second StartExecution (same name, same input, the first still open) is the same execution.
+  // It raises over the re-queued row (the other order, its raise before the record, is 'a re-queue racing a takeover does nothing').
+  const { summary, report } = await runAndAudit(ns, date, `requeue-${date}-f${b.token}`);
+  assert.equal(summary.outcome, 'completed');
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
+test('crash answer: a re-queued run that dies before its raise (it claimed the lease, then nothing) leaves the night findable: the next sweeps start it again, and it completes', async () => {
+  const ns = await namespace();
+  const { fenceDeps, leaseDeps } = deps(ns);
+  const date = '2026-09-28';
+  const b = await holder(ns, date, 'B', false); // B raised and died
+  // The first re-queued run waits out B's lease, claims it (epoch + 1) and dies before raising the job row's fence.
+  let diedHolding: number | undefined;
+  const first = await sweepTwice(deps(ns).sweeper, async () => {
+    diedHolding = (await claim(leaseDeps, Keys.lock(date), 'requeued-1', lease)).token;
+  });
+  assert.deepEqual(first.requeued, [Keys.job(date)]);
+  assert.ok(diedHolding !== undefined && diedHolding > b.token);
+  const starts: string[] = [];
+  const later = deps(ns).sweeper; // the next `fencepost sweep` (or the next scheduled sweeper execution)
+  const r = await sweepTwice(later, (jobId) => void starts.push(jobId));
+  assert.deepEqual(starts, [Keys.job(date)], "the next sweeps find the night again (the dead run's lease unchanged for a full lease) and start it");
+  assert.deepEqual(r.requeued, [Keys.job(date)]);
+  const row = await fence.readJob(fenceDeps, Keys.job(date));
+  assert.deepEqual(
+    [row?.state, row?.owner_token, row?.claim_shard !== undefined, row?.requeues],
+    ['RUNNING', b.token, true, 2],
+    "a re-queue leaves the row RUNNING, the dead holder's, in the index; it only counts the re-queues",
+  );
+  const { summary, report } = await runAndAudit(ns, date, 'requeued-2');
+  assert.equal(summary.outcome, 'completed');
+  assert.ok(summary.token! > diedHolding!, 'the run that finished claimed above the one that died');
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
+test('a re-queue is recorded once per sighting: a retried record loses, and the recorded row is no longer the sighted one', async () => {
+  const ns = await namespace();
+  const { fenceDeps } = deps(ns);
+  const date = '2026-09-28';
+  await holder(ns, date, 'B', false);
+  const sweeperDeps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock };
+  const [seen] = (await sightClaimed(sweeperDeps, sweeperConfig)).sightings;
+  assert.equal(await requeue(sweeperDeps, seen), true);
+  assert.equal(await requeue(sweeperDeps, seen), false, 'a retried step that re-uses its sighting records nothing more');
+  const [after] = (await sightClaimed(sweeperDeps, sweeperConfig)).sightings;
+  assert.equal(after.requeues, seen.requeues + 1);
+  assert.equal(isOrphan(seen, after), false, 'a retried step that sights again finds a changed row: it starts nothing');
+  assert.equal(await requeue(sweeperDeps, after), true, 'a later sweep can record the next one');
+  assert.equal((await fence.readJob(fenceDeps, Keys.job(date)))?.requeues, seen.requeues + 2);
 });

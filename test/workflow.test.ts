@@ -19,6 +19,7 @@ import { Events } from '../core/events';
 import { raise as raiseFence } from '../core/fence';
 import { claim } from '../core/lease';
 import { Keys } from '../apps/billing/keys';
+import { requeueRunName } from '../lambda/sweep-verify';
 import { namespace, type Namespace } from './support/stack';
 import { spawn } from 'node:child_process';
 import { startWorker } from './support/worker';
@@ -212,9 +213,104 @@ test("the synthesized sweeper, on its bundles, re-queues a dead holder's night a
   assert.equal(r.status, 'SUCCEEDED', `${r.error}: ${r.cause}`);
   assert.equal(r.endState, 'Swept');
   assert.equal(r.started.length, 1, 'one billing run started for the re-queued night');
-  assert.match(r.started[0].name, new RegExp(`^requeue-${DATE}-f${held.token}$`));
+  assert.equal(r.started[0].name, requeueRunName(DATE, held.token, 'sweep'), 'named after the night, the fence seen and the sweep');
   assert.equal(r.started[0].result.endState, 'Completed', JSON.stringify(r.started[0].result));
   const report = await audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 2000);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
+/** A holder that claims and raises the fence for the night, then dies: no renewal ever again. */
+async function deadHolder(ns: Namespace, settings: { leaseMs: number; renewMs: number; marginMs: number }) {
+  const events = new Events('dead', systemClock);
+  const held = await claim({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events }, Keys.lock(DATE), 'dead', {
+    ...DEFAULTS,
+    ...settings,
+  });
+  await raiseFence({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, clock: systemClock }, Keys.job(DATE), held.token, 'dead', 4);
+  return held;
+}
+
+const sweepSettings = { leaseMs: 2000, renewMs: 500, marginMs: 500, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 125 };
+const sweepOn = (ns: Namespace, name: string) => ({
+  app: billingApp,
+  clients: ns.clients,
+  endpoints: ns.endpoints,
+  tables: ns.tables,
+  bucket: ns.bucket,
+  settings: sweepSettings,
+  name,
+});
+
+test('crash answer: a sweep whose StartExecution is refused writes nothing, so the next sweep still starts the night and it completes', async () => {
+  const ns = await namespace();
+  const held = await deadHolder(ns, sweepSettings);
+  const first = await runSweeperLocally({ ...sweepOn(ns, 'sweep-1'), refuseStart: (call) => (call === 1 ? { when: 'before' } : undefined) });
+  assert.equal(first.status, 'FAILED', 'VerifyAndRequeue fails on the refused start (ExecutionLimitExceeded is not retried)');
+  assert.equal(first.started.length, 0, 'nothing was started');
+  const second = await runSweeperLocally(sweepOn(ns, 'sweep-2'));
+  assert.equal(second.status, 'SUCCEEDED', `${second.error}: ${second.cause}`);
+  assert.deepEqual(
+    second.started.map((s) => s.name),
+    [requeueRunName(DATE, held.token, 'sweep-2')],
+    'the next sweep still finds the night in the sparse index and starts it',
+  );
+  assert.equal(second.started[0].result.endState, 'Completed', JSON.stringify(second.started[0].result));
+  const report = await auditNight(ns);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
+test('crash answer: a sweep that dies right after its StartExecution landed leaves a night its run completes; the next sweep finds nothing', async () => {
+  const ns = await namespace();
+  const held = await deadHolder(ns, sweepSettings);
+  // The start lands, then the function fails before anything after it: as if it died there.
+  const first = await runSweeperLocally({ ...sweepOn(ns, 'sweep-1'), refuseStart: (call) => (call === 1 ? { when: 'after' } : undefined) });
+  assert.equal(first.status, 'FAILED');
+  assert.deepEqual(
+    first.started.map((s) => s.name),
+    [requeueRunName(DATE, held.token, 'sweep-1')],
+  );
+  assert.equal(first.started[0].result.endState, 'Completed', JSON.stringify(first.started[0].result));
+  const second = await runSweeperLocally(sweepOn(ns, 'sweep-2'));
+  assert.equal(second.endState, 'NothingClaimed', 'the night is DONE: out of the sparse index');
+  const report = await auditNight(ns);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
+test('crash answer: a StartExecution whose answer was lost is sent again with the same name and input, and meets the same execution', async () => {
+  const ns = await namespace();
+  const held = await deadHolder(ns, sweepSettings);
+  // The start lands, its answer is a throttle: the SDK sends it again, and Step Functions answers with the open execution.
+  const r = await runSweeperLocally({
+    ...sweepOn(ns, 'sweep-1'),
+    refuseStart: (call) => (call === 1 ? { when: 'after', type: 'ThrottlingException' } : undefined),
+  });
+  assert.equal(r.status, 'SUCCEEDED', `${r.error}: ${r.cause}`);
+  assert.deepEqual(
+    r.started.map((s) => s.name),
+    [requeueRunName(DATE, held.token, 'sweep-1')],
+    'one execution, though it was asked for twice',
+  );
+  assert.equal(r.started[0].result.endState, 'Completed', JSON.stringify(r.started[0].result));
+  const report = await auditNight(ns);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
+test('crash answer: a re-queued run that dies before its raise leaves the night findable: the next sweep starts a new run (a new name), and it completes', async () => {
+  const ns = await namespace();
+  await deadHolder(ns, sweepSettings);
+  const first = await runSweeperLocally({ ...sweepOn(ns, 'sweep-1'), killStarted: () => true });
+  assert.equal(first.status, 'SUCCEEDED', `${first.error}: ${first.cause}`);
+  assert.deepEqual(
+    first.started.map((s) => s.result.status),
+    ['FAILED'],
+    'the re-queued run was started and died before its first task',
+  );
+  const second = await runSweeperLocally(sweepOn(ns, 'sweep-2'));
+  assert.equal(second.endState, 'Swept', 'the next sweep still finds the night in the sparse index');
+  assert.equal(second.started.length, 1, 'and starts one run for it');
+  assert.notEqual(second.started[0].name, first.started[0].name, "a new name: the dead run's is taken by a closed execution");
+  assert.equal(second.started[0].result.endState, 'Completed', JSON.stringify(second.started[0].result));
+  const report = await auditNight(ns);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });
 

@@ -10,7 +10,19 @@ import { GetCommand, QueryCommand, ScanCommand, UpdateCommand, type DynamoDBDocu
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { cancellationReasons, classifyCancellation, failedItem, isConditionalCheckFailed } from '../conditions';
 import { Attr, CLAIM_SHARD, JOB_TABLE } from '../schema';
-import type { BatchOutcome, BatchPut, ChunkFence, Conditional, FenceItem, FenceStore, JobRow, JobStore, Page, RowRaise } from '../store/jobs';
+import type {
+  BatchOutcome,
+  BatchPut,
+  ChunkFence,
+  Conditional,
+  FenceItem,
+  FenceStore,
+  JobRow,
+  JobStore,
+  Page,
+  RequeueSighting,
+  RowRaise,
+} from '../store/jobs';
 
 /** The document client the AWS stores take: the one type of it the rest of the core names (no AWS SDK import there). */
 export type DocumentClient = DynamoDBDocumentClient;
@@ -29,8 +41,10 @@ const notDone = `(attribute_not_exists(#state) OR #state <> :done)`;
 const stillOwner = `${Attr.fence} = :t AND ${Attr.ownerToken} = :t`;
 /** The chunk's fence is still at our token: nobody raised it since (progress). */
 const stillOurs = `${Attr.fence} = :t`;
-/** Still RUNNING, by the owner and at the fence the sweeper saw: anything else means someone moved it on. */
+/** Still RUNNING, by the owner, at the fence and count the sweeper saw: anything else means someone moved it on. */
 const asSighted = `#state = :running AND ${Attr.ownerToken} = :owner AND ${Attr.fence} = :fence`;
+/** The count seen: a missing count is 0, the first re-queue finds no attribute. */
+const sameCount = (requeues: number) => (requeues === 0 ? `attribute_not_exists(${Attr.requeues})` : `${Attr.requeues} = :seen`);
 /** Recorded once: a put lands only if no holder recorded this key before. */
 const keyAbsent = 'attribute_not_exists(#key)';
 
@@ -181,15 +195,24 @@ export class AwsJobStore extends AwsFenceStore implements JobStore {
     });
   }
 
-  /** QUEUED leaves the sparse index in the same write: the index holds exactly the RUNNING rows (docs/DESIGN.md "The sweeper"). */
-  requeue(jobId: string, seen: { readonly ownerToken: number; readonly fence: number }): Promise<Conditional<JobRow>> {
+  /**
+   * Only counts the re-queue: the row stays RUNNING, the dead holder's, in the sparse index (invariant 3), until the
+   * new run's raise takes it over, so a new run that dies before its raise leaves it for the next sweeps.
+   */
+  requeue(jobId: string, seen: RequeueSighting): Promise<Conditional<JobRow>> {
     return conditional<JobRow>(this.ddb, {
       TableName: this.jobs,
       Key: { [Attr.pk]: jobId },
-      ConditionExpression: asSighted,
-      UpdateExpression: `SET #state = :queued REMOVE ${Attr.claimShard}, ${Attr.claimedSince}`,
+      ConditionExpression: `${asSighted} AND ${sameCount(seen.requeues)}`,
+      UpdateExpression: `SET ${Attr.requeues} = :next`,
       ExpressionAttributeNames: { '#state': Attr.state },
-      ExpressionAttributeValues: { ':running': 'RUNNING', ':queued': 'QUEUED', ':owner': seen.ownerToken, ':fence': seen.fence },
+      ExpressionAttributeValues: {
+        ':running': 'RUNNING',
+        ':owner': seen.ownerToken,
+        ':fence': seen.fence,
+        ':next': seen.requeues + 1,
+        ...(seen.requeues === 0 ? {} : { ':seen': seen.requeues }),
+      },
     });
   }
 

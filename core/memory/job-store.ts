@@ -23,7 +23,19 @@
 import type { Clock } from '../clock';
 import { cancellationReasons, classifyCancellation, type CancellationReason } from '../conditions';
 import { Attr, CLAIM_SHARD } from '../schema';
-import type { BatchOutcome, BatchPut, ChunkFence, Conditional, FenceItem, JobRow, JobStore, Page, RowRaise, WireItem } from '../store/jobs';
+import type {
+  BatchOutcome,
+  BatchPut,
+  ChunkFence,
+  Conditional,
+  FenceItem,
+  JobRow,
+  JobStore,
+  Page,
+  RequeueSighting,
+  RowRaise,
+  WireItem,
+} from '../store/jobs';
 
 type Item = Record<string, unknown>;
 
@@ -136,10 +148,14 @@ export class MemoryJobStore implements JobStore {
     return this.update<JobRow>(this.jobs, { [Attr.pk]: jobId }, stillOwner, { [Attr.state]: 'DONE' }, [Attr.claimShard, Attr.claimedSince]);
   }
 
-  async requeue(jobId: string, seen: { readonly ownerToken: number; readonly fence: number }): Promise<Conditional<JobRow>> {
+  async requeue(jobId: string, seen: RequeueSighting): Promise<Conditional<JobRow>> {
     const asSighted = (old: Item | undefined) =>
-      old?.[Attr.state] === 'RUNNING' && old?.[Attr.ownerToken] === seen.ownerToken && old?.[Attr.fence] === seen.fence;
-    return this.update<JobRow>(this.jobs, { [Attr.pk]: jobId }, asSighted, { [Attr.state]: 'QUEUED' }, [Attr.claimShard, Attr.claimedSince]);
+      old?.[Attr.state] === 'RUNNING' &&
+      old?.[Attr.ownerToken] === seen.ownerToken &&
+      old?.[Attr.fence] === seen.fence &&
+      (old?.[Attr.requeues] ?? 0) === seen.requeues &&
+      (seen.requeues !== 0 || old?.[Attr.requeues] === undefined);
+    return this.update<JobRow>(this.jobs, { [Attr.pk]: jobId }, asSighted, { [Attr.requeues]: seen.requeues + 1 });
   }
 
   /** One conditional UpdateItem: SET `set`, REMOVE `remove`, if `condition` holds on the old item; ALL_OLD either way. */

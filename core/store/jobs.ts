@@ -20,6 +20,8 @@ export interface JobRow {
   readonly chunk_count?: number;
   readonly claim_shard?: string;
   readonly claimed_since?: string;
+  /** Re-queues the sweeper recorded on the night (core/sweeper.ts `requeue`); absent until the first. */
+  readonly requeues?: number;
 }
 
 /** A chunk's fence item (docs/DESIGN.md § Chunk fences). Never carries claim_shard or state: never in the sparse index. */
@@ -82,6 +84,14 @@ export interface RowRaise {
   readonly claimedSince: string;
 }
 
+/** What the sweeper saw of a row it re-queues: the write lands only on exactly that row. */
+export interface RequeueSighting {
+  readonly ownerToken: number;
+  readonly fence: number;
+  /** Re-queues recorded on the row when seen (0: none, the attribute absent). */
+  readonly requeues: number;
+}
+
 /** The generic fence's operations: on any fence item, and the batch recorded under one. */
 export interface FenceStore {
   /** One conditional write: fence = token (and `set`), if never raised or not above `token`. */
@@ -107,8 +117,11 @@ export interface JobStore extends FenceStore {
   markChunkDone(chunkKey: string, token: number): Promise<Conditional<ChunkFence>>;
   /** DONE, out of the sparse index, if the row's fence and owner are still `token`. */
   complete(jobId: string, token: number): Promise<Conditional<JobRow>>;
-  /** The sweeper's re-queue: QUEUED, if still RUNNING by the owner and at the fence it saw. */
-  requeue(jobId: string, seen: { readonly ownerToken: number; readonly fence: number }): Promise<Conditional<JobRow>>;
+  /**
+   * The sweeper's record of a re-queue: one more in `requeues` and nothing else (the row stays RUNNING and in the
+   * index), if still RUNNING by the owner, at the fence and the count it saw.
+   */
+  requeue(jobId: string, seen: RequeueSighting): Promise<Conditional<JobRow>>;
   /** One page of the sparse index (eventually consistent: a GSI has no consistent read). */
   claimedPage(start?: string): Promise<Page<JobRow>>;
   /** One page of a strongly consistent scan of the job table (the auditor's: holders and the sweeper never scan). */

@@ -185,3 +185,28 @@ export async function complete(deps: FenceDeps, jobId: string, token: number, be
   const out = await retryTransient(backoffOf(deps), () => store.complete(jobId, token));
   if (!out.ok) throw new FencedOutError('job-row', token, out.current?.fence);
 }
+
+/**
+ * Every row in the sparse index of claimed job rows, page by page. A row is in the index exactly while its job is
+ * RUNNING (the raise adds it, completion takes it out, in the same writes; a re-queue leaves it in), so this reads
+ * the claimed rows and nothing else, however many nights the table holds (docs/DESIGN.md "The sweeper"). Shared by the sweeper
+ * and the auditor. A GSI has no consistent read: a row can appear a moment after its raise.
+ */
+export async function* claimedRows(store: JobStore): AsyncGenerator<JobRow & Record<string, unknown>> {
+  let start: string | undefined;
+  do {
+    const page = await store.claimedPage(start);
+    yield* page.items as (JobRow & Record<string, unknown>)[];
+    start = page.next;
+  } while (start !== undefined);
+}
+
+/** Every item of the job table (job rows and chunk fence items), strongly consistent, page by page: the auditor's. */
+export async function* jobTableItems(store: JobStore): AsyncGenerator<Record<string, unknown>> {
+  let start: string | undefined;
+  do {
+    const page = await store.scanPage(start);
+    yield* page.items;
+    start = page.next;
+  } while (start !== undefined);
+}

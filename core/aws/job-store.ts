@@ -66,6 +66,14 @@ export function fenceCheck(table: string, wireKey: Record<string, AttributeValue
   };
 }
 
+/** Fence keys in AttributeValue form, marshalled once per fence item (a Fence passes the same one every batch). */
+const wireKeys = new WeakMap<FenceItem, Record<string, AttributeValue>>();
+function wireKeyOf(fence: FenceItem): Record<string, AttributeValue> {
+  let key = wireKeys.get(fence);
+  if (!key) wireKeys.set(fence, (key = marshall(fence.key)));
+  return key;
+}
+
 /** One conditional UpdateItem, its ALL_OLD answer as a Conditional (a failed condition is an outcome, not a throw). */
 async function conditional<T>(ddb: DynamoDBDocumentClient, input: ConstructorParameters<typeof UpdateCommand>[0]): Promise<Conditional<T>> {
   try {
@@ -115,7 +123,7 @@ export class AwsFenceStore implements FenceStore {
         ExpressionAttributeNames: { '#key': p.keyAttribute },
       },
     }));
-    return { ClientRequestToken: requestToken, TransactItems: [fenceCheck(fence.table, marshall(fence.key), token), ...items] };
+    return { ClientRequestToken: requestToken, TransactItems: [fenceCheck(fence.table, wireKeyOf(fence), token), ...items] };
   }
 
   async recordBatch(fence: FenceItem, token: number, puts: readonly BatchPut[], requestToken: string): Promise<BatchOutcome> {

@@ -11,15 +11,17 @@
  * checkManifest, checkSparseIndex, checkEpoch. A job adds the checks of its own data beside them (billing's invoice
  * checks: apps/billing/audit.ts), built with `verdict` and `scanAll`.
  */
-import type { S3Client } from '@aws-sdk/client-s3';
-import { ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { readJob, type ChunkFence, type JobRow } from './fence';
+import type { S3Client } from './aws/manifest-store';
+import { jobStoreOf, type DocumentClient } from './aws/job-store';
+import { claimedRows, jobTableItems, type ChunkFence, type JobRow } from './fence';
 import { chunkFenceKey } from './job-keys';
 import { readLock, type LockItem } from './lease';
 import { manifestStoreOf, type ManifestStoreSource } from './aws/manifest-store';
 import { chunkObjectKey, readManifest, type ManifestBody, type ManifestPlace } from './manifest';
 import { Attr } from './schema';
-import { claimedRows } from './sweeper';
+import type { JobStore } from './store/jobs';
+
+export { scanAll } from './aws/scan';
 
 /** One invariant checked: what was checked, whether it holds, and the evidence (or the first problems). */
 export interface AuditCheck {
@@ -41,32 +43,18 @@ export function verdict(invariant: AuditCheck['invariant'], name: string, proble
   return { invariant, name, ok: problems.length === 0, detail: problems.length === 0 ? okDetail : shown };
 }
 
-/**
- * Every item a strongly consistent Scan returns, page by page (the auditor may scan: it runs rarely and must see
- * everything; holders and the sweeper never do).
- */
-export async function* scanAll(
-  ddb: DynamoDBDocumentClient,
-  input: ConstructorParameters<typeof ScanCommand>[0],
-): AsyncGenerator<Record<string, unknown>, void, undefined> {
-  let start: Record<string, unknown> | undefined;
-  do {
-    const out = await ddb.send(new ScanCommand({ ...input, ExclusiveStartKey: start, ConsistentRead: true }));
-    yield* out.Items ?? [];
-    start = out.LastEvaluatedKey;
-  } while (start);
-}
-
 // ─── Generic: any fenced job ─────────────────────────────────────────────────────────────────────────────────────
 
 /** Where a fenced job's state lives: its job table (job row, chunk fence items) and lock table, its manifest bucket. */
 export interface FencedJobDeps {
-  readonly ddb: DynamoDBDocumentClient;
+  readonly ddb: DocumentClient;
   readonly s3: S3Client;
   readonly bucket: string;
   /** The job table: job rows, chunk fence items, the sparse index. */
   readonly jobs: string;
   readonly locks: string;
+  /** The job store. @default the DynamoDB one on `ddb` and `jobs` */
+  readonly store?: JobStore;
 }
 
 /** Which job: its job row's key, its lock item's key, and where its manifest and chunk objects live. */
@@ -91,12 +79,13 @@ export interface FencedJobState {
 
 /** Read a fenced job's state for the generic checks: its rows, its lock, its manifest, and the job table once. */
 export async function readFencedJob(deps: FencedJobDeps, ref: FencedJobRef): Promise<FencedJobState> {
-  const job = await readJob(deps, ref.jobId);
+  const store = jobStoreOf(deps);
+  const job = await store.readJob(ref.jobId);
   const lock = await readLock({ ddb: deps.ddb, table: deps.locks }, ref.lockKey);
   const manifest = (await readManifest(deps, ref.manifest.key))?.body;
   const jobRows: JobRow[] = [];
   const chunkFences = new Map<number, ChunkFence>();
-  for await (const row of scanAll(deps.ddb, { TableName: deps.jobs })) {
+  for await (const row of jobTableItems(store)) {
     const chunk = row[Attr.chunk];
     if (chunk === undefined) jobRows.push(row as unknown as JobRow);
     else if (row[Attr.pk] === chunkFenceKey(ref.jobId, Number(chunk))) chunkFences.set(Number(chunk), row as unknown as ChunkFence);
@@ -187,12 +176,12 @@ export async function checkManifest(deps: ManifestStoreSource, s: FencedJobState
  * is an orphan nobody would ever re-queue, and a finished row left in it would be re-queued and re-run.
  */
 export async function checkSparseIndex(
-  deps: { readonly ddb: DynamoDBDocumentClient; readonly jobs: string },
+  deps: { readonly ddb: DocumentClient; readonly jobs: string; readonly store?: JobStore },
   s: FencedJobState,
 ): Promise<AuditCheck> {
   const problems: string[] = [];
   const indexed = new Set<string>();
-  for await (const row of claimedRows(deps)) {
+  for await (const row of claimedRows(jobStoreOf(deps))) {
     indexed.add(String(row[Attr.pk]));
     if (row[Attr.chunk] !== undefined) problems.push(`${row[Attr.pk]} is a chunk fence item in the sparse index`);
     else if (row[Attr.state] !== 'RUNNING') problems.push(`${row[Attr.pk]} is in the sparse index but ${row[Attr.state]}`);

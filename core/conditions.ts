@@ -132,3 +132,8 @@ export async function retryTransient<T>(backoff: Backoff, attempt: () => Promise
     }
   }
 }
+
+/** The backoff of anything that has a clock and maybe a jitter source: its clock times the waits. */
+export function backoffOf(deps: { readonly clock: { sleep(ms: number): Promise<void> }; readonly random?: () => number }): Backoff {
+  return { sleep: (ms) => deps.clock.sleep(ms), random: deps.random };
+}

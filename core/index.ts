@@ -45,7 +45,11 @@ export { releaseQuietly, withLease } from './with-lease';
 
 // The fence (core/fence.ts) and the fenced batch built on its guard (core/batch.ts)
 export { FENCE_CLAUSE, Fence, fenceOn, jobFence, type ChunkFence, type FenceDeps, type FenceTarget, type JobRow } from './fence';
-export { fencedTransaction, writeBatch, type BatchResult, type FencedPut } from './batch';
+export { fencedTransaction } from './aws/fence';
+export type { DocumentClient } from './aws/job-store';
+// The job store the job/chunk protocol and the fenced batch talk to (core/store/jobs.ts; DynamoDB: core/aws/job-store.ts)
+export type { BatchOutcome, BatchPut, Conditional, FenceItem, FenceStore, JobStore, Page, RowRaise, WireItem } from './store/jobs';
+export { writeBatch, type BatchFence, type BatchResult, type FencedPut } from './batch';
 
 // A fenced job's run: its keys, its fences raised first, its chunks, its completion, the direct engine (core/job.ts)
 export { JOB_NAME_PATTERN, chunkFenceKey, jobKeys, type JobKeys } from './job-keys';

@@ -18,17 +18,18 @@
  * holder lands, and DONE never stands over a chunk not recorded done. What it does not: the lease keeps overlap
  * rare, never absent, so chunk work must write through the chunk's fence and be safe to redo.
  */
-import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { S3Client } from '@aws-sdk/client-s3';
+import type { DocumentClient } from './aws/job-store';
+import type { ManifestStoreSource } from './aws/manifest-store';
 import type { Clock } from './clock';
 import type { LeaseConfig } from './config';
 import { AlreadyDoneError, ClaimBudgetExhaustedError, FencedOutError, LeaseLostError, StopTimePassedError } from './errors';
 import type { Events } from './events';
 import * as fences from './fence';
 import type { Fence, JobRow } from './fence';
+import type { JobStore } from './store/jobs';
 import type { JobKeys } from './job-keys';
 import { claim, type Lease } from './lease';
-import { ManifestWriter } from './manifest';
+import { ManifestWriter, type ManifestDeps } from './manifest';
 import { releaseQuietly } from './with-lease';
 
 /**
@@ -81,18 +82,20 @@ export function runningUnder(row: Pick<fences.JobRow, 'state' | 'fence'> | undef
 
 /** What a run needs, injected: the store and its two tables, the clock, the events; the manifest bucket if any. */
 export interface RunDeps {
-  /** The document client every read and write goes through. */
-  readonly ddb: DynamoDBDocumentClient;
+  /** The document client every read and write goes through (unless `store` is given, for the job table's). */
+  readonly ddb: DocumentClient;
   /** The lock table (the lease) and the job table (job rows and chunk fence items). */
   readonly tables: { readonly locks: string; readonly jobs: string };
   /** Times the lease, the stop time and the retry backoffs. */
   readonly clock: Clock;
   /** Where the run's milestones go (fence-raised, completed, already-done, …). */
   readonly events: Events;
-  /** The manifest bucket and its client. @default none: a job without a manifest (DynamoDB only) */
-  readonly manifests?: { readonly s3: S3Client; readonly bucket: string };
+  /** The manifest's store, or its bucket and client. @default none: a job without a manifest (DynamoDB only) */
+  readonly manifests?: ManifestStoreSource;
   /** Jitter source for the retry backoffs. @default Math.random */
   readonly random?: () => number;
+  /** The job store (job rows, chunk fences). @default the DynamoDB one on `ddb` and `tables.jobs` */
+  readonly store?: JobStore;
 }
 
 /** Which run: the job's keys, the date, and how many chunks it has. */
@@ -134,14 +137,16 @@ export interface ChunkContext {
 /** A job's work on one chunk. It must write through `fence` and be safe to redo (a new holder redoes the chunk). */
 export type ChunkWork<R> = (context: ChunkContext) => Promise<R>;
 
-const fenceDepsOf = (deps: Pick<RunDeps, 'ddb' | 'tables' | 'clock' | 'random'>): fences.FenceDeps => ({
+const fenceDepsOf = (deps: Pick<RunDeps, 'ddb' | 'tables' | 'clock' | 'random' | 'store'>): fences.FenceDeps => ({
   ddb: deps.ddb,
   jobs: deps.tables.jobs,
   clock: deps.clock,
   random: deps.random,
+  ...(deps.store ? { store: deps.store } : {}),
 });
 
-const manifestDepsOf = (deps: RunDeps) => (deps.manifests ? { ...deps.manifests, clock: deps.clock } : undefined);
+const manifestDepsOf = (deps: RunDeps): ManifestDeps | undefined =>
+  deps.manifests ? { ...deps.manifests, clock: deps.clock, random: deps.random } : undefined;
 
 /**
  * The fence of one chunk of a run: its own item beside the job row (`<jobId>#chunk#07`).
@@ -149,7 +154,11 @@ const manifestDepsOf = (deps: RunDeps) => (deps.manifests ? { ...deps.manifests,
  * @param run - which run
  * @param chunk - the chunk's number, from 0
  */
-export function chunkFence(deps: Pick<RunDeps, 'ddb' | 'tables' | 'clock' | 'random'>, run: Pick<JobRun, 'keys' | 'date'>, chunk: number): Fence {
+export function chunkFence(
+  deps: Pick<RunDeps, 'ddb' | 'tables' | 'clock' | 'random' | 'store'>,
+  run: Pick<JobRun, 'keys' | 'date'>,
+  chunk: number,
+): Fence {
   return fences.jobFence(fenceDepsOf(deps), run.keys.chunkFence(run.date, chunk));
 }
 
@@ -158,8 +167,8 @@ export function chunkFence(deps: Pick<RunDeps, 'ddb' | 'tables' | 'clock' | 'ran
  * @param deps - the store and the job table
  * @param run - which run
  */
-export function readRun(deps: Pick<RunDeps, 'ddb' | 'tables'>, run: Pick<JobRun, 'keys' | 'date'>): Promise<JobRow | undefined> {
-  return fences.readJob({ ddb: deps.ddb, jobs: deps.tables.jobs }, run.keys.job(run.date));
+export function readRun(deps: Pick<RunDeps, 'ddb' | 'tables' | 'store'>, run: Pick<JobRun, 'keys' | 'date'>): Promise<JobRow | undefined> {
+  return fences.readJob({ ddb: deps.ddb, jobs: deps.tables.jobs, ...(deps.store ? { store: deps.store } : {}) }, run.keys.job(run.date));
 }
 
 /**
@@ -207,7 +216,7 @@ export function resumeManifest(deps: RunDeps, run: Pick<JobRun, 'keys' | 'date'>
  * @throws FencedOutError when a newer holder raised the chunk's fence
  */
 export function markChunkDone(
-  deps: Pick<RunDeps, 'ddb' | 'tables' | 'clock' | 'random'>,
+  deps: Pick<RunDeps, 'ddb' | 'tables' | 'clock' | 'random' | 'store'>,
   run: Pick<JobRun, 'keys' | 'date'>,
   token: number,
   chunk: number,

@@ -23,14 +23,13 @@
  * they are never in the index; a re-queue leaves them as they are, and the next holder raises the job row first and
  * then every chunk fence, learning the progress from them.
  */
-import { QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { jobStoreOf, type DocumentClient } from './aws/job-store';
 import type { Clock } from './clock';
-import { isConditionalCheckFailed } from './conditions';
 import { LEASE_DEFAULTS } from './config';
 import type { Events } from './events';
-import type { JobRow } from './fence';
+import { claimedRows } from './fence';
 import { readLock } from './lease';
-import { Attr, CLAIM_SHARD, JOB_TABLE } from './schema';
+import type { JobStore } from './store/jobs';
 
 /** The sweeper's settings: how long a lease to wait between sightings, and the storm rule's bounds. */
 export interface SweeperConfig {
@@ -52,11 +51,13 @@ export const SWEEPER_DEFAULTS: SweeperConfig = { leaseMs: LEASE_DEFAULTS.leaseMs
 
 /** What the sweeper reads and writes: the job table's sparse index and rows, the lock table; its clock times the wait. */
 export interface SweeperDeps {
-  readonly ddb: DynamoDBDocumentClient;
+  readonly ddb: DocumentClient;
   readonly jobs: string;
   readonly locks: string;
   readonly clock: Clock;
   readonly events?: Events;
+  /** The job store (the sparse index, the re-queue). @default the DynamoDB one on `ddb` and `jobs` */
+  readonly store?: JobStore;
 }
 
 /** One look at one claimed row and its lock. JSON-safe: the cloud passes it through a Wait state. */
@@ -93,29 +94,6 @@ export interface SweepReport {
   readonly itemsRead: number;
 }
 
-/**
- * Every row in the sparse index of claimed job rows, page by page. A row is in the index exactly while its job is
- * RUNNING (the raise adds it, completion takes it out, in the same writes; a re-queue leaves it in), so this reads the claimed
- * rows and nothing else, however many nights the table holds (docs/DESIGN.md "The sweeper"). Shared by the sweeper
- * and the auditor. A GSI has no consistent read: a row can appear a moment after its raise.
- */
-export async function* claimedRows(deps: Pick<SweeperDeps, 'ddb' | 'jobs'>): AsyncGenerator<Record<string, unknown>> {
-  let start: Record<string, unknown> | undefined;
-  do {
-    const page = await deps.ddb.send(
-      new QueryCommand({
-        TableName: deps.jobs,
-        IndexName: JOB_TABLE.sparseIndex!.name,
-        KeyConditionExpression: `${Attr.claimShard} = :shard`,
-        ExpressionAttributeValues: { ':shard': CLAIM_SHARD },
-        ExclusiveStartKey: start,
-      }),
-    );
-    yield* page.Items ?? [];
-    start = page.LastEvaluatedKey;
-  } while (start);
-}
-
 /** 1.–2. One pass over the sparse index: every claimed row with its lock's current rvn. */
 export async function sightClaimed(
   deps: SweeperDeps,
@@ -123,8 +101,7 @@ export async function sightClaimed(
 ): Promise<{ sightings: ClaimSighting[]; itemsRead: number }> {
   const sightings: ClaimSighting[] = [];
   let itemsRead = 0;
-  for await (const item of claimedRows(deps)) {
-    const row = item as unknown as JobRow;
+  for await (const row of claimedRows(jobStoreOf(deps))) {
     itemsRead += 2; // the index row and its lock item
     // The job row and its lock share the key (<name>#<date>, core/job-keys.ts): a row's key is its lock's key.
     const lock = await readLock({ ddb: deps.ddb, table: deps.locks }, row.pk);
@@ -165,34 +142,11 @@ export function isStorm(orphans: number, claimed: number, config: Pick<SweeperCo
  * the night is DONE, or another sweep recorded it first).
  */
 export async function requeue(
-  deps: Pick<SweeperDeps, 'ddb' | 'jobs'>,
+  deps: Pick<SweeperDeps, 'ddb' | 'jobs' | 'store'>,
   orphan: Pick<ClaimSighting, 'jobId' | 'ownerToken' | 'fence' | 'requeues'>,
 ): Promise<boolean> {
-  // A missing count is 0: the first re-queue finds no attribute.
-  const sameCount = orphan.requeues === 0 ? `attribute_not_exists(${Attr.requeues})` : `${Attr.requeues} = :seen`;
-  try {
-    await deps.ddb.send(
-      new UpdateCommand({
-        TableName: deps.jobs,
-        Key: { [Attr.pk]: orphan.jobId },
-        // Still RUNNING, by the owner, at the fence and count we saw: anything else means someone moved it on.
-        ConditionExpression: `#state = :running AND ${Attr.ownerToken} = :owner AND ${Attr.fence} = :fence AND ${sameCount}`,
-        UpdateExpression: `SET ${Attr.requeues} = :next`,
-        ExpressionAttributeNames: { '#state': Attr.state },
-        ExpressionAttributeValues: {
-          ':running': 'RUNNING',
-          ':owner': orphan.ownerToken,
-          ':fence': orphan.fence,
-          ':next': orphan.requeues + 1,
-          ...(orphan.requeues === 0 ? {} : { ':seen': orphan.requeues }),
-        },
-      }),
-    );
-    return true;
-  } catch (err) {
-    if (isConditionalCheckFailed(err)) return false;
-    throw err;
-  }
+  const out = await jobStoreOf(deps).requeue(orphan.jobId, orphan);
+  return out.ok;
 }
 
 /**

@@ -15,7 +15,8 @@ import {
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { DEFAULT_BACKOFF, classifyCancellation, fullJitterMs, isTransient, retryTransient } from '../core/conditions';
 import type { Clock } from '../core/clock';
-import { fencedTransaction, writeBatch, type FencedPut } from '../core/batch';
+import { writeBatch, type FencedPut } from '../core/batch';
+import { fencedTransaction } from '../core/aws/fence';
 import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
 import { ConfigError, FencedOutError } from '../core/errors';
 import { fenceOn } from '../core/fence';

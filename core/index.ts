@@ -43,6 +43,11 @@ export {
 } from './lease';
 export { releaseQuietly, withLease } from './with-lease';
 
+// The lock store seam (core/store/lock.ts): its DynamoDB implementation and the in-memory one that keeps its rules
+export type { BumpPage, BumpView, ClaimOn, ClaimWrite, Holding, JoinRequest, LockStore, RemoveOn, RoleItem, WriteOutcome } from './store/lock';
+export { AwsLockStore, lockStoreOf, type DocumentClient, type LockStoreSource } from './aws/lock-store';
+export { MemoryLockStore, type MemoryLockStoreOptions } from './memory/lock-store';
+
 // The fence (core/fence.ts) and the fenced batch built on its guard (core/batch.ts)
 export { FENCE_CLAUSE, Fence, fenceOn, jobFence, type ChunkFence, type FenceDeps, type FenceTarget, type JobRow } from './fence';
 export { fencedTransaction, writeBatch, type BatchResult, type FencedPut } from './batch';

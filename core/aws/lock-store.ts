@@ -10,7 +10,22 @@ import { Attr } from '../schema';
 import type { BumpPage, ClaimOn, ClaimWrite, Holding, JoinRequest, LockItem, LockStore, RemoveOn, RoleItem, WriteOutcome } from '../store/lock';
 
 /** The document client the lock store is built on: the one SDK type the core's deps objects name. */
-type DocumentClient = DynamoDBDocumentClient;
+export type DocumentClient = DynamoDBDocumentClient;
+
+/**
+ * Where a lock store comes from: a store given as it is (in memory, or one built before), or the document client and
+ * the lock table to build the DynamoDB one from.
+ */
+export type LockStoreSource =
+  | { readonly store: LockStore; readonly ddb?: DocumentClient; readonly table?: string }
+  | { readonly store?: LockStore; readonly ddb: DocumentClient; readonly table: string };
+
+/** The store a deps object names: its own `store` if it has one, otherwise the DynamoDB store on its `ddb` and `table`. */
+export function lockStoreOf(source: LockStoreSource): LockStore {
+  if (source.store !== undefined) return source.store;
+  const { ddb, table } = source as { ddb: DocumentClient; table: string };
+  return new AwsLockStore(ddb, table);
+}
 
 const BUMP_RUNS = 'bump_runs';
 
@@ -47,6 +62,10 @@ function conditionFailed(err: unknown): boolean {
   return reasons !== undefined && classifyCancellation(reasons).kind === 'condition';
 }
 
+/**
+ * The lock store on a DynamoDB table (LockStore). Guarantees what DynamoDB guarantees of one item: each write lands
+ * whole or not at all, on its condition; reads are strongly consistent. Does not retry: transient errors are thrown.
+ */
 export class AwsLockStore implements LockStore {
   constructor(
     private readonly ddb: DocumentClient,

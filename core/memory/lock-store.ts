@@ -24,7 +24,7 @@ export interface MemoryLockStoreOptions {
   readonly clock?: Pick<Clock, 'sleep'>;
   /** How long a transaction holds its items (needs `clock`). @default 0 */
   readonly conflictWindowMs?: number;
-  /** Uniform in [0, 1): which of two overlapping transactions is cancelled. @default () => 0 (the later one) */
+  /** Uniform in [0, 1): which of two overlapping transactions is cancelled. @default always the later one */
   readonly random?: () => number;
   /** Items per scan page. @default 100 */
   readonly scanPageSize?: number;
@@ -43,6 +43,10 @@ interface InFlight {
   cancelledAt?: number;
 }
 
+/**
+ * The lock store in memory, for tests and exploration on virtual time: DynamoDB's rules for the lock table (see the
+ * top of this file for what it does not emulate). One process only; nothing persists.
+ */
 export class MemoryLockStore implements LockStore {
   private readonly items = new Map<string, Item>();
   private readonly inFlight = new Set<InFlight>();

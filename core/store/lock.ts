@@ -83,6 +83,10 @@ export interface BumpPage {
   readonly next?: string;
 }
 
+/**
+ * The lock table's operations, each one atomic store operation. Guarantees: a write lands only on its condition, and
+ * a failed condition returns the item that won. Does not retry; does not decide anything about time.
+ */
 export interface LockStore {
   /** A strongly consistent read of the lock item; undefined if the key was never written. */
   read(key: string): Promise<LockItem | undefined>;

@@ -98,7 +98,7 @@ export async function tryClaim(
  * the condition failed. A transient failure (TransactionConflictException, throttling) is sent again with the same
  * rvn: if the first try landed, the condition fails and the rvn we find says it was ours.
  */
-async function claimOnce(
+export async function claimOnce(
   store: LockStore,
   deps: Pick<LeaseDeps, 'clock' | 'random'>,
   key: string,

@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentClient } from '../core/aws/lock-store';
+import { DEFAULT_BACKOFF } from '../core/conditions';
 import { VirtualClock, systemClock } from '../core/clock';
 import type { LeaseConfig } from '../core/config';
 import { Election } from '../core/election';
@@ -86,4 +87,50 @@ test("the handover's flip lands, its answer is lost: the flip is the claim, so i
   assert.equal(item?.epoch, 1, 'flipped once, not twice');
   assert.equal(item?.holder, 'W');
   assert.equal(await writer.release(), true);
+});
+
+test('a join that lands with its answer lost: the retry finds the counter moved and its own rvn in the candidate item, so it queues once', async () => {
+  const { clock, deps, store } = onMemory();
+  const join = store.join.bind(store);
+  let lost = 0;
+  // The first join lands, then its answer is lost as a transient cancellation (as a conflict would be reported).
+  store.join = async (request) => {
+    const out = await join(request);
+    if (lost++ > 0) return out;
+    throw Object.assign(new Error('answer lost'), {
+      name: 'TransactionCanceledException',
+      CancellationReasons: [{ Code: 'TransactionConflict' }, { Code: 'None' }],
+    });
+  };
+  const campaigning = new Election(deps, 'once', fast).campaign('A');
+  await clock.advance(DEFAULT_BACKOFF.capMs); // the retry's backoff, on virtual time
+  const a = await campaigning;
+  assert.equal(lost, 2, 'sent twice: the lost one and its retry');
+  assert.equal(a.epoch, 1, 'the number the lost try took');
+  assert.deepEqual((await new Election(deps, 'once', fast).observe()).queue, [1], 'no second candidate item');
+  await a.resign();
+  await clock.runUntilIdle();
+});
+
+test('the memory store cancels either of two overlapping transactions, as AWS may: with random ≥ 0.5 the one in flight', async () => {
+  for (const [random, cancelled] of [
+    [0, 'later'],
+    [0.5, 'earlier'],
+  ] as const) {
+    const store = new MemoryLockStore({ random: () => random });
+    const role = 'election/r';
+    const w = (holder: string) => ({ holder, leaseMs: 1000, rvn: holder, wallIso: 'w' });
+    await store.join({ roleKey: role, last: undefined, seq: 1, candidateKey: `${role}/1`, candidate: w('A') });
+    await store.join({ roleKey: role, last: 1, seq: 2, candidateKey: `${role}/2`, candidate: w('B') });
+    const [first, second] = await Promise.allSettled([
+      store.removeCandidate(role, `${role}/1`, 1, { rvn: 'A' }),
+      store.removeCandidate(role, `${role}/2`, 2, { rvn: 'B' }),
+    ]);
+    assert.deepEqual(
+      [first.status, second.status],
+      cancelled === 'later' ? ['fulfilled', 'rejected'] : ['rejected', 'fulfilled'],
+      `random ${random}: the ${cancelled} one is cancelled`,
+    );
+    assert.deepEqual((await store.readRole(role))?.members, [cancelled === 'later' ? 2 : 1], 'the cancelled one applied nothing');
+  }
 });

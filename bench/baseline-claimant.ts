@@ -19,7 +19,7 @@ import { Events } from '../core/events';
 import { Lease, sight, tryClaim, type LeaseDeps } from '../core/lease';
 import { tableNames } from '../core/schema';
 import { Keys } from '../apps/billing/keys';
-import { localClients } from '../core/stores';
+import { localClients } from '../core/aws/clients';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 

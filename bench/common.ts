@@ -15,7 +15,7 @@ import path from 'node:path';
 import { DeleteTableCommand } from '@aws-sdk/client-dynamodb';
 import { DeleteBucketCommand, DeleteObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { tableNames, type TableNames } from '../core/schema';
-import { localClients, type Clients, type Endpoints } from '../core/stores';
+import { localClients, type Clients, type Endpoints } from '../core/aws/clients';
 import { provision } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
 import { followEvents, type EventFollower, type SeenEvent } from '../harness/worker-process';

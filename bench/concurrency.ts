@@ -26,7 +26,7 @@ import * as fence from '../core/fence';
 import { chunkBatches, chunkRange, renderChunkLines, type NightPlan } from '../apps/billing/invoices';
 import { claim } from '../core/lease';
 import { Keys } from '../apps/billing/keys';
-import { localClients } from '../core/stores';
+import { localClients } from '../core/aws/clients';
 import { startDynamoDbProxy, type DynamoDbProxyStats } from '../local/dynamodb-proxy';
 import { fmt, freshDate, newReport, runToEnd, spawnCli, table, type BenchContext, type Measurement, type SharedStack } from './common';
 

@@ -31,7 +31,7 @@ import * as fence from '../core/fence';
 import { chunkBatches, chunkRange, renderChunkLines, type Invoice, type NightPlan } from '../apps/billing/invoices';
 import { claim } from '../core/lease';
 import { Keys } from '../apps/billing/keys';
-import { localClients, type Clients } from '../core/stores';
+import { localClients, type Clients } from '../core/aws/clients';
 import {
   ROOT,
   fmt,

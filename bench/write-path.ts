@@ -26,7 +26,7 @@ import { writeInvoices } from '../apps/billing/night';
 import { chunkBatches, chunkCount, type Invoice, type NightPlan } from '../apps/billing/invoices';
 import { Attr, type TableNames } from '../core/schema';
 import { Keys } from '../apps/billing/keys';
-import type { Clients } from '../core/stores';
+import type { Clients } from '../core/aws/clients';
 import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement, type SharedStack } from './common';
 
 const DATE = '2026-09-28';

@@ -15,7 +15,7 @@ import { Events, type FencepostEvent } from '../core/events';
 import { handover, writerLedgerKey, type Writer } from '../core/handover';
 import type { LeaseDeps } from '../core/lease';
 import { tableNames } from '../core/schema';
-import type { Clients } from '../core/stores';
+import type { Clients } from '../core/aws/clients';
 import { instrumentRun } from './instrumentation';
 import { EXIT, type ElectOptions, type HandoverOptions, type LeaderOptions, type LedgerWork, type StoreTarget } from './options';
 

@@ -10,7 +10,7 @@ import type { BillingConfig } from '../apps/billing/settings';
 import { ClaimBudgetExhaustedError, InfrastructureError } from '../core/errors';
 import type { FencepostEvent } from '../core/events';
 import { Keys } from '../apps/billing/keys';
-import type { Clients, Endpoints } from '../core/stores';
+import type { Clients, Endpoints } from '../core/aws/clients';
 import { runWorkflowLocally, type LambdaCode } from '../local/workflow';
 import { billingApp } from '../apps/billing/app';
 import type { RunHooks } from './instrumentation';

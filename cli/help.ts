@@ -7,7 +7,7 @@ import { HANDOVER_DEFAULTS } from '../core/handover';
 import { DEFAULTS } from '../apps/billing/settings';
 import { DEFAULT_BUMP } from '../core/restore';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, type TableNames } from '../core/schema';
-import type { Endpoints } from '../core/stores';
+import type { Endpoints } from '../core/aws/clients';
 import { SWEEPER_DEFAULTS } from '../core/sweeper';
 import { CHAOS_DEFAULTS, KINDS } from '../harness/chaos';
 import { STORY_DEFAULTS } from '../harness/story';

@@ -15,7 +15,7 @@
  */
 import { channel } from 'node:diagnostics_channel';
 import type { Events } from '../core/events';
-import type { Clients } from '../core/stores';
+import type { Clients } from '../core/aws/clients';
 import type { LambdaCode, LocalExecution } from '../local/workflow';
 import type { Engine } from './engines';
 

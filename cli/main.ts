@@ -8,7 +8,7 @@ import { audit, type AuditReport } from '../apps/billing/audit';
 import { ConfigError, FencepostError, InfrastructureError } from '../core/errors';
 import { Events, type EventListener } from '../core/events';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, tableNames } from '../core/schema';
-import { awsClients, localClients, type Clients, type Endpoints } from '../core/stores';
+import { awsClients, localClients, type Clients, type Endpoints } from '../core/aws/clients';
 import { runChaos } from '../harness/chaos';
 import { provision } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';

@@ -11,7 +11,7 @@ import { DEFAULTS, validateBillingConfig, type BillingConfig } from '../apps/bil
 import { ConfigError } from '../core/errors';
 import { DEFAULT_BUMP } from '../core/restore';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX } from '../core/schema';
-import type { Endpoints } from '../core/stores';
+import type { Endpoints } from '../core/aws/clients';
 import { SWEEPER_DEFAULTS, type SweeperConfig } from '../core/sweeper';
 import { DEFAULT_ENGINE, ENGINES, type Engine } from './engines';
 import { CHAOS_DEFAULTS, KINDS, type Kind } from '../harness/chaos';

@@ -10,7 +10,7 @@
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
-import type { Clients } from '../core/stores';
+import type { Clients } from '../core/aws/clients';
 import { systemClock } from '../core/clock';
 import { Events } from '../core/events';
 import { bumpEpochs, type BumpReport } from '../core/restore';

@@ -1,20 +1,9 @@
 /**
- * Helpers shared by the modules that write with conditions: recognising a failed condition, reading the item that
- * won (ReturnValuesOnConditionCheckFailure: ALL_OLD, so a failure needs no second read), and deciding by REASON
- * whether a failed write is worth sending again (docs/DESIGN.md "Retry classification").
+ * Helpers shared by every store and the logic above them: deciding by REASON whether a failed write is worth sending
+ * again (docs/DESIGN.md "Retry classification"), the one retry helper, and fresh rvns. Reading a DynamoDB failure's
+ * item is the AWS stores' (core/aws/conditions.ts).
  */
 import { randomUUID } from 'node:crypto';
-import { unmarshall } from '@aws-sdk/util-dynamodb';
-
-export function isConditionalCheckFailed(err: unknown): err is Error & { Item?: Record<string, unknown> } {
-  return (err as { name?: string })?.name === 'ConditionalCheckFailedException';
-}
-
-/** The item returned with a ConditionalCheckFailedException, as plain JS (the SDK leaves it marshalled). */
-export function failedItem(err: { Item?: Record<string, unknown> }): Record<string, unknown> | undefined {
-  if (!err.Item) return undefined;
-  return unmarshall(err.Item as Parameters<typeof unmarshall>[0]);
-}
 
 /** A fresh record version number: written by every claim, renewal and release (Part 5). */
 export function newRvn(): string {

@@ -161,8 +161,8 @@ export {
   type CancellationReason,
 } from './conditions';
 
-// The stores: clients, and the one description of the tables (core/stores.ts, core/schema.ts)
-export { awsClients, localClients, type Clients, type Endpoints } from './stores';
+// The stores: clients, and the one description of the tables (core/aws/clients.ts, core/schema.ts)
+export { awsClients, localClients, type Clients, type Endpoints } from './aws/clients';
 export {
   Attr,
   CLAIM_SHARD,

@@ -4,7 +4,7 @@ import { validateBillingConfig } from '../apps/billing/settings';
 import { runBilling } from '../apps/billing/night';
 import { Events } from '../core/events';
 import { tableNames } from '../core/schema';
-import { localClients } from '../core/stores';
+import { localClients } from '../core/aws/clients';
 import { provision } from '../local/provision';
 import { startEmbeddedStack } from '../local/stack';
 

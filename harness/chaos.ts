@@ -33,7 +33,7 @@ import { readJob } from '../core/fence';
 import { chunkBatches, chunkCount, transactionsPerChunk } from '../apps/billing/invoices';
 import { tableNames } from '../core/schema';
 import { Keys } from '../apps/billing/keys';
-import type { Clients, Endpoints } from '../core/stores';
+import type { Clients, Endpoints } from '../core/aws/clients';
 import { provision } from '../local/provision';
 import { startDynamoDbProxy, type DynamoDbProxyOptions } from '../local/dynamodb-proxy';
 import { prng } from '../local/prng';

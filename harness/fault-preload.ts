@@ -10,7 +10,7 @@
 import { subscribe } from 'node:diagnostics_channel';
 import { ConfigError } from '../core/errors';
 import type { Events } from '../core/events';
-import type { Clients } from '../core/stores';
+import type { Clients } from '../core/aws/clients';
 import type { LambdaCode, LocalExecution } from '../local/workflow';
 import { FAULT_ENV, parseStop, stopHooks, type StopPoint } from './faults';
 import { injectStoreFaults, parseStoreFaults, type StoreFaultSpec } from './store-faults';

@@ -12,7 +12,7 @@
  * Seeded, so a failing schedule can be replayed. Counts go to stderr as one line at exit:
  * `store-faults {"throttle":3,"lost":1}`. Tests and the chaos command only.
  */
-import type { Clients } from '../core/stores';
+import type { Clients } from '../core/aws/clients';
 import { prng } from '../local/prng';
 
 export interface StoreFaultSpec {

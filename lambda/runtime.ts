@@ -23,7 +23,7 @@ import { outcomeOf, type RunDeps, type RunHooks } from '../core/job';
 import { jobKeys, type JobKeys } from '../core/job-keys';
 import type { LeaseDeps } from '../core/lease';
 import type { ManifestDeps } from '../core/manifest';
-import { awsClients, measureClockOffset, type Clients } from '../core/stores';
+import { awsClients, measureClockOffset, type Clients } from '../core/aws/clients';
 import { METRICS_NAMESPACE, Metric } from '../core/observability';
 import { Env } from './env';
 import { withSourceStack } from './source-stack';
@@ -45,7 +45,7 @@ export type Environment = Readonly<Record<string, string | undefined>>;
 export interface RuntimeOptions {
   /** The function's environment (lambda/env.ts names). */
   readonly environment: Environment;
-  /** The store clients. @default AWS's (core/stores.ts awsClients), traced by X-Ray */
+  /** The store clients. @default AWS's (core/aws/clients.ts awsClients), traced by X-Ray */
   readonly clients?: Clients;
   /** Hears every event as well as the log. @default - the log only */
   readonly onEvent?: EventListener;

@@ -82,7 +82,7 @@ export interface FencedWorkflowProps {
 /**
  * Per-function timeouts of the workflow's own functions; each task's timeout is its function's plus 30 s, so the
  * Lambda always times out first. Each does a handful of single-item calls, each bounded by the SDK's request
- * timeout (core/stores.ts awsClients), with room for their retries.
+ * timeout (core/aws/clients.ts awsClients), with room for their retries.
  */
 export const TIMEOUT: Record<FencedHandlerName, Duration> = {
   prepare: Duration.seconds(10),

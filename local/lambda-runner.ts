@@ -24,7 +24,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
 import type { EventListener, FencepostEvent } from '../core/events';
-import type { Endpoints } from '../core/stores';
+import type { Endpoints } from '../core/aws/clients';
 
 const HOST = path.join(__dirname, 'lambda-host.cjs');
 

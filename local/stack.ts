@@ -9,7 +9,7 @@ import { startLocalS3, type LocalS3 } from './s3-server';
 import { fileCallSink } from './call-log';
 import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
 import { TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { localClients, type Endpoints } from '../core/stores';
+import { localClients, type Endpoints } from '../core/aws/clients';
 
 /** Long enough that two transactions on one item overlap on two shared cores; short against a 10 s lease. */
 const DEFAULT_CONFLICT_WINDOW_MS = 5;

@@ -31,7 +31,7 @@ import type { App, Stack } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
 import type { EventListener } from '../core/events';
 import type { RunHooks } from '../core/job';
-import type { Clients, Endpoints } from '../core/stores';
+import type { Clients, Endpoints } from '../core/aws/clients';
 import { ConfigError } from '../core/errors';
 import { fileCallSink, type CallSink } from './call-log';
 import { toLocalDefinition } from './distributed-map';

@@ -20,7 +20,7 @@ import { claim } from '../core/lease';
 import { ManifestWriter } from '../core/manifest';
 import { Attr, CLAIM_SHARD, JOB_TABLE } from '../core/schema';
 import { Keys } from '../apps/billing/keys';
-import { localClients, type Clients } from '../core/stores';
+import { localClients, type Clients } from '../core/aws/clients';
 import { sightClaimed } from '../core/sweeper';
 import { startDynamoDbProxy } from '../local/dynamodb-proxy';
 import { namespace, type Namespace } from './support/stack';

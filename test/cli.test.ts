@@ -5,7 +5,7 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { HeadBucketCommand } from '@aws-sdk/client-s3';
-import { localClients } from '../core/stores';
+import { localClients } from '../core/aws/clients';
 import { endpoints, namespace, unusedNames } from './support/stack';
 import { exitedAfterOutput, runCli, startWorker, storeArgs, type WorkerOptions } from './support/worker';
 import { main } from '../cli/main';

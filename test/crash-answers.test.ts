@@ -19,7 +19,7 @@ import { handover, writerLedgerKey, type HandoverConfig } from '../core/handover
 import { readLock } from '../core/lease';
 import { readManifest } from '../core/manifest';
 import { bumpEpochs } from '../core/restore';
-import { localClients, type Clients } from '../core/stores';
+import { localClients, type Clients } from '../core/aws/clients';
 import { Sweeper } from '../core/sweeper';
 import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { namespace, type Namespace } from './support/stack';

@@ -13,7 +13,7 @@ import { EpochFence, LedgerWriter, entryKey, ledgerViolations, type LedgerEntry 
 import { ConfigError, FencedOutError, StopTimePassedError, VersionConflictError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
 import { bumpEpochs } from '../core/restore';
-import { localClients } from '../core/stores';
+import { localClients } from '../core/aws/clients';
 import { startDynamoDbProxy } from '../local/dynamodb-proxy';
 import { namespace, type Namespace } from './support/stack';
 import { onVirtualTime } from './support/virtual-time';

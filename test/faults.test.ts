@@ -7,7 +7,7 @@
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { entryKey, type LedgerEntry } from '../core/epoch-fence';
-import { localClients } from '../core/stores';
+import { localClients } from '../core/aws/clients';
 import { KINDS, runChaos, type ChaosReport, type Kind } from '../harness/chaos';
 import { electionViolations, type CandidateRun } from '../harness/election-chaos';
 import type { SeenEvent } from '../harness/worker-process';

@@ -8,7 +8,7 @@ import { TransactWriteItemsCommand, TransactionCanceledException } from '@aws-sd
 import { GetCommand, PutCommand, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { writeBatch } from '../core/batch';
 import { systemClock } from '../core/clock';
-import { localClients } from '../core/stores';
+import { localClients } from '../core/aws/clients';
 import { startDynamoDbProxy } from '../local/dynamodb-proxy';
 import { AlreadyDoneError, FencedOutError } from '../core/errors';
 import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';

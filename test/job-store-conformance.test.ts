@@ -29,7 +29,7 @@ import { VirtualClock } from '../core/clock';
 import { isTransient } from '../core/conditions';
 import { MemoryJobStore } from '../core/memory/job-store';
 import { Attr, CLAIM_SHARD } from '../core/schema';
-import { localClients } from '../core/stores';
+import { localClients } from '../core/aws/clients';
 import type { BatchPut, FenceItem, JobRow, JobStore, RowRaise } from '../core/store/jobs';
 import { startDynamoDbProxy, type DynamoDbProxy } from '../local/dynamodb-proxy';
 import { namespace } from './support/stack';

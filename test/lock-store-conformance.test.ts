@@ -11,7 +11,7 @@ import { AwsLockStore } from '../core/aws/lock-store';
 import { cancellationReasons, isTransient } from '../core/conditions';
 import { MemoryLockStore } from '../core/memory/lock-store';
 import type { BumpView, ClaimWrite, LockStore } from '../core/store/lock';
-import { localClients } from '../core/stores';
+import { localClients } from '../core/aws/clients';
 import { startDynamoDbProxy } from '../local/dynamodb-proxy';
 import { namespace } from './support/stack';
 

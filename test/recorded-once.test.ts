@@ -23,7 +23,7 @@ import type { FencepostEvent } from '../core/events';
 import { chunkFenceKey } from '../core/job-keys';
 import { Metric } from '../core/observability';
 import { Attr } from '../core/schema';
-import { localClients, type Clients } from '../core/stores';
+import { localClients, type Clients } from '../core/aws/clients';
 import type * as Runtime from '../lambda/runtime';
 import { runWorkflowLocally } from '../local/workflow';
 import { namespace } from './support/stack';

@@ -34,7 +34,7 @@ import { METRICS_NAMESPACE, Metric, serviceName } from '../core/observability';
 import { BILLING_JOB } from '../apps/billing/keys';
 import { MAP_RUN_FAILED, TRANSIENT_ERRORS } from '../lib/task-errors';
 import { chunkListBytes, chunkMapPlan } from '../lib/chunk-plan';
-import { CONNECTION_TIMEOUT_MS, REQUEST_TIMEOUT_MS, awsClients } from '../core/stores';
+import { CONNECTION_TIMEOUT_MS, REQUEST_TIMEOUT_MS, awsClients } from '../core/aws/clients';
 import { resolveJoin } from '../local/workflow';
 
 const cdkJson = JSON.parse(readFileSync(path.join(__dirname, '..', 'cdk.json'), 'utf8')) as { app: string; context: Record<string, unknown> };

@@ -4,7 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { localClients } from '../core/stores';
+import { localClients } from '../core/aws/clients';
 import { predictStory } from '../harness/sim-reality';
 import { playStory, storyTable } from '../harness/story';
 import { endpoints } from './support/stack';

@@ -160,7 +160,7 @@ test('bad state-machine input fails at validation with nothing written', async (
   const script = `
     const { runWorkflowLocally } = require('./local/workflow');
     const { billingApp } = require('./apps/billing/app');
-    const { localClients } = require('./core/stores');
+    const { localClients } = require('./core/aws/clients');
     const given = ${JSON.stringify({ endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket })};
     const common = { app: billingApp, clients: localClients(given.endpoints), endpoints: given.endpoints, tables: given.tables, bucket: given.bucket };
     (async () => {

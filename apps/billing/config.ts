@@ -85,7 +85,7 @@ export const STACK_DEFAULTS: StackConfig = {
 /**
  * The billing chunk function's timeout. A chunk is 51 transactions (5,000 invoices, 99 Puts each) plus its object and
  * a manifest commit: about 2.5 s (docs/PERFORMANCE.md). A minute leaves room for retries of every call, each bounded
- * by the SDK's request timeout (core/stores.ts awsClients). Longer would only let a stuck chunk keep renewing its
+ * by the SDK's request timeout (core/aws/clients.ts awsClients). Longer would only let a stuck chunk keep renewing its
  * lease (the heartbeat runs beside the work) while writing nothing, holding the night from a new holder.
  */
 export const CHUNK_TIMEOUT = Duration.minutes(1);
@@ -94,7 +94,7 @@ export const CHUNK_TIMEOUT = Duration.minutes(1);
  * The chunk-time assumption: one fenced transaction (1 check + 99 Puts) takes ~50 ms (DynamoDB Local on the 2-core
  * development machine: 510 in 23.95 s, docs/PERFORMANCE.md bench 8; AWS is expected to be faster), and the tail
  * (chunk object, manifest commit, progress update) ~50 ms (measured 29–45 ms). A chunk must fit in half its
- * function's timeout: the other half is for the SDK's retries of slow calls (core/stores.ts REQUEST_TIMEOUT_MS).
+ * function's timeout: the other half is for the SDK's retries of slow calls (core/aws/clients.ts REQUEST_TIMEOUT_MS).
  */
 export const CHUNK_TIME = { msPerTransaction: 50, tailMs: 50, putsPerTransaction: 99, shareOfTimeout: 0.5 } as const;
 

@@ -18,7 +18,8 @@ import type { AttributeValue, TransactWriteItem, TransactWriteItemsCommandInput 
 import { marshall, type NativeAttributeValue } from '@aws-sdk/util-dynamodb';
 import { batchPuts, requestToken, type FencedPut } from '../batch';
 import type { Clock } from '../clock';
-import { backoffOf, cancellationReasons, failedItem, retryTransient } from '../conditions';
+import { backoffOf, cancellationReasons, retryTransient } from '../conditions';
+import { failedItem } from './conditions';
 import { FencedOutError } from '../errors';
 import { Attr } from '../schema';
 import type { FenceItem, FenceStore } from '../store/jobs';

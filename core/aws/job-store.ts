@@ -8,7 +8,8 @@ import type { AttributeValue, TransactWriteItem, TransactWriteItemsCommandInput 
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { GetCommand, QueryCommand, ScanCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
-import { cancellationReasons, classifyCancellation, failedItem, isConditionalCheckFailed } from '../conditions';
+import { cancellationReasons, classifyCancellation } from '../conditions';
+import { failedItem, isConditionalCheckFailed } from './conditions';
 import { Attr, CLAIM_SHARD, JOB_TABLE } from '../schema';
 import type {
   BatchOutcome,

@@ -9,7 +9,8 @@
  */
 import { GetCommand, ScanCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { createHash } from 'node:crypto';
-import { cancellationReasons, classifyCancellation, failedItem, isConditionalCheckFailed } from '../conditions';
+import { cancellationReasons, classifyCancellation } from '../conditions';
+import { failedItem, isConditionalCheckFailed } from './conditions';
 import { Attr } from '../schema';
 import type { ActionReason, AppendOutcome, LedgerEntry, LedgerHead, LedgerStore, RaiseOutcome } from '../store/ledger';
 

@@ -5,7 +5,8 @@
  * else is thrown as the SDK threw it, so retryTransient decides by reason (core/conditions.ts isTransient).
  */
 import { GetCommand, ScanCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { cancellationReasons, classifyCancellation, failedItem, isConditionalCheckFailed } from '../conditions';
+import { cancellationReasons, classifyCancellation } from '../conditions';
+import { failedItem, isConditionalCheckFailed } from './conditions';
 import { Attr } from '../schema';
 import type { BumpPage, ClaimOn, ClaimWrite, Holding, JoinRequest, LockItem, LockStore, RemoveOn, RoleItem, WriteOutcome } from '../store/lock';
 

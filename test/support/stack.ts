@@ -7,7 +7,7 @@ import { after } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { startEmbeddedStack } from '../../local/stack';
 import { provision } from '../../local/provision';
-import { localClients, type Clients, type Endpoints } from '../../core/stores';
+import { localClients, type Clients, type Endpoints } from '../../core/aws/clients';
 import { tableNames, type TableNames } from '../../core/schema';
 
 let own: ReturnType<typeof startEmbeddedStack> | undefined;

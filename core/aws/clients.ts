@@ -7,8 +7,8 @@ import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
 import { Agent } from 'node:http';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
-import type { Clock } from './clock';
-import type { ClockOffsetEstimator } from './clock-offset';
+import type { Clock } from '../clock';
+import type { ClockOffsetEstimator } from '../clock-offset';
 
 /** Local endpoints (the embedded stack's, or any DynamoDB/S3-compatible pair). */
 export interface Endpoints {

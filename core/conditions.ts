@@ -95,6 +95,11 @@ export interface Backoff {
   readonly random?: () => number;
 }
 
+/** The Backoff of a deps object: its clock's sleep and its jitter source (one definition for every caller). */
+export function backoffOf(deps: { readonly clock: { sleep(ms: number): Promise<void> }; readonly random?: () => number }): Backoff {
+  return { sleep: (ms) => deps.clock.sleep(ms), random: deps.random };
+}
+
 /** How a retry loop backs off: full jitter between 0 and min(cap, base * 2^retry). */
 export interface BackoffPolicy {
   /** The first retry's ceiling, in milliseconds. */
@@ -131,9 +136,4 @@ export async function retryTransient<T>(backoff: Backoff, attempt: () => Promise
       await backoff.sleep(fullJitterMs(retry, random, policy));
     }
   }
-}
-
-/** The backoff of anything that has a clock and maybe a jitter source: its clock times the waits. */
-export function backoffOf(deps: { readonly clock: { sleep(ms: number): Promise<void> }; readonly random?: () => number }): Backoff {
-  return { sleep: (ms) => deps.clock.sleep(ms), random: deps.random };
 }

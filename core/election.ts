@@ -22,19 +22,13 @@
  * wakes up believing it leads until its stop time; two processes may each believe they lead for up to a lease. Only
  * the resource can refuse the deposed one: write through an EpochFence (core/epoch-fence.ts).
  */
-import { GetCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
+import { lockStoreOf, type LockStoreSource } from './aws/lock-store';
 import type { LeaseConfig } from './config';
-import { cancellationReasons, classifyCancellation, DEFAULT_BACKOFF, fullJitterMs, isTransient, newRvn, retryTransient } from './conditions';
+import { backoffOf, newRvn, retryTransient } from './conditions';
 import { wallIso, type ClockTimer } from './clock';
 import { ConfigError } from './errors';
-import { Lease, nextClaimStep, readLock, type LeaseDeps, type Watch } from './lease';
-import { Attr } from './schema';
-
-/** The role item as stored. */
-interface RoleItem {
-  readonly epoch?: number;
-  readonly members?: Set<number>;
-}
+import { Lease, nextClaimStep, type LeaseDeps, type Watch } from './lease';
+import type { LockStore, RemoveOn, RoleItem } from './store/lock';
 
 /** Who leads a role, as the store says now: the lowest live candidate (it may be gone and not yet found so). */
 export interface LeaderView {
@@ -96,6 +90,8 @@ export function nameProblems(kind: 'role' | 'candidate', name: string): string[]
  * Every duration (polls, the watch, renewals, stop times) is timed on `deps.clock`'s monotonic clock.
  */
 export class Election {
+  private readonly store: LockStore;
+
   constructor(
     private readonly deps: LeaseDeps,
     /** The role's name: one leader at a time leads it. */
@@ -104,6 +100,7 @@ export class Election {
   ) {
     const problems = nameProblems('role', role);
     if (problems.length > 0) throw new ConfigError(problems);
+    this.store = lockStoreOf(deps);
   }
 
   /**
@@ -146,7 +143,7 @@ export class Election {
   }
 
   private readRole(): Promise<RoleItem | undefined> {
-    return readRole(this.deps, this.role);
+    return this.store.readRole(roleKey(this.role));
   }
 
   private async readQueue(reads: ElectionReads): Promise<number[]> {
@@ -160,56 +157,30 @@ export class Election {
    * later candidate can find the queue without it.
    */
   private async join(candidate: string, reads: ElectionReads): Promise<{ seq: number; queue: number[]; lease: Lease }> {
-    for (let retry = 0; ;) {
+    for (;;) {
       reads.join++;
       const role = await this.readRole();
       const last = role?.epoch;
-      const seq = Number(last ?? 0) + 1;
+      const seq = (last ?? 0) + 1;
       const rvn = newRvn();
       const sentAt = this.deps.clock.monotonicMs(); // before sending: the stop time never starts after the grant
-      try {
-        await this.deps.ddb.send(
-          new TransactWriteCommand({
-            TransactItems: [
-              {
-                Update: {
-                  TableName: this.deps.table,
-                  Key: { [Attr.pk]: roleKey(this.role) },
-                  // The counter is what we read: nobody else took this number.
-                  ConditionExpression: last === undefined ? `attribute_not_exists(${Attr.epoch})` : `${Attr.epoch} = :last`,
-                  UpdateExpression: `SET ${Attr.epoch} = :seq ADD ${Attr.members} :me`,
-                  ExpressionAttributeValues: { ':seq': seq, ':me': new Set([seq]), ...(last === undefined ? {} : { ':last': last }) },
-                },
-              },
-              {
-                Put: {
-                  TableName: this.deps.table,
-                  Item: {
-                    [Attr.pk]: candidateKey(this.role, seq),
-                    [Attr.holder]: candidate,
-                    [Attr.epoch]: seq,
-                    [Attr.leaseMs]: this.config.leaseMs,
-                    [Attr.rvn]: rvn,
-                    [Attr.renewedAt]: wallIso(this.deps.clock),
-                  },
-                  ConditionExpression: `attribute_not_exists(${Attr.pk})`,
-                },
-              },
-            ],
-          }),
-        );
-        const lease = new Lease(this.deps, candidateKey(this.role, seq), candidate, seq, this.config, sentAt);
+      const request = {
+        roleKey: roleKey(this.role),
+        last,
+        seq,
+        candidateKey: candidateKey(this.role, seq),
+        candidate: { holder: candidate, leaseMs: this.config.leaseMs, rvn, wallIso: wallIso(this.deps.clock) },
+      };
+      let sent = 0;
+      const out = await retryTransient(backoffOf(this.deps), () => (sent++, this.store.join(request)));
+      // After a transient failure the first try may have landed with its answer lost: the retry then finds the counter
+      // moved. Our rvn in that candidate item says so.
+      const landed = out.ok || (sent > 1 && (await this.store.read(request.candidateKey))?.rvn === rvn);
+      if (landed) {
+        const lease = new Lease(this.deps, request.candidateKey, candidate, seq, this.config, sentAt);
         return { seq, queue: [...(role?.members ?? []), seq], lease };
-      } catch (err) {
-        const reasons = cancellationReasons(err);
-        if (reasons !== undefined && classifyCancellation(reasons).kind === 'condition') continue; // another candidate took it
-        if (!isTransient(err) || retry >= DEFAULT_BACKOFF.retries) throw err;
-        // Transient: it may have landed with its answer lost. Our rvn in that candidate item says so.
-        const mine = await readLock(this.deps, candidateKey(this.role, seq));
-        if (mine?.rvn === rvn)
-          return { seq, queue: [...(role?.members ?? []), seq], lease: new Lease(this.deps, mine.pk, candidate, seq, this.config, sentAt) };
-        await this.deps.clock.sleep(fullJitterMs(retry++, this.deps.random ?? Math.random));
       }
+      // Another candidate took the number: read the counter again.
     }
   }
 
@@ -226,7 +197,7 @@ export class Election {
       signal?.throwIfAborted();
       own.check();
       reads.predecessors[predecessor] = (reads.predecessors[predecessor] ?? 0) + 1;
-      const item = await readLock(this.deps, key);
+      const item = await this.store.read(key);
       const seenAt = this.deps.clock.monotonicMs(); // after the response: no earlier than the write of its rvn
       if (item?.holder === undefined) return 'resigned';
       const sighting = { holder: item.holder, epoch: item.epoch, seenRvn: item.rvn, waitMs: item.lease_ms ?? this.config.leaseMs };
@@ -242,62 +213,27 @@ export class Election {
   }
 
   /** Delete a silent candidate's item and take it out of the queue, only if its rvn is still the one watched. */
-  private async removeIfUnchanged(seq: number, seenRvn: string): Promise<boolean> {
-    try {
-      await removeFromQueue(this.deps, this.role, seq, `${Attr.rvn} = :seen`, { ':seen': seenRvn });
-      return true;
-    } catch (err) {
-      const reasons = cancellationReasons(err);
-      if (reasons !== undefined && classifyCancellation(reasons).kind === 'condition') return false;
-      throw err;
-    }
+  private removeIfUnchanged(seq: number, seenRvn: string): Promise<boolean> {
+    return removeFromQueue(this.store, this.deps, this.role, seq, { rvn: seenRvn });
   }
 }
 
 /**
- * One transaction: delete candidate `seq`'s item on `condition`, and take `seq` out of the role's queue. Two removals
+ * One transaction: delete candidate `seq`'s item on `on` (the rvn watched, or still ours), and take `seq` out of the role's queue. Two removals
  * at once both update the role item, so one may be cancelled with TransactionConflict (AWS cancels either of two
  * transactions on one item): a transient cancellation is sent again after a backoff. That is safe: if the first try
  * landed with its answer lost, the item is gone and the retry's condition fails, which the callers read as "not
  * removed by us" (a watch then finds the item gone; a resign finds it no longer ours).
  */
-function removeFromQueue(
-  deps: Pick<LeaseDeps, 'ddb' | 'table' | 'clock' | 'random'>,
+async function removeFromQueue(
+  store: LockStore,
+  deps: Pick<LeaseDeps, 'clock' | 'random'>,
   role: string,
   seq: number,
-  condition: string,
-  values: Record<string, unknown>,
-): Promise<unknown> {
-  return retryTransient({ sleep: (ms) => deps.clock.sleep(ms), random: deps.random }, () =>
-    deps.ddb.send(
-      new TransactWriteCommand({
-        TransactItems: [
-          {
-            Delete: {
-              TableName: deps.table,
-              Key: { [Attr.pk]: candidateKey(role, seq) },
-              ConditionExpression: condition,
-              ExpressionAttributeValues: values,
-            },
-          },
-          {
-            Update: {
-              TableName: deps.table,
-              Key: { [Attr.pk]: roleKey(role) },
-              UpdateExpression: `DELETE ${Attr.members} :seq`,
-              ExpressionAttributeValues: { ':seq': new Set([seq]) },
-            },
-          },
-        ],
-      }),
-    ),
-  );
-}
-
-/** The role item: the last sequence handed out and the live sequences (a strongly consistent read). */
-async function readRole(deps: Pick<LeaseDeps, 'ddb' | 'table'>, role: string): Promise<RoleItem | undefined> {
-  const out = await deps.ddb.send(new GetCommand({ TableName: deps.table, Key: { [Attr.pk]: roleKey(role) }, ConsistentRead: true }));
-  return out.Item as RoleItem | undefined;
+  on: RemoveOn,
+): Promise<boolean> {
+  const out = await retryTransient(backoffOf(deps), () => store.removeCandidate(roleKey(role), candidateKey(role, seq), seq, on));
+  return out.ok;
 }
 
 /**
@@ -305,12 +241,13 @@ async function readRole(deps: Pick<LeaseDeps, 'ddb' | 'table'>, role: string): P
  * out (two strongly consistent reads, no campaign needed). The leader it names may be gone and not yet found so;
  * never act on it: campaign.
  */
-export async function observeRole(deps: Pick<LeaseDeps, 'ddb' | 'table'>, role: string): Promise<LeaderView> {
-  const item = await readRole(deps, role);
+export async function observeRole(deps: LockStoreSource, role: string): Promise<LeaderView> {
+  const store = lockStoreOf(deps);
+  const item = await store.readRole(roleKey(role));
   const queue = [...(item?.members ?? [])].sort((a, b) => a - b);
   const lastEpoch = Number(item?.epoch ?? 0);
   if (queue.length === 0) return { role, queue, lastEpoch };
-  const head = await readLock(deps, candidateKey(role, queue[0]));
+  const head = await store.read(candidateKey(role, queue[0]));
   return { role, leader: head?.holder, epoch: queue[0], queue, lastEpoch };
 }
 
@@ -380,18 +317,9 @@ export class Leadership {
     this.resigned = true;
     this.watchdog?.cancel();
     await this.lease.stopHeartbeat();
-    try {
-      await removeFromQueue(this.deps, this.role, this.epoch, `${Attr.holder} = :me AND ${Attr.epoch} = :e`, {
-        ':me': this.candidate,
-        ':e': this.epoch,
-      });
-      this.deps.events?.emit('resigned', { role: this.role, candidate: this.candidate, epoch: this.epoch });
-      return true;
-    } catch (err) {
-      const reasons = cancellationReasons(err);
-      if (reasons !== undefined && classifyCancellation(reasons).kind === 'condition') return false;
-      throw err;
-    }
+    const removed = await removeFromQueue(lockStoreOf(this.deps), this.deps, this.role, this.epoch, { holder: this.candidate, epoch: this.epoch });
+    if (removed) this.deps.events?.emit('resigned', { role: this.role, candidate: this.candidate, epoch: this.epoch });
+    return removed;
   }
 
   /** At each stop time: if the renewals kept it ahead, wait for the next; otherwise the leadership is over: report it once. */

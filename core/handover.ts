@@ -18,16 +18,14 @@
  * believes (a paused one may wake up past its stop time with a write in hand). What it does not: that nothing is
  * lost in the gap; if the old writer died at the flip, nothing is written for lease + waitMargin.
  */
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { wallIso } from './clock';
+import { lockStoreOf } from './aws/lock-store';
 import { leaseProblems, type LeaseConfig } from './config';
-import { isConditionalCheckFailed, newRvn } from './conditions';
+import { newRvn } from './conditions';
 import { ConfigError } from './errors';
 import { nameProblems } from './election';
 import { LedgerWriter, type EpochFence } from './epoch-fence';
 import type { RunHooks } from './job';
-import { Lease, readLock, type LeaseDeps } from './lease';
-import { Attr } from './schema';
+import { claimOnce, Lease, type LeaseDeps } from './lease';
 
 /** A writer's lease and the handover's wait: stop time = last renewal sent + lease - margin; wait = lease + waitMargin. */
 export interface HandoverConfig extends LeaseConfig {
@@ -93,35 +91,14 @@ export async function handover(
   const problems = [...nameProblems('role', role), ...nameProblems('candidate', writer), ...handoverProblems(config)];
   if (problems.length > 0) throw new ConfigError(problems);
   const key = writerKey(role);
+  const store = lockStoreOf(deps);
   for (;;) {
-    const seen = await readLock(deps, key);
+    const seen = await store.read(key);
     const sentAt = deps.clock.monotonicMs(); // before the flip: our stop time never starts after it landed
-    let epoch: number;
-    try {
-      const out = await deps.ddb.send(
-        new UpdateCommand({
-          TableName: deps.table,
-          Key: { [Attr.pk]: key },
-          // The flip: nobody else flipped or claimed since we looked. The old writer's renewals change only the rvn.
-          ConditionExpression: seen?.epoch === undefined ? `attribute_not_exists(${Attr.epoch})` : `${Attr.epoch} = :seen`,
-          UpdateExpression: `SET ${Attr.holder} = :me, ${Attr.leaseMs} = :lease, ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall, ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :one`,
-          ExpressionAttributeValues: {
-            ...(seen?.epoch === undefined ? {} : { ':seen': seen.epoch }),
-            ':me': writer,
-            ':lease': config.leaseMs,
-            ':rvn': newRvn(),
-            ':wall': wallIso(deps.clock),
-            ':zero': 0,
-            ':one': 1,
-          },
-          ReturnValues: 'ALL_NEW',
-        }),
-      );
-      epoch = Number(out.Attributes?.[Attr.epoch]);
-    } catch (err) {
-      if (isConditionalCheckFailed(err)) continue; // another writer flipped first: look again
-      throw err;
-    }
+    // The flip is the claim on the epoch seen: nobody else flipped or claimed since we looked. The old writer's
+    // renewals change only the rvn, so they do not stop it.
+    const epoch = await claimOnce(store, deps, key, { epoch: seen?.epoch }, { holder: writer, leaseMs: config.leaseMs, rvn: newRvn() });
+    if (epoch === undefined) continue; // another writer flipped first: look again
     const flippedAt = deps.clock.monotonicMs(); // the flip's answer: after it landed, so after the old writer's last renewal
     const lease = new Lease(deps, key, writer, epoch, config, sentAt);
     deps.events?.emit('claim', { key, token: epoch, waitedMs: 0, stopAtMs: Math.round(lease.stopAtMs) });

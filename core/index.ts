@@ -43,10 +43,15 @@ export {
 } from './lease';
 export { releaseQuietly, withLease } from './with-lease';
 
+// The lock store seam (core/store/lock.ts): its DynamoDB implementation and the in-memory one that keeps its rules
+export type { BumpPage, BumpView, ClaimOn, ClaimWrite, Holding, JoinRequest, LockStore, RemoveOn, RoleItem, WriteOutcome } from './store/lock';
+export { AwsLockStore, lockStoreOf, type LockStoreSource } from './aws/lock-store';
+export { MemoryLockStore, type MemoryLockStoreOptions } from './memory/lock-store';
+
 // The fence (core/fence.ts) and the fenced batch built on its guard (core/batch.ts)
 export { FENCE_CLAUSE, Fence, fenceOn, jobFence, type ChunkFence, type FenceDeps, type FenceTarget, type JobRow } from './fence';
 export { fencedTransaction } from './aws/fence';
-export type { DocumentClient } from './aws/job-store';
+export type { DocumentClient } from './aws/document-client';
 // The job store the job/chunk protocol and the fenced batch talk to (core/store/jobs.ts; DynamoDB: core/aws/job-store.ts)
 export type { BatchOutcome, BatchPut, Conditional, FenceItem, FenceStore, JobStore, Page, RowRaise, WireItem } from './store/jobs';
 export { writeBatch, type BatchFence, type BatchResult, type FencedPut } from './batch';

@@ -11,34 +11,27 @@
  * anyone to compare; `renewed_at` is informational and no code reads it.
  */
 import { createHash } from 'node:crypto';
-import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { lockStoreOf, type DocumentClient, type LockStoreSource } from './aws/lock-store';
 import { type Clock, type ClockTimer, wallIso } from './clock';
 import type { LeaseConfig } from './config';
-import { failedItem, fullJitterMs, isConditionalCheckFailed, isTransient, newRvn, retryTransient, type Backoff } from './conditions';
+import { backoffOf, fullJitterMs, isTransient, newRvn, retryTransient } from './conditions';
 import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from './errors';
 import type { Events } from './events';
-import { Attr } from './schema';
+import type { ClaimOn, LockItem, LockStore } from './store/lock';
 
-/** The lock item as stored (Part 5): who holds the lease, for how long, the rvn of the last write, and the epoch. */
-export interface LockItem {
-  /** The lease key. */
-  readonly pk: string;
-  /** The holder's name, present only while the lease is held. */
-  readonly holder?: string;
-  /** The lease the holder declared: how long a claimant waits on an unchanged rvn. */
-  readonly lease_ms?: number;
-  /** Record version number: new on every claim, renewal and release. */
-  readonly rvn?: string;
-  /** +1 on every claim, never reset: the fencing token. */
-  readonly epoch?: number;
-}
+export type { LockItem } from './store/lock';
 
-/** What the lease functions need, injected: the store, the lock table, the clock that times every duration. */
+/**
+ * What the lease functions need, injected: the document client and lock table the DynamoDB lock store is built on
+ * (core/aws/lock-store.ts lockStoreOf), or a `store` that overrides it; the clock that times every duration; the events.
+ */
 export interface LeaseDeps {
   /** The document client for the lock table. */
-  readonly ddb: DynamoDBDocumentClient;
+  readonly ddb: DocumentClient;
   /** The lock table (one item per lease key, partition key `pk`, never TTL'd). */
   readonly table: string;
+  /** The lock store to use instead of the DynamoDB one on `ddb` and `table` (the in-memory store, in tests). */
+  readonly store?: LockStore;
   /** Times every duration (waits, renewals, stop times) on its monotonic clock. */
   readonly clock: Clock;
   /** Where sightings, claims, renewals and losses are reported. @default no reporting */
@@ -47,23 +40,12 @@ export interface LeaseDeps {
   readonly random?: () => number;
 }
 
-const backoffOf = (deps: Pick<LeaseDeps, 'clock' | 'random'>): Backoff => ({ sleep: (ms) => deps.clock.sleep(ms), random: deps.random });
-
-// Named condition clauses, each with its reason.
-/** Free: nobody holds it (never claimed, or released by clearing holder). */
-const isFree = `attribute_not_exists(${Attr.holder})`;
-/** Unchanged: nobody claimed, renewed or released since we looked a full lease ago, so the holder is gone. */
-const rvnUnchanged = `${Attr.rvn} = :seen`;
-/** Still ours: the holder and the epoch we were granted; a new claim changes both (or at least the epoch). */
-const stillOurs = `${Attr.holder} = :me AND ${Attr.epoch} = :e`;
-
 /**
  * A strongly consistent read of the lock item: the authority's current view. Undefined if the key was never claimed.
  * It says who held the lease when the store answered, nothing about now: never act on it, claim.
  */
-export async function readLock(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: string): Promise<LockItem | undefined> {
-  const out = await deps.ddb.send(new GetCommand({ TableName: deps.table, Key: { [Attr.pk]: key }, ConsistentRead: true }));
-  return out.Item as LockItem | undefined;
+export async function readLock(deps: LockStoreSource, key: string): Promise<LockItem | undefined> {
+  return lockStoreOf(deps).read(key);
 }
 
 /** What a claimant saw, and how long it must wait before claiming: a full lease if anyone holds it (Part 5). */
@@ -82,7 +64,7 @@ export interface Sighting {
  * Read the lock item and say what a claimant must do about it: claim at once (free), or watch its rvn for the
  * holder's declared lease (`waitMs`). One read; the caller times the watch (nextClaimStep).
  */
-export async function sight(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: string, config: Pick<LeaseConfig, 'leaseMs'>): Promise<Sighting> {
+export async function sight(deps: LockStoreSource, key: string, config: Pick<LeaseConfig, 'leaseMs'>): Promise<Sighting> {
   const seen = await readLock(deps, key);
   if (seen?.holder === undefined) return { epoch: seen?.epoch, waitMs: 0 };
   return { holder: seen.holder, epoch: seen.epoch, seenRvn: seen.rvn, waitMs: seen.lease_ms ?? config.leaseMs };
@@ -99,44 +81,34 @@ export async function sight(deps: Pick<LeaseDeps, 'ddb' | 'table'>, key: string,
  * a zombie of an earlier run under the same name would then share our token.
  */
 export async function tryClaim(
-  deps: Pick<LeaseDeps, 'ddb' | 'table' | 'clock' | 'random'>,
+  deps: LockStoreSource & Pick<LeaseDeps, 'clock' | 'random'>,
   key: string,
   holder: string,
   config: Pick<LeaseConfig, 'leaseMs'>,
   sighting: Sighting,
   claimRvn: string = newRvn(),
 ): Promise<number | undefined> {
-  try {
-    // A transient failure (TransactionConflictException, throttling) is sent again with the same claimRvn: if the
-    // first try landed, the condition fails and the rvn we find says it was ours (below).
-    const out = await retryTransient(backoffOf(deps), () =>
-      deps.ddb.send(
-        new UpdateCommand({
-          TableName: deps.table,
-          Key: { [Attr.pk]: key },
-          ConditionExpression: sighting.seenRvn === undefined ? isFree : rvnUnchanged,
-          UpdateExpression: `SET ${Attr.holder} = :me, ${Attr.leaseMs} = :lease, ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall, ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :one`,
-          ExpressionAttributeValues: {
-            ...(sighting.seenRvn === undefined ? {} : { ':seen': sighting.seenRvn }),
-            ':me': holder,
-            ':lease': config.leaseMs,
-            ':rvn': claimRvn,
-            ':wall': wallIso(deps.clock),
-            ':zero': 0,
-            ':one': 1,
-          },
-          ReturnValues: 'ALL_NEW',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      ),
-    );
-    return Number(out.Attributes?.[Attr.epoch]);
-  } catch (err) {
-    if (!isConditionalCheckFailed(err)) throw err;
-    const current = failedItem(err);
-    const landed = current?.[Attr.holder] === holder && current?.[Attr.rvn] === claimRvn;
-    return landed ? Number(current[Attr.epoch]) : undefined;
-  }
+  const on: ClaimOn = sighting.seenRvn === undefined ? { free: true } : { rvn: sighting.seenRvn };
+  return claimOnce(lockStoreOf(deps), deps, key, on, { holder, leaseMs: config.leaseMs, rvn: claimRvn });
+}
+
+/**
+ * THE CLAIM, in one place: one conditional write that sets holder, lease and rvn and adds 1 to the epoch, on condition
+ * `on` (free, rvn unchanged, or, for the handover's flip, epoch unchanged). Returns the new epoch, or undefined if
+ * the condition failed. A transient failure (TransactionConflictException, throttling) is sent again with the same
+ * rvn: if the first try landed, the condition fails and the rvn we find says it was ours.
+ */
+export async function claimOnce(
+  store: LockStore,
+  deps: Pick<LeaseDeps, 'clock' | 'random'>,
+  key: string,
+  on: ClaimOn,
+  write: { readonly holder: string; readonly leaseMs: number; readonly rvn: string },
+): Promise<number | undefined> {
+  const out = await retryTransient(backoffOf(deps), () => store.claim(key, on, { ...write, wallIso: wallIso(deps.clock) }));
+  if (out.ok) return Number(out.item.epoch);
+  const landed = out.current?.holder === write.holder && out.current?.rvn === write.rvn;
+  return landed ? Number(out.current?.epoch) : undefined;
 }
 
 /**
@@ -280,6 +252,7 @@ export class Lease {
   private lost: Error | undefined;
   private timer: ClockTimer | undefined;
   private inFlight: Promise<void> | undefined;
+  private readonly store: LockStore;
 
   constructor(
     private readonly deps: LeaseDeps,
@@ -293,6 +266,7 @@ export class Lease {
   ) {
     this.token = epoch;
     this.stopAt = this.stopTimeFrom(sentAt);
+    this.store = lockStoreOf(deps);
   }
 
   /** The stop-time rule, in one place (Part 3): stop time = sent_at + lease - margin, on our monotonic clock. */
@@ -354,27 +328,10 @@ export class Lease {
     for (let retry = 0; ; retry++) {
       const sentAt = this.deps.clock.monotonicMs(); // 1. read BEFORE sending
       if (this.granted && this.overAt(sentAt)) throw this.lost;
+      let out: Awaited<ReturnType<LockStore['renew']>>;
       try {
-        await this.writeIfStillOurs(`SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`);
-        // 4. on success, if answered before the stop time: only then does it move the stop time on.
-        if (this.granted && this.overAt(this.deps.clock.monotonicMs())) throw this.lost;
-        this.stopAt = Math.max(this.stopAt, this.stopTimeFrom(sentAt));
-        this.deps.events?.emit('renew', { key: this.key, token: this.token, stopAtMs: Math.round(this.stopAt) });
-        return;
+        out = await this.store.renew(this.key, this.holding, newRvn(), wallIso(this.deps.clock));
       } catch (err) {
-        if (err === this.lost) throw err;
-        if (isConditionalCheckFailed(err)) {
-          // Two renewals in flight (the heartbeat's and a caller's) can both meet the loss: report it once.
-          if (this.lost) throw this.lost;
-          this.lost = new LeaseLostError(this.key, this.token, failedItem(err), { cause: err });
-          const holderNow = failedItem(err)?.[Attr.holder];
-          this.deps.events?.emit('lease-lost', {
-            key: this.key,
-            token: this.token,
-            holderNow: holderNow === undefined ? undefined : String(holderNow),
-          });
-          throw this.lost;
-        }
         // 5. on failure: retry until stop_at (the check above refuses to send at it); then give up the lease
         // locally. Transient by reason, not by name (TransactionConflictException: a transaction held the lock
         // item); full jitter, at most renewMs/4 a wait. Without a stop time yet (resume), there is none to retry until.
@@ -386,8 +343,31 @@ export class Lease {
         }
         const waitMs = fullJitterMs(retry, this.deps.random ?? Math.random, { baseMs: 25, capMs: this.config.renewMs / 4 });
         await this.deps.clock.sleep(Math.min(waitMs, this.stopAt - now));
+        continue;
       }
+      if (!out.ok) {
+        // Two renewals in flight (the heartbeat's and a caller's) can both meet the loss: report it once.
+        if (this.lost) throw this.lost;
+        this.lost = new LeaseLostError(this.key, this.token, out.current as Record<string, unknown> | undefined);
+        const holderNow = out.current?.holder;
+        this.deps.events?.emit('lease-lost', {
+          key: this.key,
+          token: this.token,
+          holderNow: holderNow === undefined ? undefined : String(holderNow),
+        });
+        throw this.lost;
+      }
+      // 4. on success, if answered before the stop time: only then does it move the stop time on.
+      if (this.granted && this.overAt(this.deps.clock.monotonicMs())) throw this.lost;
+      this.stopAt = Math.max(this.stopAt, this.stopTimeFrom(sentAt));
+      this.deps.events?.emit('renew', { key: this.key, token: this.token, stopAtMs: Math.round(this.stopAt) });
+      return;
     }
+  }
+
+  /** Who must still hold the lock item for a renewal or release to land: this holder, this epoch. */
+  private get holding() {
+    return { holder: this.holder, epoch: this.token };
   }
 
   /**
@@ -425,32 +405,12 @@ export class Lease {
    */
   async release(): Promise<boolean> {
     await this.stopHeartbeat();
-    try {
-      // A transient failure is sent again; if the first try landed, the retry's condition fails (holder cleared)
-      // and we report false, which only means "nothing more to release".
-      await retryTransient(backoffOf(this.deps), () =>
-        this.writeIfStillOurs(`REMOVE ${Attr.holder} SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`),
-      );
-      this.lost ??= new LeaseLostError(this.key, this.token, undefined);
-      this.deps.events?.emit('released', { key: this.key, token: this.token });
-      return true;
-    } catch (err) {
-      if (isConditionalCheckFailed(err)) return false;
-      throw err;
-    }
-  }
-
-  /** A write to the lock item that lands only while the lease is still ours (same holder, same epoch), with a new rvn. */
-  private writeIfStillOurs(update: string) {
-    return this.deps.ddb.send(
-      new UpdateCommand({
-        TableName: this.deps.table,
-        Key: { [Attr.pk]: this.key },
-        ConditionExpression: stillOurs,
-        UpdateExpression: update,
-        ExpressionAttributeValues: { ':me': this.holder, ':e': this.token, ':rvn': newRvn(), ':wall': wallIso(this.deps.clock) },
-        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-      }),
-    );
+    // A transient failure is sent again; if the first try landed, the retry's condition fails (holder cleared)
+    // and we report false, which only means "nothing more to release".
+    const out = await retryTransient(backoffOf(this.deps), () => this.store.release(this.key, this.holding, newRvn(), wallIso(this.deps.clock)));
+    if (!out.ok) return false;
+    this.lost ??= new LeaseLostError(this.key, this.token, undefined);
+    this.deps.events?.emit('released', { key: this.key, token: this.token });
+    return true;
   }
 }

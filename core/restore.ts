@@ -10,13 +10,11 @@
  * repeated or resumed after a crash without bumping any item twice. Nothing is deleted; holders are left as they
  * are (a restored holder's renewals now fail on the epoch, and a claimant waits out its lease as usual).
  */
-import { ScanCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { isConditionalCheckFailed } from './conditions';
-import { Attr } from './schema';
+import { lockStoreOf, type DocumentClient } from './aws/lock-store';
+import type { LockStore } from './store/lock';
 
 /** The default bump: far above any token the nights since a backup can have handed out. */
 export const DEFAULT_BUMP = 1_000_000;
-const BUMP_RUNS = 'bump_runs';
 
 /** One lock item's epoch, before and after the bump. */
 export interface BumpChange {
@@ -43,7 +41,7 @@ export interface BumpReport {
  * the restored table is used.
  */
 export async function bumpEpochs(
-  deps: { ddb: DynamoDBDocumentClient; locks: string },
+  deps: { ddb: DocumentClient; locks: string; store?: LockStore },
   opts: { by: number; runId: string; dryRun: boolean },
 ): Promise<BumpReport> {
   const report: { -readonly [K in keyof BumpReport]: BumpReport[K] } = {
@@ -54,42 +52,26 @@ export async function bumpEpochs(
     changed: [],
     alreadyBumped: [],
   };
-  let start: Record<string, unknown> | undefined;
+  const store = lockStoreOf({ ddb: deps.ddb, table: deps.locks, store: deps.store });
+  let start: string | undefined;
   do {
-    const page = await deps.ddb.send(new ScanCommand({ TableName: deps.locks, ConsistentRead: true, ExclusiveStartKey: start }));
-    for (const item of page.Items ?? []) {
+    const page = await store.scanPage(start);
+    for (const item of page.items) {
       report.scanned++;
-      const key = String(item[Attr.pk]);
-      const from = Number(item[Attr.epoch] ?? 0);
-      const runs = item[BUMP_RUNS] as Set<string> | undefined;
-      if (runs?.has(opts.runId)) {
-        report.alreadyBumped.push(key);
+      if (item.bumpRuns.includes(opts.runId)) {
+        report.alreadyBumped.push(item.key);
         continue;
       }
       if (opts.dryRun) {
-        report.changed.push({ key, from, to: from + opts.by });
+        report.changed.push({ key: item.key, from: item.epoch, to: item.epoch + opts.by });
         continue;
       }
-      try {
-        const out = await deps.ddb.send(
-          new UpdateCommand({
-            TableName: deps.locks,
-            Key: { [Attr.pk]: key },
-            // Not yet bumped by this run: a repeat or a resumed run never bumps twice.
-            ConditionExpression: `attribute_exists(${Attr.pk}) AND NOT contains(${BUMP_RUNS}, :run)`,
-            UpdateExpression: `SET ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :by ADD ${BUMP_RUNS} :runs`,
-            ExpressionAttributeValues: { ':run': opts.runId, ':runs': new Set([opts.runId]), ':by': opts.by, ':zero': 0 },
-            ReturnValues: 'ALL_OLD',
-          }),
-        );
-        const old = Number(out.Attributes?.[Attr.epoch] ?? 0);
-        report.changed.push({ key, from: old, to: old + opts.by });
-      } catch (err) {
-        if (!isConditionalCheckFailed(err)) throw err;
-        report.alreadyBumped.push(key);
-      }
+      // One conditional write per item, recording the run id: a repeat or a resumed run never bumps twice.
+      const out = await store.bump(item.key, opts.by, opts.runId);
+      if (out.ok) report.changed.push({ key: item.key, from: out.from, to: out.from + opts.by });
+      else report.alreadyBumped.push(item.key);
     }
-    start = page.LastEvaluatedKey;
-  } while (start);
+    start = page.next;
+  } while (start !== undefined);
   return report;
 }

@@ -24,8 +24,9 @@ import type {
   RowRaise,
 } from '../store/jobs';
 
-/** The document client the AWS stores take: the one type of it the rest of the core names (no AWS SDK import there). */
-export type DocumentClient = DynamoDBDocumentClient;
+import type { DocumentClient } from './document-client';
+
+export type { DocumentClient };
 
 // Named condition clauses, each with its reason.
 /**

@@ -1,0 +1,5 @@
+/**
+ * The DynamoDB document client the AWS stores are built on, as a type: deps objects outside core/aws name it from here,
+ * so no file of the core outside its AWS implementation imports the SDK.
+ */
+export type { DynamoDBDocumentClient as DocumentClient } from '@aws-sdk/lib-dynamodb';

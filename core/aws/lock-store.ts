@@ -1,0 +1,246 @@
+/**
+ * The lock store on DynamoDB (core/store/lock.ts): the ONLY place with the lock table's condition expressions, update
+ * expressions and `.send(` calls. A failed condition comes back as `{ ok: false, current }` from ALL_OLD
+ * (ReturnValuesOnConditionCheckFailure), and a transaction cancelled by a condition as `{ ok: false }`; everything
+ * else is thrown as the SDK threw it, so retryTransient decides by reason (core/conditions.ts isTransient).
+ */
+import { GetCommand, ScanCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { cancellationReasons, classifyCancellation, failedItem, isConditionalCheckFailed } from '../conditions';
+import { Attr } from '../schema';
+import type { BumpPage, ClaimOn, ClaimWrite, Holding, JoinRequest, LockItem, LockStore, RemoveOn, RoleItem, WriteOutcome } from '../store/lock';
+
+import type { DocumentClient } from './document-client';
+
+export type { DocumentClient };
+
+/**
+ * Where a lock store comes from: a store given as it is (in memory, or one built before), or the document client and
+ * the lock table to build the DynamoDB one from.
+ */
+export type LockStoreSource =
+  | { readonly store: LockStore; readonly ddb?: DocumentClient; readonly table?: string }
+  | { readonly store?: LockStore; readonly ddb: DocumentClient; readonly table: string };
+
+/** The store a deps object names: its own `store` if it has one, otherwise the DynamoDB store on its `ddb` and `table`. */
+export function lockStoreOf(source: LockStoreSource): LockStore {
+  if (source.store !== undefined) return source.store;
+  const { ddb, table } = source as { ddb: DocumentClient; table: string };
+  return new AwsLockStore(ddb, table);
+}
+
+const BUMP_RUNS = 'bump_runs';
+
+// Named condition clauses, each with its reason.
+/** Free: nobody holds it (never claimed, or released by clearing holder). */
+const isFree = `attribute_not_exists(${Attr.holder})`;
+/** Unchanged: nobody claimed, renewed or released since we looked a full lease ago, so the holder is gone. */
+const rvnUnchanged = `${Attr.rvn} = :seen`;
+/** The flip: nobody else flipped or claimed since we looked. The old holder's renewals change only the rvn. */
+const epochUnchanged = `${Attr.epoch} = :seen`;
+/** Never claimed: the flip of a key nobody has held. */
+const neverClaimed = `attribute_not_exists(${Attr.epoch})`;
+/** Still ours: the holder and the epoch we were granted; a new claim changes both (or at least the epoch). */
+const stillOurs = `${Attr.holder} = :me AND ${Attr.epoch} = :e`;
+/** The counter is what we read: nobody else took this number. */
+const counterUnchanged = `${Attr.epoch} = :last`;
+/** A candidate item exists from the moment its number is handed out, and only once. */
+const absent = `attribute_not_exists(${Attr.pk})`;
+/** Not yet bumped by this run: a repeat or a resumed run never bumps twice. */
+const notBumpedBy = `attribute_exists(${Attr.pk}) AND NOT contains(${BUMP_RUNS}, :run)`;
+
+/** The claim's update: holder, declared lease, a new rvn, and the epoch +1 (from 0 on a new item). */
+const claimUpdate = `SET ${Attr.holder} = :me, ${Attr.leaseMs} = :lease, ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall, ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :one`;
+
+function claimCondition(on: ClaimOn): { readonly expression: string; readonly values: Record<string, unknown> } {
+  if ('free' in on) return { expression: isFree, values: {} };
+  if ('rvn' in on) return { expression: rvnUnchanged, values: { ':seen': on.rvn } };
+  return on.epoch === undefined ? { expression: neverClaimed, values: {} } : { expression: epochUnchanged, values: { ':seen': on.epoch } };
+}
+
+/** A transaction cancelled because a condition failed is an outcome; any other failure is thrown as it came. */
+function conditionFailed(err: unknown): boolean {
+  const reasons = cancellationReasons(err);
+  return reasons !== undefined && classifyCancellation(reasons).kind === 'condition';
+}
+
+/**
+ * The lock store on a DynamoDB table (LockStore). Guarantees what DynamoDB guarantees of one item: each write lands
+ * whole or not at all, on its condition; reads are strongly consistent. Does not retry: transient errors are thrown.
+ */
+export class AwsLockStore implements LockStore {
+  constructor(
+    private readonly ddb: DocumentClient,
+    /** The lock table (partition key `pk`, never TTL'd). */
+    private readonly table: string,
+  ) {}
+
+  async read(key: string): Promise<LockItem | undefined> {
+    const out = await this.ddb.send(new GetCommand({ TableName: this.table, Key: { [Attr.pk]: key }, ConsistentRead: true }));
+    return out.Item as LockItem | undefined;
+  }
+
+  async claim(key: string, on: ClaimOn, write: ClaimWrite): Promise<WriteOutcome> {
+    const condition = claimCondition(on);
+    try {
+      const out = await this.ddb.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { [Attr.pk]: key },
+          ConditionExpression: condition.expression,
+          UpdateExpression: claimUpdate,
+          ExpressionAttributeValues: {
+            ...condition.values,
+            ':me': write.holder,
+            ':lease': write.leaseMs,
+            ':rvn': write.rvn,
+            ':wall': write.wallIso,
+            ':zero': 0,
+            ':one': 1,
+          },
+          ReturnValues: 'ALL_NEW',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { ok: true, item: out.Attributes as LockItem };
+    } catch (err) {
+      if (!isConditionalCheckFailed(err)) throw err;
+      return { ok: false, current: failedItem(err) as LockItem | undefined };
+    }
+  }
+
+  renew(key: string, holding: Holding, rvn: string, wallIso: string): Promise<WriteOutcome<undefined>> {
+    return this.writeIfStillOurs(key, holding, `SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`, rvn, wallIso);
+  }
+
+  release(key: string, holding: Holding, rvn: string, wallIso: string): Promise<WriteOutcome<undefined>> {
+    return this.writeIfStillOurs(key, holding, `REMOVE ${Attr.holder} SET ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall`, rvn, wallIso);
+  }
+
+  /** A write to the lock item that lands only while the lease is still ours (same holder, same epoch), with a new rvn. */
+  private async writeIfStillOurs(key: string, holding: Holding, update: string, rvn: string, wallIso: string): Promise<WriteOutcome<undefined>> {
+    try {
+      await this.ddb.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { [Attr.pk]: key },
+          ConditionExpression: stillOurs,
+          UpdateExpression: update,
+          ExpressionAttributeValues: { ':me': holding.holder, ':e': holding.epoch, ':rvn': rvn, ':wall': wallIso },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { ok: true, item: undefined };
+    } catch (err) {
+      if (!isConditionalCheckFailed(err)) throw err;
+      return { ok: false, current: failedItem(err) as LockItem | undefined };
+    }
+  }
+
+  async readRole(roleKey: string): Promise<RoleItem | undefined> {
+    const out = await this.ddb.send(new GetCommand({ TableName: this.table, Key: { [Attr.pk]: roleKey }, ConsistentRead: true }));
+    if (out.Item === undefined) return undefined;
+    const members = out.Item[Attr.members] as Set<number> | undefined;
+    const epoch = out.Item[Attr.epoch] as number | undefined;
+    return { ...(epoch === undefined ? {} : { epoch: Number(epoch) }), members: [...(members ?? [])].map(Number) };
+  }
+
+  async join(r: JoinRequest): Promise<{ readonly ok: boolean }> {
+    try {
+      await this.ddb.send(
+        new TransactWriteCommand({
+          TransactItems: [
+            {
+              Update: {
+                TableName: this.table,
+                Key: { [Attr.pk]: r.roleKey },
+                ConditionExpression: r.last === undefined ? neverClaimed : counterUnchanged,
+                UpdateExpression: `SET ${Attr.epoch} = :seq ADD ${Attr.members} :me`,
+                ExpressionAttributeValues: { ':seq': r.seq, ':me': new Set([r.seq]), ...(r.last === undefined ? {} : { ':last': r.last }) },
+              },
+            },
+            {
+              Put: {
+                TableName: this.table,
+                Item: {
+                  [Attr.pk]: r.candidateKey,
+                  [Attr.holder]: r.candidate.holder,
+                  [Attr.epoch]: r.seq,
+                  [Attr.leaseMs]: r.candidate.leaseMs,
+                  [Attr.rvn]: r.candidate.rvn,
+                  [Attr.renewedAt]: r.candidate.wallIso,
+                },
+                ConditionExpression: absent,
+              },
+            },
+          ],
+        }),
+      );
+      return { ok: true };
+    } catch (err) {
+      if (conditionFailed(err)) return { ok: false };
+      throw err;
+    }
+  }
+
+  async removeCandidate(roleKey: string, candidateKey: string, seq: number, on: RemoveOn): Promise<{ readonly ok: boolean }> {
+    // A watcher removes a silent candidate only if its rvn is still the one watched; a candidate resigns only while
+    // its item is still ours.
+    const [condition, values] =
+      'rvn' in on ? [rvnUnchanged, { ':seen': on.rvn }] : [stillOurs, { ':me': on.holder, ':e': on.epoch } as Record<string, unknown>];
+    try {
+      await this.ddb.send(
+        new TransactWriteCommand({
+          TransactItems: [
+            {
+              Delete: { TableName: this.table, Key: { [Attr.pk]: candidateKey }, ConditionExpression: condition, ExpressionAttributeValues: values },
+            },
+            {
+              Update: {
+                TableName: this.table,
+                Key: { [Attr.pk]: roleKey },
+                UpdateExpression: `DELETE ${Attr.members} :seq`,
+                ExpressionAttributeValues: { ':seq': new Set([seq]) },
+              },
+            },
+          ],
+        }),
+      );
+      return { ok: true };
+    } catch (err) {
+      if (conditionFailed(err)) return { ok: false };
+      throw err;
+    }
+  }
+
+  async scanPage(start?: string): Promise<BumpPage> {
+    const page = await this.ddb.send(
+      new ScanCommand({ TableName: this.table, ConsistentRead: true, ExclusiveStartKey: start === undefined ? undefined : { [Attr.pk]: start } }),
+    );
+    const items = (page.Items ?? []).map((item) => ({
+      key: String(item[Attr.pk]),
+      epoch: Number(item[Attr.epoch] ?? 0),
+      bumpRuns: [...((item[BUMP_RUNS] as Set<string> | undefined) ?? [])],
+    }));
+    const next = page.LastEvaluatedKey?.[Attr.pk];
+    return next === undefined ? { items } : { items, next: String(next) };
+  }
+
+  async bump(key: string, by: number, runId: string): Promise<{ readonly ok: true; readonly from: number } | { readonly ok: false }> {
+    try {
+      const out = await this.ddb.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { [Attr.pk]: key },
+          ConditionExpression: notBumpedBy,
+          UpdateExpression: `SET ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :by ADD ${BUMP_RUNS} :runs`,
+          ExpressionAttributeValues: { ':run': runId, ':runs': new Set([runId]), ':by': by, ':zero': 0 },
+          ReturnValues: 'ALL_OLD',
+        }),
+      );
+      return { ok: true, from: Number(out.Attributes?.[Attr.epoch] ?? 0) };
+    } catch (err) {
+      if (!isConditionalCheckFailed(err)) throw err;
+      return { ok: false };
+    }
+  }
+}

@@ -103,6 +103,10 @@ export const commandOptions = {
     crash: { type: 'string', multiple: true },
     clock: { type: 'string', multiple: true },
     sweep: { type: 'string', multiple: true },
+    // simulate explore
+    seed: { type: 'string' },
+    schedules: { type: 'string' },
+    mutation: { type: 'string' },
   },
   elect: {
     ...storeOptions,
@@ -174,6 +178,7 @@ const EXPECTS: Record<ValueOption, string> = {
   'run-id': 'an ID',
   'lock-table': 'a DynamoDB table name',
   schedules: 'a positive integer',
+  mutation: 'fence-below, no-stop-check, epoch-deleted or raise-after (simulate explore)',
   seed: 'an integer',
   kinds: `a comma-separated list of ${KINDS.join(', ')}`,
   'workflow-share': 'a fraction in [0, 1]',

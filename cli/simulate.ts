@@ -19,6 +19,8 @@ import { SCENARIOS } from '../core/sim/scenarios/index';
 import { sweepGrid, whatIf, WHAT_IF_DEFAULTS, type SweepAxis, type WhatIfAnswers, type WhatIfSettings } from '../core/sim/what-if';
 import { parseCommand, REPEATED_SEPARATOR } from './options';
 import { textTable } from '../harness/text-table';
+import { explore } from '../harness/explore/explore';
+import { MUTATIONS, type Mutation } from '../harness/explore/mutations';
 import { svgToPng, timelineSvg } from './timeline';
 
 type Values = Record<string, string | boolean | undefined>;
@@ -192,6 +194,7 @@ export async function simulate(
         ['scenario', 'what it shows'],
         [
           ...SCENARIOS.map((s) => [s.name, s.title]),
+          ['explore', 'the real core on virtual time, a seeded scheduler, faults at every store call (--seed, --schedules, --mutation)'],
           ['what-if', 'your settings and faults: overlaps, refusals, double writes, ownerless time (--sweep for a grid)'],
         ],
       ),
@@ -199,6 +202,7 @@ export async function simulate(
     return EXIT_OK;
   }
   if (name === 'what-if') return whatIfCommand(values, out, err);
+  if (name === 'explore') return exploreCommand(values, out, err);
   const scenario = SCENARIOS.find((s) => s.name === name);
   if (!scenario)
     throw new ConfigError([
@@ -254,4 +258,44 @@ async function whatIfCommand(values: Values, out: Out, err: Out): Promise<number
     err,
   );
   return EXIT_OK;
+}
+
+/** A whole number option, at least `min`; a problem for anything else. */
+function wholeNumber(values: Values, name: string, fallback: number, min: number, problems: string[]): number {
+  const raw = values[name];
+  if (raw === undefined) return fallback;
+  const n = typeof raw === 'string' && /^\d+$/.test(raw.trim()) ? Number(raw) : NaN;
+  if (!Number.isSafeInteger(n) || n < min) problems.push(`--${name} must be a whole number of at least ${min}, got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+/**
+ * `simulate explore`: the real core on virtual time under the seeded scheduler (harness/explore). Exit 0 with no
+ * violation; otherwise each failing schedule's replay command and event trace, and the check-failed exit code.
+ */
+async function exploreCommand(values: Values, out: Out, err: Out): Promise<number> {
+  const problems: string[] = [];
+  const seed = wholeNumber(values, 'seed', 42, 0, problems);
+  const schedules = wholeNumber(values, 'schedules', 100, 1, problems);
+  const mutation = values.mutation as string | undefined;
+  if (mutation !== undefined && !(MUTATIONS as readonly string[]).includes(mutation))
+    problems.push(`--mutation must be one of ${MUTATIONS.join(', ')}, got ${JSON.stringify(mutation)}`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  const started = performance.now();
+  const summary = await explore(seed, schedules, mutation as Mutation | undefined);
+  const minutes = (performance.now() - started) / 60_000;
+  for (const v of summary.violations) {
+    out(`VIOLATION in schedule ${v.seed}: ${v.violations.join('; ')}`);
+    out(`  replay: ${v.replay}`);
+    if (!values.json) out(v.trace.map((line) => `    ${line}`).join('\n'));
+  }
+  // Throughput varies from run to run: on its own line, on stderr, outside the summary and its digest.
+  err(`throughput: ${Math.round(summary.schedules / minutes)} schedules/minute (${summary.schedules} in ${(minutes * 60).toFixed(1)} s)`);
+  if (values.json) out(JSON.stringify(summary));
+  else
+    out(
+      `${summary.schedules} schedules from seed ${seed}${mutation ? ` with mutation ${mutation}` : ''}: ${summary.violations.length} violating, ` +
+        `${Object.values(summary.crashPoints).reduce((a, b) => a + b, 0)} faults injected, digest ${summary.digest}`,
+    );
+  return summary.violations.length === 0 ? EXIT_OK : EXIT_CHECK_FAILED;
 }

@@ -113,6 +113,13 @@ export class VirtualClock implements Clock {
     return this.due.length;
   }
 
+  /** When the earliest timer falls due (undefined: none set): where a scheduler that steps the clock moves it next. */
+  get nextDueMs(): number | undefined {
+    let next: number | undefined;
+    for (const d of this.due) if (next === undefined || d.at < next) next = d.at;
+    return next;
+  }
+
   /** Move time forward `ms`, firing every timer due by then (see the class). */
   async advance(ms: number): Promise<void> {
     if (!(ms >= 0)) throw new RangeError(`advance: ms must be >= 0, got ${ms}`);

@@ -27,6 +27,7 @@ import type { Events } from './events';
 import * as fences from './fence';
 import type { Fence, JobRow } from './fence';
 import type { JobStore } from './store/jobs';
+import type { LockStore } from './store/lock';
 import type { JobKeys } from './job-keys';
 import { claim, type Lease } from './lease';
 import { ManifestWriter, type ManifestDeps } from './manifest';
@@ -96,6 +97,8 @@ export interface RunDeps {
   readonly random?: () => number;
   /** The job store (job rows, chunk fences). @default the DynamoDB one on `ddb` and `tables.jobs` */
   readonly store?: JobStore;
+  /** The lock store the lease is claimed and renewed in. @default the DynamoDB one on `ddb` and `tables.locks` */
+  readonly lockStore?: LockStore;
 }
 
 /** Which run: the job's keys, the date, and how many chunks it has. */
@@ -329,7 +332,14 @@ export async function runJob<R>(deps: RunDeps, run: DirectRun, work: ChunkWork<R
   let lease: Lease;
   try {
     lease = await claim(
-      { ddb: deps.ddb, table: deps.tables.locks, clock: deps.clock, events: deps.events },
+      {
+        ddb: deps.ddb,
+        table: deps.tables.locks,
+        clock: deps.clock,
+        events: deps.events,
+        random: deps.random,
+        ...(deps.lockStore ? { store: deps.lockStore } : {}),
+      },
       run.keys.lock(run.date),
       run.holder,
       run.config,

@@ -30,6 +30,7 @@ import type { Events } from './events';
 import { claimedRows } from './fence';
 import { readLock } from './lease';
 import type { JobStore } from './store/jobs';
+import type { LockStore } from './store/lock';
 
 /** The sweeper's settings: how long a lease to wait between sightings, and the storm rule's bounds. */
 export interface SweeperConfig {
@@ -58,6 +59,8 @@ export interface SweeperDeps {
   readonly events?: Events;
   /** The job store (the sparse index, the re-queue). @default the DynamoDB one on `ddb` and `jobs` */
   readonly store?: JobStore;
+  /** The lock store the sweeper reads the lock items from. @default the DynamoDB one on `ddb` and `locks` */
+  readonly lockStore?: LockStore;
 }
 
 /** One look at one claimed row and its lock. JSON-safe: the cloud passes it through a Wait state. */
@@ -104,7 +107,7 @@ export async function sightClaimed(
   for await (const row of claimedRows(jobStoreOf(deps))) {
     itemsRead += 2; // the index row and its lock item
     // The job row and its lock share the key (<name>#<date>, core/job-keys.ts): a row's key is its lock's key.
-    const lock = await readLock({ ddb: deps.ddb, table: deps.locks }, row.pk);
+    const lock = await readLock({ ddb: deps.ddb, table: deps.locks, ...(deps.lockStore ? { store: deps.lockStore } : {}) }, row.pk);
     sightings.push({
       jobId: row.pk,
       ownerToken: Number(row.owner_token),

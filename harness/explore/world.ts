@@ -1,0 +1,261 @@
+/**
+ * One explored schedule (issue 19 item 4): the REAL core (core/job.ts runJob, core/sweeper.ts Sweeper, the lease, the
+ * fenced batch) on the in-memory stores and one VirtualClock, interleaved at every store call by the seeded
+ * scheduler (scheduler.ts), then checked from the stores' final state and the trace.
+ *
+ * The world: one night of a small generic job, `chunks` chunks of `items` items written `batch` at a time with the
+ * real fenced batch (writeBatch). Actors: holder-1 starts the night at 0; holder-2, a duplicate trigger, starts it
+ * again later; the sweeper sweeps every `sweepPeriodMs` and starts a new holder for each night it re-queues.
+ *
+ * Not explored here: the workflow's Lambda handlers under Step Functions' semantics, election and handover, the
+ * manifest and the epoch ledger, wall-clock faults, the sparse index's lag, a crashed sweeper (docs/TESTING.md).
+ */
+import { VirtualClock } from '../../core/clock';
+import type { DocumentClient } from '../../core/aws/job-store';
+import { LEASE_DEFAULTS, type LeaseConfig } from '../../core/config';
+import { Events } from '../../core/events';
+import { writeBatch } from '../../core/batch';
+import { jobKeys } from '../../core/job-keys';
+import { runJob, type ChunkWork } from '../../core/job';
+import { pollMsOf } from '../../core/lease';
+import { MemoryJobStore } from '../../core/memory/job-store';
+import { MemoryLockStore } from '../../core/memory/lock-store';
+import type { BatchOutcome, FenceItem, JobStore } from '../../core/store/jobs';
+import type { LockStore, WriteOutcome } from '../../core/store/lock';
+import { Sweeper, SWEEPER_DEFAULTS } from '../../core/sweeper';
+import { DEFAULT_BACKOFF } from '../../core/conditions';
+import { prng } from '../../local/prng';
+import { type Mutation, applyMutation } from './mutations';
+import { Actor, Scheduler } from './scheduler';
+
+/** The world's settings: the night's size, the lease, the sweeper, the faults. */
+const EXPLORE_SETTINGS = {
+  chunks: 3,
+  items: 4,
+  batch: 2,
+  lease: { ...LEASE_DEFAULTS, claimBudget: 4 } satisfies LeaseConfig,
+  sweepPeriodMs: 5_000,
+  /** The duplicate trigger starts within this long after the first. */
+  duplicateWithinMs: 15_000,
+  faults: { chance: 0.15, budget: 4, maxPauseMs: 20_000, windowMs: 40_000 },
+} as const;
+
+/**
+ * How long after the last fault's effect ended the night must be DONE: a sweep to see the orphan, a full lease and
+ * a sweep more to see it unchanged, the new holder's wait of a full lease on the dead holder's rvn (to the poll after
+ * it), and the longest retry backoff still running; a fault-free run itself takes no virtual time (store calls take none).
+ */
+function livenessBoundMs(s: typeof EXPLORE_SETTINGS = EXPLORE_SETTINGS): number {
+  const backoff = DEFAULT_BACKOFF.capMs * DEFAULT_BACKOFF.retries;
+  return 2 * s.sweepPeriodMs + 2 * s.lease.leaseMs + pollMsOf(s.lease) + backoff;
+}
+
+/** What one schedule did and what its checks found. */
+export interface ScheduleResult {
+  readonly seed: number;
+  readonly trace: readonly string[];
+  readonly violations: readonly string[];
+  /** Each injected fault, as `kind method@step`. */
+  readonly crashPoints: readonly string[];
+  /** The night's final state (absent: never raised, as when every holder died before its raise). */
+  readonly state: string | undefined;
+}
+
+const DATE = '2026-09-28';
+const ITEMS = 'items';
+
+interface Accepted {
+  readonly actor: string;
+  readonly token: number;
+  readonly fenceBefore: number | undefined;
+  readonly fenceKey: string;
+  readonly keys: readonly string[];
+}
+
+/** Run one schedule from its seed (optionally with a broken variant of a rule) and check it. */
+export async function runSchedule(seed: number, mutation?: Mutation): Promise<ScheduleResult> {
+  const s = EXPLORE_SETTINGS;
+  const random = prng(seed);
+  const clock = new VirtualClock();
+  const scheduler = new Scheduler(clock, random, { ...s.faults, uncrashable: new Set(['sweeper']) });
+  const jobs: JobStore = new MemoryJobStore({ clock, jobs: 'jobs' });
+  const locks: LockStore = new MemoryLockStore({ clock });
+  const keys = jobKeys('explore');
+  const jobId = keys.job(DATE);
+  const violations: string[] = [];
+  const accepted: Accepted[] = [];
+  const seenRequests = new Set<string>();
+  const grants: { actor: string; key: string; epoch: number }[] = [];
+  const actors: Actor[] = [];
+  let doneAt: number | undefined;
+  const broken = applyMutation(mutation, { locks, jobs });
+
+  // Every accepted batch with its token and the fence's value as it stood (the first send of a request only: a
+  // replay under the same ClientRequestToken wrote nothing).
+  const observeJobs = (actor: Actor, inner: JobStore): JobStore =>
+    new Proxy(inner, {
+      get: (t, prop, receiver) => {
+        if (prop !== 'recordBatch') return Reflect.get(t, prop, receiver) as unknown;
+        return async (fence: FenceItem, token: number, puts: Parameters<JobStore['recordBatch']>[2], requestToken: string) => {
+          const before = await jobs.readFence(fence);
+          const out: BatchOutcome = await t.recordBatch(fence, token, puts, requestToken);
+          if (out.kind === 'recorded' && !seenRequests.has(requestToken)) {
+            seenRequests.add(requestToken);
+            const fenceBefore = before?.fence === undefined ? undefined : Number(before.fence);
+            accepted.push({
+              actor: actor.name,
+              token,
+              fenceBefore,
+              fenceKey: String(fence.key.pk),
+              keys: puts.map((p) => JSON.stringify(p.item.pk)),
+            });
+            scheduler.log(`${actor.name} batch accepted token ${token} fence ${fenceBefore} ${String(fence.key.pk)}`);
+          }
+          return out;
+        };
+      },
+    });
+
+  const work =
+    (actor: Actor): ChunkWork<number> =>
+    async ({ lease, fence, chunk }) => {
+      for (let from = 0; from < s.items; from += s.batch) {
+        lease.check();
+        // The check's promise (Part 2): no act once the holder's own clock reached its stop time.
+        if (clock.monotonicMs() >= lease.stopAtMs)
+          violations.push(`${actor.name} acted at ${clock.monotonicMs()} ms, past its stop time ${lease.stopAtMs} ms`);
+        const puts = Array.from({ length: Math.min(s.batch, s.items - from) }, (_, i) => ({
+          table: ITEMS,
+          item: { pk: { S: `item#${chunk}#${from + i}` }, token: { N: String(lease.token) } },
+        }));
+        await writeBatch(fence, lease.token, puts);
+      }
+      return chunk;
+    };
+
+  const startHolder = (name: string): void => {
+    const actor = new Actor(name);
+    actors.push(actor);
+    const actorClock = scheduler.clockOf(actor);
+    const jobStore = scheduler.wrap(
+      observeJobs(
+        actor,
+        broken.jobsFor(actor, (inner) => scheduler.wrap(inner, actor)),
+      ),
+      actor,
+      (method, _args, result) => {
+        if (method === 'complete' && (result as { ok: boolean }).ok) doneAt ??= clock.monotonicMs();
+      },
+    );
+    const lockStore = scheduler.wrap(broken.locks, actor, (method, args, result) => {
+      const out = result as WriteOutcome;
+      if (method === 'claim' && out.ok) grants.push({ actor: name, key: String(args[0]), epoch: Number(out.item.epoch) });
+    });
+    scheduler.log(`${name} starts`);
+    runJob(
+      {
+        ddb: undefined as unknown as DocumentClient,
+        tables: { locks: 'locks', jobs: 'jobs' },
+        clock: actorClock,
+        events: new Events(name, actorClock),
+        random,
+        store: jobStore,
+        lockStore,
+      },
+      { keys, date: DATE, chunks: s.chunks, holder: name, config: s.lease },
+      work(actor),
+    ).then(
+      (summary) => {
+        actor.outcome = summary.outcome;
+        scheduler.log(`${name} ends ${summary.outcome}${summary.token === undefined ? '' : ` token ${summary.token}`}`);
+      },
+      (err: Error) => {
+        actor.outcome = `error ${err.name}`;
+        scheduler.log(`${name} ends with ${err.name}: ${err.message}`);
+      },
+    );
+  };
+
+  // The sweeper: one long-lived process, sweeping every period; a new holder for each night it re-queues.
+  const sweeperActor = new Actor('sweeper');
+  const sweeperClock = scheduler.clockOf(sweeperActor);
+  const sweeper = new Sweeper(
+    {
+      ddb: undefined as unknown as DocumentClient,
+      jobs: 'jobs',
+      locks: 'locks',
+      clock: sweeperClock,
+      store: scheduler.wrap(jobs, sweeperActor),
+      lockStore: scheduler.wrap(broken.locks, sweeperActor),
+    },
+    { ...SWEEPER_DEFAULTS, leaseMs: s.lease.leaseMs },
+  );
+  let holders = 0;
+  let sweeping = true;
+  const sweepLoop = (): void => {
+    if (!sweeping) return;
+    sweeper
+      .sweep((id) => {
+        scheduler.log(`sweeper re-queues ${id}`);
+        startHolder(`holder-${++holders}`);
+      })
+      .catch((err: Error) => scheduler.log(`sweeper: sweep failed: ${err.name}`))
+      .finally(() => sweeperClock.after(s.sweepPeriodMs, sweepLoop));
+  };
+
+  startHolder(`holder-${++holders}`);
+  const duplicateAt = Math.floor(random() * s.duplicateWithinMs);
+  clock.after(duplicateAt, () => startHolder(`holder-${++holders}`));
+  sweeperClock.after(s.sweepPeriodMs, sweepLoop);
+
+  const settled = () => actors.every((a) => a.crashed || a.outcome !== 'running');
+  const horizon = s.faults.windowMs + s.faults.maxPauseMs + livenessBoundMs(s);
+  await scheduler.run(() => doneAt !== undefined && settled(), horizon);
+  sweeping = false;
+  broken.restore();
+
+  // Safety, from the trace and the stores' final state.
+  const recordedBy = new Map<string, number>();
+  const lastToken = new Map<string, number>();
+  for (const a of accepted) {
+    if (a.fenceBefore !== undefined && a.token < a.fenceBefore)
+      violations.push(`${a.actor}'s batch at token ${a.token} accepted below the fence ${a.fenceBefore} (${a.fenceKey})`);
+    const last = lastToken.get(a.fenceKey);
+    if (last !== undefined && a.token < last)
+      violations.push(`${a.actor}'s batch at token ${a.token} accepted after a batch at token ${last} (${a.fenceKey})`);
+    lastToken.set(a.fenceKey, Math.max(a.token, last ?? -Infinity));
+    for (const k of a.keys) recordedBy.set(k, (recordedBy.get(k) ?? 0) + 1);
+  }
+  for (const [k, n] of recordedBy) if (n > 1) violations.push(`item ${k} recorded ${n} times`);
+  const epochs = new Map<string, number>();
+  for (const g of grants) {
+    const last = epochs.get(g.key);
+    if (last !== undefined && g.epoch <= last)
+      violations.push(`${g.actor} was handed token ${g.epoch} after token ${last} (${g.key}): an epoch repeated`);
+    epochs.set(g.key, g.epoch);
+  }
+  const row = await jobs.readJob(jobId);
+  if (row?.state === 'DONE') {
+    const stored = (jobs as MemoryJobStore).dump(ITEMS).length;
+    if (stored !== s.chunks * s.items) violations.push(`DONE with ${stored} items stored, the night has ${s.chunks * s.items}`);
+    for (let c = 0; c < s.chunks; c++) {
+      const f = await jobs.readFence({ table: 'jobs', key: { pk: keys.chunkFence(DATE, c) } });
+      if (f?.done_by === undefined) violations.push(`DONE over chunk ${c}, not recorded done`);
+    }
+  }
+  // Liveness: a night that was raised is DONE within the bound once the faults stopped.
+  if (row !== undefined) {
+    const deadline = Math.max(0, scheduler.faultsEndMs) + livenessBoundMs(s);
+    if (doneAt === undefined)
+      violations.push(`the night is ${row.state} at ${clock.monotonicMs()} ms, never DONE (faults ended at ${scheduler.faultsEndMs} ms)`);
+    else if (doneAt > deadline) violations.push(`the night was DONE at ${doneAt} ms, after the bound ${deadline} ms`);
+  }
+  scheduler.log(`end: night ${row?.state ?? 'never raised'}`);
+  return {
+    seed,
+    trace: scheduler.trace,
+    violations,
+    crashPoints: scheduler.faults.map((f) => `${f.kind} ${f.point}`),
+    state: row?.state,
+  };
+}

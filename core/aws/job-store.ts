@@ -6,10 +6,10 @@
  */
 import type { AttributeValue, TransactWriteItem, TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
-import { GetCommand, QueryCommand, ScanCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, QueryCommand, ScanCommand, type DynamoDBDocumentClient, type UpdateCommandInput } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { cancellationReasons, classifyCancellation } from '../conditions';
-import { failedItem, isConditionalCheckFailed } from './conditions';
+import { conditionalUpdate, failedItem } from './conditions';
 import { Attr, CLAIM_SHARD, JOB_TABLE } from '../schema';
 import type {
   BatchOutcome,
@@ -77,14 +77,9 @@ function wireKeyOf(fence: FenceItem): Record<string, AttributeValue> {
 }
 
 /** One conditional UpdateItem, its ALL_OLD answer as a Conditional (a failed condition is an outcome, not a throw). */
-async function conditional<T>(ddb: DynamoDBDocumentClient, input: ConstructorParameters<typeof UpdateCommand>[0]): Promise<Conditional<T>> {
-  try {
-    const out = await ddb.send(new UpdateCommand({ ...input, ReturnValues: 'ALL_OLD', ReturnValuesOnConditionCheckFailure: 'ALL_OLD' }));
-    return { ok: true, old: out.Attributes as T | undefined };
-  } catch (err) {
-    if (!isConditionalCheckFailed(err)) throw err;
-    return { ok: false, current: failedItem(err) as T | undefined };
-  }
+async function conditional<T>(ddb: DynamoDBDocumentClient, input: UpdateCommandInput): Promise<Conditional<T>> {
+  const out = await conditionalUpdate(ddb, { ...input, ReturnValues: 'ALL_OLD' });
+  return out.ok ? { ok: true, old: out.attributes as T | undefined } : { ok: false, current: out.current as T | undefined };
 }
 
 /** The generic fence's operations on DynamoDB: any table, any key. */

@@ -7,10 +7,10 @@
  * Sources: UpdateItem (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateItem.html),
  * TransactWriteItems (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html).
  */
-import { GetCommand, ScanCommand, TransactWriteCommand, UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, ScanCommand, TransactWriteCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { createHash } from 'node:crypto';
 import { cancellationReasons, classifyCancellation } from '../conditions';
-import { failedItem, isConditionalCheckFailed } from './conditions';
+import { conditionalUpdate, failedItem } from './conditions';
 import { Attr } from '../schema';
 import type { ActionReason, AppendOutcome, LedgerEntry, LedgerHead, LedgerStore, RaiseOutcome } from '../store/ledger';
 
@@ -52,23 +52,15 @@ export class DynamoLedgerStore implements LedgerStore {
   }
 
   async raise(key: string, epoch: number): Promise<RaiseOutcome> {
-    try {
-      const out = await this.ddb.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { [Attr.pk]: key },
-          ConditionExpression: EPOCH_CLAUSE,
-          UpdateExpression: `SET ${Attr.fence} = :e`,
-          ExpressionAttributeValues: { ':e': epoch },
-          ReturnValues: 'ALL_NEW',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD', // the fence that refused us, without a second read
-        }),
-      );
-      return { ok: true, head: headOf(out.Attributes) };
-    } catch (err) {
-      if (!isConditionalCheckFailed(err)) throw err;
-      return { ok: false, current: headOf(failedItem(err)) };
-    }
+    const out = await conditionalUpdate(this.ddb, {
+      TableName: this.table,
+      Key: { [Attr.pk]: key },
+      ConditionExpression: EPOCH_CLAUSE,
+      UpdateExpression: `SET ${Attr.fence} = :e`,
+      ExpressionAttributeValues: { ':e': epoch },
+      ReturnValues: 'ALL_NEW', // and, on a failed condition, the fence that refused us, without a second read
+    });
+    return out.ok ? { ok: true, head: headOf(out.attributes) } : { ok: false, current: headOf(out.current) };
   }
 
   async append(key: string, entry: LedgerEntry, requestToken: string): Promise<AppendOutcome> {

@@ -4,9 +4,9 @@
  * (ReturnValuesOnConditionCheckFailure), and a transaction cancelled by a condition as `{ ok: false }`; everything
  * else is thrown as the SDK threw it, so retryTransient decides by reason (core/conditions.ts isTransient).
  */
-import { GetCommand, ScanCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, ScanCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons, classifyCancellation } from '../conditions';
-import { failedItem, isConditionalCheckFailed } from './conditions';
+import { conditionalUpdate } from './conditions';
 import { Attr } from '../schema';
 import type { BumpPage, ClaimOn, ClaimWrite, Holding, JoinRequest, LockItem, LockStore, RemoveOn, RoleItem, WriteOutcome } from '../store/lock';
 
@@ -82,31 +82,23 @@ export class AwsLockStore implements LockStore {
 
   async claim(key: string, on: ClaimOn, write: ClaimWrite): Promise<WriteOutcome> {
     const condition = claimCondition(on);
-    try {
-      const out = await this.ddb.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { [Attr.pk]: key },
-          ConditionExpression: condition.expression,
-          UpdateExpression: claimUpdate,
-          ExpressionAttributeValues: {
-            ...condition.values,
-            ':me': write.holder,
-            ':lease': write.leaseMs,
-            ':rvn': write.rvn,
-            ':wall': write.wallIso,
-            ':zero': 0,
-            ':one': 1,
-          },
-          ReturnValues: 'ALL_NEW',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      return { ok: true, item: out.Attributes as LockItem };
-    } catch (err) {
-      if (!isConditionalCheckFailed(err)) throw err;
-      return { ok: false, current: failedItem(err) as LockItem | undefined };
-    }
+    const out = await conditionalUpdate(this.ddb, {
+      TableName: this.table,
+      Key: { [Attr.pk]: key },
+      ConditionExpression: condition.expression,
+      UpdateExpression: claimUpdate,
+      ExpressionAttributeValues: {
+        ...condition.values,
+        ':me': write.holder,
+        ':lease': write.leaseMs,
+        ':rvn': write.rvn,
+        ':wall': write.wallIso,
+        ':zero': 0,
+        ':one': 1,
+      },
+      ReturnValues: 'ALL_NEW',
+    });
+    return out.ok ? { ok: true, item: out.attributes as unknown as LockItem } : { ok: false, current: out.current as LockItem | undefined };
   }
 
   renew(key: string, holding: Holding, rvn: string, wallIso: string): Promise<WriteOutcome<undefined>> {
@@ -119,22 +111,14 @@ export class AwsLockStore implements LockStore {
 
   /** A write to the lock item that lands only while the lease is still ours (same holder, same epoch), with a new rvn. */
   private async writeIfStillOurs(key: string, holding: Holding, update: string, rvn: string, wallIso: string): Promise<WriteOutcome<undefined>> {
-    try {
-      await this.ddb.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { [Attr.pk]: key },
-          ConditionExpression: stillOurs,
-          UpdateExpression: update,
-          ExpressionAttributeValues: { ':me': holding.holder, ':e': holding.epoch, ':rvn': rvn, ':wall': wallIso },
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      );
-      return { ok: true, item: undefined };
-    } catch (err) {
-      if (!isConditionalCheckFailed(err)) throw err;
-      return { ok: false, current: failedItem(err) as LockItem | undefined };
-    }
+    const out = await conditionalUpdate(this.ddb, {
+      TableName: this.table,
+      Key: { [Attr.pk]: key },
+      ConditionExpression: stillOurs,
+      UpdateExpression: update,
+      ExpressionAttributeValues: { ':me': holding.holder, ':e': holding.epoch, ':rvn': rvn, ':wall': wallIso },
+    });
+    return out.ok ? { ok: true, item: undefined } : { ok: false, current: out.current as LockItem | undefined };
   }
 
   async readRole(roleKey: string): Promise<RoleItem | undefined> {
@@ -227,21 +211,14 @@ export class AwsLockStore implements LockStore {
   }
 
   async bump(key: string, by: number, runId: string): Promise<{ readonly ok: true; readonly from: number } | { readonly ok: false }> {
-    try {
-      const out = await this.ddb.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { [Attr.pk]: key },
-          ConditionExpression: notBumpedBy,
-          UpdateExpression: `SET ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :by ADD ${BUMP_RUNS} :runs`,
-          ExpressionAttributeValues: { ':run': runId, ':runs': new Set([runId]), ':by': by, ':zero': 0 },
-          ReturnValues: 'ALL_OLD',
-        }),
-      );
-      return { ok: true, from: Number(out.Attributes?.[Attr.epoch] ?? 0) };
-    } catch (err) {
-      if (!isConditionalCheckFailed(err)) throw err;
-      return { ok: false };
-    }
+    const out = await conditionalUpdate(this.ddb, {
+      TableName: this.table,
+      Key: { [Attr.pk]: key },
+      ConditionExpression: notBumpedBy,
+      UpdateExpression: `SET ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :by ADD ${BUMP_RUNS} :runs`,
+      ExpressionAttributeValues: { ':run': runId, ':runs': new Set([runId]), ':by': by, ':zero': 0 },
+      ReturnValues: 'ALL_OLD',
+    });
+    return out.ok ? { ok: true, from: Number(out.attributes?.[Attr.epoch] ?? 0) } : { ok: false };
   }
 }

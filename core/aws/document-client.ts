@@ -3,3 +3,6 @@
  * so no file of the core outside its AWS implementation imports the SDK.
  */
 export type { DynamoDBDocumentClient as DocumentClient } from '@aws-sdk/lib-dynamodb';
+
+/** An attribute in DynamoDB's wire form (`{ S: 'inv#1' }`, `{ N: '100' }`), as a type: the fenced batch's items are sent in it. */
+export type { AttributeValue } from '@aws-sdk/client-dynamodb';

@@ -8,6 +8,7 @@
  * gives it, so the logic needs no second read. Transient failures (throttling, TransactionConflict, timeouts) are
  * thrown, named as DynamoDB names them, so conditions.isTransient and the one retry helper (retryTransient) decide.
  */
+import type { AttributeValue } from '../aws/document-client';
 import type { JobState } from '../schema';
 
 /** A job row as stored: its fence, its state, its owner, and (only while RUNNING) the sparse-index attributes. */
@@ -47,7 +48,7 @@ export interface FenceItem {
  * An item in DynamoDB's wire form (`{ pk: { S: 'inv#1' }, amount: { N: '100' } }`), the caller's own: the store
  * sends it as it is (no marshalling: bench/waste.ts) and reads only its key attribute.
  */
-export type WireItem = Readonly<Record<string, object>>;
+export type WireItem = Readonly<Record<string, AttributeValue>>;
 
 /** One put of a fenced batch: lands only if no item with its key exists. */
 export interface BatchPut {

@@ -9,7 +9,7 @@
  * StartExecution is a step boundary); a crashed sweeper is replaced by a fresh one after a seeded delay.
  *
  * Not explored here: the workflow's Lambda handlers under Step Functions' semantics, election and handover, the
- * manifest and the epoch ledger, wall-clock faults, the sparse index's lag (docs/TESTING.md).
+ * manifest and the epoch ledger, wall-clock faults (docs/TESTING.md).
  */
 import { VirtualClock } from '../../core/clock';
 import type { DocumentClient } from '../../core/aws/job-store';
@@ -38,6 +38,8 @@ const EXPLORE_SETTINGS = {
   sweepPeriodMs: 5_000,
   /** The duplicate trigger starts within this long after the first. */
   duplicateWithinMs: 15_000,
+  /** Each schedule's sparse index lags its table by up to a seeded share of this (each change a seeded part of that). */
+  maxIndexLagMs: 3_000,
   /** A crashed sweeper is replaced by a fresh one within this long. */
   sweeperRestartWithinMs: 10_000,
   faults: { chance: 0.15, budget: 4, maxPauseMs: 20_000, windowMs: 40_000 },
@@ -46,12 +48,16 @@ const EXPLORE_SETTINGS = {
 /**
  * How long after the last fault's effect ended the night must be DONE: a sweep to see the orphan, a full lease and
  * a sweep more to see it unchanged, the new holder's wait of a full lease on the dead holder's rvn (to the poll after
- * it), and the longest retry backoff still running; a fault-free run itself takes no virtual time (store calls take none).
+ * it), the longest retry backoff still running, and the index's lag (the orphaned row reaches the sparse index up to
+ * one lag late); a fault-free run itself takes no virtual time (store calls take none).
  */
 function livenessBoundMs(s: typeof EXPLORE_SETTINGS = EXPLORE_SETTINGS): number {
   const backoff = DEFAULT_BACKOFF.capMs * DEFAULT_BACKOFF.retries;
-  return 2 * s.sweepPeriodMs + 2 * s.lease.leaseMs + pollMsOf(s.lease) + backoff;
+  return 2 * s.sweepPeriodMs + 2 * s.lease.leaseMs + pollMsOf(s.lease) + backoff + s.maxIndexLagMs;
 }
+
+/** The index lag's stream: a seed far from the schedules' own seeds. */
+const LAG_STREAM = 0x5eed_0000;
 
 /** What one schedule did and what its checks found. */
 export interface ScheduleResult {
@@ -81,7 +87,10 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
   const random = prng(seed);
   const clock = new VirtualClock();
   const scheduler = new Scheduler(clock, random, s.faults, (actor) => restart(actor));
-  const jobs: JobStore = new MemoryJobStore({ clock, jobs: 'jobs' });
+  // The index's lag draws from its own stream of the seed, so the scheduler's draws stay as they were.
+  const lagRandom = prng(seed + LAG_STREAM);
+  const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
+  const jobs: JobStore = new MemoryJobStore({ clock, jobs: 'jobs', indexLagMs, random: lagRandom });
   const locks: LockStore = new MemoryLockStore({ clock });
   const keys = jobKeys('explore');
   const jobId = keys.job(DATE);
@@ -236,6 +245,7 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
     return delay;
   };
 
+  scheduler.log(`the sparse index lags by up to ${indexLagMs} ms`);
   startHolder(`holder-${++holders}`);
   const duplicateAt = Math.floor(random() * s.duplicateWithinMs);
   clock.after(duplicateAt, () => startHolder(`holder-${++holders}`));

@@ -50,3 +50,34 @@ for (const mutation of MUTATIONS) {
     assert.deepEqual(honest.violations, [], `the same schedule on the real code must pass`);
   });
 }
+
+// Seed 623 crashes the sweeper at the step between its two: on the real code after `start`, before the re-queue
+// record; under requeue-before-start after the QUEUED write, before `start`. Its holders die too (the night is orphaned).
+const BETWEEN = 623;
+
+test(`a sweeper crashed between its start and its re-queue record is replaced by a fresh one, and the night is DONE (seed ${BETWEEN})`, async () => {
+  const r = await runSchedule(BETWEEN);
+  const crash = r.trace.findIndex((l) => / sweeper-1 requeue CRASH /.test(l));
+  assert.ok(crash >= 0, `seed ${BETWEEN} no longer crashes sweeper-1 at its re-queue record:\n${r.trace.join('\n')}`);
+  const before = r.trace.slice(0, crash).filter((l) => / sweeper-1 /.test(l));
+  assert.match(before.at(-1)!, / sweeper-1 starts a new run of /, 'the crash is right after the start');
+  assert.ok(
+    r.trace.slice(crash).some((l) => / sweeper-2 recorded the re-queue of /.test(l)),
+    'the fresh sweeper, with no sightings, sees the orphan again',
+  );
+  assert.deepEqual(r.violations, []);
+  assert.equal(r.state, 'DONE');
+});
+
+test(`the sweeper's old order (QUEUED, out of the index, then start) strands the night when it dies between the two (seed ${BETWEEN})`, async () => {
+  const r = await runSchedule(BETWEEN, 'requeue-before-start');
+  const crash = r.trace.findIndex((l) => / sweeper-1 startExecution CRASH /.test(l));
+  assert.ok(crash >= 0, `seed ${BETWEEN} no longer crashes sweeper-1 at its start:\n${r.trace.join('\n')}`);
+  const before = r.trace.slice(0, crash).filter((l) => / sweeper-1 /.test(l));
+  assert.match(before.at(-1)!, / sweeper-1 requeueOut$/, 'the crash is right after the QUEUED write');
+  assert.equal(r.state, 'QUEUED');
+  assert.ok(
+    r.violations.some((v) => v.includes('never DONE')),
+    `liveness must catch the stranded night: ${JSON.stringify(r.violations)}`,
+  );
+});

@@ -4,15 +4,18 @@
  *   fence-below      the store accepts a batch whose token is BELOW the fence (the fence comparison broken);
  *   no-stop-check    the lease's stop-time check does nothing (Lease.prototype.check patched for the schedule);
  *   epoch-deleted    releasing the lease deletes the lock item, so its epoch starts again from 1;
- *   raise-after      a holder raises each chunk fence only after its first write into the chunk.
+ *   raise-after      a holder raises each chunk fence only after its first write into the chunk;
+ *   requeue-before-start  the sweeper's old order (issue 18 defect 1): record the re-queue by taking the row OUT of
+ *                    the sparse index (state QUEUED, claim_shard removed), and only THEN start the new run.
  */
 import { Lease } from '../../core/lease';
 import type { MemoryLockStore } from '../../core/memory/lock-store';
-import type { FenceItem, JobStore } from '../../core/store/jobs';
+import { Attr } from '../../core/schema';
+import type { Conditional, FenceItem, JobRow, JobStore, RequeueSighting } from '../../core/store/jobs';
 import type { LockStore } from '../../core/store/lock';
 import type { Actor } from './scheduler';
 
-export const MUTATIONS = ['fence-below', 'no-stop-check', 'epoch-deleted', 'raise-after'] as const;
+export const MUTATIONS = ['fence-below', 'no-stop-check', 'epoch-deleted', 'raise-after', 'requeue-before-start'] as const;
 export type Mutation = (typeof MUTATIONS)[number];
 
 /** The stores as one schedule sees them, with the mutation (if any) applied, and how to undo a patch. */
@@ -20,6 +23,16 @@ export interface Broken {
   readonly locks: LockStore;
   /** The job store one holder sees; `steps` wraps a store so its calls are step boundaries of that holder. */
   jobsFor(actor: Actor, steps: (inner: JobStore) => JobStore): JobStore;
+  /**
+   * What one sweeper process uses: its job store and the `start` it passes to `sweep`, given the plain store, how
+   * its calls become its step boundaries, and its StartExecution (a step boundary already).
+   */
+  sweeperFor(
+    actor: Actor,
+    steps: <T extends object>(inner: T) => T,
+    jobs: JobStore,
+    startExecution: (jobId: string) => Promise<void>,
+  ): { readonly jobs: JobStore; readonly start: (jobId: string) => Promise<void> };
   restore(): void;
 }
 
@@ -28,7 +41,12 @@ const override = <T extends object>(target: T, methods: Partial<T>): T =>
 
 export function applyMutation(mutation: Mutation | undefined, stores: { readonly locks: LockStore; readonly jobs: JobStore }): Broken {
   const { locks, jobs } = stores;
-  const plain: Broken = { locks, jobsFor: () => jobs, restore: () => undefined };
+  const plain: Broken = {
+    locks,
+    jobsFor: () => jobs,
+    sweeperFor: (_actor, steps, inner, startExecution) => ({ jobs: steps(inner), start: startExecution }),
+    restore: () => undefined,
+  };
   switch (mutation) {
     case undefined:
       return plain;
@@ -86,5 +104,47 @@ export function applyMutation(mutation: Mutation | undefined, stores: { readonly
           });
         },
       };
+    case 'requeue-before-start':
+      return {
+        ...plain,
+        sweeperFor: (_actor, steps, inner, startExecution) => {
+          // The old write: QUEUED and out of the sparse index, on the row as sighted. The in-memory store keeps its
+          // conditional update private: the variant reaches behind it (the index follows the write there).
+          const update = (inner as unknown as { update: Update }).update.bind(inner);
+          const old = steps({
+            requeueOut: async (jobId: string, seen: RequeueSighting) =>
+              update(
+                'jobs',
+                { [Attr.pk]: jobId },
+                (row) =>
+                  row?.state === 'RUNNING' &&
+                  row.owner_token === seen.ownerToken &&
+                  row.fence === seen.fence &&
+                  (row.requeues ?? 0) === seen.requeues,
+                { [Attr.state]: 'QUEUED', [Attr.requeues]: seen.requeues + 1 },
+                [Attr.claimShard, Attr.claimedSince],
+              ),
+          });
+          return {
+            // `sweep` calls start first: the broken order defers it to after the write.
+            start: async () => undefined,
+            jobs: override(steps(inner), {
+              requeue: async (jobId, seen) => {
+                const out = await old.requeueOut(jobId, seen);
+                if (out.ok) await startExecution(jobId);
+                return out;
+              },
+            }),
+          };
+        },
+      };
   }
 }
+
+type Update = (
+  table: string,
+  key: Record<string, unknown>,
+  condition: (old: Partial<JobRow> | undefined) => boolean,
+  set: Record<string, unknown>,
+  remove: readonly string[],
+) => Conditional<JobRow>;

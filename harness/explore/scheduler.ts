@@ -5,7 +5,7 @@
  *
  * Faults, each recorded in the trace with its crash point (the store method and the actor's step count):
  *   crash     the calling actor never continues: this call and every later one never settle, its timers never fire
- *             (so it stops renewing);
+ *             (so it stops renewing); the world may restart it as a fresh process (`restart`), after a delay;
  *   pause     the whole actor (its calls and its timers) stands still for a virtual time of any length;
  *   lost      the call is applied, then a transient error is thrown: the real retry code sees a lost response;
  *   throttle  a ThrottlingException before applying;
@@ -26,9 +26,13 @@ export interface FaultPlan {
   readonly maxPauseMs: number;
   /** No fault is injected after this virtual time. */
   readonly windowMs: number;
-  /** Actors that are never crashed (the sweeper: a crashed sweeper process is not explored yet). */
-  readonly uncrashable: ReadonlySet<string>;
 }
+
+/**
+ * Called when an actor crashes: restarts it (a fresh process) if the world does that for it, and answers how long
+ * after the crash the fresh one starts (the crash's effect lasts until then), or undefined if nothing restarts it.
+ */
+export type Restart = (actor: Actor) => number | undefined;
 
 /** Store methods that are transactions: where a conflict can be injected. */
 const TRANSACTIONS = new Set(['recordBatch']);
@@ -70,6 +74,7 @@ export class Scheduler {
     readonly clock: VirtualClock,
     private readonly random: () => number,
     private readonly plan: FaultPlan,
+    private readonly restart: Restart = () => undefined,
   ) {}
 
   /** The virtual time the last fault's effect ended (its pause included); -Infinity before any. */
@@ -153,7 +158,7 @@ export class Scheduler {
   private step(call: Parked): void {
     const { actor, method } = call;
     actor.steps++;
-    const fault = call.faulted ? undefined : this.pickFault(actor, method);
+    const fault = call.faulted ? undefined : this.pickFault(method);
     const point = `${method}@${actor.steps}`;
     const now = this.clock.monotonicMs();
     if (fault === undefined) {
@@ -164,8 +169,9 @@ export class Scheduler {
     call.faulted = true;
     if (fault === 'crash') {
       actor.crashed = true;
-      this.faults.push({ kind: fault, point, at: now, until: now });
       this.log(`${actor.name} ${method} CRASH at ${point}`);
+      const restartMs = this.restart(actor);
+      this.faults.push({ kind: fault, point, at: now, until: now + (restartMs ?? 0) });
       return; // never settles
     }
     if (fault === 'pause') {
@@ -190,12 +196,11 @@ export class Scheduler {
     }
   }
 
-  private pickFault(actor: Actor, method: string): FaultKind | undefined {
+  private pickFault(method: string): FaultKind | undefined {
     const plan = this.plan;
     if (this.faults.length >= plan.budget || this.clock.monotonicMs() > plan.windowMs) return undefined;
     if (this.random() >= plan.chance) return undefined;
-    const kinds: FaultKind[] = ['pause', 'lost', 'throttle'];
-    if (!plan.uncrashable.has(actor.name)) kinds.push('crash');
+    const kinds: FaultKind[] = ['pause', 'lost', 'throttle', 'crash'];
     if (TRANSACTIONS.has(method)) kinds.push('conflict');
     return kinds[Math.floor(this.random() * kinds.length)];
   }

@@ -5,10 +5,11 @@
  *
  * The world: one night of a small generic job, `chunks` chunks of `items` items written `batch` at a time with the
  * real fenced batch (writeBatch). Actors: holder-1 starts the night at 0; holder-2, a duplicate trigger, starts it
- * again later; the sweeper sweeps every `sweepPeriodMs` and starts a new holder for each night it re-queues.
+ * again later; the sweeper sweeps every `sweepPeriodMs` and starts a new holder for each night it re-queues (its
+ * StartExecution is a step boundary); a crashed sweeper is replaced by a fresh one after a seeded delay.
  *
  * Not explored here: the workflow's Lambda handlers under Step Functions' semantics, election and handover, the
- * manifest and the epoch ledger, wall-clock faults, the sparse index's lag, a crashed sweeper (docs/TESTING.md).
+ * manifest and the epoch ledger, wall-clock faults (docs/TESTING.md).
  */
 import { VirtualClock } from '../../core/clock';
 import type { DocumentClient } from '../../core/aws/job-store';
@@ -26,7 +27,7 @@ import { Sweeper, SWEEPER_DEFAULTS } from '../../core/sweeper';
 import { DEFAULT_BACKOFF } from '../../core/conditions';
 import { prng } from '../../local/prng';
 import { type Mutation, applyMutation } from './mutations';
-import { Actor, Scheduler } from './scheduler';
+import { Actor, type Restart, Scheduler } from './scheduler';
 
 /** The world's settings: the night's size, the lease, the sweeper, the faults. */
 const EXPLORE_SETTINGS = {
@@ -37,18 +38,26 @@ const EXPLORE_SETTINGS = {
   sweepPeriodMs: 5_000,
   /** The duplicate trigger starts within this long after the first. */
   duplicateWithinMs: 15_000,
+  /** Each schedule's sparse index lags its table by up to a seeded share of this (each change a seeded part of that). */
+  maxIndexLagMs: 3_000,
+  /** A crashed sweeper is replaced by a fresh one within this long. */
+  sweeperRestartWithinMs: 10_000,
   faults: { chance: 0.15, budget: 4, maxPauseMs: 20_000, windowMs: 40_000 },
 } as const;
 
 /**
  * How long after the last fault's effect ended the night must be DONE: a sweep to see the orphan, a full lease and
  * a sweep more to see it unchanged, the new holder's wait of a full lease on the dead holder's rvn (to the poll after
- * it), and the longest retry backoff still running; a fault-free run itself takes no virtual time (store calls take none).
+ * it), the longest retry backoff still running, and the index's lag (the orphaned row reaches the sparse index up to
+ * one lag late); a fault-free run itself takes no virtual time (store calls take none).
  */
 function livenessBoundMs(s: typeof EXPLORE_SETTINGS = EXPLORE_SETTINGS): number {
   const backoff = DEFAULT_BACKOFF.capMs * DEFAULT_BACKOFF.retries;
-  return 2 * s.sweepPeriodMs + 2 * s.lease.leaseMs + pollMsOf(s.lease) + backoff;
+  return 2 * s.sweepPeriodMs + 2 * s.lease.leaseMs + pollMsOf(s.lease) + backoff + s.maxIndexLagMs;
 }
+
+/** The index lag's stream: a seed far from the schedules' own seeds. */
+const LAG_STREAM = 0x5eed_0000;
 
 /** What one schedule did and what its checks found. */
 export interface ScheduleResult {
@@ -77,8 +86,11 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
   const s = EXPLORE_SETTINGS;
   const random = prng(seed);
   const clock = new VirtualClock();
-  const scheduler = new Scheduler(clock, random, { ...s.faults, uncrashable: new Set(['sweeper']) });
-  const jobs: JobStore = new MemoryJobStore({ clock, jobs: 'jobs' });
+  const scheduler = new Scheduler(clock, random, s.faults, (actor) => restart(actor));
+  // The index's lag draws from its own stream of the seed, so the scheduler's draws stay as they were.
+  const lagRandom = prng(seed + LAG_STREAM);
+  const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
+  const jobs: JobStore = new MemoryJobStore({ clock, jobs: 'jobs', indexLagMs, random: lagRandom });
   const locks: LockStore = new MemoryLockStore({ clock });
   const keys = jobKeys('explore');
   const jobId = keys.job(DATE);
@@ -176,37 +188,68 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
     );
   };
 
-  // The sweeper: one long-lived process, sweeping every period; a new holder for each night it re-queues.
-  const sweeperActor = new Actor('sweeper');
-  const sweeperClock = scheduler.clockOf(sweeperActor);
-  const sweeper = new Sweeper(
-    {
-      ddb: undefined as unknown as DocumentClient,
-      jobs: 'jobs',
-      locks: 'locks',
-      clock: sweeperClock,
-      store: scheduler.wrap(jobs, sweeperActor),
-      lockStore: scheduler.wrap(broken.locks, sweeperActor),
-    },
-    { ...SWEEPER_DEFAULTS, leaseMs: s.lease.leaseMs },
-  );
+  // The sweeper: one process sweeping every period; for each night it re-queues it starts a new holder (its
+  // StartExecution, a step boundary of its own) and then records the re-queue. A crashed sweeper is replaced, after
+  // a seeded delay, by a fresh Sweeper with no memory of its sightings, as a restarted process would be.
   let holders = 0;
+  let sweepers = 0;
   let sweeping = true;
-  const sweepLoop = (): void => {
-    if (!sweeping) return;
-    sweeper
-      .sweep((id) => {
-        scheduler.log(`sweeper re-queues ${id}`);
-        startHolder(`holder-${++holders}`);
-      })
-      .catch((err: Error) => scheduler.log(`sweeper: sweep failed: ${err.name}`))
-      .finally(() => sweeperClock.after(s.sweepPeriodMs, sweepLoop));
+  let sweeperActor: Actor | undefined;
+  const startSweeper = (): void => {
+    const actor = new Actor(`sweeper-${++sweepers}`);
+    sweeperActor = actor;
+    const actorClock = scheduler.clockOf(actor);
+    const executions = scheduler.wrap(
+      {
+        startExecution: async (id: string) => {
+          scheduler.log(`${actor.name} starts a new run of ${id}`);
+          startHolder(`holder-${++holders}`);
+        },
+      },
+      actor,
+    );
+    const sweepSide = broken.sweeperFor(
+      actor,
+      (inner) => scheduler.wrap(inner, actor),
+      jobs,
+      (id) => executions.startExecution(id),
+    );
+    const sweeper = new Sweeper(
+      {
+        ddb: undefined as unknown as DocumentClient,
+        jobs: 'jobs',
+        locks: 'locks',
+        clock: actorClock,
+        store: sweepSide.jobs,
+        lockStore: scheduler.wrap(broken.locks, actor),
+      },
+      { ...SWEEPER_DEFAULTS, leaseMs: s.lease.leaseMs },
+    );
+    const sweepLoop = (): void => {
+      if (!sweeping) return;
+      sweeper
+        .sweep(sweepSide.start)
+        .then(
+          (report) => report.requeued.forEach((id) => scheduler.log(`${actor.name} recorded the re-queue of ${id}`)),
+          (err: Error) => scheduler.log(`${actor.name}: sweep failed: ${err.name}`),
+        )
+        .finally(() => actorClock.after(s.sweepPeriodMs, sweepLoop));
+    };
+    scheduler.log(`${actor.name} starts`);
+    actorClock.after(s.sweepPeriodMs, sweepLoop);
+  };
+  const restart: Restart = (actor) => {
+    if (actor !== sweeperActor || !sweeping) return undefined;
+    const delay = Math.floor(random() * s.sweeperRestartWithinMs);
+    clock.after(delay, startSweeper);
+    return delay;
   };
 
+  scheduler.log(`the sparse index lags by up to ${indexLagMs} ms`);
   startHolder(`holder-${++holders}`);
   const duplicateAt = Math.floor(random() * s.duplicateWithinMs);
   clock.after(duplicateAt, () => startHolder(`holder-${++holders}`));
-  sweeperClock.after(s.sweepPeriodMs, sweepLoop);
+  startSweeper();
 
   const settled = () => actors.every((a) => a.crashed || a.outcome !== 'running');
   const horizon = s.faults.windowMs + s.faults.maxPauseMs + livenessBoundMs(s);

@@ -30,8 +30,7 @@ export interface StoryPrediction {
   readonly tokens: readonly { readonly actor: string; readonly token: number }[];
   /** The fence A's late batch met. */
   readonly lateBatchFence?: number;
-  /** The job row's state right after the sweeper's re-queue, and at the end. */
-  readonly stateAfterRequeue?: string;
+  /** The job row's state at the end. */
   readonly finalState: string;
 }
 
@@ -43,7 +42,6 @@ export function predictStory(timeScale: number): StoryPrediction {
   const store = new FencedStore(sim);
   const tokens: { actor: string; token: number }[] = [];
   let lateBatchFence: number | undefined;
-  let stateAfterRequeue: string | undefined;
   const workers = new Map<string, Worker>();
 
   /** Claim by the clock-free rule (polling every lease/20), raise the fence first, then work the chunks. */
@@ -120,12 +118,9 @@ export function predictStory(timeScale: number): StoryPrediction {
         const it = item.read();
         return it?.holder === undefined ? 'free' : (it.rvn ?? 'free');
       },
-      () => {
-        stateAfterRequeue = store.row.state;
-        runWorker('C', sim.now, () => 'go');
-      },
+      () => runWorker('C', sim.now, () => 'go'),
       { everyMs: Math.max(100, Math.round(timing.leaseMs / 2)), confirmMs: timing.leaseMs, firstAt: sim.now },
     );
   sim.run(60 * LEASE_DEFAULTS.leaseMs);
-  return { rows: sim.rows, tokens, lateBatchFence, stateAfterRequeue, finalState: store.row.state };
+  return { rows: sim.rows, tokens, lateBatchFence, finalState: store.row.state };
 }

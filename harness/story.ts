@@ -137,12 +137,12 @@ export async function playStory(endpoints: Endpoints, clients: Clients, timeScal
           add({ t: at, actor, event: 'learns its lease is lost', token: e.token });
           break;
         case 'requeued':
-          state = 'QUEUED';
+          // The re-queue only counts: the row stays RUNNING in the index until C's raise (docs/DESIGN.md "The sweeper").
           add({
             t: at,
             actor,
             event: 'finds the orphan in the sparse index, re-queues it',
-            note: `owner ${String(e.token)}, fence ${String(e.fence)}`,
+            note: `owner ${String(e.token)}, fence ${String(e.fence)}; stays RUNNING`,
           });
           break;
         case 'completed':

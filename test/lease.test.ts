@@ -9,10 +9,17 @@ import { DEFAULTS } from '../apps/billing/settings';
 import { ClaimBudgetExhaustedError, StopTimePassedError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
 import { claim, nextClaimStep, pollMsOf, readLock, sight, tryClaim, type LeaseDeps, type Sighting } from '../core/lease';
+import { MemoryLockStore } from '../core/memory/lock-store';
+import type { DocumentClient } from '../core/aws/lock-store';
 import { namespace } from './support/stack';
 import { onVirtualTime } from './support/virtual-time';
 
 const fast: LeaseConfig = { ...DEFAULTS, leaseMs: 900, renewMs: 300, marginMs: 200, claimBudget: 3 };
+
+/** A document client that refuses every call: on the memory store, any call that goes around it fails the test. */
+const noDynamo = {
+  send: () => Promise.reject(new Error('DynamoDB reached: a call went around the lock store')),
+} as unknown as DocumentClient;
 
 async function deps(worker: string, clock: Clock = systemClock): Promise<LeaseDeps & { seen: FencepostEvent[] }> {
   const ns = await namespace();
@@ -87,31 +94,53 @@ test('clock-free claim: a claimant that keeps seeing the rvn change never claims
 });
 
 test("a holder that stops renewing is taken over one full lease after its last rvn, on the claimant's own clock, with a higher token", async () => {
-  const d = await deps('A');
-  const a = await claim(d, 'k', 'A', fast);
-  a.startHeartbeat();
-  const bClock = systemClock;
+  // Virtual time on the in-memory lock store: the takeover instant is exact, on any machine.
+  const clock = new VirtualClock();
+  const store = new MemoryLockStore();
+  const d: LeaseDeps = { ddb: noDynamo, table: 'unused', store, clock };
+  const a = await claim(d, 'k', 'A', fast); // at 0
+  a.startHeartbeat(); // A renews at renewMs, 2 × renewMs, ...
   const bSeen: FencepostEvent[] = [];
-  const b = claim({ ...d, clock: bClock, events: new Events('B', bClock).on((e) => bSeen.push(e)) }, 'k', 'B', fast);
-  await new Promise((r) => setTimeout(r, 1_000)); // B watches A renew for a while
+  let claimedAt: number | undefined;
+  const b = claim({ ...d, events: new Events('B', clock).on((e) => bSeen.push(e)) }, 'k', 'B', fast).then((l) => {
+    claimedAt = clock.monotonicMs();
+    return l;
+  }); // B sights at 0, then every poll period
+  const poll = pollMsOf(fast);
+  const watchMs = 1_000; // B watches A renew for a while (not a multiple of renewMs: no renewal at the instant A stops)
+  await clock.advance(watchMs);
   await a.stopHeartbeat();
-  const lastRenewalSent = performance.now(); // A's last renewal: applied after this instant, so the formula's
-  await a.renew(); //                           earliest safe takeover is no earlier than this + lease
+  await clock.advance(poll / 2); // off B's poll grid, so which poll first shows A's last rvn is not a tie
+  const lastRenewalAt = clock.monotonicMs();
+  await a.renew(); // A's last rvn, applied at lastRenewalAt (the store takes no virtual time)
+  // The claim rule: B first sees the last rvn at its next poll (B polls at multiples of `poll` from 0, while the count
+  // is below a lease every wait is a full poll), and claims once that rvn has stayed unchanged a full lease from there.
+  const firstSeenAt = Math.ceil(lastRenewalAt / poll) * poll;
+  const expectedClaimAt = firstSeenAt + fast.leaseMs;
+  await clock.advance(expectedClaimAt - 1 - clock.monotonicMs());
+  assert.equal(claimedAt, undefined, `not claimed 1 ms before ${expectedClaimAt}`);
+  await clock.runUntilIdle(1_000); // bounded: a claimant that never claims fails here instead of hanging
   const bLease = await b;
-  const claimedAfter = performance.now() - lastRenewalSent;
-  assert.ok(claimedAfter >= fast.leaseMs, `never before last renewal + lease (${Math.round(claimedAfter)} ms)`);
-  assert.ok(
-    claimedAfter <= fast.leaseMs + pollMsOf(fast) + 400,
-    `within a poll period (+ store round trips) of the formula, not a second lease (${Math.round(claimedAfter)} ms)`,
-  );
+  assert.equal(claimedAt, expectedClaimAt, 'claimed at the first poll that shows the last rvn, plus a full lease');
+  assert.equal(bLease.stopAtMs, expectedClaimAt + fast.leaseMs - fast.marginMs, "the claim was sent then: B's stop time counts from it");
+  assert.ok(claimedAt - lastRenewalAt >= fast.leaseMs, `never before last renewal + lease (${claimedAt - lastRenewalAt} ms)`);
+  assert.ok(claimedAt - lastRenewalAt < fast.leaseMs + poll, `within a poll period of the formula, not a second lease`);
   assert.equal(bLease.token, a.token + 1);
-  assert.ok(bSeen.filter((e) => e.event === 'sighted').length >= 2, "B saw at least one of A's renewals before A stopped");
+  // B reports each rvn once: A's claim, every heartbeat renewal while B watched, and the last one.
+  const renewals = Math.floor(watchMs / fast.renewMs);
+  assert.deepEqual(
+    bSeen.filter((e) => e.event === 'sighted').length,
+    1 + renewals + 1,
+    `B saw A's claim, its ${renewals} heartbeat renewals and its last renewal, each once`,
+  );
   // B claimed a full lease after A's last renewal, past A's stop time: A sends nothing more, and stays stopped.
+  assert.ok(a.stopAtMs < claimedAt, "B's claim falls after A's stop time");
   await assert.rejects(a.renew(), StopTimePassedError, 'renew after takeover → refused at the stop time');
   assert.throws(() => a.check(), StopTimePassedError, 'the loss is remembered for the next check');
   assert.equal(await a.release(), false, "a holder that lost the lock cannot release the next holder's lease");
   assert.equal((await readLock(d, 'k'))?.holder, 'B');
   await bLease.release();
+  assert.equal(clock.timers, 0);
 });
 
 test('the check before every action: stop time = sent_at + lease − margin, renewals move it', async () => {

@@ -4,7 +4,10 @@ import assert from 'node:assert/strict';
 import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { runBilling, writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
 import { audit } from '../apps/billing/audit';
-import { systemClock } from '../core/clock';
+import { systemClock, VirtualClock } from '../core/clock';
+import type { DocumentClient } from '../core/aws/lock-store';
+import { MemoryJobStore } from '../core/memory/job-store';
+import { MemoryLockStore } from '../core/memory/lock-store';
 import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
 import { FencedOutError } from '../core/errors';
@@ -19,6 +22,11 @@ import { namespace, type Namespace } from './support/stack';
 const lease: LeaseConfig = { ...DEFAULTS, leaseMs: 600, renewMs: 150, marginMs: 150 };
 const sweeperConfig: SweeperConfig = { leaseMs: 600, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A document client that refuses every call: on the memory stores, any call that goes around them fails the test. */
+const noDynamo = {
+  send: () => Promise.reject(new Error('DynamoDB reached: a call went around the stores')),
+} as unknown as DocumentClient;
 
 function deps(ns: Namespace, worker = 'W') {
   const events = new Events(worker, systemClock);
@@ -55,19 +63,36 @@ test("a dead holder's row is an orphan only on a second sighting a full lease la
   assert.deepEqual([next.claimed, next.orphans, next.pending], [1, 0, 1], 'a re-queued row starts over: a first sighting');
 });
 
-test('a live holder is never swept: its renewals change the rvn between sightings', async () => {
-  const ns = await namespace();
-  const { sweeper } = deps(ns);
-  const a = await holder(ns, '2026-09-28', 'A', true);
-  for (let i = 0; i < 4; i++) {
+test('a live holder is never swept: its renewals change the rvn between sightings; once it stops, it is swept a lease after the last one', async () => {
+  // Virtual time on the in-memory stores: every sweep lands a full lease after the previous one, exactly.
+  const clock = new VirtualClock();
+  const store = new MemoryJobStore({ clock, jobs: 'jobs' });
+  const lockStore = new MemoryLockStore();
+  const sweeper = new Sweeper({ ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock, store, lockStore }, sweeperConfig);
+  const date = '2026-09-28';
+  const a = await claim({ ddb: noDynamo, table: 'locks', store: lockStore, clock }, Keys.lock(date), 'A', lease);
+  await fence.raise({ ddb: noDynamo, jobs: 'jobs', clock, store }, Keys.job(date), a.token, 'A', 1);
+  a.startHeartbeat(); // A renews every renewMs, several times a lease
+  const first = await sweeper.sweep();
+  assert.deepEqual([first.claimed, first.pending, first.skippedAlive], [1, 1, 0], 'the first sighting only notes the rvn');
+  const waitMs = lease.leaseMs; // what the lock item declares: the sweeper waits that long between sightings
+  for (let i = 1; i <= 3; i++) {
+    await clock.advance(waitMs); // a full lease: the row is due, and A renewed in between
     const r = await sweeper.sweep();
-    assert.equal(r.requeued.length, 0);
-    await sleep(sweeperConfig.leaseMs / 2 + 10);
+    assert.deepEqual(
+      { requeued: r.requeued, orphans: r.orphans, skippedAlive: r.skippedAlive, pending: r.pending },
+      { requeued: [], orphans: 0, skippedAlive: 1, pending: 1 },
+      `sweep ${i}, a lease after the last: the rvn changed, so A is alive and seen afresh`,
+    );
   }
-  const r = await sweeper.sweep();
-  assert.equal(r.orphans, 0);
-  assert.ok(r.skippedAlive >= 1);
-  await a.release();
+  // The same row once A stops renewing: unchanged for a full lease since the last sighting is an orphan, not before.
+  await a.stopHeartbeat();
+  await clock.advance(waitMs - 1);
+  const early = await sweeper.sweep();
+  assert.deepEqual([early.orphans, early.pending, early.skippedAlive], [0, 1, 0], '1 ms short of a lease: not yet');
+  await clock.advance(1);
+  assert.deepEqual((await sweeper.sweep()).requeued, [Keys.job(date)], 'a full lease of the same rvn: re-queued');
+  assert.equal(clock.timers, 0);
 });
 
 test("a holder caught between its claim and its fence raise is not swept (the old owner's row, the new holder's live lease)", async () => {

@@ -3,7 +3,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { systemClock } from '../core/clock';
+import { systemClock, VirtualClock } from '../core/clock';
+import type { DocumentClient } from '../core/aws/lock-store';
+import { MemoryLockStore } from '../core/memory/lock-store';
 import { ConfigError, FencedOutError, StopTimePassedError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
 import { fenceOn } from '../core/fence';
@@ -12,7 +14,11 @@ import { withLease } from '../core/with-lease';
 import { namespace, type Namespace } from './support/stack';
 
 const fast = { leaseMs: 1500, renewMs: 500, marginMs: 300 };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A document client that refuses every call: on the memory store, any call that goes around it fails the test. */
+const noDynamo = {
+  send: () => Promise.reject(new Error('DynamoDB reached: a call went around the lock store')),
+} as unknown as DocumentClient;
 
 function deps(ns: Namespace, worker: string, ddb: DynamoDBDocumentClient = ns.clients.ddb): LeaseDeps & { seen: FencepostEvent[] } {
   const seen: FencepostEvent[] = [];
@@ -20,17 +26,36 @@ function deps(ns: Namespace, worker: string, ddb: DynamoDBDocumentClient = ns.cl
 }
 
 test('withLease claims, renews from this process while the work runs, releases, and returns what the work returned', async () => {
-  const ns = await namespace();
-  const d = deps(ns, 'A');
-  const result = await withLease(d, 'job#1', 'A', fast, async (lease) => {
+  // Virtual time on the in-memory lock store: the heartbeat's renewals are counted exactly, on any machine.
+  const clock = new VirtualClock();
+  const seen: FencepostEvent[] = [];
+  const d: LeaseDeps = {
+    ddb: noDynamo,
+    table: 'unused',
+    store: new MemoryLockStore(),
+    clock,
+    events: new Events('A', clock).on((e) => seen.push(e)),
+  };
+  const workMs = 3 * fast.renewMs + 100; // longer than the lease would last without renewals; not a multiple of renewMs
+  let done = false;
+  const running = withLease(d, 'job#1', 'A', fast, async (lease) => {
     assert.equal(lease.token, 1);
-    await sleep(3 * fast.renewMs + 100); // longer than the lease would last without renewals
+    await clock.sleep(workMs);
     return lease.act(() => `done by ${lease.token}`); // the stop time moved with the renewals: still ours
-  });
-  assert.equal(result, 'done by 1');
-  assert.ok(d.seen.filter((e) => e.event === 'renew').length >= 2, 'the heartbeat renewed while the work ran');
+  }).finally(() => (done = true));
+  await clock.runUntilIdle(100); // bounded: a heartbeat that never stops fails here
+  assert.equal(done, true);
+  assert.equal(await running, 'done by 1');
+  // Claimed at 0, the heartbeat renews every renewMs while the work runs, each renewal moving the stop time to its
+  // sent_at + lease − margin; the release at workMs stops it.
+  const renewals = Math.floor(workMs / fast.renewMs);
   assert.deepEqual(
-    d.seen.filter((e) => e.event !== 'renew').map((e) => e.event),
+    seen.filter((e) => e.event === 'renew').map((e) => e.event === 'renew' && e.stopAtMs),
+    Array.from({ length: renewals }, (_, i) => (i + 1) * fast.renewMs + fast.leaseMs - fast.marginMs),
+    `${renewals} renewals, at renewMs, 2 × renewMs, ... before the work ended at ${workMs} ms`,
+  );
+  assert.deepEqual(
+    seen.filter((e) => e.event !== 'renew').map((e) => e.event),
     ['sighted', 'claim', 'released'],
   );
   const item = await readLock(d, 'job#1');

@@ -10,16 +10,11 @@ import { ClaimBudgetExhaustedError, StopTimePassedError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
 import { claim, nextClaimStep, pollMsOf, readLock, sight, tryClaim, type LeaseDeps, type Sighting } from '../core/lease';
 import { MemoryLockStore } from '../core/memory/lock-store';
-import type { DocumentClient } from '../core/aws/lock-store';
 import { namespace } from './support/stack';
 import { onVirtualTime } from './support/virtual-time';
+import { noDynamo } from './support/no-dynamo';
 
 const fast: LeaseConfig = { ...DEFAULTS, leaseMs: 900, renewMs: 300, marginMs: 200, claimBudget: 3 };
-
-/** A document client that refuses every call: on the memory store, any call that goes around it fails the test. */
-const noDynamo = {
-  send: () => Promise.reject(new Error('DynamoDB reached: a call went around the lock store')),
-} as unknown as DocumentClient;
 
 async function deps(worker: string, clock: Clock = systemClock): Promise<LeaseDeps & { seen: FencepostEvent[] }> {
   const ns = await namespace();

@@ -16,13 +16,9 @@ import { handover, writerLedgerKey, HANDOVER_DEFAULTS } from '../core/handover';
 import { claim, pollMsOf, readLock, releaseClaimed, type LeaseDeps } from '../core/lease';
 import { MemoryLockStore } from '../core/memory/lock-store';
 import { namespace } from './support/stack';
+import { noDynamo } from './support/no-dynamo';
 
 const fast: LeaseConfig = { leaseMs: 900, renewMs: 250, marginMs: 200, claimBudget: 3 };
-
-/** A document client that refuses every call: with it, any call that bypasses the store fails the test. */
-const noDynamo = {
-  send: () => Promise.reject(new Error('DynamoDB reached: a call went around the lock store')),
-} as unknown as DocumentClient;
 
 function onMemory(): { clock: VirtualClock; deps: LeaseDeps; store: MemoryLockStore } {
   const clock = new VirtualClock();

@@ -5,7 +5,6 @@ import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { runBilling, writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
 import { audit } from '../apps/billing/audit';
 import { systemClock, VirtualClock } from '../core/clock';
-import type { DocumentClient } from '../core/aws/lock-store';
 import { MemoryJobStore } from '../core/memory/job-store';
 import { MemoryLockStore } from '../core/memory/lock-store';
 import { type LeaseConfig } from '../core/config';
@@ -18,15 +17,11 @@ import { claim, type LeaseDeps } from '../core/lease';
 import { Keys } from '../apps/billing/keys';
 import { Sweeper, isOrphan, requeue, sightClaimed, type SweeperConfig } from '../core/sweeper';
 import { namespace, type Namespace } from './support/stack';
+import { noDynamo } from './support/no-dynamo';
 
 const lease: LeaseConfig = { ...DEFAULTS, leaseMs: 600, renewMs: 150, marginMs: 150 };
 const sweeperConfig: SweeperConfig = { leaseMs: 600, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** A document client that refuses every call: on the memory stores, any call that goes around them fails the test. */
-const noDynamo = {
-  send: () => Promise.reject(new Error('DynamoDB reached: a call went around the stores')),
-} as unknown as DocumentClient;
 
 function deps(ns: Namespace, worker = 'W') {
   const events = new Events(worker, systemClock);

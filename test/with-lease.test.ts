@@ -4,7 +4,6 @@ import assert from 'node:assert/strict';
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { systemClock, VirtualClock } from '../core/clock';
-import type { DocumentClient } from '../core/aws/lock-store';
 import { MemoryLockStore } from '../core/memory/lock-store';
 import { ConfigError, FencedOutError, StopTimePassedError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
@@ -12,13 +11,9 @@ import { fenceOn } from '../core/fence';
 import { readLock, type LeaseDeps } from '../core/lease';
 import { withLease } from '../core/with-lease';
 import { namespace, type Namespace } from './support/stack';
+import { noDynamo } from './support/no-dynamo';
 
 const fast = { leaseMs: 1500, renewMs: 500, marginMs: 300 };
-
-/** A document client that refuses every call: on the memory store, any call that goes around it fails the test. */
-const noDynamo = {
-  send: () => Promise.reject(new Error('DynamoDB reached: a call went around the lock store')),
-} as unknown as DocumentClient;
 
 function deps(ns: Namespace, worker: string, ddb: DynamoDBDocumentClient = ns.clients.ddb): LeaseDeps & { seen: FencepostEvent[] } {
   const seen: FencepostEvent[] = [];

@@ -20,6 +20,7 @@
  * (a put's key is its `keyAttribute` alone), attribute types beyond S, N, BOOL, NULL, M, L, SS and NS in a put's
  * item, the 1 MB page (pages are `pageSize` items), and the order of the 100-action limit's error among others.
  */
+import { RequestTokens, dynamoError, transactionCanceled } from './dynamo-rules';
 import type { Clock } from '../clock';
 import { cancellationReasons, classifyCancellation, type CancellationReason } from '../conditions';
 import { Attr, CLAIM_SHARD } from '../schema';
@@ -39,8 +40,6 @@ import type {
 
 type Item = Record<string, unknown>;
 
-/** How long DynamoDB keeps a ClientRequestToken after the first request that used it completed. */
-const TOKEN_WINDOW_MS = 10 * 60_000;
 /** A transaction holds at most 100 actions. */
 const MAX_ACTIONS = 100;
 
@@ -58,11 +57,6 @@ export interface MemoryJobStoreOptions {
   readonly transactionMs?: number;
   /** Items per page of a query or scan. @default 100 */
   readonly pageSize?: number;
-}
-
-/** An error named as DynamoDB names it, so conditions.isTransient and the callers read it as they read the SDK's. */
-function dynamoError(name: string, message: string, extra: Record<string, unknown> = {}): Error {
-  return Object.assign(new Error(message), { name, $metadata: { httpStatusCode: 400 } }, extra);
 }
 
 /** DynamoDB's wire form to plain values (what the document client gives back). */
@@ -96,13 +90,14 @@ export class MemoryJobStore implements JobStore {
   private readonly items = new Map<string, Item>();
   /** Item keys held by a transaction in flight. */
   private readonly held = new Set<string>();
-  /** Request tokens: in flight, or completed (when, and which request). */
-  private readonly tokens = new Map<string, { readonly request: string; completedAt?: number }>();
+  /** ClientRequestTokens: in flight, or succeeded within their 10 minutes. */
+  private readonly tokens: RequestTokens;
   /** The sparse index's view of each job row, version by version. */
   private readonly index = new Map<string, IndexVersion[]>();
 
   constructor(private readonly options: MemoryJobStoreOptions) {
     this.jobs = options.jobs;
+    this.tokens = new RequestTokens(options.clock);
   }
 
   /** Every item of a table, as stored (for tests that look behind the store's back). */
@@ -239,22 +234,16 @@ export class MemoryJobStore implements JobStore {
   private async transact(fence: FenceItem, token: number, puts: readonly BatchPut[], requestToken: string): Promise<void> {
     if (puts.length + 1 > MAX_ACTIONS) throw dynamoError('ValidationException', `at most ${MAX_ACTIONS} actions in a transaction`);
     const request = JSON.stringify([fence.table, keyOf(fence.table, fence.key), token, puts]);
-    const now = this.options.clock.monotonicMs();
-    const earlier = this.tokens.get(requestToken);
-    if (earlier && (earlier.completedAt === undefined || now - earlier.completedAt < TOKEN_WINDOW_MS)) {
-      if (earlier.request !== request) throw dynamoError('IdempotentParameterMismatchException', 'the token was used with another request');
-      if (earlier.completedAt === undefined) throw dynamoError('TransactionInProgressException', 'the transaction with this token is in flight');
-      return; // the first send's success, replayed: nothing written again
-    }
+    if (this.tokens.replayed(requestToken, request)) return; // the first send's success, replayed: nothing written again
     const actions = [keyOf(fence.table, fence.key), ...puts.map((p) => keyOf(p.table, { [p.keyAttribute]: fromWire(p.item[p.keyAttribute]) }))];
     // Another transaction in flight holds one of our items: cancelled, TransactionConflict at that item.
     if (actions.some((k) => this.held.has(k))) {
-      throw cancelled(
+      throw transactionCanceled(
         actions.map((k) => (this.held.has(k) ? { Code: 'TransactionConflict', Message: 'Transaction is ongoing for the item' } : { Code: 'None' })),
       );
     }
     actions.forEach((k) => this.held.add(k));
-    this.tokens.set(requestToken, { request });
+    this.tokens.begin(requestToken, request);
     try {
       await (this.options.transactionMs ? this.options.clock.sleep(this.options.transactionMs) : Promise.resolve());
       const check = this.items.get(actions[0]);
@@ -268,11 +257,11 @@ export class MemoryJobStore implements JobStore {
             this.items.has(k) ? { Code: 'ConditionalCheckFailed', Message: 'The conditional request failed' } : { Code: 'None' },
           ),
       ];
-      if (reasons.some((r) => r.Code !== 'None')) throw cancelled(reasons);
+      if (reasons.some((r) => r.Code !== 'None')) throw transactionCanceled(reasons);
       puts.forEach((p, i) => this.items.set(actions[i + 1], plain(p.item)));
-      this.tokens.set(requestToken, { request, completedAt: this.options.clock.monotonicMs() });
+      this.tokens.succeeded(requestToken, request);
     } catch (err) {
-      this.tokens.delete(requestToken); // only a success is remembered under its token
+      this.tokens.failed(requestToken); // only a success is remembered under its token
       throw err;
     } finally {
       actions.forEach((k) => this.held.delete(k));
@@ -282,13 +271,6 @@ export class MemoryJobStore implements JobStore {
   private jobKey(jobId: string): string {
     return keyOf(this.jobs, { [Attr.pk]: jobId });
   }
-}
-
-function cancelled(reasons: CancellationReason[]): Error {
-  const codes = reasons.map((r) => r.Code ?? 'None').join(', ');
-  return dynamoError('TransactionCanceledException', `Transaction cancelled, please refer cancellation reasons for specific reasons [${codes}]`, {
-    CancellationReasons: reasons,
-  });
 }
 
 // The same clauses as core/aws/job-store.ts, as predicates on the old item.

@@ -14,10 +14,8 @@
  * is still running, capacity and item-size limits, Scan paging.
  */
 import type { Clock } from '../clock';
+import { RequestTokens } from './dynamo-rules';
 import type { ActionReason, AppendOutcome, LedgerEntry, LedgerHead, LedgerStore, RaiseOutcome } from '../store/ledger';
-
-/** DynamoDB keeps a ClientRequestToken for 10 minutes after the first request that used it completed. */
-const TOKEN_WINDOW_MS = 10 * 60_000;
 
 interface FenceItem {
   fence?: number;
@@ -28,12 +26,14 @@ interface FenceItem {
 export class MemoryLedgerStore implements LedgerStore {
   private readonly fences = new Map<string, FenceItem>();
   private readonly items = new Map<string, LedgerEntry>();
-  private readonly tokens = new Map<string, { readonly request: string; readonly atMs: number }>();
+  private readonly tokens: RequestTokens;
 
   constructor(
     /** Times the tokens' 10 minutes (monotonic). */
-    private readonly clock: Clock,
-  ) {}
+    clock: Clock,
+  ) {
+    this.tokens = new RequestTokens(clock);
+  }
 
   async head(key: string): Promise<LedgerHead> {
     return headOf(this.fences.get(key));
@@ -49,14 +49,7 @@ export class MemoryLedgerStore implements LedgerStore {
 
   async append(key: string, entry: LedgerEntry, requestToken: string): Promise<AppendOutcome> {
     const request = JSON.stringify([key, entry]);
-    const now = this.clock.monotonicMs();
-    const seen = this.tokens.get(requestToken);
-    if (seen && now - seen.atMs < TOKEN_WINDOW_MS) {
-      if (seen.request === request) return { ok: true }; // the same request again: its first answer, nothing written
-      throw Object.assign(new Error('Idempotent parameter mismatch: the token was used for another request'), {
-        name: 'IdempotentParameterMismatchException',
-      });
-    }
+    if (this.tokens.replayed(requestToken, request)) return { ok: true }; // the same request again: its first answer, nothing written
     const item = this.fences.get(key);
     const fenceOk = item?.fence === undefined || item.fence <= entry.epoch;
     const followsOk = entry.version === 1 ? item?.version === undefined : item?.version === entry.version - 1;
@@ -69,7 +62,7 @@ export class MemoryLedgerStore implements LedgerStore {
     }
     this.fences.set(key, { ...item, fence: entry.epoch, version: entry.version });
     this.items.set(entry.pk, structuredClone(entry));
-    this.tokens.set(requestToken, { request, atMs: now });
+    this.tokens.succeeded(requestToken, request);
     return { ok: true };
   }
 

@@ -13,6 +13,7 @@
  * items, in key order; DynamoDB's order is its hash order), and ClientRequestToken (the lock table's writes do not
  * use one). Nothing here reads a global clock or random.
  */
+import { dynamoError, transactionCanceled } from './dynamo-rules';
 import type { Clock } from '../clock';
 import type { BumpPage, ClaimOn, ClaimWrite, Holding, JoinRequest, LockItem, LockStore, RemoveOn, RoleItem, WriteOutcome } from '../store/lock';
 
@@ -28,11 +29,6 @@ export interface MemoryLockStoreOptions {
   readonly random?: () => number;
   /** Items per scan page. @default 100 */
   readonly scanPageSize?: number;
-}
-
-/** An error shaped as the SDK shapes DynamoDB's, so isTransient and cancellationReasons read it the same way. */
-function awsError(name: string, message: string, extra: Record<string, unknown> = {}): Error {
-  return Object.assign(new Error(message), { name, $metadata: { httpStatusCode: 400 }, ...extra });
 }
 
 const copy = (item: Item | undefined): Item | undefined => (item === undefined ? undefined : structuredClone(item));
@@ -170,7 +166,8 @@ export class MemoryLockStore implements LockStore {
   /** A single-item write on an item a transaction holds fails, as DynamoDB's does. */
   private refuseIfHeld(key: string): void {
     for (const t of this.inFlight)
-      if (t.cancelledAt === undefined && t.keys.includes(key)) throw awsError('TransactionConflictException', 'Transaction is ongoing for the item');
+      if (t.cancelledAt === undefined && t.keys.includes(key))
+        throw dynamoError('TransactionConflictException', 'Transaction is ongoing for the item');
   }
 
   /**
@@ -205,14 +202,9 @@ function stillOurs(item: Item, holding: Holding): boolean {
 
 /** TransactionCanceledException with TransactionConflict at position `at`, None elsewhere. */
 function cancelled(actions: number, at: number): Error {
-  const reasons = Array.from({ length: actions }, (_, i) =>
-    i === at ? { Code: 'TransactionConflict', Message: 'Transaction is ongoing for the item' } : { Code: 'None' },
-  );
-  return awsError(
-    'TransactionCanceledException',
-    `Transaction cancelled, please refer cancellation reasons for specific reasons [${reasons.map((r) => r.Code).join(', ')}]`,
-    {
-      CancellationReasons: reasons,
-    },
+  return transactionCanceled(
+    Array.from({ length: actions }, (_, i) =>
+      i === at ? { Code: 'TransactionConflict', Message: 'Transaction is ongoing for the item' } : { Code: 'None' },
+    ),
   );
 }

@@ -35,6 +35,14 @@ export interface FaultPlan {
   readonly wall?: { readonly maxStepMs: number; readonly maxRateError: number };
   /** Store methods whose request can be delivered twice. @default none */
   readonly twice?: readonly string[];
+  /**
+   * Where a kind of fault weighs `weight` kinds instead of one, to reach a rare case more often: a pause at the write
+   * right after a passed stop-time check (the gap that makes a stale holder, Part 4), StartExecution delivered twice.
+   * @default none
+   */
+  readonly emphasis?: readonly { readonly methods: readonly string[]; readonly kind: FaultKind; readonly weight: number }[];
+  /** Store methods where the chance of a fault is this share of `chance` (a claimant's polls: many, and alike). @default none */
+  readonly seldomAt?: { readonly methods: readonly string[]; readonly share: number };
 }
 
 /**
@@ -260,11 +268,13 @@ export class Scheduler {
   private pickFault(method: string): FaultKind | undefined {
     const plan = this.plan;
     if (this.faults.length >= plan.budget || this.clock.monotonicMs() > plan.windowMs) return undefined;
-    if (this.random() >= plan.chance) return undefined;
+    const chance = plan.seldomAt?.methods.includes(method) ? plan.chance * plan.seldomAt.share : plan.chance;
+    if (this.random() >= chance) return undefined;
     const kinds: FaultKind[] = ['pause', 'lost', 'throttle', 'crash'];
     if (TRANSACTIONS.has(method)) kinds.push('conflict');
     if (plan.wall) kinds.push('wall-step', 'wall-rate');
     if (plan.twice?.includes(method)) kinds.push('twice');
+    for (const e of plan.emphasis ?? []) if (e.methods.includes(method) && kinds.includes(e.kind)) for (let i = 1; i < e.weight; i++) kinds.push(e.kind);
     return kinds[Math.floor(this.random() * kinds.length)];
   }
 }

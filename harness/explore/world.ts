@@ -41,8 +41,8 @@ const EXPLORE_SETTINGS = {
   batchWorkMs: 1_000,
   lease: { ...LEASE_DEFAULTS, claimBudget: 4 } satisfies LeaseConfig,
   sweepPeriodMs: 5_000,
-  /** The duplicate trigger starts within this long after the first. */
-  duplicateWithinMs: 15_000,
+  /** The duplicate trigger starts within this long after the first (EventBridge's duplicates come close together). */
+  duplicateWithinMs: 5_000,
   /** Each schedule's sparse index lags its table by up to a seeded share of this (each change a seeded part of that). */
   maxIndexLagMs: 3_000,
   /** A crashed sweeper is replaced by a fresh one within this long. */
@@ -55,6 +55,14 @@ const EXPLORE_SETTINGS = {
     // Exaggerated (an NTP step is rarely seconds, a drift rarely 1%) so a night of a minute meets them.
     wall: { maxStepMs: 15_000, maxRateError: 0.5 },
     twice: ['startExecution'],
+    // Steering (docs/TESTING.md): a pause weighs 4 at the fenced write, right after a passed stop-time check (the
+    // gap that makes a stale holder); StartExecution's second delivery weighs 3; a lock read (a claimant's poll,
+    // twenty a lease) is faulted at a quarter of the chance.
+    emphasis: [
+      { methods: ['recordBatch'], kind: 'pause', weight: 4 },
+      { methods: ['startExecution'], kind: 'twice', weight: 3 },
+    ],
+    seldomAt: { methods: ['read'], share: 0.25 },
   },
 } as const;
 

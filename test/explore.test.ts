@@ -5,10 +5,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { explore, replayCommand } from '../harness/explore/explore';
+import { explore, replayCommand, type ExploreSummary } from '../harness/explore/explore';
 import { MUTATIONS } from '../harness/explore/mutations';
 import { Actor } from '../harness/explore/scheduler';
-import { runSchedule } from '../harness/explore/world';
+import { runSchedule, type ScheduleResult } from '../harness/explore/world';
 
 test('50 schedules from seed 42 on the real code: no violation, faults injected, and the same digest twice', async () => {
   const first = await explore(42, 50);
@@ -105,17 +105,27 @@ test("an actor's wall clock: a step moves it at once, a rate error from then on,
   assert.equal(a.wallMs(wall0 + 5_000, 5_000), wall0 + 5_000 - 3_000 + 0.5 * 2_000, 'the error gained stays');
 });
 
-// The real code times no duration on the wall clock: stepped and drifting wall clocks change nothing it decides.
-const WALL_RANGE = { from: 42, schedules: 60 };
+// One exploration of the real code over a fixed range, shared by the tests below: the wall faults and StartExecution
+// by name are checked in it (the range is shown to hold them: the tests count them).
+const RANGE = { from: 42, schedules: 100 };
+let range: Promise<{ summary: ExploreSummary; results: ScheduleResult[] }> | undefined;
+const exploreRange = () =>
+  (range ??= (async () => {
+    const results: ScheduleResult[] = [];
+    const summary = await explore(RANGE.from, RANGE.schedules, undefined, (r) => void results.push(r));
+    return { summary, results };
+  })());
+const LAST = RANGE.from + RANGE.schedules - 1;
 
-test(`wall-clock steps and rate errors land on every kind of actor in seeds ${WALL_RANGE.from}..${WALL_RANGE.from + WALL_RANGE.schedules - 1}, and the real code has no violation`, async () => {
+// The real code times no duration on the wall clock: stepped and drifting wall clocks change nothing it decides.
+test(`wall-clock steps and rate errors land on holders and sweepers in seeds ${RANGE.from}..${LAST}, and the real code has no violation`, async () => {
+  const { summary, results } = await exploreRange();
   const hit = new Map<string, Set<string>>();
-  const summary = await explore(WALL_RANGE.from, WALL_RANGE.schedules, undefined, (r) => {
+  for (const r of results)
     for (const line of r.trace) {
       const m = / (holder|sweeper)-\d+ (WALL-STEP|WALL-RATE) /.exec(line);
       if (m) hit.set(m[2], (hit.get(m[2]) ?? new Set()).add(m[1]));
     }
-  });
   assert.deepEqual(
     summary.violations.map((v) => [v.replay, v.violations]),
     [],
@@ -124,25 +134,26 @@ test(`wall-clock steps and rate errors land on every kind of actor in seeds ${WA
   for (const [kind, actors] of hit) assert.deepEqual([...actors].sort(), ['holder', 'sweeper'], `${kind} on both holders and sweepers`);
 });
 
-test('claim-on-wall-clock: a wall clock stepped back makes the naive claim land while the holder still acts (two holders at once); the real claim waits', async () => {
-  let caught: number | undefined;
-  await explore(42, WITHIN, 'claim-on-wall-clock', (r) => {
-    if (r.violations.length > 0) caught = r.seed;
-    return caught === undefined;
-  });
-  assert.notEqual(caught, undefined);
-  const broken = await runSchedule(caught!, 'claim-on-wall-clock');
+// Found by exploring from seed 42 (the first catch): holder-1's wall clock steps back before its claim, so the
+// lease_until it writes is already past on holder-2's clock.
+const WALL_CATCH = 99;
+
+test(`claim-on-wall-clock: a wall clock stepped back lets the naive claim land while the holder still acts, two holders at once; the real claim waits (seed ${WALL_CATCH})`, async () => {
+  const broken = await runSchedule(WALL_CATCH, 'claim-on-wall-clock');
   assert.ok(
     broken.trace.some((l) => / WALL-(STEP|RATE) /.test(l)),
-    `the catch is the wall clock's: seed ${caught} has no wall fault:\n${broken.trace.join('\n')}`,
+    `the catch is the wall clock's: seed ${WALL_CATCH} has no wall fault:\n${broken.trace.join('\n')}`,
   );
   assert.ok(
     broken.violations.some((v) => v.startsWith('two holders at once')),
     JSON.stringify(broken.violations),
   );
-  const honest = await runSchedule(caught!);
+  const honest = await runSchedule(WALL_CATCH);
   assert.deepEqual(honest.violations, []);
-  assert.ok(honest.trace.some((l) => / WALL-(STEP|RATE) /.test(l)), 'the real code meets the same wall fault');
+  assert.ok(
+    honest.trace.some((l) => / WALL-(STEP|RATE) /.test(l)),
+    'the real code meets the same wall fault',
+  );
 });
 
 test('fence-lt: the holder that raised the fence is refused by it (fenced out at its own token), and the night is never DONE', async () => {
@@ -156,14 +167,13 @@ test('fence-lt: the holder that raised the fence is refused by it (fenced out at
   assert.deepEqual((await runSchedule(42)).violations, []);
 });
 
-// StartExecution as AWS answers it: the same name again starts nothing. Seeds 42.. include a second delivery of the
-// sweeper's start (TWICE) and a sweep retried under the same name after a failure.
-const STARTS = { from: 42, schedules: 100 };
-
-test(`StartExecution delivered twice or retried under the same name starts one run (seeds ${STARTS.from}..${STARTS.from + STARTS.schedules - 1})`, async () => {
+// StartExecution as AWS answers it: the same name again starts nothing. The range holds second deliveries of the
+// sweeper's start (TWICE) and sweeps retried under the same name after a failure.
+test(`StartExecution delivered twice or retried under the same name starts one run (seeds ${RANGE.from}..${LAST})`, async () => {
+  const { summary, results } = await exploreRange();
   let twice = 0;
   let again = 0;
-  const summary = await explore(STARTS.from, STARTS.schedules, undefined, (r) => {
+  for (const r of results) {
     const started = r.trace.map((l) => / starts a new run (\S+)$/.exec(l)?.[1]).filter((n) => n !== undefined);
     assert.equal(new Set(started).size, started.length, `seed ${r.seed}: a run name started twice: ${started.join(', ')}`);
     for (const [i, line] of r.trace.entries()) {
@@ -176,7 +186,7 @@ test(`StartExecution delivered twice or retried under the same name starts one r
       );
     }
     again += r.trace.filter((l) => /: exists \(/.test(l)).length;
-  });
+  }
   assert.deepEqual(
     summary.violations.map((v) => v.replay),
     [],

@@ -175,8 +175,9 @@ export function applyMutation(mutation: Mutation | undefined, stores: { readonly
             read: async (key) => {
               const item = await locks.read(key);
               if (item?.holder === undefined || !over(key, clock.wallMs())) return item;
-              const { holder: _gone, ...free } = item;
-              return free as LockItem;
+              const free: Record<string, unknown> = { ...item };
+              delete free.holder;
+              return free as unknown as LockItem;
             },
             claim: async (key, _on, w) => {
               const item = items.get(key);

@@ -233,7 +233,10 @@ export class Scheduler {
     this.faults.push({ kind: fault, point, at: now, until: now });
     this.log(`${actor.name} ${method} ${fault.toUpperCase()} at ${point}`);
     if (fault === 'twice') {
-      call.run().then(() => call.run()).then(call.resolve, call.reject);
+      call
+        .run()
+        .then(() => call.run())
+        .then(call.resolve, call.reject);
     } else if (fault === 'lost') {
       call.run().then(() => call.reject(transient('TimeoutError', `explore: the response to ${method} was lost`)), call.reject);
     } else if (fault === 'throttle') {
@@ -274,7 +277,8 @@ export class Scheduler {
     if (TRANSACTIONS.has(method)) kinds.push('conflict');
     if (plan.wall) kinds.push('wall-step', 'wall-rate');
     if (plan.twice?.includes(method)) kinds.push('twice');
-    for (const e of plan.emphasis ?? []) if (e.methods.includes(method) && kinds.includes(e.kind)) for (let i = 1; i < e.weight; i++) kinds.push(e.kind);
+    for (const e of plan.emphasis ?? [])
+      if (e.methods.includes(method) && kinds.includes(e.kind)) for (let i = 1; i < e.weight; i++) kinds.push(e.kind);
     return kinds[Math.floor(this.random() * kinds.length)];
   }
 }

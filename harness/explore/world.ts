@@ -139,7 +139,9 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
           // Already recorded: the fence's check passed, only puts were refused (a check refused is fenced out).
           const fenceBefore = before?.fence === undefined ? undefined : Number(before.fence);
           if (out.kind === 'already-recorded' && fenceBefore !== undefined && token < fenceBefore)
-            violations.push(`${actor.name}'s batch at token ${token} passed the fence ${fenceBefore} (${String(fence.key.pk)}), its items already recorded`);
+            violations.push(
+              `${actor.name}'s batch at token ${token} passed the fence ${fenceBefore} (${String(fence.key.pk)}), its items already recorded`,
+            );
           if (out.kind === 'recorded' && !seenRequests.has(requestToken)) {
             seenRequests.add(requestToken);
             accepted.push({

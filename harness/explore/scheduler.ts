@@ -168,15 +168,15 @@ export class Scheduler {
   /**
    * Run until `done()` says so or the virtual time passes `untilMs`: settle, then step one parked call, or move the
    * clock to the next timer when nothing is runnable.
-   * @param maxSteps - stop after this many turns (a loop that takes no virtual time would otherwise never end)
+   * @param maxSteps - stop after this many turns (a loop that takes no virtual time would otherwise never end) @default no limit
    * @returns false if time or steps ran out first
    */
-  async run(done: () => boolean, untilMs: number, maxSteps = 20_000): Promise<boolean> {
+  async run(done: () => boolean, untilMs: number, maxSteps = Infinity): Promise<boolean> {
     for (let steps = 0; ; steps++) {
       await new Promise<void>((resolve) => setImmediate(resolve));
       if (done()) return true;
       if (steps >= maxSteps) {
-        this.log(`stopped after ${maxSteps} steps: the actors loop without time passing`);
+        this.log(`stopped after ${maxSteps} turns: the actors loop without time passing`);
         return false;
       }
       const now = this.clock.monotonicMs();

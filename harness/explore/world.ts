@@ -315,7 +315,8 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
 
   const settled = () => actors.every((a) => a.crashed || a.outcome !== 'running');
   const horizon = s.faults.windowMs + s.faults.maxPauseMs + livenessBoundMs(s);
-  await scheduler.run(() => doneAt !== undefined && settled(), horizon);
+  // A schedule takes a few hundred turns; a broken variant that loops without time passing stops at the limit.
+  await scheduler.run(() => doneAt !== undefined && settled(), horizon, 20_000);
   sweeping = false;
   broken.restore();
 
@@ -335,7 +336,7 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
   // Two holders at once: an act by a holder after a newer token was granted. The lease's promise (core/lease.ts
   // Lease): while check() passes, no other claim can have been granted; the claim waits a full lease on the rvn.
   for (const a of acts) {
-    const newer = grants.find((g) => g.epoch > a.token && g.atMs <= a.atMs);
+    const newer = grants.find((g) => g.key === jobId && g.epoch > a.token && g.atMs <= a.atMs);
     if (newer)
       violations.push(
         `two holders at once: ${a.actor} acted (${a.step}) at ${a.atMs} ms with token ${a.token}, after ${newer.actor} was granted token ${newer.epoch} at ${newer.atMs} ms`,

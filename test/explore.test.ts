@@ -7,7 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { explore, replayCommand, type ExploreSummary } from '../harness/explore/explore';
 import { MUTATIONS } from '../harness/explore/mutations';
-import { Actor } from '../harness/explore/scheduler';
+import { VirtualClock } from '../core/clock';
+import { Actor, Scheduler } from '../harness/explore/scheduler';
 import { runSchedule, type ScheduleResult } from '../harness/explore/world';
 
 test('50 schedules from seed 42 on the real code: no violation, faults injected, and the same digest twice', async () => {
@@ -103,6 +104,18 @@ test("an actor's wall clock: a step moves it at once, a rate error from then on,
   assert.equal(a.wallMs(wall0 + 3_000, 3_000), wall0 + 3_000 - 3_000 + 0.5 * 2_000);
   a.setWallRate(1, 3_000);
   assert.equal(a.wallMs(wall0 + 5_000, 5_000), wall0 + 5_000 - 3_000 + 0.5 * 2_000, 'the error gained stays');
+});
+
+test("the clock the real code is given reads the actor's own wall clock, and the shared monotonic time", async () => {
+  const clock = new VirtualClock();
+  const scheduler = new Scheduler(clock, () => 0, { chance: 0, budget: 0, maxPauseMs: 0, windowMs: 0 });
+  const [a, b] = [new Actor('a'), new Actor('b')];
+  a.stepWall(-14_000);
+  await clock.advance(2_000);
+  const [ca, cb] = [scheduler.clockOf(a), scheduler.clockOf(b)];
+  assert.equal(ca.wallMs(), clock.wallMs() - 14_000);
+  assert.equal(cb.wallMs(), clock.wallMs());
+  assert.equal(ca.monotonicMs(), cb.monotonicMs());
 });
 
 // One exploration of the real code over a fixed range, shared by the tests below: the wall faults and StartExecution

@@ -178,7 +178,7 @@ const EXPECTS: Record<ValueOption, string> = {
   'run-id': 'an ID',
   'lock-table': 'a DynamoDB table name',
   schedules: 'a positive integer',
-  mutation: 'fence-below, no-stop-check, epoch-deleted, raise-after or requeue-before-start (simulate explore)',
+  mutation: 'fence-below, no-stop-check, epoch-deleted, raise-after, requeue-before-start, claim-on-wall-clock or fence-lt (simulate explore)',
   seed: 'an integer',
   kinds: `a comma-separated list of ${KINDS.join(', ')}`,
   'workflow-share': 'a fraction in [0, 1]',

@@ -6,21 +6,40 @@
  *   epoch-deleted    releasing the lease deletes the lock item, so its epoch starts again from 1;
  *   raise-after      a holder raises each chunk fence only after its first write into the chunk;
  *   requeue-before-start  the sweeper's old order (issue 18 defect 1): record the re-queue by taking the row OUT of
- *                    the sparse index (state QUEUED, claim_shard removed), and only THEN start the new run.
+ *                    the sparse index (state QUEUED, claim_shard removed), and only THEN start the new run;
+ *   claim-on-wall-clock   the reference's naive lease (Part 5): `lease_until` written from the writer's wall clock,
+ *                    the claim conditional on `attribute_not_exists(holder) OR lease_until < :claimant_now_minus_margin`,
+ *                    instead of a full lease's wait on an unchanged rvn;
+ *   fence-lt         THE fence comparison (core/aws/job-store.ts FENCE_CLAUSE, `fence <= :t`) written `fence < :t`:
+ *                    the batch's check and the raises refuse a token equal to the fence.
  */
-import { Lease } from '../../core/lease';
+import type { Clock } from '../../core/clock';
+import type { LeaseConfig } from '../../core/config';
+import { Lease, pollMsOf } from '../../core/lease';
+import { transactionCanceled } from '../../core/memory/dynamo-rules';
 import type { MemoryLockStore } from '../../core/memory/lock-store';
 import { Attr } from '../../core/schema';
 import type { Conditional, FenceItem, JobRow, JobStore, RequeueSighting } from '../../core/store/jobs';
-import type { LockStore } from '../../core/store/lock';
+import type { ClaimOn, LockItem, LockStore } from '../../core/store/lock';
 import type { Actor } from './scheduler';
 
-export const MUTATIONS = ['fence-below', 'no-stop-check', 'epoch-deleted', 'raise-after', 'requeue-before-start'] as const;
+export const MUTATIONS = [
+  'fence-below',
+  'no-stop-check',
+  'epoch-deleted',
+  'raise-after',
+  'requeue-before-start',
+  'claim-on-wall-clock',
+  'fence-lt',
+] as const;
 export type Mutation = (typeof MUTATIONS)[number];
 
 /** The stores as one schedule sees them, with the mutation (if any) applied, and how to undo a patch. */
 export interface Broken {
+  /** The lock store as the sweeper sees it. */
   readonly locks: LockStore;
+  /** The lock store one holder sees, given its clock (its own wall reading) and its lease. */
+  locksFor(clock: Clock, lease: LeaseConfig): LockStore;
   /** The job store one holder sees; `steps` wraps a store so its calls are step boundaries of that holder. */
   jobsFor(actor: Actor, steps: (inner: JobStore) => JobStore): JobStore;
   /**
@@ -31,10 +50,13 @@ export interface Broken {
     actor: Actor,
     steps: <T extends object>(inner: T) => T,
     jobs: JobStore,
-    startExecution: (jobId: string) => Promise<void>,
-  ): { readonly jobs: JobStore; readonly start: (jobId: string) => Promise<void> };
+    startExecution: StartRun,
+  ): { readonly jobs: JobStore; readonly start: StartRun };
   restore(): void;
 }
+
+/** Starts a night's new run for an orphan: the run's name comes from the fence the sweeper saw. */
+type StartRun = (jobId: string, orphan: Pick<RequeueSighting, 'fence'>) => Promise<void>;
 
 const override = <T extends object>(target: T, methods: Partial<T>): T =>
   new Proxy(target, { get: (t, prop, receiver) => (prop in methods ? methods[prop as keyof T] : Reflect.get(t, prop, receiver)) as unknown });
@@ -43,6 +65,7 @@ export function applyMutation(mutation: Mutation | undefined, stores: { readonly
   const { locks, jobs } = stores;
   const plain: Broken = {
     locks,
+    locksFor: () => locks,
     jobsFor: () => jobs,
     sweeperFor: (_actor, steps, inner, startExecution) => ({ jobs: steps(inner), start: startExecution }),
     restore: () => undefined,
@@ -67,18 +90,17 @@ export function applyMutation(mutation: Mutation | undefined, stores: { readonly
       Lease.prototype.check = () => undefined;
       return { ...plain, restore: () => Object.defineProperty(Lease.prototype, 'check', check) };
     }
-    case 'epoch-deleted':
-      return {
-        ...plain,
-        locks: override(locks, {
-          release: async (key, holding, rvn, wallIso) => {
-            const out = await locks.release(key, holding, rvn, wallIso);
-            // The in-memory store keeps its items in a private map: the variant reaches behind it.
-            if (out.ok) (locks as unknown as { items: Map<string, unknown> }).items.delete(key);
-            return out;
-          },
-        } satisfies Partial<MemoryLockStore>),
-      };
+    case 'epoch-deleted': {
+      const deleting = override(locks, {
+        release: async (key, holding, rvn, wallIso) => {
+          const out = await locks.release(key, holding, rvn, wallIso);
+          // The in-memory store keeps its items in a private map: the variant reaches behind it.
+          if (out.ok) (locks as unknown as { items: Map<string, unknown> }).items.delete(key);
+          return out;
+        },
+      } satisfies Partial<MemoryLockStore>);
+      return { ...plain, locks: deleting, locksFor: () => deleting };
+    }
     case 'raise-after':
       return {
         ...plain,
@@ -131,13 +153,83 @@ export function applyMutation(mutation: Mutation | undefined, stores: { readonly
             jobs: override(steps(inner), {
               requeue: async (jobId, seen) => {
                 const out = await old.requeueOut(jobId, seen);
-                if (out.ok) await startExecution(jobId);
+                if (out.ok) await startExecution(jobId, seen);
                 return out;
               },
             }),
           };
         },
       };
+    case 'claim-on-wall-clock': {
+      // The in-memory store keeps its items private: the variant keeps lease_until on them, behind its back.
+      const items = (locks as unknown as { items: Map<string, Record<string, unknown>> }).items;
+      const until = (key: string) => Number(items.get(key)?.lease_until ?? 0);
+      const write = (key: string, ms: number) => void (items.get(key) && (items.get(key)!.lease_until = ms));
+      return {
+        ...plain,
+        locksFor: (clock, lease) => {
+          // The claimant's now, minus the margin, against the writer's lease_until: two clocks compared.
+          const over = (key: string, claimantWallMs: number) => until(key) < claimantWallMs - lease.marginMs;
+          return override(locks, {
+            // A lease over on our wall clock reads as free: the naive claimant claims at once.
+            read: async (key) => {
+              const item = await locks.read(key);
+              if (item?.holder === undefined || !over(key, clock.wallMs())) return item;
+              const free: Record<string, unknown> = { ...item };
+              delete free.holder;
+              return free as unknown as LockItem;
+            },
+            claim: async (key, _on, w) => {
+              const item = items.get(key);
+              if (item?.holder !== undefined && !over(key, Date.parse(w.wallIso))) {
+                // Refused: the naive claimant polls again a poll period later (the real loop would retry at once).
+                await clock.sleep(pollMsOf(lease));
+                return { ok: false, current: await locks.read(key) };
+              }
+              const on: ClaimOn = item?.holder === undefined ? { free: true } : { rvn: String(item.rvn) };
+              const out = await locks.claim(key, on, w);
+              if (out.ok) write(key, Date.parse(w.wallIso) + lease.leaseMs);
+              return out;
+            },
+            renew: async (key, holding, rvn, wallIso) => {
+              const out = await locks.renew(key, holding, rvn, wallIso);
+              if (out.ok) write(key, Date.parse(wallIso) + lease.leaseMs);
+              return out;
+            },
+            release: async (key, holding, rvn, wallIso) => {
+              const out = await locks.release(key, holding, rvn, wallIso);
+              if (out.ok) write(key, 0);
+              return out;
+            },
+          } satisfies Partial<LockStore>);
+        },
+      };
+    }
+    case 'fence-lt': {
+      // `fence < :t` differs from `fence <= :t` only at equality: refuse exactly that, as the store would refuse it.
+      const equal = (item: { readonly [Attr.fence]?: unknown } | undefined, token: number) =>
+        item?.[Attr.fence] !== undefined && Number(item[Attr.fence]) === token;
+      return {
+        ...plain,
+        jobsFor: () =>
+          override(jobs, {
+            recordBatch: async (fence, token, puts, requestToken) => {
+              const current = await jobs.readFence(fence);
+              if (!equal(current, token)) return jobs.recordBatch(fence, token, puts, requestToken);
+              const reasons = [{ Code: 'ConditionalCheckFailed', Message: 'The conditional request failed', Item: current }];
+              return { kind: 'fenced-out', current, cause: transactionCanceled([...reasons, ...puts.map(() => ({ Code: 'None' }))]) };
+            },
+            raiseFence: async (item, token, set) => {
+              const current = await jobs.readFence(item);
+              return equal(current, token) ? { ok: false, current } : jobs.raiseFence(item, token, set);
+            },
+            raiseJob: async (jobId, r) => {
+              const current = await jobs.readJob(jobId);
+              return equal(current, r.token) ? { ok: false, current } : jobs.raiseJob(jobId, r);
+            },
+          }),
+      };
+    }
   }
 }
 

@@ -9,12 +9,17 @@
  *   pause     the whole actor (its calls and its timers) stands still for a virtual time of any length;
  *   lost      the call is applied, then a transient error is thrown: the real retry code sees a lost response;
  *   throttle  a ThrottlingException before applying;
- *   conflict  a transaction cancelled with TransactionConflict before applying (transactions only).
+ *   conflict  a transaction cancelled with TransactionConflict before applying (transactions only);
+ *   wall-step the actor's wall clock steps forward or back by a seeded amount, then the call proceeds (plan.wall);
+ *   wall-rate the actor's wall clock runs fast or slow by a seeded factor from here on, then the call proceeds;
+ *   twice     the request is delivered twice (a retry after a lost response): applied, applied again, the second
+ *             answer returned (only the methods in plan.twice).
+ * The wall faults change only the actor's own wall reading (clockOf): the monotonic time stays shared and true.
  */
 import type { Clock, ClockTimer, VirtualClock } from '../../core/clock';
 
 /** A fault the scheduler can inject at a step boundary. */
-export type FaultKind = 'crash' | 'pause' | 'lost' | 'throttle' | 'conflict';
+export type FaultKind = 'crash' | 'pause' | 'lost' | 'throttle' | 'conflict' | 'wall-step' | 'wall-rate' | 'twice';
 
 /** How often and how hard to inject. */
 export interface FaultPlan {
@@ -26,6 +31,18 @@ export interface FaultPlan {
   readonly maxPauseMs: number;
   /** No fault is injected after this virtual time. */
   readonly windowMs: number;
+  /** Wall-clock faults: a step of up to ±maxStepMs, a rate of 1 ± up to maxRateError. @default none */
+  readonly wall?: { readonly maxStepMs: number; readonly maxRateError: number };
+  /** Store methods whose request can be delivered twice. @default none */
+  readonly twice?: readonly string[];
+  /**
+   * Where a kind of fault weighs `weight` kinds instead of one, to reach a rare case more often: a pause at the write
+   * right after a passed stop-time check (the gap that makes a stale holder, Part 4), StartExecution delivered twice.
+   * @default none
+   */
+  readonly emphasis?: readonly { readonly methods: readonly string[]; readonly kind: FaultKind; readonly weight: number }[];
+  /** Store methods where the chance of a fault is this share of `chance` (a claimant's polls: many, and alike). @default none */
+  readonly seldomAt?: { readonly methods: readonly string[]; readonly share: number };
 }
 
 /**
@@ -37,15 +54,35 @@ export type Restart = (actor: Actor) => number | undefined;
 /** Store methods that are transactions: where a conflict can be injected. */
 const TRANSACTIONS = new Set(['recordBatch']);
 
-/** One actor: a name, its step count, and whether it crashed or is paused. */
+/** One actor: a name, its step count, whether it crashed or is paused, and how far its wall clock is off. */
 export class Actor {
   steps = 0;
   crashed = false;
   pausedUntil = -Infinity;
   /** How the actor's run ended ('running' until it does; a crashed actor stays 'running'). */
   outcome = 'running';
+  /** The wall clock's error: an offset, and a rate counted from `wallRateFromMs` (monotonic). */
+  private wallOffsetMs = 0;
+  private wallRate = 1;
+  private wallRateFromMs = 0;
 
   constructor(readonly name: string) {}
+
+  /** This actor's wall reading, given the true wall time and the monotonic time. */
+  wallMs(trueWallMs: number, monotonicMs: number): number {
+    return trueWallMs + this.wallOffsetMs + (this.wallRate - 1) * (monotonicMs - this.wallRateFromMs);
+  }
+
+  /** Step the wall clock by `byMs` (negative: back). */
+  stepWall(byMs: number): void {
+    this.wallOffsetMs += byMs;
+  }
+
+  /** From monotonic `nowMs` on, the wall clock runs at `rate` (the reading stays continuous). */
+  setWallRate(rate: number, nowMs: number): void {
+    this.wallOffsetMs += (this.wallRate - 1) * (nowMs - this.wallRateFromMs);
+    [this.wallRate, this.wallRateFromMs] = [rate, nowMs];
+  }
 }
 
 interface Parked {
@@ -107,7 +144,7 @@ export class Scheduler {
     });
   }
 
-  /** The actor's view of the clock: its timers fire only while it is alive and not paused. */
+  /** The actor's view of the clock: its timers fire only while it is alive and not paused; its own wall reading. */
   clockOf(actor: Actor): Clock {
     const clock = this.clock;
     const after = (ms: number, fn: () => void): ClockTimer => {
@@ -122,7 +159,7 @@ export class Scheduler {
     };
     return {
       monotonicMs: () => clock.monotonicMs(),
-      wallMs: () => clock.wallMs(),
+      wallMs: () => actor.wallMs(clock.wallMs(), clock.monotonicMs()),
       after,
       sleep: (ms) => new Promise((resolve) => after(ms, resolve)),
     };
@@ -131,12 +168,17 @@ export class Scheduler {
   /**
    * Run until `done()` says so or the virtual time passes `untilMs`: settle, then step one parked call, or move the
    * clock to the next timer when nothing is runnable.
-   * @returns false if time ran out first
+   * @param maxSteps - stop after this many turns (a loop that takes no virtual time would otherwise never end) @default no limit
+   * @returns false if time or steps ran out first
    */
-  async run(done: () => boolean, untilMs: number): Promise<boolean> {
-    for (;;) {
+  async run(done: () => boolean, untilMs: number, maxSteps = Infinity): Promise<boolean> {
+    for (let steps = 0; ; steps++) {
       await new Promise<void>((resolve) => setImmediate(resolve));
       if (done()) return true;
+      if (steps >= maxSteps) {
+        this.log(`stopped after ${maxSteps} turns: the actors loop without time passing`);
+        return false;
+      }
       const now = this.clock.monotonicMs();
       const ready = this.parked.filter((p) => !p.actor.crashed && p.actor.pausedUntil <= now);
       if (ready.length > 0) {
@@ -183,9 +225,19 @@ export class Scheduler {
       this.parked.push(call);
       return;
     }
+    if (fault === 'wall-step' || fault === 'wall-rate') {
+      this.shiftWall(actor, fault, point);
+      call.run().then(call.resolve, call.reject);
+      return;
+    }
     this.faults.push({ kind: fault, point, at: now, until: now });
     this.log(`${actor.name} ${method} ${fault.toUpperCase()} at ${point}`);
-    if (fault === 'lost') {
+    if (fault === 'twice') {
+      call
+        .run()
+        .then(() => call.run())
+        .then(call.resolve, call.reject);
+    } else if (fault === 'lost') {
       call.run().then(() => call.reject(transient('TimeoutError', `explore: the response to ${method} was lost`)), call.reject);
     } else if (fault === 'throttle') {
       call.reject(transient('ThrottlingException', `explore: ${method} throttled`));
@@ -196,12 +248,37 @@ export class Scheduler {
     }
   }
 
+  /**
+   * A wall-clock fault: a step of up to ±maxStepMs, or a rate of 1 ± up to maxRateError from now on. Its effect on
+   * the real code must be none (it times nothing on the wall clock), so it ends where it is injected.
+   */
+  private shiftWall(actor: Actor, kind: 'wall-step' | 'wall-rate', point: string): void {
+    const wall = this.plan.wall!;
+    const now = this.clock.monotonicMs();
+    const signed = 2 * this.random() - 1;
+    if (kind === 'wall-step') {
+      const byMs = Math.round(signed * wall.maxStepMs);
+      actor.stepWall(byMs);
+      this.log(`${actor.name} WALL-STEP ${byMs >= 0 ? '+' : ''}${byMs} ms at ${point}`);
+    } else {
+      const rate = Math.round((1 + signed * wall.maxRateError) * 1000) / 1000;
+      actor.setWallRate(rate, now);
+      this.log(`${actor.name} WALL-RATE x${rate} at ${point}`);
+    }
+    this.faults.push({ kind, point, at: now, until: now });
+  }
+
   private pickFault(method: string): FaultKind | undefined {
     const plan = this.plan;
     if (this.faults.length >= plan.budget || this.clock.monotonicMs() > plan.windowMs) return undefined;
-    if (this.random() >= plan.chance) return undefined;
+    const chance = plan.seldomAt?.methods.includes(method) ? plan.chance * plan.seldomAt.share : plan.chance;
+    if (this.random() >= chance) return undefined;
     const kinds: FaultKind[] = ['pause', 'lost', 'throttle', 'crash'];
     if (TRANSACTIONS.has(method)) kinds.push('conflict');
+    if (plan.wall) kinds.push('wall-step', 'wall-rate');
+    if (plan.twice?.includes(method)) kinds.push('twice');
+    for (const e of plan.emphasis ?? [])
+      if (e.methods.includes(method) && kinds.includes(e.kind)) for (let i = 1; i < e.weight; i++) kinds.push(e.kind);
     return kinds[Math.floor(this.random() * kinds.length)];
   }
 }

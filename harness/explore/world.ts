@@ -6,12 +6,14 @@
  * The world: one night of a small generic job, `chunks` chunks of `items` items written `batch` at a time with the
  * real fenced batch (writeBatch). Actors: holder-1 starts the night at 0; holder-2, a duplicate trigger, starts it
  * again later; the sweeper sweeps every `sweepPeriodMs` and starts a new holder for each night it re-queues (its
- * StartExecution is a step boundary); a crashed sweeper is replaced by a fresh one after a seeded delay.
+ * StartExecution is a step boundary, named as the cloud's sweeper names it, and idempotent by name as AWS's is); a
+ * crashed sweeper is replaced by a fresh one after a seeded delay. Each actor reads its own wall clock, which the
+ * scheduler can step or make run fast or slow; the monotonic time stays shared and true.
  *
  * Not explored here: the workflow's Lambda handlers under Step Functions' semantics, election and handover, the
- * manifest and the epoch ledger, wall-clock faults (docs/TESTING.md).
+ * manifest and the epoch ledger (docs/TESTING.md).
  */
-import { VirtualClock } from '../../core/clock';
+import { type Clock, VirtualClock } from '../../core/clock';
 import type { DocumentClient } from '../../core/aws/job-store';
 import { LEASE_DEFAULTS, type LeaseConfig } from '../../core/config';
 import { Events } from '../../core/events';
@@ -26,6 +28,7 @@ import type { LockStore, WriteOutcome } from '../../core/store/lock';
 import { Sweeper, SWEEPER_DEFAULTS } from '../../core/sweeper';
 import { DEFAULT_BACKOFF } from '../../core/conditions';
 import { prng } from '../../local/prng';
+import { requeueRunName } from '../../lambda/sweep-verify';
 import { type Mutation, applyMutation } from './mutations';
 import { Actor, type Restart, Scheduler } from './scheduler';
 
@@ -34,26 +37,45 @@ const EXPLORE_SETTINGS = {
   chunks: 3,
   items: 4,
   batch: 2,
+  /** The work before each batch (computing it) takes this long on the holder's clock: a night is not instant. */
+  batchWorkMs: 1_000,
   lease: { ...LEASE_DEFAULTS, claimBudget: 4 } satisfies LeaseConfig,
   sweepPeriodMs: 5_000,
-  /** The duplicate trigger starts within this long after the first. */
-  duplicateWithinMs: 15_000,
+  /** The duplicate trigger starts within this long after the first (EventBridge's duplicates come close together). */
+  duplicateWithinMs: 5_000,
   /** Each schedule's sparse index lags its table by up to a seeded share of this (each change a seeded part of that). */
   maxIndexLagMs: 3_000,
   /** A crashed sweeper is replaced by a fresh one within this long. */
   sweeperRestartWithinMs: 10_000,
-  faults: { chance: 0.15, budget: 4, maxPauseMs: 20_000, windowMs: 40_000 },
+  faults: {
+    chance: 0.15,
+    budget: 4,
+    maxPauseMs: 20_000,
+    windowMs: 40_000,
+    // Exaggerated (an NTP step is rarely seconds, a drift rarely 1%) so a night of a minute meets them.
+    wall: { maxStepMs: 15_000, maxRateError: 0.5 },
+    twice: ['startExecution'],
+    // Steering (docs/TESTING.md): a pause weighs 4 at the fenced write, right after a passed stop-time check (the
+    // gap that makes a stale holder); StartExecution's second delivery weighs 3; a lock read (a claimant's poll,
+    // twenty a lease) is faulted at a quarter of the chance.
+    emphasis: [
+      { methods: ['recordBatch'], kind: 'pause', weight: 4 },
+      { methods: ['startExecution'], kind: 'twice', weight: 3 },
+    ],
+    seldomAt: { methods: ['read'], share: 0.25 },
+  },
 } as const;
 
 /**
  * How long after the last fault's effect ended the night must be DONE: a sweep to see the orphan, a full lease and
  * a sweep more to see it unchanged, the new holder's wait of a full lease on the dead holder's rvn (to the poll after
  * it), the longest retry backoff still running, and the index's lag (the orphaned row reaches the sparse index up to
- * one lag late); a fault-free run itself takes no virtual time (store calls take none).
+ * one lag late), and the night's own work (store calls take no virtual time; computing each batch does).
  */
 function livenessBoundMs(s: typeof EXPLORE_SETTINGS = EXPLORE_SETTINGS): number {
   const backoff = DEFAULT_BACKOFF.capMs * DEFAULT_BACKOFF.retries;
-  return 2 * s.sweepPeriodMs + 2 * s.lease.leaseMs + pollMsOf(s.lease) + backoff + s.maxIndexLagMs;
+  const night = s.chunks * Math.ceil(s.items / s.batch) * s.batchWorkMs;
+  return 2 * s.sweepPeriodMs + 2 * s.lease.leaseMs + pollMsOf(s.lease) + backoff + s.maxIndexLagMs + night;
 }
 
 /** The index lag's stream: a seed far from the schedules' own seeds. */
@@ -97,7 +119,10 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
   const violations: string[] = [];
   const accepted: Accepted[] = [];
   const seenRequests = new Set<string>();
-  const grants: { actor: string; key: string; epoch: number }[] = [];
+  /** Each successful claim: who, which key, its epoch, and when the store applied it. */
+  const grants: { actor: string; key: string; epoch: number; atMs: number }[] = [];
+  /** Each act a holder made right after its stop-time check passed: its token, and when. */
+  const acts: { actor: string; token: number; atMs: number; step: string }[] = [];
   const actors: Actor[] = [];
   let doneAt: number | undefined;
   const broken = applyMutation(mutation, { locks, jobs });
@@ -111,9 +136,14 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
         return async (fence: FenceItem, token: number, puts: Parameters<JobStore['recordBatch']>[2], requestToken: string) => {
           const before = await jobs.readFence(fence);
           const out: BatchOutcome = await t.recordBatch(fence, token, puts, requestToken);
+          // Already recorded: the fence's check passed, only puts were refused (a check refused is fenced out).
+          const fenceBefore = before?.fence === undefined ? undefined : Number(before.fence);
+          if (out.kind === 'already-recorded' && fenceBefore !== undefined && token < fenceBefore)
+            violations.push(
+              `${actor.name}'s batch at token ${token} passed the fence ${fenceBefore} (${String(fence.key.pk)}), its items already recorded`,
+            );
           if (out.kind === 'recorded' && !seenRequests.has(requestToken)) {
             seenRequests.add(requestToken);
-            const fenceBefore = before?.fence === undefined ? undefined : Number(before.fence);
             accepted.push({
               actor: actor.name,
               token,
@@ -129,13 +159,15 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
     });
 
   const work =
-    (actor: Actor): ChunkWork<number> =>
+    (actor: Actor, actorClock: Clock): ChunkWork<number> =>
     async ({ lease, fence, chunk }) => {
       for (let from = 0; from < s.items; from += s.batch) {
+        await actorClock.sleep(s.batchWorkMs);
         lease.check();
         // The check's promise (Part 2): no act once the holder's own clock reached its stop time.
         if (clock.monotonicMs() >= lease.stopAtMs)
           violations.push(`${actor.name} acted at ${clock.monotonicMs()} ms, past its stop time ${lease.stopAtMs} ms`);
+        acts.push({ actor: actor.name, token: lease.token, atMs: clock.monotonicMs(), step: `chunk ${chunk} batch ${from / s.batch}` });
         const puts = Array.from({ length: Math.min(s.batch, s.items - from) }, (_, i) => ({
           table: ITEMS,
           item: { pk: { S: `item#${chunk}#${from + i}` }, token: { N: String(lease.token) } },
@@ -145,7 +177,8 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
       return chunk;
     };
 
-  const startHolder = (name: string): void => {
+  const tokenOf = (name: string): number => grants.filter((g) => g.actor === name).at(-1)?.epoch ?? NaN;
+  const startHolder = (name: string): Actor => {
     const actor = new Actor(name);
     actors.push(actor);
     const actorClock = scheduler.clockOf(actor);
@@ -159,9 +192,9 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
         if (method === 'complete' && (result as { ok: boolean }).ok) doneAt ??= clock.monotonicMs();
       },
     );
-    const lockStore = scheduler.wrap(broken.locks, actor, (method, args, result) => {
+    const lockStore = scheduler.wrap(broken.locksFor(actorClock, s.lease), actor, (method, args, result) => {
       const out = result as WriteOutcome;
-      if (method === 'claim' && out.ok) grants.push({ actor: name, key: String(args[0]), epoch: Number(out.item.epoch) });
+      if (method === 'claim' && out.ok) grants.push({ actor: name, key: String(args[0]), epoch: Number(out.item.epoch), atMs: clock.monotonicMs() });
     });
     scheduler.log(`${name} starts`);
     runJob(
@@ -174,8 +207,15 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
         store: jobStore,
         lockStore,
       },
-      { keys, date: DATE, chunks: s.chunks, holder: name, config: s.lease },
-      work(actor),
+      {
+        keys,
+        date: DATE,
+        chunks: s.chunks,
+        holder: name,
+        config: s.lease,
+        hooks: { afterCheck: (p) => void acts.push({ actor: name, token: tokenOf(name), atMs: clock.monotonicMs(), step: p.step }) },
+      },
+      work(actor, actorClock),
     ).then(
       (summary) => {
         actor.outcome = summary.outcome;
@@ -186,24 +226,38 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
         scheduler.log(`${name} ends with ${err.name}: ${err.message}`);
       },
     );
+    return actor;
   };
 
   // The sweeper: one process sweeping every period; for each night it re-queues it starts a new holder (its
   // StartExecution, a step boundary of its own) and then records the re-queue. A crashed sweeper is replaced, after
   // a seeded delay, by a fresh Sweeper with no memory of its sightings, as a restarted process would be.
+  // StartExecution as AWS answers it: a new name starts a run; the same name and input again (a retry after a lost
+  // response, or the request delivered twice) starts nothing: the same execution while it is open,
+  // ExecutionAlreadyExists once it closed, which the sweeper's startRun takes as its own earlier start
+  // (lambda/runtime.ts). Each run is named as the cloud's sweeper names it (requeueRunName: the night, the fence
+  // seen, the sweep); a sweep that failed is retried under the same name, as Step Functions' Retry reruns the step.
   let holders = 0;
   let sweepers = 0;
   let sweeping = true;
   let sweeperActor: Actor | undefined;
+  const executions = new Map<string, Actor>();
   const startSweeper = (): void => {
     const actor = new Actor(`sweeper-${++sweepers}`);
     sweeperActor = actor;
     const actorClock = scheduler.clockOf(actor);
-    const executions = scheduler.wrap(
+    let sweepName = '';
+    let sweeps = 0;
+    const sfn = scheduler.wrap(
       {
-        startExecution: async (id: string) => {
-          scheduler.log(`${actor.name} starts a new run of ${id}`);
-          startHolder(`holder-${++holders}`);
+        startExecution: async (name: string) => {
+          const open = executions.get(name);
+          if (open !== undefined) {
+            scheduler.log(`${actor.name} start ${name}: exists (${open.name}, ${open.outcome}), nothing started`);
+            return;
+          }
+          scheduler.log(`${actor.name} starts a new run ${name}`);
+          executions.set(name, startHolder(`holder-${++holders}`));
         },
       },
       actor,
@@ -212,7 +266,7 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
       actor,
       (inner) => scheduler.wrap(inner, actor),
       jobs,
-      (id) => executions.startExecution(id),
+      (_id, orphan) => sfn.startExecution(requeueRunName(DATE, orphan.fence, sweepName)),
     );
     const sweeper = new Sweeper(
       {
@@ -225,13 +279,21 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
       },
       { ...SWEEPER_DEFAULTS, leaseMs: s.lease.leaseMs },
     );
+    let failed = false;
     const sweepLoop = (): void => {
       if (!sweeping) return;
+      if (!failed) sweepName = `${actor.name}#${++sweeps}`;
       sweeper
         .sweep(sweepSide.start)
         .then(
-          (report) => report.requeued.forEach((id) => scheduler.log(`${actor.name} recorded the re-queue of ${id}`)),
-          (err: Error) => scheduler.log(`${actor.name}: sweep failed: ${err.name}`),
+          (report) => {
+            failed = false;
+            report.requeued.forEach((id) => scheduler.log(`${actor.name} recorded the re-queue of ${id}`));
+          },
+          (err: Error) => {
+            failed = true;
+            scheduler.log(`${actor.name}: sweep ${sweepName} failed: ${err.name}`);
+          },
         )
         .finally(() => actorClock.after(s.sweepPeriodMs, sweepLoop));
     };
@@ -253,7 +315,8 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
 
   const settled = () => actors.every((a) => a.crashed || a.outcome !== 'running');
   const horizon = s.faults.windowMs + s.faults.maxPauseMs + livenessBoundMs(s);
-  await scheduler.run(() => doneAt !== undefined && settled(), horizon);
+  // A schedule takes a few hundred turns; a broken variant that loops without time passing stops at the limit.
+  await scheduler.run(() => doneAt !== undefined && settled(), horizon, 20_000);
   sweeping = false;
   broken.restore();
 
@@ -270,6 +333,15 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
     for (const k of a.keys) recordedBy.set(k, (recordedBy.get(k) ?? 0) + 1);
   }
   for (const [k, n] of recordedBy) if (n > 1) violations.push(`item ${k} recorded ${n} times`);
+  // Two holders at once: an act by a holder after a newer token was granted. The lease's promise (core/lease.ts
+  // Lease): while check() passes, no other claim can have been granted; the claim waits a full lease on the rvn.
+  for (const a of acts) {
+    const newer = grants.find((g) => g.key === jobId && g.epoch > a.token && g.atMs <= a.atMs);
+    if (newer)
+      violations.push(
+        `two holders at once: ${a.actor} acted (${a.step}) at ${a.atMs} ms with token ${a.token}, after ${newer.actor} was granted token ${newer.epoch} at ${newer.atMs} ms`,
+      );
+  }
   const epochs = new Map<string, number>();
   for (const g of grants) {
     const last = epochs.get(g.key);

@@ -105,6 +105,9 @@ test(`a task timeout leaves a zombie holder whose write lands later, and the fen
   );
   assert.deepEqual(r.violations, []);
   assert.equal(r.state, 'DONE');
+  // The fence is what refused it: with the fence comparison broken, the same schedule refuses nothing.
+  const broken = await runWorkflowSchedule(ZOMBIE, 'fence-below');
+  assert.ok(!broken.trace.some((l) => l.includes(` ${zombie} batch REFUSED `)));
 });
 
 test("StartExecution delivered twice, or retried after its answer was lost, is AWS's same execution: one run per name (seeds 34, 153)", async () => {
@@ -125,4 +128,27 @@ test("StartExecution delivered twice, or retried after its answer was lost, is A
   );
   assert.equal(lost.trace.filter((l) => l.endsWith(`starts execution ${started}`)).length, 1);
   for (const r of [twice, lost]) assert.deepEqual(r.violations, []);
+});
+
+test('a StartExecution for a name whose execution has closed is ExecutionAlreadyExists, taken as its own earlier start; a later sweep starts another (seed 626)', async () => {
+  const r = await runWorkflowSchedule(626);
+  const exists = r.trace.findIndex((l) => / StartExecution (\S+): ExecutionAlreadyExists \(FAILED\)$/.test(l));
+  assert.ok(exists >= 0, `seed 626 no longer meets a closed execution's name:\n${r.trace.join('\n')}`);
+  const name = / StartExecution (\S+): /.exec(r.trace[exists])![1];
+  assert.equal(r.trace.filter((l) => l.endsWith(`starts execution ${name}`)).length, 1, 'no second run under that name');
+  assert.ok(
+    r.trace.findIndex((l) => l.endsWith(`${name} ends FAILED: Runtime.ExitError`)) < exists,
+    'the execution it names had closed (its first task died)',
+  );
+  const by = / (sweep-\d+)\//.exec(r.trace[exists])![1];
+  assert.ok(
+    r.trace.slice(exists).some((l) => l.endsWith(`${by} ends at Swept`)),
+    'the retried step went on to its end',
+  );
+  assert.ok(
+    r.trace.slice(exists).some((l) => / starts execution requeue-/.test(l) && !l.endsWith(name)),
+    'a later sweep starts the night under a new name',
+  );
+  assert.deepEqual(r.violations, []);
+  assert.equal(r.state, 'DONE');
 });

@@ -357,7 +357,10 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
   const jobId = keys.job(DATE);
   const core = (MUTATIONS as readonly string[]).includes(mutation ?? '') ? (mutation as Mutation) : undefined;
   const broken = applyMutation(core, { locks, jobs });
-  const machines = { job: mutation === 'no-task-timeout' ? withoutTimeouts(f.job) : f.job, sweeper: f.sweeper };
+  const machines = {
+    job: mutation === 'no-task-timeout' ? without(f.job, 'TimeoutSeconds') : f.job,
+    sweeper: f.sweeper,
+  };
 
   const violations: string[] = [];
   const accepted: Accepted[] = [];
@@ -780,12 +783,12 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
   };
 }
 
-/** The job's definition with every task's TimeoutSeconds removed (the no-task-timeout mutation). */
-function withoutTimeouts(machine: MachineDef): MachineDef {
+/** A definition with `field` removed from every state (the no-task-timeout mutation). */
+function without(machine: MachineDef, field: keyof StateDef): MachineDef {
   const copy = structuredClone(machine) as { States: Record<string, Json> };
   const strip = (m: { States: Record<string, Json> }): void => {
     for (const st of Object.values(m.States)) {
-      delete st.TimeoutSeconds;
+      delete st[field];
       const inner = (st.ItemProcessor ?? st.Iterator) as { States: Record<string, Json> } | undefined;
       if (inner) strip(inner);
     }

@@ -23,6 +23,10 @@ import { outcomeOf, type RunDeps, type RunHooks } from '../core/job';
 import { jobKeys, type JobKeys } from '../core/job-keys';
 import type { LeaseDeps } from '../core/lease';
 import type { ManifestDeps } from '../core/manifest';
+import type { JobStore } from '../core/store/jobs';
+import type { LockStore } from '../core/store/lock';
+import type { ManifestStore } from '../core/store/manifest';
+import type { SweeperDeps } from '../core/sweeper';
 import { awsClients, measureClockOffset, type Clients } from '../core/aws/clients';
 import { METRICS_NAMESPACE, Metric } from '../core/observability';
 import { Env } from './env';
@@ -53,6 +57,26 @@ export interface RuntimeOptions {
   readonly hooks?: RunHooks;
   /** The Step Functions client the sweeper starts runs with. @default a new SFNClient, traced by X-Ray */
   readonly sfn?: SFNClient;
+  /**
+   * The stores to run on instead of the AWS ones on `clients` (the exploration runs the handlers on the in-memory
+   * stores: harness/explore/workflow-world.ts). No clock offset is measured then: no AWS response carries a Date.
+   * @default - DynamoDB and S3 through `clients`
+   */
+  readonly stores?: RuntimeStores;
+  /** Times every duration and backoff. @default systemClock */
+  readonly clock?: Clock;
+  /** Jitter source for the retry backoffs. @default Math.random */
+  readonly random?: () => number;
+}
+
+/** The lock item, the job table and the manifest bucket, as the core's store interfaces. */
+export interface RuntimeStores {
+  /** The lock items (the lease). */
+  readonly locks: LockStore;
+  /** Job rows, chunk fences, the sparse index. */
+  readonly jobs: JobStore;
+  /** The run's manifest. */
+  readonly manifests: ManifestStore;
 }
 
 /** One process's view of the job: its settings, keys and clients. */
@@ -70,6 +94,8 @@ export interface Runtime {
   readonly manifestDeps: ManifestDeps;
   /** What core's run functions take (core/job.ts): the store, both tables, the clock, the events, the bucket. */
   readonly runDeps: RunDeps;
+  /** What the sweeper's looks and re-queues take (core/sweeper.ts): the sparse index and the lock items. */
+  readonly sweeperDeps: SweeperDeps;
   /** The time zone a scheduled start's night is read in. */
   readonly scheduleTimeZone: string;
   /** The whole environment, for what only one function reads (the sweeper's storm rule, billing's invoice table). */
@@ -117,15 +143,19 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   const bucket = required(env, Env.bucket);
 
   const clients = options.clients ?? traced(awsClients());
-  const clock = systemClock;
+  const clock = options.clock ?? systemClock;
+  const { stores, random } = options;
   const offset = new ClockOffsetEstimator();
-  measureClockOffset(clients.raw, clock, offset);
-  measureClockOffset(clients.s3, clock, offset);
+  if (!stores) {
+    measureClockOffset(clients.raw, clock, offset);
+    measureClockOffset(clients.s3, clock, offset);
+  }
   const events = new Events(env[Env.worker] ?? env.AWS_LAMBDA_FUNCTION_NAME ?? 'lambda', clock).on((e) => {
     if (quiet.has(e.event)) logger.debug(e.event, { ...e });
     else logger.info(e.event, { ...e });
   });
   if (options.onEvent) events.on(options.onEvent);
+  const manifests = stores ? { store: stores.manifests } : { s3: clients.s3, bucket };
   let sfn = options.sfn;
   return {
     clients,
@@ -134,10 +164,11 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     job,
     chunks,
     lease,
-    leaseDeps: { ddb: clients.ddb, table: tables.locks, clock, events },
-    fenceDeps: { ddb: clients.ddb, jobs: tables.jobs, clock },
-    manifestDeps: { s3: clients.s3, bucket, clock },
-    runDeps: { ddb: clients.ddb, tables, clock, events, manifests: { s3: clients.s3, bucket } },
+    leaseDeps: { ddb: clients.ddb, table: tables.locks, clock, events, store: stores?.locks, random },
+    fenceDeps: { ddb: clients.ddb, jobs: tables.jobs, clock, store: stores?.jobs, random },
+    manifestDeps: { ...manifests, clock, random },
+    runDeps: { ddb: clients.ddb, tables, clock, events, manifests, store: stores?.jobs, lockStore: stores?.locks, random },
+    sweeperDeps: { ddb: clients.ddb, jobs: tables.jobs, locks: tables.locks, clock, store: stores?.jobs, lockStore: stores?.locks },
     scheduleTimeZone: env[Env.scheduleTimeZone] ?? 'UTC',
     environment: env,
     offset,

@@ -8,7 +8,7 @@ import { fromEnvironment, invoke, type RuntimeSource } from './runtime';
 /** The SightClaimed step, made from a runtime source. */
 export const sweepSight = (runtime: RuntimeSource) => () =>
   invoke('sweep-sight', runtime, async (rt) => {
-    const { sightings } = await sightClaimed({ ddb: rt.clients.ddb, jobs: rt.fenceDeps.jobs, locks: rt.leaseDeps.table, clock: rt.clock }, rt.lease);
+    const { sightings } = await sightClaimed(rt.sweeperDeps, rt.lease);
     return {
       claimed: sightings.length,
       sightings,

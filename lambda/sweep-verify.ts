@@ -31,7 +31,7 @@ export const sweepVerify = (runtime: RuntimeSource) => (event: { sighted?: { sig
     const sweep = event?.sweep;
     if (typeof sweep !== 'string' || sweep.length === 0) throw new ConfigError(["sweep (the sweeper's execution name) is required"]);
     const first = event?.sighted?.sightings ?? [];
-    const deps = { ddb: rt.clients.ddb, jobs: rt.fenceDeps.jobs, locks: rt.leaseDeps.table, clock: rt.clock };
+    const deps = rt.sweeperDeps;
     const { sightings: second } = await sightClaimed(deps, rt.lease);
     const env = rt.environment;
     const d = decide(first, second, second.length, {

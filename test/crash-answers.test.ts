@@ -119,12 +119,16 @@ test('dies between the manifest DONE and the job row DONE: the row stays RUNNING
 
 test('dies between the job row DONE and the release: the lease lapses by itself; the next trigger finds DONE and claims nothing', async () => {
   const ns = await namespace();
+  // On virtual time A's night takes no time at all, so it reaches its DONE write inside its stop time on any machine
+  // (in real time a loaded machine could stop A at its 600 ms stop time first: a lost lease, not this crash).
+  const clock = new VirtualClock();
   const a = dyingClients(ns, isDoneWrite, 'after');
-  await assert.rejects(runBilling(billing(ns, a, 'A'), { date: DATE, worker: 'A', config: night }), { name: 'ProcessDied' });
+  await assert.rejects(untilIdle(clock, runBilling(billing(ns, a, 'A', clock), { date: DATE, worker: 'A', config: night })), { name: 'ProcessDied' });
   a.destroy();
-  const b = await runBilling(billing(ns, ns.clients, 'B'), { date: DATE, worker: 'B', config: night });
+  const b = await untilIdle(clock, runBilling(billing(ns, ns.clients, 'B', clock), { date: DATE, worker: 'B', config: night }));
   assert.equal(b.outcome, 'already-done');
   assert.equal(b.token, undefined, 'no claim: the DONE row is read first');
+  assert.equal(b.seconds, 0, "B did not wait out A's lease: it read DONE first");
   const report = await auditNight(ns);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });

@@ -7,7 +7,7 @@
  * Events are reports, never inputs to a decision: nothing in the core waits on one.
  */
 import type { Clock } from './clock';
-import type { SweepReport } from './sweeper';
+import type { SweepReport } from './sweep-report';
 
 /**
  * The fields of each event, by name. Durations are whole milliseconds on the emitting process's monotonic clock.

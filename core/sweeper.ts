@@ -31,6 +31,9 @@ import { claimedRows } from './fence';
 import { readLock } from './lease';
 import type { JobStore } from './store/jobs';
 import type { LockStore } from './store/lock';
+import type { SweepReport } from './sweep-report';
+
+export type { SweepReport } from './sweep-report';
 
 /** The sweeper's settings: how long a lease to wait between sightings, and the storm rule's bounds. */
 export interface SweeperConfig {
@@ -75,26 +78,6 @@ export interface ClaimSighting {
   readonly held: boolean;
   /** The lease the lock item declares (or the configured one): how long the second sighting must wait. */
   readonly leaseMs: number;
-}
-
-/** What one sweep found and did. */
-export interface SweepReport {
-  /** Rows in the sparse index this sweep (all of them claimed by construction). */
-  readonly claimed: number;
-  /** Orphans: unchanged across a full lease. */
-  readonly orphans: number;
-  readonly requeued: string[];
-  /** Looked dead but the write found a new owner or fence (a takeover raced us): nothing changed. */
-  readonly lostRaces: number;
-  /** Renewed (rvn changed) or changed hands since the first sighting. */
-  readonly skippedAlive: number;
-  /** First sightings, to be checked a lease later. */
-  readonly pending: number;
-  readonly storm: boolean;
-  /** Orphans left for a later sweep by the rate bound. */
-  readonly deferred: number;
-  /** Items read from DynamoDB: index rows + lock items. */
-  readonly itemsRead: number;
 }
 
 /** 1.–2. One pass over the sparse index: every claimed row with its lock's current rvn. */

@@ -3,6 +3,10 @@
  * completion's writes, the restore bump's items, a handover's flip and bump), and what the next one finds and
  * finishes. A death is a client that sends nothing more from a given call on: what the stores see of a process
  * killed there.
+ *
+ * The waits (a lease to wait out, the sweeper's two sightings, the handover's lease + margin) run on virtual time: the
+ * real local stack answers every call, and each call takes no virtual time (VirtualClock.track), so every wait is the
+ * exact one the config says, with no real sleep.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,13 +14,14 @@ import { audit } from '../apps/billing/audit';
 import { runBilling } from '../apps/billing/night';
 import { DEFAULTS } from '../apps/billing/settings';
 import { Keys } from '../apps/billing/keys';
-import { systemClock } from '../core/clock';
+import { systemClock, VirtualClock } from '../core/clock';
 import { Events } from '../core/events';
+import type { Clock } from '../core/clock';
 import * as fence from '../core/fence';
 import { EpochFence, ledgerViolations } from '../core/epoch-fence';
-import { FencedOutError } from '../core/errors';
+import { FencedOutError, LeaseLostError } from '../core/errors';
 import { handover, writerLedgerKey, type HandoverConfig } from '../core/handover';
-import { readLock } from '../core/lease';
+import { pollMsOf, readLock } from '../core/lease';
 import { readManifest } from '../core/manifest';
 import { bumpEpochs } from '../core/restore';
 import { localClients, type Clients } from '../core/aws/clients';
@@ -26,7 +31,6 @@ import { namespace, type Namespace } from './support/stack';
 
 const DATE = '2026-09-28';
 const night = { ...DEFAULTS, leaseMs: 600, renewMs: 150, marginMs: 150, invoices: 198, chunkSize: 99, putsPerTransaction: 99 };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const updateOf = (command: string, input: unknown) =>
   command === 'UpdateItemCommand' ? String((input as { UpdateExpression?: unknown }).UpdateExpression) : '';
@@ -59,60 +63,90 @@ function dyingClients(ns: Namespace, at: (command: string, input: unknown) => bo
   return clients;
 }
 
-function billing(ns: Namespace, clients: Clients, worker: string) {
-  return { ddb: clients.ddb, s3: clients.s3, tables: ns.tables, bucket: ns.bucket, clock: systemClock, events: new Events(worker, systemClock) };
+/** Clients whose calls reach the local stack but take no virtual time on `clock`: the clock waits for each answer. */
+function onClock<C extends Pick<Clients, 'ddb' | 's3'>>(clients: C, clock: VirtualClock): C {
+  const tracked = <T extends { send: (...args: never[]) => Promise<unknown> }>(client: T): T =>
+    ({ send: (...args: Parameters<T['send']>) => clock.track(client.send(...args)) }) as unknown as T;
+  return { ...clients, ddb: tracked(clients.ddb), s3: tracked(clients.s3) };
+}
+
+function billing(ns: Namespace, clients: Clients, worker: string, clock: Clock = systemClock) {
+  const c = clock instanceof VirtualClock ? onClock(clients, clock) : clients;
+  return { ddb: c.ddb, s3: c.s3, tables: ns.tables, bucket: ns.bucket, clock, events: new Events(worker, clock) };
+}
+
+/** Run `work` on virtual time: the clock fires every timer it sets until none is left (the run is over). */
+async function untilIdle<T>(clock: VirtualClock, work: Promise<T>): Promise<T> {
+  const settled = work.then(
+    () => undefined,
+    () => undefined,
+  );
+  await clock.runUntilIdle(10_000);
+  await settled;
+  return work;
 }
 
 const auditNight = (ns: Namespace) => audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, night.invoices);
 
 test('dies between the manifest DONE and the job row DONE: the row stays RUNNING in the index, the sweeper re-queues it, the next holder completes', async () => {
   const ns = await namespace();
+  const clock = new VirtualClock();
   const a = dyingClients(ns, isDoneWrite, 'before');
-  await assert.rejects(runBilling(billing(ns, a, 'A'), { date: DATE, worker: 'A', config: night }), { name: 'ProcessDied' });
+  await assert.rejects(untilIdle(clock, runBilling(billing(ns, a, 'A', clock), { date: DATE, worker: 'A', config: night })), { name: 'ProcessDied' });
   a.destroy();
   const manifest = await readManifest({ s3: ns.clients.s3, bucket: ns.bucket }, Keys.manifestPlace(DATE).key);
   assert.equal(manifest?.body.state, 'DONE', 'the manifest says DONE first');
   const row = await fence.readJob({ ddb: ns.clients.ddb, jobs: ns.tables.jobs }, Keys.job(DATE));
   assert.deepEqual([row?.state, row?.claim_shard !== undefined], ['RUNNING', true], 'the row is RUNNING and findable');
   const sweeper = new Sweeper(
-    { ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock },
+    { ddb: onClock(ns.clients, clock).ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock },
     { leaseMs: night.leaseMs, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 },
   );
   const started: string[] = [];
   await sweeper.sweep((jobId) => void started.push(jobId));
-  await sleep(night.leaseMs + 50);
+  await clock.advance(night.leaseMs); // the second sighting, a full lease later
   await sweeper.sweep((jobId) => void started.push(jobId));
   assert.deepEqual(started, [Keys.job(DATE)], 'the sweeper starts the night again');
-  const b = await runBilling(billing(ns, ns.clients, 'B'), { date: DATE, worker: 'B', config: night });
+  const b = await untilIdle(clock, runBilling(billing(ns, ns.clients, 'B', clock), { date: DATE, worker: 'B', config: night }));
   assert.equal(b.outcome, 'completed');
   assert.equal(b.invoicesRecorded, 0, 'every chunk was already done: B only completes');
+  // B's first sighting shows A's last rvn, and B claims once it has stayed a full lease on B's poll grid.
+  const poll = pollMsOf(night);
+  assert.equal(b.seconds, (Math.ceil(night.leaseMs / poll) * poll) / 1000, "B waited out A's lease, exactly, and nothing more");
   const report = await auditNight(ns);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });
 
 test('dies between the job row DONE and the release: the lease lapses by itself; the next trigger finds DONE and claims nothing', async () => {
   const ns = await namespace();
+  // On virtual time A's night takes no time at all, so it reaches its DONE write inside its stop time on any machine
+  // (in real time a loaded machine could stop A at its 600 ms stop time first: a lost lease, not this crash).
+  const clock = new VirtualClock();
   const a = dyingClients(ns, isDoneWrite, 'after');
-  await assert.rejects(runBilling(billing(ns, a, 'A'), { date: DATE, worker: 'A', config: night }), { name: 'ProcessDied' });
+  await assert.rejects(untilIdle(clock, runBilling(billing(ns, a, 'A', clock), { date: DATE, worker: 'A', config: night })), { name: 'ProcessDied' });
   a.destroy();
-  const b = await runBilling(billing(ns, ns.clients, 'B'), { date: DATE, worker: 'B', config: night });
+  const b = await untilIdle(clock, runBilling(billing(ns, ns.clients, 'B', clock), { date: DATE, worker: 'B', config: night }));
   assert.equal(b.outcome, 'already-done');
   assert.equal(b.token, undefined, 'no claim: the DONE row is read first');
+  assert.equal(b.seconds, 0, "B did not wait out A's lease: it read DONE first");
   const report = await auditNight(ns);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });
 
 test('dies between its claim (epoch + 1) and the raise of the job row: no claim marker anywhere; the next claimant waits out the lease, raises, completes', async () => {
   const ns = await namespace();
+  const clock = new VirtualClock();
   const a = dyingClients(ns, isJobRowRaise, 'before');
-  await assert.rejects(runBilling(billing(ns, a, 'A'), { date: DATE, worker: 'A', config: night }), { name: 'ProcessDied' });
+  await assert.rejects(untilIdle(clock, runBilling(billing(ns, a, 'A', clock), { date: DATE, worker: 'A', config: night })), { name: 'ProcessDied' });
   a.destroy();
   const lock = await readLock({ ddb: ns.clients.ddb, table: ns.tables.locks }, Keys.lock(DATE));
   assert.equal(lock?.holder, 'A', 'A claimed the lease ...');
   assert.equal(await fence.readJob({ ddb: ns.clients.ddb, jobs: ns.tables.jobs }, Keys.job(DATE)), undefined, '... and raised nothing');
-  const b = await runBilling(billing(ns, ns.clients, 'B'), { date: DATE, worker: 'B', config: night });
+  const b = await untilIdle(clock, runBilling(billing(ns, ns.clients, 'B', clock), { date: DATE, worker: 'B', config: night }));
   assert.equal(b.outcome, 'completed');
   assert.equal(b.token, Number(lock?.epoch) + 1, "B claimed after A's lease lapsed, with the next epoch");
+  const poll = pollMsOf(night);
+  assert.equal(b.seconds, (Math.ceil(night.leaseMs / poll) * poll) / 1000, "B waited out A's lease from its claim, exactly, and nothing more");
   const report = await auditNight(ns);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });
@@ -144,22 +178,40 @@ test('the restore bump stopped half way: the same run id again bumps only the re
 
 test("handover: the new writer dies between its flip and its epoch bump; the next writer's handover works and the old writer's writes are refused", async () => {
   const ns = await namespace();
+  const clock = new VirtualClock();
   const role = 'payments';
   const config: HandoverConfig = { leaseMs: 600, renewMs: 150, marginMs: 150, claimBudget: 3, waitMarginMs: 100 };
-  const writer = (clients: Clients, name: string) => ({
-    deps: { ddb: clients.ddb, table: ns.tables.locks, clock: systemClock, events: new Events(name, systemClock) },
-    fence: new EpochFence({ ddb: clients.ddb, table: ns.tables.jobs, clock: systemClock }, writerLedgerKey(role)),
-  });
-  const a = await handover(writer(ns.clients, 'A').deps, role, 'A', config, writer(ns.clients, 'A').fence);
+  const writer = (clients: Clients, name: string) => {
+    const c = onClock(clients, clock);
+    return {
+      deps: { ddb: c.ddb, table: ns.tables.locks, clock, events: new Events(name, clock) },
+      fence: new EpochFence({ ddb: c.ddb, table: ns.tables.jobs, clock }, writerLedgerKey(role)),
+    };
+  };
+  const a = await handover(writer(ns.clients, 'A').deps, role, 'A', config, writer(ns.clients, 'A').fence); // nobody held it: no wait
   await a.ledger.append({ amount: 1 });
-  // B flips the writer lease (epoch + 1), waits A out, and dies as it sends the bump: the store never hears of B.
+  // B flips the writer lease (epoch + 1), waits A out (lease + margin from its flip), and dies as it sends the bump:
+  // the store never hears of B.
   const dying = dyingClients(ns, (command, input) => updateOf(command, input) === 'SET fence = :e', 'before');
   const b = writer(dying, 'B');
-  await assert.rejects(handover(b.deps, role, 'B', config, b.fence), { name: 'ProcessDied' });
+  const bFlippedAt = clock.monotonicMs();
+  const bDies = handover(b.deps, role, 'B', config, b.fence).catch((err: unknown) => err);
+  await clock.advance(config.leaseMs + config.waitMarginMs);
+  assert.equal(((await bDies) as Error).name, 'ProcessDied');
+  assert.equal(clock.monotonicMs(), bFlippedAt + config.leaseMs + config.waitMarginMs);
   dying.destroy();
+  assert.throws(() => a.lease.check(), LeaseLostError, "A's next renewal met B's flip: A's writer lease is lost");
   const ledger = writer(ns.clients, 'C').fence;
   assert.equal((await ledger.head()).epoch, a.epoch, "the store's fence is still A's epoch");
-  const c = await handover(writer(ns.clients, 'C').deps, role, 'C', config, ledger);
+  // C flips over B's epoch and waits B's lease + margin out from its flip, exactly.
+  let cReady: number | undefined;
+  const cHandover = handover(writer(ns.clients, 'C').deps, role, 'C', config, ledger).then((w) => ((cReady = clock.monotonicMs()), w));
+  const cFlippedAt = clock.monotonicMs();
+  await clock.advance(config.leaseMs + config.waitMarginMs - 1);
+  assert.equal(cReady, undefined, 'not 1 ms before lease + margin from its flip');
+  await clock.advance(1);
+  const c = await cHandover;
+  assert.equal(cReady, cFlippedAt + config.leaseMs + config.waitMarginMs);
   assert.equal(c.epoch, a.epoch + 2, "C flips over B's epoch");
   await c.ledger.append({ amount: 2 });
   // A, paused past its stop time with a write in hand, sends it now: the store refuses it.
@@ -175,4 +227,5 @@ test("handover: the new writer dies between its flip and its epoch bump; the nex
   assert.deepEqual(ledgerViolations(entries, await ledger.head()), []);
   await a.release();
   await c.release();
+  assert.equal(clock.timers, 0);
 });

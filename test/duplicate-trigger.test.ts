@@ -5,9 +5,10 @@
  * not through the ClaimBudgetExhausted Fail state the failure alarm pages on. A holder alive on a night that is NOT
  * RUNNING (a lock held, no job row raised) is not a night being billed: that still fails loudly.
  *
- * The first holder lives in this process (the core Lease API). In the workflow and direct-engine tests it renews
- * right after every observation the waiter makes, so every observation sees a new rvn and the waiter can never
- * claim, however slow the machine: the budget runs out on a live holder by construction, not by timing.
+ * The first holder lives in this process (the core Lease API). In the workflow tests it renews right after every
+ * observation the waiter makes, so every observation sees a new rvn and the waiter can never claim, however slow the
+ * machine: the budget runs out on a live holder by construction, not by timing. The direct engine's waiter runs on
+ * virtual time and the in-memory stores, where the holder's own heartbeat does the same at exact instants.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,17 +19,20 @@ import { billingApp } from '../apps/billing/app';
 import { STACK_DEFAULTS, billingChunks, parseStackConfig } from '../apps/billing/config';
 import { Keys } from '../apps/billing/keys';
 import { DEFAULTS } from '../apps/billing/settings';
-import { systemClock, type Clock } from '../core/clock';
+import { systemClock, VirtualClock } from '../core/clock';
 import { ConfigError } from '../core/errors';
 import { Events } from '../core/events';
 import { raise as raiseFence } from '../core/fence';
 import { runJob } from '../core/job';
-import { claim, resume, type Lease } from '../core/lease';
+import { claim, pollMsOf, resume, type Lease } from '../core/lease';
+import { MemoryJobStore } from '../core/memory/job-store';
+import { MemoryLockStore } from '../core/memory/lock-store';
 import { Attr } from '../core/schema';
 import { FENCED_JOB_DEFAULTS, FencedJob, type FencedJobProps } from '../lib/index';
 import { runWorkflowLocally } from '../local/workflow';
 import { namespace, type Namespace } from './support/stack';
 import { startWorker } from './support/worker';
+import { noDynamo } from './support/no-dynamo';
 
 const DATE = '2026-10-02';
 const CHUNKS = 4;
@@ -110,25 +114,39 @@ test('workflow: a holder alive through the budget on a night that is NOT RUNNING
   }
 });
 
-test("direct engine: runJob against a RUNNING night's live holder returns outcome another-holder instead of throwing", async () => {
-  const ns = await namespace();
-  const first = await firstHolder(ns, true);
-  // The waiter's clock: before each wait between two sightings, the first holder renews (a new rvn every sighting).
-  const clock: Clock = { ...systemClock, sleep: async (ms) => (await renewFirst(ns, first), systemClock.sleep(ms)) };
-  try {
-    const summary = await runJob(
-      { ddb: ns.clients.ddb, tables: ns.tables, clock, events: new Events('second', systemClock) },
-      { keys: Keys.keys, date: DATE, chunks: CHUNKS, holder: 'second', config: { ...DEFAULTS, ...settings } },
-      async () => assert.fail('the second holder must not work on a chunk'),
-    );
-    assert.equal(summary.outcome, 'another-holder');
-    assert.equal(summary.token, undefined, 'it never claimed');
-    assert.ok(summary.seconds >= budgetSeconds, `it waited the whole budget first: ${summary.seconds} s`);
-    const lock = await lockItem(ns);
-    assert.deepEqual([lock[Attr.holder], lock[Attr.epoch]], ['first', first.token]);
-  } finally {
-    await first.release();
-  }
+test("direct engine: runJob against a RUNNING night's live holder returns outcome another-holder instead of throwing (virtual time)", async () => {
+  // Virtual time on the in-memory stores: the first holder renews on its heartbeat, and the waiter gives up at the
+  // exact instant its budget runs out.
+  const clock = new VirtualClock();
+  const store = new MemoryJobStore({ clock, jobs: 'jobs' });
+  const lockStore = new MemoryLockStore();
+  const config = { ...DEFAULTS, ...settings };
+  const first = await claim({ ddb: noDynamo, table: 'locks', store: lockStore, clock }, Keys.lock(DATE), 'first', config); // at 0
+  await raiseFence({ ddb: noDynamo, jobs: 'jobs', clock, store }, Keys.job(DATE), first.token, 'first', CHUNKS);
+  first.startHeartbeat(); // alive: a new rvn every renewMs
+  const poll = pollMsOf(config);
+  const startAt = poll / 2; // the waiter's sightings never fall at the instant of a renewal
+  await clock.advance(startAt);
+  let endedAt: number | undefined;
+  const second = runJob(
+    { ddb: noDynamo, tables: { locks: 'locks', jobs: 'jobs' }, clock, events: new Events('second', clock), store, lockStore },
+    { keys: Keys.keys, date: DATE, chunks: CHUNKS, holder: 'second', config },
+    async () => assert.fail('the second holder must not work on a chunk'),
+  ).finally(() => (endedAt = clock.monotonicMs()));
+  // The rvn never stays a lease, so every wait is one poll; the budget is spent at the first sighting past it.
+  const expectedAt = startAt + Math.ceil((settings.claimBudget * settings.leaseMs) / poll) * poll;
+  await clock.advance(expectedAt - 1 - clock.monotonicMs());
+  assert.equal(endedAt, undefined, `still watching 1 ms before ${expectedAt}`);
+  await clock.advance(1);
+  const summary = await second;
+  assert.equal(summary.outcome, 'another-holder');
+  assert.equal(summary.token, undefined, 'it never claimed');
+  assert.equal(endedAt, expectedAt, 'it gave up when its whole budget was spent, not before');
+  assert.ok(summary.seconds >= budgetSeconds, `it waited the whole budget first: ${summary.seconds} s`);
+  const lock = await lockStore.read(Keys.lock(DATE));
+  assert.deepEqual([lock?.holder, lock?.epoch], ['first', first.token]);
+  await first.release();
+  assert.equal(clock.timers, 0);
 });
 
 for (const engine of ['direct', 'stepfunctions']) {

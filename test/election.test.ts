@@ -1,6 +1,8 @@
 /**
- * Leader election and the epoch fence on real DynamoDB Local, in this process (reference Part 7): the queue, the
- * epochs, resign, observe, onLost, the restore bump on the counter, the fence's refusals and the ledger checker.
+ * Leader election and the epoch fence in this process (reference Part 7): the queue, the epochs, resign, observe,
+ * onLost, the restore bump on the counter, the fence's refusals and the ledger checker. The watch (a resign found at
+ * the next poll, a silent predecessor found a lease after its last rvn) runs on virtual time and the in-memory lock
+ * store, every instant computed from the config; the rest on DynamoDB Local.
  * A silent predecessor, pauses, kills and clock faults are real processes: election-processes.test.ts.
  */
 import { test, type TestContext } from 'node:test';
@@ -12,6 +14,10 @@ import { candidateKey, Election, roleKey, type CampaignOptions, type Leadership 
 import { EpochFence, LedgerWriter, entryKey, ledgerViolations, type LedgerEntry } from '../core/epoch-fence';
 import { ConfigError, FencedOutError, StopTimePassedError, VersionConflictError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
+import { pollMsOf } from '../core/lease';
+import { MemoryLockStore } from '../core/memory/lock-store';
+import type { LockStore } from '../core/store/lock';
+import { noDynamo } from './support/no-dynamo';
 import { bumpEpochs } from '../core/restore';
 import { localClients } from '../core/aws/clients';
 import { startDynamoDbProxy } from '../local/dynamodb-proxy';
@@ -69,34 +75,112 @@ async function joined(seen: readonly FencepostEvent[], candidate: string, within
   }
 }
 
-test('candidates queue in sequence; the lowest leads with its sequence as epoch; resign hands over at once', async (t) => {
-  const { deps, seen, ns, campaign } = await setup(t);
-  const a = await campaign(new Election(deps('A'), 'pacer', fast), 'A');
+/**
+ * Candidates on virtual time and one in-memory lock store: every poll, renewal and stop time at an instant the test
+ * computes. `kill` makes a candidate's process die: from then on its calls are never answered (as under SIGKILL).
+ */
+function memoryElection(role: string) {
+  const clock = new VirtualClock();
+  const store = new MemoryLockStore();
+  const seen: FencepostEvent[] = [];
+  const dead = new Set<string>();
+  const storeOf = (name: string): LockStore =>
+    new Proxy(store, {
+      get: (target, method: keyof LockStore) => {
+        const f = target[method] as (...args: unknown[]) => Promise<unknown>;
+        return (...args: unknown[]) => (dead.has(name) ? new Promise(() => undefined) : f.apply(target, args));
+      },
+    });
+  const election = (name: string) =>
+    new Election({ ddb: noDynamo, table: 'locks', store: storeOf(name), clock, events: new Events(name, clock).on((e) => seen.push(e)) }, role, fast);
+  const at = (event: FencepostEvent['event'], worker: string) => seen.find((e) => e.event === event && e.worker === worker)?.monoMs;
+  return { clock, store, seen, election, at, kill: (name: string) => void dead.add(name) };
+}
+
+test('candidates queue in sequence; the lowest leads with its sequence as epoch; resign hands over at the next poll (virtual time)', async () => {
+  const w = memoryElection('pacer');
+  const poll = pollMsOf(fast);
+  const a = await w.election('A').campaign('A'); // at 0, alone: leads at once
   assert.equal(a.epoch, 1);
-  // One after the other: two joins sent at once queue in whichever order they land.
-  const bLeads = campaign(new Election(deps('B'), 'pacer', fast), 'B');
-  await joined(seen, 'B');
-  const cLeads = campaign(new Election(deps('C'), 'pacer', fast), 'C');
-  await joined(seen, 'C');
-  const view = await new Election(deps('O'), 'pacer', fast).observe();
+  const bJoinsAt = poll / 4; // each joins off the others' grids, so no poll falls at the instant of a resign
+  const cJoinsAt = poll / 2;
+  await w.clock.advance(bJoinsAt);
+  const bLeads = w.election('B').campaign('B');
+  await w.clock.advance(cJoinsAt - bJoinsAt);
+  const cLeads = w.election('C').campaign('C');
+  await w.clock.advance(0);
+  const view = await w.election('O').observe();
   assert.deepEqual(
     { leader: view.leader, epoch: view.epoch, queue: view.queue, last: view.lastEpoch },
     { leader: 'A', epoch: 1, queue: [1, 2, 3], last: 3 },
   );
+  // A resigns: B, which reads A's item every poll period from its join, finds it deleted at its next poll and leads
+  // then (it does not wait out A's lease).
+  const aResignsAt = 3 * fast.renewMs + poll / 8;
+  await w.clock.advance(aResignsAt - w.clock.monotonicMs());
   assert.equal(await a.resign(), true);
+  const nextPoll = (joinedAt: number, after: number) => joinedAt + (Math.floor((after - joinedAt) / poll) + 1) * poll;
+  await w.clock.advance(nextPoll(bJoinsAt, aResignsAt) - w.clock.monotonicMs());
   const b = await bLeads;
   assert.equal(b.epoch, 2);
-  // B found A's item deleted (it did not wait out A's lease): the next candidate leads at its next poll.
-  const gone = seen.find((e) => e.event === 'predecessor-gone' && e.seq === 2);
+  assert.equal(w.at('leading', 'B'), nextPoll(bJoinsAt, aResignsAt), "B leads at its first poll after A's resign");
+  const gone = w.seen.find((e) => e.event === 'predecessor-gone' && e.seq === 2);
   assert.equal(gone?.event === 'predecessor-gone' && gone.how, 'resigned');
-  assert.ok(!seen.some((e) => e.event === 'predecessor-gone' && e.seq === 3), "C watched B, not A: A's departure did not reach it");
+  assert.equal(
+    b.reads.predecessors[1],
+    (nextPoll(bJoinsAt, aResignsAt) - bJoinsAt) / poll + 1,
+    "B read A's item once a poll period, from its join to A's departure",
+  );
+  assert.ok(!w.seen.some((e) => e.event === 'predecessor-gone' && e.seq === 3), "C watched B, not A: A's departure did not reach it");
+  const bResignsAt = w.clock.monotonicMs() + 2 * fast.renewMs + poll / 8;
+  await w.clock.advance(bResignsAt - w.clock.monotonicMs());
   await b.resign();
-  assert.equal((await cLeads).epoch, 3);
-  const item = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: candidateKey('pacer', 1) }, ConsistentRead: true }));
-  assert.equal(item.Item, undefined, "a resigned candidate's item is deleted");
-  const role = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: roleKey('pacer') }, ConsistentRead: true }));
-  assert.equal(role.Item?.epoch, 3, 'the counter stays: never deleted, never reset');
-  await (await cLeads).resign();
+  await w.clock.advance(nextPoll(cJoinsAt, bResignsAt) - w.clock.monotonicMs());
+  const c = await cLeads;
+  assert.equal(c.epoch, 3);
+  assert.equal(w.at('leading', 'C'), nextPoll(cJoinsAt, bResignsAt), "C leads at its first poll after B's resign");
+  assert.deepEqual(Object.keys(c.reads.predecessors), ['2'], "C only ever read B's item");
+  assert.equal(await w.store.read(candidateKey('pacer', 1)), undefined, "a resigned candidate's item is deleted");
+  assert.equal((await w.store.readRole(roleKey('pacer')))?.epoch, 3, 'the counter stays: never deleted, never reset');
+  await c.resign();
+  assert.equal(w.clock.timers, 0);
+});
+
+test("a silent predecessor is found gone a full lease after its last rvn on the successor's clock; the dead leader's stop time falls before (virtual time)", async () => {
+  const w = memoryElection('relay');
+  const poll = pollMsOf(fast);
+  let aLostAt: number | undefined;
+  const a = await w.election('A').campaign('A', { onLost: () => (aLostAt = w.clock.monotonicMs()) }); // at 0
+  const bJoinsAt = poll / 2; // off A's renewal grid
+  await w.clock.advance(bJoinsAt);
+  let bLedAt: number | undefined;
+  const bLeads = w
+    .election('B')
+    .campaign('B')
+    .then((l) => ((bLedAt = w.clock.monotonicMs()), l));
+  const killedAt = 4 * fast.renewMs + poll / 4; // just after A's 4th renewal
+  await w.clock.advance(killedAt - w.clock.monotonicMs());
+  w.kill('A'); // A's process dies: it renews nothing more, and nothing it sends is answered
+  const lastRvnAt = Math.floor(killedAt / fast.renewMs) * fast.renewMs;
+  // B reads A's item every poll from its join; the first read that shows A's last rvn starts the count of a lease.
+  const firstSeenAt = bJoinsAt + Math.ceil((lastRvnAt - bJoinsAt) / poll) * poll;
+  const expected = firstSeenAt + fast.leaseMs;
+  await w.clock.advance(expected - 1 - w.clock.monotonicMs());
+  assert.equal(bLedAt, undefined, `B does not lead 1 ms before ${expected}`);
+  await w.clock.advance(1);
+  const b = await bLeads;
+  assert.equal(bLedAt, expected, "B leads at the first read showing A's last rvn, plus A's declared lease");
+  assert.ok(bLedAt - lastRvnAt >= fast.leaseMs && bLedAt - lastRvnAt < fast.leaseMs + poll, 'within a poll of last rvn + lease, never before');
+  assert.equal(b.epoch, 2);
+  const gone = w.seen.find((e) => e.event === 'predecessor-gone' && e.seq === 2);
+  assert.equal(gone?.event === 'predecessor-gone' && gone.how, 'found-gone');
+  // A, had it only been paused, stopped at its own stop time: its last renewal's sent_at + lease − margin, before B led.
+  assert.equal(a.stopAtMs, lastRvnAt + fast.leaseMs - fast.marginMs);
+  assert.equal(aLostAt, a.stopAtMs, "A's watchdog fired at its stop time ...");
+  assert.ok(aLostAt < bLedAt, '... before B led: no overlap');
+  assert.deepEqual((await w.election('O').observe()).queue, [2], "A's item and sequence are gone");
+  await b.resign();
+  assert.equal(w.clock.timers, 0);
 });
 
 test('onLost fires at the stop time when the renewals fail, not before (virtual time)', async (t) => {

@@ -13,6 +13,10 @@
  *   harness/  the test harness: fault suite, story, store faults, worker processes, IAM proof.
  *   cli/      the `fencepost` command: composes everything below it.
  *   bin/, test/, bench/, examples/, integ/: entry points and checks; they may import any layer.
+ *
+ * Inside core/, two more rules (issue 19, item 1): no import cycle among its files, type-only imports included (a
+ * shared type lives in the module that owns it, or in core/store/), and only the store implementation's folder
+ * (core/aws/) imports the AWS SDK. No global timer or clock outside core/clock.ts: clock.test.ts.
  */
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
@@ -130,4 +134,66 @@ test('the checker sees what it checks: every layer has sources, and planted upwa
     'apps/shop/job.ts imports ../../lambda/env (not a public entry (core/index, lib/index, lambda/entry))',
     'apps/shop/job.ts imports ../billing/keys (another job)',
   ]);
+});
+
+/** The relative imports (type-only ones included) among `files`, by file: paths from the root, with extension. */
+function importGraph(files: readonly string[], read: (file: string) => string): Map<string, string[]> {
+  const known = new Set(files);
+  const resolve = (from: string, spec: string): string | undefined => {
+    const base = path.relative(ROOT, path.resolve(ROOT, path.dirname(from), spec)).replace(/\.js$/, '');
+    return [`${base}.ts`, path.join(base, 'index.ts'), base].find((c) => known.has(c));
+  };
+  const graph = new Map<string, string[]>();
+  for (const f of files) graph.set(f, [...new Set(specifiers(read(f)).flatMap((s) => (s.startsWith('.') ? (resolve(f, s) ?? []) : [])))]);
+  return graph;
+}
+
+/** Every import cycle in `graph`, each once, as the path that closes it (a → b → a), starting at its least file. */
+function cyclesOf(graph: ReadonlyMap<string, readonly string[]>): string[] {
+  const found = new Set<string>();
+  const walk = (start: string, at: string, pathSoFar: string[]): void => {
+    for (const next of graph.get(at) ?? []) {
+      if (next === start) found.add([...pathSoFar, start].join(' → '));
+      // Only files after the start: each cycle is found once, from its least file.
+      else if (next > start && !pathSoFar.includes(next)) walk(start, next, [...pathSoFar, next]);
+    }
+  };
+  for (const start of [...graph.keys()].sort()) walk(start, start, [start]);
+  return [...found].sort();
+}
+
+test('core/ has no import cycle, type-only imports included', () => {
+  const files = sources('core').filter((f) => f.endsWith('.ts'));
+  const graph = importGraph(files, (f) => readFileSync(path.join(ROOT, f), 'utf8'));
+  assert.ok(graph.size > 20 && [...graph.values()].some((to) => to.length > 0), 'the graph was read');
+  const cycles = cyclesOf(graph);
+  assert.deepEqual(
+    cycles,
+    [],
+    `import cycles in core/ (move the shared type to the module that owns it, or to core/store/):\n  ${cycles.join('\n  ')}`,
+  );
+});
+
+test('the cycle finder sees what it checks: a planted type-only cycle and a longer one are found once each', () => {
+  const planted: Record<string, string> = {
+    [path.join('core', 'a.ts')]: "import type { B } from './b';\nimport { c } from './c';",
+    [path.join('core', 'b.ts')]: "import { type A } from './a';",
+    [path.join('core', 'c.ts')]: "export type { D } from './sub/d';",
+    [path.join('core', 'sub', 'd.ts')]: "import type { A } from '../a';\nimport { x } from 'node:fs';",
+  };
+  const graph = importGraph(Object.keys(planted), (f) => planted[f]);
+  const a = path.join('core', 'a.ts');
+  const [b, c, d] = ['b.ts', 'c.ts', path.join('sub', 'd.ts')].map((f) => path.join('core', f));
+  assert.deepEqual(cyclesOf(graph), [`${a} → ${b} → ${a}`, `${a} → ${c} → ${d} → ${a}`].sort());
+});
+
+test('only core/aws/ imports the AWS SDK: the rest of core/ talks to the store interfaces (core/store/)', () => {
+  const offenders = sources('core')
+    .filter((f) => !f.startsWith(path.join('core', 'aws') + path.sep))
+    .flatMap((f) => specifiers(readFileSync(path.join(ROOT, f), 'utf8')).flatMap((s) => (/^@aws-sdk\//.test(s) ? [`${f} imports ${s}`] : [])));
+  assert.deepEqual(offenders, [], 'the AWS SDK outside core/aws/');
+  const sdkUsers = sources(path.join('core', 'aws')).filter((f) =>
+    specifiers(readFileSync(path.join(ROOT, f), 'utf8')).some((s) => s.startsWith('@aws-sdk/')),
+  );
+  assert.ok(sdkUsers.length > 0, 'the check sees the SDK imports where they are');
 });

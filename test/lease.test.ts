@@ -1,4 +1,8 @@
-/** The lease on real DynamoDB Local: clock-free claim, renew, stop time, release that keeps the epoch (Parts 2, 3, 5). */
+/**
+ * The lease: clock-free claim, renew, stop time, release that keeps the epoch (Parts 2, 3, 5). Every test whose point
+ * is an instant (a claim, a give-up, a stop time) runs on virtual time and the in-memory lock store, with the instant
+ * computed from the config; the item's life on real DynamoDB Local (release keeps the epoch, one lease-lost) stays.
+ */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -6,17 +10,19 @@ import path from 'node:path';
 import { systemClock, VirtualClock, type Clock } from '../core/clock';
 import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
-import { ClaimBudgetExhaustedError, StopTimePassedError } from '../core/errors';
+import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
 import { claim, nextClaimStep, pollMsOf, readLock, sight, tryClaim, type LeaseDeps, type Sighting } from '../core/lease';
 import { MemoryLockStore } from '../core/memory/lock-store';
+import type { LockStore } from '../core/store/lock';
 import { namespace } from './support/stack';
 import { onVirtualTime } from './support/virtual-time';
 import { noDynamo } from './support/no-dynamo';
 
 const fast: LeaseConfig = { ...DEFAULTS, leaseMs: 900, renewMs: 300, marginMs: 200, claimBudget: 3 };
 
-async function deps(worker: string, clock: Clock = systemClock): Promise<LeaseDeps & { seen: FencepostEvent[] }> {
+async function deps(worker: string): Promise<LeaseDeps & { seen: FencepostEvent[] }> {
+  const clock = systemClock;
   const ns = await namespace();
   const seen: FencepostEvent[] = [];
   return { ddb: ns.clients.ddb, table: ns.tables.locks, clock, events: new Events(worker, clock).on((e) => seen.push(e)), seen };
@@ -70,22 +76,50 @@ test('the claim rule: claim when free, or once one rvn has stayed unchanged a fu
 });
 
 test('clock-free claim: a claimant that keeps seeing the rvn change never claims (the holder is alive), and gives up at its budget', async () => {
-  const d = await deps('A');
-  const a = await claim(d, 'k', 'A', fast);
-  a.startHeartbeat(); // A renews every 300 ms: the rvn keeps changing
-  const started = performance.now();
+  // Virtual time on the in-memory lock store: the instant B gives up, and what it saw on the way, are exact.
+  const clock = new VirtualClock();
+  const store = new MemoryLockStore();
+  const a = await claim({ ddb: noDynamo, table: 'unused', store, clock }, 'k', 'A', fast); // at 0
+  a.startHeartbeat(); // A renews at renewMs, 2 × renewMs, ...: the rvn keeps changing
+  const config = { ...fast, claimBudget: 2 };
+  const poll = pollMsOf(config);
+  const startAt = poll / 2; // B starts between two of A's renewals, so no poll of B falls at a renewal's instant
+  await clock.advance(startAt);
   const bSeen: FencepostEvent[] = [];
-  await assert.rejects(
-    claim({ ...d, events: new Events('B', systemClock).on((e) => bSeen.push(e)) }, 'k', 'B', { ...fast, claimBudget: 2 }),
-    ClaimBudgetExhaustedError,
+  let gaveUpAt: number | undefined;
+  const b = claim({ ddb: noDynamo, table: 'unused', store, clock, events: new Events('B', clock).on((e) => bSeen.push(e)) }, 'k', 'B', config).then(
+    (lease) => lease,
+    (err: unknown) => {
+      gaveUpAt = clock.monotonicMs();
+      return err;
+    },
   );
-  assert.ok(performance.now() - started >= 2 * fast.leaseMs, 'it waited its budget of two leases');
-  assert.ok(bSeen.filter((e) => e.event === 'sighted').length >= 3, "and saw A's renewals as new rvns while it watched");
+  // B sights every poll period (the rvn never stays a lease), and gives up at the first sighting once it has waited
+  // its budget of leases (A's declared lease) in all.
+  const expectedAt = startAt + Math.ceil((config.claimBudget * fast.leaseMs) / poll) * poll;
+  await clock.advance(expectedAt - 1 - clock.monotonicMs());
+  assert.equal(gaveUpAt, undefined, `still watching 1 ms before ${expectedAt}`);
+  await clock.advance(1);
+  const outcome = await b;
+  assert.ok(outcome instanceof ClaimBudgetExhaustedError, String(outcome));
+  assert.equal(gaveUpAt, expectedAt, 'gave up at the sighting that completed its budget of two leases');
+  // Each rvn B saw is reported once: A's claim, then each renewal that landed after B started and before its last poll.
+  const lastReportedPoll = expectedAt - poll; // the give-up sighting reports nothing
+  const renewalsSeen = Array.from({ length: Math.floor(lastReportedPoll / fast.renewMs) }, (_, i) => (i + 1) * fast.renewMs).filter(
+    (at) => at > startAt,
+  ).length;
+  assert.ok(renewalsSeen >= 2, 'the case is the one meant: B saw A renew, more than once');
+  assert.deepEqual(
+    bSeen.map((e) => e.event),
+    Array.from({ length: 1 + renewalsSeen }, () => 'sighted'),
+    `B saw A's claim and its ${renewalsSeen} renewals, each once, and claimed nothing`,
+  );
   a.check(); // A is still inside its stop time
-  const item = await readLock(d, 'k');
+  const item = await store.read('k');
   assert.equal(item?.holder, 'A');
   assert.equal(item?.epoch, 1, 'no claim happened');
   await a.release();
+  assert.equal(clock.timers, 0);
 });
 
 test("a holder that stops renewing is taken over one full lease after its last rvn, on the claimant's own clock, with a higher token", async () => {
@@ -138,20 +172,47 @@ test("a holder that stops renewing is taken over one full lease after its last r
   assert.equal(clock.timers, 0);
 });
 
+/** The lock store whose writes land when sent and are answered `ms` later on the virtual clock (reads answer at once). */
+function answeredLate(store: LockStore, clock: VirtualClock, ms: number): LockStore {
+  const late =
+    <A extends unknown[], R>(write: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      const out = await write.apply(store, args);
+      await clock.sleep(ms);
+      return out;
+    };
+  return Object.assign(Object.create(store) as LockStore, { claim: late(store.claim), renew: late(store.renew), release: late(store.release) });
+}
+
 test('the check before every action: stop time = sent_at + lease − margin, renewals move it', async () => {
-  const d = await deps('A');
-  const before = performance.now();
-  const a = await claim(d, 'k', 'A', fast);
-  assert.ok(a.stopAtMs >= before + fast.leaseMs - fast.marginMs, 'sent_at is read before the request');
-  assert.ok(a.stopAtMs <= performance.now() + fast.leaseMs - fast.marginMs);
+  // Virtual time on the in-memory lock store, whose writes are answered a while after they land: the stop time must
+  // count from when the request was sent, never from its answer.
+  const clock = new VirtualClock({ monotonicMs: 5_000 });
+  const answerMs = 40;
+  const d: LeaseDeps = { ddb: noDynamo, table: 'unused', store: answeredLate(new MemoryLockStore(), clock, answerMs), clock };
+  const claimSentAt = clock.monotonicMs();
+  const claiming = claim(d, 'k', 'A', fast);
+  await clock.advance(answerMs);
+  const a = await claiming;
+  assert.equal(a.stopAtMs, claimSentAt + fast.leaseMs - fast.marginMs, 'sent_at is read before the request, not at its answer');
   a.check();
-  await new Promise((r) => setTimeout(r, 400));
-  const renewSent = performance.now();
-  await a.renew();
-  assert.ok(a.stopAtMs >= renewSent + fast.leaseMs - fast.marginMs);
-  await new Promise((r) => setTimeout(r, a.stopAtMs - performance.now() + 5));
-  assert.throws(() => a.check(), StopTimePassedError);
-  await a.release();
+  await clock.advance(400);
+  const renewSentAt = clock.monotonicMs();
+  const renewing = a.renew();
+  await clock.advance(answerMs);
+  await renewing;
+  assert.equal(a.stopAtMs, renewSentAt + fast.leaseMs - fast.marginMs, 'the renewal moved it to its own sent_at + lease − margin');
+  await clock.advance(a.stopAtMs - 1 - clock.monotonicMs());
+  a.check(); // 1 ms before the stop time: act
+  await clock.advance(1);
+  assert.throws(
+    () => a.check(),
+    (err: unknown) => err instanceof StopTimePassedError && err.stopAtMs === renewSentAt + fast.leaseMs - fast.marginMs,
+    'at the stop time: stop',
+  );
+  const releasing = a.release();
+  await clock.advance(answerMs);
+  assert.equal(await releasing, true);
 });
 
 test('the heartbeat stops at the stop time: no renewal is sent after it, whether they kept failing or one was answered after it', async () => {
@@ -182,21 +243,42 @@ test('the heartbeat stops at the stop time: no renewal is sent after it, whether
 });
 
 test('durations ignore the wall clock: a holder whose wall clock steps back 3 s stops at the same monotonic stop time', async () => {
+  // Virtual time on the in-memory lock store: B's wall clock is stepped, C's is not; both claim and renew at the same
+  // instants, so their stop times must be equal to the millisecond.
+  const clock = new VirtualClock();
   let wallOffset = 0;
-  const stepped: Clock = { ...systemClock, wallMs: () => Date.now() + wallOffset };
-  const d = await deps('B', stepped);
-  const control = await claim({ ...(await deps('C')) }, 'k', 'C', fast);
-  const b = await claim(d, 'k', 'B', fast);
-  const stopAt = b.stopAtMs;
-  wallOffset = -3_000; // the wall clock the code sees is stepped back 3 s (Part 3's trace)
-  assert.equal(b.stopAtMs, stopAt, 'the stop time did not move');
+  const stepped: Clock = {
+    monotonicMs: () => clock.monotonicMs(),
+    wallMs: () => clock.wallMs() + wallOffset,
+    sleep: (ms) => clock.sleep(ms),
+    after: (ms, fn) => clock.after(ms, fn),
+  };
+  const store = new MemoryLockStore();
+  const b = await claim({ ddb: noDynamo, table: 'unused', store, clock: stepped }, 'b', 'B', fast);
+  const control = await claim({ ddb: noDynamo, table: 'unused', store, clock }, 'c', 'C', fast);
+  b.startHeartbeat();
+  control.startHeartbeat();
+  const stepAt = fast.renewMs + fast.renewMs / 2; // between two renewals
+  await clock.advance(stepAt);
   const wallBefore = stepped.wallMs();
-  await new Promise((r) => setTimeout(r, stopAt - performance.now() + 5));
-  assert.ok(stepped.wallMs() < wallBefore + fast.leaseMs, 'the wall clock lags true time');
-  assert.throws(() => b.check(), StopTimePassedError, 'stopped on the monotonic clock, as without the step');
-  assert.ok(Math.abs(control.stopAtMs - b.stopAtMs) < 200, 'same stop time as an unstepped holder claimed at the same moment');
+  wallOffset = -3_000; // the wall clock the code sees is stepped back 3 s (Part 3's trace)
+  assert.equal(stepped.wallMs(), wallBefore - 3_000);
+  const lastRenewalAt = 3 * fast.renewMs; // one more renewal after the step, then both stop renewing
+  await clock.advance(lastRenewalAt + 1 - clock.monotonicMs());
+  await b.stopHeartbeat();
+  await control.stopHeartbeat();
+  const stopAt = lastRenewalAt + fast.leaseMs - fast.marginMs;
+  assert.equal(b.stopAtMs, stopAt, "B's stop time counts from its last renewal on the monotonic clock, as without the step");
+  assert.equal(control.stopAtMs, stopAt, 'the unstepped holder: the same stop time');
+  await clock.advance(stopAt - 1 - clock.monotonicMs());
+  b.check(); // the step did not stop B early ...
+  await clock.advance(1);
+  assert.ok(stepped.wallMs() < wallBefore + (stopAt - stepAt), 'the wall clock B sees lags true time');
+  assert.throws(() => b.check(), StopTimePassedError, '... nor give it 3 s more: stopped on the monotonic clock, as without the step');
+  assert.throws(() => control.check(), StopTimePassedError);
   await b.release();
   await control.release();
+  assert.equal(clock.timers, 0);
 });
 
 test('no code path deletes a lock item or puts a TTL on it', () => {
@@ -228,12 +310,23 @@ test('no code path deletes a lock item or puts a TTL on it', () => {
 });
 
 test('a lost lease is reported once: two renewals in flight when another holder took over emit one lease-lost between them', async () => {
-  const d = await deps('A');
+  // Virtual time on the in-memory lock store: both renewals are sent inside A's stop time however loaded the machine
+  // (on real time a slow store could push them past it, where they are refused locally and meet no loss at all).
+  const clock = new VirtualClock();
+  const seen: FencepostEvent[] = [];
+  const d: LeaseDeps = {
+    ddb: noDynamo,
+    table: 'unused',
+    store: new MemoryLockStore(),
+    clock,
+    events: new Events('A', clock).on((e) => seen.push(e)),
+  };
   const a = await claim(d, 'k', 'A', fast);
   // B takes the lock over A's rvn, as a claimant that watched it unchanged for a full lease would.
   const b = await tryClaim(d, 'k', 'B', fast, await sight(d, 'k', fast));
   assert.equal(b, a.token + 1);
   const failures = await Promise.all([a.renew().catch((e: unknown) => e), a.renew().catch((e: unknown) => e)]);
-  assert.equal(d.seen.filter((e) => e.event === 'lease-lost').length, 1, 'one lease-lost event, however many renewals met the loss');
+  assert.ok(failures[0] instanceof LeaseLostError, String(failures[0]));
+  assert.equal(seen.filter((e) => e.event === 'lease-lost').length, 1, 'one lease-lost event, however many renewals met the loss');
   assert.equal(failures[0], failures[1], 'both renewals throw the same loss');
 });

@@ -1,10 +1,16 @@
-/** The orphan sweeper on real DynamoDB Local (reference Part 6): two sightings a lease apart, no clock comparison. */
+/**
+ * The orphan sweeper (reference Part 6): two sightings a lease apart, no clock comparison. Every test whose point is
+ * an order or a lease's window (the sightings, a takeover, a re-queue, the crash answers) runs on virtual time and the
+ * in-memory stores, each sweep at an instant computed from the declared lease; what the sparse index reads and the
+ * re-queue's condition run on DynamoDB Local too.
+ */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
-import { runBilling, writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
-import { audit } from '../apps/billing/audit';
+import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
+import { writeBatch } from '../core/batch';
 import { systemClock, VirtualClock } from '../core/clock';
+import { runJob, type RunSummary } from '../core/job';
 import { MemoryJobStore } from '../core/memory/job-store';
 import { MemoryLockStore } from '../core/memory/lock-store';
 import { type LeaseConfig } from '../core/config';
@@ -13,7 +19,7 @@ import { FencedOutError } from '../core/errors';
 import { Events } from '../core/events';
 import * as fence from '../core/fence';
 import { chunkBatches } from '../apps/billing/invoices';
-import { claim, type LeaseDeps } from '../core/lease';
+import { claim, pollMsOf, type Lease, type LeaseDeps } from '../core/lease';
 import { Keys } from '../apps/billing/keys';
 import { Sweeper, isOrphan, requeue, sightClaimed, type SweeperConfig } from '../core/sweeper';
 import { namespace, type Namespace } from './support/stack';
@@ -21,8 +27,8 @@ import { noDynamo } from './support/no-dynamo';
 
 const lease: LeaseConfig = { ...DEFAULTS, leaseMs: 600, renewMs: 150, marginMs: 150 };
 const sweeperConfig: SweeperConfig = { leaseMs: 600, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The sweeper and holders on DynamoDB Local, in real time. */
 function deps(ns: Namespace, worker = 'W') {
   const events = new Events(worker, systemClock);
   const leaseDeps: LeaseDeps = { ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events };
@@ -31,27 +37,91 @@ function deps(ns: Namespace, worker = 'W') {
   return { leaseDeps, fenceDeps, sweeper };
 }
 
-/** A holder that claims and raises the fence for a night, optionally renewing. */
-async function holder(ns: Namespace, date: string, name: string, renewing: boolean) {
+/** A holder on DynamoDB Local that claims and raises the fence for a night, and never renews (it died). */
+async function holder(ns: Namespace, date: string, name: string) {
   const { leaseDeps, fenceDeps } = deps(ns, name);
   const l = await claim(leaseDeps, Keys.lock(date), name, lease);
   await fence.raise(fenceDeps, Keys.job(date), l.token, name, 1);
-  if (renewing) l.startHeartbeat();
   return l;
 }
 
+/** The table the memory world's nights write their items to. */
+const ITEMS = 'invoices';
+
+/**
+ * One world on virtual time and the in-memory job and lock stores: sweepers, holders and runs share the clock and the
+ * stores. Store calls take no virtual time, so every sighting and claim happens at an instant the test computes.
+ */
+function memoryWorld() {
+  const clock = new VirtualClock();
+  const store = new MemoryJobStore({ clock, jobs: 'jobs' });
+  const lockStore = new MemoryLockStore();
+  const leaseDeps = (worker: string): LeaseDeps => ({ ddb: noDynamo, table: 'locks', store: lockStore, clock, events: new Events(worker, clock) });
+  const fenceDeps: InvoiceWriteDeps = { ddb: noDynamo, jobs: 'jobs', invoices: ITEMS, clock, store };
+  /** A new sweeper process: no sightings in memory. */
+  const sweeper = () => new Sweeper({ ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock, store, lockStore }, sweeperConfig);
+  /** A claim that may wait out a lease: the clock runs until it lands (nothing else may keep timers set). */
+  const claimNow = async (date: string, name: string): Promise<Lease> => {
+    const claiming = claim(leaseDeps(name), Keys.lock(date), name, lease);
+    await clock.runUntilIdle(1_000);
+    return claiming;
+  };
+  /** A holder that claims and raises the fence for a night (`chunks` chunk fences), and renews only if told. */
+  const holder = async (date: string, name: string, renewing: boolean, chunks = 1): Promise<Lease> => {
+    const l = await claimNow(date, name);
+    await fence.raise(fenceDeps, Keys.job(date), l.token, name, chunks);
+    if (renewing) l.startHeartbeat();
+    return l;
+  };
+  /** Two sightings a full lease (the one the lock item declares) apart, as one `fencepost sweep` without --every does. */
+  const sweepTwice = async (s: Sweeper, start?: (jobId: string) => Promise<void> | void) => {
+    await s.sweep(start);
+    await clock.advance(lease.leaseMs);
+    return s.sweep(start);
+  };
+  /**
+   * A night run by the real engine (core/job.ts runJob): one chunk of `items`, written in one fenced batch under its
+   * chunk fence, the stop time checked before it. The clock runs until the run is over.
+   */
+  const runNight = async (date: string, worker: string, items = 99): Promise<RunSummary<number>> => {
+    const running = runJob(
+      { ddb: noDynamo, tables: { locks: 'locks', jobs: 'jobs' }, clock, events: new Events(worker, clock), store, lockStore },
+      { keys: Keys.keys, date, chunks: 1, holder: worker, config: lease },
+      async ({ lease: l, fence: f, chunk }) => {
+        const puts = Array.from({ length: items }, (_, i) => ({
+          table: ITEMS,
+          item: { pk: { S: `item#${date}#${chunk}#${i}` }, token: { N: String(l.token) } },
+        }));
+        const r = await l.act(() => writeBatch(f, l.token, puts));
+        return r.recorded.length;
+      },
+    );
+    await clock.runUntilIdle(1_000);
+    return running;
+  };
+  /** What a finished night must show: DONE, and every item recorded exactly once. */
+  const assertDone = async (date: string, items = 99) => {
+    assert.equal((await fence.readJob(fenceDeps, Keys.job(date)))?.state, 'DONE');
+    const keys = store.dump(ITEMS).map((i) => String(i.pk));
+    assert.equal(keys.length, items, 'every item recorded');
+    assert.equal(new Set(keys).size, items, 'each once');
+  };
+  return { clock, store, lockStore, leaseDeps, fenceDeps, sweeper, claimNow, holder, sweepTwice, runNight, assertDone };
+}
+
 test("a dead holder's row is an orphan only on a second sighting a full lease later; the re-queue counts it and leaves it RUNNING in the index", async () => {
-  const ns = await namespace();
-  const { sweeper, fenceDeps } = deps(ns);
-  await holder(ns, '2026-09-28', 'B', false); // B "dies": no renewals
+  const w = memoryWorld();
+  const sweeper = w.sweeper();
+  await w.holder('2026-09-28', 'B', false); // B "dies": no renewals
   const first = await sweeper.sweep();
   assert.deepEqual([first.claimed, first.orphans, first.pending], [1, 0, 1], 'first sighting only notes the rvn');
+  await w.clock.advance(lease.leaseMs - 1);
   const early = await sweeper.sweep();
-  assert.equal(early.orphans, 0, "not before a full lease has passed on the sweeper's own clock");
-  await sleep(sweeperConfig.leaseMs + 50);
+  assert.deepEqual([early.orphans, early.pending, early.requeued], [0, 1, []], "1 ms short of a full lease on the sweeper's own clock: not yet");
+  await w.clock.advance(1);
   const second = await sweeper.sweep();
-  assert.deepEqual(second.requeued, [Keys.job('2026-09-28')]);
-  const row = await fence.readJob(fenceDeps, Keys.job('2026-09-28'));
+  assert.deepEqual(second.requeued, [Keys.job('2026-09-28')], 'a full lease of the same rvn: re-queued');
+  const row = await fence.readJob(w.fenceDeps, Keys.job('2026-09-28'));
   assert.deepEqual([row?.state, row?.requeues], ['RUNNING', 1]);
   assert.notEqual(row?.claim_shard, undefined, 'the re-queue leaves the row in the sparse index, for the next sweeps');
   const next = await sweeper.sweep();
@@ -91,63 +161,75 @@ test('a live holder is never swept: its renewals change the rvn between sighting
 });
 
 test("a holder caught between its claim and its fence raise is not swept (the old owner's row, the new holder's live lease)", async () => {
-  const ns = await namespace();
-  const { sweeper, leaseDeps, fenceDeps } = deps(ns);
+  const w = memoryWorld();
+  const sweeper = w.sweeper();
   const date = '2026-09-28';
-  await holder(ns, date, 'B', false); // B dies holding token 1; the row says RUNNING by 1
-  await sweeper.sweep();
-  const c = await claim(leaseDeps, Keys.lock(date), 'C', lease); // C waits out B's lease, claims token 2 ...
+  const b = await w.holder(date, 'B', false); // B dies holding token 1 at 0; the row says RUNNING by 1
+  await sweeper.sweep(); // the first sighting, at 0
+  const c = await w.claimNow(date, 'C'); // C waits out B's lease, claims token 2 ...
+  const poll = pollMsOf(lease);
+  assert.deepEqual([w.clock.monotonicMs(), c.token], [Math.ceil(lease.leaseMs / poll) * poll, b.token + 1], "C claims a lease after B's last rvn");
   c.startHeartbeat(); // ... and renews, but has not raised the fence yet
-  await sleep(sweeperConfig.leaseMs + 50);
-  await sweeper.sweep();
-  await sleep(sweeperConfig.leaseMs + 50);
-  const r = await sweeper.sweep();
-  assert.deepEqual(r.requeued, [], 'the lock is alive, whoever holds it');
-  assert.equal((await fence.readJob(fenceDeps, Keys.job(date)))?.state, 'RUNNING');
+  // Sweeps a full lease apart, off C's renewal grid: each finds the rvn changed since the last one, never an orphan.
+  for (const at of [lease.leaseMs + poll / 2, 2 * lease.leaseMs + poll / 2]) {
+    await w.clock.advance(at - w.clock.monotonicMs());
+    const r = await sweeper.sweep();
+    assert.deepEqual(
+      { requeued: r.requeued, orphans: r.orphans, skippedAlive: r.skippedAlive, pending: r.pending },
+      { requeued: [], orphans: 0, skippedAlive: 1, pending: 1 },
+      `the sweep at ${at} ms: the lock is alive, whoever holds it`,
+    );
+  }
+  const row = await fence.readJob(w.fenceDeps, Keys.job(date));
+  assert.deepEqual([row?.state, row?.owner_token, row?.requeues ?? 0], ['RUNNING', b.token, 0], "the old owner's row, untouched");
   await c.release();
+  assert.equal(w.clock.timers, 0);
 });
 
 test("a wrong re-queue cannot break safety: the paused holder's next write is refused by the fence", async () => {
-  const ns = await namespace();
-  const { sweeper, leaseDeps, fenceDeps } = deps(ns);
+  const w = memoryWorld();
+  const sweeper = w.sweeper();
   const date = '2026-09-28';
-  const a = await holder(ns, date, 'A', false); // A is alive but paused: it renews nothing
-  await sweeper.sweep();
-  await sleep(sweeperConfig.leaseMs + 50);
-  assert.equal((await sweeper.sweep()).requeued.length, 1, "the sweeper re-queues A's job");
-  const b = await claim(leaseDeps, Keys.lock(date), 'B', lease);
-  await fence.raise(fenceDeps, Keys.job(date), b.token, 'B', 1);
+  const a = await w.holder(date, 'A', false); // A is alive but paused: it renews nothing
+  assert.deepEqual((await w.sweepTwice(sweeper)).requeued, [Keys.job(date)], "the sweeper re-queues A's job a lease later");
+  const b = await w.claimNow(date, 'B');
+  await fence.raise(w.fenceDeps, Keys.job(date), b.token, 'B', 1);
   const [batch] = chunkBatches({ date, invoices: 99, chunkSize: 99, putsPerTransaction: 99 }, 0);
-  await assert.rejects(writeInvoices(fenceDeps, Keys.job(date), a.token, batch), FencedOutError, 'A wakes and is fenced out');
-  assert.equal((await writeInvoices(fenceDeps, Keys.job(date), b.token, batch)).recorded, 99, 'B records everything, once');
+  await assert.rejects(
+    writeInvoices(w.fenceDeps, Keys.job(date), a.token, batch),
+    (err: unknown) => err instanceof FencedOutError && err.fence === b.token && err.token === a.token,
+    'A wakes and is fenced out',
+  );
+  assert.equal(w.store.dump(ITEMS).length, 0, "nothing of A's write landed");
+  assert.equal((await writeInvoices(w.fenceDeps, Keys.job(date), b.token, batch)).recorded, 99, 'B records everything, once');
 });
 
 test('a re-queue racing a takeover does nothing: its condition names the owner and fence it saw', async () => {
-  const ns = await namespace();
-  const { leaseDeps, fenceDeps } = deps(ns);
+  const w = memoryWorld();
   const date = '2026-09-28';
-  await holder(ns, date, 'B', false);
-  const { sightings } = await sightClaimed({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock }, sweeperConfig);
-  const c = await claim(leaseDeps, Keys.lock(date), 'C', lease); // C takes over and raises in between
-  await fence.raise(fenceDeps, Keys.job(date), c.token, 'C', 1);
-  assert.equal(await requeue({ ddb: ns.clients.ddb, jobs: ns.tables.jobs }, sightings[0]), false);
-  const row = await fence.readJob(fenceDeps, Keys.job(date));
-  assert.equal(row?.state, 'RUNNING');
-  assert.equal(row?.owner_token, c.token, "C's claim stands");
+  await w.holder(date, 'B', false);
+  const sweeperDeps = { ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock: w.clock, store: w.store, lockStore: w.lockStore };
+  const { sightings } = await sightClaimed(sweeperDeps, sweeperConfig);
+  const c = await w.claimNow(date, 'C'); // C takes over and raises in between
+  await fence.raise(w.fenceDeps, Keys.job(date), c.token, 'C', 1);
+  assert.equal(await requeue(sweeperDeps, sightings[0]), false);
+  const row = await fence.readJob(w.fenceDeps, Keys.job(date));
+  assert.deepEqual([row?.state, row?.owner_token, row?.requeues ?? 0], ['RUNNING', c.token, 0], "C's claim stands");
 });
 
 test('a storm (most claimed rows dead at once) re-queues nothing and says so', async () => {
-  const ns = await namespace();
-  const { sweeper, fenceDeps } = deps(ns);
+  const w = memoryWorld();
+  const sweeper = w.sweeper();
   const dates = ['2026-09-01', '2026-09-02', '2026-09-03', '2026-09-04'];
-  for (const d of dates) await holder(ns, d, `H${d}`, false);
-  await sweeper.sweep();
-  await sleep(sweeperConfig.leaseMs + 50);
-  const r = await sweeper.sweep();
+  for (const d of dates) await w.holder(d, `H${d}`, false);
+  const r = await w.sweepTwice(sweeper);
   assert.equal(r.storm, true);
   assert.equal(r.orphans, 4);
   assert.deepEqual(r.requeued, []);
-  for (const d of dates) assert.equal((await fence.readJob(fenceDeps, Keys.job(d)))?.state, 'RUNNING');
+  for (const d of dates) {
+    const row = await fence.readJob(w.fenceDeps, Keys.job(d));
+    assert.deepEqual([row?.state, row?.requeues ?? 0], ['RUNNING', 0]);
+  }
 });
 
 test('the sweeper reads the sparse index only: items read grow with claimed rows, not with DONE rows', async () => {
@@ -164,152 +246,130 @@ test('the sweeper reads the sparse index only: items read grow with claimed rows
       }),
     );
   }
-  await holder(ns, '2026-09-28', 'A', false);
+  await holder(ns, '2026-09-28', 'A');
   const r = await sweeper.sweep();
   assert.equal(r.claimed, 1);
   assert.equal(r.itemsRead, 2, 'one index row and its lock item, not 201 job rows');
 });
 
 test('chunk fences: the sweeper sees only the job row, its re-queue leaves the chunk fence items alone, and the next holder learns the progress from them', async () => {
-  const ns = await namespace();
-  const { sweeper, leaseDeps, fenceDeps } = deps(ns);
+  const w = memoryWorld();
+  const sweeper = w.sweeper();
   const date = '2026-09-28';
   const job = Keys.job(date);
-  const a = await claim(leaseDeps, Keys.lock(date), 'A', lease); // A raises 3 chunk fences, finishes chunk 1, dies
-  await fence.raise(fenceDeps, job, a.token, 'A', 3);
-  await fence.markChunkDone(fenceDeps, job, a.token, 1);
+  const a = await w.holder(date, 'A', false, 3); // A raises 3 chunk fences, finishes chunk 1, dies
+  await fence.markChunkDone(w.fenceDeps, job, a.token, 1);
   const first = await sweeper.sweep();
   assert.equal(first.claimed, 1, 'three chunk fence items beside the row, none in the index');
-  await sleep(sweeperConfig.leaseMs + 50);
+  await w.clock.advance(lease.leaseMs);
   assert.deepEqual((await sweeper.sweep()).requeued, [job]);
   assert.deepEqual(
-    (await fence.readChunkFences(fenceDeps, job, 3)).map((c) => [c?.fence, c?.done_by]),
+    (await fence.readChunkFences(w.fenceDeps, job, 3)).map((c) => [c?.fence, c?.done_by]),
     [
       [a.token, undefined],
       [a.token, a.token],
       [a.token, undefined],
     ],
   );
-  const b = await claim(leaseDeps, Keys.lock(date), 'B', lease);
-  const raised = await fence.raise(fenceDeps, job, b.token, 'B', 3);
+  const b = await w.claimNow(date, 'B');
+  const raised = await fence.raise(w.fenceDeps, job, b.token, 'B', 3);
   assert.deepEqual([raised.job?.state, raised.job?.requeues], ['RUNNING', 1], "B raises over the dead holder's re-queued row");
   assert.deepEqual([...raised.chunksDone], [1], 'B skips the chunk A finished');
   const [batch] = chunkBatches({ date, invoices: 99, chunkSize: 99, putsPerTransaction: 99 }, 0);
   await assert.rejects(
-    writeInvoices(fenceDeps, Keys.chunkFence(job, 0), a.token, batch),
+    writeInvoices(w.fenceDeps, Keys.chunkFence(job, 0), a.token, batch),
     FencedOutError,
     'A, if it was only paused, is refused on every chunk',
   );
   await b.release();
 });
 
-/** The night the crash-answer tests run: one chunk, so the dead holder's raise and the new run's agree. */
-const smallNight = { ...lease, invoices: 99, chunkSize: 99, putsPerTransaction: 99 };
-
-/** Two sightings a full lease apart, as one `fencepost sweep` without --every does. */
-async function sweepTwice(sweeper: Sweeper, start: (jobId: string) => void) {
-  await sweeper.sweep(start);
-  await sleep(sweeperConfig.leaseMs + 50);
-  return sweeper.sweep(start);
-}
-
-/** The night run a start asked for, then the audit. */
-async function runAndAudit(ns: Namespace, date: string, worker: string) {
-  const events = new Events(worker, systemClock);
-  const billing = { ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket, clock: systemClock, events };
-  const summary = await runBilling(billing, { date, worker, config: smallNight });
-  const report = await audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, date, smallNight.invoices);
-  return { summary, report };
-}
-
 test('crash answer: a sweeper that dies at its start (before or instead of it) strands nothing: a restarted sweeper starts the night, and it completes', async () => {
-  const ns = await namespace();
-  const { fenceDeps } = deps(ns);
+  const w = memoryWorld();
   const date = '2026-09-28';
-  await holder(ns, date, 'B', false); // B raised and died
-  const dying = deps(ns).sweeper;
+  await w.holder(date, 'B', false); // B raised and died
   const died = new Error('the sweeper died at its start');
   await assert.rejects(
-    sweepTwice(dying, () => {
+    w.sweepTwice(w.sweeper(), () => {
       throw died;
     }),
     (err) => err === died,
   );
   const starts: string[] = [];
-  const restarted = deps(ns).sweeper; // a new `fencepost sweep` (a new process: no sightings in memory)
-  const r = await sweepTwice(restarted, (jobId) => void starts.push(jobId));
+  const restarted = w.sweeper(); // a new `fencepost sweep` (a new process: no sightings in memory)
+  const r = await w.sweepTwice(restarted, (jobId) => void starts.push(jobId));
   assert.deepEqual(starts, [Keys.job(date)], 'a restarted sweeper still finds the night in the sparse index and starts it');
   assert.deepEqual(r.requeued, [Keys.job(date)]);
-  assert.deepEqual(
-    [(await fence.readJob(fenceDeps, Keys.job(date)))?.state, (await fence.readJob(fenceDeps, Keys.job(date)))?.requeues],
-    ['RUNNING', 1],
-  );
-  const { summary, report } = await runAndAudit(ns, date, 'requeued-run');
+  const row = await fence.readJob(w.fenceDeps, Keys.job(date));
+  assert.deepEqual([row?.state, row?.requeues], ['RUNNING', 1]);
+  const summary = await w.runNight(date, 'requeued-run');
   assert.equal(summary.outcome, 'completed');
-  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+  await w.assertDone(date);
 });
 
 test('crash answer: a sweeper that dies after its start landed and before its re-queue record: the retried sweep starts it again (the same execution in AWS) and the night completes', async () => {
-  const ns = await namespace();
-  const { fenceDeps } = deps(ns);
+  const w = memoryWorld();
   const date = '2026-09-28';
-  const b = await holder(ns, date, 'B', false);
+  const b = await w.holder(date, 'B', false);
   const starts: string[] = [];
   const died = new Error('the sweeper died after its start');
   await assert.rejects(
-    sweepTwice(deps(ns).sweeper, (jobId) => {
+    w.sweepTwice(w.sweeper(), (jobId) => {
       starts.push(jobId);
       throw died;
     }),
     (err) => err === died,
   );
-  const row = await fence.readJob(fenceDeps, Keys.job(date));
-  assert.deepEqual([row?.state, row?.owner_token, row?.claim_shard !== undefined], ['RUNNING', b.token, true], 'still RUNNING, still in the index');
+  const row = await fence.readJob(w.fenceDeps, Keys.job(date));
+  assert.deepEqual(
+    [row?.state, row?.owner_token, row?.claim_shard !== undefined, row?.requeues ?? 0],
+    ['RUNNING', b.token, true, 0],
+    'still RUNNING, still in the index, no re-queue recorded',
+  );
   // The retried sweep comes before the started run raised: it starts the night again and its record lands.
-  const r = await sweepTwice(deps(ns).sweeper, (jobId) => void starts.push(jobId));
+  const r = await w.sweepTwice(w.sweeper(), (jobId) => void starts.push(jobId));
   assert.deepEqual(starts, [Keys.job(date), Keys.job(date)]);
   assert.deepEqual(r.requeued, [Keys.job(date)]);
   // One run: in AWS the second StartExecution (same name, same input, the first still open) is the same execution.
   // It raises over the re-queued row (the other order, its raise before the record, is 'a re-queue racing a takeover does nothing').
-  const { summary, report } = await runAndAudit(ns, date, `requeue-${date}-f${b.token}`);
+  const summary = await w.runNight(date, `requeue-${date}-f${b.token}`);
   assert.equal(summary.outcome, 'completed');
-  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+  await w.assertDone(date);
 });
 
 test('crash answer: a re-queued run that dies before its raise (it claimed the lease, then nothing) leaves the night findable: the next sweeps start it again, and it completes', async () => {
-  const ns = await namespace();
-  const { fenceDeps, leaseDeps } = deps(ns);
+  const w = memoryWorld();
   const date = '2026-09-28';
-  const b = await holder(ns, date, 'B', false); // B raised and died
+  const b = await w.holder(date, 'B', false); // B raised and died at 0
   // The first re-queued run waits out B's lease, claims it (epoch + 1) and dies before raising the job row's fence.
-  let diedHolding: number | undefined;
-  const first = await sweepTwice(deps(ns).sweeper, async () => {
-    diedHolding = (await claim(leaseDeps, Keys.lock(date), 'requeued-1', lease)).token;
-  });
+  let dying: Promise<Lease> | undefined;
+  const first = await w.sweepTwice(w.sweeper(), () => void (dying = claim(w.leaseDeps('requeued-1'), Keys.lock(date), 'requeued-1', lease)));
   assert.deepEqual(first.requeued, [Keys.job(date)]);
-  assert.ok(diedHolding !== undefined && diedHolding > b.token);
+  await w.clock.runUntilIdle(1_000);
+  const diedHolding = (await dying!).token;
+  assert.equal(diedHolding, b.token + 1, 'it waited out B and claimed above it');
   const starts: string[] = [];
-  const later = deps(ns).sweeper; // the next `fencepost sweep` (or the next scheduled sweeper execution)
-  const r = await sweepTwice(later, (jobId) => void starts.push(jobId));
+  const later = w.sweeper(); // the next `fencepost sweep` (or the next scheduled sweeper execution)
+  const r = await w.sweepTwice(later, (jobId) => void starts.push(jobId));
   assert.deepEqual(starts, [Keys.job(date)], "the next sweeps find the night again (the dead run's lease unchanged for a full lease) and start it");
   assert.deepEqual(r.requeued, [Keys.job(date)]);
-  const row = await fence.readJob(fenceDeps, Keys.job(date));
+  const row = await fence.readJob(w.fenceDeps, Keys.job(date));
   assert.deepEqual(
     [row?.state, row?.owner_token, row?.claim_shard !== undefined, row?.requeues],
     ['RUNNING', b.token, true, 2],
     "a re-queue leaves the row RUNNING, the dead holder's, in the index; it only counts the re-queues",
   );
-  const { summary, report } = await runAndAudit(ns, date, 'requeued-2');
+  const summary = await w.runNight(date, 'requeued-2');
   assert.equal(summary.outcome, 'completed');
-  assert.ok(summary.token! > diedHolding!, 'the run that finished claimed above the one that died');
-  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+  assert.ok(summary.token! > diedHolding, 'the run that finished claimed above the one that died');
+  await w.assertDone(date);
 });
 
 test('a re-queue is recorded once per sighting: a retried record loses, and the recorded row is no longer the sighted one', async () => {
   const ns = await namespace();
   const { fenceDeps } = deps(ns);
   const date = '2026-09-28';
-  await holder(ns, date, 'B', false);
+  await holder(ns, date, 'B');
   const sweeperDeps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock };
   const [seen] = (await sightClaimed(sweeperDeps, sweeperConfig)).sightings;
   assert.equal(await requeue(sweeperDeps, seen), true);

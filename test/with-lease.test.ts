@@ -1,14 +1,15 @@
-/** withLease on real DynamoDB Local: claim, a heartbeat from this process, the work, release; and what it does not promise. */
+/** withLease: claim, a heartbeat from this process, the work, release; and what it does not promise (the orders and instants on virtual time and the memory stores, the release paths on DynamoDB Local). */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { systemClock, VirtualClock } from '../core/clock';
 import { MemoryLockStore } from '../core/memory/lock-store';
 import { ConfigError, FencedOutError, StopTimePassedError } from '../core/errors';
 import { Events, type FencepostEvent } from '../core/events';
 import { fenceOn } from '../core/fence';
-import { readLock, type LeaseDeps } from '../core/lease';
+import { pollMsOf, readLock, type LeaseDeps } from '../core/lease';
+import { writeBatch } from '../core/batch';
+import { MemoryJobStore } from '../core/memory/job-store';
 import { withLease } from '../core/with-lease';
 import { namespace, type Namespace } from './support/stack';
 import { noDynamo } from './support/no-dynamo';
@@ -106,15 +107,22 @@ test('bad settings are a ConfigError before anything is written', async () => {
 });
 
 test('what withLease does not promise: a paused holder still believes it holds the lease; its stop time and the fence stop it', async () => {
-  const ns = await namespace();
-  const fenceOf = () => fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: 'job#1' }, clock: systemClock });
+  // Virtual time on the in-memory lock and job stores: B's takeover instant and A's stop time are exact.
+  const clock = new VirtualClock();
+  const lockStore = new MemoryLockStore();
+  const jobs = new MemoryJobStore({ clock, jobs: 'jobs' });
+  const lockDeps = (worker: string): LeaseDeps => ({ ddb: noDynamo, table: 'locks', store: lockStore, clock, events: new Events(worker, clock) });
+  const fenceOf = () => fenceOn({ ddb: noDynamo, table: 'jobs', key: { pk: 'job#1' }, clock, store: jobs });
+  const lateWrite = { table: 'invoices', item: { pk: { S: 'inv#1' } } };
   let resumeA!: () => void;
   let aFrozen!: () => void;
   const aPaused = new Promise<void>((r) => (resumeA = r));
   const aHasRaised = new Promise<void>((r) => (aFrozen = r));
-  const a = withLease(deps(ns, 'A'), 'job#1', 'A', fast, async (lease) => {
+  let aStopAt: number | undefined;
+  const a = withLease(lockDeps('A'), 'job#1', 'A', fast, async (lease) => {
     await fenceOf().raise(lease.token);
-    await lease.stopHeartbeat(); // A freezes: no renewal goes out (as under SIGSTOP)
+    await lease.stopHeartbeat(); // A freezes at 0: no renewal goes out (as under SIGSTOP; takeover.test.ts sends a real one)
+    aStopAt = lease.stopAtMs;
     aFrozen();
     await aPaused;
     // A wakes up after B took over. Its own check stops it ...
@@ -123,17 +131,24 @@ test('what withLease does not promise: a paused holder still believes it holds t
       StopTimePassedError,
     );
     // ... and a write that skips the check is refused by the fence, whatever A believes.
-    const f = fenceOf();
-    const answer = await ns.clients.ddb.send(new TransactWriteItemsCommand({ TransactItems: [f.guard(lease.token)] })).catch((err: unknown) => err);
-    return f.fencedOut(answer, lease.token);
+    return writeBatch(fenceOf(), lease.token, [lateWrite]).catch((err: unknown) => err);
   });
   await aHasRaised; // B starts once A holds the lease and has raised the fence
-  const b = await withLease(deps(ns, 'B'), 'job#1', 'B', fast, async (lease) => {
+  let bClaimedAt: number | undefined;
+  const b = withLease(lockDeps('B'), 'job#1', 'B', fast, async (lease) => {
+    bClaimedAt = clock.monotonicMs();
     await fenceOf().raise(lease.token);
     return lease.token;
   });
-  assert.equal(b, 2, 'B claimed once A had stopped renewing for a full lease');
+  await clock.runUntilIdle(1_000); // bounded: a claimant that never claims fails here
+  assert.equal(await b, 2, 'B claimed once A had stopped renewing for a full lease');
+  // A's last rvn is its claim at 0; B saw it at 0 and claims at the first poll a full lease later.
+  const poll = pollMsOf({ leaseMs: fast.leaseMs });
+  assert.equal(bClaimedAt, Math.ceil(fast.leaseMs / poll) * poll, "B's claim: A's claim + a lease, on B's poll grid");
+  assert.equal(aStopAt, fast.leaseMs - fast.marginMs, "A's stop time (its claim's sent_at + lease − margin) ...");
+  assert.ok(aStopAt < bClaimedAt!, "... falls before B's claim");
   resumeA();
   const refused = await a;
   assert.ok(refused instanceof FencedOutError && refused.fence === 2 && refused.token === 1, String(refused));
+  assert.deepEqual(jobs.dump('invoices'), [], "nothing of A's late write landed");
 });

@@ -75,6 +75,8 @@ export class Scheduler {
     private readonly random: () => number,
     private readonly plan: FaultPlan,
     private readonly restart: Restart = () => undefined,
+    /** The store methods that are transactions (a conflict can be injected there). @default the fenced batch's */
+    private readonly transactions: ReadonlySet<string> = TRANSACTIONS,
   ) {}
 
   /** The virtual time the last fault's effect ended (its pause included); -Infinity before any. */
@@ -201,7 +203,7 @@ export class Scheduler {
     if (this.faults.length >= plan.budget || this.clock.monotonicMs() > plan.windowMs) return undefined;
     if (this.random() >= plan.chance) return undefined;
     const kinds: FaultKind[] = ['pause', 'lost', 'throttle', 'crash'];
-    if (TRANSACTIONS.has(method)) kinds.push('conflict');
+    if (this.transactions.has(method)) kinds.push('conflict');
     return kinds[Math.floor(this.random() * kinds.length)];
   }
 }

@@ -58,6 +58,43 @@ test(`a restore from a backup, bumped before use, hands out epochs above every e
   );
 });
 
+// Seed 269 pauses the old writer w1 with an append in hand (checked, sent, not yet applied) for longer than w2's
+// whole handover: it lands after w2's handover answered and before w2's first write.
+const IN_HAND = 269;
+
+test(`an old writer's write in hand across the handover is refused on the real code, accepted without the bump (seed ${IN_HAND})`, async () => {
+  const r = await runElectionSchedule(IN_HAND);
+  const paused = r.trace.findIndex((l) => / w1 append PAUSE /.test(l));
+  const answered = r.trace.findIndex((l) => / w2 is the writer with epoch /.test(l));
+  assert.ok(paused >= 0 && answered > paused, `seed ${IN_HAND} no longer pauses w1's append across w2's handover:\n${r.trace.join('\n')}`);
+  assert.ok(
+    r.trace.slice(answered).some((l) => / w1 stops writing: FencedOutError$/.test(l)),
+    'the bump refuses the write w1 held',
+  );
+  assert.deepEqual(r.violations, []);
+  const unbumped = await runElectionSchedule(IN_HAND, 'handover-no-bump');
+  assert.ok(
+    unbumped.violations.some((v) => /^w1's append v\d+ at epoch \d+ accepted after w2's handover/.test(v)),
+    `without the bump w1's write lands after the handover: ${unbumped.violations.join('; ')}`,
+  );
+});
+
+// An open finding (docs/TESTING.md): bumpEpochs raises the items the restored table holds, and only those. A backup
+// taken before the role (or the writer lease) was first used holds neither, so after the restore the role's counter
+// starts again at 1: epochs repeat. Seed 3 restores such a backup. Left as a todo until the restore procedure raises
+// keys the backup lacks.
+const EARLY_BACKUP = 3;
+
+test(
+  `a backup from before the role's first use, restored and bumped, does not repeat an epoch (seed ${EARLY_BACKUP})`,
+  { todo: 'open finding: the restore bump cannot raise an item the backup does not hold' },
+  async () => {
+    const r = await runElectionSchedule(EARLY_BACKUP, undefined, { backupBeforeUse: true });
+    assert.ok(r.trace.some((l) => l.endsWith('restore: the restored table is in use')));
+    assert.deepEqual(r.violations, []);
+  },
+);
+
 // Each broken rule, applied by the harness only, must be caught from seed FROM within this many schedules.
 const WITHIN = 100;
 for (const mutation of ELECTION_MUTATIONS) {

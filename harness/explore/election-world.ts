@@ -145,7 +145,12 @@ const inFlightOf = (store: MemoryLockStore) => (store as unknown as { inFlight: 
  * Run one schedule of the election world from its seed (optionally with a broken variant of a rule) and check it.
  * Returns the ScheduleResult of world.ts; `state` names the leaders' ledger and the writers' ledger as they ended.
  */
-export async function runElectionSchedule(seed: number, mutation?: string): Promise<ScheduleResult> {
+export async function runElectionSchedule(
+  seed: number,
+  mutation?: string,
+  /** `backupBeforeUse`: the backup is of the lock table before the role and the writer lease were first used (docs/TESTING.md, the open finding). */
+  options: { readonly backupBeforeUse?: boolean } = {},
+): Promise<ScheduleResult> {
   if (mutation !== undefined && !(ELECTION_MUTATIONS as readonly string[]).includes(mutation))
     throw new Error(`unknown election mutation ${mutation}; known: ${ELECTION_MUTATIONS.join(', ')}`);
   const broken = mutation as ElectionMutation | undefined;
@@ -494,9 +499,13 @@ export async function runElectionSchedule(seed: number, mutation?: string): Prom
       (err: Error) => void (actor.outcome = `error ${err.name}`),
     );
   };
-  if (restoring) {
-    // The backup is taken once the role and the writer's lock items exist (see docs/TESTING.md: an item the backup
-    // does not hold is not bumped).
+  if (restoring && options.backupBeforeUse) {
+    scheduler.log('backup of the lock table taken before its first use (0 items)');
+    const backup = structuredClone(itemsOf(table.current));
+    clock.after(backupAt + restoreAfter, () => startRestore(backup, 1));
+  } else if (restoring) {
+    // The backup is taken once the role and the writer's lock items exist: an item the backup does not hold is not
+    // bumped (docs/TESTING.md, the open finding).
     const takeBackup = () => {
       const items = itemsOf(table.current);
       if (!items.has(roleKey(s.role)) || !items.has(`writer/${s.writerRole}`)) return void clock.after(500, takeBackup);

@@ -14,9 +14,9 @@
  */
 import { VirtualClock, type Clock } from '../../core/clock';
 import type { DocumentClient } from '../../core/aws/lock-store';
-import { DEFAULT_BACKOFF } from '../../core/conditions';
+import { DEFAULT_BACKOFF, newRvn } from '../../core/conditions';
 import type { LeaseConfig } from '../../core/config';
-import { Election, Leadership, ledgerKey, roleKey } from '../../core/election';
+import { candidateKey, Election, Leadership, ledgerKey, roleKey } from '../../core/election';
 import { EpochFence, LedgerWriter, ledgerViolations } from '../../core/epoch-fence';
 import { handover, writerLedgerKey, type HandoverConfig, type Writer } from '../../core/handover';
 import type { RunHooks } from '../../core/job';
@@ -72,7 +72,14 @@ const ELECTION_SETTINGS = {
 type Settings = typeof ELECTION_SETTINGS;
 
 /** The deliberately broken variants this world applies (harness only) and must catch. */
-export const ELECTION_MUTATIONS = ['epoch-deleted', 'restore-no-bump', 'handover-no-bump', 'manifest-blind-put', 'watchdog-off'] as const;
+export const ELECTION_MUTATIONS = [
+  'epoch-deleted',
+  'restore-no-bump',
+  'handover-no-bump',
+  'manifest-blind-put',
+  'watchdog-off',
+  'sidecar-heartbeat',
+] as const;
 type ElectionMutation = (typeof ELECTION_MUTATIONS)[number];
 
 /** The stores' transactions: where a conflict can be injected. */
@@ -316,6 +323,19 @@ export async function runElectionSchedule(
     },
   });
 
+  // The broken variant sidecar-heartbeat: a crashed candidate's item is renewed on, by a sidecar that outlived it,
+  // as long as it is still the candidate's (reference Part 10: the heartbeat must come from the process doing the work).
+  const sidecar = (name: string): void => {
+    const seq = grants.findLast((g) => g.actor === name && g.key === roleKey(s.role))?.epoch;
+    if (seq === undefined) return;
+    const beat = () =>
+      void lockTable.renew(candidateKey(s.role, seq), { holder: name, epoch: seq }, newRvn(), '').then(
+        (out) => out.ok && clock.after(s.lease.renewMs, beat),
+        () => clock.after(s.lease.renewMs, beat),
+      );
+    clock.after(s.lease.renewMs, beat);
+  };
+
   // A candidate process: campaign, lead for a term (serve, append, commit, once a period), resign; again, for its terms.
   const incarnations = new Map<number, number>();
   const startCandidate = (n: number, terms: number): void => {
@@ -329,6 +349,7 @@ export async function runElectionSchedule(
     let leading = false;
     let campaigning = false;
     restarts.set(actor, () => {
+      if (broken === 'sidecar-heartbeat') sidecar(actor.name);
       if (campaigning) mark(-1, 0);
       if (leading) mark(0, -1);
       campaigning = leading = false;

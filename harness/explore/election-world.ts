@@ -11,6 +11,14 @@
  * through a handover, and `w2` asks for the handover midway. In half the schedules the lock table is restored from
  * a backup taken a seeded moment earlier, then bumped (bumpEpochs) before it is used. Crashed candidates and a
  * crashed restore are restarted as fresh processes after a seeded delay; a crashed writer is not.
+ *
+ * Broken variants, applied by the harness only (never the product code), each of which the checks must catch:
+ *   epoch-deleted       the role item is deleted when its queue empties, a released lock item is deleted;
+ *   restore-no-bump     the restored lock table is used without bumpEpochs;
+ *   handover-no-bump    EpochFence.raise does nothing: the flip without the bump;
+ *   manifest-blind-put  the manifest commit is an unconditional put, not If-Match on the version read;
+ *   watchdog-off        the leadership watchdog is never armed, so onLost never comes;
+ *   sidecar-heartbeat   a crashed candidate's item is renewed on by a sidecar that outlived it.
  */
 import { VirtualClock, type Clock } from '../../core/clock';
 import type { DocumentClient } from '../../core/aws/lock-store';

@@ -112,6 +112,8 @@ export class Scheduler {
     private readonly random: () => number,
     private readonly plan: FaultPlan,
     private readonly restart: Restart = () => undefined,
+    /** The store methods that are transactions (a conflict can be injected there). @default the fenced batch's */
+    private readonly transactions: ReadonlySet<string> = TRANSACTIONS,
   ) {}
 
   /** The virtual time the last fault's effect ended (its pause included); -Infinity before any. */
@@ -274,7 +276,7 @@ export class Scheduler {
     const chance = plan.seldomAt?.methods.includes(method) ? plan.chance * plan.seldomAt.share : plan.chance;
     if (this.random() >= chance) return undefined;
     const kinds: FaultKind[] = ['pause', 'lost', 'throttle', 'crash'];
-    if (TRANSACTIONS.has(method)) kinds.push('conflict');
+    if (this.transactions.has(method)) kinds.push('conflict');
     if (plan.wall) kinds.push('wall-step', 'wall-rate');
     if (plan.twice?.includes(method)) kinds.push('twice');
     for (const e of plan.emphasis ?? [])

@@ -107,6 +107,7 @@ export const commandOptions = {
     seed: { type: 'string' },
     schedules: { type: 'string' },
     mutation: { type: 'string' },
+    world: { type: 'string' },
   },
   elect: {
     ...storeOptions,
@@ -178,7 +179,8 @@ const EXPECTS: Record<ValueOption, string> = {
   'run-id': 'an ID',
   'lock-table': 'a DynamoDB table name',
   schedules: 'a positive integer',
-  mutation: 'fence-below, no-stop-check, epoch-deleted, raise-after, requeue-before-start, claim-on-wall-clock or fence-lt (simulate explore)',
+  mutation: 'the name of a broken rule; docs/TESTING.md lists each world\'s (simulate explore)',
+  world: 'all, night, workflow or election (simulate explore)',
   seed: 'an integer',
   kinds: `a comma-separated list of ${KINDS.join(', ')}`,
   'workflow-share': 'a fraction in [0, 1]',

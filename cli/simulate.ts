@@ -19,8 +19,7 @@ import { SCENARIOS } from '../core/sim/scenarios/index';
 import { sweepGrid, whatIf, WHAT_IF_DEFAULTS, type SweepAxis, type WhatIfAnswers, type WhatIfSettings } from '../core/sim/what-if';
 import { parseCommand, REPEATED_SEPARATOR } from './options';
 import { textTable } from '../harness/text-table';
-import { explore } from '../harness/explore/explore';
-import { MUTATIONS, type Mutation } from '../harness/explore/mutations';
+import type { WorldName } from '../harness/explore/worlds';
 import { svgToPng, timelineSvg } from './timeline';
 
 type Values = Record<string, string | boolean | undefined>;
@@ -194,7 +193,7 @@ export async function simulate(
         ['scenario', 'what it shows'],
         [
           ...SCENARIOS.map((s) => [s.name, s.title]),
-          ['explore', 'the real core on virtual time, a seeded scheduler, faults at every store call (--seed, --schedules, --mutation)'],
+          ['explore', 'the real core on virtual time, a seeded scheduler, faults at every store call (--world, --seed, --schedules, --mutation)'],
           ['what-if', 'your settings and faults: overlaps, refusals, double writes, ownerless time (--sweep for a grid)'],
         ],
       ),
@@ -277,12 +276,20 @@ async function exploreCommand(values: Values, out: Out, err: Out): Promise<numbe
   const problems: string[] = [];
   const seed = wholeNumber(values, 'seed', 42, 0, problems);
   const schedules = wholeNumber(values, 'schedules', 100, 1, problems);
+  // Loaded here, not with the CLI: the workflow world brings aws-cdk-lib (it synthesizes the job's state machines).
+  const { explore } = await import('../harness/explore/explore.js');
+  const { ALL_MUTATIONS, WORLD_NAMES, worldsFor } = await import('../harness/explore/worlds.js');
   const mutation = values.mutation as string | undefined;
-  if (mutation !== undefined && !(MUTATIONS as readonly string[]).includes(mutation))
-    problems.push(`--mutation must be one of ${MUTATIONS.join(', ')}, got ${JSON.stringify(mutation)}`);
+  const world = (values.world ?? 'all') as WorldName | 'all';
+  const worldOk = world === 'all' || (WORLD_NAMES as readonly string[]).includes(world);
+  if (!worldOk) problems.push(`--world must be all or one of ${WORLD_NAMES.join(', ')}, got ${JSON.stringify(values.world)}`);
+  if (mutation !== undefined && !ALL_MUTATIONS.includes(mutation))
+    problems.push(`--mutation must be one of ${ALL_MUTATIONS.join(', ')}, got ${JSON.stringify(mutation)}`);
+  else if (mutation !== undefined && worldOk && worldsFor(world, mutation).length === 0)
+    problems.push(`--mutation ${mutation} is not applied in the ${world} world; it is in: ${worldsFor('all', mutation).join(', ')}`);
   if (problems.length > 0) throw new ConfigError(problems);
   const started = performance.now();
-  const summary = await explore(seed, schedules, mutation as Mutation | undefined);
+  const summary = await explore(seed, schedules, { world, mutation });
   const minutes = (performance.now() - started) / 60_000;
   for (const v of summary.violations) {
     out(`VIOLATION in schedule ${v.seed}: ${v.violations.join('; ')}`);
@@ -294,7 +301,8 @@ async function exploreCommand(values: Values, out: Out, err: Out): Promise<numbe
   if (values.json) out(JSON.stringify(summary));
   else
     out(
-      `${summary.schedules} schedules from seed ${seed}${mutation ? ` with mutation ${mutation}` : ''}: ${summary.violations.length} violating, ` +
+      `${summary.schedules} schedules from seed ${seed} (${Object.entries(summary.worlds).map(([w, n]) => `${w} ${n}`).join(', ')})` +
+        `${mutation ? ` with mutation ${mutation}` : ''}: ${summary.violations.length} violating, ` +
         `${Object.values(summary.crashPoints).reduce((a, b) => a + b, 0)} faults injected, digest ${summary.digest}`,
     );
   return summary.violations.length === 0 ? EXIT_OK : EXIT_CHECK_FAILED;

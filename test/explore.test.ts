@@ -12,15 +12,15 @@ import { Actor, Scheduler } from '../harness/explore/scheduler';
 import { runSchedule, type ScheduleResult } from '../harness/explore/world';
 
 test('50 schedules from seed 42 on the real code: no violation, faults injected, and the same digest twice', async () => {
-  const first = await explore(42, 50);
-  const second = await explore(42, 50);
+  const first = await explore(42, 50, { world: 'night' });
+  const second = await explore(42, 50, { world: 'night' });
   assert.deepEqual(
     first.violations.map((v) => [v.replay, v.violations]),
     [],
   );
   assert.equal(first.schedules, 50);
   assert.ok(
-    Object.keys(first.crashPoints).some((p) => p.startsWith('crash ')),
+    Object.keys(first.crashPoints).some((p) => p.startsWith('night crash ')),
     'the schedules crashed an actor somewhere',
   );
   assert.equal(second.digest, first.digest);
@@ -29,11 +29,14 @@ test('50 schedules from seed 42 on the real code: no violation, faults injected,
 
 test('a schedule replays exactly from its own seed: schedule i of seed N is seed N + i', async () => {
   const traces: (readonly string[])[] = [];
-  await explore(42, 3, undefined, (r) => void traces.push(r.trace));
+  await explore(42, 3, { world: 'night', onSchedule: (r) => void traces.push(r.trace) });
   const alone = await runSchedule(44);
   assert.deepEqual(alone.trace, traces[2]);
   assert.notDeepEqual(alone.trace, traces[1]);
-  assert.equal(replayCommand(44, 'fence-below'), 'fencepost simulate explore --seed 44 --schedules 1 --mutation fence-below');
+  assert.equal(
+    replayCommand(44, 'night', 'fence-below'),
+    'fencepost simulate explore --world night --seed 44 --schedules 1 --mutation fence-below',
+  );
 });
 
 // Each broken rule, applied by the harness only, must be caught from seed 42 within this many schedules.
@@ -41,9 +44,13 @@ const WITHIN = 100;
 for (const mutation of MUTATIONS) {
   test(`the broken variant ${mutation} is caught from seed 42 within ${WITHIN} schedules, and its replay fails alone`, async () => {
     let caught: number | undefined;
-    await explore(42, WITHIN, mutation, (r) => {
-      if (r.violations.length > 0) caught = r.seed;
-      return caught === undefined;
+    await explore(42, WITHIN, {
+      world: 'night',
+      mutation,
+      onSchedule: (r) => {
+        if (r.violations.length > 0) caught = r.seed;
+        return caught === undefined;
+      },
     });
     assert.notEqual(caught, undefined, `${mutation} not caught in ${WITHIN} schedules from seed 42`);
     const replay = await runSchedule(caught!, mutation);
@@ -125,7 +132,7 @@ let range: Promise<{ summary: ExploreSummary; results: ScheduleResult[] }> | und
 const exploreRange = () =>
   (range ??= (async () => {
     const results: ScheduleResult[] = [];
-    const summary = await explore(RANGE.from, RANGE.schedules, undefined, (r) => void results.push(r));
+    const summary = await explore(RANGE.from, RANGE.schedules, { world: 'night', onSchedule: (r) => void results.push(r) });
     return { summary, results };
   })());
 const LAST = RANGE.from + RANGE.schedules - 1;

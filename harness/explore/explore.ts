@@ -1,14 +1,16 @@
 /**
  * `fencepost simulate explore`: many schedules from one seed. Schedule i of `--seed N` is the schedule of seed N + i,
- * so `--seed N+i --schedules 1` replays it exactly (with the same `--mutation`).
+ * so `--seed N+i --schedules 1` replays it exactly (with the same `--world` and `--mutation`). With several worlds,
+ * the seed picks the world (worlds.ts), and the replay command names it.
  */
 import { createHash } from 'node:crypto';
-import type { Mutation } from './mutations';
-import { runSchedule, type ScheduleResult } from './world';
+import type { ScheduleResult } from './world';
+import { WORLDS, type WorldName, worldOf, worldsFor } from './worlds';
 
 /** A failing schedule: its seed, the command that replays it, what broke, and its event trace. */
 interface ExploreViolation {
   readonly seed: number;
+  readonly world: WorldName;
   readonly replay: string;
   readonly violations: readonly string[];
   readonly trace: readonly string[];
@@ -17,48 +19,58 @@ interface ExploreViolation {
 /** What `simulate explore --json` ends with. */
 export interface ExploreSummary {
   readonly seed: number;
-  readonly mutation: Mutation | null;
+  readonly world: WorldName | 'all';
+  readonly mutation: string | null;
   readonly schedules: number;
+  /** How many schedules each world ran. */
+  readonly worlds: Readonly<Partial<Record<WorldName, number>>>;
   readonly violations: readonly ExploreViolation[];
-  /** How often each fault was injected at each crash point (`kind method@step`). */
+  /** How often each fault was injected at each crash point (`world kind method@step`). */
   readonly crashPoints: Readonly<Record<string, number>>;
-  /** Schedules whose night no holder ever raised (every holder died before its raise): nothing for the sweeper to see. */
+  /** Schedules that ended with no state to check (the night and workflow worlds: no holder ever raised the night). */
   readonly neverRaised: number;
   /** sha256 of every schedule's trace, in order: the same seed gives the same digest. */
   readonly digest: string;
 }
 
-/** The one command that replays schedule `seed` exactly. */
-export function replayCommand(seed: number, mutation?: Mutation): string {
-  return `fencepost simulate explore --seed ${seed} --schedules 1${mutation ? ` --mutation ${mutation}` : ''}`;
+/** The one command that replays schedule `seed` of `world` exactly. */
+export function replayCommand(seed: number, world: WorldName, mutation?: string): string {
+  return `fencepost simulate explore --world ${world} --seed ${seed} --schedules 1${mutation ? ` --mutation ${mutation}` : ''}`;
 }
 
-/**
- * Run `schedules` schedules from `seed`.
- * @param onSchedule - called after each schedule (progress, early stop: return false to stop)
- */
-export async function explore(
-  seed: number,
-  schedules: number,
-  mutation?: Mutation,
-  onSchedule?: (result: ScheduleResult) => boolean | void,
-): Promise<ExploreSummary> {
+export interface ExploreOptions {
+  /** One world, or `all`: each seed picks one of the worlds that take the mutation. @default 'all' */
+  readonly world?: WorldName | 'all';
+  readonly mutation?: string;
+  /** Called after each schedule (progress, early stop: return false to stop). */
+  readonly onSchedule?: (result: ScheduleResult, world: WorldName) => boolean | void;
+}
+
+/** Run `schedules` schedules from `seed`. */
+export async function explore(seed: number, schedules: number, options: ExploreOptions = {}): Promise<ExploreSummary> {
+  const { world = 'all', mutation, onSchedule } = options;
+  const candidates = worldsFor(world, mutation);
+  if (candidates.length === 0) throw new Error(`no world ${world === 'all' ? '' : `named ${world} `}takes the mutation ${mutation}`);
   const hash = createHash('sha256');
   const violations: ExploreViolation[] = [];
   const crashPoints: Record<string, number> = {};
+  const worlds: Partial<Record<WorldName, number>> = {};
   let run = 0;
   let neverRaised = 0;
   for (let i = 0; i < schedules; i++) {
-    const result = await runSchedule(seed + i, mutation);
+    const name = worldOf(seed + i, candidates);
+    const result = await WORLDS[name].run(seed + i, mutation);
     run++;
+    worlds[name] = (worlds[name] ?? 0) + 1;
+    hash.update(`${name}\n`);
     for (const line of result.trace) hash.update(line).update('\n');
     hash.update('--\n');
-    for (const p of result.crashPoints) crashPoints[p] = (crashPoints[p] ?? 0) + 1;
+    for (const p of result.crashPoints) crashPoints[`${name} ${p}`] = (crashPoints[`${name} ${p}`] ?? 0) + 1;
     if (result.state === undefined) neverRaised++;
     if (result.violations.length > 0)
-      violations.push({ seed: result.seed, replay: replayCommand(result.seed, mutation), violations: result.violations, trace: result.trace });
-    if (onSchedule?.(result) === false) break;
+      violations.push({ seed: result.seed, world: name, replay: replayCommand(result.seed, name, mutation), violations: result.violations, trace: result.trace });
+    if (onSchedule?.(result, name) === false) break;
   }
   const sorted = Object.fromEntries(Object.entries(crashPoints).sort(([a], [b]) => a.localeCompare(b)));
-  return { seed, mutation: mutation ?? null, schedules: run, violations, crashPoints: sorted, neverRaised, digest: hash.digest('hex') };
+  return { seed, world, mutation: mutation ?? null, schedules: run, worlds, violations, crashPoints: sorted, neverRaised, digest: hash.digest('hex') };
 }

@@ -33,10 +33,7 @@ test('a schedule replays exactly from its own seed: schedule i of seed N is seed
   const alone = await runSchedule(44);
   assert.deepEqual(alone.trace, traces[2]);
   assert.notDeepEqual(alone.trace, traces[1]);
-  assert.equal(
-    replayCommand(44, 'night', 'fence-below'),
-    'fencepost simulate explore --world night --seed 44 --schedules 1 --mutation fence-below',
-  );
+  assert.equal(replayCommand(44, 'night', 'fence-below'), 'fencepost simulate explore --world night --seed 44 --schedules 1 --mutation fence-below');
 });
 
 // Each broken rule, applied by the harness only, must be caught from seed 42 within this many schedules.
@@ -213,4 +210,44 @@ test(`StartExecution delivered twice or retried under the same name starts one r
   );
   assert.ok(twice > 0, 'the range holds a second delivery');
   assert.ok(again > twice, 'and a sweep retried under the same name');
+});
+
+// All worlds (the CLI's default): the seed picks the world among those that take the mutation, so the same seed is
+// the same schedule, and the replay command names its world.
+test('--world all: each seed runs the world it picks, replays alone in that world, and the digest repeats', async () => {
+  const { WORLD_NAMES, worldOf, worldsFor, WORLDS } = await import('../harness/explore/worlds');
+  const picked: string[] = [];
+  const first = await explore(42, 6, { onSchedule: (_r, world) => void picked.push(world) });
+  assert.deepEqual(
+    picked,
+    [42, 43, 44, 45, 46, 47].map((seed) => WORLD_NAMES[seed % WORLD_NAMES.length]),
+  );
+  assert.deepEqual(first.worlds, Object.fromEntries(WORLD_NAMES.map((w) => [w, 2])));
+  assert.equal((await explore(42, 6)).digest, first.digest);
+  const alone = await WORLDS[worldOf(44, WORLD_NAMES)].run(44);
+  const traces: (readonly string[])[] = [];
+  await explore(44, 1, { world: worldOf(44, WORLD_NAMES), onSchedule: (r) => void traces.push(r.trace) });
+  assert.deepEqual(traces[0], alone.trace);
+  // A mutation only some worlds apply rotates among those.
+  assert.deepEqual(worldsFor('all', 'requeue-before-start'), ['night']);
+  assert.deepEqual(worldsFor('election', 'fence-lt'), []);
+});
+
+test('simulate explore bad input: one clear line per problem, and nothing run', async () => {
+  const { parseSimulate, simulate } = await import('../cli/simulate');
+  const { ConfigError } = await import('../core/errors');
+  const problems = (args: string[]) =>
+    simulate(parseSimulate(['explore', ...args])).then(
+      () => ['ran'],
+      (e: unknown) => (e instanceof ConfigError ? e.problems : [String(e)]),
+    );
+  assert.deepEqual(await problems(['--world', 'moon', '--schedules', '0']), [
+    '--schedules must be a whole number of at least 1, got "0"',
+    '--world must be all or one of night, workflow, election, got "moon"',
+  ]);
+  assert.deepEqual(await problems(['--world', 'election', '--mutation', 'fence-lt']), [
+    '--mutation fence-lt is not applied in the election world; it is in: night, workflow',
+  ]);
+  const [unknown] = await problems(['--mutation', 'no-such-rule']);
+  assert.match(unknown!, /^--mutation must be one of fence-below, .*sidecar-heartbeat, got "no-such-rule"$/);
 });

@@ -14,7 +14,7 @@ import { writeFileSync } from 'node:fs';
 import { ConfigError } from '../core/errors';
 import { secs, type SimRow, type TimelineMark } from '../core/sim/engine';
 import { CLAIM_RULES, type ClaimRule } from '../core/sim/lock-item';
-import type { Check } from '../core/sim/scenario';
+import type { Check, ScenarioInput } from '../core/sim/scenario';
 import { SCENARIOS } from '../core/sim/scenarios/index';
 import { sweepGrid, whatIf, WHAT_IF_DEFAULTS, type SweepAxis, type WhatIfAnswers, type WhatIfSettings } from '../core/sim/what-if';
 import { parseCommand, REPEATED_SEPARATOR } from './options';
@@ -148,7 +148,15 @@ function checksText(checks: readonly Check[]): string {
   const failed = checks.filter((c) => !c.ok);
   return [
     `checks: ${checks.length - failed.length} of ${checks.length} hold`,
-    ...checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.what}: ${String(c.actual)}${c.ok ? '' : ` (the reference: ${String(c.expected)})`}`),
+    ...checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.what}: ${String(c.actual)}${c.ok ? '' : ` (expected: ${String(c.expected)})`}`),
+  ].join('\n');
+}
+
+/** The scenario's inputs, each with where it comes from: what the checks' expectations are computed from. */
+function inputsText(inputs: readonly ScenarioInput[]): string {
+  return [
+    'inputs (what the scenario assumes; the checks compute their expectations from these):',
+    ...inputs.map((i) => `  ${i.name}: ${i.unit === 'ms' ? `${secs(i.value)} s` : i.value.toLocaleString('en-US')} (${i.note})`),
   ].join('\n');
 }
 
@@ -211,8 +219,28 @@ export async function simulate(
   const result = scenario.run();
   const ok = result.checks.every((c) => c.ok);
   if (values.json)
-    out(JSON.stringify({ scenario: result.name, title: result.title, claim: result.claim, rows: result.rows, checks: result.checks, ok }));
-  else out([`${result.title}\n(${result.claim})`, '', eventTable(result.rows), '', checksText(result.checks)].join('\n'));
+    out(
+      JSON.stringify({
+        scenario: result.name,
+        title: result.title,
+        claim: result.claim,
+        ...(result.inputs ? { inputs: result.inputs } : {}),
+        rows: result.rows,
+        checks: result.checks,
+        ok,
+      }),
+    );
+  else
+    out(
+      [
+        `${result.title}\n(${result.claim})`,
+        '',
+        eventTable(result.rows),
+        '',
+        ...(result.inputs ? [inputsText(result.inputs), ''] : []),
+        checksText(result.checks),
+      ].join('\n'),
+    );
   await writePictures(values, result.title, result.marks, err);
   return ok ? EXIT_OK : EXIT_CHECK_FAILED;
 }

@@ -11,6 +11,7 @@ import { timelineSvg } from '../cli/timeline';
 import { ConfigError } from '../core/errors';
 import type { ScenarioResult } from '../core/sim/scenario';
 import { SCENARIOS } from '../core/sim/scenarios/index';
+import { mainStory } from '../core/sim/scenarios/story';
 import { sweepGrid, whatIf, WHAT_IF_DEFAULTS } from '../core/sim/what-if';
 
 const run = (name: string): ScenarioResult => SCENARIOS.find((s) => s.name === name)!.run();
@@ -192,4 +193,40 @@ test("the timeline SVG parses and holds the main story's held bars, pauses, stop
   assert.match(svg, /^<svg[^>]*xmlns="http:\/\/www.w3.org\/2000\/svg"/);
   for (const text of ['token 7', 'token 12', 'token 15', 'true time (s)', 'lock service', 'store']) assert.ok(svg.includes(text), text);
   assert.ok((svg.match(/<path/g) ?? []).length > 20, 'bars and points');
+});
+
+// Issue 19, item 5: the main story's checks compute what they expect from the scenario's own inputs, so a changed
+// input moves the expectation and the models' value with it; a check that restated a constant would still say 8.
+test('main story inputs: margin 1 s and 12 chunks move every stop time and the night; the failover delay is a stated input', () => {
+  const lease = 10_000;
+  const renew = 3_000;
+  const margin = 1_000;
+  const r = mainStory({ marginMs: margin, chunks: 12 });
+  assert.deepEqual(
+    r.checks.filter((c) => !c.ok),
+    [],
+  );
+  const sec = (ms: number) => Math.round(ms / 10) / 100;
+  // A acquires at 0, renews at renew; B acquires at 13.5; C's failed renewal comes after the renewal sent at 46.2.
+  assert.equal(value(r, /A's first stop time/), sec(0 + lease - margin));
+  assert.equal(value(r, /A's stop time after the renewal/), sec(renew + lease - margin));
+  const bAt = (value(r, /B acquires at/) as number) * 1000;
+  assert.equal(value(r, /B's stop time/), sec(bAt + lease - margin));
+  const failedAt = (value(r, /renewal that fails was sent/) as number) * 1000;
+  assert.equal(value(r, /C's stop time when it failed/), sec(failedAt - renew + lease - margin));
+  assert.equal(value(r, /invoices recorded/), 12 * 5_000);
+  assert.equal(value(r, /chunks the manifest names/), 12);
+  // 59.1 is the leader's death + the failover's delay (an input) + a full lease; 56.2 is C's last renewal + a lease.
+  const input = (name: RegExp) => r.inputs?.find((i) => name.test(i.name));
+  assert.equal(input(/failover/)?.value, 2_100);
+  const slow = mainStory({ electionMs: 4_000 });
+  assert.equal(value(slow, /with the leader: its key lasts/), sec(47_000 + 4_000 + lease));
+  assert.deepEqual(
+    slow.checks.filter((c) => !c.ok),
+    [],
+  );
+  // And the reference's night: 10 chunks of 5,000.
+  const ref = run('main-story');
+  assert.equal(value(ref, /invoices recorded/), 50_000);
+  assert.equal(value(ref, /chunks the manifest names/), 10);
 });

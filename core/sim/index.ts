@@ -11,7 +11,7 @@
  * @packageDocumentation
  */
 export { SCENARIOS } from './scenarios/index';
-export type { Check, Scenario, ScenarioResult } from './scenario';
+export type { Check, Scenario, ScenarioInput, ScenarioResult } from './scenario';
 export type { SimRow, TimelineMark } from './engine';
 export { CLAIM_RULES, type ClaimRule } from './lock-item';
 export { WHAT_IF_DEFAULTS, sweepGrid, whatIf, type SweepAxis, type WhatIfAnswers, type WhatIfResult, type WhatIfSettings } from './what-if';

@@ -16,7 +16,15 @@ import { secs, type SimRow, type TimelineMark } from '../core/sim/engine';
 import { CLAIM_RULES, type ClaimRule } from '../core/sim/lock-item';
 import type { Check, ScenarioInput } from '../core/sim/scenario';
 import { SCENARIOS } from '../core/sim/scenarios/index';
-import { sweepGrid, whatIf, WHAT_IF_DEFAULTS, type SweepAxis, type WhatIfAnswers, type WhatIfSettings } from '../core/sim/what-if';
+import {
+  leaseRelationProblems,
+  sweepGrid,
+  whatIf,
+  WHAT_IF_DEFAULTS,
+  type SweepAxis,
+  type WhatIfAnswers,
+  type WhatIfSettings,
+} from '../core/sim/what-if';
 import { parseCommand, REPEATED_SEPARATOR } from './options';
 import { textTable } from '../harness/text-table';
 import { explore } from '../harness/explore/explore';
@@ -120,11 +128,7 @@ function whatIfSettings(values: Values): { settings: WhatIfSettings; axes: Sweep
   }
   if (axes.length === 0 && values.sweep === undefined) {
     // Relation checks only for a single run: a sweep reports its invalid cells instead.
-    const w = settings;
-    if (w.marginMs >= w.leaseMs)
-      problems.push(`--margin (${w.marginMs / 1000} s) must be below --lease (${w.leaseMs / 1000} s): the stop time would come at the send`);
-    if (w.renewMs >= w.leaseMs)
-      problems.push(`--renew (${w.renewMs / 1000} s) must be below --lease (${w.leaseMs / 1000} s): the lease would run out between renewals`);
+    problems.push(...leaseRelationProblems(settings));
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return { settings, axes };

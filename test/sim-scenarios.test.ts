@@ -13,6 +13,7 @@ import type { ScenarioResult } from '../core/sim/scenario';
 import { SCENARIOS } from '../core/sim/scenarios/index';
 import { mainStory } from '../core/sim/scenarios/story';
 import { sweepGrid, whatIf, WHAT_IF_DEFAULTS } from '../core/sim/what-if';
+import { exitedAfterOutput, runCli } from './support/worker';
 
 const run = (name: string): ScenarioResult => SCENARIOS.find((s) => s.name === name)!.run();
 /** The value the models produced for the check whose description matches. */
@@ -229,4 +230,44 @@ test('main story inputs: margin 1 s and 12 chunks move every stop time and the n
   const ref = run('main-story');
   assert.equal(value(ref, /invoices recorded/), 50_000);
   assert.equal(value(ref, /chunks the manifest names/), 10);
+});
+
+// A renewal period at or above lease − margin renews only after the stop time has come: the holder would give up the
+// lease between renewals. Refused before anything runs, one line naming --renew, exit 2, nothing printed on stdout.
+test('what-if refuses a renewal period not below lease − margin: one clear line, exit 2, nothing run', async () => {
+  const lease = 10_000;
+  const margin = 2_000;
+  for (const renew of [lease - margin, lease - margin + 500]) {
+    assert.throws(
+      () => whatIf({ ...WHAT_IF_DEFAULTS, leaseMs: lease, marginMs: margin, renewMs: renew }),
+      (e: unknown) => e instanceof ConfigError && e.problems.length === 1 && /--renew .* must be below --lease − --margin/.test(e.problems[0]),
+    );
+  }
+  // Just below is a valid setting.
+  assert.ok(whatIf({ ...WHAT_IF_DEFAULTS, leaseMs: lease, marginMs: margin, renewMs: lease - margin - 500 }).rows.length > 0);
+  // A grid names such a cell invalid instead of running it.
+  const grid = sweepGrid({ ...WHAT_IF_DEFAULTS, leaseMs: lease, marginMs: margin }, [{ name: 'renew', values: [3_000, lease - margin] }]);
+  assert.deepEqual(
+    grid.results.map((r) => r.answers !== undefined),
+    [true, false],
+  );
+  const child = runCli([
+    'simulate',
+    'what-if',
+    '--lease',
+    `${lease / 1000}s`,
+    '--margin',
+    `${margin / 1000}s`,
+    '--renew',
+    `${(lease - margin) / 1000}s`,
+  ]);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => (stdout += d));
+  child.stderr!.on('data', (d) => (stderr += d));
+  assert.equal(await exitedAfterOutput(child), 2, stderr);
+  assert.equal(stdout, '', 'nothing ran, nothing printed');
+  assert.deepEqual(stderr.trim().split('\n'), [
+    'fencepost simulate: --renew (8 s) must be below --lease − --margin (10 s − 2 s = 8 s): the stop time would come before the next renewal',
+  ]);
 });

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Resvg } from '@resvg/resvg-js';
 import { eventTable, parseSimulate, simulate } from '../cli/simulate';
-import { timelineSvg } from '../cli/timeline';
+import { TIMELINE_LEGEND, timelineSvg } from '../cli/timeline';
 import { ConfigError } from '../core/errors';
 import type { ScenarioResult } from '../core/sim/scenario';
 import { SCENARIOS } from '../core/sim/scenarios/index';
@@ -270,4 +270,33 @@ test('what-if refuses a renewal period not below lease − margin: one clear lin
   assert.deepEqual(stderr.trim().split('\n'), [
     'fencepost simulate: --renew (8 s) must be below --lease − --margin (10 s − 2 s = 8 s): the stop time would come before the next renewal',
   ]);
+});
+
+// Issue 19, item 5: a timeline explains itself: a legend entry for every kind of mark it draws, the pause visible
+// over the held bar, the scenario's faults in its title, and the renderer silent (no warning on the console).
+test('a timeline has a legend for every mark it draws, a visible pause, the faults in its title, and prints no warning', async () => {
+  const r = run('main-story');
+  const warnings: string[] = [];
+  const saved = { warn: console.warn, error: console.error, log: console.log };
+  console.warn = console.error = console.log = (...args: unknown[]) => void warnings.push(args.map(String).join(' '));
+  let svg: string;
+  try {
+    svg = await timelineSvg(r.title, r.marks);
+  } finally {
+    Object.assign(console, saved);
+  }
+  assert.deepEqual(warnings, [], 'the renderer printed nothing');
+  const unescape = (t: string) => t.replace(/&#x27;|&#39;|&apos;/g, "'").replace(/&amp;/g, '&');
+  const legend = [...svg.matchAll(/class="mark-text role-legend-label"[^>]*>\s*<text[^>]*>([^<]*)<\/text>/g)].map((m) => unescape(m[1]));
+  const kinds = [...new Set(r.marks.map((m) => m.kind))];
+  assert.ok(kinds.length >= 7, kinds.join(', '));
+  for (const kind of kinds)
+    assert.ok(legend.includes(TIMELINE_LEGEND[kind]), `the legend names ${kind} as "${TIMELINE_LEGEND[kind]}": ${legend.join(', ')}`);
+  // The pause is drawn as its own bar, on top of the held bar (it comes later in the SVG), with its length written.
+  assert.ok(svg.includes('paused 15 s'), 'the pause is labelled');
+  assert.ok(svg.indexOf('layer_pause') > svg.indexOf('layer_held'), 'the pause is drawn over the held bar');
+  // The faults, from the marks: who paused when and for how long, who crashed, the lock service's leader.
+  const title = [...svg.matchAll(/class="mark-text role-title-(?:text|subtitle)"[\s\S]*?<\/g>/g)].map((m) => m[0]).join(' ');
+  for (const fault of ['A paused 4.0–19.0 s', 'B dies at 21.0 s', 'n1 (leader) dies at 47.0 s'])
+    assert.ok(title.includes(fault), `the title names "${fault}": ${title}`);
 });

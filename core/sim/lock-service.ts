@@ -148,6 +148,7 @@ export class ConsensusLockService {
    * from its own now, or from the last checkpointed remaining TTL (Part 8).
    */
   crashNode(i: number, at: number): void {
+    this.sim.mark({ lane: this.name, kind: 'crash', from: at, label: `${this.nodeName(i)}${i === this.leader ? ' (leader)' : ''} dies` });
     this.sim.at(at, () => {
       this.up[i] = false;
       this.sim.log(this.nodeName(i), this.leader === i ? 'leader dies; every deadline in its memory is gone' : 'dies');

@@ -220,7 +220,7 @@ export async function simulate(
     throw new ConfigError([
       `unknown scenario ${JSON.stringify(name)}; scenarios are ${[...SCENARIOS.map((s) => s.name), 'what-if'].join(', ')} (fencepost simulate --list)`,
     ]);
-  const result = scenario.run();
+  const result = await scenario.run();
   const ok = result.checks.every((c) => c.ok);
   if (values.json)
     out(

@@ -14,7 +14,7 @@ export const TIMELINE_LEGEND: Readonly<Record<Kind, string>> = {
   held: 'holds the lease',
   pause: 'paused (frozen)',
   stop: 'stop time',
-  deadline: "authority's deadline",
+  deadline: 'lease runs out',
   fence: 'fence raised',
   refused: 'write refused',
   crash: 'crash',

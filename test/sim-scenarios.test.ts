@@ -11,11 +11,12 @@ import { TIMELINE_LEGEND, timelineSvg } from '../cli/timeline';
 import { ConfigError } from '../core/errors';
 import type { ScenarioResult } from '../core/sim/scenario';
 import { SCENARIOS } from '../core/sim/scenarios/index';
+import { night } from '../core/sim/scenarios/night';
 import { mainStory } from '../core/sim/scenarios/story';
 import { sweepGrid, whatIf, WHAT_IF_DEFAULTS } from '../core/sim/what-if';
 import { exitedAfterOutput, runCli } from './support/worker';
 
-const run = (name: string): ScenarioResult => SCENARIOS.find((s) => s.name === name)!.run();
+const run = async (name: string): Promise<ScenarioResult> => SCENARIOS.find((s) => s.name === name)!.run();
 /** The value the models produced for the check whose description matches. */
 function value(r: ScenarioResult, what: RegExp): unknown {
   const c = r.checks.find((x) => what.test(x.what));
@@ -30,9 +31,9 @@ function printed(r: ScenarioResult, t: string, actor: string, event: RegExp, tok
   assert.ok(line, `${r.name}: a row at ${t} for ${actor} ${event} (token ${token}, fence ${fence})\n${eventTable(r.rows)}`);
 }
 
-test('every scenario runs and all its own checks hold', () => {
+test('every scenario runs and all its own checks hold', async () => {
   for (const s of SCENARIOS) {
-    const r = s.run();
+    const r = await s.run();
     assert.ok(r.rows.length > 0, s.name);
     assert.deepEqual(
       r.checks.filter((c) => !c.ok),
@@ -42,8 +43,8 @@ test('every scenario runs and all its own checks hold', () => {
   }
 });
 
-test('main story S1–S6: 7/8.0/11.0, B 12 at 13.5 stop 21.5, fence at 13.6, refusal at 19.05, 29.5, C 15, 49.2/54.2, 59.1 vs 56.2, 52.0 at 16', () => {
-  const r = run('main-story');
+test('the lock-service story S1–S6: 7/8.0/11.0, B 12 at 13.5 stop 21.5, fence at 13.6, refusal at 19.05, 29.5, C 15, 49.2/54.2, 59.1 vs 56.2, 52.0 at 16', async () => {
+  const r = await run('lock-service-story');
   printed(r, '0.00', 'A', /acquires the lock/, '7');
   printed(r, '13.50', 'B', /acquires the lock/, '12');
   printed(r, '13.60', 'B', /raises the fence first/, '12', '12');
@@ -66,16 +67,16 @@ test('main story S1–S6: 7/8.0/11.0, B 12 at 13.5 stop 21.5, fence at 13.6, ref
   assert.equal(value(r, /S6: the fence/), 15);
 });
 
-test("B's wall clock stepped back 3 s at 16.0: monotonic stop 21.5, wall-clock reading only at 24.5, deadline 23.5", () => {
-  const r = run('wall-step');
+test("B's wall clock stepped back 3 s at 16.0: monotonic stop 21.5, wall-clock reading only at 24.5, deadline 23.5", async () => {
+  const r = await run('wall-step');
   printed(r, '21.50', 'B', /monotonic clock reaches/, '12');
   printed(r, '23.50', 'lock service', /expired/);
   printed(r, '24.50', 'B', /wall clock reaches/, '12');
   assert.equal(value(r, /service's deadline/), 23.5);
 });
 
-test('the three claim rules with D 3 s fast: no margin at 10.5 (0.5 s overlap), margin 12.5, clock-free 13.5 (gaps)', () => {
-  const r = run('claim-rules');
+test('the three claim rules with D 3 s fast: no margin at 10.5 (0.5 s overlap), margin 12.5, clock-free 13.5 (gaps)', async () => {
+  const r = await run('claim-rules');
   printed(r, '10.50', 'D [no-margin]', /claims/, '2');
   printed(r, '12.50', 'D [margin]', /claims/, '2');
   printed(r, '13.50', 'D [clock-free]', /claims/, '2');
@@ -85,44 +86,44 @@ test('the three claim rules with D 3 s fast: no margin at 10.5 (0.5 s overlap), 
   assert.ok((value(r, /^margin: gap/) as number) > 0 && (value(r, /clock-free: gap/) as number) > 0);
 });
 
-test("TTL resets epochs (1, 2, 3, then 1 again) against the never-TTL'd item (4)", () => {
-  const r = run('ttl-epochs');
+test("TTL resets epochs (1, 2, 3, then 1 again) against the never-TTL'd item (4)", async () => {
+  const r = await run('ttl-epochs');
   assert.equal(value(r, /epochs with TTL/), '1,2,3,1');
   assert.equal(value(r, /never-TTL'd/), '1,2,3,4');
   printed(r, '26.00', 'E [TTL]', /raise REFUSED/, '1', '3');
 });
 
-test('the election: only the successor wakes, and leads with epoch 13 at 29.5; the handover leaves a gap of at least 5 s', () => {
-  const e = run('election');
+test('the election: only the successor wakes, and leads with epoch 13 at 29.5; the handover leaves a gap of at least 5 s', async () => {
+  const e = await run('election');
   assert.equal(value(e, /candidates woken/), 1);
   printed(e, '29.50', 'C', /leads/, '13');
-  const h = run('handover');
+  const h = await run('handover');
   assert.equal(value(h, /old writer's right ends/), 10);
   assert.equal(value(h, /new writer starts/), 15);
   assert.ok((value(h, /^gap/) as number) >= 5);
   assert.ok((value(h, /smallest gap over 200 runs/) as number) > 0);
 });
 
-test('Redis failover: D gets the same token 15 as C; Redlock: two majorities sharing m3 both hold the lock', () => {
-  const r = run('redis-failover');
+test('Redis failover: D gets the same token 15 as C; Redlock: two majorities sharing m3 both hold the lock', async () => {
+  const r = await run('redis-failover');
   printed(r, '40.20', 'C', /INCR/, '15');
   printed(r, '42.00', 'D', /INCR/, '15');
   printed(r, '42.60', 'D', /WRITTEN TWICE/, '15', '15');
-  const l = run('redlock');
+  const l = await run('redlock');
   assert.equal(value(l, /share/), 'm3');
   assert.ok((value(l, /both hold the lock for/) as number) > 0);
 });
 
-test('a restore from the snapshot at revision 14 hands out 15 twice; with the bump D gets 1,000,015', () => {
-  const r = run('restore');
+test('a restore from the snapshot at revision 14 hands out 15 twice; with the bump D gets 1,000,015', async () => {
+  const r = await run('restore');
   printed(r, '40.20', 'C [no bump]', /acquires/, '15');
   printed(r, '45.50', 'D [no bump]', /acquires/, '15');
   printed(r, '45.50', 'D [bump]', /acquires/, '1000015');
   printed(r, '46.00', 'C [bump]', /REFUSED by the fence/, '15', '1000015');
 });
 
-test('the same chunk three ways: lock service 0 wasted 0 twice; database alone some waste 0 twice; no lock 5,000 twice', () => {
-  const r = run('three-ways');
+test('the same chunk three ways: lock service 0 wasted 0 twice; database alone some waste 0 twice; no lock 5,000 twice', async () => {
+  const r = await run('three-ways');
   assert.equal(value(r, /transactions in a chunk/), 51);
   assert.equal(value(r, /lock service: work wasted/), 0);
   assert.equal(value(r, /database alone: written twice/), 0);
@@ -130,7 +131,7 @@ test('the same chunk three ways: lock service 0 wasted 0 twice; database alone s
   assert.equal(value(r, /no lock: written twice/), 5_000);
 });
 
-test('what-if: the no-margin rule with D 3 s fast overlaps A by 0.5 s; the fence refuses the zombie write; 99 invoices twice without it', () => {
+test('what-if: the no-margin rule with D 3 s fast overlaps A by 0.5 s; the fence refuses the zombie write; 99 invoices twice without it', async () => {
   const base = { ...WHAT_IF_DEFAULTS, crashes: [{ worker: 'B', at: 25_000 }], clocks: [{ worker: 'D', offsetMs: 3_000, rate: 0 }] };
   const a = whatIf({ ...base, rule: 'no-margin' }).answers;
   assert.equal(a.overlapMs, 500);
@@ -183,7 +184,7 @@ test('the CLI prints the table and the checks, and exits 0; an unknown scenario 
 });
 
 test("the timeline SVG parses and holds the main story's held bars, pauses, stop times, deadlines, fence raises and refusals", async () => {
-  const r = run('main-story');
+  const r = await run('lock-service-story');
   const svg = await timelineSvg(r.title, r.marks);
   assert.ok(new Resvg(svg).render().asPng().length > 1_000, 'resvg parses and renders it');
   for (const kind of ['held', 'pause', 'stop', 'deadline', 'fence', 'refused'])
@@ -198,7 +199,7 @@ test("the timeline SVG parses and holds the main story's held bars, pauses, stop
 
 // Issue 19, item 5: the main story's checks compute what they expect from the scenario's own inputs, so a changed
 // input moves the expectation and the models' value with it; a check that restated a constant would still say 8.
-test('main story inputs: margin 1 s and 12 chunks move every stop time and the night; the failover delay is a stated input', () => {
+test('lock-service story inputs: margin 1 s and 12 chunks move every stop time and the night; the failover delay is a stated input', async () => {
   const lease = 10_000;
   const renew = 3_000;
   const margin = 1_000;
@@ -227,7 +228,7 @@ test('main story inputs: margin 1 s and 12 chunks move every stop time and the n
     [],
   );
   // And the reference's night: 10 chunks of 5,000.
-  const ref = run('main-story');
+  const ref = await run('lock-service-story');
   assert.equal(value(ref, /invoices recorded/), 50_000);
   assert.equal(value(ref, /chunks the manifest names/), 10);
 });
@@ -275,7 +276,7 @@ test('what-if refuses a renewal period not below lease − margin: one clear lin
 // Issue 19, item 5: a timeline explains itself: a legend entry for every kind of mark it draws, the pause visible
 // over the held bar, the scenario's faults in its title, and the renderer silent (no warning on the console).
 test('a timeline has a legend for every mark it draws, a visible pause, the faults in its title, and prints no warning', async () => {
-  const r = run('main-story');
+  const r = await run('lock-service-story');
   const warnings: string[] = [];
   const saved = { warn: console.warn, error: console.error, log: console.log };
   console.warn = console.error = console.log = (...args: unknown[]) => void warnings.push(args.map(String).join(' '));
@@ -299,4 +300,54 @@ test('a timeline has a legend for every mark it draws, a visible pause, the faul
   const title = [...svg.matchAll(/class="mark-text role-title-(?:text|subtitle)"[\s\S]*?<\/g>/g)].map((m) => m[0]).join(' ');
   for (const fault of ['A paused 4.0–19.0 s', 'B dies at 21.0 s', 'n1 (leader) dies at 47.0 s'])
     assert.ok(title.includes(fault), `the title names "${fault}": ${title}`);
+});
+
+// Issue 19, item 5: the main story runs the REAL code (runJob, the lease, the fenced batch, the Sweeper) on the
+// in-memory stores and virtual time; its table is the code's own events, and its checks follow the inputs.
+test('the main story on the real code: the reference beats from the code’s events, 10 chunks of 5,000 in 510 transactions', async () => {
+  const r = await run('main-story');
+  assert.deepEqual(
+    r.checks.filter((c) => !c.ok),
+    [],
+  );
+  printed(r, '0.00', 'A', /claims the lock item \(clock-free\)/, '1');
+  printed(r, '0.00', 'A', /raises the fences first: the job row and 10 chunk fences/, '1', '1');
+  printed(r, '3.00', 'A', /renews/, '1');
+  printed(r, '4.00', 'A', /freezes for 15 s/);
+  printed(r, '13.00', 'B', /claims the lock item/, '2');
+  printed(r, '19.00', 'A', /chunk 2 batch 1 REFUSED by the fence/, '1', '2');
+  printed(r, '30.00', 'sweeper', /re-queues the orphan/, '', '2');
+  printed(r, '40.00', 'C', /claims the lock item/, '3');
+  printed(r, '52.00', 'C', /sets DONE/, '3', '3');
+  assert.equal(value(r, /invoices recorded: 10 chunks of 5000/), 50_000);
+  assert.equal(value(r, /transactions: 10 × 51/), 510);
+  // The table's rows are the code's events, not a model's sentences: B's raise names every chunk fence the real raise wrote.
+  assert.ok(r.rows.some((x) => x.actor === 'B' && /chunk fences/.test(x.event) && /chunks done before: 1$/.test(x.note ?? '')));
+});
+
+test('the main story on the real code follows its inputs (margin 1 s, 12 chunks), and its checks can fail (a pause too short to lose the lease)', async () => {
+  const lease = 10_000;
+  const margin = 1_000;
+  const r = await night({ marginMs: margin, chunks: 12 });
+  assert.deepEqual(
+    r.checks.filter((c) => !c.ok),
+    [],
+  );
+  const sec = (ms: number) => Math.round(ms / 10) / 100;
+  assert.equal(value(r, /A's first stop time/), sec(0 + lease - margin));
+  const bAt = (value(r, /B claims once/) as number) * 1000;
+  assert.equal(value(r, /B's stop time/), sec(bAt + lease - margin));
+  assert.equal(value(r, /invoices recorded: 12 chunks/), 12 * 5_000);
+  assert.equal(value(r, /transactions: 12 × 51/), 12 * 51);
+  // A pause of 5 s: A wakes at 9.0 with its lease still renewable and nobody has claimed: no refusal, no takeover.
+  const short = await night({ pauseMs: 5_000 });
+  const failed = short.checks.filter((c) => !c.ok).map((c) => c.what);
+  assert.ok(
+    failed.some((w) => /late batch meets the store/.test(w)),
+    failed.join('\n'),
+  );
+  assert.ok(
+    failed.some((w) => /B claims once/.test(w)),
+    failed.join('\n'),
+  );
 });

@@ -55,8 +55,8 @@ export interface Scenario {
   readonly title: string;
   /** The reference Part(s) and the claim the scenario shows. */
   readonly claim: string;
-  /** Run it (deterministic: the same result every time). */
-  run(): ScenarioResult;
+  /** Run it (deterministic: the same result every time). A scenario on the real code is asynchronous. */
+  run(): ScenarioResult | Promise<ScenarioResult>;
 }
 
 /** Collects checks: `eq` compares a model's output with the reference's number (seconds to the hundredth). */

@@ -3,11 +3,16 @@ import type { Scenario } from '../scenario';
 import { claimRulesScenario, ttlEpochsScenario, wallStepScenario } from './clocks';
 import { electionScenario, handoverScenario } from './election';
 import { redisFailoverScenario, redlockScenario, restoreScenario } from './failures';
+import { nightScenario } from './night';
 import { mainStoryScenario } from './story';
 import { threeWaysScenario } from './three-ways';
 
-/** The reference's scenarios, in its order: each sets its schedule, runs the models, and checks the reference's numbers. */
+/**
+ * The reference's scenarios, in its order: each sets its schedule, runs the real code (what Fencepost implements) or
+ * the models (what it does not), and checks the reference's numbers.
+ */
 export const SCENARIOS: readonly Scenario[] = [
+  nightScenario,
   mainStoryScenario,
   wallStepScenario,
   claimRulesScenario,

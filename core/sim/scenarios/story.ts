@@ -1,5 +1,8 @@
 /**
- * The main story, S1–S6 (reference Parts 2, 3, 4, 6, 8 and 12): A holds the billing job on a 3-node lock service,
+ * The reference's main story on its lock service, S1–S6 (reference Parts 2, 3, 4, 6, 8 and 12), on the models: the
+ * project implements no lock service (its lease is a lock item, and its main story runs on the real code in
+ * night.ts), so the tokens that are the service's revisions (7, 12, 15) and the leader's failover (59.1 against 56.2)
+ * are checked here. A holds the billing job on a 3-node lock service,
  * freezes, B takes over with a higher token and raises the fence first, A's late chunk is refused, B dies, the
  * sweeper re-queues the orphan, C takes over and bills the rest of the night's 10 chunks of 5,000, the lock service's
  * leader dies while C holds the job, C releases.
@@ -74,7 +77,7 @@ const MAIN_STORY_INPUTS: MainStoryInputs = {
   stepMs: 50,
 };
 
-/** Each input, with where it comes from: what `fencepost simulate main-story` prints before its checks. */
+/** Each input, with where it comes from: what `fencepost simulate lock-service-story` prints before its checks. */
 function inputsOf(i: MainStoryInputs): ScenarioInput[] {
   return [
     { name: 'lease', value: i.leaseMs, unit: 'ms', note: 'Part 0' },
@@ -373,8 +376,9 @@ export function mainStory(changed: Partial<MainStoryInputs> = {}): ScenarioResul
 }
 
 export const mainStoryScenario: Scenario = {
-  name: 'main-story',
-  title: 'The main story S1–S6: A freezes, B fences it out, B dies, the sweeper re-queues, C survives a leader failover',
+  name: 'lock-service-story',
+  title:
+    "The main story S1–S6 on the reference's lock service: A freezes, B fences it out, B dies, the sweeper re-queues, C survives a leader failover",
   claim: 'Parts 2, 3, 4, 6, 8, 12: the fence, not the lease, stops the zombie; a failover only ever lengthens a lease',
   run: () => mainStory(),
 };

@@ -117,7 +117,8 @@ export class RealWorker implements Clock {
 export class RealWorld {
   readonly clock = new VirtualClock();
   readonly jobs = new MemoryJobStore({ clock: this.clock, jobs: REAL_TABLES.jobs });
-  readonly locks = new MemoryLockStore({ clock: this.clock });
+  /** The lock store (the in-memory one unless the scenario gives its own, a TTL'd table for one). */
+  readonly locks: LockStore;
   /** Every event the code emitted, in order. */
   readonly events: WorldEvent[] = [];
   readonly rows: SimRow[] = [];
@@ -127,13 +128,17 @@ export class RealWorld {
    * @param storeDelayMs - one way to the job store (the lock store answers at once)
    * @param leaseMs - the lease the workers hold
    * @param describe - the event table's row for an event (undefined: no row)
+   * @param locks - the lock store to use, on the world's clock @default the in-memory one
    */
   constructor(
     readonly storeDelayMs: number,
     /** The lease the workers hold (the timeline marks where an unrenewed one ran out). */
     readonly leaseMs: number,
     private readonly describe: (e: FencepostEvent, t: number) => Omit<SimRow, 't' | 'actor'> | undefined,
-  ) {}
+    locks?: (clock: VirtualClock) => LockStore,
+  ) {
+    this.locks = locks?.(this.clock) ?? new MemoryLockStore({ clock: this.clock });
+  }
 
   worker(name: string): RealWorker {
     return new RealWorker(this, name);

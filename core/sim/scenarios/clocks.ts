@@ -5,7 +5,6 @@
  *                stop timed on the wall clock would come only at 24.5, after the service's deadline of 23.5.
  *   claim-rules  D replaces B on a DynamoDB lock item, with a wall clock 3 s fast, polling at 0.5, 1.5, …: the three
  *                claim rules of Part 5 side by side (no margin overlaps A by 0.5 s; the other two leave a gap).
- *   ttl-epochs   TTL on the lock item resets the epoch (1, 2, 3, then 1 again); the never-TTL'd item goes on to 4.
  */
 import { WorkerClock } from '../clocks';
 import { Sim } from '../engine';
@@ -13,7 +12,6 @@ import { Holder, overlapMs } from '../holder';
 import { CLAIM_RULES, DynamoLockItem, ItemClaimant, type ClaimRule } from '../lock-item';
 import { ConsensusLockService } from '../lock-service';
 import { Checks, s, type Scenario } from '../scenario';
-import { FencedStore } from '../store';
 import { Worker } from '../worker';
 import { STORY_TIMING } from './story';
 
@@ -132,58 +130,5 @@ export const claimRulesScenario: Scenario = {
     }
     sim.rows.sort((x, y) => x.t - y.t);
     return { name: this.name, title: this.title, claim: this.claim, rows: sim.rows, marks: sim.marks, checks: checks.list };
-  },
-};
-
-/** The TTL story on one item: claims (each waiting by the clock-free rule), releases, (optionally) a TTL delete. */
-function playEpochs(ttl: boolean) {
-  const sim = new Sim(1);
-  const item = new DynamoLockItem(sim, ttl ? 'lock item (TTL on)' : "lock item (never TTL'd)");
-  const store = new FencedStore(sim);
-  const epochs: number[] = [];
-  /** A claimant polling every 0.5 s from `from`, claiming when the clock-free rule allows; its first act is the raise. */
-  const claimFrom = (who: string, from: number) => {
-    const w = new Worker(sim, who);
-    const claimant = new ItemClaimant('clock-free', T.leaseMs, 0);
-    const poll = () => {
-      const step = claimant.decide(item.read(), w.monotonicNow(), w.wallNow());
-      const e = step.claim
-        ? item.claim(who, 'clock-free', { claimantWallMs: w.wallNow(), marginMs: 0, leaseMs: T.leaseMs, seenRvn: step.seenRvn })
-        : undefined;
-      if (e === undefined) return w.afterMonotonic(500, poll);
-      epochs.push(e);
-      store.raise(who, e);
-    };
-    w.act(from, poll);
-  };
-  claimFrom('A', 0); // free: epoch 1; A then dies holding it, renewing nothing
-  claimFrom('D', 500); // watches A's rvn for a full lease: epoch 2
-  sim.at(15_000, () => item.release('D', 2));
-  claimFrom('A2', 16_000); // free again: the epoch carries on
-  sim.at(20_000, () => item.release('A2', 3));
-  if (ttl) sim.at(25_000, () => item.ttlDelete()); // TTL's delete comes days after expiry; here, soon after
-  claimFrom('E', 26_000);
-  sim.run(60_000);
-  return { sim, epochs, store };
-}
-
-export const ttlEpochsScenario: Scenario = {
-  name: 'ttl-epochs',
-  title: "TTL on the lock item resets the epoch: 1, 2, 3, then 1 again; the never-TTL'd item goes on to 4",
-  claim: 'Part 5: never put TTL on an item that carries the epoch; release by clearing holder',
-  run() {
-    const withTtl = playEpochs(true);
-    const never = playEpochs(false);
-    const rows = [
-      ...withTtl.sim.rows.map((r) => ({ ...r, actor: `${r.actor} [TTL]` })),
-      ...never.sim.rows.map((r) => ({ ...r, actor: `${r.actor} [no TTL]` })),
-    ].sort((x, y) => x.t - y.t);
-    const checks = new Checks()
-      .eq('epochs with TTL on the item', '1,2,3,1', withTtl.epochs.join(','))
-      .eq("epochs on the never-TTL'd item", '1,2,3,4', never.epochs.join(','))
-      .eq('the store refuses the repeated epoch 1 (refusals)', 1, withTtl.store.refused)
-      .eq('with TTL, the fence stays at', 3, withTtl.store.row.fence)
-      .eq('without TTL, the fence reaches', 4, never.store.row.fence);
-    return { name: this.name, title: this.title, claim: this.claim, rows, marks: [...withTtl.sim.marks], checks: checks.list };
   },
 };

@@ -1,6 +1,7 @@
 /** Every named scenario, in the reference's order: `fencepost simulate <name>` runs one, `--list` lists them. */
 import type { Scenario } from '../scenario';
-import { claimRulesScenario, ttlEpochsScenario, wallStepScenario } from './clocks';
+import { claimRulesScenario, wallStepScenario } from './clocks';
+import { ttlEpochsScenario } from './epochs';
 import { electionScenario, handoverScenario } from './election';
 import { redisFailoverScenario, redlockScenario, restoreScenario } from './failures';
 import { nightScenario } from './night';

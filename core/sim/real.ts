@@ -34,6 +34,8 @@ export interface WorldEvent {
 export class RealWorker implements Clock {
   private pausedUntil = -Infinity;
   private dead = false;
+  /** This machine's wall clock minus true time (its monotonic clock has no offset that matters). */
+  wallOffsetMs = 0;
   /** The worker's events: the code emits here; the world records them. */
   readonly events: Events;
   /** The job store and the lock store as this worker sees them (through its gate and the network's delay). */
@@ -54,7 +56,7 @@ export class RealWorker implements Clock {
   }
 
   wallMs(): number {
-    return this.world.clock.wallMs();
+    return this.world.clock.wallMs() + this.wallOffsetMs;
   }
 
   sleep(ms: number): Promise<void> {

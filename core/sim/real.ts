@@ -14,8 +14,10 @@ import { VirtualClock, type Clock, type ClockTimer } from '../clock';
 import type { DocumentClient } from '../aws/job-store';
 import { Events, type FencepostEvent } from '../events';
 import { MemoryJobStore } from '../memory/job-store';
+import { MemoryLedgerStore } from '../memory/ledger-store';
 import { MemoryLockStore } from '../memory/lock-store';
 import type { JobStore } from '../store/jobs';
+import type { LedgerStore } from '../store/ledger';
 import type { LockStore } from '../store/lock';
 import type { SimRow, TimelineMark } from './engine';
 
@@ -36,11 +38,16 @@ export class RealWorker implements Clock {
   private dead = false;
   /** This machine's wall clock minus true time (its monotonic clock has no offset that matters). */
   wallOffsetMs = 0;
+  /** The monotonic clock's rate error: 0.001 runs 0.1 % fast (Part 3). Set it before the worker starts. */
+  rate = 0;
+  /** Cut off from the lock store: every call from now on gets no answer (a transient timeout), as in a partition. */
+  private cut = false;
   /** The worker's events: the code emits here; the world records them. */
   readonly events: Events;
   /** The job store and the lock store as this worker sees them (through its gate and the network's delay). */
   readonly jobs: JobStore;
   readonly locks: LockStore;
+  readonly ledgers: LedgerStore;
 
   constructor(
     private readonly world: RealWorld,
@@ -48,11 +55,12 @@ export class RealWorker implements Clock {
   ) {
     this.events = new Events(name, this).on((e) => world.record(e));
     this.jobs = this.gated(world.jobs, world.storeDelayMs);
-    this.locks = this.gated(world.locks, 0);
+    this.locks = this.gated(world.locks, 0, () => this.cut);
+    this.ledgers = this.gated(world.ledgers, 0);
   }
 
   monotonicMs(): number {
-    return this.world.clock.monotonicMs();
+    return this.world.clock.monotonicMs() * (1 + this.rate);
   }
 
   wallMs(): number {
@@ -65,7 +73,13 @@ export class RealWorker implements Clock {
 
   /** A timer that a pause delays to the wake-up and a death cancels. */
   after(ms: number, fn: () => void): ClockTimer {
-    return this.world.clock.after(ms, () => this.run(fn));
+    return this.world.clock.after(ms / (1 + this.rate), () => this.run(fn));
+  }
+
+  /** From now on the lock store does not answer this worker (its renewals time out): the worst case of a handover. */
+  cutOff(): void {
+    this.cut = true;
+    this.world.log(this.name, 'cut off from the lock store: its renewals get no answer from now on');
   }
 
   /** Freeze now for `ms`: the pause lands wherever the code is (right after a passed check, in a scenario). */
@@ -73,21 +87,22 @@ export class RealWorker implements Clock {
     const now = this.monotonicMs();
     this.pausedUntil = now + ms;
     this.world.log(this.name, `freezes for ${ms / 1000} s`, { note: why });
-    this.world.mark({ lane: this.name, kind: 'pause', from: now, to: now + ms, label: `paused ${ms / 1000} s` });
-    this.world.clock.after(ms, () => this.world.log(this.name, 'wakes up, still believing what it believed'));
+    const t = this.world.clock.monotonicMs();
+    this.world.mark({ lane: this.name, kind: 'pause', from: t, to: t + ms / (1 + this.rate), label: `paused ${ms / 1000} s` });
+    this.world.clock.after(ms / (1 + this.rate), () => this.world.log(this.name, 'wakes up, still believing what it believed'));
   }
 
   /** Die now: nothing of this process runs again (it releases nothing). */
   crash(): void {
     this.dead = true;
     this.world.log(this.name, 'dies (crash)');
-    this.world.mark({ lane: this.name, kind: 'crash', from: this.monotonicMs(), label: `${this.name} dies` });
+    this.world.mark({ lane: this.name, kind: 'crash', from: this.world.clock.monotonicMs(), label: `${this.name} dies` });
   }
 
   private run(fn: () => void): void {
     if (this.dead) return;
     const wait = this.pausedUntil - this.monotonicMs();
-    if (wait > 0) this.world.clock.after(wait, () => this.run(fn));
+    if (wait > 0) this.world.clock.after(wait / (1 + this.rate), () => this.run(fn));
     else fn();
   }
 
@@ -96,14 +111,15 @@ export class RealWorker implements Clock {
     return new Promise((resolve) => this.run(resolve));
   }
 
-  /** Every method of the store through the gate, with the network's delay each way. */
-  private gated<S extends object>(store: S, delayMs: number): S {
+  /** Every method of the store through the gate, with the network's delay each way; none answered once `cut`. */
+  private gated<S extends object>(store: S, delayMs: number, cut = () => false): S {
     return new Proxy(store, {
       get: (target, prop, receiver) => {
         const value = Reflect.get(target, prop, receiver) as unknown;
         if (typeof value !== 'function') return value;
         return async (...args: unknown[]) => {
           await this.gate();
+          if (cut()) throw Object.assign(new Error(`${this.name}: no answer from the store`), { name: 'TimeoutError' });
           if (delayMs > 0) await this.world.clock.sleep(delayMs);
           const out = (await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args)) as unknown;
           if (delayMs > 0) await this.world.clock.sleep(delayMs);
@@ -121,6 +137,8 @@ export class RealWorld {
   readonly jobs = new MemoryJobStore({ clock: this.clock, jobs: REAL_TABLES.jobs });
   /** The lock store (the in-memory one unless the scenario gives its own, a TTL'd table for one). */
   readonly locks: LockStore;
+  /** The epoch ledgers a writer appends to (the handover's store). */
+  readonly ledgers: MemoryLedgerStore;
   /** Every event the code emitted, in order. */
   readonly events: WorldEvent[] = [];
   readonly rows: SimRow[] = [];
@@ -140,6 +158,7 @@ export class RealWorld {
     locks?: (clock: VirtualClock) => LockStore,
   ) {
     this.locks = locks?.(this.clock) ?? new MemoryLockStore({ clock: this.clock });
+    this.ledgers = new MemoryLedgerStore(this.clock);
   }
 
   worker(name: string): RealWorker {

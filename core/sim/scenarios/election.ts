@@ -3,10 +3,8 @@
  *
  *   election  B, C and D campaign on one prefix; each watches ONLY the key just before its own. B dies; when the
  *             service deletes B's key, exactly one candidate wakes, and it leads with its key's revision as epoch.
- *   handover  a 10 s lease and a 15 s wait: the old writer stops at 10 by its own clock when it can't renew, the
- *             new writer starts at 15 by its own: a gap of at least 5 s. Repeated over seeded clock-rate errors.
+ * (The single-writer handover runs on the real code: handover.ts.)
  */
-import { WorkerClock } from '../clocks';
 import { Sim } from '../engine';
 import { Holder } from '../holder';
 import { ConsensusLockService, LockClient } from '../lock-service';
@@ -69,50 +67,6 @@ export const electionScenario: Scenario = {
       .eq('the new leader leads at (s)', 29.5, s(leader?.at))
       .eq('with epoch', 13, leader?.epoch)
       .that('higher than any epoch B used (12)', leader?.epoch, (e) => e > 12, '> 12');
-    return { name: this.name, title: this.title, claim: this.claim, rows: sim.rows, marks: sim.marks, checks: checks.list };
-  },
-};
-
-/** One handover: the old writer's last good refresh at the flip (t = 0), the new writer waiting 15 s on its own clock. */
-function playHandover(oldRate: number, newRate: number, sim = new Sim(1)) {
-  const lease = { leaseMs: 10_000, renewMs: 3_000, marginMs: 0 };
-  const waitMs = 15_000;
-  const old = new Worker(sim, 'old writer', new WorkerClock({ rate: oldRate }));
-  const neu = new Worker(sim, 'new writer', new WorkerClock({ rate: newRate }));
-  // Worst case: the old writer's last good refresh was at the flip; every later one gets no answer, so it
-  // retries until its own stop time and then stops.
-  const h = new Holder(old, 1, lease, old.monotonicNow(), (done) => done(undefined));
-  let firstWrite = 0;
-  neu.afterMonotonic(waitMs, () => {
-    firstWrite = sim.now;
-    sim.log('new writer', 'bumps the epoch in the store it will write, then writes', { token: 2 });
-  });
-  sim.log('new writer', `the flip: waits ${waitMs / 1000} s (lease + 5 s margin) on its own clock`);
-  sim.run(30_000);
-  return { sim, h, firstWrite };
-}
-
-export const handoverScenario: Scenario = {
-  name: 'handover',
-  title: 'The single-writer handover: a 10 s lease, a 15 s wait, a gap of at least 5 s',
-  claim: 'Part 7: the new writer waits out the lease plus a margin on its own clock; never an overlap',
-  run() {
-    const main = playHandover(0, 0);
-    const { sim } = main;
-    sim.mark({ lane: 'old writer', kind: 'held', from: 0, to: main.h.stopAtTrue(), label: 'epoch 1' });
-    sim.mark({ lane: 'new writer', kind: 'held', from: main.firstWrite, to: main.firstWrite + 5_000, label: 'epoch 2' });
-    // The same handover over 200 seeded clock-rate errors of up to ±0.1 % each way.
-    let minGap = Number.POSITIVE_INFINITY;
-    const rng = new Sim(7).rng;
-    for (let i = 0; i < 200; i++) {
-      const r = playHandover(rng.between(-0.001, 0.001), rng.between(-0.001, 0.001));
-      minGap = Math.min(minGap, r.firstWrite - r.h.stopAtTrue());
-    }
-    const checks = new Checks()
-      .eq("the old writer's right ends at the latest at (s)", 10, s(main.h.stopAtTrue()))
-      .eq('the new writer starts at (s)', 15, s(main.firstWrite))
-      .that('gap (s)', s(main.firstWrite - main.h.stopAtTrue()), (g) => g >= 5, '>= 5')
-      .that('smallest gap over 200 runs with clock rates off by up to 0.1 % (s)', s(minGap), (g) => g > 0, '> 0 (never an overlap)');
     return { name: this.name, title: this.title, claim: this.claim, rows: sim.rows, marks: sim.marks, checks: checks.list };
   },
 };

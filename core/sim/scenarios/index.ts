@@ -2,7 +2,8 @@
 import type { Scenario } from '../scenario';
 import { claimRulesScenario, wallStepScenario } from './clocks';
 import { ttlEpochsScenario } from './epochs';
-import { electionScenario, handoverScenario } from './election';
+import { electionScenario } from './election';
+import { handoverScenario } from './handover';
 import { redisFailoverScenario, redlockScenario, restoreScenario } from './failures';
 import { nightScenario } from './night';
 import { mainStoryScenario } from './story';

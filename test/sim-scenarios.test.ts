@@ -114,12 +114,27 @@ test('Redis failover: D gets the same token 15 as C; Redlock: two majorities sha
   assert.ok((value(l, /both hold the lock for/) as number) > 0);
 });
 
-test('a restore from the snapshot at revision 14 hands out 15 twice; with the bump D gets 1,000,015', async () => {
-  const r = await run('restore');
+test('a restore of the lock service from the snapshot at revision 14 hands out 15 twice; with the bump D gets 1,000,015', async () => {
+  const r = await run('restore-lock-service');
   printed(r, '40.20', 'C [no bump]', /acquires/, '15');
   printed(r, '45.50', 'D [no bump]', /acquires/, '15');
   printed(r, '45.50', 'D [bump]', /acquires/, '1000015');
   printed(r, '46.00', 'C [bump]', /REFUSED by the fence/, '15', '1000015');
+});
+
+// Issue 19, item 5: the project's restore (the lock table, then bump-epochs) on the real claim, raise, batch and bump.
+test('a restore of the lock table on the real code: D gets C’s token again and both write; after bump-epochs D gets backup + 1,000,001 and C is refused', async () => {
+  const r = await run('restore');
+  assert.deepEqual(
+    r.checks.filter((c) => !c.ok),
+    [],
+  );
+  printed(r, '45.50', 'D [no bump]', /claims the lock item/, '3');
+  printed(r, '46.00', 'C [no bump]', /writes a batch/, '3');
+  printed(r, '45.00', 'operator [bump]', /bump-epochs/);
+  printed(r, '45.50', 'D [bump]', /claims the lock item/, '1000003');
+  printed(r, '46.00', 'C [bump]', /batch REFUSED by the fence/, '3', '1000003');
+  assert.equal(value(r, /backup holds epoch/), 2);
 });
 
 test('the same chunk three ways: lock service 0 wasted 0 twice; database alone some waste 0 twice; no lock 5,000 twice', async () => {

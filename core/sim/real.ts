@@ -185,3 +185,28 @@ export class RealWorld {
     this.marks.push(m);
   }
 }
+
+/**
+ * A lock table the world can swap under the workers: a TTL delete (the item gone, epoch and all) or a point-in-time
+ * restore (the items as a backup had them). The workers keep calling `store`; it forwards to the current table.
+ */
+export class ReplaceableLockStore {
+  private current: LockStore;
+  /** What the workers are given. */
+  readonly store: LockStore;
+
+  constructor(first: LockStore) {
+    this.current = first;
+    this.store = new Proxy({} as LockStore, {
+      get: (_, prop) => {
+        const value = Reflect.get(this.current, prop) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(this.current) : value;
+      },
+    });
+  }
+
+  /** From now on every call goes to `next`. */
+  replace(next: LockStore): void {
+    this.current = next;
+  }
+}

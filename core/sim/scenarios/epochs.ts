@@ -15,9 +15,8 @@ import { jobKeys } from '../../job-keys';
 import { raiseRun } from '../../job';
 import { claim, type Lease } from '../../lease';
 import { MemoryLockStore } from '../../memory/lock-store';
-import type { LockStore } from '../../store/lock';
 import type { SimRow } from '../engine';
-import { NO_DDB, REAL_TABLES, RealWorld, type RealWorker } from '../real';
+import { NO_DDB, REAL_TABLES, RealWorld, ReplaceableLockStore, type RealWorker } from '../real';
 import { Checks, type Scenario } from '../scenario';
 
 const DATE = '2026-09-28';
@@ -33,26 +32,6 @@ const SCHEDULE = {
   ttlDeleteAt: 25_000,
   eAt: 26_000,
 } as const;
-
-/** A lock table with TTL on: `ttlDelete` removes the item, epoch and all (a fresh table stands in for the gone item). */
-class TtlLockStore {
-  private current: LockStore;
-  readonly store: LockStore;
-
-  constructor(private readonly fresh: () => LockStore) {
-    this.current = fresh();
-    this.store = new Proxy({} as LockStore, {
-      get: (_, prop) => {
-        const value = Reflect.get(this.current, prop) as unknown;
-        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(this.current) : value;
-      },
-    });
-  }
-
-  ttlDelete(): void {
-    this.current = this.fresh();
-  }
-}
 
 function describe(e: FencepostEvent): Omit<SimRow, 't' | 'actor'> | undefined {
   switch (e.event) {
@@ -74,9 +53,9 @@ function describe(e: FencepostEvent): Omit<SimRow, 't' | 'actor'> | undefined {
 /** One run of the epochs' story, with or without TTL on the lock item. */
 async function playEpochs(ttl: boolean) {
   const config: LeaseConfig = { ...LEASE_DEFAULTS };
-  let table: TtlLockStore | undefined;
+  let table: ReplaceableLockStore | undefined;
   const world = new RealWorld(0, config.leaseMs, describe, (clock) => {
-    table = new TtlLockStore(() => new MemoryLockStore({ clock }));
+    table = new ReplaceableLockStore(new MemoryLockStore({ clock }));
     return table.store;
   });
   const keys = jobKeys('billing');
@@ -107,7 +86,7 @@ async function playEpochs(ttl: boolean) {
   world.at(SCHEDULE.a2ReleasesAt, release(A2));
   if (ttl)
     world.at(SCHEDULE.ttlDeleteAt, () => {
-      table!.ttlDelete();
+      table!.replace(new MemoryLockStore({ clock: world.clock })); // the item is gone, epoch and all
       world.log('lock item', 'TTL deletes the item', { note: 'the epoch is gone with it' });
     });
   world.at(SCHEDULE.eAt, () => void holder(E)());

@@ -4,7 +4,8 @@ import { claimRulesScenario, wallStepScenario } from './clocks';
 import { ttlEpochsScenario } from './epochs';
 import { electionScenario } from './election';
 import { handoverScenario } from './handover';
-import { redisFailoverScenario, redlockScenario, restoreScenario } from './failures';
+import { redisFailoverScenario, redlockScenario, restoreLockServiceScenario } from './failures';
+import { restoreScenario } from './restore';
 import { nightScenario } from './night';
 import { mainStoryScenario } from './story';
 import { threeWaysScenario } from './three-ways';
@@ -24,5 +25,6 @@ export const SCENARIOS: readonly Scenario[] = [
   redisFailoverScenario,
   redlockScenario,
   restoreScenario,
+  restoreLockServiceScenario,
   threeWaysScenario,
 ];

@@ -67,12 +67,16 @@ test('the lock-service story S1–S6: 7/8.0/11.0, B 12 at 13.5 stop 21.5, fence 
   assert.equal(value(r, /S6: the fence/), 15);
 });
 
-test("B's wall clock stepped back 3 s at 16.0: monotonic stop 21.5, wall-clock reading only at 24.5, deadline 23.5", async () => {
+test("B's wall clock stepped back 3 s at 16.0, on the real lease: monotonic stop 21.5, the wall clock's reading only at 24.5, D claims at 23.5", async () => {
   const r = await run('wall-step');
-  printed(r, '21.50', 'B', /monotonic clock reaches/, '12');
-  printed(r, '23.50', 'lock service', /expired/);
-  printed(r, '24.50', 'B', /wall clock reaches/, '12');
-  assert.equal(value(r, /service's deadline/), 23.5);
+  assert.deepEqual(
+    r.checks.filter((c) => !c.ok),
+    [],
+  );
+  printed(r, '21.50', 'B', /Lease.check\(\) refuses/, '1');
+  printed(r, '23.50', 'D', /claims the lock item/, '2');
+  printed(r, '24.50', 'B', /wall clock reaches/, '1');
+  assert.equal(value(r, /after D's claim by/), 1);
 });
 
 test('the three claim rules with D 3 s fast: no margin at 10.5 (0.5 s overlap), margin 12.5 (models), clock-free 13.0 on the real lease (a gap)', async () => {

@@ -1,8 +1,8 @@
 /**
  * The clock scenarios (reference Parts 3 and 5): whose clock decides.
  *
- *   wall-step    B's wall clock is stepped back 3 s at 16.0; B times its stop on the monotonic clock (21.5), and a
- *                stop timed on the wall clock would come only at 24.5, after the service's deadline of 23.5.
+ *   wall-step    B's wall clock is stepped back 3 s at 16.0; the REAL lease stops B by its monotonic clock (21.5), and
+ *                a stop timed on the wall clock would come only at 24.5, after D's clock-free claim at 23.5.
  *   claim-rules  D replaces B on a DynamoDB lock item, with a wall clock 3 s fast: the three claim rules of Part 5 side
  *                by side. The two that compare clocks (no margin, margin) are models, polling at 0.5, 1.5, …: Fencepost
  *                does not implement them (no margin overlaps A by 0.5 s). The clock-free rule is the REAL lease
@@ -15,7 +15,6 @@ import { WorkerClock } from '../clocks';
 import { Sim, type SimRow, type TimelineMark } from '../engine';
 import { Holder } from '../holder';
 import { DynamoLockItem, ItemClaimant, type ClaimRule } from '../lock-item';
-import { ConsensusLockService } from '../lock-service';
 import { NO_DDB, REAL_TABLES, RealWorld, type RealWorker } from '../real';
 import { Checks, s, type Scenario } from '../scenario';
 import { Worker } from '../worker';
@@ -26,50 +25,85 @@ const T = STORY_TIMING;
 /** ms → seconds to the hundredth, for an expectation computed from the inputs. */
 const sec = (ms: number): number => Math.round(ms / 10) / 100;
 
+/** B's claim, its wall clock's step, and how often B checks its stop time (the wall-step trace, Part 3). */
+const WALL_STEP = { claimAt: 13_500, stepAt: 16_000, stepMs: -3_000, checkEveryMs: 100 } as const;
+
+/**
+ * The wall-clock step on the REAL lease: B claims the free lock item at 13.5 (one term: no renewals), D starts
+ * watching it at once; B's wall clock is stepped back 3 s at 16.0. B's `Lease.check()` stops it by its monotonic clock;
+ * the same stop reading watched on B's wall clock is reached only 3 s later, after D could claim.
+ */
 export const wallStepScenario: Scenario = {
   name: 'wall-step',
-  title: "B's wall clock steps back 3 s at 16.0: the monotonic stop time holds, a wall-clock one would overrun the deadline",
-  claim: 'Part 3: time every duration on the monotonic clock; a wall clock can be stepped',
-  run() {
-    const sim = new Sim(1);
-    const svc = new ConsensusLockService(sim, { revision: 11 });
-    const B = new Worker(sim, 'B', new WorkerClock({ steps: [{ at: 16_000, byMs: -3_000 }] }));
-    let h: Holder | undefined;
-    let leaseId = 0;
-    let wallStopAt = 0;
-    B.act(13_500, () => {
-      const sentMono = B.monotonicNow();
-      const sentWall = B.wallNow();
-      const r = svc.acquire('billing:2026-09-28', 'B', T.leaseMs);
-      if (!r.ok) return;
-      leaseId = r.leaseId;
-      h = new Holder(B, r.revision, T, sentMono); // this trace follows one term: no renewals
-      sim.log('B', 'acquires the lock', {
-        token: r.revision,
-        note: `deadline ${s(svc.deadlineOf(r.leaseId))}; stop reading ${s(sentWall + T.leaseMs - T.marginMs)}`,
+  title: "B's wall clock steps back 3 s at 16.0: the real lease's monotonic stop time holds, a wall-clock one would overrun the takeover",
+  claim: 'Part 3: time every duration on the monotonic clock; a wall clock can be stepped (core/lease.ts on the in-memory lock store)',
+  async run() {
+    const describe = (e: FencepostEvent) =>
+      e.event === 'claim'
+        ? { event: 'claims the lock item (clock-free)', token: e.token, note: `stop time ${s(e.stopAtMs)} on its monotonic clock` }
+        : undefined;
+    const world = new RealWorld(0, T.leaseMs, describe);
+    const config: LeaseConfig = { ...T, claimBudget: LEASE_DEFAULTS.claimBudget };
+    const [B, D] = ['B', 'D'].map((n) => world.worker(n));
+    const deps = (w: RealWorker) => ({ ddb: NO_DDB, table: REAL_TABLES.locks, clock: w, events: w.events, store: w.locks });
+    const key = 'billing#2026-09-28';
+    let stopReading = 0;
+    let monotonicStop: number | undefined;
+    let wallStop: number | undefined;
+    let dClaim: number | undefined;
+    world.at(WALL_STEP.claimAt, () => {
+      const wallAtSend = B.wallMs();
+      void claim(deps(B), key, 'B', config).then((lease) => {
+        stopReading = wallAtSend + T.leaseMs - T.marginMs;
+        // BEFORE EVERY ACTION: B checks its stop time; the same reading, watched on its wall clock, beside it.
+        const tick = () => {
+          try {
+            lease.check();
+          } catch {
+            if (monotonicStop === undefined) {
+              monotonicStop = world.clock.monotonicMs();
+              world.log('B', 'Lease.check() refuses: the monotonic clock reached the stop time: stops', { token: lease.token });
+            }
+          }
+          if (wallStop === undefined && B.wallMs() >= stopReading) {
+            wallStop = world.clock.monotonicMs();
+            world.log('B', 'the wall clock reaches the stop reading only now', {
+              token: lease.token,
+              note: `its wall clock reads ${s(world.clock.monotonicMs() + B.wallOffsetMs)}`,
+            });
+          }
+          if (monotonicStop === undefined || wallStop === undefined) B.after(WALL_STEP.checkEveryMs, tick);
+        };
+        tick();
       });
-      // The same stop reading, watched on each clock: when does each clock reach it?
-      const stopReading = sentWall + T.leaseMs - T.marginMs;
-      B.act(h.stopAtTrue(), () =>
-        sim.log('B', 'monotonic clock reaches the stop reading: stops', { token: r.revision, note: `monotonic ${s(B.monotonicNow())}` }),
-      );
-      wallStopAt = B.clock.firstTrueAtWall(stopReading, 16_000);
-      B.act(wallStopAt, () => sim.log('B', 'wall clock reaches the stop reading only now', { token: r.revision, note: `wall ${s(B.wallNow())}` }));
+      void claim(deps(D), key, 'D', config).then(() => (dClaim = world.clock.monotonicMs()));
     });
-    sim.at(16_000, () => sim.log('B', 'wall clock stepped back 3 s', { note: `wall now reads ${s(B.wallNow())}` }));
-    const deadline = () => svc.deadlineOf(leaseId);
-    let serviceDeadline: number | undefined;
-    sim.at(13_501, () => (serviceDeadline = deadline()));
-    sim.run(30_000);
-    h?.markHeld();
-    sim.mark({ lane: 'B', kind: 'stop', from: wallStopAt, label: 'wall-clock stop' });
+    world.at(WALL_STEP.stepAt, () => {
+      B.wallOffsetMs += WALL_STEP.stepMs;
+      world.log('B', `wall clock stepped ${WALL_STEP.stepMs < 0 ? 'back' : 'forward'} ${Math.abs(WALL_STEP.stepMs) / 1000} s`);
+    });
+    await world.clock.runUntilIdle();
+    const stop = WALL_STEP.claimAt + T.leaseMs - T.marginMs;
     const checks = new Checks()
-      .eq("B's token", 12, h?.token)
-      .eq("the service's deadline (s)", 23.5, s(serviceDeadline))
-      .eq('the monotonic clock crosses the stop reading at true (s)', 21.5, s(h?.stopAtTrue()))
-      .eq('the wall clock crosses it only at true (s)', 24.5, s(wallStopAt))
-      .eq('that is after the deadline by (s)', 1, s(wallStopAt - (serviceDeadline ?? 0)));
-    return { name: this.name, title: this.title, claim: this.claim, rows: sim.rows, marks: sim.marks, checks: checks.list };
+      .eq(
+        `D claims once B's rvn stayed unchanged a full lease: ${s(WALL_STEP.claimAt)} + ${s(T.leaseMs)} (s)`,
+        sec(WALL_STEP.claimAt + T.leaseMs),
+        s(dClaim),
+      )
+      .eq(
+        `B's check stops it by the monotonic clock at ${s(WALL_STEP.claimAt)} + ${s(T.leaseMs)} - ${s(T.marginMs)} (s)`,
+        sec(stop),
+        s(monotonicStop),
+      )
+      .eq(`the wall clock reaches the stop reading only at ${s(stop)} + ${s(-WALL_STEP.stepMs)} (s)`, sec(stop - WALL_STEP.stepMs), s(wallStop))
+      .eq("that is after D's claim by (s)", sec(stop - WALL_STEP.stepMs - (WALL_STEP.claimAt + T.leaseMs)), s((wallStop ?? 0) - (dClaim ?? 0)));
+    const marks: TimelineMark[] = [
+      { lane: 'B', kind: 'held', from: WALL_STEP.claimAt, to: monotonicStop ?? 0, label: 'token 1' },
+      { lane: 'B', kind: 'stop', from: monotonicStop ?? 0, label: 'monotonic stop' },
+      { lane: 'B', kind: 'stop', from: wallStop ?? 0, label: 'wall-clock stop' },
+      { lane: 'D', kind: 'held', from: dClaim ?? 0, to: (dClaim ?? 0) + T.leaseMs - T.marginMs, label: 'token 2' },
+    ];
+    return { name: this.name, title: this.title, claim: this.claim, rows: world.rows, marks, checks: checks.list };
   },
 };
 

@@ -42,6 +42,9 @@ export class RealWorker implements Clock {
   rate = 0;
   /** Cut off from the lock store: every call from now on gets no answer (a transient timeout), as in a partition. */
   private cut = false;
+  /** Frozen until `wake` (SIGSTOP … SIGCONT): what fell due meanwhile, to run at the wake-up. */
+  private frozen: (() => void)[] | undefined;
+  private frozenAt = 0;
   /** The worker's events: the code emits here; the world records them. */
   readonly events: Events;
   /** The job store and the lock store as this worker sees them (through its gate and the network's delay). */
@@ -92,6 +95,23 @@ export class RealWorker implements Clock {
     this.world.clock.after(ms / (1 + this.rate), () => this.world.log(this.name, 'wakes up, still believing what it believed'));
   }
 
+  /** Freeze now until `wake` (SIGSTOP): the length is decided by what happens meanwhile. */
+  freeze(why: string): void {
+    this.frozen = [];
+    this.frozenAt = this.world.clock.monotonicMs();
+    this.world.log(this.name, 'freezes', { note: why });
+  }
+
+  /** End a freeze (SIGCONT): whatever fell due meanwhile runs now, still believing what it believed. */
+  wake(): void {
+    const due = this.frozen;
+    if (due === undefined) return;
+    this.frozen = undefined;
+    this.world.mark({ lane: this.name, kind: 'pause', from: this.frozenAt, to: this.world.clock.monotonicMs(), label: 'frozen' });
+    this.world.log(this.name, 'wakes up, still believing what it believed');
+    for (const fn of due) this.run(fn);
+  }
+
   /** Die now: nothing of this process runs again (it releases nothing). */
   crash(): void {
     this.dead = true;
@@ -101,6 +121,10 @@ export class RealWorker implements Clock {
 
   private run(fn: () => void): void {
     if (this.dead) return;
+    if (this.frozen !== undefined) {
+      this.frozen.push(fn);
+      return;
+    }
     const wait = this.pausedUntil - this.monotonicMs();
     if (wait > 0) this.world.clock.after(wait / (1 + this.rate), () => this.run(fn));
     else fn();

@@ -77,48 +77,63 @@ export async function timelineSvg(title: string, marks: readonly TimelineMark[])
   const y = { field: 'lane', type: 'nominal', sort: lanes, title: null };
   const x = { field: 'from', type: 'quantitative', title: 'true time (s)' };
   const faults = faultsOf(marks);
+  // Only the layers with marks to draw: an empty layer has no extent, and Vega warns about it.
+  const has = (test: (k: Kind) => boolean) => marks.some((m) => test(m.kind));
+  const layers = [
+    ...(has((k) => k === 'held')
+      ? [
+          {
+            name: 'layer_held',
+            transform: [{ filter: "datum.kind === 'held'" }],
+            mark: { type: 'bar', height: 14, opacity: 0.85 },
+            encoding: { x, x2: { field: 'to' }, y, color },
+          },
+          {
+            transform: [{ filter: "datum.kind === 'held'" }],
+            mark: { type: 'text', dy: -12, fontSize: 10, align: 'left' },
+            encoding: { x: { field: 'from', type: 'quantitative' }, y, text: { field: 'label' } },
+          },
+        ]
+      : []),
+    // The pause over the held bar: narrower, in its own colour, with its length written under it.
+    ...(has((k) => k === 'pause')
+      ? [
+          {
+            name: 'layer_pause',
+            transform: [{ filter: "datum.kind === 'pause'" }],
+            mark: { type: 'bar', height: 6, stroke: '#000000', strokeWidth: 0.5 },
+            encoding: { x, x2: { field: 'to' }, y, color },
+          },
+          {
+            transform: [{ filter: "datum.kind === 'pause'" }],
+            mark: { type: 'text', dy: 13, fontSize: 10, align: 'left', color: COLORS.pause },
+            encoding: { x: { field: 'from', type: 'quantitative' }, y, text: { field: 'label' } },
+          },
+        ]
+      : []),
+    ...(has((k) => k !== 'held' && k !== 'pause')
+      ? [
+          {
+            transform: [{ filter: "datum.kind !== 'held' && datum.kind !== 'pause'" }],
+            mark: { type: 'point', filled: true, size: 90 },
+            encoding: {
+              x: { field: 'from', type: 'quantitative' },
+              y,
+              color,
+              shape,
+              tooltip: [{ field: 'label' }, { field: 'from', title: 't (s)' }],
+            },
+          },
+        ]
+      : []),
+  ];
   const spec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: { text: title, subtitle: faults.length > 0 ? `faults: ${faults.join('; ')}` : 'faults: none', anchor: 'start' },
     width: 760,
-    height: { step: 34 },
+    height: layers.length > 0 ? { step: 34 } : 40,
     data: { values: data },
-    layer: [
-      {
-        name: 'layer_held',
-        transform: [{ filter: "datum.kind === 'held'" }],
-        mark: { type: 'bar', height: 14, opacity: 0.85 },
-        encoding: { x, x2: { field: 'to' }, y, color },
-      },
-      {
-        transform: [{ filter: "datum.kind === 'held'" }],
-        mark: { type: 'text', dy: -12, fontSize: 10, align: 'left' },
-        encoding: { x: { field: 'from', type: 'quantitative' }, y, text: { field: 'label' } },
-      },
-      // The pause over the held bar: narrower, in its own colour, with its length written beside it.
-      {
-        name: 'layer_pause',
-        transform: [{ filter: "datum.kind === 'pause'" }],
-        mark: { type: 'bar', height: 6, stroke: '#000000', strokeWidth: 0.5 },
-        encoding: { x, x2: { field: 'to' }, y, color },
-      },
-      {
-        transform: [{ filter: "datum.kind === 'pause'" }],
-        mark: { type: 'text', dy: 13, fontSize: 10, align: 'left', color: COLORS.pause },
-        encoding: { x: { field: 'from', type: 'quantitative' }, y, text: { field: 'label' } },
-      },
-      {
-        transform: [{ filter: "datum.kind !== 'held' && datum.kind !== 'pause'" }],
-        mark: { type: 'point', filled: true, size: 90 },
-        encoding: {
-          x: { field: 'from', type: 'quantitative' },
-          y,
-          color,
-          shape,
-          tooltip: [{ field: 'label' }, { field: 'from', title: 't (s)' }],
-        },
-      },
-    ],
+    layer: layers.length > 0 ? layers : [{ data: { values: [{}] }, mark: { type: 'text', text: 'no timeline marks' } }],
   };
   const view = new vega.View(vega.parse(compile(spec as never).spec), { renderer: 'none', logLevel: vega.Warn });
   return view.toSVG();

@@ -374,3 +374,24 @@ test('the main story on the real code follows its inputs (margin 1 s, 12 chunks)
     failed.join('\n'),
   );
 });
+
+// Every scenario's picture, not only the main one: one with no pause, or no marks at all, must not warn either.
+test('every scenario draws its timeline with no warning and a legend entry for each kind of mark it uses', async () => {
+  const warnings: string[] = [];
+  const saved = console.warn;
+  console.warn = (...args: unknown[]) => void warnings.push(args.map(String).join(' '));
+  try {
+    for (const s of SCENARIOS) {
+      const r = await s.run();
+      const svg = await timelineSvg(r.title, r.marks);
+      const legend = [...svg.matchAll(/class="mark-text role-legend-label"[^>]*>\s*<text[^>]*>([^<]*)<\/text>/g)].map((m) =>
+        m[1].replace(/&#x27;|&#39;|&apos;/g, "'"),
+      );
+      for (const kind of new Set(r.marks.map((m) => m.kind)))
+        assert.ok(legend.includes(TIMELINE_LEGEND[kind]), `${s.name}: the legend names ${kind}`);
+      assert.deepEqual(warnings, [], `${s.name}: the renderer printed nothing`);
+    }
+  } finally {
+    console.warn = saved;
+  }
+});

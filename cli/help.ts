@@ -182,14 +182,16 @@ Exit codes: 0 released or stopped, 3 deposed (flipped away, or an append refused
                           [--pause [W:]4s+15s]... [--crash W@25s]... [--clock W:+3s | W:rate=0.001]... [--poll 500ms]
                           [--sweep lease=5..30 margin=0..5[/STEP]] [--json] [--svg FILE] [--png FILE]
 
-A deterministic discrete-event simulator of the reference's world (docs/SIMULATOR.md): workers with their own clocks,
-the network, a 3-node lock service, a DynamoDB lock item, Redis and Redlock, the store with its fence, the S3
-manifest and the sweeper. A scenario prints its event table and checks the reference's numbers against the models'
-(exit 4 if one fails). what-if runs the billing job on a lock item with your settings and faults (A holds first, B
+The reference's scenarios, deterministic (docs/SIMULATOR.md). What Fencepost implements runs on the real code on
+virtual time and the in-memory stores (main-story, wall-step, ttl-epochs, election, handover, restore, the clock-free
+claim rule); what it does not runs on small models (the reference's 3-node lock service, Redis and Redlock, the
+clock-comparing claim rules). A scenario prints its event table, its inputs and its checks, each expectation computed
+from the inputs (exit 4 if one fails). what-if runs the billing job on a lock item with your settings and faults (A holds first, B
 and every worker you name claim by --rule; default pause A:4s+15s) and answers: overlap of two holders, writes
 refused by the fence, invoices written twice with and without the fence, the longest time with no owner, and the
-earliest safe takeover. --sweep runs a grid (one row per setting; invalid cells are named) and says how long it took.
---svg/--png write the timeline: held intervals, stop times, deadlines, pauses, fence raises, refused writes.`,
+earliest safe takeover; a renewal period not below lease - margin is refused. --sweep runs a grid (one row per
+setting; invalid cells are named) and says how long it took. --svg/--png write the timeline: held intervals, pauses,
+stop times, deadlines, fence raises, refused writes, with a legend and the faults under the title.`,
 
   local: `Usage: fencepost local [--data-dir D] [--dynamodb-port N] [--s3-port N]
 

@@ -14,9 +14,17 @@ import { writeFileSync } from 'node:fs';
 import { ConfigError } from '../core/errors';
 import { secs, type SimRow, type TimelineMark } from '../core/sim/engine';
 import { CLAIM_RULES, type ClaimRule } from '../core/sim/lock-item';
-import type { Check } from '../core/sim/scenario';
+import type { Check, ScenarioInput } from '../core/sim/scenario';
 import { SCENARIOS } from '../core/sim/scenarios/index';
-import { sweepGrid, whatIf, WHAT_IF_DEFAULTS, type SweepAxis, type WhatIfAnswers, type WhatIfSettings } from '../core/sim/what-if';
+import {
+  leaseRelationProblems,
+  sweepGrid,
+  whatIf,
+  WHAT_IF_DEFAULTS,
+  type SweepAxis,
+  type WhatIfAnswers,
+  type WhatIfSettings,
+} from '../core/sim/what-if';
 import { parseCommand, REPEATED_SEPARATOR } from './options';
 import { textTable } from '../harness/text-table';
 import type { WorldName } from '../harness/explore/worlds';
@@ -119,11 +127,7 @@ function whatIfSettings(values: Values): { settings: WhatIfSettings; axes: Sweep
   }
   if (axes.length === 0 && values.sweep === undefined) {
     // Relation checks only for a single run: a sweep reports its invalid cells instead.
-    const w = settings;
-    if (w.marginMs >= w.leaseMs)
-      problems.push(`--margin (${w.marginMs / 1000} s) must be below --lease (${w.leaseMs / 1000} s): the stop time would come at the send`);
-    if (w.renewMs >= w.leaseMs)
-      problems.push(`--renew (${w.renewMs / 1000} s) must be below --lease (${w.leaseMs / 1000} s): the lease would run out between renewals`);
+    problems.push(...leaseRelationProblems(settings));
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return { settings, axes };
@@ -147,7 +151,15 @@ function checksText(checks: readonly Check[]): string {
   const failed = checks.filter((c) => !c.ok);
   return [
     `checks: ${checks.length - failed.length} of ${checks.length} hold`,
-    ...checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.what}: ${String(c.actual)}${c.ok ? '' : ` (the reference: ${String(c.expected)})`}`),
+    ...checks.map((c) => `  ${c.ok ? 'ok  ' : 'FAIL'} ${c.what}: ${String(c.actual)}${c.ok ? '' : ` (expected: ${String(c.expected)})`}`),
+  ].join('\n');
+}
+
+/** The scenario's inputs, each with where it comes from: what the checks' expectations are computed from. */
+function inputsText(inputs: readonly ScenarioInput[]): string {
+  return [
+    'inputs (what the scenario assumes; the checks compute their expectations from these):',
+    ...inputs.map((i) => `  ${i.name}: ${i.unit === 'ms' ? `${secs(i.value)} s` : i.value.toLocaleString('en-US')} (${i.note})`),
   ].join('\n');
 }
 
@@ -207,11 +219,31 @@ export async function simulate(
     throw new ConfigError([
       `unknown scenario ${JSON.stringify(name)}; scenarios are ${[...SCENARIOS.map((s) => s.name), 'what-if'].join(', ')} (fencepost simulate --list)`,
     ]);
-  const result = scenario.run();
+  const result = await scenario.run();
   const ok = result.checks.every((c) => c.ok);
   if (values.json)
-    out(JSON.stringify({ scenario: result.name, title: result.title, claim: result.claim, rows: result.rows, checks: result.checks, ok }));
-  else out([`${result.title}\n(${result.claim})`, '', eventTable(result.rows), '', checksText(result.checks)].join('\n'));
+    out(
+      JSON.stringify({
+        scenario: result.name,
+        title: result.title,
+        claim: result.claim,
+        ...(result.inputs ? { inputs: result.inputs } : {}),
+        rows: result.rows,
+        checks: result.checks,
+        ok,
+      }),
+    );
+  else
+    out(
+      [
+        `${result.title}\n(${result.claim})`,
+        '',
+        eventTable(result.rows),
+        '',
+        ...(result.inputs ? [inputsText(result.inputs), ''] : []),
+        checksText(result.checks),
+      ].join('\n'),
+    );
   await writePictures(values, result.title, result.marks, err);
   return ok ? EXIT_OK : EXIT_CHECK_FAILED;
 }

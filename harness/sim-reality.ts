@@ -1,28 +1,29 @@
 /**
- * The check against reality (issue 13, item 5): the simulator, given the schedule of `fencepost story`
- * (harness/story.ts), predicts the outcome and the token order; test/story.test.ts runs the real processes
- * too and compares.
+ * The check against reality (issue 13, item 5; issue 19, item 5): the schedule of `fencepost story`
+ * (harness/story.ts) played by the REAL code on virtual time (core/sim/real.ts: runJob, the lease, the fenced batch
+ * and the Sweeper on the in-memory stores) predicts the outcome and the token order; test/story.test.ts runs the
+ * real processes on DynamoDB Local too and compares. What differs between the two is the runtime (processes, signals,
+ * a real store), not the code.
  *
- * The schedule, as story.ts plays it: the lease, renewal and margin of storyLease(timeScale) on a DynamoDB lock item
- * with the clock-free claim rule (core/lease.ts); A claims, raises the fence, commits chunk 0, and freezes right
- * after a passed check for chunk 1's first batch; B starts once A is frozen and claims after watching A's rvn for a
- * full lease; A is continued once B has raised the fence; B is killed after committing one chunk; the sweeper (every
- * lease/2, two sightings a lease apart with the same rvn) re-queues the orphan and starts C, which claims, completes
- * and releases. Chunk and batch times are rough (50 ms a transaction): the prediction is the order and the numbers.
+ * The schedule, as story.ts plays it: the lease, renewal and margin of storyLease(timeScale); A claims, raises the
+ * fences, commits chunk 0, and freezes right after a passed check for chunk 1's first batch; B starts once A is
+ * frozen and claims after watching A's rvn for a full lease; A is continued once B has raised the fences; B is killed
+ * after committing one chunk; the sweeper (every lease/2, two sightings a lease apart with the same rvn) re-queues the
+ * orphan and starts C, which claims, completes and releases.
  */
-import { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION } from '../core/config';
-import { pollMsOf } from '../core/lease';
-import { Sim, type SimRow } from '../core/sim/engine';
-import { Holder } from '../core/sim/holder';
-import { DynamoLockItem, ItemClaimant } from '../core/sim/lock-item';
-import { FencedStore } from '../core/sim/store';
-import { SimSweeper } from '../core/sim/sweeper';
-import { Worker } from '../core/sim/worker';
+import { writeBatch } from '../core/batch';
+import { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION, type LeaseConfig } from '../core/config';
+import { FencedOutError } from '../core/errors';
+import type { FencepostEvent } from '../core/events';
+import { jobKeys } from '../core/job-keys';
+import { runJob, type ChunkWork } from '../core/job';
+import type { SimRow } from '../core/sim/engine';
+import { NO_DDB, REAL_TABLES, RealWorld, type RealWorker } from '../core/sim/real';
+import { Sweeper, SWEEPER_DEFAULTS } from '../core/sweeper';
 import { STORY_NIGHT, storyLease } from './story';
 
 const CHUNKS = Math.ceil(STORY_NIGHT.invoices / STORY_NIGHT.chunkSize);
-const TX_PER_CHUNK = Math.ceil(STORY_NIGHT.chunkSize / MAX_PUTS_PER_TRANSACTION);
-const TX_MS = 50;
+const DATE = '2026-09-28';
 
 export interface StoryPrediction {
   readonly rows: readonly SimRow[];
@@ -30,97 +31,116 @@ export interface StoryPrediction {
   readonly tokens: readonly { readonly actor: string; readonly token: number }[];
   /** The fence A's late batch met. */
   readonly lateBatchFence?: number;
-  /** The job row's state at the end. */
+  /** The job row's state right after the sweeper's re-queue, and at the end. */
+  readonly requeuedState?: string;
   readonly finalState: string;
 }
 
-export function predictStory(timeScale: number): StoryPrediction {
-  const timing = storyLease(timeScale);
-  const poll = pollMsOf(timing);
-  const sim = new Sim(1);
-  const item = new DynamoLockItem(sim);
-  const store = new FencedStore(sim);
-  const tokens: { actor: string; token: number }[] = [];
-  let lateBatchFence: number | undefined;
-  const workers = new Map<string, Worker>();
+const describe = (e: FencepostEvent): Omit<SimRow, 't' | 'actor'> | undefined =>
+  e.event === 'claim'
+    ? { event: 'claims the lease', token: e.token }
+    : e.event === 'fence-raised'
+      ? { event: 'raises the fence', token: e.token, fence: e.token }
+      : e.event === 'batch-rejected'
+        ? { event: 'late batch REFUSED by the fence', token: e.token, fence: e.fence }
+        : e.event === 'requeued'
+          ? { event: 're-queues the orphan', fence: e.fence }
+          : e.event === 'completed'
+            ? { event: 'completes the night', token: e.token }
+            : e.event === 'released'
+              ? { event: 'releases the lock', token: e.token }
+              : undefined;
 
-  /** Claim by the clock-free rule (polling every lease/20), raise the fence first, then work the chunks. */
-  const runWorker = (
-    name: string,
-    at: number,
-    onChunk: (h: Holder, chunk: number, tx: number) => 'go' | 'freeze' | 'stop',
-    onRaised?: () => void,
-  ) => {
-    const w = new Worker(sim, name);
-    workers.set(name, w);
-    const claimant = new ItemClaimant('clock-free', timing.leaseMs, timing.marginMs);
-    const tryClaim = () => {
-      const step = claimant.decide(item.read(), w.monotonicNow(), w.wallNow());
-      const sent = w.monotonicNow();
-      const epoch = step.claim
-        ? item.claim(name, 'clock-free', { claimantWallMs: w.wallNow(), leaseMs: timing.leaseMs, marginMs: timing.marginMs, seenRvn: step.seenRvn })
-        : undefined;
-      if (epoch === undefined) return w.afterMonotonic(poll, tryClaim);
-      tokens.push({ actor: name, token: epoch });
-      const h = new Holder(w, epoch, { ...timing }, sent, (done) => done(item.renew(name, epoch, w.wallNow())));
-      h.logRenewals = false;
-      if (store.raise(name, epoch) === undefined) return;
-      onRaised?.();
-      const next = (chunk: number, tx: number) => {
-        if (chunk >= CHUNKS) {
-          if (store.complete(name, epoch) && item.release(name, epoch)) h.end('completes the night and releases');
-          return;
+export async function predictStory(timeScale: number): Promise<StoryPrediction> {
+  const config: LeaseConfig = { ...storyLease(timeScale), claimBudget: LEASE_DEFAULTS.claimBudget };
+  const world = new RealWorld(0, config.leaseMs, describe);
+  const keys = jobKeys('story');
+  const jobId = keys.job(DATE);
+  let requeuedState: string | undefined;
+
+  /** The night's chunks in batches of 99, each checked; `before` may freeze or kill the worker at a (chunk, batch). */
+  const work =
+    (w: RealWorker, before: (chunk: number, batch: number) => Promise<void> | void): ChunkWork<number> =>
+    async ({ lease, fence, chunk }) => {
+      for (let batch = 0, from = 0; from < STORY_NIGHT.chunkSize; batch++, from += MAX_PUTS_PER_TRANSACTION) {
+        lease.check();
+        await before(chunk, batch);
+        const puts = Array.from({ length: Math.min(MAX_PUTS_PER_TRANSACTION, STORY_NIGHT.chunkSize - from) }, (_, k) => ({
+          table: 'invoices',
+          item: { pk: { S: `inv#${DATE}#${chunk * STORY_NIGHT.chunkSize + from + k}` } },
+        }));
+        try {
+          await writeBatch(fence, lease.token, puts);
+        } catch (err) {
+          if (err instanceof FencedOutError) w.events.emit('batch-rejected', { token: lease.token, chunk, batch, fence: err.fence });
+          throw err;
         }
-        if (!h.mayAct()) return h.end('stop time passed');
-        const what = onChunk(h, chunk, tx);
-        if (what === 'stop') return;
-        if (what === 'freeze') w.freeze('SIGSTOP right after a passed check');
-        w.act(sim.now + TX_MS, () => {
-          if (!store.write(name, epoch, `chunk ${chunk} tx ${tx}`, 99)) {
-            if (name === 'A') lateBatchFence = store.row.fence;
-            return h.end('late batch refused by the fence');
-          }
-          if (tx + 1 < TX_PER_CHUNK) return next(chunk, tx + 1);
-          sim.log(name, `commits chunk ${chunk}`, { token: epoch });
-          next(chunk + 1, 0);
-        });
-      };
-      next(store.written.size === 0 ? 0 : Math.floor(store.written.size / TX_PER_CHUNK), 0);
+      }
+      return chunk;
     };
-    w.act(at, tryClaim);
-    return w;
-  };
+  const start = (w: RealWorker, before: (chunk: number, batch: number) => Promise<void> | void = () => undefined) =>
+    void runJob(
+      { ddb: NO_DDB, tables: REAL_TABLES, clock: w, events: w.events, store: w.jobs, lockStore: w.locks, random: () => 0.5 },
+      { keys, date: DATE, chunks: CHUNKS, holder: w.name, config },
+      work(w, before),
+    ).catch(() => undefined);
 
-  // 1.–2. A works until its check for chunk 1, batch 0 passes, then freezes; B starts once A is frozen.
-  runWorker('A', 0, (_h, chunk, tx) => {
-    if (chunk === 1 && tx === 0 && !workers.has('B')) {
-      // 3. B takes over; A is continued once B has raised the fence.
-      runWorker(
-        'B',
-        sim.now,
-        (_hb, c) => (c >= 2 ? (killB(), 'stop') : 'go'), // 4. killed after committing one chunk
-        () => workers.get('A')!.wake(),
-      );
-      return 'freeze';
-    }
-    return 'go';
-  });
-  // 5. Once B is dead the sweeper starts: every lease/2, two sightings a lease apart with the same rvn; the re-queue starts C.
-  const killB = () => {
-    workers.get('B')!.crash(sim.now);
-    startSweeper();
+  const [A, B, C, sweeperWorker] = ['A', 'B', 'C', 'sweeper'].map((n) => world.worker(n));
+  const sweeper = new Sweeper(
+    {
+      ddb: NO_DDB,
+      jobs: REAL_TABLES.jobs,
+      locks: REAL_TABLES.locks,
+      clock: sweeperWorker,
+      events: sweeperWorker.events,
+      store: sweeperWorker.jobs,
+      lockStore: sweeperWorker.locks,
+    },
+    { ...SWEEPER_DEFAULTS, leaseMs: config.leaseMs },
+  );
+  let done = false;
+  C.events.on((e) => (done ||= e.event === 'completed'));
+  let cStarted = false;
+  const sweepLoop = () => {
+    if (done) return;
+    void sweeper
+      .sweep(() => {
+        if (cStarted) return;
+        cStarted = true;
+        start(C);
+      })
+      .then(async (report) => {
+        if (report.requeued.length > 0) requeuedState = (await world.jobs.readJob(jobId))?.state;
+        sweeperWorker.after(Math.max(100, Math.round(config.leaseMs / 2)), sweepLoop);
+      });
   };
-  const startSweeper = () =>
-    new SimSweeper(
-      sim,
-      store,
-      () => {
-        const it = item.read();
-        return it?.holder === undefined ? 'free' : (it.rvn ?? 'free');
-      },
-      () => runWorker('C', sim.now, () => 'go'),
-      { everyMs: Math.max(100, Math.round(timing.leaseMs / 2)), confirmMs: timing.leaseMs, firstAt: sim.now },
-    );
-  sim.run(60 * LEASE_DEFAULTS.leaseMs);
-  return { rows: sim.rows, tokens, lateBatchFence, finalState: store.row.state };
+  // 4. B is killed after committing one chunk: at the first check of its second chunk; then the sweeper starts.
+  let bChunks = 0;
+  let bLastChunk: number | undefined;
+  const killB = (chunk: number) => {
+    if (chunk !== bLastChunk) [bChunks, bLastChunk] = [bChunks + 1, chunk];
+    if (bChunks < 2) return;
+    B.crash();
+    sweepLoop();
+    return new Promise<void>(() => undefined); // a killed process never goes on
+  };
+  // 3. A is continued once B has raised the fences.
+  B.events.on((e) => e.event === 'fence-raised' && A.wake());
+  // 1.–2. A freezes right after a passed check for chunk 1's first batch; B starts once A is frozen.
+  start(A, (chunk, batch) => {
+    if (chunk === 1 && batch === 0 && !cStarted && bLastChunk === undefined) {
+      A.freeze('SIGSTOP right after a passed check');
+      start(B, killB);
+    }
+  });
+  await world.clock.runUntilIdle();
+  const tokens = world.events.flatMap((x) => (x.e.event === 'claim' ? [{ actor: x.e.worker, token: x.e.token }] : []));
+  const late = world.events.find((x) => x.e.worker === 'A' && x.e.event === 'batch-rejected')?.e;
+  return {
+    rows: world.rows,
+    tokens,
+    lateBatchFence: late?.event === 'batch-rejected' ? late.fence : undefined,
+    requeuedState,
+    finalState: (await world.jobs.readJob(jobId))?.state ?? 'never raised',
+  };
 }

@@ -10,6 +10,9 @@ import { MUTATIONS } from '../harness/explore/mutations';
 import { VirtualClock } from '../core/clock';
 import { Actor, Scheduler } from '../harness/explore/scheduler';
 import { runSchedule, type ScheduleResult } from '../harness/explore/world';
+import { WORLD_NAMES, WORLDS, worldOf, worldsFor } from '../harness/explore/worlds';
+import { parseSimulate, simulate } from '../cli/simulate';
+import { ConfigError } from '../core/errors';
 
 test('50 schedules from seed 42 on the real code: no violation, faults injected, and the same digest twice', async () => {
   const first = await explore(42, 50, { world: 'night' });
@@ -215,7 +218,6 @@ test(`StartExecution delivered twice or retried under the same name starts one r
 // All worlds (the CLI's default): the seed picks the world among those that take the mutation, so the same seed is
 // the same schedule, and the replay command names its world.
 test('--world all: each seed runs the world it picks, replays alone in that world, and the digest repeats', async () => {
-  const { WORLD_NAMES, worldOf, worldsFor, WORLDS } = await import('../harness/explore/worlds');
   const picked: string[] = [];
   const first = await explore(42, 6, { onSchedule: (_r, world) => void picked.push(world) });
   assert.deepEqual(
@@ -234,8 +236,6 @@ test('--world all: each seed runs the world it picks, replays alone in that worl
 });
 
 test('simulate explore bad input: one clear line per problem, and nothing run', async () => {
-  const { parseSimulate, simulate } = await import('../cli/simulate');
-  const { ConfigError } = await import('../core/errors');
   const problems = (args: string[]) =>
     simulate(parseSimulate(['explore', ...args])).then(
       () => ['ran'],

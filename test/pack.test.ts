@@ -66,7 +66,7 @@ async function main(): Promise<void> {
     return { token: lease.token, stale };
   });
   // The simulator, from its own entry: the main story's checks, and the default what-if's refused zombie write.
-  const story = SCENARIOS.find((x) => x.name === 'main-story')!.run();
+  const story = await SCENARIOS.find((x) => x.name === 'main-story')!.run();
   const sim = { storyChecksHold: story.checks.every((c) => c.ok), refusedWrites: whatIf(WHAT_IF_DEFAULTS).answers.refusedWrites };
   console.log(JSON.stringify({ ...result, sim }));
 }

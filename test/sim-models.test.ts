@@ -27,15 +27,13 @@ test('engine: events run in true-time order, ties in the order scheduled; the sa
   assert.notEqual(new Rng(1).next(), new Rng(2).next());
 });
 
-test('clocks: the monotonic clock runs at its rate; the wall clock has an offset and steps (a step back delays a reading)', () => {
+test('clocks: the monotonic clock runs at its rate; the wall clock has an offset and steps', () => {
   const c = new WorkerClock({ rate: 0.01, offsetMs: 3_000, steps: [{ at: 16_000, byMs: -3_000 }] });
   assert.equal(c.monotonic(10_000), 10_100);
   assert.equal(c.trueAtMonotonic(10_100), 10_000);
   assert.equal(c.wall(10_000), 13_000);
   assert.equal(c.wall(16_000), 16_000);
-  const b = new WorkerClock({ steps: [{ at: 16_000, byMs: -3_000 }] });
-  assert.equal(b.firstTrueAtWall(21_500, 13_500), 24_500, 'B reads 21.5 on its wall clock only at true 24.5');
-  assert.equal(new WorkerClock().firstTrueAtWall(21_500, 0), 21_500);
+  assert.equal(new WorkerClock({ steps: [{ at: 16_000, byMs: -3_000 }] }).wall(16_000), 13_000, 'a step back at 16.0');
 });
 
 test('worker: a pause defers what it was about to do to its wake-up; a crash drops everything after it', () => {
@@ -142,7 +140,7 @@ test('lock service: with two of three nodes down nothing commits; a restore forg
   assert.equal((s2.acquire('job', 'D', 10_000) as { revision: number }).revision, 1_000_015);
 });
 
-test('lock item: the three claim rules; the epoch only grows; release keeps the item; TTL takes the epoch with it', () => {
+test('lock item: the three claim rules; the epoch only grows; release keeps the item', () => {
   const sim = new Sim();
   const item = new DynamoLockItem(sim);
   assert.equal(item.claim('A', 'clock-free', { claimantWallMs: 0, marginMs: 2_000, leaseMs: 10_000 }), 1);
@@ -158,8 +156,6 @@ test('lock item: the three claim rules; the epoch only grows; release keeps the 
   assert.equal(item.release('D', 2), true);
   assert.equal(item.read()?.epoch, 2);
   assert.equal(item.claim('A', 'clock-free', { claimantWallMs: 0, marginMs: 0, leaseMs: 10_000 }), 3);
-  item.ttlDelete();
-  assert.equal(item.claim('E', 'clock-free', { claimantWallMs: 0, marginMs: 0, leaseMs: 10_000 }), 1);
 });
 
 test('lock item claimant: the clock-free rule is core/lease.ts nextClaimStep: claim once the rvn stayed unchanged a full lease', () => {

@@ -44,16 +44,17 @@ test(
       assert.ok(result.audit.ok, storyTable(result));
       assert.equal(result.audit.invoicesFound, 2000);
       assert.match(storyTable(result), /t \(s\)\s+actor\s+event\s+token\s+fence\s+state/);
-      // The check against reality (docs/SIMULATOR.md): the simulator, given the story's schedule at the same time
-      // scale, predicts the same token order, the fence A's late batch met, and the state at the end. (Not the state
-      // after the re-queue: the model writes QUEUED as the reference does; the project keeps the row RUNNING.)
-      const predicted = predictStory(0.25);
+      // The check against reality (docs/SIMULATOR.md): the same code on virtual time and the in-memory stores, given
+      // the story's schedule at the same time scale, predicts the same token order, the fence A's late batch met, the
+      // state right after the re-queue (RUNNING: the project's sweeper leaves the row in the index) and at the end.
+      const predicted = await predictStory(0.25);
       assert.deepEqual(
         result.rows.filter((r) => /claims the lease/.test(r.event)).map((r) => `${r.actor}:${String(r.token)}`),
         predicted.tokens.map((t) => `${t.actor}:${t.token}`),
         'the same claims, in the same order, with the same tokens',
       );
       assert.equal(order[4]!.fence, predicted.lateBatchFence);
+      assert.equal(order[6]!.state, predicted.requeuedState);
       assert.equal(result.audit.state, predicted.finalState);
     } finally {
       clients.destroy();

@@ -48,15 +48,4 @@ export class WorkerClock {
   wall(t: number): number {
     return t + this.offsetMs + this.steps.filter((s) => s.at <= t).reduce((sum, s) => sum + s.byMs, 0);
   }
-
-  /** The first true time at or after `from` when the wall clock reads at least w (a step back delays it). */
-  firstTrueAtWall(w: number, from = 0): number {
-    // The wall clock is t + c on each stretch between steps: solve per stretch, in order.
-    const bounds = [from, ...this.steps.map((s) => s.at).filter((a) => a > from), Number.POSITIVE_INFINITY];
-    for (let i = 0; i < bounds.length - 1; i++) {
-      const t = Math.max(bounds[i], w - (this.wall(bounds[i]) - bounds[i]));
-      if (t < bounds[i + 1]) return t;
-    }
-    return Number.POSITIVE_INFINITY;
-  }
 }

@@ -37,6 +37,8 @@ export class Holder {
   readonly failedRenewals: number[] = [];
   /** Send times (true) of the renewals that succeeded: the last is what the authority last applied. */
   readonly renewals: number[] = [];
+  /** Every stop time the holder set, in true time, with the send time it was computed from (the claim's first). */
+  readonly stops: { readonly sentAt: number; readonly stopAt: number }[] = [];
   /** Log renewals (a busy table can turn them off). */
   logRenewals = true;
   private sim: Sim;
@@ -52,6 +54,7 @@ export class Holder {
     this.sim = worker.sim;
     this.since = worker.sim.now;
     this.stopAtMono = sentAtMono + timing.leaseMs - timing.marginMs;
+    this.stops.push({ sentAt: worker.clock.trueAtMonotonic(sentAtMono), stopAt: this.stopAtTrue() });
     worker.sim.mark({ lane: worker.name, kind: 'stop', from: this.stopAtTrue(), label: `stop ${(this.stopAtTrue() / 1000).toFixed(1)}` });
     if (renewOp) worker.afterMonotonic(timing.renewMs, () => this.renew());
   }
@@ -59,6 +62,11 @@ export class Holder {
   /** The stop time in true time (what the monotonic clock reads stop_at). */
   stopAtTrue(): number {
     return this.worker.clock.trueAtMonotonic(this.stopAtMono);
+  }
+
+  /** The stop time in force at true time t: the last one set at or before t. */
+  stopAtTrueAt(t: number): number | undefined {
+    return this.stops.filter((x) => x.sentAt <= t).at(-1)?.stopAt;
   }
 
   /** BEFORE EVERY ACTION: monotonic now < stop_at, and the tenure was not ended. */
@@ -79,6 +87,7 @@ export class Holder {
       if (ok === true) {
         this.stopAtMono = sentAtMono + this.timing.leaseMs - this.timing.marginMs; // 3.
         this.renewals.push(sentAt);
+        this.stops.push({ sentAt, stopAt: this.stopAtTrue() });
         this.failing = false;
         if (this.logRenewals)
           this.sim.log(this.worker.name, 'renews', {

@@ -8,7 +8,7 @@
  *               full lease on its own monotonic clock: core/lease.ts `nextClaimStep`, the library's own rule.
  * The two clock rules compare one machine's wall clock with another's (Part 3): an offset bigger than the margin
  * lets a claim in while the holder still has the right to act. The epoch is if_not_exists(epoch, 0) + 1 on every
- * claim; release clears holder and keeps the item. A TTL delete removes the item, and with it the epoch (Part 5).
+ * claim; release clears holder and keeps the item (TTL's reset of the epoch runs on the real code: scenarios/epochs.ts).
  * Left out: the transaction conflicts and throttling of the real table, and eventually consistent reads.
  */
 import { nextClaimStep, type Watch } from '../lease';
@@ -84,12 +84,6 @@ export class DynamoLockItem {
     this.item = { rvn: this.newRvn(), epoch, leaseUntil: 0 };
     this.sim.log(me, 'releases: clears holder, keeps the item', { token: epoch, note: `epoch stays ${epoch}` });
     return true;
-  }
-
-  /** DynamoDB's Time to Live deletes the item (typically within days of expiry): the epoch goes with it. */
-  ttlDelete(): void {
-    this.sim.log(this.name, 'TTL deletes the item', { note: `epoch ${this.item?.epoch ?? '-'} is gone with it` });
-    this.item = undefined;
   }
 }
 

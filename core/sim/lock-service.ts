@@ -90,19 +90,6 @@ export class ConsensusLockService {
     return { ok: true, leaseId, revision: this.revision };
   }
 
-  /** Candidates in an election (Part 7) create their own key; it leads when it has the lowest create revision. */
-  campaign(prefix: string, holder: string, ttlMs: number): Acquired {
-    return this.acquire(`${prefix}/${holder}`, holder, ttlMs);
-  }
-
-  /** The create revision of every key under `prefix`, lowest first: the election's queue. */
-  queue(prefix: string): { key: string; revision: number }[] {
-    return [...this.keys.entries()]
-      .filter(([k]) => k.startsWith(`${prefix}/`))
-      .map(([key, v]) => ({ key, revision: v.createRevision }))
-      .sort((a, b) => a.revision - b.revision);
-  }
-
   /** A key written by someone else (another job on the same service): it only moves the revision counter on. */
   put(key: string): boolean {
     if (!this.quorum()) return false;
@@ -148,6 +135,7 @@ export class ConsensusLockService {
    * from its own now, or from the last checkpointed remaining TTL (Part 8).
    */
   crashNode(i: number, at: number): void {
+    this.sim.mark({ lane: this.name, kind: 'crash', from: at, label: `${this.nodeName(i)}${i === this.leader ? ' (leader)' : ''} dies` });
     this.sim.at(at, () => {
       this.up[i] = false;
       this.sim.log(this.nodeName(i), this.leader === i ? 'leader dies; every deadline in its memory is gone' : 'dies');

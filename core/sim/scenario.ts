@@ -17,6 +17,18 @@ export interface Check {
   readonly ok: boolean;
 }
 
+/** One input of a scenario: a number the scenario assumes (the reference's, or an assumption), not an outcome. */
+export interface ScenarioInput {
+  /** What it is, in the reference's words. */
+  readonly name: string;
+  /** Its value: ms for a duration or a time, else a count. */
+  readonly value: number;
+  /** Whether `value` is a duration or time in ms (printed in seconds) or a count. */
+  readonly unit: 'ms' | 'count';
+  /** Where it comes from: the reference's figure, or an assumption and why. */
+  readonly note: string;
+}
+
 /** What a scenario's run returns: its event table, its timeline and its checks. */
 export interface ScenarioResult {
   /** The scenario's name (`fencepost simulate <name>`). */
@@ -31,6 +43,8 @@ export interface ScenarioResult {
   readonly marks: readonly TimelineMark[];
   /** The reference's numbers against the models'. */
   readonly checks: readonly Check[];
+  /** The inputs the scenario assumed, when it states them (`fencepost simulate` prints them before the checks). */
+  readonly inputs?: readonly ScenarioInput[];
 }
 
 /** A named, runnable scenario: it sets the schedule the reference assumes; the models compute the rest. */
@@ -41,8 +55,8 @@ export interface Scenario {
   readonly title: string;
   /** The reference Part(s) and the claim the scenario shows. */
   readonly claim: string;
-  /** Run it (deterministic: the same result every time). */
-  run(): ScenarioResult;
+  /** Run it (deterministic: the same result every time). A scenario on the real code is asynchronous. */
+  run(): ScenarioResult | Promise<ScenarioResult>;
 }
 
 /** Collects checks: `eq` compares a model's output with the reference's number (seconds to the hundredth). */

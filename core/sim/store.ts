@@ -32,6 +32,8 @@ export class FencedStore {
   readonly written = new Map<string, string[]>();
   refused = 0;
   accepted = 0;
+  /** Invoices in every accepted write (a batch written twice counts twice). */
+  invoices = 0;
 
   constructor(
     private readonly sim: Sim,
@@ -60,6 +62,7 @@ export class FencedStore {
     if (this.fenced && (token === undefined || !fenceAccepts(this.row.fence, token))) return this.refuse(who, token ?? 0, batch) !== undefined;
     this.written.set(batch, [...(this.written.get(batch) ?? []), `${who}:${token ?? '-'}`]);
     this.accepted++;
+    this.invoices += invoices;
     const twice = (this.written.get(batch)?.length ?? 0) > 1;
     this.sim.log(who, `writes ${batch}`, {
       token,

@@ -59,16 +59,32 @@ export const WHAT_IF_DEFAULTS: WhatIfSettings = {
 const INVOICES_PER_BATCH = 99;
 const BUILD_MS = 100;
 
+/**
+ * The lease's own relations, one sentence each: a margin below the lease, and a renewal period below lease − margin
+ * (a renewal at or after the stop time comes too late: the holder gives the lease up between renewals).
+ */
+export function leaseRelationProblems(w: Pick<WhatIfSettings, 'leaseMs' | 'renewMs' | 'marginMs'>): string[] {
+  const p: string[] = [];
+  const sec = (ms: number) => `${ms / 1000} s`;
+  if (w.marginMs >= w.leaseMs) {
+    p.push(`--margin (${sec(w.marginMs)}) must be below --lease (${sec(w.leaseMs)}): the stop time would come at or before the send`);
+    if (w.renewMs >= w.leaseMs)
+      p.push(`--renew (${sec(w.renewMs)}) must be below --lease (${sec(w.leaseMs)}): the lease would run out between renewals`);
+  } else if (w.renewMs >= w.leaseMs - w.marginMs)
+    p.push(
+      `--renew (${sec(w.renewMs)}) must be below --lease − --margin (${sec(w.leaseMs)} − ${sec(w.marginMs)} = ${sec(w.leaseMs - w.marginMs)}): ` +
+        'the stop time would come before the next renewal',
+    );
+  return p;
+}
+
 /** Every problem with the settings, one sentence each (the CLI prints one line per problem). */
 function whatIfProblems(w: WhatIfSettings): string[] {
   const p: string[] = [];
   if (!(w.leaseMs > 0)) p.push(`--lease must be above 0, got ${w.leaseMs} ms`);
   if (!(w.renewMs > 0)) p.push(`--renew must be above 0, got ${w.renewMs} ms`);
   if (!(w.marginMs >= 0)) p.push(`--margin must be 0 or more, got ${w.marginMs} ms`);
-  if (w.marginMs >= w.leaseMs)
-    p.push(`--margin (${w.marginMs / 1000}s) must be below --lease (${w.leaseMs / 1000}s): the stop time would come at or before the send`);
-  if (w.renewMs >= w.leaseMs)
-    p.push(`--renew (${w.renewMs / 1000}s) must be below --lease (${w.leaseMs / 1000}s): the lease would run out between renewals`);
+  p.push(...leaseRelationProblems(w));
   if (!CLAIM_RULES.includes(w.rule)) p.push(`--rule must be one of ${CLAIM_RULES.join(', ')}, got ${JSON.stringify(w.rule)}`);
   return p;
 }

@@ -55,7 +55,7 @@ export class Worker {
   /** Crash at true time `at`: it never acts again (and, crashed, it releases nothing). */
   crash(at: number): void {
     this.crashedAt = at;
-    this.sim.mark({ lane: this.name, kind: 'crash', from: at, label: 'dies' });
+    this.sim.mark({ lane: this.name, kind: 'crash', from: at, label: `${this.name} dies` });
     this.sim.at(at, () => this.sim.log(this.name, 'dies (crash)'));
   }
 

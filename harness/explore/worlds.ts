@@ -18,7 +18,7 @@ export const WORLDS = {
   night: {
     about: 'runJob, the lease and the local Sweeper (harness/explore/world.ts)',
     mutations: MUTATIONS,
-    run: (seed, mutation) => runSchedule(seed, mutation as Mutation | undefined),
+    run: (seed: number, mutation?: string) => runSchedule(seed, mutation as Mutation | undefined),
   },
   workflow: {
     about: "the job's and the sweeper's Lambda handlers under their synthesized state machines (workflow-world.ts)",
@@ -28,7 +28,7 @@ export const WORLDS = {
   election: {
     about: 'election, handover, the restore bump, the manifest and the epoch ledger (election-world.ts)',
     mutations: ELECTION_MUTATIONS,
-    run: (seed, mutation) => runElectionSchedule(seed, mutation),
+    run: (seed: number, mutation?: string) => runElectionSchedule(seed, mutation),
   },
 } as const satisfies Record<string, World>;
 

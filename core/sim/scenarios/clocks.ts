@@ -1,77 +1,125 @@
 /**
  * The clock scenarios (reference Parts 3 and 5): whose clock decides.
  *
- *   wall-step    B's wall clock is stepped back 3 s at 16.0; B times its stop on the monotonic clock (21.5), and a
- *                stop timed on the wall clock would come only at 24.5, after the service's deadline of 23.5.
- *   claim-rules  D replaces B on a DynamoDB lock item, with a wall clock 3 s fast, polling at 0.5, 1.5, …: the three
- *                claim rules of Part 5 side by side (no margin overlaps A by 0.5 s; the other two leave a gap).
- *   ttl-epochs   TTL on the lock item resets the epoch (1, 2, 3, then 1 again); the never-TTL'd item goes on to 4.
+ *   wall-step    B's wall clock is stepped back 3 s at 16.0; the REAL lease stops B by its monotonic clock (21.5), and
+ *                a stop timed on the wall clock would come only at 24.5, after D's clock-free claim at 23.5.
+ *   claim-rules  D replaces B on a DynamoDB lock item, with a wall clock 3 s fast: the three claim rules of Part 5 side
+ *                by side. The two that compare clocks (no margin, margin) are models, polling at 0.5, 1.5, …: Fencepost
+ *                does not implement them (no margin overlaps A by 0.5 s). The clock-free rule is the REAL lease
+ *                (core/lease.ts on the in-memory lock store), polling as the code does: it leaves a gap.
  */
+import { LEASE_DEFAULTS, type LeaseConfig } from '../../config';
+import type { FencepostEvent } from '../../events';
+import { claim, pollMsOf } from '../../lease';
 import { WorkerClock } from '../clocks';
-import { Sim } from '../engine';
-import { Holder, overlapMs } from '../holder';
-import { CLAIM_RULES, DynamoLockItem, ItemClaimant, type ClaimRule } from '../lock-item';
-import { ConsensusLockService } from '../lock-service';
+import { Sim, type SimRow, type TimelineMark } from '../engine';
+import { Holder } from '../holder';
+import { DynamoLockItem, ItemClaimant, type ClaimRule } from '../lock-item';
+import { NO_DDB, REAL_TABLES, RealWorld, type RealWorker } from '../real';
 import { Checks, s, type Scenario } from '../scenario';
-import { FencedStore } from '../store';
 import { Worker } from '../worker';
 import { STORY_TIMING } from './story';
 
 const T = STORY_TIMING;
 
+/** ms → seconds to the hundredth, for an expectation computed from the inputs. */
+const sec = (ms: number): number => Math.round(ms / 10) / 100;
+
+/** B's claim, its wall clock's step, and how often B checks its stop time (the wall-step trace, Part 3). */
+const WALL_STEP = { claimAt: 13_500, stepAt: 16_000, stepMs: -3_000, checkEveryMs: 100 } as const;
+
+/**
+ * The wall-clock step on the REAL lease: B claims the free lock item at 13.5 (one term: no renewals), D starts
+ * watching it at once; B's wall clock is stepped back 3 s at 16.0. B's `Lease.check()` stops it by its monotonic clock;
+ * the same stop reading watched on B's wall clock is reached only 3 s later, after D could claim.
+ */
 export const wallStepScenario: Scenario = {
   name: 'wall-step',
-  title: "B's wall clock steps back 3 s at 16.0: the monotonic stop time holds, a wall-clock one would overrun the deadline",
-  claim: 'Part 3: time every duration on the monotonic clock; a wall clock can be stepped',
-  run() {
-    const sim = new Sim(1);
-    const svc = new ConsensusLockService(sim, { revision: 11 });
-    const B = new Worker(sim, 'B', new WorkerClock({ steps: [{ at: 16_000, byMs: -3_000 }] }));
-    let h: Holder | undefined;
-    let leaseId = 0;
-    let wallStopAt = 0;
-    B.act(13_500, () => {
-      const sentMono = B.monotonicNow();
-      const sentWall = B.wallNow();
-      const r = svc.acquire('billing:2026-09-28', 'B', T.leaseMs);
-      if (!r.ok) return;
-      leaseId = r.leaseId;
-      h = new Holder(B, r.revision, T, sentMono); // this trace follows one term: no renewals
-      sim.log('B', 'acquires the lock', {
-        token: r.revision,
-        note: `deadline ${s(svc.deadlineOf(r.leaseId))}; stop reading ${s(sentWall + T.leaseMs - T.marginMs)}`,
+  title: "B's wall clock steps back 3 s at 16.0: the real lease's monotonic stop time holds, a wall-clock one would overrun the takeover",
+  claim: 'Part 3: time every duration on the monotonic clock; a wall clock can be stepped (core/lease.ts on the in-memory lock store)',
+  async run() {
+    const describe = (e: FencepostEvent) =>
+      e.event === 'claim'
+        ? { event: 'claims the lock item (clock-free)', token: e.token, note: `stop time ${s(e.stopAtMs)} on its monotonic clock` }
+        : undefined;
+    const world = new RealWorld(0, T.leaseMs, describe);
+    const config: LeaseConfig = { ...T, claimBudget: LEASE_DEFAULTS.claimBudget };
+    const [B, D] = ['B', 'D'].map((n) => world.worker(n));
+    const deps = (w: RealWorker) => ({ ddb: NO_DDB, table: REAL_TABLES.locks, clock: w, events: w.events, store: w.locks });
+    const key = 'billing#2026-09-28';
+    let stopReading = 0;
+    let monotonicStop: number | undefined;
+    let wallStop: number | undefined;
+    let dClaim: number | undefined;
+    world.at(WALL_STEP.claimAt, () => {
+      const wallAtSend = B.wallMs();
+      void claim(deps(B), key, 'B', config).then((lease) => {
+        stopReading = wallAtSend + T.leaseMs - T.marginMs;
+        // BEFORE EVERY ACTION: B checks its stop time; the same reading, watched on its wall clock, beside it.
+        const tick = () => {
+          try {
+            lease.check();
+          } catch {
+            if (monotonicStop === undefined) {
+              monotonicStop = world.clock.monotonicMs();
+              world.log('B', 'Lease.check() refuses: the monotonic clock reached the stop time: stops', { token: lease.token });
+            }
+          }
+          if (wallStop === undefined && B.wallMs() >= stopReading) {
+            wallStop = world.clock.monotonicMs();
+            world.log('B', 'the wall clock reaches the stop reading only now', {
+              token: lease.token,
+              note: `its wall clock reads ${s(world.clock.monotonicMs() + B.wallOffsetMs)}`,
+            });
+          }
+          if (monotonicStop === undefined || wallStop === undefined) B.after(WALL_STEP.checkEveryMs, tick);
+        };
+        tick();
       });
-      // The same stop reading, watched on each clock: when does each clock reach it?
-      const stopReading = sentWall + T.leaseMs - T.marginMs;
-      B.act(h.stopAtTrue(), () =>
-        sim.log('B', 'monotonic clock reaches the stop reading: stops', { token: r.revision, note: `monotonic ${s(B.monotonicNow())}` }),
-      );
-      wallStopAt = B.clock.firstTrueAtWall(stopReading, 16_000);
-      B.act(wallStopAt, () => sim.log('B', 'wall clock reaches the stop reading only now', { token: r.revision, note: `wall ${s(B.wallNow())}` }));
+      void claim(deps(D), key, 'D', config).then(() => (dClaim = world.clock.monotonicMs()));
     });
-    sim.at(16_000, () => sim.log('B', 'wall clock stepped back 3 s', { note: `wall now reads ${s(B.wallNow())}` }));
-    const deadline = () => svc.deadlineOf(leaseId);
-    let serviceDeadline: number | undefined;
-    sim.at(13_501, () => (serviceDeadline = deadline()));
-    sim.run(30_000);
-    h?.markHeld();
-    sim.mark({ lane: 'B', kind: 'stop', from: wallStopAt, label: 'wall-clock stop' });
+    world.at(WALL_STEP.stepAt, () => {
+      B.wallOffsetMs += WALL_STEP.stepMs;
+      world.log('B', `wall clock stepped ${WALL_STEP.stepMs < 0 ? 'back' : 'forward'} ${Math.abs(WALL_STEP.stepMs) / 1000} s`);
+    });
+    await world.clock.runUntilIdle();
+    const stop = WALL_STEP.claimAt + T.leaseMs - T.marginMs;
     const checks = new Checks()
-      .eq("B's token", 12, h?.token)
-      .eq("the service's deadline (s)", 23.5, s(serviceDeadline))
-      .eq('the monotonic clock crosses the stop reading at true (s)', 21.5, s(h?.stopAtTrue()))
-      .eq('the wall clock crosses it only at true (s)', 24.5, s(wallStopAt))
-      .eq('that is after the deadline by (s)', 1, s(wallStopAt - (serviceDeadline ?? 0)));
-    return { name: this.name, title: this.title, claim: this.claim, rows: sim.rows, marks: sim.marks, checks: checks.list };
+      .eq(
+        `D claims once B's rvn stayed unchanged a full lease: ${s(WALL_STEP.claimAt)} + ${s(T.leaseMs)} (s)`,
+        sec(WALL_STEP.claimAt + T.leaseMs),
+        s(dClaim),
+      )
+      .eq(
+        `B's check stops it by the monotonic clock at ${s(WALL_STEP.claimAt)} + ${s(T.leaseMs)} - ${s(T.marginMs)} (s)`,
+        sec(stop),
+        s(monotonicStop),
+      )
+      .eq(`the wall clock reaches the stop reading only at ${s(stop)} + ${s(-WALL_STEP.stepMs)} (s)`, sec(stop - WALL_STEP.stepMs), s(wallStop))
+      .eq("that is after D's claim by (s)", sec(stop - WALL_STEP.stepMs - (WALL_STEP.claimAt + T.leaseMs)), s((wallStop ?? 0) - (dClaim ?? 0)));
+    const marks: TimelineMark[] = [
+      { lane: 'B', kind: 'held', from: WALL_STEP.claimAt, to: monotonicStop ?? 0, label: 'token 1' },
+      { lane: 'B', kind: 'stop', from: monotonicStop ?? 0, label: 'monotonic stop' },
+      { lane: 'B', kind: 'stop', from: wallStop ?? 0, label: 'wall-clock stop' },
+      { lane: 'D', kind: 'held', from: dClaim ?? 0, to: (dClaim ?? 0) + T.leaseMs - T.marginMs, label: 'token 2' },
+    ];
+    return { name: this.name, title: this.title, claim: this.claim, rows: world.rows, marks, checks: checks.list };
   },
 };
 
-/** One run of Part 5's trace under one claim rule: A on the item from 0.0, D polling with a clock 3 s fast. */
-function playClaimRule(rule: ClaimRule, sim = new Sim(1), dOffsetMs = 3_000) {
+/** D's wall clock runs this far ahead of true time; D polls once a second from 0.5 under the clock rules (Part 5). */
+const D_OFFSET_MS = 3_000;
+const D_FIRST_POLL_MS = 500;
+const D_POLL_MS = 1_000;
+/** A freezes at 4.0 for 15 s (Part 0), after its renewal at 3.0. */
+const A_PAUSE = { at: 4_000, ms: 15_000 };
+
+/** One run of Part 5's trace under a clock rule, on the model: A on the item from 0.0, D polling with a clock 3 s fast. */
+function playClockRule(rule: Exclude<ClaimRule, 'clock-free'>, sim = new Sim(1)) {
   const item = new DynamoLockItem(sim);
   const A = new Worker(sim, 'A');
-  const D = new Worker(sim, 'D', new WorkerClock({ offsetMs: dOffsetMs }));
-  A.pause(4_000, 15_000);
+  const D = new Worker(sim, 'D', new WorkerClock({ offsetMs: D_OFFSET_MS }));
+  A.pause(A_PAUSE.at, A_PAUSE.ms);
   let a: Holder | undefined;
   let d: Holder | undefined;
   A.act(0, () => {
@@ -85,105 +133,105 @@ function playClaimRule(rule: ClaimRule, sim = new Sim(1), dOffsetMs = 3_000) {
   });
   const claimant = new ItemClaimant(rule, T.leaseMs, T.marginMs);
   const poll = () => {
-    const seen = item.read();
-    const step = claimant.decide(seen, D.monotonicNow(), D.wallNow());
+    const step = claimant.decide(item.read(), D.monotonicNow(), D.wallNow());
     if (step.claim) {
       const sent = D.monotonicNow();
-      const epoch = item.claim('D', rule, { claimantWallMs: D.wallNow(), marginMs: T.marginMs, leaseMs: T.leaseMs, seenRvn: step.seenRvn });
+      const epoch = item.claim('D', rule, { claimantWallMs: D.wallNow(), marginMs: T.marginMs, leaseMs: T.leaseMs });
       if (epoch !== undefined) {
         d = new Holder(D, epoch, T, sent);
         return;
       }
     }
-    D.afterMonotonic(1_000, poll);
+    D.afterMonotonic(D_POLL_MS, poll);
   };
-  D.act(500, poll);
+  D.act(D_FIRST_POLL_MS, poll);
   sim.run(30_000);
   a?.markHeld();
   d?.markHeld();
-  return { sim, a: a!, d };
+  return { sim, claimAt: d?.since, aStop: a!.stopAtTrue() };
+}
+
+/**
+ * The clock-free rule on the REAL code: A claims and renews with core/lease.ts on the in-memory lock store and freezes;
+ * D (its wall clock 3 s fast, which the rule never reads) claims with core/lease.ts `claim`, polling as the code does.
+ */
+async function playClockFree() {
+  const describe = (e: FencepostEvent) =>
+    e.event === 'claim'
+      ? { event: 'claims the lock item (clock-free)', token: e.token, note: `rvn watched unchanged ${e.waitedMs / 1000} s; stop ${s(e.stopAtMs)}` }
+      : e.event === 'renew'
+        ? { event: 'renews the item', token: e.token, note: `stop time ${s(e.stopAtMs)}` }
+        : undefined;
+  const world = new RealWorld(0, T.leaseMs, describe);
+  const config: LeaseConfig = { ...T, claimBudget: LEASE_DEFAULTS.claimBudget };
+  const [A, D] = ['A', 'D'].map((n) => world.worker(n));
+  D.wallOffsetMs = D_OFFSET_MS;
+  const deps = (w: RealWorker) => ({ ddb: NO_DDB, table: REAL_TABLES.locks, clock: w, events: w.events, store: w.locks });
+  const key = 'billing#2026-09-28';
+  void claim(deps(A), key, 'A', config).then((lease) => lease.startHeartbeat());
+  world.at(A_PAUSE.at, () => A.pause(A_PAUSE.ms, 'a GC pause'));
+  let claimAt: number | undefined;
+  let dStop = 0;
+  world.at(
+    D_FIRST_POLL_MS,
+    () => void claim(deps(D), key, 'D', config).then((lease) => ((claimAt = world.clock.monotonicMs()), (dStop = lease.stopAtMs))),
+  );
+  await world.clock.runUntilIdle();
+  const last = world.events.filter((x) => x.e.worker === 'A' && (x.e.event === 'claim' || x.e.event === 'renew')).at(-1)?.e;
+  const aStop = last?.event === 'claim' || last?.event === 'renew' ? last.stopAtMs : undefined;
+  world.mark({ lane: 'D', kind: 'held', from: claimAt ?? 0, to: dStop, label: 'token 2' });
+  world.mark({ lane: 'D', kind: 'stop', from: dStop, label: `stop ${s(dStop)}` });
+  return { world, claimAt, aStop };
 }
 
 export const claimRulesScenario: Scenario = {
   name: 'claim-rules',
   title: "D replaces B on a DynamoDB lock item with a wall clock 3 s fast: Part 5's three claim rules side by side",
-  claim: "Part 5: comparing one machine's wall clock with another's lets a claim in early; the clock-free rule never does",
-  run() {
-    const sim = new Sim(1);
+  claim: "Part 5: comparing one machine's wall clock with another's lets a claim in early; the clock-free rule (the real lease) never does",
+  async run() {
+    const rows: SimRow[] = [];
+    const marks: TimelineMark[] = [];
     const checks = new Checks();
-    const expected: Record<ClaimRule, number> = { 'no-margin': 10.5, margin: 12.5, 'clock-free': 13.5 };
-    for (const rule of CLAIM_RULES) {
-      const sub = new Sim(1);
-      const r = playClaimRule(rule, sub);
-      for (const row of sub.rows) sim.rows.push({ ...row, actor: `${row.actor} [${rule}]` });
-      // A's bar is the same in all three runs: draw it once; one D lane per rule.
-      for (const m of sub.marks) if (m.lane === 'D' || rule === 'no-margin') sim.marks.push({ ...m, lane: m.lane === 'D' ? `D (${rule})` : m.lane });
-      const claimAt = r.d?.since;
-      const overlap = r.d ? overlapMs(r.a, r.d) : 0;
+    // A renews every renewMs until it freezes: its last renewal, its stop time, its lease_until by its own (true) clock.
+    const aLastRenewal = Math.floor((A_PAUSE.at - 1) / T.renewMs) * T.renewMs;
+    const aStop = aLastRenewal + T.leaseMs - T.marginMs;
+    const leaseUntil = aLastRenewal + T.leaseMs;
+    /** D's first poll (0.5, 1.5, …) strictly after true time t. */
+    const pollAfter = (t: number) => D_FIRST_POLL_MS + (Math.floor((t - D_FIRST_POLL_MS) / D_POLL_MS) + 1) * D_POLL_MS;
+    const expectedClaim: Record<Exclude<ClaimRule, 'clock-free'>, number> = {
+      // lease_until < D's wall (t + offset)
+      'no-margin': pollAfter(leaseUntil - D_OFFSET_MS),
+      // lease_until < D's wall - margin
+      margin: pollAfter(leaseUntil - D_OFFSET_MS + T.marginMs),
+    };
+    for (const rule of ['no-margin', 'margin'] as const) {
+      const r = playClockRule(rule);
+      rows.push(...r.sim.rows.map((row) => ({ ...row, actor: `${row.actor} [${rule}]` })));
+      // A's bar is the same in every run: draw it once; one D lane per rule.
+      for (const m of r.sim.marks) if (m.lane === 'D' || rule === 'no-margin') marks.push({ ...m, lane: m.lane === 'D' ? `D (${rule})` : m.lane });
       checks
-        .eq(`${rule}: D claims at (s)`, expected[rule], s(claimAt))
-        .eq(`${rule}: overlap with A's right to act (s)`, rule === 'no-margin' ? 0.5 : 0, s(overlap))
-        .that(
-          `${rule}: gap after A's stop time ${s(r.a.stopAtTrue())} (s)`,
-          s((claimAt ?? 0) - r.a.stopAtTrue()),
-          (g) => (rule === 'no-margin' ? g < 0 : g > 0),
-          rule === 'no-margin' ? '< 0 (an overlap)' : '> 0 (a gap)',
+        .eq(`${rule} (model): D claims at (s)`, sec(expectedClaim[rule]), s(r.claimAt))
+        .eq(
+          `${rule} (model): overlap with A's right to act (s)`,
+          sec(Math.max(0, aStop - expectedClaim[rule])),
+          s(Math.max(0, r.aStop - (r.claimAt ?? 0))),
         );
     }
-    sim.rows.sort((x, y) => x.t - y.t);
-    return { name: this.name, title: this.title, claim: this.claim, rows: sim.rows, marks: sim.marks, checks: checks.list };
-  },
-};
-
-/** The TTL story on one item: claims (each waiting by the clock-free rule), releases, (optionally) a TTL delete. */
-function playEpochs(ttl: boolean) {
-  const sim = new Sim(1);
-  const item = new DynamoLockItem(sim, ttl ? 'lock item (TTL on)' : "lock item (never TTL'd)");
-  const store = new FencedStore(sim);
-  const epochs: number[] = [];
-  /** A claimant polling every 0.5 s from `from`, claiming when the clock-free rule allows; its first act is the raise. */
-  const claimFrom = (who: string, from: number) => {
-    const w = new Worker(sim, who);
-    const claimant = new ItemClaimant('clock-free', T.leaseMs, 0);
-    const poll = () => {
-      const step = claimant.decide(item.read(), w.monotonicNow(), w.wallNow());
-      const e = step.claim
-        ? item.claim(who, 'clock-free', { claimantWallMs: w.wallNow(), marginMs: 0, leaseMs: T.leaseMs, seenRvn: step.seenRvn })
-        : undefined;
-      if (e === undefined) return w.afterMonotonic(500, poll);
-      epochs.push(e);
-      store.raise(who, e);
-    };
-    w.act(from, poll);
-  };
-  claimFrom('A', 0); // free: epoch 1; A then dies holding it, renewing nothing
-  claimFrom('D', 500); // watches A's rvn for a full lease: epoch 2
-  sim.at(15_000, () => item.release('D', 2));
-  claimFrom('A2', 16_000); // free again: the epoch carries on
-  sim.at(20_000, () => item.release('A2', 3));
-  if (ttl) sim.at(25_000, () => item.ttlDelete()); // TTL's delete comes days after expiry; here, soon after
-  claimFrom('E', 26_000);
-  sim.run(60_000);
-  return { sim, epochs, store };
-}
-
-export const ttlEpochsScenario: Scenario = {
-  name: 'ttl-epochs',
-  title: "TTL on the lock item resets the epoch: 1, 2, 3, then 1 again; the never-TTL'd item goes on to 4",
-  claim: 'Part 5: never put TTL on an item that carries the epoch; release by clearing holder',
-  run() {
-    const withTtl = playEpochs(true);
-    const never = playEpochs(false);
-    const rows = [
-      ...withTtl.sim.rows.map((r) => ({ ...r, actor: `${r.actor} [TTL]` })),
-      ...never.sim.rows.map((r) => ({ ...r, actor: `${r.actor} [no TTL]` })),
-    ].sort((x, y) => x.t - y.t);
-    const checks = new Checks()
-      .eq('epochs with TTL on the item', '1,2,3,1', withTtl.epochs.join(','))
-      .eq("epochs on the never-TTL'd item", '1,2,3,4', never.epochs.join(','))
-      .eq('the store refuses the repeated epoch 1 (refusals)', 1, withTtl.store.refused)
-      .eq('with TTL, the fence stays at', 3, withTtl.store.row.fence)
-      .eq('without TTL, the fence reaches', 4, never.store.row.fence);
-    return { name: this.name, title: this.title, claim: this.claim, rows, marks: [...withTtl.sim.marks], checks: checks.list };
+    // The clock-free rule on the real lease: D watches the rvn from its first poll at or after A's last renewal, a full lease.
+    const real = await playClockFree();
+    const poll = pollMsOf(T);
+    const sees = D_FIRST_POLL_MS + Math.ceil((aLastRenewal - D_FIRST_POLL_MS) / poll) * poll;
+    rows.push(...real.world.rows.map((row) => ({ ...row, actor: `${row.actor} [clock-free]` })));
+    marks.push(...real.world.marks.filter((m) => m.lane === 'D').map((m) => ({ ...m, lane: 'D (clock-free, real code)' })));
+    checks
+      .eq(
+        `clock-free (real code): D claims a full lease after it saw A's last rvn, ${s(sees)} + ${s(T.leaseMs)} (s)`,
+        sec(sees + T.leaseMs),
+        s(real.claimAt),
+      )
+      .eq("clock-free (real code): A's stop time (s)", sec(aStop), s(real.aStop))
+      .that(`clock-free (real code): gap after A's stop time ${sec(aStop)} (s)`, s((real.claimAt ?? 0) - aStop), (g) => g > 0, '> 0 (a gap)');
+    rows.sort((x, y) => x.t - y.t);
+    return { name: this.name, title: this.title, claim: this.claim, rows, marks, checks: checks.list };
   },
 };

@@ -6,7 +6,7 @@
  *                   The store's fence accepts equal tokens, so it cannot tell them apart.
  *   redlock         five masters; client 1 holds 3 of them; master 3's wall clock jumps forward, its key expires;
  *                   client 2 gets 3, 4, 5: two majorities, sharing node 3, and two clients holding the lock.
- *   restore         the lock service restored at 45.0 from a snapshot at revision 14 hands out 15 again; with
+ *   restore-lock-service  the lock service restored at 45.0 from a snapshot at revision 14 hands out 15 again; with
  *                   --bump-revision 1,000,000 the next key gets 1,000,015 and the fence stops C.
  * The lag (100 ms), the promotion time and the clock jump are assumptions the reference makes too.
  */
@@ -123,8 +123,8 @@ function playRestore(bump: number) {
   return { sim, tokens, store };
 }
 
-export const restoreScenario: Scenario = {
-  name: 'restore',
+export const restoreLockServiceScenario: Scenario = {
+  name: 'restore-lock-service',
   title: 'A restore from a snapshot at revision 14 hands out 15 twice; the bump gives 1,000,015',
   claim: 'Part 8: every restore must jump the counter (etcd --bump-revision), or tokens repeat',
   run() {

@@ -217,6 +217,12 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
   // The command: `npx fencepost` from the installed package (--no: never fetched from the registry).
   const help = await runAsUser('npx', ['--no', '--', 'fencepost', '--help'], project);
   expect(help.code === 0 && /^\s+local\s/m.test(help.out), `npx fencepost --help exits ${help.code} without listing local: ${help.out.trim()}`);
+  // The repository's development commands are not in the package: the command says where they run.
+  const chaos = await runAsUser('npx', ['--no', '--', 'fencepost', 'chaos'], project);
+  expect(
+    chaos.code === 2 && chaos.out.includes('npm run fencepost -- chaos'),
+    `npx fencepost chaos exits ${chaos.code} without saying it runs in the repository: ${chaos.out.trim()}`,
+  );
   // `local` needs DynamoDB Local's package, an optional peer the app does not have: a clear message, nothing started.
   const local = await runAsUser('npx', ['--no', '--', 'fencepost', 'local'], project);
   expect(

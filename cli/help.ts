@@ -5,9 +5,7 @@
 import { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION } from '../core/config';
 import { HANDOVER_DEFAULTS } from '../core/handover';
 import { DEFAULTS } from '../apps/billing/settings';
-import { DEFAULT_BUMP } from '../core/restore';
-import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, type TableNames } from '../core/schema';
-import type { Endpoints } from '../core/aws/clients';
+import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX } from '../core/schema';
 import { SWEEPER_DEFAULTS } from '../core/sweeper';
 import { CHAOS_DEFAULTS, KINDS } from '../harness/chaos';
 import { STORY_DEFAULTS } from '../harness/story';
@@ -17,26 +15,6 @@ import { DEFAULT_CHUNK_CONCURRENCY, LEDGER_EVERY_MS } from './options';
 const D = DEFAULTS;
 const S = SWEEPER_DEFAULTS;
 const [OTHER_ENGINE] = ENGINES.filter((e) => e !== DEFAULT_ENGINE);
-
-/**
- * What `fencepost local` prints for a human once the stack is up: the endpoints, the real table and bucket names,
- * and AWS CLI commands to copy. DynamoDB Local runs with -sharedDb, so any profile and region see the same tables
- * (without it each access key and region gets its own, empty, database); --region is given only so a user with no
- * default region is not refused by the CLI.
- */
-export function localBanner(endpoints: Endpoints, tables: TableNames, bucket: string): string {
-  const ddb = `--endpoint-url ${endpoints.dynamodb} --region us-east-1`;
-  const s3 = `--endpoint-url ${endpoints.s3} --region us-east-1`;
-  return [
-    `local stack up: --dynamodb-endpoint ${endpoints.dynamodb} --s3-endpoint ${endpoints.s3}  (Ctrl-C to stop)`,
-    `  tables ${tables.locks}, ${tables.jobs}, ${tables.invoices}; bucket ${bucket}`,
-    '  look inside with the AWS CLI (any profile or credentials):',
-    `    aws dynamodb scan --table-name ${tables.jobs} ${ddb}`,
-    `    aws dynamodb scan --table-name ${tables.locks} ${ddb}`,
-    `    aws dynamodb scan --table-name ${tables.invoices} --select COUNT ${ddb}`,
-    `    aws s3 ls s3://${bucket} --recursive ${s3}`,
-  ].join('\n');
-}
 
 export const HELP = {
   main: `fencepost: a nightly billing job that runs exactly once in effect, guarded by leases and fencing tokens.
@@ -118,14 +96,6 @@ run that dies first leaves the job to the next sweeps.
 
 Exit: 0 swept (and every started run ended DONE), 5 a storm was seen, 1 a started run failed, 2 bad input.`,
 
-  bump: `Usage: fencepost bump-epochs [--by ${DEFAULT_BUMP}] [--run-id ID] [--dry-run] [endpoints… | --aws --lock-table NAME] [--table-prefix P] [--json]
-
-Run after ANY point-in-time restore of the lock table, before the table is used: a restore brings old epochs
-back, and the next claim would hand out a token the stores have already accepted. Raises every lock item's epoch
-by --by, each with one conditional write that records the run id, so the command can be repeated or resumed
-(same --run-id) without bumping any item twice. --dry-run reports what it would change and writes nothing.
---aws --lock-table NAME bumps a table in your AWS account (credentials and Region from the environment).`,
-
   chaos: `Usage: fencepost chaos [--schedules ${CHAOS_DEFAULTS.schedules}] [--seed N] [--kinds ${KINDS.join(',')}] [--workflow-share ${CHAOS_DEFAULTS.workflowShare}] [endpoints…] [--json]
 
 Runs randomized schedules of real faults against real worker processes, each on its own tables, and audits every
@@ -193,11 +163,4 @@ earliest safe takeover; a renewal period not below lease - margin is refused. --
 setting; invalid cells are named) and says how long it took. --svg/--png write the timeline: held intervals, pauses,
 stop times, deadlines, fence raises, refused writes, with a legend and the faults under the title.`,
 
-  local: `Usage: fencepost local [--data-dir D] [--dynamodb-port N] [--s3-port N]
-
-Starts DynamoDB Local (in memory, or on D; -sharedDb) and the local S3 endpoint on loopback, creates the tables
-and the bucket, prints the endpoints, table names and bucket as one JSON line on stdout, and stays up until Ctrl-C.
-On stderr it prints AWS CLI commands to look inside (aws dynamodb scan --table-name fencepost-jobs --endpoint-url
-URL, aws s3 ls s3://fencepost-manifests ...); any profile sees the same tables. Point several 'fencepost run'
-processes at it to watch a takeover for real.`,
 };

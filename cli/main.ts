@@ -1,46 +1,40 @@
 /**
- * The `fencepost` command: a thin adapter over the core library. It parses and validates every option before it
- * starts anything, wires the clients, the clock and the events, and maps outcomes to exit codes.
+ * The repository's `fencepost` command (bin/fencepost.ts): a thin adapter over the core library. It parses and
+ * validates every option before it starts anything, wires the clients, the clock and the events, and maps outcomes to
+ * exit codes. The package ships the user's part of it only (cli/user.ts, bin/package.ts): no billing app, no harness.
  */
 import { systemClock } from '../core/clock';
 import type { BillingSummary } from '../apps/billing/night';
 import { audit, type AuditReport } from '../apps/billing/audit';
-import { ConfigError, FencepostError, InfrastructureError } from '../core/errors';
 import { Events, type EventListener } from '../core/events';
-import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, tableNames } from '../core/schema';
-import { awsClients, localClients, type Clients, type Endpoints } from '../core/aws/clients';
+import { tableNames } from '../core/schema';
 import { runChaos } from '../harness/chaos';
-import { provision } from '../local/provision';
-import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
 import { playStory, storyLease, storyTable } from '../harness/story';
 import { runDirect, runStepFunctions } from './engines';
-import { HELP, localBanner } from './help';
+import { HELP } from './help';
+import { USER_COMMANDS, dispatch, withStores, type Command, type Values } from './user';
 import { parseSimulate, simulate } from './simulate';
 import { instrumentRun } from './instrumentation';
 import {
   EXIT,
   auditOptions,
-  bumpOptions,
   chaosOptions,
   electOptions,
   handoverOptions,
   leaderOptions,
-  localOptions,
-  parseCommand,
   runOptions,
   storyOptions,
   sweepOptions,
+  parseCommand,
   type CommandName,
-  type StoreTarget,
 } from './options';
 import { auditTable, chaosTable, progressBar, summaryTable } from './progress';
-import { bumpCommand, sweepCommand } from './sweep';
+import { sweepCommand } from './sweep';
 import { electCommand, handoverCommand, leaderCommand } from './elect';
 
 type Out = (text: string) => void;
 const out: Out = (t) => process.stdout.write(t + '\n');
 const err: Out = (t) => process.stderr.write(t + '\n');
-type Values = Record<string, string | boolean | undefined>;
 
 /** Fans events out to listeners until closed; what arrives after close() goes to `late`, if given. */
 function eventStream(late?: EventListener): { listener: EventListener; on(l: EventListener): void; close(): void } {
@@ -56,26 +50,6 @@ function eventStream(late?: EventListener): { listener: EventListener; on(l: Eve
       open = false;
     },
   };
-}
-
-/**
- * Start the embedded stack unless endpoints were given, provision the tables and the bucket, and hand the body
- * clients for them; everything is stopped and closed afterwards, whatever happens.
- */
-async function withStores<T>(target: StoreTarget, body: (clients: Clients, endpoints: Endpoints) => Promise<T>): Promise<T> {
-  let stack: EmbeddedStack | undefined;
-  if (!target.endpoints) stack = await startEmbeddedStack();
-  const endpoints = target.endpoints ?? stack!.endpoints;
-  const clients = localClients(endpoints);
-  try {
-    await provision(clients.raw, clients.s3, target.tablePrefix, target.bucket).catch((e) => {
-      throw new InfrastructureError(`cannot reach the stores at ${endpoints.dynamodb} and ${endpoints.s3}: ${(e as Error).message}`, { cause: e });
-    });
-    return await body(clients, endpoints);
-  } finally {
-    clients.destroy();
-    await stack?.stop();
-  }
 }
 
 function run(values: Values): Promise<number> {
@@ -121,48 +95,9 @@ function auditCommand(values: Values): Promise<number> {
   });
 }
 
-async function local(values: Values): Promise<number> {
-  const o = localOptions(values);
-  const stack = await startEmbeddedStack(o);
-  const clients = localClients(stack.endpoints);
-  try {
-    await provision(clients.raw, clients.s3, DEFAULT_TABLE_PREFIX, DEFAULT_BUCKET);
-  } finally {
-    clients.destroy();
-  }
-  const tables = tableNames(DEFAULT_TABLE_PREFIX);
-  out(
-    JSON.stringify({
-      dynamodbEndpoint: stack.endpoints.dynamodb,
-      s3Endpoint: stack.endpoints.s3,
-      dataDir: o.dataDir ?? null,
-      tables,
-      bucket: DEFAULT_BUCKET,
-    }),
-  );
-  err(localBanner(stack.endpoints, tables, DEFAULT_BUCKET));
-  await new Promise<void>((resolve) => {
-    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
-  });
-  await stack.stop();
-  err('local stack stopped');
-  return EXIT.ok;
-}
-
 function sweep(values: Values): Promise<number> {
   const o = sweepOptions(values);
   return withStores(o, (clients) => sweepCommand(o, clients, out, err));
-}
-
-async function bump(values: Values): Promise<number> {
-  const o = bumpOptions(values);
-  if (!o.aws) return withStores(o, (clients) => bumpCommand(o, clients, out));
-  const clients = awsClients(); // the one command that talks to AWS: the restored table, named explicitly
-  try {
-    return await bumpCommand(o, clients, out);
-  } finally {
-    clients.destroy();
-  }
 }
 
 function chaos(values: Values): Promise<number> {
@@ -212,46 +147,24 @@ function handoverRun(values: Values): Promise<number> {
   return withStores(o, (clients) => handoverCommand(o, clients, out, err));
 }
 
-const COMMANDS: Record<CommandName, { help: string; run: (values: Values) => Promise<number> }> = {
-  run: { help: HELP.run, run },
-  audit: { help: HELP.audit, run: auditCommand },
-  sweep: { help: HELP.sweep, run: sweep },
-  'bump-epochs': { help: HELP.bump, run: bump },
-  chaos: { help: HELP.chaos, run: chaos },
-  story: { help: HELP.story, run: story },
-  local: { help: HELP.local, run: local },
-  elect: { help: HELP.elect, run: elect },
-  leader: { help: HELP.leader, run: leader },
-  handover: { help: HELP.handover, run: handoverRun },
-  simulate: { help: HELP.simulate, run: simulate },
+/** The parser every command but simulate uses: its options from cli/options.ts. */
+const common = (command: CommandName) => (args: string[]) => parseCommand(command, args);
+
+const COMMANDS: Record<CommandName, Command> = {
+  run: { help: HELP.run, run, parse: common('run') },
+  audit: { help: HELP.audit, run: auditCommand, parse: common('audit') },
+  sweep: { help: HELP.sweep, run: sweep, parse: common('sweep') },
+  'bump-epochs': USER_COMMANDS['bump-epochs'],
+  chaos: { help: HELP.chaos, run: chaos, parse: common('chaos') },
+  story: { help: HELP.story, run: story, parse: common('story') },
+  local: USER_COMMANDS.local,
+  elect: { help: HELP.elect, run: elect, parse: common('elect') },
+  leader: { help: HELP.leader, run: leader, parse: common('leader') },
+  handover: { help: HELP.handover, run: handoverRun, parse: common('handover') },
+  // simulate takes a scenario name and repeated options (--pause, --sweep): it parses its own arguments.
+  simulate: { help: HELP.simulate, run: simulate, parse: parseSimulate },
 };
 
-export async function main(argv: string[]): Promise<number> {
-  const [command, ...args] = argv;
-  if (command === undefined || ['help', '--help', '-h'].includes(command)) {
-    out(HELP.main);
-    return command === undefined ? EXIT.usage : EXIT.ok;
-  }
-  if (!Object.hasOwn(COMMANDS, command)) {
-    err(`fencepost: unknown command ${JSON.stringify(command)}; commands are ${Object.keys(COMMANDS).join(', ')} (fencepost --help)`);
-    return EXIT.usage;
-  }
-  const c = COMMANDS[command as CommandName];
-  try {
-    // simulate takes a scenario name and repeated options (--pause, --sweep): it parses its own arguments.
-    const values = command === 'simulate' ? parseSimulate(args) : parseCommand(command as CommandName, args);
-    if (values.help) {
-      out(c.help);
-      return EXIT.ok;
-    }
-    return await c.run(values);
-  } catch (e) {
-    if (e instanceof ConfigError) {
-      // One line per problem, each naming its option: no header, no stack.
-      for (const p of e.problems) err(`fencepost ${command}: ${p}`);
-      return EXIT.usage;
-    }
-    err(`fencepost ${command}: ${e instanceof FencepostError ? e.message : ((e as Error).stack ?? String(e))}`);
-    return EXIT.failure;
-  }
+export function main(argv: string[]): Promise<number> {
+  return dispatch(COMMANDS, HELP.main, argv);
 }

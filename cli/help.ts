@@ -162,5 +162,4 @@ refused by the fence, invoices written twice with and without the fence, the lon
 earliest safe takeover; a renewal period not below lease - margin is refused. --sweep runs a grid (one row per
 setting; invalid cells are named) and says how long it took. --svg/--png write the timeline: held intervals, pauses,
 stop times, deadlines, fence raises, refused writes, with a legend and the faults under the title.`,
-
 };

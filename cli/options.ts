@@ -152,7 +152,7 @@ const EXPECTS: Record<ValueOption, string> = {
   'run-renew-ms': 'milliseconds, a positive integer',
   'run-margin-ms': 'milliseconds, 0 or more',
   schedules: 'a positive integer',
-  mutation: 'the name of a broken rule; docs/TESTING.md lists each world\'s (simulate explore)',
+  mutation: "the name of a broken rule; docs/TESTING.md lists each world's (simulate explore)",
   world: 'all, night, workflow or election (simulate explore)',
   seed: 'an integer',
   kinds: `a comma-separated list of ${KINDS.join(', ')}`,

@@ -333,7 +333,9 @@ async function exploreCommand(values: Values, out: Out, err: Out): Promise<numbe
   if (values.json) out(JSON.stringify(summary));
   else
     out(
-      `${summary.schedules} schedules from seed ${seed} (${Object.entries(summary.worlds).map(([w, n]) => `${w} ${n}`).join(', ')})` +
+      `${summary.schedules} schedules from seed ${seed} (${Object.entries(summary.worlds)
+        .map(([w, n]) => `${w} ${n}`)
+        .join(', ')})` +
         `${mutation ? ` with mutation ${mutation}` : ''}: ${summary.violations.length} violating, ` +
         `${Object.values(summary.crashPoints).reduce((a, b) => a + b, 0)} faults injected, digest ${summary.digest}`,
     );

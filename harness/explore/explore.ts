@@ -68,9 +68,25 @@ export async function explore(seed: number, schedules: number, options: ExploreO
     for (const p of result.crashPoints) crashPoints[`${name} ${p}`] = (crashPoints[`${name} ${p}`] ?? 0) + 1;
     if (result.state === undefined) neverRaised++;
     if (result.violations.length > 0)
-      violations.push({ seed: result.seed, world: name, replay: replayCommand(result.seed, name, mutation), violations: result.violations, trace: result.trace });
+      violations.push({
+        seed: result.seed,
+        world: name,
+        replay: replayCommand(result.seed, name, mutation),
+        violations: result.violations,
+        trace: result.trace,
+      });
     if (onSchedule?.(result, name) === false) break;
   }
   const sorted = Object.fromEntries(Object.entries(crashPoints).sort(([a], [b]) => a.localeCompare(b)));
-  return { seed, world, mutation: mutation ?? null, schedules: run, worlds, violations, crashPoints: sorted, neverRaised, digest: hash.digest('hex') };
+  return {
+    seed,
+    world,
+    mutation: mutation ?? null,
+    schedules: run,
+    worlds,
+    violations,
+    crashPoints: sorted,
+    neverRaised,
+    digest: hash.digest('hex'),
+  };
 }

@@ -222,7 +222,8 @@ export async function claim(deps: LeaseDeps, key: string, holder: string, config
  * Take up a lease claimed earlier, in another process (the next Lambda of the workflow): renew FIRST, and compute
  * this process's own stop time from that renewal. A stop time never crosses a process boundary (design §5).
  * @param token - the epoch the claim returned, carried over from the process that claimed
- * @throws LeaseLostError if the lock item no longer names this holder and epoch
+ * @throws LeaseLostError if the lock item no longer names this holder and epoch; the store's transient error if the
+ * renewal got no answer (resume again: the workflow's task retries it as TransientStoreError)
  */
 export async function resume(deps: LeaseDeps, key: string, holder: string, token: number, config: LeaseConfig): Promise<Lease> {
   const lease = new Lease(deps, key, holder, token, config, -Infinity); // no stop time until the renewal lands
@@ -334,13 +335,17 @@ export class Lease {
       } catch (err) {
         // 5. on failure: retry until stop_at (the check above refuses to send at it); then give up the lease
         // locally. Transient by reason, not by name (TransactionConflictException: a transaction held the lock
-        // item); full jitter, at most renewMs/4 a wait. Without a stop time yet (resume), there is none to retry until.
+        // item); full jitter, at most renewMs/4 a wait.
         const now = this.deps.clock.monotonicMs();
         this.deps.events?.emit('renew-failed', { key: this.key, token: this.token, error: (err as Error).name });
-        if (!isTransient(err) || !this.granted) {
+        if (!isTransient(err)) {
           this.lost ??= new LeaseLostError(this.key, this.token, undefined, { cause: err });
           throw this.lost;
         }
+        // Without a stop time yet (resume) there is none to retry until, and nothing says the lease is gone: the
+        // caller gets the transient error and takes the lease up again (its condition is holder and epoch, so a
+        // renewal that landed unanswered changes nothing). Taken as lost, it would end a run whose lease is ours.
+        if (!this.granted) throw err;
         const waitMs = fullJitterMs(retry, this.deps.random ?? Math.random, { baseMs: 25, capMs: this.config.renewMs / 4 });
         await this.deps.clock.sleep(Math.min(waitMs, this.stopAt - now));
         continue;

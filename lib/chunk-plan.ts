@@ -4,7 +4,7 @@
  * so the parent's history and payload no longer grow with the run. Pure: the checks and the workflow both read it.
  */
 import { Duration } from 'aws-cdk-lib';
-import { TRANSIENT_RETRIES } from './task-errors';
+import { PROCESS_RETRIES, TRANSIENT_RETRIES } from './task-errors';
 
 /** The job execution's own timeout (a run past it fails, and the ExecutionsTimedOut alarm fires). */
 export const EXECUTION_TIMEOUT = Duration.hours(2);
@@ -27,6 +27,7 @@ export const SFN_QUOTAS = { historyEvents: 25_000, payloadBytes: 262_144, inline
  */
 export const HISTORY = {
   task: 5 + 3 * TRANSIENT_RETRIES, // 17: every allowed retry of a transient error taken
+  preRaiseTask: 5 + 3 * (TRANSIENT_RETRIES + PROCESS_RETRIES), // 35: Prepare, Observe, Claim, RaiseFence also retry a process's death
   passOrChoice: 2,
   mapIteration: 2,
   mapState: 4, // MapStateEntered, MapStateStarted, MapStateSucceeded, MapStateExited
@@ -89,15 +90,15 @@ export function chunkMapPlan(s: Omit<ChunkMapSettings, 'chunkConcurrency' | 'chu
   const mode: ChunkMapMode = s.chunks > s.distributedMapAboveChunks ? 'distributed' : 'inline';
   const waits = Math.ceil((s.claimBudget * s.leaseMs) / 1000);
   const failedClaims = s.claimBudget + 1;
-  const observation = HISTORY.task + HISTORY.passOrChoice;
+  const observation = HISTORY.preRaiseTask + HISTORY.passOrChoice;
   const fixedEvents =
     HISTORY.execution +
-    HISTORY.task +
+    HISTORY.preRaiseTask +
     HISTORY.passOrChoice + // Prepare, FirstObservation
     waits * (HISTORY.passOrChoice + observation) +
     observation + // WatchTheLease → Observe → ClaimOrWatch, and the first look
-    failedClaims * (HISTORY.task + HISTORY.passOrChoice + observation) + // Claim → Claimed → Observe → ClaimOrWatch
-    HISTORY.task +
+    failedClaims * (HISTORY.preRaiseTask + HISTORY.passOrChoice + observation) + // Claim → Claimed → Observe → ClaimOrWatch
+    HISTORY.preRaiseTask +
     HISTORY.passOrChoice + // RaiseFence, AlreadyDoneAtRaise
     HISTORY.mapState +
     2 * (HISTORY.task + HISTORY.passOrChoice); // Complete + Completed, or the failure path's release, Choice and Fail

@@ -12,7 +12,8 @@
  * spent on any other live holder, the run fails (ClaimBudgetExhausted).
  * Every Lambda that acts for the holder renews first and computes its own stop time: a stop time never crosses a
  * process boundary. A lost lease or a fenced-out write ends the run quietly (Succeed "Lost", with a metric, no
- * retries); transient store errors are retried with backoff; anything else releases the lease conditionally and
+ * retries); transient store errors are retried with backoff, and so, before the raise, is a process that died or
+ * never answered (nothing else would start the night again); anything else releases the lease conditionally and
  * fails loudly.
  *
  * Runs of more chunks than distributedMapAboveChunks run their chunks as a Distributed Map: each chunk is a child
@@ -33,7 +34,7 @@ import { jobKeys } from '../core/job-keys';
 import { serviceName } from '../core/observability';
 import { EXECUTION_TIMEOUT, chunkMapPlan } from './chunk-plan';
 import { HandlerFunction } from './handler-function';
-import { LOST_ERRORS, MAP_RUN_FAILED, TRANSIENT_ERRORS, TRANSIENT_RETRIES } from './task-errors';
+import { LOST_ERRORS, MAP_RUN_FAILED, PROCESS_ERRORS, PROCESS_RETRIES, STOP_TIME_PASSED, TRANSIENT_ERRORS, TRANSIENT_RETRIES } from './task-errors';
 
 /** The settings the workflow's functions and Map take (validated by FencedJob; FencedJobSettings says each). */
 export interface WorkflowSettings {
@@ -271,20 +272,42 @@ export class FencedWorkflow extends Construct {
     return this.task(id, this.functions[name], TIMEOUT[name], payload, resultPath);
   }
 
+  /**
+   * A step before the fence is raised: also retried when its process died or never answered (PROCESS_ERRORS). Until
+   * the job row is raised the sweeper cannot see the night and the trigger has fired once, so an execution that
+   * fails here leaves the night never started again. Each of these steps is safe to run again, even beside a zombie
+   * invocation of itself: Prepare and Observe only read; Claim's rvn is derived from the execution and the sighting,
+   * so a retry finds its own claim (the same holder and token; a zombie's claim can land only on a free lock, after
+   * the night's release, docs/DESIGN.md "Before the raise"); RaiseFence renews on "holder and
+   * epoch still ours" and raises to the same token, which a second raise leaves as it is. RaiseFence is also retried
+   * when its own stop time passed (STOP_TIME_PASSED): a pause, not another holder.
+   */
+  private preRaise(id: string, name: FencedHandlerName, payload: Record<string, unknown>, resultPath?: string): tasks.LambdaInvoke {
+    const t = this.step(id, name, payload, resultPath);
+    t.addRetry({
+      errors: name === 'raise' ? [...PROCESS_ERRORS, STOP_TIME_PASSED] : PROCESS_ERRORS,
+      interval: Duration.seconds(1),
+      backoffRate: 2,
+      maxAttempts: PROCESS_RETRIES,
+      jitterStrategy: sfn.JitterType.FULL,
+    });
+    return t;
+  }
+
   private definition(props: FencedWorkflowProps): sfn.IChainable {
     const night = { 'jobDate.$': '$.night.jobDate', 'holder.$': '$.night.holder' };
     const held = { ...night, 'token.$': '$.claimed.token' };
 
     const invalid = new sfn.Fail(this, 'InvalidInput', { error: 'InvalidInput', causePath: '$.error.Cause' });
-    const prepare = this.step('Prepare', 'prepare', { 'input.$': '$', 'holder.$': '$$.Execution.Name' }, '$.night').addCatch(invalid, {
+    const prepare = this.preRaise('Prepare', 'prepare', { 'input.$': '$', 'holder.$': '$$.Execution.Name' }, '$.night').addCatch(invalid, {
       errors: ['ConfigError'],
       resultPath: '$.error',
     });
     const start = new sfn.Pass(this, 'FirstObservation', { result: sfn.Result.fromObject({ attempt: 0 }), resultPath: '$.observed' });
-    const observe = this.step('Observe', 'observe', { ...night, 'previous.$': '$.observed' }, '$.observed');
-    const claim = this.step('Claim', 'claim', { ...night, 'sighting.$': '$.observed' }, '$.claimed');
+    const observe = this.preRaise('Observe', 'observe', { ...night, 'previous.$': '$.observed' }, '$.observed');
+    const claim = this.preRaise('Claim', 'claim', { ...night, 'sighting.$': '$.observed' }, '$.claimed');
     const poll = new sfn.Wait(this, 'WatchTheLease', { time: sfn.WaitTime.secondsPath('$.observed.waitSeconds') });
-    const raise = this.step('RaiseFence', 'raise', held, '$.raised');
+    const raise = this.preRaise('RaiseFence', 'raise', held, '$.raised');
     // Distributed, a chunk's output is only its number (see chunkMap): the Map's output is then no larger than the
     // chunk list it was given.
     const chunkTask = this.task(

@@ -4,8 +4,15 @@
  * that they survive minification.
  */
 
+/**
+ * This process's stop time passed (a pause), which says nothing of who holds the lease now. After the raise the run
+ * ends Lost on it and the sweeper sees the night; before the raise nothing would, so RaiseFence is retried on it: a
+ * fresh process renews on "holder and epoch still ours" and meets LeaseLostError if another holder claimed.
+ */
+export const STOP_TIME_PASSED = 'StopTimePassedError';
+
 /** A lost lease or a fenced-out write: another holder owns the run. The run ends quietly (Succeed "Lost"), no retry. */
-export const LOST_ERRORS = ['LeaseLostError', 'StopTimePassedError', 'FencedOutError'];
+export const LOST_ERRORS = ['LeaseLostError', STOP_TIME_PASSED, 'FencedOutError'];
 
 /** Transient store errors and the Lambda service's own: retried with backoff. */
 export const TRANSIENT_ERRORS = [
@@ -19,6 +26,24 @@ export const TRANSIENT_ERRORS = [
 
 /** Retries of a transient error per task (ASL MaxAttempts counts retries, not attempts: 1 + 4 invocations at most). */
 export const TRANSIENT_RETRIES = 4;
+
+/**
+ * A process that died or whose answer never came: Lambda reports a runtime that exited (Runtime.ExitError), a
+ * function past its own timeout (Sandbox.Timedout) or a failure it cannot name (Lambda.Unknown); Step Functions, a
+ * task past its TimeoutSeconds (States.Timeout), its Lambda perhaps still running. Retried on the steps before the
+ * fence is raised, each safe to run again beside a zombie of itself: nothing else would ever start the night again
+ * (docs/DESIGN.md "Before the raise").
+ */
+export const PROCESS_ERRORS = ['Runtime.ExitError', 'Sandbox.Timedout', 'Lambda.Unknown', 'States.Timeout'];
+
+/**
+ * Retries of a process error per step before the raise (1 + 4 invocations at most, 1 + 2 + 4 + 8 s of backoff). A
+ * process lost to a host or the network rarely dies twice; one the code kills every time (out of memory) dies every
+ * retry, and the ExecutionsFailed alarm answers it. Four, not two: the workflow world strands 4 of 5,000 schedules
+ * with two (an Observe dying three times), none with four. Each retry is history the claim loop repeats
+ * (chunk-plan.ts HISTORY.preRaiseTask).
+ */
+export const PROCESS_RETRIES = 4;
 
 /**
  * What AWS reports when a child execution of a Distributed Map fails (no failure is tolerated): the child's own

@@ -11,8 +11,9 @@ import { systemClock, VirtualClock, type Clock } from '../core/clock';
 import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
 import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from '../core/errors';
+import { isTransient } from '../core/conditions';
 import { Events, type FencepostEvent } from '../core/events';
-import { claim, nextClaimStep, pollMsOf, readLock, sight, tryClaim, type LeaseDeps, type Sighting } from '../core/lease';
+import { claim, nextClaimStep, pollMsOf, readLock, resume, sight, tryClaim, type LeaseDeps, type Sighting } from '../core/lease';
 import { MemoryLockStore } from '../core/memory/lock-store';
 import type { LockStore } from '../core/store/lock';
 import { namespace } from './support/stack';
@@ -329,4 +330,38 @@ test('a lost lease is reported once: two renewals in flight when another holder 
   assert.ok(failures[0] instanceof LeaseLostError, String(failures[0]));
   assert.equal(seen.filter((e) => e.event === 'lease-lost').length, 1, 'one lease-lost event, however many renewals met the loss');
   assert.equal(failures[0], failures[1], 'both renewals throw the same loss');
+});
+
+test("resume: a first renewal that gets no answer is the store's transient error, not a lost lease; resuming again takes up the same token", async () => {
+  for (const fault of ['throttled', 'answer lost'] as const) {
+    const clock = new VirtualClock();
+    const store = new MemoryLockStore({ clock });
+    const d: LeaseDeps = { ddb: noDynamo, table: 'unused', store, clock };
+    const claimed = await claim(d, 'k', 'A', fast);
+    let failNext = true;
+    const flaky: LeaseDeps = {
+      ...d,
+      store: new Proxy(store, {
+        get: (t, prop, receiver) =>
+          prop !== 'renew'
+            ? (Reflect.get(t, prop, receiver) as unknown)
+            : async (...args: Parameters<MemoryLockStore['renew']>) => {
+                if (!failNext) return t.renew(...args);
+                failNext = false;
+                if (fault === 'answer lost') await t.renew(...args); // applied, its answer lost
+                throw Object.assign(new Error(`renew ${fault}`), { name: fault === 'throttled' ? 'ThrottlingException' : 'TimeoutError' });
+              },
+      }),
+    };
+    const err = await resume(flaky, 'k', 'A', claimed.token, fast).then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
+    assert.ok(err && !(err instanceof LeaseLostError), `${fault}: ${err?.name} must not say the lease was lost`);
+    assert.ok(isTransient(err), `${fault}: the caller sees a transient error and may resume again`);
+    const again = await resume(flaky, 'k', 'A', claimed.token, fast);
+    assert.equal(again.token, claimed.token, `${fault}: the same holder and token`);
+    again.check();
+    assert.equal(await again.release(), true);
+  }
 });

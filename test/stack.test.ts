@@ -33,7 +33,7 @@ import { ConfigError } from '../core/errors';
 import { METRICS_NAMESPACE, Metric, serviceName } from '../core/observability';
 import { BILLING_JOB } from '../apps/billing/keys';
 import { MAP_RUN_FAILED, TRANSIENT_ERRORS } from '../lib/task-errors';
-import { chunkListBytes, chunkMapPlan } from '../lib/chunk-plan';
+import { HISTORY, chunkListBytes, chunkMapPlan } from '../lib/chunk-plan';
 import { CONNECTION_TIMEOUT_MS, REQUEST_TIMEOUT_MS, awsClients } from '../core/aws/clients';
 import { resolveJoin } from '../local/workflow';
 
@@ -482,6 +482,31 @@ test('state machine log groups live under /aws/vendedlogs/states/ (the CloudWatc
   }
 });
 
+test("the steps before the raise retry a process's death; after the raise the sweeper answers it; the history plan counts every retry", () => {
+  const states = definitionOf(stack.billing.stateMachine).States as Record<string, { Retry?: { ErrorEquals: string[]; MaxAttempts: number }[] }>;
+  const billChunk = (definitionOf(stack.billing.stateMachine).States.Chunks.ItemProcessor.States as typeof states).BillChunk;
+  const retried = (st: (typeof states)[string]) => new Set((st.Retry ?? []).flatMap((r) => r.ErrorEquals));
+  // What Lambda reports for a runtime that exited, a function past its timeout, a failure it cannot name, and what
+  // Step Functions reports for a task past its TimeoutSeconds (the Lambda perhaps still running).
+  const deaths = ['Runtime.ExitError', 'Sandbox.Timedout', 'Lambda.Unknown', 'States.Timeout'];
+  for (const step of ['Prepare', 'Observe', 'Claim', 'RaiseFence']) {
+    for (const name of deaths) assert.ok(retried(states[step]).has(name), `${step} retries ${name}`);
+  }
+  assert.ok(retried(states.RaiseFence).has('StopTimePassedError'), 'a stop time passed in a pause before the raise is retried');
+  for (const [step, st] of [
+    ['BillChunk', billChunk],
+    ['Complete', states.Complete],
+  ] as const) {
+    for (const name of [...deaths, 'StopTimePassedError'])
+      assert.ok(!retried(st).has(name), `${step} does not retry ${name}: the sweeper re-queues it`);
+  }
+  // The plan's worst case per task is the definition's: 5 events, and 3 for every retry of every retrier.
+  const events = (st: (typeof states)[string]) => 5 + 3 * (st.Retry ?? []).reduce((n, r) => n + r.MaxAttempts, 0);
+  for (const step of ['Prepare', 'Observe', 'Claim', 'RaiseFence']) assert.equal(events(states[step]), HISTORY.preRaiseTask, step);
+  assert.equal(events(states.Complete), HISTORY.task);
+  assert.equal(events(billChunk), HISTORY.task);
+});
+
 test('the chunk function is timed to its work (a minute), its task 30 s more; an Invoke timeout is retried', () => {
   assert.equal(CHUNK_TIMEOUT.toSeconds(), 60);
   const chunkFn = template.toJSON().Resources[ref(stack.chunkFunction).Ref] as Resource;
@@ -632,7 +657,9 @@ test("the invoice table is warmed to the night's peak write rate when a new on-d
   const warm: Record<number, unknown> = {};
   for (const chunkConcurrency of [1, 4]) {
     // A claim budget as long as the whole night (200 chunks of 2.6 s, one at a time): FencedJob refuses a shorter one.
-    const config = { invoices: 1_000_000, chunkSize: 5_000, chunkConcurrency, claimBudget: 60 };
+    // Its claim loop's worst-case history (every step before the raise taking every retry) leaves no room for 200
+    // chunks inline: they run distributed.
+    const config = { invoices: 1_000_000, chunkSize: 5_000, chunkConcurrency, claimBudget: 60, distributedMapAboveChunks: 0 };
     const { stack: s, template: t } = synth({ ...cdkJson.context, 'aws:cdk:bundling-stacks': [], [CONTEXT_KEY]: config });
     const table = t.toJSON().Resources[s.getLogicalId(s.invoices.node.defaultChild as CfnResource)] as Resource;
     // The model's peak: every running chunk commits one transaction of puts per msPerTransaction, 2 WRU an item.

@@ -25,9 +25,11 @@
  * function's own timeout: that would only remove schedules.
  *
  * After the schedule: each item recorded once, tokens only rise on every fence, no write below the fence, no act
- * past the holder's stop time, epochs never repeat, no claim while another holder's lease runs, and liveness (a
- * night that was raised is DONE, and every execution of the job closed, within livenessBoundMs once the faults
+ * past the holder's stop time, epochs never repeat, no claim while another holder's lease runs, and liveness (the
+ * night the trigger started is DONE, and every execution of the job closed, within livenessBoundMs once the faults
  * stopped).
+ * Liveness covers every night started, raised or not: a night whose executions all ended before its raise is
+ * stranded (the trigger was delivered once, the sweeper sees only raised rows).
  */
 import './quiet-lambda';
 import { App, type CfnElement, Duration, Stack } from 'aws-cdk-lib';
@@ -234,17 +236,23 @@ function tasksOf(machine: MachineDef): StateDef[] {
   });
 }
 
-/** The longest a task's retries can wait in all: the sum of its Retry intervals, every backoff at its full length. */
-function retryChainMs(machine: MachineDef): number {
-  const chain = (r: Retrier) =>
-    Array.from({ length: r.MaxAttempts ?? 3 }, (_, i) => (r.IntervalSeconds ?? 1) * 1000 * (r.BackoffRate ?? 2) ** i).reduce((a, b) => a + b, 0);
-  return Math.max(0, ...tasksOf(machine).map((t) => Math.max(0, ...(t.Retry ?? []).map(chain))));
+/**
+ * The longest wait a task's Retry can schedule: its largest backoff, IntervalSeconds × BackoffRate^(MaxAttempts − 1),
+ * at full length. Once the faults stopped, a task waits out at most one backoff already scheduled: its next attempt
+ * meets no fault (a stop time that passed in a pause is renewed afresh by the retried RaiseFence).
+ */
+function retryWaitMs(machine: MachineDef): number {
+  const longest = (r: Retrier) =>
+    (r.MaxAttempts ?? 3) > 0 ? (r.IntervalSeconds ?? 1) * 1000 * (r.BackoffRate ?? 2) ** ((r.MaxAttempts ?? 3) - 1) : 0;
+  return Math.max(0, ...tasksOf(machine).flatMap((t) => (t.Retry ?? []).map(longest)));
 }
 
 /**
- * How long after the last fault's effect ended a raised night must be DONE and every execution of the job closed.
- * From the definitions, the lease and the sweeper's period:
- *   - a retry chain still running when the faults stop, the job's longest or the sweeper's (every backoff full);
+ * How long after the last fault's effect ended the started night must be DONE and every execution of the job closed.
+ * From the definitions, the lease and the sweeper's period, along the longest path, the one through the sweeper (a
+ * night not yet raised when the faults stop has an execution that retried its way on, and needs at most a retry, a
+ * lease of watching a holder that stopped, and the night):
+ *   - a retry still waiting when the faults stop, the job's longest backoff or the sweeper's;
  *   - the holder's last renewal runs a lease;
  *   - a sweep to sight the row unchanged: the next sweep starts within a period, and one more if its first sighting
  *     came before that last renewal; each waits the lease (rounded up to whole seconds, its Wait state) to verify;
@@ -253,7 +261,7 @@ function retryChainMs(machine: MachineDef): number {
  *   - the index's lag (the row reaches the sparse index up to one lag late).
  */
 function livenessBoundMs(f: Flow, s: typeof FLOW_SETTINGS = FLOW_SETTINGS): number {
-  const retries = Math.max(retryChainMs(f.job), retryChainMs(f.sweeper));
+  const retries = Math.max(retryWaitMs(f.job), retryWaitMs(f.sweeper));
   const leaseWaitMs = Math.ceil(s.lease.leaseMs / 1000) * 1000;
   const pollMs = Math.max(1, Math.ceil(pollMsOf(s.lease) / 1000)) * 1000;
   const nightMs = s.chunks * Math.ceil(s.items / s.batch) * s.batchWorkMs;
@@ -505,7 +513,9 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
     const actor = new Actor(`${exec.name}/${state}#${++invocationCount}`);
     const fault = invokeFault();
     const now = clock.monotonicMs();
-    if (fault) invokeFaults.push({ kind: `invoke-${fault}`, point: `${state}@${exec.name}`, at: now });
+    // An unanswered invocation's effect lasts until its task's TimeoutSeconds ends it.
+    const effectEnds = fault === 'no-answer' ? now + (st.TimeoutSeconds ?? 0) * 1000 : now;
+    if (fault) invokeFaults.push({ kind: `invoke-${fault}`, point: `${state}@${exec.name}`, at: effectEnds });
     if (fault === 'throttled') {
       scheduler.log(`${actor.name} invoke THROTTLED`);
       return Promise.reject(new StateError(INVOKE_THROTTLED, 'Rate exceeded'));
@@ -732,7 +742,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
   const closed = () => [...executions.values()].every((e) => e.status !== 'RUNNING');
   const horizon = s.faults.windowMs + s.faults.maxPauseMs + bound;
   // Done when the night is, every execution closed and every invocation returned; or when nothing can happen any
-  // more: all that, with the night never raised (no sweep sees it) and no trigger still to come.
+  // more: all that, with the night never raised (no sweep sees it) and no trigger still to come: stranded, a violation.
   const settled = () => [...running].every((a) => a.crashed);
   await scheduler.run(() => closed() && settled() && triggered && (doneAt !== undefined || !raised), horizon);
   sweeping = false;
@@ -767,13 +777,12 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
       if (fence?.done_by === undefined) violations.push(`DONE over chunk ${c}, not recorded done`);
     }
   }
-  // Liveness: a raised night is DONE, and every execution of the job closed, within the bound once the faults stopped.
+  // Liveness: the night the trigger started is DONE, raised or not, and every execution of the job closed, within the
+  // bound once the faults stopped.
   const deadline = Math.max(0, faultsEndMs()) + bound;
-  if (row !== undefined) {
-    if (doneAt === undefined)
-      violations.push(`the night is ${row.state} at ${clock.monotonicMs()} ms, never DONE (faults ended at ${faultsEndMs()} ms)`);
-    else if (doneAt > deadline) violations.push(`the night was DONE at ${doneAt} ms, after the bound ${deadline} ms`);
-  }
+  if (doneAt === undefined)
+    violations.push(`the night is ${row?.state ?? 'never raised'} at ${clock.monotonicMs()} ms, never DONE (faults ended at ${faultsEndMs()} ms)`);
+  else if (doneAt > deadline) violations.push(`the night was DONE at ${doneAt} ms, after the bound ${deadline} ms`);
   for (const e of executions.values())
     if (e.status === 'RUNNING') violations.push(`execution ${e.name} still RUNNING at ${clock.monotonicMs()} ms (bound ${deadline} ms)`);
   scheduler.log(

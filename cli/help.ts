@@ -112,7 +112,8 @@ replays it. Exit 0 only with no violation (4 otherwise).
 Plays the reference's billing story with real processes and prints the event table from the events they emitted:
 A holds the job; A freezes (SIGSTOP); B takes over with a higher token and raises the fence; A's late batch is
 refused; B dies holding the job (SIGKILL); the sweeper finds the orphan through the sparse index and re-queues it;
-C takes over and completes; the lock is released. --time-scale 0.3 runs it with leases and pauses 0.3 times as long.`,
+C takes over and completes; the lock is released. --time-scale 0.3 runs it with A's and B's leases 0.3 times as long
+(C, whose lease nobody waits out, keeps the reference's own at least).`,
 
   elect: `Usage: fencepost elect --role R [--candidate ID] [--lease-ms N --renew-ms N --margin-ms N] [--entries N]
                       [--every D] [endpoints…] [--events | --json]

@@ -9,7 +9,7 @@ import { audit, type AuditReport } from '../apps/billing/audit';
 import { Events, type EventListener } from '../core/events';
 import { tableNames } from '../core/schema';
 import { runChaos } from '../harness/chaos';
-import { playStory, storyLease, storyTable } from '../harness/story';
+import { playStory, storyLease, storyTable, takeoverLease } from '../harness/story';
 import { runDirect, runStepFunctions } from './engines';
 import { HELP } from './help';
 import { USER_COMMANDS, dispatch, withStores, type Command, type Values } from './user';
@@ -125,7 +125,10 @@ function story(values: Values): Promise<number> {
   const o = storyOptions(values);
   return withStores(o, async (clients, endpoints) => {
     const lease = storyLease(o.timeScale);
-    err(`the billing story at time scale ${o.timeScale}: lease ${lease.leaseMs} ms, renew ${lease.renewMs} ms, margin ${lease.marginMs} ms`);
+    const c = takeoverLease(o.timeScale);
+    err(
+      `the billing story at time scale ${o.timeScale}: lease ${lease.leaseMs} ms, renew ${lease.renewMs} ms, margin ${lease.marginMs} ms (C: ${c.leaseMs}, ${c.renewMs}, ${c.marginMs})`,
+    );
     const result = await playStory(endpoints, clients, o.timeScale, o.json ? undefined : (r) => err(`  ${r.t.toFixed(2)} s  ${r.actor}: ${r.event}`));
     out(o.json ? JSON.stringify(result) : storyTable(result));
     return result.audit.ok ? EXIT.ok : EXIT.auditFailed;

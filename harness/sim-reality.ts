@@ -9,7 +9,7 @@
  * fences, commits chunk 0, and freezes right after a passed check for chunk 1's first batch; B starts once A is
  * frozen and claims after watching A's rvn for a full lease; A is continued once B has raised the fences; B is killed
  * after committing one chunk; the sweeper (every lease/2, two sightings a lease apart with the same rvn) re-queues the
- * orphan and starts C, which claims, completes and releases.
+ * orphan, starts C and sweeps no more; C, with takeoverLease(timeScale), claims, completes and releases.
  */
 import { writeBatch } from '../core/batch';
 import { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION, type LeaseConfig } from '../core/config';
@@ -20,7 +20,7 @@ import { runJob, type ChunkWork } from '../core/job';
 import type { SimRow } from '../core/sim/engine';
 import { NO_DDB, REAL_TABLES, RealWorld, type RealWorker } from '../core/sim/real';
 import { Sweeper, SWEEPER_DEFAULTS } from '../core/sweeper';
-import { STORY_NIGHT, storyLease } from './story';
+import { STORY_NIGHT, storyLease, takeoverLease } from './story';
 
 const CHUNKS = Math.ceil(STORY_NIGHT.invoices / STORY_NIGHT.chunkSize);
 const DATE = '2026-09-28';
@@ -31,6 +31,8 @@ export interface StoryPrediction {
   readonly tokens: readonly { readonly actor: string; readonly token: number }[];
   /** The fence A's late batch met. */
   readonly lateBatchFence?: number;
+  /** How many re-queues the sweeper recorded. */
+  readonly requeues: number;
   /** The job row's state right after the sweeper's re-queue, and at the end. */
   readonly requeuedState?: string;
   readonly finalState: string;
@@ -53,10 +55,12 @@ const describe = (e: FencepostEvent): Omit<SimRow, 't' | 'actor'> | undefined =>
 
 export async function predictStory(timeScale: number): Promise<StoryPrediction> {
   const config: LeaseConfig = { ...storyLease(timeScale), claimBudget: LEASE_DEFAULTS.claimBudget };
+  const cConfig: LeaseConfig = { ...takeoverLease(timeScale), claimBudget: LEASE_DEFAULTS.claimBudget };
   const world = new RealWorld(0, config.leaseMs, describe);
   const keys = jobKeys('story');
   const jobId = keys.job(DATE);
   let requeuedState: string | undefined;
+  let requeues = 0;
 
   /** The night's chunks in batches of 99, each checked; `before` may freeze or kill the worker at a (chunk, batch). */
   const work =
@@ -81,7 +85,7 @@ export async function predictStory(timeScale: number): Promise<StoryPrediction> 
   const start = (w: RealWorker, before: (chunk: number, batch: number) => Promise<void> | void = () => undefined) =>
     void runJob(
       { ddb: NO_DDB, tables: REAL_TABLES, clock: w, events: w.events, store: w.jobs, lockStore: w.locks, random: () => 0.5 },
-      { keys, date: DATE, chunks: CHUNKS, holder: w.name, config },
+      { keys, date: DATE, chunks: CHUNKS, holder: w.name, config: w === C ? cConfig : config },
       work(w, before),
     ).catch(() => undefined);
 
@@ -96,22 +100,20 @@ export async function predictStory(timeScale: number): Promise<StoryPrediction> 
       store: sweeperWorker.jobs,
       lockStore: sweeperWorker.locks,
     },
-    { ...SWEEPER_DEFAULTS, leaseMs: config.leaseMs },
+    { ...SWEEPER_DEFAULTS, leaseMs: cConfig.leaseMs },
   );
-  let done = false;
-  C.events.on((e) => (done ||= e.event === 'completed'));
   let cStarted = false;
+  // As in the story: the sweeper stops once it has re-queued (it is then only waiting for C).
   const sweepLoop = () => {
-    if (done) return;
     void sweeper
       .sweep(() => {
-        if (cStarted) return;
         cStarted = true;
         start(C);
       })
       .then(async (report) => {
+        requeues += report.requeued.length;
         if (report.requeued.length > 0) requeuedState = (await world.jobs.readJob(jobId))?.state;
-        sweeperWorker.after(Math.max(100, Math.round(config.leaseMs / 2)), sweepLoop);
+        else sweeperWorker.after(Math.max(100, Math.round(config.leaseMs / 2)), sweepLoop);
       });
   };
   // 4. B is killed after committing one chunk: at the first check of its second chunk; then the sweeper starts.
@@ -140,6 +142,7 @@ export async function predictStory(timeScale: number): Promise<StoryPrediction> 
     rows: world.rows,
     tokens,
     lateBatchFence: late?.event === 'batch-rejected' ? late.fence : undefined,
+    requeues,
     requeuedState,
     finalState: (await world.jobs.readJob(jobId))?.state ?? 'never raised',
   };

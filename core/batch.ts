@@ -62,6 +62,11 @@ export interface FencedWriteOptions {
   readonly keyAttribute?: string;
   /** Puts per transaction, besides the fence's check: 1 to 99. @default MAX_PUTS_PER_TRANSACTION (99) */
   readonly putsPerTransaction?: number;
+  /**
+   * Run before each transaction, e.g. `() => lease.check()` (Part 2, "before every action"): what it throws stops the
+   * write there, the transactions before it recorded, none after it sent. @default none
+   */
+  readonly check?: () => void;
 }
 
 /** What a batch needs of its fence (core/aws/fence.ts's `Fence` is one): the item, its name, its store, its clock. */
@@ -145,6 +150,7 @@ export async function writeFenced<T extends DocumentItem>(
   const alreadyRecorded: T[] = [];
   let transactions = 0;
   for (let from = 0; from < puts.length; from += size) {
+    options.check?.();
     const out = await transact(fence, token, puts.slice(from, from + size), call);
     recorded.push(...out.recorded.map((i) => items[from + i]));
     alreadyRecorded.push(...out.alreadyRecorded.map((i) => items[from + i]));
@@ -239,6 +245,7 @@ function documentPuts(items: readonly DocumentItem[], options: FencedWriteOption
     problems.push(
       `putsPerTransaction must be an integer from 1 to ${MAX_PUTS_PER_TRANSACTION} (a transaction holds 100 actions and one is the fence check), got ${show(putsPerTransaction)}`,
     );
+  if (options?.check !== undefined && typeof options.check !== 'function') problems.push(`check must be a function, got ${show(options.check)}`);
   if (!Array.isArray(items)) problems.push(`items must be an array of documents, got ${show(items)}`);
   const seen = new Map<string, number>();
   (Array.isArray(items) ? items : []).forEach((item: unknown, i) => {

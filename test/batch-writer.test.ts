@@ -138,6 +138,26 @@ for (const [name, make] of Object.entries(worlds)) {
       assert.equal(r.transactions, Math.ceil(items.length / putsPerTransaction) + cutsWithEarlier);
     });
 
+    test("the caller's check runs before each transaction: its throw stops the write there, the earlier ones recorded", T, async () => {
+      const sent: Sent[] = [];
+      const fence = w.fence(sent);
+      await fence.raise(2);
+      const items = docs(unique('line'), 25);
+      const putsPerTransaction = 10;
+      let checks = 0;
+      const stopAt = 2; // the stop time passes before the third transaction
+      const check = () => {
+        if (++checks > stopAt) throw new Error('stop time passed');
+      };
+      await assert.rejects(writeFenced(fence, 2, items, { table: w.records, putsPerTransaction, check }), /stop time passed/);
+      assert.equal(sent.length, stopAt, 'no transaction after the check that threw');
+      const stored = await Promise.all(items.map(async (i) => (await w.read(w.records, i.pk)) !== undefined));
+      assert.deepEqual(
+        stored,
+        items.map((_, k) => k < stopAt * putsPerTransaction),
+      );
+    });
+
     test('a write under a fence never raised says so (FenceNotRaisedError), and writes nothing; a newer holder is FencedOutError', T, async () => {
       const fence = w.fence([]);
       const items = docs(unique('line'), 3);

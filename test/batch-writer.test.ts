@@ -40,9 +40,24 @@ function noting(store: FenceStore, sent: Sent[]): FenceStore {
   };
 }
 
+/** What a process killed after `applied` transactions leaves: the last one applied but its answer never heard, no more sent. */
+function dyingAfter(store: FenceStore, applied: number): FenceStore {
+  let sent = 0;
+  const died = () => new Error('the process died');
+  return {
+    ...noting(store, []),
+    recordBatch: async (fence, token, puts, requestToken) => {
+      if (++sent > applied) throw died();
+      const out = await store.recordBatch(fence, token, puts, requestToken);
+      if (sent === applied) throw died(); // applied by the store, the answer lost with the process
+      return out;
+    },
+  };
+}
+
 interface World {
-  /** A fence on a new item of the fence table, its store noting what it is sent. */
-  fence(sent: Sent[]): Fence;
+  /** A fence on a new item of the fence table, its store noting what it is sent (or the store given). */
+  fence(sent: Sent[], on?: (store: FenceStore) => FenceStore): Fence;
   /** A table for the records (partition key `pk`). */
   readonly records: string;
   /** The item under `pk` in `table`, as read back (undefined: absent). */
@@ -54,7 +69,14 @@ const worlds: Record<string, () => Promise<World>> = {
     const store = new MemoryJobStore({ clock: new VirtualClock(), jobs: 'jobs' });
     return {
       records: 'records',
-      fence: (sent) => fenceOn({ ddb: noDynamo, table: 'jobs', key: { pk: unique('fence') }, clock: new VirtualClock(), store: noting(store, sent) }),
+      fence: (sent, on) =>
+        fenceOn({
+          ddb: noDynamo,
+          table: 'jobs',
+          key: { pk: unique('fence') },
+          clock: new VirtualClock(),
+          store: on ? on(store) : noting(store, sent),
+        }),
       read: (table, pk) => store.readFence({ table, key: { pk } }),
     };
   },
@@ -64,8 +86,14 @@ const worlds: Record<string, () => Promise<World>> = {
     return {
       records: ns.tables.invoices,
       // No clock given: the system clock is the default.
-      fence: (sent) =>
-        fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: unique('fence') }, resource: 'report', store: noting(store, sent) }),
+      fence: (sent, on) =>
+        fenceOn({
+          ddb: ns.clients.ddb,
+          table: ns.tables.jobs,
+          key: { pk: unique('fence') },
+          resource: 'report',
+          store: on ? on(store) : noting(store, sent),
+        }),
       read: (table, pk) => store.readFence({ table, key: { pk } }),
     };
   },
@@ -157,6 +185,32 @@ for (const [name, make] of Object.entries(worlds)) {
         items.map((_, k) => k < stopAt * putsPerTransaction),
       );
     });
+
+    // Crash answer (docs/DESIGN.md, the fenced write): killed between two of its transactions.
+    test(
+      'dies between two transactions, the last one applied but unheard: the redo records the rest, the first ones already recorded',
+      T,
+      async () => {
+        const items = docs(unique('line'), 250);
+        let alive: FenceStore | undefined;
+        const dying = w.fence([], (store) => dyingAfter((alive = store), 2));
+        await dying.raise(4);
+        await assert.rejects(writeFenced(dying, 4, items, { table: w.records }), /the process died/);
+        const cut = 2 * MAX_PUTS_PER_TRANSACTION;
+        const stored = await Promise.all(items.map(async (i) => (await w.read(w.records, i.pk)) !== undefined));
+        assert.deepEqual(
+          stored,
+          items.map((_, k) => k < cut),
+          'the first two transactions landed, nothing after',
+        );
+        // The next holder (token 5) raises the same fence and redoes the write.
+        const redo = fenceOn({ ...dying.target, store: alive });
+        await redo.raise(5);
+        const r = await writeFenced(redo, 5, items, { table: w.records });
+        assert.deepEqual(r.alreadyRecorded, items.slice(0, cut), "each item recorded once: the dead holder's come back listed");
+        assert.deepEqual(r.recorded, items.slice(cut));
+      },
+    );
 
     test('a write under a fence never raised says so (FenceNotRaisedError), and writes nothing; a newer holder is FencedOutError', T, async () => {
       const fence = w.fence([]);

@@ -52,7 +52,7 @@ export type WireItem = Readonly<Record<string, AttributeValue>>;
 
 /**
  * An item as plain document values (`{ pk: 'inv#1', amount: 100 }`): the DynamoDB store marshals it
- * (@aws-sdk/util-dynamodb), the in-memory store keeps it as it is.
+ * (util-dynamodb's marshall), the in-memory store keeps it as it is.
  */
 export type DocumentItem = Readonly<Record<string, NativeAttributeValue>>;
 

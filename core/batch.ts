@@ -9,16 +9,19 @@
  * recorded before was recorded by the same holder or with the same content (a takeover redoing a batch finds the
  * earlier holder's items, "already recorded"), nor anything about writes that do not carry the guard.
  *
- * Items are given in the low-level wire form and sent as they are: the document client's generic marshalling cost a
- * third of the client CPU per transaction on the billing night (bench/waste.ts).
+ * Two ways in. `writeFenced(fence, token, items, { table })`, the writer for users: any number of plain document
+ * items, checked before anything is sent, cut into transactions of 1 check + at most 99 puts (one transaction after
+ * another, in order), marshalled by the DynamoDB store only. `writeBatch(fence, token, puts)`: at most 99 puts already
+ * in the low-level wire form, sent as they are (the document client's generic marshalling cost a third of the client
+ * CPU per transaction on the billing night, bench/waste.ts).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { Clock } from './clock';
 import { backoffOf, retryTransient } from './conditions';
 import { MAX_PUTS_PER_TRANSACTION } from './config';
-import { ConfigError, FencedOutError } from './errors';
+import { ConfigError, FenceNotRaisedError, FencedOutError } from './errors';
 import { Attr } from './schema';
-import type { BatchPut, FenceItem, FenceStore, WireItem } from './store/jobs';
+import type { BatchPut, DocumentItem, FenceItem, FenceStore, WireItem } from './store/jobs';
 
 /** One item to record once under the fence. */
 export interface FencedPut {
@@ -31,22 +34,39 @@ export interface FencedPut {
 }
 
 /**
- * What a fenced batch did. Fenced out is not a result: it is thrown (FencedOutError), since the holder must stop.
+ * What a fenced write did, item by item (the very objects passed, in their order). Fenced out is not a result: it is
+ * thrown (FencedOutError), since the holder must stop.
+ * @typeParam P - what was written: a FencedPut (writeBatch), or the caller's own document items (writeFenced)
  */
-export interface BatchResult {
+export interface BatchResult<P = FencedPut> {
   /**
-   * The puts this call's own transactions wrote: each is counted here by exactly one call, the one that wrote it (its
+   * The items this call's own transactions wrote: each is counted here by exactly one call, the one that wrote it (its
    * ClientRequestToken is this call's alone, so a success is never another call's transaction replayed).
    */
-  readonly recorded: readonly FencedPut[];
+  readonly recorded: readonly P[];
   /**
    * The puts refused because an item with their key already existed: recorded before this call, by an earlier holder
    * (a takeover redoing a batch) or an earlier call of the same holder (a retried chunk, also one that never heard
    * the answer to its write). Not an error: each item is recorded once. Their content was not compared with ours.
    */
-  readonly alreadyRecorded: readonly FencedPut[];
+  readonly alreadyRecorded: readonly P[];
   /** Transactions sent, including the retries. */
   readonly transactions: number;
+}
+
+/** Where `writeFenced` writes, and how it cuts the items. */
+export interface FencedWriteOptions {
+  /** The table the items go in (every item: one table per call). */
+  readonly table: string;
+  /** The items' partition key attribute: an item lands only if no item with this key exists. @default 'pk' */
+  readonly keyAttribute?: string;
+  /** Puts per transaction, besides the fence's check: 1 to 99. @default MAX_PUTS_PER_TRANSACTION (99) */
+  readonly putsPerTransaction?: number;
+  /**
+   * Run before each transaction, e.g. `() => lease.check()` (Part 2, "before every action"): what it throws stops the
+   * write there, the transactions before it recorded, none after it sent. @default none
+   */
+  readonly check?: () => void;
 }
 
 /** What a batch needs of its fence (core/aws/fence.ts's `Fence` is one): the item, its name, its store, its clock. */
@@ -77,7 +97,8 @@ export function batchPuts(puts: readonly FencedPut[]): BatchPut[] {
 /**
  * Write `puts` under the fence, in one transaction of 1 check + the puts (at most 99). What its outcome means
  * (docs/DESIGN.md "Retry classification"):
- *   - fenced out (the check failed): the fence no longer accepts our token → FencedOutError, nothing was written;
+ *   - fenced out (the check failed): the fence no longer accepts our token → FencedOutError, nothing was written
+ *     (FenceNotRaisedError when the fence item was never raised);
  *   - already recorded (a put's condition failed): drop those puts and send the rest (a new request, so a new
  *     ClientRequestToken). A conflict reported beside it changes nothing: the condition decides;
  *   - a transient failure (thrown: TransactionConflict, throttling, …): the SAME request again after a full-jitter
@@ -92,30 +113,92 @@ export function batchPuts(puts: readonly FencedPut[]): BatchPut[] {
  * @param puts - at most 99 items; none sends nothing
  * @returns which puts this call recorded and which were already recorded
  * @throws ConfigError for more than 99 puts (before anything is sent); FencedOutError when the fence refused the
- * token; the store's error for anything permanent, or transient past the retries
+ * token; FenceNotRaisedError when it was never raised; the store's error for anything permanent, or transient past
+ * the retries
  */
 export async function writeBatch(fence: BatchFence, token: number, puts: readonly FencedPut[]): Promise<BatchResult> {
-  batchPuts(puts); // throws ConfigError before the first send
-  let pending = puts;
-  const alreadyRecorded: FencedPut[] = [];
-  let transactions = 0;
+  const out = await transact(fence, token, batchPuts(puts), randomUUID()); // batchPuts throws before the first send
+  return { recorded: out.recorded.map((i) => puts[i]), alreadyRecorded: out.alreadyRecorded.map((i) => puts[i]), transactions: out.transactions };
+}
+
+/**
+ * Write any number of plain document items under the fence: checked first (nothing is sent if any is bad), then cut
+ * into transactions of 1 check + at most `putsPerTransaction` puts, sent one after another, each as writeBatch sends
+ * one (its own ClientRequestToken, its own retry budget). Each item lands once: one an earlier holder or call recorded
+ * comes back in `alreadyRecorded`, not written again.
+ *
+ * A holder fenced out part-way keeps what its earlier transactions wrote (each item recorded once: the new holder
+ * finds them already recorded) and nothing of the refused one.
+ * @param fence - the fence, raised to `token` first (its store, clock and jitter source are used)
+ * @param token - the holder's fencing token
+ * @param items - plain documents (`{ pk: 'inv#1', amount: 100 }`), each with its key; none sends nothing
+ * @returns which items this call recorded and which were already recorded, and the transactions sent
+ * @throws ConfigError naming every bad item or option (before anything is sent); FenceNotRaisedError when the fence
+ * was never raised; FencedOutError when a newer holder raised it; the store's error for anything permanent, or
+ * transient past the retries
+ */
+export async function writeFenced<T extends DocumentItem>(
+  fence: BatchFence,
+  token: number,
+  items: readonly T[],
+  options: FencedWriteOptions,
+): Promise<BatchResult<T>> {
+  const puts = documentPuts(items, options);
+  const size = options.putsPerTransaction ?? MAX_PUTS_PER_TRANSACTION;
   const call = randomUUID();
+  const recorded: T[] = [];
+  const alreadyRecorded: T[] = [];
+  let transactions = 0;
+  for (let from = 0; from < puts.length; from += size) {
+    options.check?.();
+    const out = await transact(fence, token, puts.slice(from, from + size), call);
+    recorded.push(...out.recorded.map((i) => items[from + i]));
+    alreadyRecorded.push(...out.alreadyRecorded.map((i) => items[from + i]));
+    transactions += out.transactions;
+  }
+  return { recorded, alreadyRecorded, transactions };
+}
+
+/**
+ * One cut (at most 99 puts) under the fence, until every put is recorded or found recorded; positions in `puts`.
+ * What each outcome means (docs/DESIGN.md "Retry classification"):
+ *   - fenced out (the check failed): the fence no longer accepts our token → FencedOutError, nothing was written;
+ *     a fence item that does not exist or has no fence was never raised → FenceNotRaisedError;
+ *   - already recorded (a put's condition failed): drop those puts and send the rest (a new request, so a new
+ *     ClientRequestToken). A conflict reported beside it changes nothing: the condition decides;
+ *   - a transient failure (thrown): the SAME request again after a full-jitter backoff (one budget for the cut), with
+ *     the same ClientRequestToken.
+ */
+async function transact(fence: BatchFence, token: number, puts: readonly BatchPut[], call: string): Promise<Positions> {
+  let pending = puts.map((_, i) => i);
+  const alreadyRecorded: number[] = [];
+  let transactions = 0;
   // The loop keeps its state across retryTransient's attempts: a transient failure resends the same pending request.
   return retryTransient(backoffOf(fence.target), async () => {
     while (pending.length > 0) {
       transactions++;
-      const out = await fence.store.recordBatch(fence.item, token, batchPuts(pending), requestToken(fence, token, pending, call));
+      const request = pending.map((i) => puts[i]);
+      const out = await fence.store.recordBatch(fence.item, token, request, requestToken(fence, token, request, call));
       if (out.kind === 'recorded') return { recorded: pending, alreadyRecorded, transactions };
       if (out.kind === 'fenced-out') {
         const met = out.current?.[Attr.fence];
-        throw new FencedOutError(fence.resource, token, met === undefined ? undefined : Number(met), { cause: out.cause });
+        // The check's ALL_OLD is the fence item: none (or no fence on it) means nobody ever raised it.
+        if (met === undefined) throw new FenceNotRaisedError(fence.resource, token, { cause: out.cause });
+        throw new FencedOutError(fence.resource, token, Number(met), { cause: out.cause });
       }
-      const refused = new Set(out.positions);
-      alreadyRecorded.push(...pending.filter((_, i) => refused.has(i)));
-      pending = pending.filter((_, i) => !refused.has(i));
+      const refused = new Set(out.positions.map((p) => pending[p]));
+      alreadyRecorded.push(...pending.filter((i) => refused.has(i)));
+      pending = pending.filter((i) => !refused.has(i));
     }
     return { recorded: [], alreadyRecorded, transactions };
   });
+}
+
+/** What one cut did, by position in its puts. */
+interface Positions {
+  readonly recorded: readonly number[];
+  readonly alreadyRecorded: readonly number[];
+  readonly transactions: number;
 }
 
 /**
@@ -123,10 +206,104 @@ export async function writeBatch(fence: BatchFence, token: number, puts: readonl
  * token to the account, not the table, and rejects a reused token with other parameters, so the tables and every
  * item's content are in it.
  */
-export function requestToken(fence: Pick<BatchFence, 'item'>, token: number, puts: readonly FencedPut[], call = ''): string {
+export function requestToken(fence: Pick<BatchFence, 'item'>, token: number, puts: readonly TokenPut[], call = ''): string {
   const h = createHash('sha256').update(`${call}|${fence.item.table}|${JSON.stringify(fence.item.key)}|${token}`);
   // The items as the caller built them: the same request serialises the same way (JSON.stringify is native, and an
   // item's attributes keep their order), any other content another way.
-  for (const p of puts) h.update(`|${p.table}|${p.keyAttribute ?? 'pk'}|`).update(JSON.stringify(p.item));
+  for (const p of puts) {
+    h.update(`|${p.table}|${p.keyAttribute ?? 'pk'}|`);
+    h.update(p.item ? JSON.stringify(p.item) : `doc:${JSON.stringify(p.document, documentJson)}`);
+  }
   return h.digest('hex').slice(0, 36);
+}
+
+/** A put as the request token reads it: a FencedPut, or a BatchPut (wire item or document). */
+type TokenPut = Pick<BatchPut, 'table' | 'item' | 'document'> & { readonly keyAttribute?: string };
+
+/** Sets, bytes and bigints as JSON, so their content is in the token (JSON.stringify writes a Set as `{}`). */
+function documentJson(_key: string, v: unknown): unknown {
+  if (v instanceof Set) return { set: [...(v as Set<unknown>)] };
+  if (v instanceof Uint8Array) return { bytes: Buffer.from(v).toString('base64') };
+  return typeof v === 'bigint' ? { bigint: String(v) } : v;
+}
+
+// ─── The writer's input, checked before anything is sent ──────────────────────────────────────────────────────────
+
+/** The most problems a ConfigError lists: one per bad item could run to thousands. */
+const MAX_PROBLEMS = 10;
+
+/**
+ * The items as the store takes them, or a ConfigError naming every problem (items, key, values, options): DynamoDB's
+ * rules checked here, the same on every store, so a bad item is refused before the first transaction, not after.
+ */
+function documentPuts(items: readonly DocumentItem[], options: FencedWriteOptions): BatchPut[] {
+  const problems: string[] = [];
+  const { table, keyAttribute = 'pk', putsPerTransaction = MAX_PUTS_PER_TRANSACTION } = options ?? ({} as FencedWriteOptions);
+  if (typeof table !== 'string' || table === '') problems.push(`table must be a table name, got ${show(table)}`);
+  if (typeof keyAttribute !== 'string' || keyAttribute === '') problems.push(`keyAttribute must be an attribute name, got ${show(keyAttribute)}`);
+  if (!Number.isInteger(putsPerTransaction) || putsPerTransaction < 1 || putsPerTransaction > MAX_PUTS_PER_TRANSACTION)
+    problems.push(
+      `putsPerTransaction must be an integer from 1 to ${MAX_PUTS_PER_TRANSACTION} (a transaction holds 100 actions and one is the fence check), got ${show(putsPerTransaction)}`,
+    );
+  if (options?.check !== undefined && typeof options.check !== 'function') problems.push(`check must be a function, got ${show(options.check)}`);
+  if (!Array.isArray(items)) problems.push(`items must be an array of documents, got ${show(items)}`);
+  const seen = new Map<string, number>();
+  (Array.isArray(items) ? items : []).forEach((item: unknown, i) => {
+    if (!isPlainObject(item)) {
+      problems.push(`item ${i} is not an object (a document such as { pk: 'a#1', amount: 100 }), got ${show(item)}`);
+      return;
+    }
+    const key = item[keyAttribute];
+    if (key === undefined) problems.push(`item ${i} has no '${keyAttribute}' (its key attribute)`);
+    else if (!((typeof key === 'string' && key !== '') || (typeof key === 'number' && Number.isFinite(key))))
+      problems.push(`item ${i}: its key '${keyAttribute}' must be a string or a number, got ${show(key)}`);
+    else {
+      const id = `${typeof key}:${String(key)}`;
+      const first = seen.get(id);
+      // DynamoDB refuses two actions on one item in a transaction; across transactions the second would be reported
+      // already recorded, its content never written: either way a caller's mistake.
+      if (first !== undefined) problems.push(`item ${i} repeats the key of item ${first} ('${keyAttribute}' = ${show(key)})`);
+      else seen.set(id, i);
+    }
+    for (const [name, value] of Object.entries(item)) valueProblems(value, `'${name}'`, (p) => problems.push(`item ${i}: ${p}`));
+  });
+  if (problems.length > 0)
+    throw new ConfigError(
+      problems.length > MAX_PROBLEMS ? [...problems.slice(0, MAX_PROBLEMS), `and ${problems.length - MAX_PROBLEMS} more`] : problems,
+    );
+  return items.map((document) => ({ table, keyAttribute, document }));
+}
+
+/** What DynamoDB cannot hold in a value (the marshaller's refusals): undefined, NaN, an unsafe number, a class. */
+function valueProblems(v: unknown, at: string, problem: (p: string) => void): void {
+  if (v === null || typeof v === 'string' || typeof v === 'boolean' || typeof v === 'bigint' || v instanceof Uint8Array) return;
+  if (v === undefined) return problem(`${at} is undefined (leave it out, or use null)`);
+  if (typeof v === 'number') {
+    if (!Number.isFinite(v)) problem(`${at} is not a finite number, got ${String(v)}`);
+    else if (Math.abs(v) > Number.MAX_SAFE_INTEGER) problem(`${at} is beyond Number.MAX_SAFE_INTEGER: pass a bigint`);
+    return;
+  }
+  if (Array.isArray(v)) return v.forEach((x, i) => valueProblems(x, `${at}[${i}]`, problem));
+  if (v instanceof Set) {
+    const kinds = new Set([...(v as Set<unknown>)].map((x) => typeof x));
+    if (v.size === 0) problem(`${at} is an empty set (DynamoDB holds no empty set)`);
+    else if (kinds.size > 1 || ![...kinds].every((k) => k === 'string' || k === 'number' || k === 'bigint'))
+      problem(`${at} is a set of ${[...kinds].join(' and ')}: a set holds strings only, or numbers only`);
+    return;
+  }
+  if (isPlainObject(v)) return Object.entries(v).forEach(([k, x]) => valueProblems(x, `${at}.${k}`, problem));
+  problem(`${at} is ${show(v)}: a value is a string, number, boolean, null, bytes, a set, a list or a map`);
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+
+/** A value, short, for a problem's sentence. */
+function show(v: unknown): string {
+  if (typeof v === 'object' && v !== null && !Array.isArray(v) && !isPlainObject(v)) return `a ${v.constructor?.name ?? 'class instance'}`;
+  const s = typeof v === 'string' ? `'${v}'` : typeof v === 'bigint' ? `${v}n` : (JSON.stringify(v) ?? String(v));
+  return s.length > 40 ? `${s.slice(0, 37)}...` : s;
 }

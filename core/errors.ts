@@ -7,6 +7,8 @@
  *   LeaseLostError      the lock item no longer names us (or our epoch): stop, discard local state.
  *   StopTimePassedError our own stop time passed on our monotonic clock: stop, don't act (Part 2).
  *   FencedOutError      the resource refused our token: a newer holder raised the fence. Stop, discard.
+ *   FenceNotRaisedError the fence item does not exist (or has no fence): nobody raised it, so it guards nothing.
+ *                       A bug in the caller: raise the fence before writing with it.
  *   VersionConflictError another write of the same epoch took the version first: read the head again.
  *   AlreadyDoneError    the job is DONE; nothing to do.
  *   ConfigError         bad input; nothing was written.
@@ -73,6 +75,22 @@ export class FencedOutError extends FencepostError {
     options?: { cause?: unknown },
   ) {
     super(`fenced out at ${resource}: our token ${token}, fence ${fence ?? 'unknown'}`, options);
+  }
+}
+
+/**
+ * A fenced write met a fence that was never raised: its item does not exist or carries no `fence`. An unraised fence
+ * accepts no token (it would guard nothing), so nothing was written. Not a newer holder: the writer skipped its raise.
+ */
+export class FenceNotRaisedError extends FencepostError {
+  constructor(
+    /** Which fence was never raised. */
+    readonly resource: FencedResource,
+    /** Our token, which the raise should have set. */
+    readonly token: number,
+    options?: { cause?: unknown },
+  ) {
+    super(`fence '${resource}' has not been raised: call raise(${token}) before writing`, options);
   }
 }
 

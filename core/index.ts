@@ -55,6 +55,10 @@ export type { DocumentClient } from './aws/document-client';
 // The job store the job/chunk protocol and the fenced batch talk to (core/store/jobs.ts; DynamoDB: core/aws/job-store.ts)
 export type { BatchOutcome, BatchPut, Conditional, FenceItem, FenceStore, JobStore, Page, RowRaise, WireItem } from './store/jobs';
 export { writeBatch, type BatchFence, type BatchResult, type FencedPut } from './batch';
+// The batched writer for users (plain document items, any number), and what it throws when the fence was never raised
+export { writeFenced, type FencedWriteOptions } from './batch';
+export { FenceNotRaisedError } from './errors';
+export type { DocumentItem } from './store/jobs';
 
 // A fenced job's run: its keys, its fences raised first, its chunks, its completion, the direct engine (core/job.ts)
 export { JOB_NAME_PATTERN, chunkFenceKey, jobKeys, type JobKeys } from './job-keys';

@@ -1,35 +1,29 @@
-// A chunked job fenced by a lease: claim the job, raise its fence FIRST, then write each chunk's records in fenced
-// batches (1 check on the fence + up to 99 puts, all or nothing). Run it twice: the second holder gets a higher
-// token, finds every record already there, and a holder still carrying the first token can no longer write.
+// A chunked job fenced by a lease: claim the job, raise its fence FIRST, then write its records with the batched
+// writer (plain items, cut into transactions of 1 check on the fence + up to 99 puts, each all or nothing). Run it
+// twice: the second holder gets a higher token, finds every record already there, and a holder still carrying the
+// first token can no longer write.
 //
 // Stores: FENCEPOST_TEST_DYNAMODB (tables made by local/provision.ts, prefix FENCEPOST_EXAMPLE_PREFIX).
-import { Events, FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeBatch, type FencedPut } from '../core';
+import { Events, FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from '../core';
 
 const clients = localClients({ dynamodb: process.env.FENCEPOST_TEST_DYNAMODB ?? 'http://127.0.0.1:8000', s3: process.env.FENCEPOST_TEST_S3 ?? '' });
 const tables = tableNames(process.env.FENCEPOST_EXAMPLE_PREFIX ?? 'example-');
 const holder = process.argv[2] ?? 'worker-1';
 const job = 'report#2026-09-28';
-const lines = (chunk: number, token: number): FencedPut[] =>
-  Array.from({ length: 50 }, (_, i) => ({
-    table: tables.invoices,
-    item: { pk: { S: `${job}#line#${chunk * 50 + i}` }, amount: { N: String(100 + i) }, token: { N: String(token) } },
-  }));
+/** The job's records, as plain items: 3 chunks of 50 lines. */
+const lines = (token: number) => Array.from({ length: 150 }, (_, i) => ({ pk: `${job}#line#${i}`, amount: 100 + (i % 50), token }));
 
 async function main(): Promise<void> {
   const events = new Events(holder, systemClock).on((e) => e.event === 'claim' && console.error(`${holder} claimed token ${e.token}`));
   const deps = { ddb: clients.ddb, table: tables.locks, clock: systemClock, events };
   const summary = await withLease(deps, job, holder, {}, async (lease) => {
-    const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: job }, clock: systemClock, resource: 'report' });
+    const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: job }, resource: 'report' });
     // 1. Raise the fence before anything else: from now on no lower token writes here, whatever its holder believes.
     await lease.act(() => fence.raise(lease.token, { owner: holder }));
-    let recorded = 0;
-    let alreadyRecorded = 0;
-    for (let chunk = 0; chunk < 3; chunk++) {
-      // 2. Check the stop time, then write the chunk under the fence; records an earlier holder wrote come back listed.
-      const r = await lease.act(() => writeBatch(fence, lease.token, lines(chunk, lease.token)));
-      recorded += r.recorded.length;
-      alreadyRecorded += r.alreadyRecorded.length;
-    }
+    // 2. Write under the fence, checking the stop time before each transaction; records an earlier holder wrote come
+    //    back listed, not written again.
+    const r = await writeFenced(fence, lease.token, lines(lease.token), { table: tables.invoices, check: () => lease.check() });
+    const [recorded, alreadyRecorded] = [r.recorded.length, r.alreadyRecorded.length];
     return { holder, token: lease.token, recorded, alreadyRecorded };
   });
   console.log(JSON.stringify(summary));

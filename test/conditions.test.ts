@@ -18,7 +18,7 @@ import type { Clock } from '../core/clock';
 import { writeBatch, type FencedPut } from '../core/batch';
 import { fencedTransaction } from '../core/aws/fence';
 import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
-import { ConfigError, FencedOutError } from '../core/errors';
+import { ConfigError, FenceNotRaisedError, FencedOutError } from '../core/errors';
 import { fenceOn } from '../core/fence';
 import { chunkBatches } from '../apps/billing/invoices';
 
@@ -184,10 +184,18 @@ describe('the fenced batch decides by reason (a scripted store: no DynamoDB)', (
       ['ConditionalCheckFailed', 'None', 'None', 'None'],
       ['ConditionalCheckFailed', 'TransactionConflict', 'None', 'ConditionalCheckFailed'],
     ]) {
-      const { ddb, sent } = scripted(cancelled(...codes));
-      await assert.rejects(writeInvoices(depsOf(ddb, []), 'job', 7, batch), FencedOutError);
+      const err = cancelled(...codes);
+      err.CancellationReasons![0].Item = { pk: { S: 'job' }, fence: { N: '9' } }; // ALL_OLD: the fence item that won
+      const { ddb, sent } = scripted(err);
+      await assert.rejects(writeInvoices(depsOf(ddb, []), 'job', 7, batch), (e) => e instanceof FencedOutError && e.fence === 9);
       assert.equal(sent.length, 1);
     }
+  });
+
+  test('ConditionalCheckFailed on a fence item that does not exist is FenceNotRaisedError, not a newer holder', async () => {
+    const { ddb, sent } = scripted(cancelled('ConditionalCheckFailed', 'None', 'None', 'None')); // no ALL_OLD item
+    await assert.rejects(writeInvoices(depsOf(ddb, []), 'job', 7, batch), (e) => e instanceof FenceNotRaisedError && !(e instanceof FencedOutError));
+    assert.equal(sent.length, 1);
   });
 
   test('a Put already recorded beside a conflict is decided by the condition: dropped, the rest sent as a new request', async () => {

@@ -10,7 +10,7 @@ import { writeBatch } from '../core/batch';
 import { systemClock } from '../core/clock';
 import { localClients } from '../core/aws/clients';
 import { startDynamoDbProxy } from '../local/dynamodb-proxy';
-import { AlreadyDoneError, FencedOutError } from '../core/errors';
+import { AlreadyDoneError, FenceNotRaisedError, FencedOutError } from '../core/errors';
 import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
 import * as fence from '../core/fence';
 import { fenceOn } from '../core/fence';
@@ -252,7 +252,7 @@ test("guard(token) in the caller's own TransactWriteItems with an Update: lands 
   const balance = async () => (await ddb.send(new GetCommand({ TableName: ns.tables.invoices, Key: { pk: 'acct#1' }, ConsistentRead: true }))).Item;
 
   const unraised = await credit(1).catch((err: unknown) => err);
-  assert.ok(f.fencedOut(unraised, 1) instanceof FencedOutError, 'an unraised fence lets nothing through');
+  assert.ok(f.fencedOut(unraised, 1) instanceof FenceNotRaisedError, 'an unraised fence lets nothing through, and says it was never raised');
   await f.raise(1);
   await credit(1);
   await credit(1);

@@ -6,3 +6,6 @@ export type { DynamoDBDocumentClient as DocumentClient } from '@aws-sdk/lib-dyna
 
 /** An attribute in DynamoDB's wire form (`{ S: 'inv#1' }`, `{ N: '100' }`), as a type: the fenced batch's items are sent in it. */
 export type { AttributeValue } from '@aws-sdk/client-dynamodb';
+
+/** A plain document value as the document client takes it (`'inv#1'`, `100`, `{ lines: [...] }`): the writer's items. */
+export type { NativeAttributeValue } from '@aws-sdk/util-dynamodb';

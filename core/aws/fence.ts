@@ -7,7 +7,7 @@
  *                raised, or not above our token) that sets fence = token and returns the old item;
  *   Fence.guard  the fence as something to write with (etcd's `Cmp`): a ConditionCheck the caller puts in any
  *                TransactWriteItems it builds, so its own writes land only while the fence still accepts the token
- *                (core/batch.ts's writeBatch builds the usual one: 1 guard + up to 99 puts).
+ *                (core/batch.ts's writeFenced builds the usual ones: 1 guard + up to 99 puts each).
  *
  * What a fence guarantees: once it is raised to N, no write guarded with a token below N lands, whatever its holder
  * believes. What it does not: it knows nothing of leases, so two writers with the SAME token both pass (hand a token
@@ -17,10 +17,10 @@
 import type { AttributeValue, TransactWriteItem, TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
 import { marshall, type NativeAttributeValue } from '@aws-sdk/util-dynamodb';
 import { batchPuts, requestToken, type FencedPut } from '../batch';
-import type { Clock } from '../clock';
+import { systemClock, type Clock } from '../clock';
 import { backoffOf, cancellationReasons, retryTransient } from '../conditions';
 import { failedItem } from './conditions';
-import { FencedOutError } from '../errors';
+import { FenceNotRaisedError, FencedOutError } from '../errors';
 import { Attr } from '../schema';
 import type { FenceItem, FenceStore } from '../store/jobs';
 import { AwsFenceStore, fenceCheck, type DocumentClient } from './job-store';
@@ -33,13 +33,13 @@ export interface FenceTarget {
   readonly table: string;
   /** The fence item's primary key: its partition key (and sort key, if the table has one), e.g. `{ pk: 'orders#7' }`. */
   readonly key: Readonly<Record<string, string | number>>;
-  /** Times the retry backoff (docs/DESIGN.md "Retry classification"). */
-  readonly clock: Clock;
+  /** Times the retry backoff (docs/DESIGN.md "Retry classification"). @default systemClock */
+  readonly clock?: Clock;
   /** Jitter source for the retry backoff. @default Math.random */
   readonly random?: () => number;
   /** The name FencedOutError reports for this fence. @default 'fence' */
   readonly resource?: string;
-  /** Where raise, read and writeBatch go. @default the DynamoDB store on `ddb` */
+  /** Where raise, read, writeFenced and writeBatch go. @default the DynamoDB store on `ddb` */
   readonly store?: FenceStore;
 }
 
@@ -60,10 +60,11 @@ export class Fence {
   /** The key in AttributeValue form, marshalled once: guard() runs once per transaction. */
   private readonly wireKey: Record<string, AttributeValue>;
 
-  constructor(
-    /** Where the fence item lives. */
-    readonly target: FenceTarget,
-  ) {
+  /** Where the fence item lives, and its clock (the system clock unless one was given). */
+  readonly target: FenceTarget & { readonly clock: Clock };
+
+  constructor(target: FenceTarget) {
+    this.target = { ...target, clock: target.clock ?? systemClock };
     this.resource = target.resource ?? 'fence';
     this.item = { table: target.table, key: target.key };
     this.store = target.store ?? new AwsFenceStore(target.ddb);
@@ -98,14 +99,17 @@ export class Fence {
 
   /**
    * What a failed TransactWriteItems that carried `guard(token)` at `position` means for the fence: a FencedOutError
-   * (with the fence item that won) when the guard's condition failed, undefined when the error is anything else.
-   * `throw fence.fencedOut(err, token) ?? err` keeps a caller's own transaction as typed as writeBatch.
+   * (with the fence item that won) when the guard's condition failed, a FenceNotRaisedError when it failed on a fence
+   * item that does not exist or has no fence (never raised), undefined when the error is anything else.
+   * `throw fence.fencedOut(err, token) ?? err` keeps a caller's own transaction as typed as writeFenced.
    * @param position - where the guard sits in the transaction's TransactItems @default 0
    */
-  fencedOut(err: unknown, token: number, position = 0): FencedOutError | undefined {
+  fencedOut(err: unknown, token: number, position = 0): FencedOutError | FenceNotRaisedError | undefined {
     const reason = cancellationReasons(err)?.[position];
     if (reason?.Code !== 'ConditionalCheckFailed') return undefined;
-    return new FencedOutError(this.resource, token, reason.Item ? fenceOf(failedItem(reason)) : undefined, { cause: err });
+    const met = reason.Item ? fenceOf(failedItem(reason)) : undefined; // ALL_OLD: the fence item, if it exists
+    if (met === undefined) return new FenceNotRaisedError(this.resource, token, { cause: err });
+    return new FencedOutError(this.resource, token, met, { cause: err });
   }
 
   /** The fence item, read strongly consistent (undefined: never raised). */
@@ -114,7 +118,7 @@ export class Fence {
   }
 }
 
-/** A fence bound to one item: `fenceOn({ ddb, table, key, clock }).raise(token)`, `.guard(token)`. */
+/** A fence bound to one item: `fenceOn({ ddb, table, key }).raise(token)`, `.guard(token)`, `writeFenced(fence, ...)`. */
 export function fenceOn(target: FenceTarget): Fence {
   return new Fence(target);
 }

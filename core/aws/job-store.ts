@@ -110,12 +110,16 @@ export class AwsFenceStore implements FenceStore {
     return out.Item;
   }
 
-  /** The fenced transaction: the fence's check at position 0, then one Put per item, each only if its key is absent. */
+  /**
+   * The fenced transaction: the fence's check at position 0, then one Put per item, each only if its key is absent.
+   * @throws the marshaller's error for a document value DynamoDB cannot hold (before anything is sent)
+   */
   static transaction(fence: FenceItem, token: number, puts: readonly BatchPut[], requestToken: string): TransactWriteItemsCommandInput {
     const items = puts.map((p): TransactWriteItem => ({
       Put: {
         TableName: p.table,
-        Item: p.item as Record<string, AttributeValue>,
+        // A document is marshalled here, the one place that knows DynamoDB's wire form; a wire item goes as it is.
+        Item: p.item ? (p.item as Record<string, AttributeValue>) : marshall(p.document),
         ConditionExpression: keyAbsent,
         ExpressionAttributeNames: { '#key': p.keyAttribute },
       },

@@ -16,6 +16,7 @@
  *     the same token while its first send is in flight is TransactionInProgressException;
  *   - the sparse index `claimed` eventually consistent: each change of a row reaches it `indexLagMs * random()`
  *     later (never before an earlier change of the same row), and a query pages through it.
+ * A put's item is either wire form (turned into plain values) or a plain document (kept as given, never marshalled).
  * What it does not emulate: throttling and capacity, item and request size limits, tables with a sort key for puts
  * (a put's key is its `keyAttribute` alone), attribute types beyond S, N, BOOL, NULL, M, L, SS and NS in a put's
  * item, the 1 MB page (pages are `pageSize` items), and the order of the 100-action limit's error among others.
@@ -73,6 +74,10 @@ function fromWire(value: object): unknown {
   throw dynamoError('ValidationException', `the in-memory store does not take the attribute type of ${JSON.stringify(value)}`);
 }
 
+/** A put's key value, from its wire item or its document (kept as the caller gave it). */
+const keyValue = (p: BatchPut): unknown => (p.item ? fromWire(p.item[p.keyAttribute]) : p.document[p.keyAttribute]);
+/** Sets compare by their members in a request (JSON.stringify would write every Set as `{}`). */
+const sets = (_: string, v: unknown): unknown => (v instanceof Set ? { set: [...(v as Set<unknown>)] } : typeof v === 'bigint' ? String(v) : v);
 const plain = (item: WireItem): Item => Object.fromEntries(Object.entries(item).map(([k, v]) => [k, fromWire(v)]));
 const keyOf = (table: string, key: Readonly<Record<string, unknown>>): string =>
   JSON.stringify([table, Object.entries(key).sort(([a], [b]) => a.localeCompare(b))]);
@@ -233,9 +238,9 @@ export class MemoryJobStore implements JobStore {
   /** TransactWriteItems of the check and the puts: idempotent per token, all or nothing, reasons per action. */
   private async transact(fence: FenceItem, token: number, puts: readonly BatchPut[], requestToken: string): Promise<void> {
     if (puts.length + 1 > MAX_ACTIONS) throw dynamoError('ValidationException', `at most ${MAX_ACTIONS} actions in a transaction`);
-    const request = JSON.stringify([fence.table, keyOf(fence.table, fence.key), token, puts]);
+    const request = JSON.stringify([fence.table, keyOf(fence.table, fence.key), token, puts], sets);
     if (this.tokens.replayed(requestToken, request)) return; // the first send's success, replayed: nothing written again
-    const actions = [keyOf(fence.table, fence.key), ...puts.map((p) => keyOf(p.table, { [p.keyAttribute]: fromWire(p.item[p.keyAttribute]) }))];
+    const actions = [keyOf(fence.table, fence.key), ...puts.map((p) => keyOf(p.table, { [p.keyAttribute]: keyValue(p) }))];
     // Another transaction in flight holds one of our items: cancelled, TransactionConflict at that item.
     if (actions.some((k) => this.held.has(k))) {
       throw transactionCanceled(
@@ -258,7 +263,7 @@ export class MemoryJobStore implements JobStore {
           ),
       ];
       if (reasons.some((r) => r.Code !== 'None')) throw transactionCanceled(reasons);
-      puts.forEach((p, i) => this.items.set(actions[i + 1], plain(p.item)));
+      puts.forEach((p, i) => this.items.set(actions[i + 1], p.item ? plain(p.item) : (structuredClone(p.document) as Item)));
       this.tokens.succeeded(requestToken, request);
     } catch (err) {
       this.tokens.failed(requestToken); // only a success is remembered under its token

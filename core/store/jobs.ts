@@ -8,7 +8,7 @@
  * gives it, so the logic needs no second read. Transient failures (throttling, TransactionConflict, timeouts) are
  * thrown, named as DynamoDB names them, so conditions.isTransient and the one retry helper (retryTransient) decide.
  */
-import type { AttributeValue } from '../aws/document-client';
+import type { AttributeValue, NativeAttributeValue } from '../aws/document-client';
 import type { JobState } from '../schema';
 
 /** A job row as stored: its fence, its state, its owner, and (only while RUNNING) the sparse-index attributes. */
@@ -50,13 +50,18 @@ export interface FenceItem {
  */
 export type WireItem = Readonly<Record<string, AttributeValue>>;
 
-/** One put of a fenced batch: lands only if no item with its key exists. */
-export interface BatchPut {
+/**
+ * An item as plain document values (`{ pk: 'inv#1', amount: 100 }`): the DynamoDB store marshals it
+ * (util-dynamodb's marshall), the in-memory store keeps it as it is.
+ */
+export type DocumentItem = Readonly<Record<string, NativeAttributeValue>>;
+
+/** One put of a fenced batch: lands only if no item with its key exists. Its item in wire form, or as a document. */
+export type BatchPut = {
   readonly table: string;
-  readonly item: WireItem;
   /** The item's partition key attribute. */
   readonly keyAttribute: string;
-}
+} & ({ readonly item: WireItem; readonly document?: undefined } | { readonly document: DocumentItem; readonly item?: undefined });
 
 /**
  * What one fenced transaction did. Transient cancellations (every reason TransactionConflict or throttling) are

@@ -1,14 +1,13 @@
 // The chunk function of your own fenced job: FencedJob's workflow calls it once per chunk, after raising every fence
-// to the holder's token. Put the chunk fence's guard in each transaction you write, and check the lease before it.
-import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
+// to the holder's token. Write the chunk's records through its fence with the batched writer: plain items, any number,
+// cut into transactions of 1 check on the fence + up to 99 puts, each record once, the lease checked before each.
+import { writeFenced } from 'fencepost';
 import { fencedChunkHandler, required } from 'fencepost/lambda';
 
-export const handler = fencedChunkHandler(async ({ lease, fence, chunk, date, env, runtime }) => {
+export const handler = fencedChunkHandler(async ({ lease, fence, chunk, date, env }) => {
   const table = required(env, 'REPORT_TABLE'); // the job's own table, set on the function by its stack (stack.ts)
-  for (let line = 0; line < 10; line++) {
-    const put = { TableName: table, Item: { pk: { S: `${date}#${chunk}#${line}` }, token: { N: String(lease.token) } } };
-    // The check before every act; the guard makes a late write (a paused holder's) fail, whatever it believes.
-    await lease.act(() => runtime.clients.raw.send(new TransactWriteItemsCommand({ TransactItems: [fence.guard(lease.token), { Put: put }] })));
-  }
-  return { lines: 10 };
+  const lines = Array.from({ length: 250 }, (_, line) => ({ pk: `${date}#${chunk}#${line}`, line, token: lease.token }));
+  // A late write (a paused holder's) is refused by the fence, whatever it believes; a redo finds its lines recorded.
+  const written = await writeFenced(fence, lease.token, lines, { table, check: () => lease.check() });
+  return { lines: written.recorded.length, alreadyRecorded: written.alreadyRecorded.length };
 });

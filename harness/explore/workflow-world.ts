@@ -412,7 +412,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
               token,
               fenceBefore,
               fenceKey: String(fence.key.pk),
-              keys: puts.map((p) => JSON.stringify(p.item.pk)),
+              keys: puts.map((p) => JSON.stringify(p.item?.pk ?? p.document?.pk)),
             });
             scheduler.log(`${actor.name} batch accepted token ${token} fence ${fenceBefore} ${String(fence.key.pk)}`);
           } else if (out.kind === 'fenced-out') {

@@ -149,7 +149,7 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
               token,
               fenceBefore,
               fenceKey: String(fence.key.pk),
-              keys: puts.map((p) => JSON.stringify(p.item.pk)),
+              keys: puts.map((p) => JSON.stringify(p.item?.pk ?? p.document?.pk)),
             });
             scheduler.log(`${actor.name} batch accepted token ${token} fence ${fenceBefore} ${String(fence.key.pk)}`);
           }

@@ -114,6 +114,11 @@ test(`a backup from before the role's first use, restored and bumped, does not r
   );
   const writer = r.trace.flatMap((l) => / w2 is the writer with epoch (\d+)$/.exec(l)?.[1] ?? []).map(Number);
   assert.ok(writer.length === 1 && writer[0] > DEFAULT_BUMP, `w2's first flip of the writer lease starts above the floor: ${writer.join(', ')}`);
+  const unfloored = await runElectionSchedule(EARLY_BACKUP, 'restore-no-floor', { backupBeforeUse: true });
+  assert.ok(
+    unfloored.violations.some((v) => v.includes('an epoch repeated')),
+    `without the floor the same schedule repeats an epoch: ${unfloored.violations.join('; ')}`,
+  );
 });
 
 // Each broken rule, applied by the harness only, must be caught from seed FROM within this many schedules.

@@ -16,6 +16,7 @@
  * Broken variants, applied by the harness only (never the product code), each of which the checks must catch:
  *   epoch-deleted       the role item is deleted when its queue empties, a released lock item is deleted;
  *   restore-no-bump     the restored lock table is used without bumpEpochs;
+ *   restore-no-floor    the bump raises the items the restored table holds, not the epoch floor (the old bump);
  *   handover-no-bump    EpochFence.raise does nothing: the flip without the bump;
  *   manifest-blind-put  the manifest commit is an unconditional put, not If-Match on the version read;
  *   watchdog-off        the leadership watchdog is never armed, so onLost never comes;
@@ -86,6 +87,7 @@ type Settings = typeof ELECTION_SETTINGS;
 export const ELECTION_MUTATIONS = [
   'epoch-deleted',
   'restore-no-bump',
+  'restore-no-floor',
   'handover-no-bump',
   'manifest-blind-put',
   'watchdog-off',
@@ -498,7 +500,9 @@ export async function runElectionSchedule(
     const actorClock = clockOf(actor);
     const restored = new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom });
     for (const [k, v] of structuredClone(backup)) itemsOf(restored).set(k, v);
-    const store = scheduler.wrap(restored as LockStore, actor);
+    // restore-no-floor: the floor is never raised, so a key the backup lacks starts again at 1.
+    const bumped = broken === 'restore-no-floor' ? override(restored as LockStore, { raiseFloor: async () => ({ ok: true, from: 0 }) }) : restored;
+    const store = scheduler.wrap(bumped, actor);
     restarts.set(actor, () => {
       const delay = Math.floor(random() * s.restartWithinMs);
       clock.after(delay, () => startRestore(backup, incarnation + 1));

@@ -3,7 +3,8 @@
  * table (reference Part 5, "A lease built on a DynamoDB item"; docs/DESIGN.md § Election, "The restore bump").
  *
  * Each method is one store operation: one consistent read, one conditional write, one transaction, or one page of a
- * scan. A failed condition is an outcome, not an exception: `{ ok: false, current }` carries the item that won, as
+ * scan; except a free claim of a key with no item (rare: once per key), which on DynamoDB is the failed write, a read
+ * of the epoch floor, and the write that creates the item above it. A failed condition is an outcome, not an exception: `{ ok: false, current }` carries the item that won, as
  * the store had it (ALL_OLD), so the caller never needs a second read. Transient failures (throttling, a
  * transaction conflict, a timeout) are thrown, for the one retry helper (core/conditions.ts retryTransient).
  *

@@ -92,6 +92,12 @@ async function bumpOn(o: BumpOptions, clients: Clients): Promise<number> {
     out(
       `${o.dryRun ? 'dry run: would bump' : 'bumped'} ${report.changed.length} of ${report.scanned} lock items in ${locks} by ${o.by.toLocaleString('en-US')} (run id ${o.runId})`,
     );
+    const f = report.floor;
+    out(
+      f.alreadyRaised
+        ? `  epoch floor: ${f.to} (already raised by this run id): new lock items start above it`
+        : `  epoch floor: ${f.from} → ${f.to}: new lock items (keys the restored table lacks) start above it`,
+    );
     for (const c of report.changed) out(`  ${c.key}: epoch ${c.from} → ${c.to}`);
     if (report.alreadyBumped.length)
       out(

@@ -161,7 +161,8 @@ export class Election {
       reads.join++;
       const role = await this.readRole();
       const last = role?.epoch;
-      const seq = (last ?? 0) + 1;
+      // The role's first join starts above the epoch floor (read only then): a restored table may lack the role item.
+      const seq = (last ?? (await this.store.readFloor())) + 1;
       const rvn = newRvn();
       const sentAt = this.deps.clock.monotonicMs(); // before sending: the stop time never starts after the grant
       const request = {

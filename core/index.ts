@@ -44,6 +44,7 @@ export {
 export { releaseQuietly, withLease } from './with-lease';
 
 // The lock store seam (core/store/lock.ts): its DynamoDB implementation and the in-memory one that keeps its rules
+export { EPOCH_FLOOR_KEY } from './store/lock';
 export type { BumpPage, BumpView, ClaimOn, ClaimWrite, Holding, JoinRequest, LockStore, RemoveOn, RoleItem, WriteOutcome } from './store/lock';
 export { AwsLockStore, lockStoreOf, type LockStoreSource } from './aws/lock-store';
 export { MemoryLockStore, type MemoryLockStoreOptions } from './memory/lock-store';
@@ -111,7 +112,7 @@ export {
   type SweeperConfig,
   type SweeperDeps,
 } from './sweeper';
-export { DEFAULT_BUMP, bumpEpochs, type BumpChange, type BumpReport } from './restore';
+export { DEFAULT_BUMP, bumpEpochs, type BumpChange, type BumpReport, type FloorChange } from './restore';
 
 // Leader election and single-writer handover, fenced at the resource by epoch (core/election.ts, core/handover.ts,
 // core/epoch-fence.ts; docs/ELECTION.md)

@@ -15,9 +15,9 @@ import { lockStoreOf, type DocumentClient, type LockStoreSource } from './aws/lo
 import { type Clock, type ClockTimer, wallIso } from './clock';
 import type { LeaseConfig } from './config';
 import { backoffOf, fullJitterMs, isTransient, newRvn, retryTransient } from './conditions';
-import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from './errors';
+import { ClaimBudgetExhaustedError, ConfigError, LeaseLostError, StopTimePassedError } from './errors';
 import type { Events } from './events';
-import type { ClaimOn, LockItem, LockStore } from './store/lock';
+import { EPOCH_FLOOR_KEY, type ClaimOn, type LockItem, type LockStore } from './store/lock';
 
 export type { LockItem } from './store/lock';
 
@@ -96,7 +96,9 @@ export async function tryClaim(
  * THE CLAIM, in one place: one conditional write that sets holder, lease and rvn and adds 1 to the epoch, on condition
  * `on` (free, rvn unchanged, or, for the handover's flip, epoch unchanged). Returns the new epoch, or undefined if
  * the condition failed. A transient failure (TransactionConflictException, throttling) is sent again with the same
- * rvn: if the first try landed, the condition fails and the rvn we find says it was ours.
+ * rvn: if the first try landed, the condition fails and the rvn we find says it was ours. A key's first claim starts
+ * above the epoch floor (the store reads it then); the floor's own key is refused: it is no lease.
+ * @throws ConfigError for the epoch floor's key (nothing written)
  */
 export async function claimOnce(
   store: LockStore,
@@ -105,6 +107,7 @@ export async function claimOnce(
   on: ClaimOn,
   write: { readonly holder: string; readonly leaseMs: number; readonly rvn: string },
 ): Promise<number | undefined> {
+  if (key === EPOCH_FLOOR_KEY) throw new ConfigError([`key ${JSON.stringify(key)} is reserved for the epoch floor: it is no lease`]);
   const out = await retryTransient(backoffOf(deps), () => store.claim(key, on, { ...write, wallIso: wallIso(deps.clock) }));
   if (out.ok) return Number(out.item.epoch);
   const landed = out.current?.holder === write.holder && out.current?.rvn === write.rvn;

@@ -6,12 +6,18 @@
  * stores have already seen (the fences would refuse its holder: safe, but the night is stuck). Before a restored table
  * is used, every epoch jumps by a large amount (DEFAULT_BUMP), so every future token is above every old one.
  *
+ * A key the backup lacks (first claimed after the backup was taken: a night's lock, a role's first campaign) has no
+ * item to bump, and would start again at 1. So the bump also raises the epoch floor (EPOCH_FLOOR_KEY, one reserved
+ * item) by the same amount, FIRST, and every item created after starts above it (etcd's --bump-revision: keys
+ * created after the restore are above the bump too). A run that dies between the floor and the items leaves the
+ * items unbumped; the same run id again skips the floor and bumps them.
+ *
  * Each item's bump is one conditional write that records the run id in the item (`bump_runs`), so a run can be
  * repeated or resumed after a crash without bumping any item twice. Nothing is deleted; holders are left as they
  * are (a restored holder's renewals now fail on the epoch, and a claimant waits out its lease as usual).
  */
 import { lockStoreOf, type DocumentClient } from './aws/lock-store';
-import type { LockStore } from './store/lock';
+import { EPOCH_FLOOR_KEY, type LockStore } from './store/lock';
 
 /** The default bump: far above any token the nights since a backup can have handed out. */
 export const DEFAULT_BUMP = 1_000_000;
@@ -23,11 +29,21 @@ export interface BumpChange {
   readonly to: number;
 }
 
-/** What a bump run did: every item scanned, the epochs it moved, the items an earlier try of the same run had bumped. */
+/** The epoch floor, before and after the bump: every item created after starts above `to`. */
+export interface FloorChange {
+  readonly from: number;
+  readonly to: number;
+  /** Already raised by this run id (a repeated or resumed run): `from` and `to` are the floor as it is. */
+  readonly alreadyRaised: boolean;
+}
+
+/** What a bump run did: the floor, every item scanned, the epochs it moved, the items an earlier try of the same run had bumped. */
 export interface BumpReport {
   readonly runId: string;
   readonly by: number;
   readonly dryRun: boolean;
+  readonly floor: FloorChange;
+  /** Lock items scanned (the floor item is not one). */
   readonly scanned: number;
   readonly changed: BumpChange[];
   /** Already bumped by this run id (a repeated or resumed run). */
@@ -35,8 +51,9 @@ export interface BumpReport {
 }
 
 /**
- * Bump every lock item's epoch by `by`, once per run id, so no token handed out after a restore repeats one the stores
- * have seen. Guarantees: each item is bumped at most once per run id, however often the run is repeated or resumed.
+ * Raise the epoch floor, then bump every lock item's epoch, by `by`, once per run id, so no token handed out after a
+ * restore repeats one the stores have seen, on a key the restored table holds or on one it lacks. Guarantees: the
+ * floor and each item are raised at most once per run id, however often the run is repeated or resumed.
  * Does not guarantee anything about holders that keep writing with a restored token until the bump: run it before
  * the restored table is used.
  */
@@ -44,19 +61,28 @@ export async function bumpEpochs(
   deps: { ddb: DocumentClient; locks: string; store?: LockStore },
   opts: { by: number; runId: string; dryRun: boolean },
 ): Promise<BumpReport> {
+  const store = lockStoreOf({ ddb: deps.ddb, table: deps.locks, store: deps.store });
   const report: { -readonly [K in keyof BumpReport]: BumpReport[K] } = {
     runId: opts.runId,
     by: opts.by,
     dryRun: opts.dryRun,
+    floor: opts.dryRun ? { from: 0, to: opts.by, alreadyRaised: false } : await raiseFloor(store, opts.by, opts.runId),
     scanned: 0,
     changed: [],
     alreadyBumped: [],
   };
-  const store = lockStoreOf({ ddb: deps.ddb, table: deps.locks, store: deps.store });
   let start: string | undefined;
   do {
     const page = await store.scanPage(start);
     for (const item of page.items) {
+      if (item.key === EPOCH_FLOOR_KEY) {
+        // A dry run reports the floor as the scan found it (a never-raised floor has no item: from 0).
+        if (opts.dryRun) {
+          const alreadyRaised = item.bumpRuns.includes(opts.runId);
+          report.floor = { from: item.epoch, to: alreadyRaised ? item.epoch : item.epoch + opts.by, alreadyRaised };
+        }
+        continue;
+      }
       report.scanned++;
       if (item.bumpRuns.includes(opts.runId)) {
         report.alreadyBumped.push(item.key);
@@ -74,4 +100,12 @@ export async function bumpEpochs(
     start = page.next;
   } while (start !== undefined);
   return report;
+}
+
+/** The floor first: from this write on, every item created starts above every epoch the restored table may repeat. */
+async function raiseFloor(store: LockStore, by: number, runId: string): Promise<FloorChange> {
+  const out = await store.raiseFloor(by, runId);
+  if (out.ok) return { from: out.from, to: out.from + by, alreadyRaised: false };
+  const floor = await store.readFloor();
+  return { from: floor, to: floor, alreadyRaised: true };
 }

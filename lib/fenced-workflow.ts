@@ -193,6 +193,8 @@ export class FencedWorkflow extends Construct {
     allow([f.observe], ['dynamodb:GetItem'], [props.locks.tableArn, props.jobs.tableArn]);
     // Every function that acts for the holder renews first (UpdateItem on its lock item); release gives it back.
     allow([f.claim, f.raise, chunk, f.complete, f.release], ['dynamodb:UpdateItem'], [props.locks.tableArn]);
+    // A key's first claim (each night's lock) reads the epoch floor, to start above it (docs/DESIGN.md "The restore bump").
+    allow([f.claim], ['dynamodb:GetItem'], [props.locks.tableArn]);
     allow([f.raise, f.complete], ['dynamodb:UpdateItem'], [props.jobs.tableArn]);
     // Complete reads every chunk's fence item (its progress) before it marks the run DONE (docs/DESIGN.md, "Chunk fences").
     allow([f.complete], ['dynamodb:GetItem'], [props.jobs.tableArn]);

@@ -24,6 +24,8 @@ import { handover, writerLedgerKey, type HandoverConfig } from '../core/handover
 import { pollMsOf, readLock } from '../core/lease';
 import { readManifest } from '../core/manifest';
 import { bumpEpochs } from '../core/restore';
+import { EPOCH_FLOOR_KEY } from '../core/store/lock';
+import { AwsLockStore } from '../core/aws/lock-store';
 import { localClients, type Clients } from '../core/aws/clients';
 import { Sweeper } from '../core/sweeper';
 import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
@@ -34,6 +36,12 @@ const night = { ...DEFAULTS, leaseMs: 600, renewMs: 150, marginMs: 150, invoices
 
 const updateOf = (command: string, input: unknown) =>
   command === 'UpdateItemCommand' ? String((input as { UpdateExpression?: unknown }).UpdateExpression) : '';
+/** The key a raw DynamoDB call names (marshalled: the middleware sees the wire form). */
+const keyOf = (input: unknown) => (input as { Key?: { pk?: { S?: string } } }).Key?.pk?.S;
+/** Is this the restore bump's write of one lock item (not of the epoch floor)? */
+const isItemBump = (command: string, input: unknown) => /bump_runs/.test(updateOf(command, input)) && keyOf(input) !== EPOCH_FLOOR_KEY;
+/** Is this the restore bump's raise of the epoch floor, its first write? */
+const isFloorRaise = (command: string, input: unknown) => /bump_runs/.test(updateOf(command, input)) && keyOf(input) === EPOCH_FLOOR_KEY;
 /** Is this the job row's DONE write (core/fence.ts complete)? */
 const isDoneWrite = (command: string, input: unknown) => /^SET #state = :done\b/.test(updateOf(command, input));
 /** Is this the raise of the job row (core/fence.ts raiseJobRow), the holder's first write after its claim? */
@@ -162,7 +170,7 @@ test('the restore bump stopped half way: the same run id again bumps only the re
   const by = 1_000_000;
   const diesAt = 2;
   let bumps = 0;
-  const dying = dyingClients(ns, (command, input) => /bump_runs/.test(updateOf(command, input)) && ++bumps === diesAt, 'after');
+  const dying = dyingClients(ns, (command, input) => isItemBump(command, input) && ++bumps === diesAt, 'after');
   await assert.rejects(bumpEpochs({ ddb: dying.ddb, locks: ns.tables.locks }, { by, runId: 'restore-1', dryRun: false }), { name: 'ProcessDied' });
   dying.destroy();
   const half = await epochs();
@@ -174,6 +182,26 @@ test('the restore bump stopped half way: the same run id again bumps only the re
   assert.equal(again.changed.length, before.size - diesAt);
   const after = await epochs();
   for (const [k, epoch] of before) assert.equal(after.get(k), epoch + by, `${k} bumped exactly once`);
+});
+
+test('the restore bump dies between its two steps, after the floor and before the items: the same run id again bumps the items, not the floor', async () => {
+  const ns = await namespace();
+  const before = new Map(['a', 'b', 'c'].map((k, i) => [`restore-test/${k}`, 5 * (i + 1)]));
+  for (const [pk, epoch] of before) await ns.clients.ddb.send(new PutCommand({ TableName: ns.tables.locks, Item: { pk, epoch } }));
+  const store = new AwsLockStore(ns.clients.ddb, ns.tables.locks);
+  const floor = await store.readFloor();
+  const by = 1_000_000;
+  const dying = dyingClients(ns, isFloorRaise, 'after');
+  await assert.rejects(bumpEpochs({ ddb: dying.ddb, locks: ns.tables.locks }, { by, runId: 'restore-1', dryRun: false }), { name: 'ProcessDied' });
+  dying.destroy();
+  assert.equal(await store.readFloor(), floor + by, 'the floor is raised: every new key starts above it ...');
+  for (const [pk, epoch] of before) assert.equal((await store.read(pk))?.epoch, epoch, `... but ${pk} is not bumped: the table is not ready`);
+  const again = await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by, runId: 'restore-1', dryRun: false });
+  assert.deepEqual(again.floor, { from: floor + by, to: floor + by, alreadyRaised: true }, 'the floor is not raised twice');
+  assert.deepEqual(again.changed.map((c) => c.key).sort(), [...before.keys()].sort());
+  for (const [pk, epoch] of before) assert.equal((await store.read(pk))?.epoch, epoch + by, `${pk} bumped exactly once`);
+  const fresh = await store.claim('restore-test/new', { free: true }, { holder: 'A', leaseMs: 600, rvn: 'r', wallIso: new Date(0).toISOString() });
+  assert.equal(fresh.ok && fresh.item.epoch, floor + by + 1, 'a key the table lacked starts above the floor');
 });
 
 test("handover: the new writer dies between its flip and its epoch bump; the next writer's handover works and the old writer's writes are refused", async () => {

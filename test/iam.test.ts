@@ -176,6 +176,7 @@ function legitimateNight(): AwsCall[] {
     ddb(P.observe, 'GetItem', T.locks),
     ddb(P.observe, 'GetItem', T.jobs),
     ddb(P.claim, 'UpdateItem', T.locks),
+    ddb(P.claim, 'GetItem', T.locks), // the night's first claim of its lock key reads the epoch floor
     ddb(P.raise, 'UpdateItem', T.locks),
     ddb(P.raise, 'UpdateItem', T.jobs),
     s3(P.raise, 'PutObject', manifest, CREATE),

@@ -10,12 +10,12 @@ import path from 'node:path';
 import { systemClock, VirtualClock, type Clock } from '../core/clock';
 import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
-import { ClaimBudgetExhaustedError, LeaseLostError, StopTimePassedError } from '../core/errors';
+import { ClaimBudgetExhaustedError, ConfigError, LeaseLostError, StopTimePassedError } from '../core/errors';
 import { isTransient } from '../core/conditions';
 import { Events, type FencepostEvent } from '../core/events';
 import { claim, nextClaimStep, pollMsOf, readLock, resume, sight, tryClaim, type LeaseDeps, type Sighting } from '../core/lease';
 import { MemoryLockStore } from '../core/memory/lock-store';
-import type { LockStore } from '../core/store/lock';
+import { EPOCH_FLOOR_KEY, type LockStore } from '../core/store/lock';
 import { namespace } from './support/stack';
 import { onVirtualTime } from './support/virtual-time';
 import { noDynamo } from './support/no-dynamo';
@@ -42,6 +42,19 @@ test('a free lock is claimed at once with epoch 1; release keeps the item and th
   const b = await claim({ ...d, events: new Events('B', systemClock) }, 'billing#2026-09-28', 'B', fast);
   assert.equal(b.token, 2);
   await b.release();
+});
+
+test("the epoch floor's key is no lease: a claim of it is refused with a clear error, and nothing is written", async () => {
+  const store = new MemoryLockStore();
+  const d: LeaseDeps = { ddb: noDynamo, table: 'unused', store, clock: new VirtualClock() };
+  await store.raiseFloor(10, 'r1');
+  const before = await store.read(EPOCH_FLOOR_KEY);
+  await assert.rejects(
+    claim(d, EPOCH_FLOOR_KEY, 'A', fast),
+    (err: Error) => err instanceof ConfigError && /reserved for the epoch floor/.test(err.message),
+  );
+  assert.deepEqual(await store.read(EPOCH_FLOOR_KEY), before, 'the floor is as it was');
+  assert.equal((await claim(d, 'billing#2026-09-28', 'A', fast)).token, Number(before?.epoch) + 1, 'a new key starts above it');
 });
 
 test('the claim rule: claim when free, or once one rvn has stayed unchanged a full lease; a new rvn starts the count again', () => {

@@ -7,24 +7,64 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { AwsLockStore } from '../core/aws/lock-store';
+import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { AwsLockStore, type DocumentClient } from '../core/aws/lock-store';
 import { cancellationReasons, isTransient } from '../core/conditions';
 import { MemoryLockStore } from '../core/memory/lock-store';
-import type { BumpView, ClaimWrite, LockStore } from '../core/store/lock';
+import { bumpEpochs } from '../core/restore';
+import { EPOCH_FLOOR_KEY, type BumpView, type ClaimWrite, type LockStore } from '../core/store/lock';
 import { localClients } from '../core/aws/clients';
 import { startDynamoDbProxy } from '../local/dynamodb-proxy';
 import { namespace } from './support/stack';
+
+/** A lock table of its own (the epoch floor is table-wide), with its raw items: a backup, and a restore into it. */
+interface Table {
+  readonly store: LockStore;
+  items(): Promise<Record<string, unknown>[]>;
+  load(items: readonly Record<string, unknown>[]): Promise<void>;
+}
 
 interface Subject {
   readonly name: string;
   /** A store for one test; keys are unique per test, so one table may serve them all. */
   store(): LockStore;
+  /** A new, empty table. */
+  table(): Promise<Table>;
 }
 
 let aws: LockStore | undefined;
+let proxied: DocumentClient | undefined;
 const subjects: Subject[] = [
-  { name: 'DynamoDB (Local, behind the conflict proxy)', store: () => aws! },
-  { name: 'in memory', store: () => new MemoryLockStore({ scanPageSize: 2 }) },
+  {
+    name: 'DynamoDB (Local, behind the conflict proxy)',
+    store: () => aws!,
+    table: async () => {
+      const ns = await namespace();
+      const TableName = ns.tables.locks;
+      return {
+        store: new AwsLockStore(proxied!, TableName),
+        items: async () => (await ns.clients.ddb.send(new ScanCommand({ TableName, ConsistentRead: true }))).Items ?? [],
+        load: async (items) => {
+          for (const Item of items) await ns.clients.ddb.send(new PutCommand({ TableName, Item }));
+        },
+      };
+    },
+  },
+  {
+    name: 'in memory',
+    store: () => new MemoryLockStore({ scanPageSize: 2 }),
+    table: async () => {
+      const store = new MemoryLockStore({ scanPageSize: 2 });
+      const items = (store as unknown as { items: Map<string, Record<string, unknown> & { pk: string }> }).items;
+      return {
+        store,
+        items: async () => structuredClone([...items.values()]),
+        load: async (loaded) => {
+          for (const item of structuredClone(loaded)) items.set(item.pk as string, item as Record<string, unknown> & { pk: string });
+        },
+      };
+    },
+  },
 ];
 
 let stop: (() => Promise<void>) | undefined;
@@ -40,6 +80,7 @@ before(async () => {
     await proxy.stop();
   };
   aws = new AwsLockStore(client.ddb, ns.tables.locks);
+  proxied = client.ddb;
 });
 
 const key = (what: string) => `${what}#${randomUUID().slice(0, 8)}`;
@@ -221,6 +262,84 @@ for (const subject of subjects) {
       assert.deepEqual(await store.bump(keys[0], 1000, `${run}-2`), { ok: true, from: 1002 }, 'another run bumps again');
       assert.deepEqual(await store.bump(key('absent'), 1000, run), { ok: false }, 'no item: nothing created');
       assert.deepEqual((await scanAll(store)).get(keys[0])?.bumpRuns.toSorted(), [run, `${run}-2`].sort(), 'the runs recorded in the item');
+    });
+
+    // The epoch floor: one reserved item, raised like every item (NOT contains(bump_runs, :run)), created by its first
+    // raise; a write that creates a lock item starts above it (a claim's if_not_exists, the join's ConditionCheck).
+    // https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html
+    test("the epoch floor: raised once per run id, and every item created after starts above it (a claim, the flip, a role's first join)", async () => {
+      const { store } = await subject.table();
+      assert.equal(await store.readFloor(), 0, 'never raised: 0');
+      const [by, run] = [1000, `run-${randomUUID()}`];
+      assert.deepEqual(await store.raiseFloor(by, run), { ok: true, from: 0 }, 'the first raise creates it');
+      assert.deepEqual(await store.raiseFloor(by, run), { ok: false }, 'once per run id');
+      assert.deepEqual(await store.raiseFloor(by, `${run}-2`), { ok: true, from: by }, 'another run raises it again');
+      const floor = await store.readFloor();
+      assert.equal(floor, 2 * by);
+
+      const free = await store.claim(key('free'), { free: true }, write('A'));
+      assert.equal(free.ok && free.item.epoch, floor + 1, "a free key's first claim starts above the floor");
+      const k = key('flip');
+      const flip = await store.claim(k, { epoch: undefined }, write('B'));
+      assert.equal(flip.ok && flip.item.epoch, floor + 1, 'the flip of a key never claimed starts above the floor');
+      const next = await store.claim(k, { epoch: floor + 1 }, write('C'));
+      assert.equal(next.ok && next.item.epoch, floor + 2, 'then +1 as ever');
+      const held = await store.claim(k, { free: true }, write('D'));
+      assert.equal(held.ok ? 'landed' : held.current?.epoch, floor + 2, 'a free claim of a held key fails with the item that won');
+
+      const role = key('election/floor');
+      const join = (seq: number) => store.join({ roleKey: role, last: undefined, seq, candidateKey: `${role}/${seq}`, candidate: write('E') });
+      assert.deepEqual(await join(floor), { ok: false }, "a role's first sequence at the floor is refused");
+      assert.deepEqual([await store.readRole(role), await store.read(`${role}/${floor}`)], [undefined, undefined], 'nothing written');
+      assert.deepEqual(await join(floor + 1), { ok: true });
+      assert.equal((await store.readRole(role))?.epoch, floor + 1);
+    });
+
+    // Reference Part 8 "Restores" (etcd's --bump-revision): a key the backup lacks must also start above the bump.
+    test('a restore from a backup that lacks a key, then the bump: the first claim of that key is above every epoch handed out before', async () => {
+      const live = await subject.table();
+      const [j, k] = ['night/2026-09-27', 'night/2026-09-28'];
+      const handed: number[] = [];
+      const take = async (table: Table, lockKey: string) => {
+        const out = await table.store.claim(lockKey, { epoch: (await table.store.read(lockKey))?.epoch }, write('A'));
+        assert.ok(out.ok);
+        handed.push(Number(out.item.epoch));
+        return Number(out.item.epoch);
+      };
+      for (let i = 0; i < 2; i++) await take(live, j);
+      const backup = await live.items(); // holds j only: k is first claimed after it
+      for (let i = 0; i < 3; i++) await take(live, k);
+      await take(live, j);
+      const before = Math.max(...handed);
+
+      const restored = await subject.table();
+      await restored.load(backup);
+      assert.equal(await restored.store.read(k), undefined, 'the restored table lacks k');
+      // The floor as the backup had it (none: 0); the bump must cover every epoch handed out since the backup.
+      const floor = Number(backup.find((item) => item.pk === EPOCH_FLOOR_KEY)?.epoch ?? 0);
+      const by = 100;
+      assert.ok(by > before);
+      const bump = () =>
+        bumpEpochs({ ddb: undefined as unknown as DocumentClient, locks: 'locks', store: restored.store }, { by, runId: 'r1', dryRun: false });
+      const report = await bump();
+
+      const first = await take(restored, k);
+      assert.ok(first > before, `k's first epoch ${first} is above every epoch handed out before the restore (${before})`);
+      assert.equal(first, floor + by + 1, "k's first claim starts above the raised floor");
+      assert.ok((await take(restored, j)) > before, 'and so is the next epoch of a key the backup held');
+      assert.deepEqual(report.floor, { from: floor, to: floor + by, alreadyRaised: false });
+      assert.deepEqual(
+        report.changed.map((c) => c.key),
+        [j],
+        'the items the table holds are bumped; the floor is not one of them',
+      );
+      const again = await bump();
+      assert.deepEqual(
+        [again.floor, again.alreadyBumped],
+        [{ from: floor + by, to: floor + by, alreadyRaised: true }, [j]],
+        'the same run id raises nothing twice',
+      );
+      assert.equal((await restored.store.read(EPOCH_FLOOR_KEY))?.epoch, floor + by, 'the floor is an item of the lock table');
     });
   });
 }

@@ -44,18 +44,27 @@ test('a restored lock item repeats an old token; after bump-epochs no token can 
 
   const dry = await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by: 1_000_000, runId: 'r1', dryRun: true });
   assert.deepEqual(dry.changed, [{ key, from: 3, to: 1_000_003 }]);
+  assert.deepEqual(dry.floor, { from: 0, to: 1_000_000, alreadyRaised: false }, 'the floor it would raise (never raised: from 0)');
   const unchanged = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: key }, ConsistentRead: true }));
   assert.equal(unchanged.Item!.epoch, 3, 'a dry run writes nothing');
 
   const bumped = await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by: 1_000_000, runId: 'r1', dryRun: false });
   assert.deepEqual(bumped.changed, [{ key, from: 3, to: 1_000_003 }]);
+  assert.deepEqual(bumped.floor, dry.floor, 'the floor raised as the dry run said');
   const again = await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by: 1_000_000, runId: 'r1', dryRun: false });
   assert.deepEqual([again.changed.length, again.alreadyBumped], [0, [key]], 'the same run id never bumps twice (resumable)');
+  assert.deepEqual(again.floor, { from: bumped.floor.to, to: bumped.floor.to, alreadyRaised: true });
+  const dryAgain = await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by: 1_000_000, runId: 'r1', dryRun: true });
+  assert.deepEqual(dryAgain.floor, again.floor, 'a dry run finds the floor this run raised');
 
   const f = await claim(leaseDeps, key, 'F', lease);
   assert.equal(f.token, 1_000_004, 'every future token is above every token used before the restore');
   await fence.raise(fenceDeps, Keys.job(date), f.token, 'F', 1);
   await f.release();
+  // A night first locked after the backup has no item in the restored table: its first claim starts above the floor.
+  const later = await claim(leaseDeps, Keys.lock('2026-09-29'), 'G', lease);
+  assert.equal(later.token, bumped.floor.to + 1, 'a key the restored table lacks starts above the floor, not at 1');
+  await later.release();
 });
 
 test('fencepost bump-epochs --dry-run then for real, on the CLI', async () => {

@@ -8,7 +8,19 @@ import { GetCommand, ScanCommand, TransactWriteCommand } from '@aws-sdk/lib-dyna
 import { cancellationReasons, classifyCancellation } from '../conditions';
 import { conditionalUpdate } from './conditions';
 import { Attr } from '../schema';
-import type { BumpPage, ClaimOn, ClaimWrite, Holding, JoinRequest, LockItem, LockStore, RemoveOn, RoleItem, WriteOutcome } from '../store/lock';
+import {
+  EPOCH_FLOOR_KEY,
+  type BumpPage,
+  ClaimOn,
+  ClaimWrite,
+  Holding,
+  JoinRequest,
+  LockItem,
+  LockStore,
+  RemoveOn,
+  RoleItem,
+  WriteOutcome,
+} from '../store/lock';
 
 import type { DocumentClient } from './document-client';
 
@@ -38,8 +50,12 @@ const isFree = `attribute_not_exists(${Attr.holder})`;
 const rvnUnchanged = `${Attr.rvn} = :seen`;
 /** The flip: nobody else flipped or claimed since we looked. The old holder's renewals change only the rvn. */
 const epochUnchanged = `${Attr.epoch} = :seen`;
-/** Never claimed: the flip of a key nobody has held. */
+/** Never claimed: the flip of a key nobody has held, and the first claim of any key (it starts above the floor). */
 const neverClaimed = `attribute_not_exists(${Attr.epoch})`;
+/** Claimed before: the epoch goes +1. A free claim that fails on this alone is the key's first (made above the floor). */
+const claimedBefore = `attribute_exists(${Attr.epoch})`;
+/** The role's first sequence is above the epoch floor (a restored table may lack the role item). */
+const aboveFloor = `attribute_not_exists(${Attr.epoch}) OR ${Attr.epoch} < :seq`;
 /** Still ours: the holder and the epoch we were granted; a new claim changes both (or at least the epoch). */
 const stillOurs = `${Attr.holder} = :me AND ${Attr.epoch} = :e`;
 /** The counter is what we read: nobody else took this number. */
@@ -48,12 +64,17 @@ const counterUnchanged = `${Attr.epoch} = :last`;
 const absent = `attribute_not_exists(${Attr.pk})`;
 /** Not yet bumped by this run: a repeat or a resumed run never bumps twice. */
 const notBumpedBy = `attribute_exists(${Attr.pk}) AND NOT contains(${BUMP_RUNS}, :run)`;
+/** The floor, not yet raised by this run: its first raise creates it. */
+const floorNotRaisedBy = `attribute_not_exists(${Attr.pk}) OR NOT contains(${BUMP_RUNS}, :run)`;
+/** The bump's update: the epoch + by (from 0 on the floor's first raise), and the run id recorded. */
+const bumpUpdate = `SET ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :by ADD ${BUMP_RUNS} :runs`;
 
-/** The claim's update: holder, declared lease, a new rvn, and the epoch +1 (from 0 on a new item). */
-const claimUpdate = `SET ${Attr.holder} = :me, ${Attr.leaseMs} = :lease, ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall, ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :one`;
+/** The claim's update: holder, declared lease, a new rvn, and the epoch +1 (from the floor on a new item). */
+const claimUpdate = `SET ${Attr.holder} = :me, ${Attr.leaseMs} = :lease, ${Attr.rvn} = :rvn, ${Attr.renewedAt} = :wall, ${Attr.epoch} = if_not_exists(${Attr.epoch}, :floor) + :one`;
 
+/** The condition of a claim of an item claimed before (the flip of a key never claimed has none: it creates). */
 function claimCondition(on: ClaimOn): { readonly expression: string; readonly values: Record<string, unknown> } {
-  if ('free' in on) return { expression: isFree, values: {} };
+  if ('free' in on) return { expression: `${claimedBefore} AND ${isFree}`, values: {} };
   if ('rvn' in on) return { expression: rvnUnchanged, values: { ':seen': on.rvn } };
   return on.epoch === undefined ? { expression: neverClaimed, values: {} } : { expression: epochUnchanged, values: { ':seen': on.epoch } };
 }
@@ -81,7 +102,22 @@ export class AwsLockStore implements LockStore {
   }
 
   async claim(key: string, on: ClaimOn, write: ClaimWrite): Promise<WriteOutcome> {
-    const condition = claimCondition(on);
+    const creates = 'epoch' in on && on.epoch === undefined;
+    if (!creates) {
+      const out = await this.claimWrite(key, claimCondition(on), write, 0);
+      // A free claim that found no epoch found no item: the key's first claim, made again above the floor.
+      if (out.ok || !('free' in on) || out.current?.epoch !== undefined) return out;
+    }
+    // The key's first claim (rare: once per key): read the floor only now, and start above it.
+    return this.claimWrite(key, { expression: neverClaimed, values: {} }, write, await this.readFloor());
+  }
+
+  private async claimWrite(
+    key: string,
+    condition: { readonly expression: string; readonly values: Record<string, unknown> },
+    write: ClaimWrite,
+    floor: number,
+  ): Promise<WriteOutcome> {
     const out = await conditionalUpdate(this.ddb, {
       TableName: this.table,
       Key: { [Attr.pk]: key },
@@ -93,7 +129,7 @@ export class AwsLockStore implements LockStore {
         ':lease': write.leaseMs,
         ':rvn': write.rvn,
         ':wall': write.wallIso,
-        ':zero': 0,
+        ':floor': floor,
         ':one': 1,
       },
       ReturnValues: 'ALL_NEW',
@@ -157,6 +193,19 @@ export class AwsLockStore implements LockStore {
                 ConditionExpression: absent,
               },
             },
+            // The role's first join: its first sequence must be above the floor, checked in the same transaction.
+            ...(r.last === undefined
+              ? [
+                  {
+                    ConditionCheck: {
+                      TableName: this.table,
+                      Key: { [Attr.pk]: EPOCH_FLOOR_KEY },
+                      ConditionExpression: aboveFloor,
+                      ExpressionAttributeValues: { ':seq': r.seq },
+                    },
+                  },
+                ]
+              : []),
           ],
         }),
       );
@@ -215,7 +264,23 @@ export class AwsLockStore implements LockStore {
       TableName: this.table,
       Key: { [Attr.pk]: key },
       ConditionExpression: notBumpedBy,
-      UpdateExpression: `SET ${Attr.epoch} = if_not_exists(${Attr.epoch}, :zero) + :by ADD ${BUMP_RUNS} :runs`,
+      UpdateExpression: bumpUpdate,
+      ExpressionAttributeValues: { ':run': runId, ':runs': new Set([runId]), ':by': by, ':zero': 0 },
+      ReturnValues: 'ALL_OLD',
+    });
+    return out.ok ? { ok: true, from: Number(out.attributes?.[Attr.epoch] ?? 0) } : { ok: false };
+  }
+
+  async readFloor(): Promise<number> {
+    return Number((await this.read(EPOCH_FLOOR_KEY))?.epoch ?? 0);
+  }
+
+  async raiseFloor(by: number, runId: string): Promise<{ readonly ok: true; readonly from: number } | { readonly ok: false }> {
+    const out = await conditionalUpdate(this.ddb, {
+      TableName: this.table,
+      Key: { [Attr.pk]: EPOCH_FLOOR_KEY },
+      ConditionExpression: floorNotRaisedBy,
+      UpdateExpression: bumpUpdate,
       ExpressionAttributeValues: { ':run': runId, ':runs': new Set([runId]), ':by': by, ':zero': 0 },
       ReturnValues: 'ALL_OLD',
     });

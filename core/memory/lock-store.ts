@@ -9,13 +9,28 @@
  *     say which) with reason TransactionConflict at that item's position; a single-item write on a held item fails
  *     with TransactionConflictException. Both are transient (core/conditions.ts isTransient).
  *
+ * The claim that creates an item reads the epoch floor in the same step (AWS: a read, then the write; the restore bump,
+ * the only writer of the floor, runs before the table is used, so nothing moves the floor in between).
+ *
  * Not emulated: throttling and capacity, item size limits, scan pages of 1 MB (a page here is `scanPageSize`
  * items, in key order; DynamoDB's order is its hash order), and ClientRequestToken (the lock table's writes do not
  * use one). Nothing here reads a global clock or random.
  */
 import { dynamoError, transactionCanceled } from './dynamo-rules';
 import type { Clock } from '../clock';
-import type { BumpPage, ClaimOn, ClaimWrite, Holding, JoinRequest, LockItem, LockStore, RemoveOn, RoleItem, WriteOutcome } from '../store/lock';
+import {
+  EPOCH_FLOOR_KEY,
+  type BumpPage,
+  ClaimOn,
+  ClaimWrite,
+  Holding,
+  JoinRequest,
+  LockItem,
+  LockStore,
+  RemoveOn,
+  RoleItem,
+  WriteOutcome,
+} from '../store/lock';
 
 type Item = Record<string, unknown> & { readonly pk: string };
 
@@ -72,7 +87,8 @@ export class MemoryLockStore implements LockStore {
       lease_ms: write.leaseMs,
       rvn: write.rvn,
       renewed_at: write.wallIso,
-      epoch: Number(old?.epoch ?? 0) + 1,
+      // A new item (the key's first claim) starts above the epoch floor.
+      epoch: (old?.epoch === undefined ? this.floor() : Number(old.epoch)) + 1,
     };
     this.items.set(key, next);
     return { ok: true, item: copy(next) as LockItem };
@@ -106,9 +122,11 @@ export class MemoryLockStore implements LockStore {
   }
 
   async join(r: JoinRequest): Promise<{ readonly ok: boolean }> {
-    return this.transact([r.roleKey, r.candidateKey], () => {
+    // The role's first join also checks the floor item: the transaction holds it too.
+    const keys = r.last === undefined ? [r.roleKey, r.candidateKey, EPOCH_FLOOR_KEY] : [r.roleKey, r.candidateKey];
+    return this.transact(keys, () => {
       const role = this.items.get(r.roleKey);
-      const counterOk = r.last === undefined ? role?.epoch === undefined : role?.epoch === r.last;
+      const counterOk = r.last === undefined ? role?.epoch === undefined && r.seq > this.floor() : role?.epoch === r.last;
       if (!counterOk || this.items.has(r.candidateKey)) return false;
       const members = new Set((role?.members as Set<number> | undefined) ?? []);
       members.add(r.seq);
@@ -161,6 +179,25 @@ export class MemoryLockStore implements LockStore {
     const from = Number(old.epoch ?? 0);
     this.items.set(key, { ...old, epoch: from + by, bump_runs: new Set([...runs, runId]) });
     return { ok: true, from };
+  }
+
+  async readFloor(): Promise<number> {
+    return this.floor();
+  }
+
+  async raiseFloor(by: number, runId: string): Promise<{ readonly ok: true; readonly from: number } | { readonly ok: false }> {
+    this.refuseIfHeld(EPOCH_FLOOR_KEY);
+    const old = this.items.get(EPOCH_FLOOR_KEY);
+    const runs = (old?.bump_runs as Set<string> | undefined) ?? new Set<string>();
+    if (runs.has(runId)) return { ok: false };
+    const from = this.floor();
+    this.items.set(EPOCH_FLOOR_KEY, { ...old, pk: EPOCH_FLOOR_KEY, epoch: from + by, bump_runs: new Set([...runs, runId]) });
+    return { ok: true, from };
+  }
+
+  /** The epoch floor: every new item starts above it (0 until a restore bump raises it). */
+  private floor(): number {
+    return Number(this.items.get(EPOCH_FLOOR_KEY)?.epoch ?? 0);
   }
 
   /** A single-item write on an item a transaction holds fails, as DynamoDB's does. */

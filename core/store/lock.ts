@@ -3,7 +3,8 @@
  * table (reference Part 5, "A lease built on a DynamoDB item"; docs/DESIGN.md § Election, "The restore bump").
  *
  * Each method is one store operation: one consistent read, one conditional write, one transaction, or one page of a
- * scan. A failed condition is an outcome, not an exception: `{ ok: false, current }` carries the item that won, as
+ * scan; except a free claim of a key with no item (rare: once per key), which on DynamoDB is the failed write, a read
+ * of the epoch floor, and the write that creates the item above it. A failed condition is an outcome, not an exception: `{ ok: false, current }` carries the item that won, as
  * the store had it (ALL_OLD), so the caller never needs a second read. Transient failures (throttling, a
  * transaction conflict, a timeout) are thrown, for the one retry helper (core/conditions.ts retryTransient).
  *
@@ -20,9 +21,16 @@ export interface LockItem {
   readonly lease_ms?: number;
   /** Record version number: new on every claim, renewal and release. */
   readonly rvn?: string;
-  /** +1 on every claim, never reset: the fencing token. */
+  /** +1 on every claim, never reset: the fencing token. A new item starts above the epoch floor. */
   readonly epoch?: number;
 }
+
+/**
+ * The epoch floor's key: one reserved item of the lock table (never a lease: a claim of it is refused). Its epoch is
+ * the floor every NEW lock item starts above (a key's first claim, a role's first join). The restore bump raises it
+ * with every item, so a key the restored table lacks does not start again at 1 (docs/DESIGN.md "The restore bump").
+ */
+export const EPOCH_FLOOR_KEY = '#epoch-floor';
 
 /** A conditional write's outcome: it landed (with the item as written, where the store returns it), or the item that won. */
 export type WriteOutcome<T = LockItem> = { readonly ok: true; readonly item: T } | { readonly ok: false; readonly current?: LockItem };
@@ -90,7 +98,10 @@ export interface BumpPage {
 export interface LockStore {
   /** A strongly consistent read of the lock item; undefined if the key was never written. */
   read(key: string): Promise<LockItem | undefined>;
-  /** Claim: set holder, lease, rvn, and the epoch +1 (1 on a new item), on condition `on`. */
+  /**
+   * Claim: set holder, lease, rvn, and the epoch +1, on condition `on`. A claim that creates the item (free, or the
+   * flip of a key never claimed) starts it at the epoch floor + 1, reading the floor (consistently) only then.
+   */
   claim(key: string, on: ClaimOn, write: ClaimWrite): Promise<WriteOutcome>;
   /** Renew: a new rvn, only while `holding` still holds it. */
   renew(key: string, holding: Holding, rvn: string, wallIso: string): Promise<WriteOutcome<undefined>>;
@@ -101,7 +112,8 @@ export interface LockStore {
   readRole(roleKey: string): Promise<RoleItem | undefined>;
   /**
    * One transaction: the role's counter goes from `last` to `seq` and `seq` joins its members, and the candidate item
-   * is written (only if absent). Both or neither; `ok: false` when another candidate took the number.
+   * is written (only if absent). Both or neither; `ok: false` when another candidate took the number. The role's
+   * first join (`last` undefined) lands only if `seq` is above the epoch floor.
    */
   join(request: JoinRequest): Promise<{ readonly ok: boolean }>;
   /** One transaction: delete candidate `seq`'s item on `on`, and take `seq` out of the role's members. Both or neither. */
@@ -111,4 +123,8 @@ export interface LockStore {
   scanPage(start?: string): Promise<BumpPage>;
   /** Add `by` to the item's epoch and record `runId`, once per run id; `ok: false` if this run already bumped it. */
   bump(key: string, by: number, runId: string): Promise<{ readonly ok: true; readonly from: number } | { readonly ok: false }>;
+  /** A strongly consistent read of the epoch floor: 0 if it was never raised. */
+  readFloor(): Promise<number>;
+  /** Add `by` to the epoch floor (created at `by` if absent) and record `runId`, once per run id; `ok: false` if this run already raised it. */
+  raiseFloor(by: number, runId: string): Promise<{ readonly ok: true; readonly from: number } | { readonly ok: false }>;
 }

@@ -9,12 +9,14 @@
  * watchdog's promise, to stop), then appends to the role's ledger and commits the entry to a manifest, once a
  * period, for a few periods, resigns and campaigns again. Beside them a single writer `w1` writes the role `journal`
  * through a handover, and `w2` asks for the handover midway. In half the schedules the lock table is restored from
- * a backup taken a seeded moment earlier, then bumped (bumpEpochs) before it is used. Crashed candidates and a
+ * a backup taken a seeded moment earlier (a quarter of them before the role and the writer lease were first used, so
+ * the restored table lacks both), then bumped (bumpEpochs) before it is used. Crashed candidates and a
  * crashed restore are restarted as fresh processes after a seeded delay; a crashed writer is not.
  *
  * Broken variants, applied by the harness only (never the product code), each of which the checks must catch:
  *   epoch-deleted       the role item is deleted when its queue empties, a released lock item is deleted;
  *   restore-no-bump     the restored lock table is used without bumpEpochs;
+ *   restore-no-floor    the bump raises the items the restored table holds, not the epoch floor (the old bump);
  *   handover-no-bump    EpochFence.raise does nothing: the flip without the bump;
  *   manifest-blind-put  the manifest commit is an unconditional put, not If-Match on the version read;
  *   watchdog-off        the leadership watchdog is never armed, so onLost never comes;
@@ -69,6 +71,8 @@ const ELECTION_SETTINGS = {
   restoreChance: 0.5,
   backupWindowMs: [1_000, 8_000] as const,
   restoreWithinMs: 8_000,
+  /** Of the restoring schedules, the share whose backup predates the role's and the writer lease's first use (the epoch floor's case). */
+  earlyBackupChance: 0.25,
   /** Each actor's wall clock is off by up to this much, and stepped once by up to this much (nothing may decide on it). */
   wallSkewMs: 3_600_000,
   faults: { chance: 0.05, budget: 6, maxPauseMs: 15_000, windowMs: 25_000 },
@@ -83,6 +87,7 @@ type Settings = typeof ELECTION_SETTINGS;
 export const ELECTION_MUTATIONS = [
   'epoch-deleted',
   'restore-no-bump',
+  'restore-no-floor',
   'handover-no-bump',
   'manifest-blind-put',
   'watchdog-off',
@@ -163,7 +168,7 @@ const inFlightOf = (store: MemoryLockStore) => (store as unknown as { inFlight: 
 export async function runElectionSchedule(
   seed: number,
   mutation?: string,
-  /** `backupBeforeUse`: the backup is of the lock table before the role and the writer lease were first used (docs/TESTING.md, the open finding). */
+  /** `backupBeforeUse`: the backup is of the lock table before the role and the writer lease were first used (docs/TESTING.md); drawn when absent. */
   options: { readonly backupBeforeUse?: boolean } = {},
 ): Promise<ScheduleResult> {
   if (mutation !== undefined && !(ELECTION_MUTATIONS as readonly string[]).includes(mutation))
@@ -487,13 +492,17 @@ export async function runElectionSchedule(
   const restoring = restoreRandom() < s.restoreChance;
   const backupAt = s.backupWindowMs[0] + Math.floor(restoreRandom() * (s.backupWindowMs[1] - s.backupWindowMs[0]));
   const restoreAfter = Math.floor(restoreRandom() * s.restoreWithinMs);
+  // Drawn after the others, so a schedule with a later backup restores at the same times as before this draw existed.
+  const early = options.backupBeforeUse ?? restoreRandom() < s.earlyBackupChance;
   const runId = `restore-${seed}`;
   const startRestore = (backup: Map<string, Record<string, unknown>>, incarnation: number): void => {
     const actor = newActor(`restore${incarnation === 1 ? '' : `-${incarnation}`}`);
     const actorClock = clockOf(actor);
     const restored = new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom });
     for (const [k, v] of structuredClone(backup)) itemsOf(restored).set(k, v);
-    const store = scheduler.wrap(restored as LockStore, actor);
+    // restore-no-floor: the floor is never raised, so a key the backup lacks starts again at 1.
+    const bumped = broken === 'restore-no-floor' ? override(restored as LockStore, { raiseFloor: async () => ({ ok: true, from: 0 }) }) : restored;
+    const store = scheduler.wrap(bumped, actor);
     restarts.set(actor, () => {
       const delay = Math.floor(random() * s.restartWithinMs);
       clock.after(delay, () => startRestore(backup, incarnation + 1));
@@ -528,13 +537,13 @@ export async function runElectionSchedule(
       (err: Error) => void (actor.outcome = `error ${err.name}`),
     );
   };
-  if (restoring && options.backupBeforeUse) {
+  if (restoring && early) {
     scheduler.log('backup of the lock table taken before its first use (0 items)');
     const backup = structuredClone(itemsOf(table.current));
     clock.after(backupAt + restoreAfter, () => startRestore(backup, 1));
   } else if (restoring) {
-    // The backup is taken once the role and the writer's lock items exist: an item the backup does not hold is not
-    // bumped (docs/TESTING.md, the open finding).
+    // The backup is taken once the role and the writer's lock items exist, so the bump raises them; the early backup
+    // above lacks both, and only the epoch floor keeps their epochs from repeating (docs/TESTING.md).
     const takeBackup = () => {
       const items = itemsOf(table.current);
       if (!items.has(roleKey(s.role)) || !items.has(`writer/${s.writerRole}`)) return void clock.after(500, takeBackup);

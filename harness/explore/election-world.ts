@@ -41,6 +41,7 @@ import type { JoinRequest, LockStore, WriteOutcome } from '../../core/store/lock
 import type { ManifestStore } from '../../core/store/manifest';
 import { prng } from '../../local/prng';
 import { Actor, Scheduler } from './scheduler';
+import { epochChecks } from './checks';
 import type { ScheduleResult } from './world';
 
 /** The world's settings: the leases, the actors' work, the restore, the faults. */
@@ -572,13 +573,7 @@ export async function runElectionSchedule(
   const faultsEnd = Math.max(0, scheduler.faultsEndMs, restoredAt ?? 0);
 
   // Safety: epochs never repeat and only rise, per lock key, across the restore.
-  const lastEpoch = new Map<string, number>();
-  for (const g of grants) {
-    const last = lastEpoch.get(g.key);
-    if (last !== undefined && g.epoch <= last)
-      violations.push(`${g.actor} was handed epoch ${g.epoch} after epoch ${last} (${g.key}): an epoch repeated`);
-    lastEpoch.set(g.key, Math.max(g.epoch, last ?? -Infinity));
-  }
+  violations.push(...epochChecks(grants));
   // No append accepted below the fence; after a writer's bump, none of a lower epoch.
   for (const a of accepted) {
     if (a.epoch < a.fenceBefore)

@@ -58,6 +58,7 @@ import { resolveJoin } from '../../local/workflow';
 import { prng } from '../../local/prng';
 import { MUTATIONS, type Mutation, applyMutation } from './mutations';
 import { Actor, Scheduler } from './scheduler';
+import { type Accepted, type Grant, acceptedChecks, doneChecks, epochChecks } from './checks';
 import type { ScheduleResult } from './world';
 
 type Json = Record<string, unknown>;
@@ -321,14 +322,6 @@ const matches = (names: readonly string[], error: string) => names.includes(erro
 // ---------------------------------------------------------------------------------------------------------------
 // One schedule.
 
-interface Accepted {
-  readonly actor: string;
-  readonly token: number;
-  readonly fenceBefore: number | undefined;
-  readonly fenceKey: string;
-  readonly keys: readonly string[];
-}
-
 interface Execution {
   readonly name: string;
   readonly input: string;
@@ -378,7 +371,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
   const violations: string[] = [];
   const accepted: Accepted[] = [];
   const seenRequests = new Set<string>();
-  const grants: { holder: string; key: string; epoch: number }[] = [];
+  const grants: Grant[] = [];
   /** Per lock key, the last write that held it: who, and when it was applied (a lease runs from there). */
   const lastHold = new Map<string, { holder: string; at: number } | undefined>();
   const invokeFaults: InvokeFault[] = [];
@@ -435,7 +428,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
       const before = lastHold.get(key);
       if (before && before.holder !== holder && now < before.at + s.lease.leaseMs)
         violations.push(`${holder} claimed ${key} at ${now} ms while ${before.holder}'s lease ran to ${before.at + s.lease.leaseMs} ms`);
-      grants.push({ holder, key, epoch: Number(out.item.epoch) });
+      grants.push({ actor: holder, key, epoch: Number(out.item.epoch) });
       scheduler.log(`${holder} claimed epoch ${Number(out.item.epoch)}`);
     }
     if (method === 'claim' || method === 'renew') lastHold.set(key, { holder, at: now });
@@ -749,34 +742,12 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
   broken.restore();
 
   // Safety, from the trace and the stores' final state.
-  const lastToken = new Map<string, number>();
-  const recordedBy = new Map<string, number>();
-  for (const a of accepted) {
-    if (a.fenceBefore !== undefined && a.token < a.fenceBefore)
-      violations.push(`${a.actor}'s batch at token ${a.token} accepted below the fence ${a.fenceBefore} (${a.fenceKey})`);
-    const last = lastToken.get(a.fenceKey);
-    if (last !== undefined && a.token < last)
-      violations.push(`${a.actor}'s batch at token ${a.token} accepted after a batch at token ${last} (${a.fenceKey})`);
-    lastToken.set(a.fenceKey, Math.max(a.token, last ?? -Infinity));
-    for (const k of a.keys) recordedBy.set(k, (recordedBy.get(k) ?? 0) + 1);
-  }
-  for (const [k, n] of recordedBy) if (n > 1) violations.push(`item ${k} recorded ${n} times`);
-  const epochs = new Map<string, number>();
-  for (const g of grants) {
-    const last = epochs.get(g.key);
-    if (last !== undefined && g.epoch <= last)
-      violations.push(`${g.holder} was handed token ${g.epoch} after token ${last} (${g.key}): an epoch repeated`);
-    epochs.set(g.key, g.epoch);
-  }
+  violations.push(...acceptedChecks(accepted));
+  violations.push(...epochChecks(grants));
+  violations.push(
+    ...(await doneChecks(jobs, { jobId, date: DATE, chunks: s.chunks, items: s.items, itemsTable: ITEMS, jobsTable: TABLES.jobs }, keys)),
+  );
   const row = await jobs.readJob(jobId);
-  if (row?.state === 'DONE') {
-    const stored = jobs.dump(ITEMS).length;
-    if (stored !== s.chunks * s.items) violations.push(`DONE with ${stored} items stored, the night has ${s.chunks * s.items}`);
-    for (let c = 0; c < s.chunks; c++) {
-      const fence = await jobs.readFence({ table: TABLES.jobs, key: { pk: keys.chunkFence(DATE, c) } });
-      if (fence?.done_by === undefined) violations.push(`DONE over chunk ${c}, not recorded done`);
-    }
-  }
   // Liveness: the night the trigger started is DONE, raised or not, and every execution of the job closed, within the
   // bound once the faults stopped.
   const deadline = Math.max(0, faultsEndMs()) + bound;

@@ -31,6 +31,7 @@ import { prng } from '../../local/prng';
 import { requeueRunName } from '../../lambda/sweep-verify';
 import { type Mutation, applyMutation } from './mutations';
 import { Actor, type Restart, Scheduler } from './scheduler';
+import { type Accepted, acceptedChecks, doneChecks, epochChecks } from './checks';
 
 /** The world's settings: the night's size, the lease, the sweeper, the faults. */
 const EXPLORE_SETTINGS = {
@@ -94,14 +95,6 @@ export interface ScheduleResult {
 
 const DATE = '2026-09-28';
 const ITEMS = 'items';
-
-interface Accepted {
-  readonly actor: string;
-  readonly token: number;
-  readonly fenceBefore: number | undefined;
-  readonly fenceKey: string;
-  readonly keys: readonly string[];
-}
 
 /** Run one schedule from its seed (optionally with a broken variant of a rule) and check it. */
 export async function runSchedule(seed: number, mutation?: Mutation): Promise<ScheduleResult> {
@@ -321,18 +314,7 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
   broken.restore();
 
   // Safety, from the trace and the stores' final state.
-  const recordedBy = new Map<string, number>();
-  const lastToken = new Map<string, number>();
-  for (const a of accepted) {
-    if (a.fenceBefore !== undefined && a.token < a.fenceBefore)
-      violations.push(`${a.actor}'s batch at token ${a.token} accepted below the fence ${a.fenceBefore} (${a.fenceKey})`);
-    const last = lastToken.get(a.fenceKey);
-    if (last !== undefined && a.token < last)
-      violations.push(`${a.actor}'s batch at token ${a.token} accepted after a batch at token ${last} (${a.fenceKey})`);
-    lastToken.set(a.fenceKey, Math.max(a.token, last ?? -Infinity));
-    for (const k of a.keys) recordedBy.set(k, (recordedBy.get(k) ?? 0) + 1);
-  }
-  for (const [k, n] of recordedBy) if (n > 1) violations.push(`item ${k} recorded ${n} times`);
+  violations.push(...acceptedChecks(accepted));
   // Two holders at once: an act by a holder after a newer token was granted. The lease's promise (core/lease.ts
   // Lease): while check() passes, no other claim can have been granted; the claim waits a full lease on the rvn.
   for (const a of acts) {
@@ -342,22 +324,15 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
         `two holders at once: ${a.actor} acted (${a.step}) at ${a.atMs} ms with token ${a.token}, after ${newer.actor} was granted token ${newer.epoch} at ${newer.atMs} ms`,
       );
   }
-  const epochs = new Map<string, number>();
-  for (const g of grants) {
-    const last = epochs.get(g.key);
-    if (last !== undefined && g.epoch <= last)
-      violations.push(`${g.actor} was handed token ${g.epoch} after token ${last} (${g.key}): an epoch repeated`);
-    epochs.set(g.key, g.epoch);
-  }
+  violations.push(...epochChecks(grants));
+  violations.push(
+    ...(await doneChecks(
+      jobs as MemoryJobStore,
+      { jobId, date: DATE, chunks: s.chunks, items: s.items, itemsTable: ITEMS, jobsTable: 'jobs' },
+      keys,
+    )),
+  );
   const row = await jobs.readJob(jobId);
-  if (row?.state === 'DONE') {
-    const stored = (jobs as MemoryJobStore).dump(ITEMS).length;
-    if (stored !== s.chunks * s.items) violations.push(`DONE with ${stored} items stored, the night has ${s.chunks * s.items}`);
-    for (let c = 0; c < s.chunks; c++) {
-      const f = await jobs.readFence({ table: 'jobs', key: { pk: keys.chunkFence(DATE, c) } });
-      if (f?.done_by === undefined) violations.push(`DONE over chunk ${c}, not recorded done`);
-    }
-  }
   // Liveness: a night that was raised is DONE within the bound once the faults stopped.
   if (row !== undefined) {
     const deadline = Math.max(0, scheduler.faultsEndMs) + livenessBoundMs(s);

@@ -18,8 +18,7 @@ import type { FencepostEvent } from '../core/events';
 import { jobKeys } from '../core/job-keys';
 import { runJob, type ChunkWork } from '../core/job';
 import type { SimRow } from '../core/sim/engine';
-import { NO_DDB, REAL_TABLES, RealWorld, type RealWorker } from '../core/sim/real';
-import { Sweeper, SWEEPER_DEFAULTS } from '../core/sweeper';
+import { NO_DDB, REAL_TABLES, RealWorld, sweeperOn, type RealWorker } from '../core/sim/real';
 import { STORY_NIGHT, storyLease, takeoverLease } from './story';
 
 const CHUNKS = Math.ceil(STORY_NIGHT.invoices / STORY_NIGHT.chunkSize);
@@ -90,18 +89,7 @@ export async function predictStory(timeScale: number): Promise<StoryPrediction> 
     ).catch(() => undefined);
 
   const [A, B, C, sweeperWorker] = ['A', 'B', 'C', 'sweeper'].map((n) => world.worker(n));
-  const sweeper = new Sweeper(
-    {
-      ddb: NO_DDB,
-      jobs: REAL_TABLES.jobs,
-      locks: REAL_TABLES.locks,
-      clock: sweeperWorker,
-      events: sweeperWorker.events,
-      store: sweeperWorker.jobs,
-      lockStore: sweeperWorker.locks,
-    },
-    { ...SWEEPER_DEFAULTS, leaseMs: cConfig.leaseMs },
-  );
+  const sweeper = sweeperOn(sweeperWorker!, cConfig.leaseMs);
   let cStarted = false;
   // As in the story: the sweeper stops once it has re-queued (it is then only waiting for C).
   const sweepLoop = () => {

@@ -19,6 +19,7 @@ import { MemoryLockStore } from '../memory/lock-store';
 import type { JobStore } from '../store/jobs';
 import type { LedgerStore } from '../store/ledger';
 import type { LockStore } from '../store/lock';
+import { Sweeper, SWEEPER_DEFAULTS } from '../sweeper';
 import type { SimRow, TimelineMark } from './engine';
 
 /** Tables of the world (the stores are in memory; the names only key their items). */
@@ -153,6 +154,14 @@ export class RealWorker implements Clock {
       },
     });
   }
+}
+
+/** The real Sweeper as `w` runs it: on `w`'s clock, events and stores, treating a lease of `leaseMs` as the one declared. */
+export function sweeperOn(w: RealWorker, leaseMs: number): Sweeper {
+  return new Sweeper(
+    { ddb: NO_DDB, jobs: REAL_TABLES.jobs, locks: REAL_TABLES.locks, clock: w, events: w.events, store: w.jobs, lockStore: w.locks },
+    { ...SWEEPER_DEFAULTS, leaseMs },
+  );
 }
 
 /** The world: one virtual clock, the in-memory stores, the workers, and what they did. */

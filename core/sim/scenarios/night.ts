@@ -20,9 +20,8 @@ import type { FencepostEvent } from '../../events';
 import { jobKeys } from '../../job-keys';
 import { runJob, type ChunkWork, type RunSummary } from '../../job';
 import { pollMsOf } from '../../lease';
-import { Sweeper, SWEEPER_DEFAULTS } from '../../sweeper';
 import type { SimRow } from '../engine';
-import { NO_DDB, REAL_TABLES, RealWorld, type RealWorker } from '../real';
+import { NO_DDB, REAL_TABLES, RealWorld, sweeperOn, type RealWorker } from '../real';
 import { Checks, s, type Scenario, type ScenarioInput, type ScenarioResult } from '../scenario';
 
 /** What the story assumes. Times and durations in ms of virtual time. */
@@ -189,18 +188,7 @@ async function playNight(i: NightInputs) {
   start(A, { chunk: i.pauseChunk, ms: i.pauseMs });
   world.at(i.bStartsAt, () => start(B));
   world.at(i.bDiesAt, () => B.crash());
-  const sweeper = new Sweeper(
-    {
-      ddb: NO_DDB,
-      jobs: REAL_TABLES.jobs,
-      locks: REAL_TABLES.locks,
-      clock: sweeperWorker,
-      events: sweeperWorker.events,
-      store: sweeperWorker.jobs,
-      lockStore: sweeperWorker.locks,
-    },
-    { ...SWEEPER_DEFAULTS, leaseMs: i.leaseMs },
-  );
+  const sweeper = sweeperOn(sweeperWorker!, i.leaseMs);
   let cStarted = false;
   const sweepLoop = () => {
     if (done) return;

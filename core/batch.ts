@@ -18,14 +18,15 @@ import { backoffOf, retryTransient } from './conditions';
 import { MAX_PUTS_PER_TRANSACTION } from './config';
 import { ConfigError, FencedOutError } from './errors';
 import { Attr } from './schema';
-import type { BatchPut, FenceItem, FenceStore, WireItem } from './store/jobs';
+import type { AttributeValue } from './aws/document-client';
+import type { BatchPut, FenceItem, FenceStore } from './store/jobs';
 
 /** One item to record once under the fence. */
 export interface FencedPut {
   /** The table to put the item in. */
   readonly table: string;
   /** The whole item, in AttributeValue form (`{ pk: { S: 'inv#1' }, amount: { N: '100' } }`). */
-  readonly item: WireItem;
+  readonly item: Readonly<Record<string, AttributeValue>>;
   /** The item's partition key attribute: the put lands only if no item with this key exists. @default 'pk' */
   readonly keyAttribute?: string;
 }
@@ -49,13 +50,19 @@ export interface BatchResult {
   readonly transactions: number;
 }
 
-/** What a batch needs of its fence (core/aws/fence.ts's `Fence` is one): the item, its name, its store, its clock. */
+/** What a batch needs of its fence: pass the `Fence` that `fenceOn` made (its item, name, store and clock). */
 export interface BatchFence {
   /** What FencedOutError reports. */
   readonly resource: string;
-  /** Where the fence item lives. */
+  /**
+   * Where the fence item lives.
+   * @internal
+   */
   readonly item: FenceItem;
-  /** Where the transaction goes. */
+  /**
+   * Where the transaction goes.
+   * @internal
+   */
   readonly store: FenceStore;
   /** Times the retry backoff, and its jitter source. */
   readonly target: { readonly clock: Clock; readonly random?: () => number };

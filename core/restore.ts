@@ -40,6 +40,12 @@ export interface BumpReport {
  * Does not guarantee anything about holders that keep writing with a restored token until the bump: run it before
  * the restored table is used.
  */
+export function bumpEpochs(deps: { ddb: DocumentClient; locks: string }, opts: { by: number; runId: string; dryRun: boolean }): Promise<BumpReport>;
+/** @internal */
+export function bumpEpochs(
+  deps: { ddb: DocumentClient; locks: string; store?: LockStore },
+  opts: { by: number; runId: string; dryRun: boolean },
+): Promise<BumpReport>;
 export async function bumpEpochs(
   deps: { ddb: DocumentClient; locks: string; store?: LockStore },
   opts: { by: number; runId: string; dryRun: boolean },

@@ -3,7 +3,7 @@
 // token, finds every record already there, and a holder still carrying the first token can no longer write.
 //
 // Stores: FENCEPOST_TEST_DYNAMODB (tables made by local/provision.ts, prefix FENCEPOST_EXAMPLE_PREFIX).
-import { Events, FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeBatch, type FencedPut } from '../core';
+import { FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeBatch, type FencedPut } from '../core';
 
 const clients = localClients({ dynamodb: process.env.FENCEPOST_TEST_DYNAMODB ?? 'http://127.0.0.1:8000', s3: process.env.FENCEPOST_TEST_S3 ?? '' });
 const tables = tableNames(process.env.FENCEPOST_EXAMPLE_PREFIX ?? 'example-');
@@ -11,14 +11,14 @@ const holder = process.argv[2] ?? 'worker-1';
 const job = 'report#2026-09-28';
 const lines = (chunk: number, token: number): FencedPut[] =>
   Array.from({ length: 50 }, (_, i) => ({
-    table: tables.invoices,
+    table: tables.jobs, // beside the job row here; a real job puts its records in a table of its own
     item: { pk: { S: `${job}#line#${chunk * 50 + i}` }, amount: { N: String(100 + i) }, token: { N: String(token) } },
   }));
 
 async function main(): Promise<void> {
-  const events = new Events(holder, systemClock).on((e) => e.event === 'claim' && console.error(`${holder} claimed token ${e.token}`));
-  const deps = { ddb: clients.ddb, table: tables.locks, clock: systemClock, events };
+  const deps = { ddb: clients.ddb, table: tables.locks, clock: systemClock };
   const summary = await withLease(deps, job, holder, {}, async (lease) => {
+    console.error(`${holder} claimed token ${lease.token}`);
     const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: job }, clock: systemClock, resource: 'report' });
     // 1. Raise the fence before anything else: from now on no lower token writes here, whatever its holder believes.
     await lease.act(() => fence.raise(lease.token, { owner: holder }));

@@ -74,7 +74,7 @@ export function measureClockOffset(client: AnyClient, clock: Clock, estimator: C
  * Clients for local endpoints: loopback only, dummy credentials, path-style S3, kept-alive connections. Without an S3
  * endpoint the S3 client points at an unreachable loopback address, so a stray S3 call fails at once, never at AWS.
  */
-export function localClients(endpoints: Pick<Endpoints, 'dynamodb'> & Partial<Pick<Endpoints, 's3'>>): Clients {
+export function localClients(endpoints: { readonly dynamodb: string; readonly s3?: string }): Clients {
   const common = {
     region: 'us-east-1',
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },

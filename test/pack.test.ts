@@ -247,7 +247,7 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
     stale: 'fenced-out',
     sim: { storyChecksHold: true, refusedWrites: 1 },
   });
-  const item = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.invoices, Key: { pk: 'pack#item' }, ConsistentRead: true }));
+  const item = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.jobs, Key: { pk: 'pack#item' }, ConsistentRead: true }));
   assert.deepEqual(item.Item, { pk: 'pack#item', token: 1 }, "the holder's guarded put landed; the stale one did not");
   const lock = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: 'pack#job' }, ConsistentRead: true }));
   assert.equal(lock.Item?.holder, undefined, 'withLease released the lease');

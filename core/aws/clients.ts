@@ -24,6 +24,7 @@ export interface Clients {
   readonly raw: DynamoDBClient;
   /** The document client every library function takes (removeUndefinedValues on). */
   readonly ddb: DynamoDBDocumentClient;
+  /** The S3 client the manifests and chunk objects go through. */
   readonly s3: S3Client;
   /** Close the clients' sockets. */
   destroy(): void;

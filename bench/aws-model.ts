@@ -24,6 +24,7 @@ import * as fence from '../core/fence';
 import { chunkBatches, chunkRange, invoiceAt, renderChunkLines, type Invoice, type NightPlan } from '../apps/billing/invoices';
 import { ManifestWriter } from '../core/manifest';
 import { Attr, CLAIM_SHARD } from '../core/schema';
+import { InvoiceAttr } from '../apps/billing/schema';
 import { Keys } from '../apps/billing/keys';
 import { observation, type Observation } from '../lambda/observe';
 import { ROOT, fmt, newReport, stat, table, type BenchContext, type Measurement } from './common';
@@ -240,7 +241,7 @@ export const awsModel: Measurement = {
     const date = '2026-09-28';
     const inv = invoiceAt(date, 12_345, 5);
     const sizes = {
-      invoice: itemSize({ [Attr.pk]: inv.pk, [Attr.customer]: inv.customer, [Attr.amount]: inv.amount, [Attr.token]: 12 }),
+      invoice: itemSize({ [Attr.pk]: inv.pk, [InvoiceAttr.customer]: inv.customer, [InvoiceAttr.amount]: inv.amount, [InvoiceAttr.token]: 12 }),
       jobClaimed: itemSize(jobRow(0, 'RUNNING')),
       jobDone: itemSize(jobRow(0, 'DONE')),
       lock: itemSize(lockItem(0)),

@@ -17,7 +17,7 @@ import { type LeaseConfig } from '../core/config';
 import { validateBillingConfig } from '../apps/billing/settings';
 import { Events } from '../core/events';
 import { Lease, sight, tryClaim, type LeaseDeps } from '../core/lease';
-import { tableNames } from '../core/schema';
+import { billingTables as tableNames } from '../apps/billing/schema';
 import { Keys } from '../apps/billing/keys';
 import { localClients } from '../core/aws/clients';
 

@@ -14,9 +14,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { DeleteTableCommand } from '@aws-sdk/client-dynamodb';
 import { DeleteBucketCommand, DeleteObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
-import { tableNames, type TableNames } from '../core/schema';
+import { billingTables, type BillingTables } from '../apps/billing/schema';
+import { provisionBilling as provision } from '../harness/billing-stores';
 import { localClients, type Clients, type Endpoints } from '../core/aws/clients';
-import { provision } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
 import { followEvents, type EventFollower, type SeenEvent } from '../harness/worker-process';
 
@@ -121,7 +121,7 @@ export function newReport(name: string, title: string): Report {
 export interface Namespace {
   readonly prefix: string;
   readonly bucket: string;
-  readonly tables: TableNames;
+  readonly tables: BillingTables;
   storeArgs(): string[];
 }
 
@@ -167,7 +167,7 @@ export class SharedStack {
     return {
       prefix,
       bucket,
-      tables: tableNames(prefix),
+      tables: billingTables(prefix),
       storeArgs: () => ['--dynamodb-endpoint', endpoints.dynamodb, '--s3-endpoint', endpoints.s3, '--table-prefix', prefix, '--bucket', bucket],
     };
   }

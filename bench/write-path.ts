@@ -24,7 +24,8 @@ import { BatchWriteCommand, PutCommand, TransactWriteCommand } from '@aws-sdk/li
 import { systemClock } from '../core/clock';
 import { writeInvoices } from '../apps/billing/night';
 import { chunkBatches, chunkCount, type Invoice, type NightPlan } from '../apps/billing/invoices';
-import { Attr, type TableNames } from '../core/schema';
+import { Attr } from '../core/schema';
+import type { BillingTables as TableNames } from '../apps/billing/schema';
 import { Keys } from '../apps/billing/keys';
 import type { Clients } from '../core/aws/clients';
 import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement, type SharedStack } from './common';

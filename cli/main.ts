@@ -7,12 +7,12 @@ import { systemClock } from '../core/clock';
 import type { BillingSummary } from '../apps/billing/night';
 import { audit, type AuditReport } from '../apps/billing/audit';
 import { Events, type EventListener } from '../core/events';
-import { tableNames } from '../core/schema';
 import { runChaos } from '../harness/chaos';
 import { playStory, storyLease, storyTable, takeoverLease } from '../harness/story';
 import { runDirect, runStepFunctions } from './engines';
 import { HELP } from './help';
 import { USER_COMMANDS, dispatch, withStores, type Command, type Values } from './user';
+import { BILLING_TABLES, billingTables } from '../apps/billing/schema';
 import { parseSimulate, simulate } from './simulate';
 import { instrumentRun } from './instrumentation';
 import {
@@ -52,9 +52,12 @@ function eventStream(late?: EventListener): { listener: EventListener; on(l: Eve
   };
 }
 
+/** The repository's commands run the billing app: its invoice table is provisioned beside the library's two. */
+const billingStores: typeof withStores = (target, body) => withStores(target, body, BILLING_TABLES);
+
 function run(values: Values): Promise<number> {
   const o = runOptions(values);
-  return withStores(o, async (clients, endpoints) => {
+  return billingStores(o, async (clients, endpoints) => {
     const events = new Events(o.worker, systemClock);
     // Events can still arrive after the engine has returned: the local Step Functions runner starts a queued Map
     // iteration after the Map has failed, and that chunk task resumes the lease and reports lease-lost. They
@@ -66,7 +69,7 @@ function run(values: Values): Promise<number> {
     if (!o.json && !o.events) stream.on(progressBar(o.config.invoices));
     // Nothing, unless a module loaded before the CLI instrumented the process (the test harness's faults).
     const { hooks, lambdaCode } = instrumentRun({ worker: o.worker, engine: o.engine, clients, events });
-    const deps = { ddb: clients.ddb, s3: clients.s3, tables: tableNames(o.tablePrefix), bucket: o.bucket, clock: systemClock, events };
+    const deps = { ddb: clients.ddb, s3: clients.s3, tables: billingTables(o.tablePrefix), bucket: o.bucket, clock: systemClock, events };
     const night = { date: o.date, worker: o.worker, config: o.config, chunkConcurrency: o.chunkConcurrency, clients, endpoints, hooks, lambdaCode };
     let summary: BillingSummary;
     try {
@@ -88,8 +91,8 @@ function run(values: Values): Promise<number> {
 
 function auditCommand(values: Values): Promise<number> {
   const o = auditOptions(values);
-  return withStores(o, async (clients) => {
-    const report = await audit({ ddb: clients.ddb, s3: clients.s3, tables: tableNames(o.tablePrefix), bucket: o.bucket }, o.date, o.invoices);
+  return billingStores(o, async (clients) => {
+    const report = await audit({ ddb: clients.ddb, s3: clients.s3, tables: billingTables(o.tablePrefix), bucket: o.bucket }, o.date, o.invoices);
     out(o.json ? JSON.stringify(report) : auditTable(report));
     return report.ok ? EXIT.ok : EXIT.auditFailed;
   });
@@ -97,12 +100,12 @@ function auditCommand(values: Values): Promise<number> {
 
 function sweep(values: Values): Promise<number> {
   const o = sweepOptions(values);
-  return withStores(o, (clients) => sweepCommand(o, clients, out, err));
+  return billingStores(o, (clients) => sweepCommand(o, clients, out, err));
 }
 
 function chaos(values: Values): Promise<number> {
   const o = chaosOptions(values);
-  return withStores(o, async (clients, endpoints) => {
+  return billingStores(o, async (clients, endpoints) => {
     err(`chaos: ${o.schedules} schedules, seed ${o.seed}, kinds ${o.kinds.join(',')}`);
     const report = await runChaos({
       endpoints,
@@ -123,7 +126,7 @@ function chaos(values: Values): Promise<number> {
 
 function story(values: Values): Promise<number> {
   const o = storyOptions(values);
-  return withStores(o, async (clients, endpoints) => {
+  return billingStores(o, async (clients, endpoints) => {
     const lease = storyLease(o.timeScale);
     const c = takeoverLease(o.timeScale);
     err(
@@ -137,17 +140,17 @@ function story(values: Values): Promise<number> {
 
 function elect(values: Values): Promise<number> {
   const o = electOptions(values);
-  return withStores(o, (clients) => electCommand(o, clients, out, err));
+  return billingStores(o, (clients) => electCommand(o, clients, out, err));
 }
 
 function leader(values: Values): Promise<number> {
   const o = leaderOptions(values);
-  return withStores(o, (clients) => leaderCommand(o, clients, out));
+  return billingStores(o, (clients) => leaderCommand(o, clients, out));
 }
 
 function handoverRun(values: Values): Promise<number> {
   const o = handoverOptions(values);
-  return withStores(o, (clients) => handoverCommand(o, clients, out, err));
+  return billingStores(o, (clients) => handoverCommand(o, clients, out, err));
 }
 
 /** The parser every command but simulate uses: its options from cli/options.ts. */

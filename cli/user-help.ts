@@ -17,11 +17,10 @@ export function localBanner(endpoints: Endpoints, tables: TableNames, bucket: st
   const s3 = `--endpoint-url ${endpoints.s3} --region us-east-1`;
   return [
     `local stack up: --dynamodb-endpoint ${endpoints.dynamodb} --s3-endpoint ${endpoints.s3}  (Ctrl-C to stop)`,
-    `  tables ${tables.locks}, ${tables.jobs}, ${tables.invoices}; bucket ${bucket}`,
+    `  tables ${tables.locks}, ${tables.jobs}; bucket ${bucket}`,
     '  look inside with the AWS CLI (any profile or credentials):',
     `    aws dynamodb scan --table-name ${tables.jobs} ${ddb}`,
     `    aws dynamodb scan --table-name ${tables.locks} ${ddb}`,
-    `    aws dynamodb scan --table-name ${tables.invoices} --select COUNT ${ddb}`,
     `    aws s3 ls s3://${bucket} --recursive ${s3}`,
   ].join('\n');
 }

@@ -5,7 +5,7 @@
  * imports neither, so the package carries neither. Both commands parse, dispatch and map errors here (`dispatch`).
  */
 import { ConfigError, FencepostError, InfrastructureError } from '../core/errors';
-import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, tableNames } from '../core/schema';
+import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, TABLES, tableNames, type TableDescription } from '../core/schema';
 import { awsClients, localClients, type Clients, type Endpoints } from '../core/aws/clients';
 import { provision } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
@@ -26,16 +26,20 @@ export interface Command {
 }
 
 /**
- * Start the embedded stack unless endpoints were given, provision the tables and the bucket, and hand the body
- * clients for them; everything is stopped and closed afterwards, whatever happens.
+ * Start the embedded stack unless endpoints were given, provision the tables (the library's, or an app's list) and
+ * the bucket, and hand the body clients for them; everything is stopped and closed afterwards, whatever happens.
  */
-export async function withStores<T>(target: StoreTarget, body: (clients: Clients, endpoints: Endpoints) => Promise<T>): Promise<T> {
+export async function withStores<T>(
+  target: StoreTarget,
+  body: (clients: Clients, endpoints: Endpoints) => Promise<T>,
+  tables: readonly TableDescription[] = TABLES,
+): Promise<T> {
   let stack: EmbeddedStack | undefined;
   if (!target.endpoints) stack = await startEmbeddedStack();
   const endpoints = target.endpoints ?? stack!.endpoints;
   const clients = localClients(endpoints);
   try {
-    await provision(clients.raw, clients.s3, target.tablePrefix, target.bucket).catch((e) => {
+    await provision(clients.raw, clients.s3, target.tablePrefix, target.bucket, tables).catch((e) => {
       throw new InfrastructureError(`cannot reach the stores at ${endpoints.dynamodb} and ${endpoints.s3}: ${(e as Error).message}`, { cause: e });
     });
     return await body(clients, endpoints);

@@ -21,14 +21,15 @@ import { backoffOf, retryTransient } from './conditions';
 import { MAX_PUTS_PER_TRANSACTION } from './config';
 import { ConfigError, FenceNotRaisedError, FencedOutError } from './errors';
 import { Attr } from './schema';
-import type { BatchPut, DocumentItem, FenceItem, FenceStore, WireItem } from './store/jobs';
+import type { AttributeValue } from './aws/document-client';
+import type { BatchPut, DocumentItem, FenceItem, FenceStore } from './store/jobs';
 
 /** One item to record once under the fence. */
 export interface FencedPut {
   /** The table to put the item in. */
   readonly table: string;
   /** The whole item, in AttributeValue form (`{ pk: { S: 'inv#1' }, amount: { N: '100' } }`). */
-  readonly item: WireItem;
+  readonly item: Readonly<Record<string, AttributeValue>>;
   /** The item's partition key attribute: the put lands only if no item with this key exists. @default 'pk' */
   readonly keyAttribute?: string;
 }
@@ -38,7 +39,7 @@ export interface FencedPut {
  * thrown (FencedOutError), since the holder must stop.
  * @typeParam P - what was written: a FencedPut (writeBatch), or the caller's own document items (writeFenced)
  */
-export interface BatchResult<P = FencedPut> {
+export interface BatchResult<P> {
   /**
    * The items this call's own transactions wrote: each is counted here by exactly one call, the one that wrote it (its
    * ClientRequestToken is this call's alone, so a success is never another call's transaction replayed).
@@ -69,13 +70,19 @@ export interface FencedWriteOptions {
   readonly check?: () => void;
 }
 
-/** What a batch needs of its fence (core/aws/fence.ts's `Fence` is one): the item, its name, its store, its clock. */
+/** What a batch needs of its fence: pass the `Fence` that `fenceOn` made (its item, name, store and clock). */
 export interface BatchFence {
   /** What FencedOutError reports. */
   readonly resource: string;
-  /** Where the fence item lives. */
+  /**
+   * Where the fence item lives.
+   * @internal
+   */
   readonly item: FenceItem;
-  /** Where the transaction goes. */
+  /**
+   * Where the transaction goes.
+   * @internal
+   */
   readonly store: FenceStore;
   /** Times the retry backoff, and its jitter source. */
   readonly target: { readonly clock: Clock; readonly random?: () => number };
@@ -116,7 +123,7 @@ export function batchPuts(puts: readonly FencedPut[]): BatchPut[] {
  * token; FenceNotRaisedError when it was never raised; the store's error for anything permanent, or transient past
  * the retries
  */
-export async function writeBatch(fence: BatchFence, token: number, puts: readonly FencedPut[]): Promise<BatchResult> {
+export async function writeBatch(fence: BatchFence, token: number, puts: readonly FencedPut[]): Promise<BatchResult<FencedPut>> {
   const out = await transact(fence, token, batchPuts(puts), randomUUID()); // batchPuts throws before the first send
   return { recorded: out.recorded.map((i) => puts[i]), alreadyRecorded: out.alreadyRecorded.map((i) => puts[i]), transactions: out.transactions };
 }
@@ -137,13 +144,13 @@ export async function writeBatch(fence: BatchFence, token: number, puts: readonl
  * was never raised; FencedOutError when a newer holder raised it; the store's error for anything permanent, or
  * transient past the retries
  */
-export async function writeFenced<T extends DocumentItem>(
+export async function writeFenced<T extends Readonly<Record<string, unknown>>>(
   fence: BatchFence,
   token: number,
   items: readonly T[],
   options: FencedWriteOptions,
 ): Promise<BatchResult<T>> {
-  const puts = documentPuts(items, options);
+  const puts = documentPuts(items as readonly DocumentItem[], options);
   const size = options.putsPerTransaction ?? MAX_PUTS_PER_TRANSACTION;
   const call = randomUUID();
   const recorded: T[] = [];

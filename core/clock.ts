@@ -27,7 +27,7 @@ export interface Clock {
   /** Wait `ms` milliseconds, timed on the monotonic clock. */
   sleep(ms: number): Promise<void>;
   /** Call `fn` once, `ms` milliseconds from now on the monotonic clock, unless cancelled first. */
-  after(ms: number, fn: () => void): ClockTimer;
+  after(ms: number, fn: () => void): { cancel(): void };
 }
 
 /** The real clocks: performance.now() is CLOCK_MONOTONIC; Node's timers also run on the monotonic clock. */

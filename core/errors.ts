@@ -57,17 +57,14 @@ export class StopTimePassedError extends FencepostError {
   }
 }
 
-/**
- * Which fence refused a token: 'job-row', 'chunk-fence' (a chunk's fence item), 'manifest' (the S3 manifest), or the
- * name a caller gave its own fence (`fenceOn({ resource })`, default 'fence').
- */
-export type FencedResource = string;
-
 /** A resource refused our token because it has seen a higher one (Part 4, Part 5). Nothing of the refused write landed. */
 export class FencedOutError extends FencepostError {
   constructor(
-    /** Which fence refused us. */
-    readonly resource: FencedResource,
+    /**
+     * Which fence refused us: 'job-row', 'chunk-fence' (a chunk's fence item), 'manifest' (the S3 manifest), or the
+     * name a caller gave its own fence (`fenceOn({ resource })`, default 'fence').
+     */
+    readonly resource: string,
     /** Our token, refused. */
     readonly token: number,
     /** The fence we met, when the store told us (job row `fence`, manifest `token`). */
@@ -85,7 +82,7 @@ export class FencedOutError extends FencepostError {
 export class FenceNotRaisedError extends FencepostError {
   constructor(
     /** Which fence was never raised. */
-    readonly resource: FencedResource,
+    readonly resource: string,
     /** Our token, which the raise should have set. */
     readonly token: number,
     options?: { cause?: unknown },

@@ -122,13 +122,13 @@ export interface EventFields {
 }
 
 /** A sweep's report as an event: the counts, with `requeued` as a count rather than the list of job ids. */
-export type SweepFields = Omit<SweepReport, 'requeued'> & { readonly requeued: number };
+type SweepFields = Omit<SweepReport, 'requeued'> & { readonly requeued: number };
 
 /** Every event's name: one per idea (a sighting, a claim, a renewal, …). */
 export type EventName = keyof EventFields;
 
 /** What every event carries: its name, the emitting worker, and that worker's monotonic milliseconds. */
-export interface EventStamp<N extends EventName = EventName> {
+interface EventStamp<N extends EventName = EventName> {
   /** The event's name: the union's discriminant. */
   readonly event: N;
   /** The emitting worker's name. */

@@ -30,7 +30,7 @@ import type { JobStore } from './store/jobs';
 import type { LockStore } from './store/lock';
 import type { JobKeys } from './job-keys';
 import { claim, type Lease } from './lease';
-import { ManifestWriter, type ManifestDeps } from './manifest';
+import { ManifestWriter, type ManifestStoreDeps } from './manifest';
 import { releaseQuietly } from './with-lease';
 
 /**
@@ -148,7 +148,7 @@ const fenceDepsOf = (deps: Pick<RunDeps, 'ddb' | 'tables' | 'clock' | 'random' |
   ...(deps.store ? { store: deps.store } : {}),
 });
 
-const manifestDepsOf = (deps: RunDeps): ManifestDeps | undefined =>
+const manifestDepsOf = (deps: RunDeps): ManifestStoreDeps | undefined =>
   deps.manifests ? { ...deps.manifests, clock: deps.clock, random: deps.random } : undefined;
 
 /**
@@ -170,7 +170,7 @@ export function chunkFence(
  * @param deps - the store and the job table
  * @param run - which run
  */
-export function readRun(deps: Pick<RunDeps, 'ddb' | 'tables' | 'store'>, run: Pick<JobRun, 'keys' | 'date'>): Promise<JobRow | undefined> {
+function readRun(deps: Pick<RunDeps, 'ddb' | 'tables' | 'store'>, run: Pick<JobRun, 'keys' | 'date'>): Promise<JobRow | undefined> {
   return fences.readJob({ ddb: deps.ddb, jobs: deps.tables.jobs, ...(deps.store ? { store: deps.store } : {}) }, run.keys.job(run.date));
 }
 
@@ -218,7 +218,7 @@ export function resumeManifest(deps: RunDeps, run: Pick<JobRun, 'keys' | 'date'>
  * the job row, so concurrent chunks never touch a common item.
  * @throws FencedOutError when a newer holder raised the chunk's fence
  */
-export function markChunkDone(
+function markChunkDone(
   deps: Pick<RunDeps, 'ddb' | 'tables' | 'clock' | 'random' | 'store'>,
   run: Pick<JobRun, 'keys' | 'date'>,
   token: number,

@@ -30,11 +30,17 @@ export interface LeaseDeps {
   readonly ddb: DocumentClient;
   /** The lock table (one item per lease key, partition key `pk`, never TTL'd). */
   readonly table: string;
-  /** The lock store to use instead of the DynamoDB one on `ddb` and `table` (the in-memory store, in tests). */
+  /**
+   * The lock store to use instead of the DynamoDB one on `ddb` and `table` (the in-memory store, in tests).
+   * @internal
+   */
   readonly store?: LockStore;
   /** Times every duration (waits, renewals, stop times) on its monotonic clock. */
   readonly clock: Clock;
-  /** Where sightings, claims, renewals and losses are reported. @default no reporting */
+  /**
+   * Where sightings, claims, renewals and losses are reported. @defaultValue no reporting
+   * @internal
+   */
   readonly events?: Events;
   /** Jitter source for the retry backoff (docs/DESIGN.md "Retry classification"). Default Math.random. */
   readonly random?: () => number;

@@ -24,7 +24,7 @@
  * S3 request goes through a ManifestStore (core/store/manifest.ts): the S3 one built from `s3` and `bucket`, or the
  * one given as `store` (the in-memory one, core/memory/manifest-store.ts, keeps S3's rules).
  */
-import { manifestStoreOf, type ManifestStoreSource } from './aws/manifest-store';
+import { manifestStoreOf, type ManifestStoreSource, type S3Client } from './aws/manifest-store';
 import { type Clock, wallIso } from './clock';
 import { fullJitterMs } from './conditions';
 import { FencedOutError } from './errors';
@@ -73,12 +73,19 @@ export interface ManifestBody {
  * What the manifest needs, injected: where the objects live (an S3 client and bucket, or a `store`), and the clock
  * that times the 409 backoff.
  */
-export type ManifestDeps = ManifestStoreSource & {
+export type ManifestStoreDeps = ManifestStoreSource & Pick<ManifestDeps, 'clock' | 'random'>;
+
+/** What the manifest needs, injected: the S3 client and bucket the objects live in, and the clock that times the 409 backoff. */
+export interface ManifestDeps {
+  /** The S3 client. */
+  readonly s3: S3Client;
+  /** The bucket the manifest and the chunk objects live in. */
+  readonly bucket: string;
   /** Times the 409 backoff. */
   readonly clock: Clock;
-  /** Jitter source for the 409 backoff. Default Math.random. */
+  /** Jitter source for the 409 backoff. @defaultValue Math.random */
   readonly random?: () => number;
-};
+}
 
 const JSON_TYPE = 'application/json';
 const NDJSON_TYPE = 'application/x-ndjson';
@@ -89,6 +96,9 @@ const MAX_MERGES = 20;
  * Read the manifest at `key` (an auditor's or a reader's read; holders never learn "missing" from a read, see above).
  * @returns the body and its ETag, or undefined on 404 NoSuchKey (a 403 without s3:ListBucket is thrown)
  */
+export function readManifest(deps: Pick<ManifestDeps, 's3' | 'bucket'>, key: string): Promise<{ body: ManifestBody; etag: string } | undefined>;
+/** @internal */
+export function readManifest(deps: ManifestStoreSource, key: string): Promise<{ body: ManifestBody; etag: string } | undefined>;
 export async function readManifest(deps: ManifestStoreSource, key: string): Promise<{ body: ManifestBody; etag: string } | undefined> {
   const read = await manifestStoreOf(deps).get(key);
   return read && { body: JSON.parse(read.body) as ManifestBody, etag: read.etag };
@@ -101,7 +111,7 @@ export class ManifestWriter {
   private readonly store: ManifestStore;
 
   private constructor(
-    private readonly deps: ManifestDeps,
+    private readonly deps: ManifestStoreDeps,
     /** Where the manifest and the chunk objects live. */
     readonly place: ManifestPlace,
     /** The job the manifest belongs to. */
@@ -118,8 +128,11 @@ export class ManifestWriter {
    * @returns the writer, and the manifest as raised (the chunks committed before are kept)
    * @throws FencedOutError if the manifest carries a higher token
    */
+  static raise(deps: ManifestDeps, place: ManifestPlace, jobId: string, token: number): Promise<{ writer: ManifestWriter; body: ManifestBody }>;
+  /** @internal */
+  static raise(deps: ManifestStoreDeps, place: ManifestPlace, jobId: string, token: number): Promise<{ writer: ManifestWriter; body: ManifestBody }>;
   static async raise(
-    deps: ManifestDeps,
+    deps: ManifestStoreDeps,
     place: ManifestPlace,
     jobId: string,
     token: number,
@@ -142,7 +155,10 @@ export class ManifestWriter {
    * A writer for a holder that raised the manifest in another process (the workflow's next Lambda). It knows no
    * ETag yet, so its first commit reads the manifest and refuses to go on unless it still carries our token.
    */
-  static resume(deps: ManifestDeps, place: ManifestPlace, jobId: string, token: number): ManifestWriter {
+  static resume(deps: ManifestDeps, place: ManifestPlace, jobId: string, token: number): ManifestWriter;
+  /** @internal */
+  static resume(deps: ManifestStoreDeps, place: ManifestPlace, jobId: string, token: number): ManifestWriter;
+  static resume(deps: ManifestStoreDeps, place: ManifestPlace, jobId: string, token: number): ManifestWriter {
     return new ManifestWriter(deps, place, jobId, token);
   }
 

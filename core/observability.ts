@@ -14,16 +14,12 @@ export function serviceName(jobName: string): string {
   return `fencepost-${jobName}`;
 }
 
-/** The metric names, one list for the Lambdas that publish them and the alarms and dashboard that read them. */
+/** The library's metric names, one list for the Lambdas that publish them and the alarms and dashboard that read them (an app adds its own). */
 export const Metric = {
   /** A write refused by the fence (DynamoDB ConditionCheck or S3 412): a holder lost the lock (Part 4). */
   fencedRejections: 'FencedRejections',
   /** A holder found its lease gone (renewal condition failed, or its stop time passed). */
   leaseLost: 'LeaseLost',
-  /** Invoices a billing chunk recorded (the billing app's). */
-  invoicesRecorded: 'InvoicesRecorded',
-  /** Invoices a billing chunk found already recorded by an earlier holder (the billing app's). */
-  invoicesAlreadyRecorded: 'InvoicesAlreadyRecorded',
   /** Milliseconds a claimant waited out a live-looking lease before claiming (the clock-free wait). */
   takeoverWaitMs: 'TakeoverWaitMs',
   /** Estimated |offset| of the Lambda's wall clock from AWS's, and the estimate's error bound (docs/CLOCK.md). */

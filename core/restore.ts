@@ -22,30 +22,22 @@ import { EPOCH_FLOOR_KEY, type LockStore } from './store/lock';
 /** The default bump: far above any token the nights since a backup can have handed out. */
 export const DEFAULT_BUMP = 1_000_000;
 
-/** One lock item's epoch, before and after the bump. */
-export interface BumpChange {
-  readonly key: string;
-  readonly from: number;
-  readonly to: number;
-}
-
-/** The epoch floor, before and after the bump: every item created after starts above `to`. */
-export interface FloorChange {
-  readonly from: number;
-  readonly to: number;
-  /** Already raised by this run id (a repeated or resumed run): `from` and `to` are the floor as it is. */
-  readonly alreadyRaised: boolean;
-}
-
 /** What a bump run did: the floor, every item scanned, the epochs it moved, the items an earlier try of the same run had bumped. */
 export interface BumpReport {
   readonly runId: string;
   readonly by: number;
   readonly dryRun: boolean;
-  readonly floor: FloorChange;
+  /** The epoch floor, before and after the bump: every lock item created after starts above `to`. */
+  readonly floor: {
+    readonly from: number;
+    readonly to: number;
+    /** Already raised by this run id (a repeated or resumed run): `from` and `to` are the floor as it is. */
+    readonly alreadyRaised: boolean;
+  };
   /** Lock items scanned (the floor item is not one). */
   readonly scanned: number;
-  readonly changed: BumpChange[];
+  /** Each lock item's epoch this run moved, before and after. */
+  readonly changed: { readonly key: string; readonly from: number; readonly to: number }[];
   /** Already bumped by this run id (a repeated or resumed run). */
   readonly alreadyBumped: string[];
 }
@@ -57,6 +49,12 @@ export interface BumpReport {
  * Does not guarantee anything about holders that keep writing with a restored token until the bump: run it before
  * the restored table is used.
  */
+export function bumpEpochs(deps: { ddb: DocumentClient; locks: string }, opts: { by: number; runId: string; dryRun: boolean }): Promise<BumpReport>;
+/** @internal */
+export function bumpEpochs(
+  deps: { ddb: DocumentClient; locks: string; store?: LockStore },
+  opts: { by: number; runId: string; dryRun: boolean },
+): Promise<BumpReport>;
 export async function bumpEpochs(
   deps: { ddb: DocumentClient; locks: string; store?: LockStore },
   opts: { by: number; runId: string; dryRun: boolean },
@@ -103,7 +101,7 @@ export async function bumpEpochs(
 }
 
 /** The floor first: from this write on, every item created starts above every epoch the restored table may repeat. */
-async function raiseFloor(store: LockStore, by: number, runId: string): Promise<FloorChange> {
+async function raiseFloor(store: LockStore, by: number, runId: string): Promise<BumpReport['floor']> {
   const out = await store.raiseFloor(by, runId);
   if (out.ok) return { from: out.from, to: out.from + by, alreadyRaised: false };
   const floor = await store.readFloor();

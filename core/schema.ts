@@ -30,10 +30,8 @@ export const Attr = {
   version: 'version',
   writer: 'writer',
   writtenAt: 'written_at', // informational wall time; only the test harness measures with it
-  // invoice item
+  // a fenced record (core/batch.ts callers): the token of the holder that wrote it, for audit
   token: 'token',
-  amount: 'amount',
-  customer: 'customer',
 } as const;
 
 export type JobState = 'QUEUED' | 'RUNNING' | 'DONE';
@@ -77,39 +75,31 @@ export const JOB_TABLE: TableDescription = {
     'job rows: fence, state, owner_token; claim_shard/claimed_since only while RUNNING. Beside each, its chunk fence items (fence, done_by), never indexed.',
 };
 
-/**
- * The billing app's invoice table (apps/billing): one item per invoice, put only if absent, carrying the writer's
- * token for audit. Described here beside the library's two because the local stack (local/provision.ts) creates all
- * three.
- */
-export const INVOICE_TABLE: TableDescription = {
-  suffix: 'invoices',
-  partitionKey: { name: Attr.pk, type: 'S' },
-  purpose: 'one item per invoice, recorded once (attribute_not_exists(pk)), with the writer token for audit.',
-};
-
-export const TABLES = [LOCK_TABLE, JOB_TABLE, INVOICE_TABLE] as const;
+/** The library's own tables: what `createTables` (core/provision.ts) creates and FencedJob provisions. */
+export const TABLES = [LOCK_TABLE, JOB_TABLE] as const;
 
 /**
  * The one value of claim_shard today, for every job; the index is sharded by this attribute if one shard ever gets
- * hot. Its value stays `billing`: rows already RUNNING carry it, and a new value would hide them from the sweeper.
+ * hot. Its value stays `billing` (the first job's name): rows already RUNNING carry it, and a new value would hide
+ * them from the sweeper. Not exported from the package: a neutral, per-job value is left to do (see the API notes).
  */
 export const CLAIM_SHARD = 'billing';
 
-/** The names of a deployment's three tables (a type, not an interface: it is a record of names, local/workflow.ts). */
+/** The names of a deployment's two tables (a type, not an interface: it is a record of names, local/workflow.ts). */
 export type TableNames = {
   /** Lock items: one per lease key. */
   readonly locks: string;
   /** Job rows and chunk fence items. */
   readonly jobs: string;
-  /** The billing job's invoices. */
-  readonly invoices: string;
 };
 
 export const DEFAULT_TABLE_PREFIX = 'fencepost-';
 export const DEFAULT_BUCKET = 'fencepost-manifests';
 
-/** The table names for a prefix: `<prefix>locks`, `<prefix>jobs`, `<prefix>invoices`. */
+/**
+ * The table names for a prefix: `<prefix>locks` (the leases) and `<prefix>jobs` (the fences).
+ * @param prefix - the deployment's prefix @defaultValue `fencepost-`
+ */
 export function tableNames(prefix: string = DEFAULT_TABLE_PREFIX): TableNames {
-  return { locks: prefix + LOCK_TABLE.suffix, jobs: prefix + JOB_TABLE.suffix, invoices: prefix + INVOICE_TABLE.suffix };
+  return { locks: prefix + LOCK_TABLE.suffix, jobs: prefix + JOB_TABLE.suffix };
 }

@@ -10,6 +10,7 @@ export interface SweepReport {
   readonly claimed: number;
   /** Orphans: unchanged across a full lease. */
   readonly orphans: number;
+  /** The jobs re-queued by this sweep (their new runs started first). */
   readonly requeued: string[];
   /** Looked dead but the write found a new owner or fence (a takeover raced us): nothing changed. */
   readonly lostRaces: number;
@@ -17,6 +18,7 @@ export interface SweepReport {
   readonly skippedAlive: number;
   /** First sightings, to be checked a lease later. */
   readonly pending: number;
+  /** Too many claimed rows looked dead at once (likely our own renewal path, not the holders): re-queued none. */
   readonly storm: boolean;
   /** Orphans left for a later sweep by the rate bound. */
   readonly deferred: number;

@@ -55,14 +55,28 @@ export const SWEEPER_DEFAULTS: SweeperConfig = { leaseMs: LEASE_DEFAULTS.leaseMs
 
 /** What the sweeper reads and writes: the job table's sparse index and rows, the lock table; its clock times the wait. */
 export interface SweeperDeps {
+  /** The document client for both tables. */
   readonly ddb: DocumentClient;
+  /** The job table: its sparse `claimed` index and its rows. */
   readonly jobs: string;
+  /** The lock table: the lock items the sweeper sights. */
   readonly locks: string;
+  /** Times the full lease between two sightings, on its monotonic clock. */
   readonly clock: Clock;
+  /**
+   * Where sightings, orphans and storms are reported. @defaultValue no reporting
+   * @internal
+   */
   readonly events?: Events;
-  /** The job store (the sparse index, the re-queue). @default the DynamoDB one on `ddb` and `jobs` */
+  /**
+   * The job store (the sparse index, the re-queue). @defaultValue the DynamoDB one on `ddb` and `jobs`
+   * @internal
+   */
   readonly store?: JobStore;
-  /** The lock store the sweeper reads the lock items from. @default the DynamoDB one on `ddb` and `locks` */
+  /**
+   * The lock store the sweeper reads the lock items from. @defaultValue the DynamoDB one on `ddb` and `locks`
+   * @internal
+   */
   readonly lockStore?: LockStore;
 }
 
@@ -116,7 +130,7 @@ export function isOrphan(first: ClaimSighting, second: ClaimSighting): boolean {
 }
 
 /** 3. The storm rule: too many dead-looking rows at once means the renewal path, not the holders, is failing. */
-export function isStorm(orphans: number, claimed: number, config: Pick<SweeperConfig, 'stormShare' | 'stormMinimum'>): boolean {
+function isStorm(orphans: number, claimed: number, config: Pick<SweeperConfig, 'stormShare' | 'stormMinimum'>): boolean {
   return orphans >= config.stormMinimum && orphans > claimed * config.stormShare;
 }
 
@@ -165,6 +179,9 @@ export class Sweeper {
    * throws, the sweep stops there with the row untouched and rethrows.
    * @param start - starts the orphan's new run; a later sweep that finds the row unchanged calls it again
    */
+  sweep(start?: (jobId: string) => Promise<void> | void): Promise<SweepReport>;
+  /** @internal */
+  sweep(start?: (jobId: string, orphan: ClaimSighting) => Promise<void> | void): Promise<SweepReport>;
   async sweep(start?: (jobId: string, orphan: ClaimSighting) => Promise<void> | void): Promise<SweepReport> {
     const now = () => this.deps.clock.monotonicMs();
     const { sightings, itemsRead } = await sightClaimed(this.deps, this.config);

@@ -3,9 +3,9 @@ import { systemClock } from '../core/clock';
 import { validateBillingConfig } from '../apps/billing/settings';
 import { runBilling } from '../apps/billing/night';
 import { Events } from '../core/events';
-import { tableNames } from '../core/schema';
+import { billingTables as tableNames } from '../apps/billing/schema';
 import { localClients } from '../core/aws/clients';
-import { provision } from '../local/provision';
+import { provisionBilling as provision } from '../harness/billing-stores';
 import { startEmbeddedStack } from '../local/stack';
 
 async function billOneNight(): Promise<void> {

@@ -4,7 +4,7 @@
 // first token can no longer write.
 //
 // Stores: FENCEPOST_TEST_DYNAMODB (tables made by local/provision.ts, prefix FENCEPOST_EXAMPLE_PREFIX).
-import { Events, FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from '../core';
+import { FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from '../core';
 
 const clients = localClients({ dynamodb: process.env.FENCEPOST_TEST_DYNAMODB ?? 'http://127.0.0.1:8000', s3: process.env.FENCEPOST_TEST_S3 ?? '' });
 const tables = tableNames(process.env.FENCEPOST_EXAMPLE_PREFIX ?? 'example-');
@@ -14,15 +14,18 @@ const job = 'report#2026-09-28';
 const lines = (token: number) => Array.from({ length: 150 }, (_, i) => ({ pk: `${job}#line#${i}`, amount: 100 + (i % 50), token }));
 
 async function main(): Promise<void> {
-  const events = new Events(holder, systemClock).on((e) => e.event === 'claim' && console.error(`${holder} claimed token ${e.token}`));
-  const deps = { ddb: clients.ddb, table: tables.locks, clock: systemClock, events };
+  const deps = { ddb: clients.ddb, table: tables.locks, clock: systemClock };
   const summary = await withLease(deps, job, holder, {}, async (lease) => {
+    console.error(`${holder} claimed token ${lease.token}`);
     const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: job }, resource: 'report' });
     // 1. Raise the fence before anything else: from now on no lower token writes here, whatever its holder believes.
     await lease.act(() => fence.raise(lease.token, { owner: holder }));
     // 2. Write under the fence, checking the stop time before each transaction; records an earlier holder wrote come
     //    back listed, not written again.
-    const r = await writeFenced(fence, lease.token, lines(lease.token), { table: tables.invoices, check: () => lease.check() });
+    const r = await writeFenced(fence, lease.token, lines(lease.token), {
+      table: tables.jobs, // beside the job row here; a real job puts its records in a table of its own
+      check: () => lease.check(),
+    });
     const [recorded, alreadyRecorded] = [r.recorded.length, r.alreadyRecorded.length];
     return { holder, token: lease.token, recorded, alreadyRecorded };
   });

@@ -14,7 +14,7 @@ const account = 'acct#42';
 async function credit(fence: Fence, token: number): Promise<void> {
   const update = {
     Update: {
-      TableName: tables.invoices,
+      TableName: tables.jobs, // beside the fence here; a real job updates a table of its own
       Key: { pk: { S: account } },
       UpdateExpression: 'ADD balance :ten SET last_token = :t',
       ExpressionAttributeValues: { ':ten': { N: '10' }, ':t': { N: String(token) } },

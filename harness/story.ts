@@ -14,9 +14,9 @@
 import { audit, type AuditReport } from '../apps/billing/audit';
 import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
-import { tableNames } from '../core/schema';
+import { billingTables as tableNames } from '../apps/billing/schema';
+import { provisionBilling as provision } from './billing-stores';
 import type { Clients, Endpoints } from '../core/aws/clients';
-import { provision } from '../local/provision';
 import { textTable } from './text-table';
 import { startProcess, type SeenEvent, type WorkerProcess } from './worker-process';
 

@@ -19,10 +19,6 @@ export const Env = {
   stormMinimum: 'FENCEPOST_STORM_MINIMUM',
   maxRequeues: 'FENCEPOST_MAX_REQUEUES',
   jobStateMachineArn: 'FENCEPOST_JOB_STATE_MACHINE_ARN',
-  /** The billing chunk function only (apps/billing/stack.ts): its invoice table and the night's invoices. */
-  invoiceTable: 'FENCEPOST_INVOICE_TABLE',
-  invoices: 'FENCEPOST_INVOICES',
-  chunkSize: 'FENCEPOST_CHUNK_SIZE',
   /** Local runs only: the name events carry (the execution's name). */
   worker: 'FENCEPOST_WORKER',
 } as const;

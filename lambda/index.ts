@@ -32,7 +32,12 @@ export function makeHandlers(runtime: RuntimeSource) {
 }
 
 /** The name of one of FencedJob's own handlers (its FENCEPOST_HANDLER and its module lambda/<name>.ts). */
-export type HandlerName = keyof ReturnType<typeof makeHandlers>;
+export type HandlerName = 'prepare' | 'observe' | 'claim' | 'raise' | 'complete' | 'release' | 'sweep-sight' | 'sweep-verify';
+
+// The list above is makeHandlers' keys, no more and no fewer: a handler added or renamed there fails to compile here.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const handlerNamesMatch: Same<HandlerName, keyof ReturnType<typeof makeHandlers>> = true;
+void handlerNamesMatch;
 
 /** The fenced workflow's own handlers (lib/fenced-workflow.ts): not the sweeper's. */
 export type FencedHandlerName = Exclude<HandlerName, 'sweep-sight' | 'sweep-verify'>;

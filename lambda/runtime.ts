@@ -22,7 +22,7 @@ import type { FenceDeps } from '../core/fence';
 import { outcomeOf, type RunDeps, type RunHooks } from '../core/job';
 import { jobKeys, type JobKeys } from '../core/job-keys';
 import type { LeaseDeps } from '../core/lease';
-import type { ManifestDeps } from '../core/manifest';
+import type { ManifestStoreDeps } from '../core/manifest';
 import type { JobStore } from '../core/store/jobs';
 import type { LockStore } from '../core/store/lock';
 import type { ManifestStore } from '../core/store/manifest';
@@ -91,7 +91,7 @@ export interface Runtime {
   readonly lease: LeaseConfig;
   readonly leaseDeps: LeaseDeps;
   readonly fenceDeps: FenceDeps;
-  readonly manifestDeps: ManifestDeps;
+  readonly manifestDeps: ManifestStoreDeps;
   /** What core's run functions take (core/job.ts): the store, both tables, the clock, the events, the bucket. */
   readonly runDeps: RunDeps;
   /** What the sweeper's looks and re-queues take (core/sweeper.ts): the sparse index and the lock items. */

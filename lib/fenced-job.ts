@@ -116,7 +116,8 @@ export const FENCED_JOB_DEFAULTS = {
   sweeperMaxRequeues: SWEEPER_DEFAULTS.maxRequeuesPerSweep,
 } as const satisfies Omit<FencedJobSettings, 'chunks' | 'chunkMs' | 'alarmEmail'>;
 
-type OptionalSettings = Partial<Omit<FencedJobSettings, 'chunks' | 'chunkMs'>>;
+/** FencedJob's settings that have defaults (FENCED_JOB_DEFAULTS): every one but the chunk count and the chunk's duration. */
+export type OptionalSettings = Partial<Omit<FencedJobSettings, 'chunks' | 'chunkMs'>>;
 
 /** A FencedJob: the job's name, its chunk function, the chunks per run, and any setting to change from its default. */
 export interface FencedJobProps extends OptionalSettings {

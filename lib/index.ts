@@ -9,7 +9,10 @@
  * What the constructs guarantee is what the fence guarantees (Part 4): a holder that lost its lease cannot write
  * past the fence, provided the chunk function writes through it (FencedJob's TSDoc gives the contract).
  */
-export { FencedJob, FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobProps, type FencedJobSettings } from './fenced-job';
+export { FencedJob, FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobProps, type FencedJobSettings, type OptionalSettings } from './fenced-job';
+export type { FencedHandlerName, HandlerName } from '../lambda/index';
+export type { ManifestPlace } from '../core/manifest';
+export type { KeyAttribute, TableDescription } from '../core/schema';
 export { FencedWorkflow, TIMEOUT, pascalName, stateMachineLogGroupName, type FencedWorkflowProps, type WorkflowSettings } from './fenced-workflow';
 export { LeaseTable } from './lease-table';
 export { FenceTable } from './fence-table';

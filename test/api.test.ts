@@ -97,3 +97,60 @@ test('every top-level export of every entry is documented', () => {
   const undocumented = report.flatMap((line, i) => (line.startsWith('// @public (undocumented)') ? [report[i + 1].trim()] : []));
   assert.deepEqual(undocumented, [], 'exports without a comment saying what they are and what they guarantee');
 });
+
+/** The names an API report declares at its top level: one `export …` line each (API Extractor writes one per name). */
+function exportedNames(report: string): string[] {
+  return report.split('\n').flatMap((line) => {
+    const m = /^export (?:declare )?(?:abstract )?(?:class|const|function|interface|type|enum|namespace|let|var) (\w+)/.exec(line);
+    if (m) return [m[1]];
+    const list = /^export \{ ?([^}]*)\}/.exec(line);
+    return list
+      ? list[1]
+          .split(',')
+          .map((n) =>
+            n
+              .trim()
+              .split(/\s+as\s+/)
+              .pop()!,
+          )
+          .filter(Boolean)
+      : [];
+  });
+}
+
+/** At most this many names in the core entry: what a user needs to fence a job, no internals (issue 20, item 3). */
+const CORE_MAX_EXPORTS = 40;
+
+test(`the core entry ("fencepost") exports at most ${CORE_MAX_EXPORTS} names`, () => {
+  const names = exportedNames(readFileSync(path.join(ROOT, 'etc', 'fencepost.api.md'), 'utf8'));
+  assert.equal(new Set(names).size, names.length, `a name is exported twice: ${names.join(', ')}`);
+  assert.ok(names.length > 0, 'the report declares no export: the count would prove nothing');
+  assert.ok(names.length <= CORE_MAX_EXPORTS, `the core entry exports ${names.length} names, above ${CORE_MAX_EXPORTS}: ${names.join(', ')}`);
+});
+
+/** Words of the billing reference app (apps/billing): the library's entries must not need them. */
+const BILLING_WORDS = /\b(?:invoices?|invoiced|billing|billed|bill|amounts?)/i;
+
+/**
+ * The lambda entry still hands out its handlers' runtime (makeHandlers, createRuntime, Runtime) for the repository's
+ * local runner, and its types refer to the core's store seams: left to do (issue 20, item 3), reported, not failing.
+ */
+const FORGOTTEN_TODO: Record<string, string> = {
+  'fencepost/lambda': "the runtime's types (Runtime, RuntimeStores) name the core's store seams; trimming the entry is left to do",
+};
+
+for (const entry of ENTRIES) {
+  const lines = () => readFileSync(path.join(ROOT, 'etc', entry.report), 'utf8').split('\n');
+  test(`the API report of "${entry.name}" has no billing word`, () => {
+    const billing = lines()
+      .filter((l) => BILLING_WORDS.test(l))
+      .map((l) => l.trim());
+    assert.deepEqual(billing, [], `etc/${entry.report} names the billing app`);
+  });
+  test(`the API report of "${entry.name}" has no forgotten export`, { todo: FORGOTTEN_TODO[entry.name] }, () => {
+    const forgotten = lines()
+      .filter((l) => l.includes('ae-forgotten-export'))
+      .map((l) => l.trim());
+    assert.deepEqual(forgotten, [], `etc/${entry.report} refers to types its entry does not export`);
+  });
+}

@@ -9,7 +9,8 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { exitedAfterOutput } from '../harness/worker-process';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { FencedOutError, fenceOn, readManifest, systemClock, writeBatch } from '../core';
+import { FencedOutError, fenceOn, readManifest, systemClock } from '../core';
+import { writeBatch } from '../core/batch';
 import { namespace, type Namespace } from './support/stack';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -60,7 +61,8 @@ test('chunked-job: the first holder records every line; the next redoes the job 
   assert.equal(second.code, 0, second.stderr);
   assert.deepEqual(second.summary, { holder: 'worker-2', token: 2, recorded: 0, alreadyRecorded: 150 }, 'a redo records nothing twice');
 
-  const lines = (await scan(ns, ns.tables.invoices)).filter((i) => String(i.pk).startsWith('report#'));
+  const linesOf = async () => (await scan(ns, ns.tables.jobs)).filter((i) => String(i.pk).startsWith('report#2026-09-28#line#'));
+  const lines = await linesOf();
   assert.equal(lines.length, 150);
   assert.ok(
     lines.every((l) => l.token === 1),
@@ -68,9 +70,9 @@ test('chunked-job: the first holder records every line; the next redoes the job 
   );
   // worker-1, paused with token 1, wakes up and writes one more line: the job's fence (now 2) refuses it.
   const fence = fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: 'report#2026-09-28' }, clock: systemClock });
-  const late = { table: ns.tables.invoices, item: { pk: { S: 'report#2026-09-28#line#999' }, token: { N: '1' } } };
+  const late = { table: ns.tables.jobs, item: { pk: { S: 'report#2026-09-28#line#999' }, token: { N: '1' } } };
   await assert.rejects(writeBatch(fence, 1, [late]), (err) => err instanceof FencedOutError && err.fence === 2);
-  assert.equal((await scan(ns, ns.tables.invoices)).length, 150, 'nothing of the stale batch landed');
+  assert.equal((await linesOf()).length, 150, 'nothing of the stale batch landed');
 });
 
 test('chunked-job: a holder whose token is below the fence (a newer holder raised it) stops at its raise, writing nothing', async () => {
@@ -79,7 +81,11 @@ test('chunked-job: a holder whose token is below the fence (a newer holder raise
   const run = await runExample(ns, 'chunked-job.ts', 'worker-1');
   assert.equal(run.code, 3, run.stderr);
   assert.equal(run.summary.fencedOut, true, JSON.stringify(run.summary));
-  assert.deepEqual(await scan(ns, ns.tables.invoices), [], 'nothing written');
+  assert.deepEqual(
+    (await scan(ns, ns.tables.jobs)).filter((i) => String(i.pk).startsWith('report#2026-09-28#line#')),
+    [],
+    'nothing written',
+  );
 });
 
 test('fenced-update: the guarded Update lands once per holder; the stale writer in the same transaction shape is refused', async () => {
@@ -92,7 +98,7 @@ test('fenced-update: the guarded Update lands once per holder; the stale writer 
     assert.equal(run.code, 0, run.stderr);
     assert.deepEqual(run.summary, { holder, token, staleWriter: 'FencedOutError' });
   }
-  const account = (await scan(ns, ns.tables.invoices)).find((i) => i.pk === 'acct#42');
+  const account = (await scan(ns, ns.tables.jobs)).find((i) => i.pk === 'acct#42');
   assert.deepEqual(account, { pk: 'acct#42', balance: 20, last_token: 2 }, 'two credits, none from a stale writer');
 });
 

@@ -12,7 +12,8 @@ import { App, type CfnElement } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { CONTEXT_KEY, readStackConfig } from '../apps/billing/config';
 import { FencepostStack } from '../apps/billing/stack';
-import { INVOICE_TABLE, JOB_TABLE, LOCK_TABLE, tableNames } from '../core/schema';
+import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
+import { BillingEnv, INVOICE_TABLE, billingTables as tableNames } from '../apps/billing/schema';
 import { Keys } from '../apps/billing/keys';
 import { reindexApp } from '../apps/reindex/app';
 import { INDEX_TABLE, ReindexEnv, SOURCE_TABLE } from '../apps/reindex/schema';
@@ -243,7 +244,7 @@ test("reindex: the mapping names the reindex stack's stores by its own variables
   // Billing's variables do not fit reindex (no function names an invoice table), and a suffix that is the end of
   // another would map one local name to two tables.
   assert.throws(() => resourceMapping(reindexTemplate), /no function's environment names FENCEPOST_INVOICE_TABLE/);
-  assert.throws(() => resourceMapping(reindexTemplate, { ...REINDEX_TABLES, [Env.invoiceTable]: 'xindex' }), /ambiguous/);
+  assert.throws(() => resourceMapping(reindexTemplate, { ...REINDEX_TABLES, [BillingEnv.invoiceTable]: 'xindex' }), /ambiguous/);
   // A call log names its caller by logical id alone: the proofs can keep the stacks apart only if no id is in both.
   const billingIds = new Set(principals(template).map((p) => p.id));
   const reindexIds = principals(reindexTemplate).map((p) => p.id);

@@ -36,8 +36,11 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   cli: ['cli', 'harness', 'local', 'apps', 'lib', 'lambda', 'core'],
 };
 
-/** The public entries an app may import (package.json "exports"), as paths from the root without extension. */
-const PUBLIC_ENTRIES: readonly string[] = ['core/index', 'lib/index', 'lambda/entry'];
+/**
+ * The entries an app may import, as paths from the root without extension: the package's (package.json "exports")
+ * and the repository's one internal barrel (core/internal.ts: what the reference apps use beyond the public API).
+ */
+const PUBLIC_ENTRIES: readonly string[] = ['core/index', 'lib/index', 'lambda/entry', 'core/internal'];
 
 /** Packages a layer must not depend on: the library runs anywhere, so no CDK, no Lambda runtime, no emulator. */
 const FORBIDDEN_PACKAGES: Record<string, RegExp> = {
@@ -130,8 +133,8 @@ test('the checker sees what it checks: every layer has sources, and planted upwa
     "import { Keys } from '../billing/keys';",
   ].join('\n');
   assert.deepEqual(violationsOf(path.join('apps', 'shop', 'job.ts'), app), [
-    'apps/shop/job.ts imports ../../core/fence (not a public entry (core/index, lib/index, lambda/entry))',
-    'apps/shop/job.ts imports ../../lambda/env (not a public entry (core/index, lib/index, lambda/entry))',
+    'apps/shop/job.ts imports ../../core/fence (not a public entry (core/index, lib/index, lambda/entry, core/internal))',
+    'apps/shop/job.ts imports ../../lambda/env (not a public entry (core/index, lib/index, lambda/entry, core/internal))',
     'apps/shop/job.ts imports ../billing/keys (another job)',
   ]);
 });

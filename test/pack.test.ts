@@ -134,7 +134,7 @@ async function main(): Promise<void> {
   const result = await withLease(deps, 'pack#job', 'consumer', { leaseMs: 3000, renewMs: 1000, marginMs: 500 }, async (lease) => {
     const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: 'pack#job' }, clock: systemClock });
     await lease.act(() => fence.raise(lease.token));
-    const put = (token: number): FencedPut => ({ table: tables.invoices, item: { pk: { S: 'pack#item' }, token: { N: String(token) } } });
+    const put = (token: number): FencedPut => ({ table: tables.jobs, item: { pk: { S: 'pack#item' }, token: { N: String(token) } } });
     const send = (token: number) =>
       clients.ddb.send(new TransactWriteItemsCommand({ TransactItems: [fence.guard(token), { Put: { TableName: put(token).table, Item: put(token).item } }] }));
     await lease.act(() => send(lease.token));
@@ -247,7 +247,7 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
     stale: 'fenced-out',
     sim: { storyChecksHold: true, refusedWrites: 1 },
   });
-  const item = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.invoices, Key: { pk: 'pack#item' }, ConsistentRead: true }));
+  const item = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.jobs, Key: { pk: 'pack#item' }, ConsistentRead: true }));
   assert.deepEqual(item.Item, { pk: 'pack#item', token: 1 }, "the holder's guarded put landed; the stale one did not");
   const lock = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: 'pack#job' }, ConsistentRead: true }));
   assert.equal(lock.Item?.holder, undefined, 'withLease released the lease');

@@ -21,7 +21,7 @@ import { writeBatch, type FencedPut } from '../core/batch';
 import { jobFence, raiseChunkFences } from '../core/fence';
 import type { FencepostEvent } from '../core/events';
 import { chunkFenceKey } from '../core/job-keys';
-import { Metric } from '../core/observability';
+import { BillingMetric } from '../apps/billing/schema';
 import { Attr } from '../core/schema';
 import { localClients, type Clients } from '../core/aws/clients';
 import type * as Runtime from '../lambda/runtime';
@@ -159,9 +159,9 @@ test(
     const plan = { date: DATE, ...SETTINGS, putsPerTransaction: DEFAULTS.putsPerTransaction };
     const chunk0 = chunkRange(plan, 0);
     const chunk1FirstBatch = chunkBatches(plan, 1).next().value!.length;
-    assert.equal(metricSum(Metric.invoicesRecorded), written, 'InvoicesRecorded: each written invoice once');
+    assert.equal(metricSum(BillingMetric.invoicesRecorded), written, 'InvoicesRecorded: each written invoice once');
     assert.equal(
-      metricSum(Metric.invoicesAlreadyRecorded),
+      metricSum(BillingMetric.invoicesAlreadyRecorded),
       chunk0.end - chunk0.first + chunk1FirstBatch,
       "InvoicesAlreadyRecorded: what the retries found written (all of chunk 0, chunk 1's first batch)",
     );

@@ -8,7 +8,7 @@
  */
 import { createRequire } from 'node:module';
 import type { App } from 'aws-cdk-lib';
-import type { Clients, EventListener, RunHooks } from '../../core/index';
+import type { Clients, EventListener, RunHooks } from '../../core/internal';
 import type * as Lambda from '../../lambda/entry';
 import type * as Chunk from './lambda/chunk';
 import type * as Config from './config';

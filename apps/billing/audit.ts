@@ -19,8 +19,8 @@ import {
   verdict,
   type AuditCheck,
   type FencedJobState,
-  type TableNames,
-} from '../../core/index';
+} from '../../core/internal';
+import { InvoiceAttr, type BillingTables } from './schema';
 import { idWidth, invoiceAt } from './invoices';
 import { Keys } from './keys';
 
@@ -59,8 +59,11 @@ async function scanInvoices(
     const index = Number.isInteger(n) && n >= 0 && n < invoices ? n : undefined;
     const expected = index === undefined ? undefined : invoiceAt(date, index, width);
     const asGenerated =
-      expected !== undefined && expected.pk === pk && item[Attr.amount] === expected.amount && item[Attr.customer] === expected.customer;
-    found.push({ pk, token: Number(item[Attr.token]), index, asGenerated });
+      expected !== undefined &&
+      expected.pk === pk &&
+      item[InvoiceAttr.amount] === expected.amount &&
+      item[InvoiceAttr.customer] === expected.customer;
+    found.push({ pk, token: Number(item[InvoiceAttr.token]), index, asGenerated });
   }
   return { date, invoices, found };
 }
@@ -125,7 +128,7 @@ function checkInvoiceTokens(scan: InvoiceScan, s: Pick<FencedJobState, 'job'>): 
 export interface AuditDeps {
   readonly ddb: DynamoDBDocumentClient;
   readonly s3: S3Client;
-  readonly tables: TableNames;
+  readonly tables: BillingTables;
   readonly bucket: string;
 }
 

@@ -7,7 +7,7 @@
  */
 import { Duration } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
-import { ConfigError } from '../../core/index';
+import { ConfigError } from '../../core/internal';
 import { FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobSettings } from '../../lib/index';
 import { DEFAULTS } from './settings';
 

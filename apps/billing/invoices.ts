@@ -5,7 +5,8 @@
  *
  * Invoices are produced one chunk at a time and one batch at a time, so memory stays flat however big the night.
  */
-import { Attr, type FencedPut } from '../../core/index';
+import { Attr, type FencedPut } from '../../core/internal';
+import { InvoiceAttr } from './schema';
 import { Keys } from './keys';
 
 export interface Invoice {
@@ -94,9 +95,9 @@ export function invoicePut(table: string, inv: Invoice, token: number): FencedPu
     table,
     item: {
       [Attr.pk]: { S: inv.pk },
-      [Attr.customer]: { S: inv.customer },
-      [Attr.amount]: { N: String(inv.amount) },
-      [Attr.token]: { N: String(token) },
+      [InvoiceAttr.customer]: { S: inv.customer },
+      [InvoiceAttr.amount]: { N: String(inv.amount) },
+      [InvoiceAttr.token]: { N: String(token) },
     },
   };
 }

@@ -2,7 +2,7 @@
  * The billing job's keys: those of the fenced job named `billing` (core's jobKeys: lock item and job row
  * `billing#<date>`, chunk fence items beside the row, manifest `billing/<date>/manifest.json`), and its invoices'.
  */
-import { chunkFenceKey, chunkObjectKey, jobKeys } from '../../core/index';
+import { chunkFenceKey, chunkObjectKey, jobKeys } from '../../core/internal';
 
 /** The billing job's name. */
 export const BILLING_JOB = 'billing';

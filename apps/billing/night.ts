@@ -31,8 +31,8 @@ import {
   type Outcome,
   type RunDeps,
   type RunHooks,
-  type TableNames,
-} from '../../core/index';
+} from '../../core/internal';
+import type { BillingTables } from './schema';
 import { chunkBatches, chunkCount, chunkRange, invoicePut, renderChunkLines, type Invoice, type NightPlan } from './invoices';
 import { Keys } from './keys';
 import type { BillingConfig } from './settings';
@@ -42,7 +42,7 @@ export type { Outcome };
 export interface BillingDeps {
   readonly ddb: DynamoDBDocumentClient;
   readonly s3: S3Client;
-  readonly tables: TableNames;
+  readonly tables: BillingTables;
   readonly bucket: string;
   readonly clock: Clock;
   readonly events: Events;

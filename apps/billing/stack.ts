@@ -9,8 +9,9 @@ import { CfnOutput, Duration, Stack, type StackProps } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
-import { INVOICE_TABLE, Metric } from '../../core/index';
-import { Env, FencedJob, HandlerFunction, appMetric, schemaTable } from '../../lib/index';
+import { Metric } from '../../core/internal';
+import { BillingEnv, BillingMetric, INVOICE_TABLE } from './schema';
+import { FencedJob, HandlerFunction, appMetric, schemaTable } from '../../lib/index';
 import { CHUNK_TIMEOUT, NEW_ON_DEMAND_WRITE_UNITS, type StackConfig, invoiceWritePeak, jobSettings } from './config';
 import { BILLING_JOB } from './keys';
 
@@ -48,7 +49,11 @@ export class FencepostStack extends Stack {
     this.chunkFunction = new HandlerFunction(this, 'ChunkFunction', {
       handler: 'chunk',
       entry: chunkEntry(),
-      environment: { [Env.invoiceTable]: this.invoices.tableName, [Env.invoices]: String(c.invoices), [Env.chunkSize]: String(c.chunkSize) },
+      environment: {
+        [BillingEnv.invoiceTable]: this.invoices.tableName,
+        [BillingEnv.invoices]: String(c.invoices),
+        [BillingEnv.chunkSize]: String(c.chunkSize),
+      },
       timeout: CHUNK_TIMEOUT,
       memoryMb: 1024,
     });
@@ -64,7 +69,7 @@ export class FencepostStack extends Stack {
       chunkStepName: 'BillChunk',
       fencedTables: { invoices: this.invoices },
       dashboardProgress: {
-        left: [appMetric(BILLING_JOB, Metric.invoicesRecorded, 'Sum'), appMetric(BILLING_JOB, Metric.invoicesAlreadyRecorded, 'Sum')],
+        left: [appMetric(BILLING_JOB, BillingMetric.invoicesRecorded, 'Sum'), appMetric(BILLING_JOB, BillingMetric.invoicesAlreadyRecorded, 'Sum')],
         right: [appMetric(BILLING_JOB, Metric.chunksCommitted, 'Sum')],
       },
     });

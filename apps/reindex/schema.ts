@@ -4,7 +4,7 @@
  * `reindex#<date>`, chunk fence items `reindex#<date>#chunk#NN` beside the row, docs/DESIGN.md § Chunk fences), so a
  * night run by the worker process and a night run by the state machine are the same night in the same tables.
  */
-import { JOB_TABLE, LOCK_TABLE, jobKeys, type TableDescription } from '../../core/index';
+import { JOB_TABLE, LOCK_TABLE, jobKeys, type TableDescription } from '../../core/internal';
 
 /** The job's name: its runs' keys are `reindex#<date>`. */
 export const JOB_NAME = 'reindex';

@@ -10,7 +10,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import type { Construct } from 'constructs';
-import { ConfigError } from '../../core/index';
+import { ConfigError } from '../../core/internal';
 import { FencedJob, HANDLER_BUNDLING, schemaTable, type FencedJobProps } from '../../lib/index';
 import { chunkCount } from './job';
 import { INDEX_TABLE, JOB_NAME, MAX_ITEMS, ReindexEnv, SOURCE_TABLE } from './schema';

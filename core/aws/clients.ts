@@ -24,6 +24,7 @@ export interface Clients {
   readonly raw: DynamoDBClient;
   /** The document client every library function takes (removeUndefinedValues on). */
   readonly ddb: DynamoDBDocumentClient;
+  /** The S3 client the manifests and chunk objects go through. */
   readonly s3: S3Client;
   /** Close the clients' sockets. */
   destroy(): void;
@@ -74,7 +75,7 @@ export function measureClockOffset(client: AnyClient, clock: Clock, estimator: C
  * Clients for local endpoints: loopback only, dummy credentials, path-style S3, kept-alive connections. Without an S3
  * endpoint the S3 client points at an unreachable loopback address, so a stray S3 call fails at once, never at AWS.
  */
-export function localClients(endpoints: Pick<Endpoints, 'dynamodb'> & Partial<Pick<Endpoints, 's3'>>): Clients {
+export function localClients(endpoints: { readonly dynamodb: string; readonly s3?: string }): Clients {
   const common = {
     region: 'us-east-1',
     credentials: { accessKeyId: 'local', secretAccessKey: 'local' },

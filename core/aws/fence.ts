@@ -39,7 +39,10 @@ export interface FenceTarget {
   readonly random?: () => number;
   /** The name FencedOutError reports for this fence. @default 'fence' */
   readonly resource?: string;
-  /** Where raise, read, writeFenced and writeBatch go. @default the DynamoDB store on `ddb` */
+  /**
+   * Where raise, read, writeFenced and writeBatch go. @defaultValue the DynamoDB store on `ddb`
+   * @internal
+   */
   readonly store?: FenceStore;
 }
 
@@ -53,9 +56,15 @@ export interface FenceTarget {
 export class Fence {
   /** What FencedOutError reports for this fence. */
   readonly resource: string;
-  /** Where the fence item lives, as the store names it. */
+  /**
+   * Where the fence item lives, as the store names it.
+   * @internal
+   */
   readonly item: FenceItem;
-  /** The store its raise, read and fenced batches go to. */
+  /**
+   * The store its raise, read and fenced batches go to.
+   * @internal
+   */
   readonly store: FenceStore;
   /** The key in AttributeValue form, marshalled once: guard() runs once per transaction. */
   private readonly wireKey: Record<string, AttributeValue>;

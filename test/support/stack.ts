@@ -6,9 +6,9 @@
 import { after } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { startEmbeddedStack } from '../../local/stack';
-import { provision } from '../../local/provision';
 import { localClients, type Clients, type Endpoints } from '../../core/aws/clients';
-import { tableNames, type TableNames } from '../../core/schema';
+import { billingTables, type BillingTables } from '../../apps/billing/schema';
+import { provisionBilling as provision } from '../../harness/billing-stores';
 
 let own: ReturnType<typeof startEmbeddedStack> | undefined;
 const given =
@@ -29,7 +29,7 @@ export interface Namespace {
   readonly clients: Clients;
   readonly prefix: string;
   readonly bucket: string;
-  readonly tables: TableNames;
+  readonly tables: BillingTables;
 }
 
 /** A fresh, provisioned set of tables and a bucket for one test. */
@@ -41,7 +41,7 @@ export async function namespace(): Promise<Namespace> {
   const clients = localClients(ep);
   await provision(clients.raw, clients.s3, prefix, bucket);
   after(() => clients.destroy());
-  return { endpoints: ep, clients, prefix, bucket, tables: tableNames(prefix) };
+  return { endpoints: ep, clients, prefix, bucket, tables: billingTables(prefix) };
 }
 
 /** A fresh prefix and bucket name that nothing has created (for "nothing was written" checks). */

@@ -5,9 +5,9 @@
  * sets them).
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { ConfigError, Metric } from '../../../core/index';
+import { ConfigError } from '../../../core/internal';
+import { BillingEnv, BillingMetric } from '../schema';
 import {
-  Env,
   fencedChunkHandler,
   fromEnvironment,
   metrics,
@@ -26,17 +26,17 @@ async function bill(c: FencedChunkContext): Promise<ChunkResult> {
   if (rt.job.name !== BILLING_JOB) throw new ConfigError([`the billing chunk function serves the job named ${BILLING_JOB}, not ${rt.job.name}`]);
   const config = validateBillingConfig({
     ...rt.lease,
-    invoices: optionalNumber(c.env, Env.invoices),
-    chunkSize: optionalNumber(c.env, Env.chunkSize),
+    invoices: optionalNumber(c.env, BillingEnv.invoices),
+    chunkSize: optionalNumber(c.env, BillingEnv.chunkSize),
   });
   const written = { recorded: 0, alreadyRecorded: 0, transactions: 0 };
   try {
-    return await billWork(rt.events, required(c.env, Env.invoiceTable), c.date, config, written)(c);
+    return await billWork(rt.events, required(c.env, BillingEnv.invoiceTable), c.date, config, written)(c);
   } finally {
     // What this invocation's own transactions wrote (core/batch.ts), also when it fails after: its retry finds those
     // invoices already recorded and does not count them again (docs/ALARMS.md).
-    metrics.addMetric(Metric.invoicesRecorded, MetricUnit.Count, written.recorded);
-    metrics.addMetric(Metric.invoicesAlreadyRecorded, MetricUnit.Count, written.alreadyRecorded);
+    metrics.addMetric(BillingMetric.invoicesRecorded, MetricUnit.Count, written.recorded);
+    metrics.addMetric(BillingMetric.invoicesAlreadyRecorded, MetricUnit.Count, written.alreadyRecorded);
   }
 }
 

@@ -6,7 +6,7 @@
  * before each update and sends each with its chunk fence's guard. It writes nothing to S3: the run's manifest only
  * gets marked DONE by Complete.
  */
-import { ConfigError } from '../../../core/index';
+import { ConfigError } from '../../../core/internal';
 import { fencedChunkHandler, required, type FencedChunkContext, type Runtime } from '../../../lambda/entry';
 import { chunkCount, reindexChunk, type ChunkResult, type ReindexPlan } from '../job';
 import { JOB_NAME, MAX_ITEMS, ReindexEnv } from '../schema';

@@ -1,0 +1,72 @@
+/**
+ * Create a deployment's tables from the one description in core/schema.ts (the CDK constructs provision the same):
+ * for a local stack (`fencepost local`), a test, or an account without CDK. Idempotent: an existing table is left
+ * as it is.
+ */
+import {
+  CreateTableCommand,
+  DescribeTableCommand,
+  ResourceInUseException,
+  type AttributeDefinition,
+  type CreateTableCommandInput,
+  type DynamoDBClient,
+} from '@aws-sdk/client-dynamodb';
+import { DEFAULT_TABLE_PREFIX, TABLES, tableNames, type TableDescription, type TableNames } from '../schema';
+
+/** The CreateTable request for one described table, named `<prefix><suffix>`, on demand. */
+function createTableInput(prefix: string, t: TableDescription): CreateTableCommandInput {
+  const attrs = new Map<string, AttributeDefinition>();
+  const add = (k: { name: string; type: 'S' | 'N' }) => attrs.set(k.name, { AttributeName: k.name, AttributeType: k.type });
+  add(t.partitionKey);
+  const input: CreateTableCommandInput = {
+    TableName: prefix + t.suffix,
+    BillingMode: 'PAY_PER_REQUEST',
+    KeySchema: [{ AttributeName: t.partitionKey.name, KeyType: 'HASH' }],
+    AttributeDefinitions: [],
+  };
+  if (t.sparseIndex) {
+    add(t.sparseIndex.partitionKey);
+    add(t.sparseIndex.sortKey);
+    input.GlobalSecondaryIndexes = [
+      {
+        IndexName: t.sparseIndex.name,
+        KeySchema: [
+          { AttributeName: t.sparseIndex.partitionKey.name, KeyType: 'HASH' },
+          { AttributeName: t.sparseIndex.sortKey.name, KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'ALL' },
+      },
+    ];
+  }
+  input.AttributeDefinitions = [...attrs.values()];
+  return input;
+}
+
+/** Create each described table unless it exists, and wait until each is ACTIVE (at once on DynamoDB Local). */
+export async function createDescribedTables(raw: DynamoDBClient, prefix: string, tables: readonly TableDescription[]): Promise<void> {
+  for (const t of tables) {
+    const input = createTableInput(prefix, t);
+    try {
+      await raw.send(new CreateTableCommand(input));
+    } catch (err) {
+      if (!(err instanceof ResourceInUseException) && (err as Error).name !== 'ResourceInUseException') throw err;
+    }
+    for (let i = 0; i < 120; i++) {
+      const d = await raw.send(new DescribeTableCommand({ TableName: input.TableName }));
+      if (d.Table?.TableStatus === 'ACTIVE') break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+}
+
+/**
+ * Create the lock table and the job table (with its sparse `claimed` index) that `withLease`, `fenceOn` and the
+ * sweeper use, unless they exist; resolves once both are ACTIVE. Your own record tables are yours to create.
+ * @param clients - `clients.raw` sends the requests (`localClients(...)` or `awsClients()`)
+ * @param prefix - the tables are `<prefix>locks` and `<prefix>jobs` @defaultValue `fencepost-`
+ * @returns their names, as `tableNames(prefix)` gives them
+ */
+export async function createTables(clients: { readonly raw: DynamoDBClient }, prefix: string = DEFAULT_TABLE_PREFIX): Promise<TableNames> {
+  await createDescribedTables(clients.raw, prefix, TABLES);
+  return tableNames(prefix);
+}

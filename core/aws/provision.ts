@@ -5,7 +5,7 @@
  */
 import {
   CreateTableCommand,
-  DescribeTableCommand,
+  waitUntilTableExists,
   ResourceInUseException,
   type AttributeDefinition,
   type CreateTableCommandInput,
@@ -42,7 +42,13 @@ function createTableInput(prefix: string, t: TableDescription): CreateTableComma
   return input;
 }
 
-/** Create each described table unless it exists, and wait until each is ACTIVE (at once on DynamoDB Local). */
+/** How long a new table may take to become ACTIVE: the SDK's waiter polls it and throws past this. */
+const ACTIVE_WITHIN_S = 300;
+
+/**
+ * Create each described table unless it exists, and wait until each is ACTIVE (at once on DynamoDB Local); throws if
+ * one is not ACTIVE within ACTIVE_WITHIN_S, so a caller never writes to a table still being created.
+ */
 export async function createDescribedTables(raw: DynamoDBClient, prefix: string, tables: readonly TableDescription[]): Promise<void> {
   for (const t of tables) {
     const input = createTableInput(prefix, t);
@@ -51,11 +57,8 @@ export async function createDescribedTables(raw: DynamoDBClient, prefix: string,
     } catch (err) {
       if (!(err instanceof ResourceInUseException) && (err as Error).name !== 'ResourceInUseException') throw err;
     }
-    for (let i = 0; i < 120; i++) {
-      const d = await raw.send(new DescribeTableCommand({ TableName: input.TableName }));
-      if (d.Table?.TableStatus === 'ACTIVE') break;
-      await new Promise((r) => setTimeout(r, 500));
-    }
+    // The SDK's waiter (its own timers, not the core's): DescribeTable until ACTIVE, or a TimeoutError.
+    await waitUntilTableExists({ client: raw, minDelay: 1, maxDelay: 5, maxWaitTime: ACTIVE_WITHIN_S }, { TableName: input.TableName });
   }
 }
 

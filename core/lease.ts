@@ -94,7 +94,10 @@ export async function tryClaim(
   sighting: Sighting,
   claimRvn: string = newRvn(),
 ): Promise<number | undefined> {
-  const on: ClaimOn = sighting.seenRvn === undefined ? { free: true } : { rvn: sighting.seenRvn };
+  // Never claimed (no item seen): create it above the epoch floor at once, rather than a free claim the store refuses
+  // first. Free (released): the item and its epoch stay. Held: the rvn seen must be unchanged.
+  const on: ClaimOn =
+    sighting.seenRvn !== undefined ? { rvn: sighting.seenRvn } : sighting.epoch === undefined ? { epoch: undefined } : { free: true };
   return claimOnce(lockStoreOf(deps), deps, key, on, { holder, leaseMs: config.leaseMs, rvn: claimRvn });
 }
 

@@ -16,8 +16,13 @@ export const claim = (runtime: RuntimeSource) => (event: { jobDate?: unknown; ho
     const { jobDate, holder } = nightInput(event);
     const key = rt.job.lock(jobDate);
     const seen = event.sighting;
-    const sighting = { holder: seen?.holder, seenRvn: seen?.free === false ? seen.seenRvn : undefined, waitMs: seen?.watch?.unchangedMs ?? 0 };
-    const claimRvn = claimRvnFor(holder, { seenRvn: sighting.seenRvn, epoch: seen?.seenEpoch }, seen?.attempt ?? 0);
+    const sighting = {
+      holder: seen?.holder,
+      epoch: seen?.seenEpoch,
+      seenRvn: seen?.free === false ? seen.seenRvn : undefined,
+      waitMs: seen?.watch?.unchangedMs ?? 0,
+    };
+    const claimRvn = claimRvnFor(holder, { seenRvn: sighting.seenRvn, epoch: sighting.epoch }, seen?.attempt ?? 0);
     const token = await tryClaim(rt.leaseDeps, key, holder, rt.lease, sighting, claimRvn);
     if (token === undefined) return { claimed: false as const };
     if (sighting.waitMs > 0) metrics.addMetric(Metric.takeoverWaitMs, MetricUnit.Milliseconds, sighting.waitMs);

@@ -27,7 +27,7 @@ export const SFN_QUOTAS = { historyEvents: 25_000, payloadBytes: 262_144, inline
  */
 export const HISTORY = {
   task: 5 + 3 * TRANSIENT_RETRIES, // 17: every allowed retry of a transient error taken
-  preRaiseTask: 5 + 3 * (TRANSIENT_RETRIES + PROCESS_RETRIES), // 35: Prepare, Observe, Claim, RaiseFence also retry a process's death
+  preRaiseTask: 5 + 3 * (TRANSIENT_RETRIES + PROCESS_RETRIES), // 29: Prepare, Observe, Claim, RaiseFence also retry a process's death
   passOrChoice: 2,
   mapIteration: 2,
   mapState: 4, // MapStateEntered, MapStateStarted, MapStateSucceeded, MapStateExited

@@ -105,10 +105,10 @@ export class AwsLockStore implements LockStore {
     const creates = 'epoch' in on && on.epoch === undefined;
     if (!creates) {
       const out = await this.claimWrite(key, claimCondition(on), write, 0);
-      // A free claim that found no epoch found no item: the key's first claim, made again above the floor.
-      if (out.ok || !('free' in on) || out.current?.epoch !== undefined) return out;
+      // A free claim that found no item (a sighting older than a deletion): the key's first claim, above the floor.
+      if (out.ok || !('free' in on) || out.current !== undefined) return out;
     }
-    // The key's first claim (rare: once per key): read the floor only now, and start above it.
+    // The key's first claim (once per key: the claimant saw no item): read the floor only now, and start above it.
     return this.claimWrite(key, { expression: neverClaimed, values: {} }, write, await this.readFloor());
   }
 

@@ -278,6 +278,9 @@ export function bumpOptions(values: Record<string, unknown>): BumpOptions {
   const lockTable = values['lock-table'] as string | undefined;
   if (aws && !lockTable) problems.push('--aws needs --lock-table NAME: the restored lock table to bump');
   if (aws && target.endpoints) problems.push('--aws and --dynamodb-endpoint/--s3-endpoint exclude each other');
+  // Without a target the embedded stack would start with empty tables of its own, and the bump would "succeed" on them.
+  if (!aws && values['dynamodb-endpoint'] === undefined && values['s3-endpoint'] === undefined)
+    problems.push('bump-epochs needs the restored table: --aws --lock-table NAME, or --dynamodb-endpoint URL --s3-endpoint URL');
   if (lockTable !== undefined && !/^[A-Za-z0-9_.-]{3,255}$/.test(lockTable))
     problems.push(`--lock-table must be a DynamoDB table name, got ${JSON.stringify(lockTable)}`);
   if (problems.length > 0) throw new ConfigError(problems);

@@ -90,6 +90,8 @@ async function bump(values: Values): Promise<number> {
 
 async function bumpOn(o: BumpOptions, clients: Clients): Promise<number> {
   const locks = o.lockTable ?? tableNames(o.tablePrefix).locks;
+  // First, so an interrupted run can be resumed under the same id (nothing is raised twice).
+  if (!o.dryRun) err(`bump-epochs run id ${o.runId}: if this is interrupted, run it again with --run-id ${o.runId}`);
   const report = await bumpEpochs({ ddb: clients.ddb, locks }, { by: o.by, runId: o.runId, dryRun: o.dryRun });
   if (o.json) out(JSON.stringify(report));
   else {

@@ -123,7 +123,7 @@ test('bad input, every option of every command: a missing value, an option where
     ['sweep', 'run-invoices', NOWHERE],
     ['sweep', 'run-chunk-size', NOWHERE],
     ['sweep', 'run-renew-ms', NOWHERE],
-    ['bump-epochs', 'by', []],
+    ['bump-epochs', 'by', NOWHERE],
     ['chaos', 'schedules', []],
     ['local', 'dynamodb-port', []],
     ['local', 's3-port', []],
@@ -149,7 +149,10 @@ test('bad input, every option of every command: a missing value, an option where
     { argv: ['sweep', ...NOWHERE, '--run-engine', 'lambda'], names: '--run-engine' },
   );
   cases.push({ argv: ['run', '--date', '-5'], names: '--date' }, { argv: ['run', '--invoices', '5', '--invoices', '6'], names: '--invoices' });
-  cases.push({ argv: ['chaos', '--kinds', 'pause,nap'], names: '--kinds' }, { argv: ['bump-epochs', '--run-id', 'a b'], names: '--run-id' });
+  cases.push(
+    { argv: ['chaos', '--kinds', 'pause,nap'], names: '--kinds' },
+    { argv: ['bump-epochs', ...NOWHERE, '--run-id', 'a b'], names: '--run-id' },
+  );
   cases.push({
     argv: ['audit', '--date', '2026-09-28', '--dynamodb-endpoint', 'localhost:8000', '--s3-endpoint', 'http://127.0.0.1:2'],
     names: '--dynamodb-endpoint',

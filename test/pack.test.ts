@@ -123,7 +123,7 @@ const compile = (file: string, project: string) =>
 /** What a user writes: TypeScript, importing the package by name, type-checked against the installed declarations. */
 const CONSUMER = `
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
-import { FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, type FencedPut } from 'fencepost';
+import { FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease } from 'fencepost';
 import { SCENARIOS, WHAT_IF_DEFAULTS, whatIf } from 'fencepost/sim';
 
 const clients = localClients({ dynamodb: process.env.FENCEPOST_TEST_DYNAMODB!, s3: process.env.FENCEPOST_TEST_S3! });
@@ -134,9 +134,8 @@ async function main(): Promise<void> {
   const result = await withLease(deps, 'pack#job', 'consumer', { leaseMs: 3000, renewMs: 1000, marginMs: 500 }, async (lease) => {
     const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: 'pack#job' }, clock: systemClock });
     await lease.act(() => fence.raise(lease.token));
-    const put = (token: number): FencedPut => ({ table: tables.jobs, item: { pk: { S: 'pack#item' }, token: { N: String(token) } } });
-    const send = (token: number) =>
-      clients.ddb.send(new TransactWriteItemsCommand({ TransactItems: [fence.guard(token), { Put: { TableName: put(token).table, Item: put(token).item } }] }));
+    const put = (token: number) => ({ TableName: tables.jobs, Item: { pk: { S: 'pack#item' }, token: { N: String(token) } } });
+    const send = (token: number) => clients.ddb.send(new TransactWriteItemsCommand({ TransactItems: [fence.guard(token), { Put: put(token) }] }));
     await lease.act(() => send(lease.token));
     const stale = await send(lease.token - 1).then(
       () => 'landed',

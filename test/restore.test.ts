@@ -88,6 +88,16 @@ test('fencepost bump-epochs --dry-run then for real, on the CLI', async () => {
   assert.match(repeat.out, /bumped 0 of 2[\s\S]*already bumped by this run id: 2/);
 });
 
+test('bump-epochs with no target is refused before any call: it would bump empty tables of its own', async () => {
+  const child = runCli(['bump-epochs']);
+  let err = '';
+  child.stderr!.on('data', (d) => (err += d));
+  const code = await exitedAfterOutput(child);
+  assert.equal(code, 2);
+  assert.match(err, /bump-epochs needs the restored table: --aws --lock-table NAME, or --dynamodb-endpoint URL --s3-endpoint URL/);
+  assert.doesNotMatch(err, /run id/, 'nothing started');
+});
+
 test('bump-epochs --aws needs the restored table named explicitly (refused before any call)', async () => {
   const child = runCli(['bump-epochs', '--aws', '--dry-run']);
   let err = '';

@@ -3,7 +3,7 @@
  * lock handed out. Each returns its violations as sentences for the schedule's report.
  */
 import { jobKeys } from '../../core/job-keys';
-import type { JobStore } from '../../core/store/jobs';
+import type { BatchOutcome, FenceItem, JobStore } from '../../core/store/jobs';
 
 /** A fenced batch the store accepted, with the fence item's value just before it. */
 export interface Accepted {
@@ -75,4 +75,46 @@ export async function doneChecks(
     if (fence?.done_by === undefined) violations.push(`DONE over chunk ${c}, not recorded done`);
   }
   return violations;
+}
+
+/** What `recordingBatches` fills in and reports to. */
+export interface BatchLog {
+  /** Every batch accepted: the first send of a request only (a replay under its ClientRequestToken wrote nothing). */
+  readonly accepted: Accepted[];
+  readonly seenRequests: Set<string>;
+  readonly violations: string[];
+  readonly log: (line: string) => void;
+  /** Also log the batches the fence refused (the workflow world's trace does). */
+  readonly logRefused?: boolean;
+}
+
+/**
+ * `inner` as `actor` sees it, with every accepted batch recorded with the fence's value as it stood just before
+ * (read from `truth`, the store itself, not the actor's view). A batch whose items were all recorded already still
+ * passed the fence's check: below the fence, that is a violation too.
+ */
+export function recordingBatches(actor: string, inner: JobStore, truth: JobStore, into: BatchLog): JobStore {
+  return new Proxy(inner, {
+    get: (t, prop, receiver) => {
+      if (prop !== 'recordBatch') return Reflect.get(t, prop, receiver) as unknown;
+      return async (fence: FenceItem, token: number, puts: Parameters<JobStore['recordBatch']>[2], requestToken: string) => {
+        const before = await truth.readFence(fence);
+        const out: BatchOutcome = await t.recordBatch(fence, token, puts, requestToken);
+        const fenceBefore = before?.fence === undefined ? undefined : Number(before.fence);
+        const fenceKey = String(fence.key.pk);
+        // Already recorded: the fence's check passed, only puts were refused (a check refused is fenced out).
+        if (out.kind === 'already-recorded' && fenceBefore !== undefined && token < fenceBefore)
+          into.violations.push(`${actor}'s batch at token ${token} passed the fence ${fenceBefore} (${fenceKey}), its items already recorded`);
+        if (out.kind === 'recorded' && !into.seenRequests.has(requestToken)) {
+          into.seenRequests.add(requestToken);
+          const keys = puts.map((p) => JSON.stringify(p.item?.pk ?? p.document?.pk));
+          into.accepted.push({ actor, token, fenceBefore, fenceKey, keys });
+          into.log(`${actor} batch accepted token ${token} fence ${fenceBefore} ${fenceKey}`);
+        } else if (out.kind === 'fenced-out' && into.logRefused) {
+          into.log(`${actor} batch REFUSED token ${token} below fence ${fenceBefore} ${fenceKey}`);
+        }
+        return out;
+      };
+    },
+  });
 }

@@ -47,7 +47,7 @@ import { pollMsOf } from '../../core/lease';
 import { MemoryJobStore } from '../../core/memory/job-store';
 import { MemoryLockStore } from '../../core/memory/lock-store';
 import { MemoryManifestStore } from '../../core/memory/manifest-store';
-import type { BatchOutcome, FenceItem, JobStore } from '../../core/store/jobs';
+import type { JobStore } from '../../core/store/jobs';
 import type { WriteOutcome } from '../../core/store/lock';
 import { fencedChunkHandler, type FencedChunkContext } from '../../lambda/chunk-handler';
 import { Env } from '../../lambda/env';
@@ -58,7 +58,7 @@ import { resolveJoin } from '../../local/workflow';
 import { prng } from '../../local/prng';
 import { MUTATIONS, type Mutation, applyMutation } from './mutations';
 import { Actor, Scheduler } from './scheduler';
-import { type Accepted, type Grant, acceptedChecks, doneChecks, epochChecks } from './checks';
+import { type Accepted, type Grant, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
 import type { ScheduleResult } from './world';
 
 type Json = Record<string, unknown>;
@@ -389,32 +389,9 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
   };
 
   // The job store a holder's invocations see: the mutation's view (one per execution, as a holder's process
-  // would keep it), every accepted batch recorded with the fence as it stood.
-  const observed = (actor: Actor, inner: JobStore): JobStore =>
-    new Proxy(inner, {
-      get: (t, prop, receiver) => {
-        if (prop !== 'recordBatch') return Reflect.get(t, prop, receiver) as unknown;
-        return async (fence: FenceItem, token: number, puts: Parameters<JobStore['recordBatch']>[2], requestToken: string) => {
-          const before = await jobs.readFence(fence);
-          const out: BatchOutcome = await t.recordBatch(fence, token, puts, requestToken);
-          const fenceBefore = before?.fence === undefined ? undefined : Number(before.fence);
-          if (out.kind === 'recorded' && !seenRequests.has(requestToken)) {
-            seenRequests.add(requestToken);
-            accepted.push({
-              actor: actor.name,
-              token,
-              fenceBefore,
-              fenceKey: String(fence.key.pk),
-              keys: puts.map((p) => JSON.stringify(p.item?.pk ?? p.document?.pk)),
-            });
-            scheduler.log(`${actor.name} batch accepted token ${token} fence ${fenceBefore} ${String(fence.key.pk)}`);
-          } else if (out.kind === 'fenced-out') {
-            scheduler.log(`${actor.name} batch REFUSED token ${token} below fence ${fenceBefore} ${String(fence.key.pk)}`);
-          }
-          return out;
-        };
-      },
-    });
+  // would keep it), every accepted batch recorded with the fence as it stood (checks.ts).
+  const batchLog = { accepted, seenRequests, violations, log: (line: string) => scheduler.log(line), logRefused: true };
+  const observed = (actor: Actor, inner: JobStore): JobStore => recordingBatches(actor.name, inner, jobs, batchLog);
 
   // Every lock write that took effect: grants (epochs) and how long each holder's lease runs.
   const lockCall = (method: string, args: unknown[], result: unknown): void => {

@@ -23,7 +23,7 @@ import { runJob, type ChunkWork } from '../../core/job';
 import { pollMsOf } from '../../core/lease';
 import { MemoryJobStore } from '../../core/memory/job-store';
 import { MemoryLockStore } from '../../core/memory/lock-store';
-import type { BatchOutcome, FenceItem, JobStore } from '../../core/store/jobs';
+import type { JobStore } from '../../core/store/jobs';
 import type { LockStore, WriteOutcome } from '../../core/store/lock';
 import { Sweeper, SWEEPER_DEFAULTS } from '../../core/sweeper';
 import { DEFAULT_BACKOFF } from '../../core/conditions';
@@ -31,7 +31,7 @@ import { prng } from '../../local/prng';
 import { requeueRunName } from '../../lambda/sweep-verify';
 import { type Mutation, applyMutation } from './mutations';
 import { Actor, type Restart, Scheduler } from './scheduler';
-import { type Accepted, acceptedChecks, doneChecks, epochChecks } from './checks';
+import { type Accepted, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
 
 /** The world's settings: the night's size, the lease, the sweeper, the faults. */
 const EXPLORE_SETTINGS = {
@@ -120,36 +120,9 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
   let doneAt: number | undefined;
   const broken = applyMutation(mutation, { locks, jobs });
 
-  // Every accepted batch with its token and the fence's value as it stood (the first send of a request only: a
-  // replay under the same ClientRequestToken wrote nothing).
-  const observeJobs = (actor: Actor, inner: JobStore): JobStore =>
-    new Proxy(inner, {
-      get: (t, prop, receiver) => {
-        if (prop !== 'recordBatch') return Reflect.get(t, prop, receiver) as unknown;
-        return async (fence: FenceItem, token: number, puts: Parameters<JobStore['recordBatch']>[2], requestToken: string) => {
-          const before = await jobs.readFence(fence);
-          const out: BatchOutcome = await t.recordBatch(fence, token, puts, requestToken);
-          // Already recorded: the fence's check passed, only puts were refused (a check refused is fenced out).
-          const fenceBefore = before?.fence === undefined ? undefined : Number(before.fence);
-          if (out.kind === 'already-recorded' && fenceBefore !== undefined && token < fenceBefore)
-            violations.push(
-              `${actor.name}'s batch at token ${token} passed the fence ${fenceBefore} (${String(fence.key.pk)}), its items already recorded`,
-            );
-          if (out.kind === 'recorded' && !seenRequests.has(requestToken)) {
-            seenRequests.add(requestToken);
-            accepted.push({
-              actor: actor.name,
-              token,
-              fenceBefore,
-              fenceKey: String(fence.key.pk),
-              keys: puts.map((p) => JSON.stringify(p.item?.pk ?? p.document?.pk)),
-            });
-            scheduler.log(`${actor.name} batch accepted token ${token} fence ${fenceBefore} ${String(fence.key.pk)}`);
-          }
-          return out;
-        };
-      },
-    });
+  // Every accepted batch with its token and the fence's value as it stood (checks.ts).
+  const batchLog = { accepted, seenRequests, violations, log: (line: string) => scheduler.log(line) };
+  const observeJobs = (actor: Actor, inner: JobStore): JobStore => recordingBatches(actor.name, inner, jobs, batchLog);
 
   const work =
     (actor: Actor, actorClock: Clock): ChunkWork<number> =>

@@ -24,7 +24,6 @@ export {
   type Runtime,
   type RuntimeOptions,
   type RuntimeSource,
-  type RuntimeStores,
 } from './runtime';
 export { JOB_NAME_PATTERN, jobKeys, type JobKeys } from '../core/job-keys';
 // The types the handlers' inputs and outputs name (makeHandlers' signature).

@@ -61,6 +61,7 @@ export interface RuntimeOptions {
    * The stores to run on instead of the AWS ones on `clients` (the exploration runs the handlers on the in-memory
    * stores: harness/explore/workflow-world.ts). No clock offset is measured then: no AWS response carries a Date.
    * @default - DynamoDB and S3 through `clients`
+   * @internal
    */
   readonly stores?: RuntimeStores;
   /** Times every duration and backoff. @default systemClock */
@@ -69,7 +70,10 @@ export interface RuntimeOptions {
   readonly random?: () => number;
 }
 
-/** The lock item, the job table and the manifest bucket, as the core's store interfaces. */
+/**
+ * The lock item, the job table and the manifest bucket, as the core's store interfaces.
+ * @internal
+ */
 export interface RuntimeStores {
   /** The lock items (the lease). */
   readonly locks: LockStore;

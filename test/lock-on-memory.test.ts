@@ -16,14 +16,14 @@ import { handover, writerLedgerKey, HANDOVER_DEFAULTS } from '../core/handover';
 import { claim, pollMsOf, readLock, releaseClaimed, type LeaseDeps } from '../core/lease';
 import { MemoryLockStore } from '../core/memory/lock-store';
 import { namespace } from './support/stack';
-import { noDynamo } from './support/no-dynamo';
+import { onLockStore } from './support/no-dynamo';
 
 const fast: LeaseConfig = { leaseMs: 900, renewMs: 250, marginMs: 200, claimBudget: 3 };
 
 function onMemory(): { clock: VirtualClock; deps: LeaseDeps; store: MemoryLockStore } {
   const clock = new VirtualClock();
   const store = new MemoryLockStore();
-  return { clock, store, deps: { ddb: noDynamo, table: 'unused', store, clock, random: () => 0.5 } };
+  return { clock, store, deps: onLockStore(store, clock, { random: () => 0.5 }) };
 }
 
 test('claim on the memory store: a silent holder is claimed over a lease after its rvn was first seen, not before; its release then changes nothing', async () => {

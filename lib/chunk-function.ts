@@ -58,4 +58,12 @@ export class FencedChunkFunction extends NodejsFunction {
       bundling: { ...HANDLER_BUNDLING, ...props.bundling, keepNames: true },
     });
   }
+
+  /**
+   * Invoke grants name the function alone: the workflow invokes the unqualified ARN, never a version or alias, so
+   * the `<arn>:*` CDK adds by default would be a grant nobody uses (as HandlerFunction's).
+   */
+  override get resourceArnsForGrantInvoke(): string[] {
+    return [this.functionArn];
+  }
 }

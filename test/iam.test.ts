@@ -128,13 +128,6 @@ const REINDEX_UNUSED_GRANTS: readonly {
   {
     principal: R.job,
     action: 'lambda:InvokeFunction',
-    resource: `${fnArn(R.chunk)}:*`,
-    kind: 'over-grant',
-    reason: "LambdaInvoke's default `<arn>:*` for a chunk function that is not a HandlerFunction: nothing invokes a version or alias",
-  },
-  {
-    principal: R.job,
-    action: 'lambda:InvokeFunction',
     resource: fnArn(R.release),
     kind: 'untested-route',
     reason: 'ReleaseAfterFailure: the failure route; the test’s one night completes',

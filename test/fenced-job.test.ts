@@ -9,7 +9,6 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { App, CfnResource, Duration, Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
-import type { CfnTable } from 'aws-cdk-lib/aws-dynamodb';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as s3 from 'aws-cdk-lib/aws-s3';
@@ -38,7 +37,7 @@ function stackWith(): { app: App; stack: Stack; fn: lambda.Function } {
   return { app, stack, fn };
 }
 
-const idOf = (stack: Stack, c: IConstruct) => stack.getLogicalId(c.node.defaultChild as CfnTable);
+const idOf = (stack: Stack, c: IConstruct) => stack.getLogicalId(c.node.defaultChild as dynamodb.CfnTable);
 
 test("a job named sales-report: the user's chunk function gets the job's environment and the fence's grants, keys and states follow the name", () => {
   const { stack, fn } = stackWith();
@@ -156,7 +155,7 @@ test('the lock and job tables refuse a TTL attribute, even one set through an es
   for (const table of ['lockTable', 'jobTable'] as const) {
     const { app, stack, fn } = stackWith();
     const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 1 });
-    (job[table].node.defaultChild as CfnTable).timeToLiveSpecification = { attributeName: 'expires', enabled: true };
+    (job[table].node.defaultChild as dynamodb.CfnTable).timeToLiveSpecification = { attributeName: 'expires', enabled: true };
     assert.throws(() => app.synth(), /must never have a TTL attribute/, table);
   }
 });

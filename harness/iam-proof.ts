@@ -38,8 +38,11 @@ export interface ResourceMapping {
    * (core/schema.ts tableNames) maps by its suffix; a name that matches no suffix is an unknown table (denied).
    */
   readonly tableBySuffix: Readonly<Record<string, string>>;
-  /** The manifest bucket's logical id. The local stack has exactly one bucket, so every bucket name in the log is it. */
-  readonly bucket: string;
+  /**
+   * The manifest bucket's logical id. The local stack has exactly one bucket, so every bucket name in the log is it.
+   * Undefined for a job that writes no manifest (no function names FENCEPOST_BUCKET): an S3 call is then unmappable.
+   */
+  readonly bucket?: string;
 }
 
 /**
@@ -66,6 +69,7 @@ export function resourceMapping(template: Template, tables: TableVariables = BIL
   const clash = suffixes.find((a, i) => suffixes.some((b, j) => i !== j && (a.endsWith(b) || b.endsWith(a))));
   if (clash !== undefined) throw new Error(`table suffix ${JSON.stringify(clash)} is ambiguous: a local name would match two tables`);
   const variables = [...Object.keys(tables), Env.bucket];
+  const optional = new Set<string>([Env.bucket]); // a job without a manifest has no bucket
   const found = new Map<string, string>();
   for (const [id, r] of Object.entries(template.Resources)) {
     if (r.Type !== 'AWS::Lambda::Function') continue;
@@ -78,14 +82,15 @@ export function resourceMapping(template: Template, tables: TableVariables = BIL
       found.set(name, String(ref));
     }
   }
-  for (const name of variables) if (!found.has(name)) throw new Error(`no function's environment names ${name}`);
+  for (const name of variables) if (!found.has(name) && !optional.has(name)) throw new Error(`no function's environment names ${name}`);
   const tableBySuffix: Record<string, string> = {};
   for (const [name, suffix] of Object.entries(tables)) {
     const id = found.get(name)!;
     if (template.Resources[id]?.Type !== 'AWS::DynamoDB::Table') throw new Error(`${name} names ${id}, which is not a table of this template`);
     tableBySuffix[suffix] = id;
   }
-  return { tableBySuffix, bucket: found.get(Env.bucket)! };
+  const bucket = found.get(Env.bucket);
+  return bucket === undefined ? { tableBySuffix } : { tableBySuffix, bucket };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -346,6 +351,7 @@ function requestsFor(template: Template, mapping: ResourceMapping, call: AwsCall
       return [req(`dynamodb:${call.operation}`, resource)];
     }
     case 's3': {
+      if (mapping.bucket === undefined) return [{ unmappable: `${call.operation}: the stack has no manifest bucket` }];
       const bucket = attribute(template, mapping.bucket, 'Arn');
       const action = S3_ACTION[call.operation] ?? `s3:${call.operation}`;
       if (action.startsWith('s3:ListBucket')) return [req(action, bucket, call.key === undefined ? {} : { 's3:prefix': call.key })];

@@ -66,9 +66,9 @@ export function fencepostInteg(context: Record<string, unknown> = {}, outdir?: s
   });
   const a = integ.assertions;
   const machine = stack.billing.stateMachine.stateMachineArn;
-  const jobs = stack.billing.fenceTable.table.tableName;
-  const locks = stack.billing.leaseTable.table.tableName;
-  const bucket = stack.billing.manifests.bucket.bucketName;
+  const jobs = stack.billing.jobTable.tableName;
+  const locks = stack.billing.lockTable.tableName;
+  const bucket = stack.billing.manifestBucket!.bucketName;
   const { invoices, chunkSize, leaseMs } = config;
   const chunks = Math.ceil(invoices / chunkSize);
   const pad = (chunk: number) => String(chunk).padStart(2, '0');

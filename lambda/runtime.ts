@@ -95,7 +95,8 @@ export interface Runtime {
   readonly lease: LeaseConfig;
   readonly leaseDeps: LeaseDeps;
   readonly fenceDeps: FenceDeps;
-  readonly manifestDeps: ManifestStoreDeps;
+  /** Undefined for a job without a manifest (no FENCEPOST_BUCKET). */
+  readonly manifestDeps: ManifestStoreDeps | undefined;
   /** What core's run functions take (core/job.ts): the store, both tables, the clock, the events, the bucket. */
   readonly runDeps: RunDeps;
   /** What the sweeper's looks and re-queues take (core/sweeper.ts): the sparse index and the lock items. */
@@ -144,7 +145,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   if (!Number.isSafeInteger(chunks) || chunks < 1) throw new ConfigError([`${Env.chunks} must be a positive integer, got ${env[Env.chunks]}`]);
   const job = jobKeys(required(env, Env.jobName));
   const tables = { locks: required(env, Env.lockTable), jobs: required(env, Env.jobTable) };
-  const bucket = required(env, Env.bucket);
+  // No bucket: a job whose chunks write no manifest (FencedJob creates none); its run is recorded in DynamoDB alone.
+  const bucket = env[Env.bucket];
 
   const clients = options.clients ?? traced(awsClients());
   const clock = options.clock ?? systemClock;
@@ -159,7 +161,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     else logger.info(e.event, { ...e });
   });
   if (options.onEvent) events.on(options.onEvent);
-  const manifests = stores ? { store: stores.manifests } : { s3: clients.s3, bucket };
+  const manifests = stores ? { store: stores.manifests } : bucket ? { s3: clients.s3, bucket } : undefined;
   let sfn = options.sfn;
   return {
     clients,
@@ -170,7 +172,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     lease,
     leaseDeps: { ddb: clients.ddb, table: tables.locks, clock, events, store: stores?.locks, random },
     fenceDeps: { ddb: clients.ddb, jobs: tables.jobs, clock, store: stores?.jobs, random },
-    manifestDeps: { ...manifests, clock, random },
+    manifestDeps: manifests && { ...manifests, clock, random },
     runDeps: { ddb: clients.ddb, tables, clock, events, manifests, store: stores?.jobs, lockStore: stores?.locks, random },
     sweeperDeps: { ddb: clients.ddb, jobs: tables.jobs, locks: tables.locks, clock, store: stores?.jobs, lockStore: stores?.locks },
     scheduleTimeZone: env[Env.scheduleTimeZone] ?? 'UTC',

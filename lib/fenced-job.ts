@@ -1,9 +1,10 @@
 /**
  * FencedJob: a nightly job that runs exactly once in effect, whatever the job does, as one construct.
  *
- * It owns the lock table, the job (fence) table, the manifest bucket, the fenced workflow (claim the lease
- * clock-free, raise the fences first, run the chunks with the USER'S function, complete, release), the nightly
- * schedule, the orphan sweeper with its schedule, and the alarms with their dashboard (docs/DESIGN.md §4–§6).
+ * It owns the lock table and the job table (or uses the stack's own: lockTable, jobTable), the manifest bucket when
+ * the chunks write a manifest (or the stack's: manifestBucket), the fenced workflow (claim the lease clock-free,
+ * raise the fences first, run the chunks with the USER'S function, complete, release), the nightly schedule, the
+ * orphan sweeper with its schedule, and the alarms with their dashboard (docs/DESIGN.md §4–§6; docs/FENCED-JOB.md).
  *
  * What it guarantees: a holder that lost its lease cannot write past the fence (the chunk function's fenced
  * writes are refused by DynamoDB and S3, Part 4), two starts of the same night are harmless, a night whose holder
@@ -13,14 +14,17 @@
  * The chunk function is invoked with `{ jobDate, holder, token, chunk }` and must, in this order: resume the lease
  * (renew first: `resume` in the core, which computes this process's own stop time), check the stop time before
  * each act, put every write in a transaction with the ConditionCheck of its chunk fence item (`<name>#<date>#chunk#NN`,
- * `fence <= token`), commit its output to the run's manifest (If-Match), then mark the chunk done on its fence item
+ * `fence <= token`), commit its output to the run's manifest (If-Match) if the job has one, then mark the chunk done on its fence item
  * (Complete refuses to mark the night DONE over a chunk that is not). It gets the environment it needs
  * (lambda/env.ts: job name, chunk count, tables, bucket, lease settings) and the grants on the lock and job tables
- * and on the manifest bucket's `<name>/` prefix; grants on its own tables are the caller's.
+ * and on the manifest bucket's `<name>/` prefix; grants on its own tables are the caller's. FencedChunkFunction makes
+ * such a function, bundled as the library's own are.
  */
 import { Duration } from 'aws-cdk-lib';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
+import type { IBucket } from 'aws-cdk-lib/aws-s3';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
@@ -28,12 +32,14 @@ import { LEASE_DEFAULTS, leaseProblems } from '../core/config';
 import { ConfigError } from '../core/errors';
 import { SWEEPER_DEFAULTS } from '../core/sweeper';
 import { JOB_NAME_PATTERN, jobKeys } from '../core/job-keys';
+import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
 import { FencepostAlarms } from './alarms';
 import { SFN_QUOTAS, type ChunkWording, chunkMapProblems } from './chunk-plan';
-import { FenceTable } from './fence-table';
+import { JOB_TABLE_TTL, JobTable } from './job-table';
 import { FencedWorkflow } from './fenced-workflow';
-import { LeaseTable } from './lease-table';
-import { ManifestBucket, type ManifestBucketProps } from './manifest-bucket';
+import { LOCK_TABLE_TTL, LockTable } from './lock-table';
+import { ManifestBucket, type ManifestBucketProps, refuseUnconditionalManifestWrites } from './manifest-bucket';
+import { givenTableProblems, refuseTimeToLive } from './schema-table';
 import { NightlySchedule } from './schedule';
 import { OrphanSweeper } from './sweeper';
 
@@ -119,8 +125,22 @@ export const FENCED_JOB_DEFAULTS = {
 /** FencedJob's settings that have defaults (FENCED_JOB_DEFAULTS): every one but the chunk count and the chunk's duration. */
 export type OptionalSettings = Partial<Omit<FencedJobSettings, 'chunks' | 'chunkMs'>>;
 
-/** A FencedJob: the job's name, its chunk function, the chunks per run, and any setting to change from its default. */
-export interface FencedJobProps extends OptionalSettings {
+/** The settings FencedJobProps gives as Durations (each below), held in FencedJobSettings as whole milliseconds. */
+type TimeSetting = 'leaseMs' | 'renewMs' | 'marginMs' | 'clockOffsetAlarmMs';
+
+/** Each time setting's prop: FencedJob's problems name the prop the user wrote. */
+const TIME_PROPS: Readonly<Record<TimeSetting, keyof FencedJobProps>> = {
+  leaseMs: 'leaseDuration',
+  renewMs: 'renewInterval',
+  marginMs: 'margin',
+  clockOffsetAlarmMs: 'clockOffsetAlarmThreshold',
+};
+
+/**
+ * A FencedJob: the job's name, its chunk function, the chunks per run, and any setting to change from its default.
+ * Every time is a Duration; the plain settings (counts, thresholds, schedules) are FencedJobSettings' own.
+ */
+export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'renewMs' | 'marginMs' | 'clockOffsetAlarmMs'> {
   /**
    * The job's name: lowercase letters, digits and hyphens, starting with a letter (at most 40). Its runs' keys are
    * `<name>#<date>`, their manifests `<name>/<date>/manifest.json`, everything they write to S3 is under `<name>/`.
@@ -128,12 +148,36 @@ export interface FencedJobProps extends OptionalSettings {
   readonly name: string;
   /**
    * The user's chunk function, invoked once per chunk with `{ jobDate, holder, token, chunk }` (see the contract
-   * above). FencedJob grants it what the fence needs and, when it is a `lambda.Function` of this app, sets its
-   * environment (`FencedJob.environment`); set that yourself on an imported function.
+   * above); a `FencedChunkFunction` is made for it. FencedJob grants it what the fence needs and, when it is a
+   * `lambda.Function` of this app, sets its environment (`FencedJob.environment`); set that yourself on an imported
+   * function.
    */
   readonly chunkFunction: lambda.IFunction;
   /** Chunks in one run. */
   readonly chunks: number;
+  /**
+   * How long a lease lasts without renewal: a holder that stops renewing loses the night this long after its last
+   * renewal. A whole number of milliseconds.
+   * @default Duration.seconds(10) (Part 0)
+   */
+  readonly leaseDuration?: Duration;
+  /**
+   * How often the holder renews its lease; at most leaseDuration / 3, so two renewals can fail before it lapses.
+   * @default Duration.seconds(3) (Part 0)
+   */
+  readonly renewInterval?: Duration;
+  /**
+   * The safety margin of the stop time (sent_at + leaseDuration - margin): the holder stops acting this long before
+   * its lease could lapse, for clock error and pauses (Part 2). Zero or more whole milliseconds.
+   * @default Duration.seconds(2) (Part 2)
+   */
+  readonly margin?: Duration;
+  /**
+   * The ClockOffset alarm fires when a function's wall clock is provably further than this off AWS's time; must be
+   * less than margin, which is what absorbs clock error (docs/CLOCK.md).
+   * @default Duration.millis(500)
+   */
+  readonly clockOffsetAlarmThreshold?: Duration;
   /**
    * The chunk function's timeout; its task's is 30 s more, so the function always times out first.
    * @default - the function's own timeout (required when the function is not a `lambda.Function` of this app)
@@ -142,17 +186,40 @@ export interface FencedJobProps extends OptionalSettings {
   /**
    * How long one chunk takes (your estimate of a normal chunk, not its timeout). FencedJob plans the night from it,
    * ceil(chunks / chunkConcurrency) × chunkDuration, and refuses a night past the execution timeout or longer than the
-   * claim budget (claimBudget × leaseMs). @default - the night is not planned, neither is checked
+   * claim budget (claimBudget × leaseDuration). @default - the night is not planned, neither is checked
    */
   readonly chunkDuration?: Duration;
   /** The chunk task's state name in the definition. @default 'RunChunk' */
   readonly chunkStepName?: string;
   /**
-   * The chunk function writes its chunk's object to S3 and commits it to the run's manifest, so it is granted the
-   * job's prefix of the manifest bucket. A job whose chunks write only to DynamoDB says false: no S3 grant.
+   * The chunk function writes its chunk's object to S3 and commits it to the run's manifest, so the job has a
+   * manifest bucket and the function is granted the job's prefix of it. A job whose chunks write only to DynamoDB
+   * says false: no bucket, no S3 grant, no manifest (the job row is the run's record).
    * @default true
    */
   readonly chunkWritesManifest?: boolean;
+  /**
+   * The lock table to use instead of creating one: partition key `pk` (String), no sort key, no TTL attribute, its
+   * items never deleted (an item's epoch is the fencing token). A `Table` of this app is checked at synth; an
+   * imported table cannot be, and is taken as it is (docs/FENCED-JOB.md).
+   * @default - a LockTable of the job's own
+   */
+  readonly lockTable?: ITable;
+  /**
+   * The job table to use instead of creating one: partition key `pk` (String), no sort key, no TTL attribute, and
+   * the sparse GSI `claimed` (partition key `claim_shard` (String), sort key `claimed_since` (String), projection
+   * ALL) through which the sweeper reads the claimed rows. A `Table` of this app is checked at synth; an imported
+   * table cannot be (docs/FENCED-JOB.md).
+   * @default - a JobTable of the job's own
+   */
+  readonly jobTable?: ITable;
+  /**
+   * The bucket the job's manifests and chunk objects go in (under `<name>/`), instead of creating one; only with
+   * chunkWritesManifest. FencedJob adds to a bucket of this app the policy that refuses unconditional manifest writes;
+   * an imported bucket's policy is its owner's to set (docs/FENCED-JOB.md). Versioning is advised, not required.
+   * @default - a ManifestBucket of the job's own when chunkWritesManifest, else none
+   */
+  readonly manifestBucket?: IBucket;
   /**
    * The tables the chunk function writes in its fenced transactions, by a short lowercase id (e.g.
    * `{ invoices: table }`): the TransactionConflicts alarm watches them with the job table.
@@ -161,7 +228,7 @@ export interface FencedJobProps extends OptionalSettings {
   readonly fencedTables?: Readonly<Record<string, ITable>>;
   /** What the chunks report, graphed first on the dashboard. @default - no progress graph */
   readonly dashboardProgress?: { readonly left: cloudwatch.IMetric[]; readonly right?: cloudwatch.IMetric[] };
-  /** Retention of the manifest bucket's objects and logs. @default - ManifestBucket's defaults */
+  /** Retention of the manifest bucket's objects and logs, when FencedJob creates it. @default - ManifestBucket's defaults */
   readonly manifestRetention?: Omit<ManifestBucketProps, 'prefix'>;
 }
 
@@ -287,7 +354,7 @@ function deadlineGapMinutes(expression: string, deadlineHour: number): number | 
   return (((deadlineHour * 60 - start) % 1440) + 1440) % 1440;
 }
 
-/** The problems only the props (not plain settings) can have: name, chunk timeout, state name, table ids. */
+/** The problems only the props (not plain settings) can have: name, chunk timeout, state name, table ids, stores. */
 function propsProblems(props: FencedJobProps, chunkTimeout: Duration | undefined): string[] {
   const problems: string[] = [];
   if (!JOB_NAME_PATTERN.test(props.name)) {
@@ -305,21 +372,63 @@ function propsProblems(props: FencedJobProps, chunkTimeout: Duration | undefined
     if (!/^[a-z][a-zA-Z0-9_]*$/.test(id) || id === 'jobs')
       problems.push(`fencedTables: ${JSON.stringify(id)} must be a lowercase id other than "jobs"`);
   }
+  for (const [setting, prop] of Object.entries(TIME_PROPS)) {
+    // A settings object spread into the props (as FencedJobSettings, in ms) would otherwise be dropped in silence.
+    if (setting in props) problems.push(`${setting} is not a prop of FencedJob: give ${prop} as a Duration (e.g. Duration.millis(n))`);
+    const d = props[prop] as Duration | undefined;
+    if (d?.isUnresolved()) problems.push(`${prop} must be a literal Duration, not a token (${setting.replace(/Ms$/, '')} is checked at synth)`);
+  }
+  if (props.lockTable) problems.push(...givenTableProblems('lockTable', props.lockTable, LOCK_TABLE));
+  if (props.jobTable) problems.push(...givenTableProblems('jobTable', props.jobTable, JOB_TABLE));
+  if (props.chunkWritesManifest === false) {
+    for (const prop of ['manifestBucket', 'manifestRetention'] as const) {
+      if (props[prop] !== undefined) problems.push(`${prop} is given, but chunkWritesManifest is false: the job writes no manifest`);
+    }
+  } else if (props.manifestBucket && props.manifestRetention) {
+    problems.push("manifestRetention applies to the bucket FencedJob creates; a given manifestBucket's retention is its own");
+  }
   return problems;
+}
+
+/** A time prop in whole ms (a fraction is kept, for the check to refuse by name), or the setting's default. */
+function millis(d: Duration | undefined, fallback: number): number {
+  return d === undefined || d.isUnresolved() ? fallback : d.toMilliseconds({ integral: false });
+}
+
+const TIME_SETTING = /\b(leaseMs|renewMs|marginMs|clockOffsetAlarmMs)\b/;
+
+/**
+ * A settings problem said in the props' words: `leaseMs (10000)` → `leaseDuration (10000 ms)`, an integer check of a
+ * time → a whole number of milliseconds.
+ */
+function inPropsWords(problem: string): string {
+  const name = (setting: string) => TIME_PROPS[setting as TimeSetting];
+  return problem
+    .replace(
+      new RegExp(`^${TIME_SETTING.source} must be a (positive|non-negative) integer, got (.+)$`),
+      (_, setting: string, sign: string, got: string) => `${name(setting)} must be a whole, ${sign} number of milliseconds, got ${got} ms`,
+    )
+    .replace(
+      new RegExp(`${TIME_SETTING.source}((?: [-/] \\w+)*) \\((\\d+)\\)`, 'g'),
+      (_, setting: string, rest: string, n: string) => `${setting}${rest} (${n} ms)`,
+    )
+    .replace(new RegExp(TIME_SETTING.source, 'g'), (setting) => name(setting));
 }
 
 /** A nightly job fenced end to end: tables, bucket, workflow, schedules, sweeper, alarms. */
 export class FencedJob extends Construct {
   /** The job's name. */
   readonly name: string;
-  /** The settings, defaults applied and validated. */
+  /** The settings, defaults applied and validated; times in whole milliseconds. */
   readonly settings: FencedJobSettings;
-  /** The lock table: one lease per run, its epoch the fencing token. */
-  readonly leaseTable: LeaseTable;
-  /** The job table: job rows, chunk fence items, and the sparse index of claimed rows. */
-  readonly fenceTable: FenceTable;
-  /** The manifest bucket: the fence on S3. */
-  readonly manifests: ManifestBucket;
+  /** The lock table (given, or the job's own LockTable's): one lease per run, its epoch the fencing token. */
+  readonly lockTable: ITable;
+  /** The job table (given, or the job's own JobTable's): job rows, chunk fence items, the sparse index of claimed rows. */
+  readonly jobTable: ITable;
+  /** The manifest bucket (given, or the job's own ManifestBucket's): the fence on S3. Undefined when no manifest is written. */
+  readonly manifestBucket?: IBucket;
+  /** The manifest bucket FencedJob created, with its access-log bucket; undefined when given or not needed. */
+  readonly manifests?: ManifestBucket;
   /** The state machine and its functions. */
   readonly workflow: FencedWorkflow;
   /** Starts the job's state machine every night. */
@@ -338,33 +447,48 @@ export class FencedJob extends Construct {
     const fn = props.chunkFunction;
     // A lambda.Function without a timeout has Lambda's default, 3 seconds.
     const chunkTimeout = props.chunkTimeout ?? (fn instanceof lambda.Function ? (fn.timeout ?? Duration.seconds(3)) : undefined);
-    const given = Object.fromEntries(Object.entries(props).filter(([k, v]) => k in FENCED_JOB_DEFAULTS && v !== undefined));
+    const given = Object.fromEntries(Object.entries(props).filter(([k, v]) => k in FENCED_JOB_DEFAULTS && !(k in TIME_PROPS) && v !== undefined));
     const s: FencedJobSettings = {
       ...FENCED_JOB_DEFAULTS,
       ...given,
+      leaseMs: millis(props.leaseDuration, FENCED_JOB_DEFAULTS.leaseMs),
+      renewMs: millis(props.renewInterval, FENCED_JOB_DEFAULTS.renewMs),
+      marginMs: millis(props.margin, FENCED_JOB_DEFAULTS.marginMs),
+      clockOffsetAlarmMs: millis(props.clockOffsetAlarmThreshold, FENCED_JOB_DEFAULTS.clockOffsetAlarmMs),
       chunks: props.chunks,
-      chunkMs: props.chunkDuration?.toMilliseconds(),
+      chunkMs: props.chunkDuration?.toMilliseconds({ integral: false }),
       alarmEmail: props.alarmEmail,
     };
-    const problems = [...propsProblems(props, chunkTimeout), ...fencedJobProblems(s)];
+    const problems = [...propsProblems(props, chunkTimeout), ...fencedJobProblems(s).map(inPropsWords)];
     if (problems.length > 0) throw new ConfigError(problems);
     this.name = props.name;
     this.settings = s;
 
-    this.leaseTable = new LeaseTable(this, 'Locks');
-    this.fenceTable = new FenceTable(this, 'Jobs');
-    this.manifests = new ManifestBucket(this, 'Manifests', { prefix: jobKeys(props.name).prefix, ...props.manifestRetention });
-    const locks = this.leaseTable.table;
-    const jobs = this.fenceTable.table;
+    const writesManifest = props.chunkWritesManifest ?? true;
+    this.lockTable = props.lockTable ?? new LockTable(this, 'Locks').table;
+    this.jobTable = props.jobTable ?? new JobTable(this, 'Jobs').table;
+    // The given tables of this app keep refusing a TTL attribute set after this point too (Part 5).
+    if (props.lockTable instanceof dynamodb.Table) refuseTimeToLive(props.lockTable, LOCK_TABLE_TTL);
+    if (props.jobTable instanceof dynamodb.Table) refuseTimeToLive(props.jobTable, JOB_TABLE_TTL);
+    const prefix = jobKeys(props.name).prefix;
+    if (props.manifestBucket) {
+      this.manifestBucket = props.manifestBucket;
+      refuseUnconditionalManifestWrites(props.manifestBucket, prefix);
+    } else if (writesManifest) {
+      this.manifests = new ManifestBucket(this, 'Manifests', { prefix, ...props.manifestRetention });
+      this.manifestBucket = this.manifests.bucket;
+    }
+    const locks = this.lockTable;
+    const jobs = this.jobTable;
     this.workflow = new FencedWorkflow(this, 'Workflow', {
       name: props.name,
       locks,
       jobs,
-      bucket: this.manifests.bucket,
+      bucket: this.manifestBucket,
       chunkFunction: fn,
       chunkTimeout: chunkTimeout!,
       chunkStepName: props.chunkStepName ?? 'RunChunk',
-      chunkWritesManifest: props.chunkWritesManifest ?? true,
+      chunkWritesManifest: writesManifest,
       settings: s,
     });
     this.environment = this.workflow.environment;
@@ -378,7 +502,7 @@ export class FencedJob extends Construct {
     this.sweeper = new OrphanSweeper(this, 'Sweeper', {
       name: props.name,
       locks,
-      jobs: this.fenceTable,
+      jobs,
       job: this.workflow.stateMachine,
       environment: this.workflow.environment,
       stormShare: s.sweeperStormShare,

@@ -66,8 +66,8 @@ export interface FencedWorkflowProps {
   readonly locks: ITable;
   /** The job table. */
   readonly jobs: ITable;
-  /** The manifest bucket. */
-  readonly bucket: IBucket;
+  /** The manifest bucket. @default - no manifest: the run's state is in DynamoDB alone (the chunk function writes no manifest) */
+  readonly bucket?: IBucket;
   /** The user's chunk function: it gets the fence's grants and, when it is a `lambda.Function`, the environment. */
   readonly chunkFunction: lambda.IFunction;
   /** The chunk function's own timeout; its task's is 30 s more, so the function always times out first. */
@@ -135,7 +135,7 @@ export class FencedWorkflow extends Construct {
       [Env.chunks]: String(s.chunks),
       [Env.lockTable]: props.locks.tableName,
       [Env.jobTable]: props.jobs.tableName,
-      [Env.bucket]: props.bucket.bucketName,
+      ...(props.bucket ? { [Env.bucket]: props.bucket.bucketName } : {}),
       [Env.leaseMs]: String(s.leaseMs),
       [Env.renewMs]: String(s.renewMs),
       [Env.marginMs]: String(s.marginMs),
@@ -202,21 +202,31 @@ export class FencedWorkflow extends Construct {
     allow([chunk], ['dynamodb:ConditionCheckItem', 'dynamodb:UpdateItem'], [props.jobs.tableArn]);
     // No s3:ListBucket: the raise creates the manifest with If-None-Match: * and reads only after a 412, so nothing
     // depends on whether a missing key answers 404 (with ListBucket) or 403 (without).
-    const manifestWriters = props.chunkWritesManifest ? [f.raise, chunk, f.complete] : [f.raise, f.complete];
-    allow(manifestWriters, ['s3:GetObject', 's3:PutObject'], [props.bucket.arnForObjects(`${jobKeys(props.name).prefix}*`)]);
+    if (props.bucket)
+      allow(this.manifestWriters(props), ['s3:GetObject', 's3:PutObject'], [props.bucket.arnForObjects(`${jobKeys(props.name).prefix}*`)]);
+  }
+
+  /** The functions that write the manifest: the raise and complete, and the chunk function when it commits to it. */
+  private manifestWriters(props: FencedWorkflowProps): lambda.IFunction[] {
+    const f = this.functions;
+    return props.chunkWritesManifest ? [f.raise, props.chunkFunction, f.complete] : [f.raise, f.complete];
   }
 
   /** The cdk-nag findings that remain, each acknowledged where it arises, with the reason it is right. */
   private acknowledgeFindings(props: FencedWorkflowProps): void {
     const stack = Stack.of(this);
     const logicalId = (c: Construct) => stack.getLogicalId(c.node.defaultChild as CfnElement);
-    const bucketId = logicalId(props.bucket as unknown as Construct);
     const prefix = jobKeys(props.name).prefix;
-    for (const one of [this.functions.raise, ...(props.chunkWritesManifest ? [props.chunkFunction] : []), this.functions.complete]) {
-      Validations.of(one).acknowledge({
-        id: `AwsSolutions-IAM5[Resource::<${bucketId}.Arn>/${prefix}*]`,
-        reason: `Manifest and chunk object keys carry the run's date and the writer's token (${prefix}<date>/chunks/03.t12.jsonl), so they cannot be listed in advance; the grant is limited to the ${prefix} prefix.`,
-      });
+    // A bucket of this app is named by its logical id in the finding; an imported one by its ARN, when it is literal.
+    const bucketArn =
+      props.bucket && (props.bucket.node.defaultChild ? `<${logicalId(props.bucket)}.Arn>` : (stack.resolve(props.bucket.bucketArn) as unknown));
+    if (typeof bucketArn === 'string') {
+      for (const one of this.manifestWriters(props)) {
+        Validations.of(one).acknowledge({
+          id: `AwsSolutions-IAM5[Resource::${bucketArn}/${prefix}*]`,
+          reason: `Manifest and chunk object keys carry the run's date and the writer's token (${prefix}<date>/chunks/03.t12.jsonl), so they cannot be listed in advance; the grant is limited to the ${prefix} prefix.`,
+        });
+      }
     }
     Validations.of(this.stateMachine).acknowledge({
       id: 'AwsSolutions-IAM5[Resource::*]',

@@ -1,10 +1,11 @@
 /**
  * `fencepost/constructs`: the CDK constructs that deploy a fenced nightly job (docs/DESIGN.md §4–§6).
  *
- * `FencedJob` is the whole of it in one construct: give it a name, your chunk function and the number of chunks,
- * and it creates the lock and job tables, the manifest bucket, the fenced workflow that claims the lease, raises the
- * fences and runs your function once per chunk, the nightly schedule, the orphan sweeper and the alarms. Each piece
- * is exported too, for a stack that composes them differently.
+ * `FencedJob` is the whole of it in one construct: give it a name, your chunk function (a `FencedChunkFunction`) and
+ * the number of chunks, and it creates the lock and job tables (or uses yours), the manifest bucket when the chunks
+ * write a manifest, the fenced workflow that claims the lease, raises the fences and runs your function once per
+ * chunk, the nightly schedule, the orphan sweeper and the alarms. Each piece is exported too, for a stack that
+ * composes them differently.
  *
  * What the constructs guarantee is what the fence guarantees (Part 4): a holder that lost its lease cannot write
  * past the fence, provided the chunk function writes through it (FencedJob's TSDoc gives the contract).
@@ -14,8 +15,9 @@ export type { FencedHandlerName, HandlerName } from '../lambda/index';
 export type { ManifestPlace } from '../core/manifest';
 export type { KeyAttribute, TableDescription } from '../core/schema';
 export { FencedWorkflow, TIMEOUT, pascalName, stateMachineLogGroupName, type FencedWorkflowProps, type WorkflowSettings } from './fenced-workflow';
-export { LeaseTable } from './lease-table';
-export { FenceTable } from './fence-table';
+export { LockTable } from './lock-table';
+export { JobTable } from './job-table';
+export { FencedChunkFunction, type FencedChunkFunctionProps } from './chunk-function';
 export { ManifestBucket, UNCONDITIONAL_WRITE, type ManifestBucketProps } from './manifest-bucket';
 export { NightlySchedule, type NightlyScheduleProps } from './schedule';
 export { OrphanSweeper, type SweeperProps } from './sweeper';

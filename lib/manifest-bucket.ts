@@ -107,16 +107,30 @@ export class ManifestBucket extends Construct {
         },
       ],
     });
-    // For every principal, this account's roles included: an explicit Deny wins over any Allow.
-    this.bucket.addToResourcePolicy(
-      new iam.PolicyStatement({
-        sid: 'RefuseUnconditionalManifestWrites',
-        effect: iam.Effect.DENY,
-        principals: [new iam.AnyPrincipal()],
-        actions: ['s3:PutObject'],
-        resources: [this.bucket.arnForObjects(this.manifestKeys)],
-        conditions: UNCONDITIONAL_WRITE,
-      }),
-    );
+    refuseUnconditionalManifestWrites(this.bucket, props.prefix);
   }
+}
+
+/**
+ * Adds the statement that makes S3 refuse a manifest write under `prefix` that carries neither If-Match nor
+ * If-None-Match, for every principal, this account's roles included: an explicit Deny wins over any Allow. On a
+ * bucket of this app only: an imported bucket's policy is its owner's (the statement is not added; CDK says so with
+ * `statementAdded: false`).
+ *
+ * @param bucket - the bucket the job's manifests are in
+ * @param prefix - the job's folder, e.g. `billing/`
+ * @returns whether the statement was added (false for an imported bucket)
+ */
+export function refuseUnconditionalManifestWrites(bucket: s3.IBucket, prefix: string): boolean {
+  const { statementAdded } = bucket.addToResourcePolicy(
+    new iam.PolicyStatement({
+      sid: `RefuseUnconditionalManifestWrites${prefix.replace(/[^A-Za-z0-9]/g, '')}`,
+      effect: iam.Effect.DENY,
+      principals: [new iam.AnyPrincipal()],
+      actions: ['s3:PutObject'],
+      resources: [bucket.arnForObjects(`${prefix}*manifest.json`)],
+      conditions: UNCONDITIONAL_WRITE,
+    }),
+  );
+  return statementAdded;
 }

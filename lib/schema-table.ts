@@ -11,7 +11,7 @@
  * linearizable authority in one Region (Part 8, "Across Regions"). With TableV2 an asynchronously replicated
  * replica is one `replicas:` line away; with Table it is a deliberate migration.
  */
-import { RemovalPolicy } from 'aws-cdk-lib';
+import { RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type { IConstruct } from 'constructs';
 import type { KeyAttribute, TableDescription } from '../core/schema';
@@ -74,4 +74,57 @@ export function refuseTimeToLive(table: dynamodb.Table, why: string): void {
   table.node.addValidation({
     validate: () => (cfn.timeToLiveSpecification === undefined ? [] : [`${table.node.path} must never have a TTL attribute: ${why} (Part 5)`]),
   });
+}
+
+const describe = (key: KeyAttribute) => `${key.name} (${key.type})`;
+const TYPE_LETTER: Record<string, string> = {
+  [dynamodb.AttributeType.STRING]: 'S',
+  [dynamodb.AttributeType.NUMBER]: 'N',
+  [dynamodb.AttributeType.BINARY]: 'B',
+};
+const given = (a: dynamodb.Attribute | undefined) => (a ? `${a.name} (${TYPE_LETTER[a.type] ?? a.type})` : 'none');
+const same = (a: dynamodb.Attribute | undefined, key: KeyAttribute) => a?.name === key.name && TYPE_LETTER[a.type] === key.type;
+
+/**
+ * What is wrong with a table a stack gives in place of one the library would create: its keys, its sparse index,
+ * a TTL attribute. Only a `Table` of this app can be read at synth; any other ITable (imported by name or ARN, a
+ * TableV2) is taken as it is, unchecked, and must be made as `description` says (docs/FENCED-JOB.md).
+ *
+ * @param prop - the prop that gave the table, which each problem names
+ * @param table - the given table
+ * @param description - what the table must be (core/schema.ts)
+ * @returns the problems; empty when the table is right or cannot be read
+ */
+export function givenTableProblems(prop: string, table: dynamodb.ITable, description: TableDescription): string[] {
+  if (!(table instanceof dynamodb.Table)) return [];
+  const problems: string[] = [];
+  const keys = table.schema();
+  if (!same(keys.partitionKey, description.partitionKey) || keys.sortKey !== undefined) {
+    problems.push(
+      `${prop} must have the partition key ${describe(description.partitionKey)} and no sort key, got ${given(keys.partitionKey)}` +
+        (keys.sortKey ? ` and the sort key ${given(keys.sortKey)}` : ''),
+    );
+  }
+  const cfn = table.node.defaultChild as dynamodb.CfnTable;
+  if (cfn.timeToLiveSpecification !== undefined) {
+    problems.push(`${prop} must have no TTL attribute: a TTL delete of a lock item or a fence item forgets the fencing token (Part 5)`);
+  }
+  const index = description.sparseIndex;
+  if (index) {
+    const wanted = `${index.name} (partition key ${describe(index.partitionKey)}, sort key ${describe(index.sortKey)}, projection ALL)`;
+    const indexes = (Stack.of(table).resolve(cfn.globalSecondaryIndexes) ?? []) as { indexName: string; projection?: { projectionType?: string } }[];
+    const found = indexes.find((i) => i.indexName === index.name);
+    const indexKeys = found && table.schema(index.name);
+    if (!found || !indexKeys) problems.push(`${prop} must have the sparse index ${wanted}: the orphan sweeper reads the claimed rows through it`);
+    else if (
+      !same(indexKeys.partitionKey, index.partitionKey) ||
+      !same(indexKeys.sortKey, index.sortKey) ||
+      found.projection?.projectionType !== 'ALL'
+    ) {
+      problems.push(
+        `${prop} has the index ${index.name}, but it must be ${wanted}; got partition key ${given(indexKeys.partitionKey)}, sort key ${given(indexKeys.sortKey)}, projection ${found.projection?.projectionType ?? 'none'}`,
+      );
+    }
+  }
+  return problems;
 }

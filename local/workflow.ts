@@ -80,8 +80,8 @@ interface WorkflowStack {
   readonly sweeper: IConstruct;
   /** The tables, by the name a local run gives them (any names: billing's locks, jobs, invoices; reindex's four). */
   readonly tables: Readonly<Record<string, IConstruct>>;
-  /** The manifest bucket. */
-  readonly bucket: IConstruct;
+  /** The manifest bucket; none for a job whose chunks write no manifest. */
+  readonly bucket?: IConstruct;
 }
 
 /** What source mode makes the handlers from. */
@@ -114,7 +114,7 @@ export interface SynthesizedWorkflow {
   /** Every function of the stack, by logical id, with its bundled asset (environment references unresolved). */
   readonly functions: Record<string, Omit<DeployedFunction, 'environment'> & { readonly environment: Record<string, unknown> }>;
   /** The logical ids of the stores the functions' environments reference: each table by its local name, the bucket. */
-  readonly stores: { readonly tables: Readonly<Record<string, string>>; readonly bucket: string };
+  readonly stores: { readonly tables: Readonly<Record<string, string>>; readonly bucket?: string };
   /** The local-run contract's variables (WorkflowApp.variables). */
   readonly variables: WorkflowApp['variables'];
 }
@@ -198,7 +198,7 @@ export function synthesizeWorkflowNow(app: WorkflowApp, overrides: Json = {}): S
       environment = { ...environment, ...functions[id].environment };
     }
     const tables = Object.fromEntries(Object.entries(built.tables).map(([name, table]) => [name, idOf(table)])) as Record<string, string>;
-    const stores = { tables, bucket: idOf(built.bucket) };
+    const stores = { tables, bucket: built.bucket && idOf(built.bucket) };
     return { definition: job.definition, taskHandlers, environment, job, sweeper, functions, stores, variables: app.variables };
   } finally {
     rmSync(outdir, { recursive: true, force: true });
@@ -479,7 +479,7 @@ function resolveEnvironment(
 ): Record<string, string> {
   const local = new Map<string, string>([
     ...Object.entries(wf.stores.tables).map(([name, id]) => [id, run.tables[name]] as const),
-    [wf.stores.bucket, run.bucket],
+    ...(wf.stores.bucket ? [[wf.stores.bucket, run.bucket] as const] : []),
     [wf.job.logicalId, localStateMachineArn(wf.job.logicalId)],
   ]);
   const out: Record<string, string> = {};

@@ -3,15 +3,22 @@
  * chunk function of the user's own, gets its keys, grants, environment and state names from its name; bad props are
  * refused all at once; and the tables that hold epochs and fences refuse a TTL attribute even through an escape hatch.
  */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { App, Duration, Stack } from 'aws-cdk-lib';
+import { App, CfnResource, Duration, Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
-import type { CfnTable } from 'aws-cdk-lib/aws-dynamodb';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { IConstruct } from 'constructs';
 import { ConfigError } from '../core/errors';
-import { Env, FencedJob, LOST_ERRORS, type FencedJobProps } from '../lib/index';
+import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
+import { Env, FencedChunkFunction, FencedJob, LOST_ERRORS, type FencedJobProps } from '../lib/index';
+import { sdkRequires } from './support/bundles';
+
+const ROOT = path.resolve(__dirname, '..');
 import { resolveJoin } from '../local/workflow';
 
 /** An untyped JSON document (a template, as CDK hands it out): the assertions check its shape. */
@@ -30,16 +37,16 @@ function stackWith(): { app: App; stack: Stack; fn: lambda.Function } {
   return { app, stack, fn };
 }
 
-const idOf = (stack: Stack, c: IConstruct) => stack.getLogicalId(c.node.defaultChild as CfnTable);
+const idOf = (stack: Stack, c: IConstruct) => stack.getLogicalId(c.node.defaultChild as dynamodb.CfnTable);
 
 test("a job named sales-report: the user's chunk function gets the job's environment and the fence's grants, keys and states follow the name", () => {
   const { stack, fn } = stackWith();
   const job = new FencedJob(stack, 'SalesReport', { name: 'sales-report', chunkFunction: fn, chunks: 3 });
   const template = Template.fromStack(stack);
   const t = template.toJSON() as { Resources: Record<string, Json> };
-  const locks = idOf(stack, job.leaseTable.table);
-  const jobs = idOf(stack, job.fenceTable.table);
-  const bucket = idOf(stack, job.manifests.bucket);
+  const locks = idOf(stack, job.lockTable);
+  const jobs = idOf(stack, job.jobTable);
+  const bucket = idOf(stack, job.manifestBucket!);
 
   // The environment (lambda/env.ts) is set on the user's function, as on the job's own.
   const vars = t.Resources[idOf(stack, fn)].Properties.Environment.Variables;
@@ -120,7 +127,7 @@ test('bad props are refused at once, every problem listed, before anything is cr
     chunkFunction: imported,
     chunks: 0,
     chunkStepName: 'Claim',
-    renewMs: 4_000,
+    renewInterval: Duration.seconds(4),
     scheduleTimeZone: 'Mars/Olympus_Mons',
     fencedTables: { Jobs: stackWith().stack.node as never },
   };
@@ -133,7 +140,7 @@ test('bad props are refused at once, every problem listed, before anything is cr
     return undefined;
   })();
   assert.ok(err instanceof ConfigError, 'one ConfigError');
-  const starts = ['name', 'chunkTimeout', 'chunkStepName', 'fencedTables', 'renewMs', 'chunks', 'scheduleTimeZone'];
+  const starts = ['name', 'chunkTimeout', 'chunkStepName', 'fencedTables', 'renewInterval', 'chunks', 'scheduleTimeZone'];
   assert.equal(err.problems.length, starts.length, err.message);
   for (const s of starts)
     assert.ok(
@@ -145,10 +152,225 @@ test('bad props are refused at once, every problem listed, before anything is cr
 });
 
 test('the lock and job tables refuse a TTL attribute, even one set through an escape hatch', () => {
-  for (const table of ['leaseTable', 'fenceTable'] as const) {
+  for (const table of ['lockTable', 'jobTable'] as const) {
     const { app, stack, fn } = stackWith();
     const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 1 });
-    (job[table].table.node.defaultChild as CfnTable).timeToLiveSpecification = { attributeName: 'expires', enabled: true };
+    (job[table].node.defaultChild as dynamodb.CfnTable).timeToLiveSpecification = { attributeName: 'expires', enabled: true };
     assert.throws(() => app.synth(), /must never have a TTL attribute/, table);
   }
 });
+
+/** The ConfigError `fn` throws (or undefined: it threw nothing). */
+function configErrorOf(fn: () => unknown): ConfigError | undefined {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof ConfigError) return e;
+    throw e;
+  }
+  return undefined;
+}
+
+test('every time is a Duration: lease, renewal, margin and the clock-offset alarm reach the functions and the alarm as whole ms', () => {
+  const { stack, fn } = stackWith();
+  const times = {
+    leaseDuration: Duration.seconds(12),
+    renewInterval: Duration.seconds(4),
+    margin: Duration.millis(2_500),
+    clockOffsetAlarmThreshold: Duration.millis(750),
+  };
+  const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2, ...times });
+  const t = Template.fromStack(stack).toJSON() as { Resources: Record<string, Json> };
+  const vars = t.Resources[idOf(stack, fn)].Properties.Environment.Variables;
+  assert.equal(vars[Env.leaseMs], String(times.leaseDuration.toMilliseconds()));
+  assert.equal(vars[Env.renewMs], String(times.renewInterval.toMilliseconds()));
+  assert.equal(vars[Env.marginMs], String(times.margin.toMilliseconds()));
+  assert.equal(job.settings.clockOffsetAlarmMs, times.clockOffsetAlarmThreshold.toMilliseconds(), 'the resolved settings are plain ms');
+  const offsetAlarm = t.Resources[idOf(stack, job.alarms.alarms.clockOffset)];
+  assert.equal(offsetAlarm.Properties.Threshold, times.clockOffsetAlarmThreshold.toMilliseconds());
+});
+
+test('a Duration that is not a whole number of ms, or too small, is refused by its prop name, all at once, nothing created', () => {
+  const { stack, fn } = stackWith();
+  const err = configErrorOf(
+    () =>
+      new FencedJob(stack, 'Bad', {
+        name: 'sales-report',
+        chunkFunction: fn,
+        chunks: 2,
+        leaseDuration: Duration.millis(10_000.5),
+        renewInterval: Duration.millis(0),
+        margin: Duration.millis(0.25),
+        clockOffsetAlarmThreshold: Duration.millis(0),
+      }),
+  );
+  assert.ok(err, 'one ConfigError');
+  const props = ['leaseDuration', 'renewInterval', 'margin', 'clockOffsetAlarmThreshold'];
+  for (const p of props)
+    assert.ok(
+      err.problems.some((m) => m.startsWith(`${p} `)),
+      `names ${p}: ${err.message}`,
+    );
+  assert.equal(err.problems.length, props.length, err.message);
+  assert.doesNotMatch(err.message, /leaseMs|renewMs|marginMs|clockOffsetAlarmMs|lease-ms/, "the props' names, not the settings'");
+  assert.match(err.message, /leaseDuration must be a whole, positive number of milliseconds, got 10000\.5 ms/);
+  assert.equal(stack.node.tryFindChild('Bad')?.node.children.length ?? 0, 0, 'nothing was created inside the job');
+
+  // A relation between two times is said in the props' names too.
+  const { stack: other, fn: otherFn } = stackWith();
+  const related = configErrorOf(
+    () =>
+      new FencedJob(other, 'Job', {
+        name: 'sales-report',
+        chunkFunction: otherFn,
+        chunks: 2,
+        renewInterval: Duration.seconds(4),
+        clockOffsetAlarmThreshold: Duration.seconds(2),
+      }),
+  );
+  assert.ok(related);
+  assert.match(related.message, /renewInterval \(4000 ms\) must be at most leaseDuration \/ 3 \(3333 ms\)/);
+  assert.match(related.message, /clockOffsetAlarmThreshold \(2000 ms\) must be less than margin \(2000 ms\)/);
+});
+
+/** Tables as core/schema.ts describes them, made by the test as a user would, with nothing of Fencepost's. */
+function ownTables(stack: Stack, options: { lockKey?: string; jobIndex?: boolean; lockTtl?: string } = {}) {
+  const string = (name: string) => ({ name, type: dynamodb.AttributeType.STRING });
+  const lockTable = new dynamodb.Table(stack, 'MyLocks', {
+    partitionKey: string(options.lockKey ?? LOCK_TABLE.partitionKey.name),
+    timeToLiveAttribute: options.lockTtl,
+  });
+  const jobTable = new dynamodb.Table(stack, 'MyJobs', { partitionKey: string(JOB_TABLE.partitionKey.name) });
+  const index = JOB_TABLE.sparseIndex!;
+  if (options.jobIndex ?? true) {
+    jobTable.addGlobalSecondaryIndex({
+      indexName: index.name,
+      partitionKey: string(index.partitionKey.name),
+      sortKey: string(index.sortKey.name),
+      projectionType: dynamodb.ProjectionType.ALL,
+    });
+  }
+  return { lockTable, jobTable };
+}
+
+test('a job given its own tables and bucket uses exactly those: no table or bucket of its own, their names in the environment, the grants on them', () => {
+  const { app, stack, fn } = stackWith();
+  const { lockTable, jobTable } = ownTables(stack);
+  const manifestBucket = new s3.Bucket(stack, 'MyManifests', { versioned: true });
+  const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2, lockTable, jobTable, manifestBucket });
+  const t = app.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Json> };
+  const idsOf = (type: string) =>
+    Object.keys(t.Resources)
+      .filter((id) => t.Resources[id].Type === type)
+      .sort();
+  assert.deepEqual(idsOf('AWS::DynamoDB::Table'), [idOf(stack, lockTable), idOf(stack, jobTable)].sort(), 'exactly the given tables');
+  assert.deepEqual(idsOf('AWS::S3::Bucket'), [idOf(stack, manifestBucket)], 'exactly the given bucket');
+  assert.equal(job.lockTable, lockTable);
+  assert.equal(job.jobTable, jobTable);
+  assert.equal(job.manifestBucket, manifestBucket);
+  const vars = t.Resources[idOf(stack, fn)].Properties.Environment.Variables;
+  assert.deepEqual(vars[Env.lockTable], { Ref: idOf(stack, lockTable) });
+  assert.deepEqual(vars[Env.jobTable], { Ref: idOf(stack, jobTable) });
+  assert.deepEqual(vars[Env.bucket], { Ref: idOf(stack, manifestBucket) });
+  // The sweeper reads the given job table through its sparse index; the bucket refuses unconditional manifest writes.
+  const policies = JSON.stringify(Object.values(t.Resources).filter((r) => r.Type === 'AWS::IAM::Policy'));
+  assert.ok(policies.includes(`/index/${JOB_TABLE.sparseIndex!.name}`), 'a Query grant on the given job table’s sparse index');
+  const bucketPolicy = Object.values(t.Resources).find((r) => r.Type === 'AWS::S3::BucketPolicy');
+  assert.ok(JSON.stringify(bucketPolicy?.Properties).includes('s3:if-none-match'), 'the given bucket refuses unconditional manifest writes');
+});
+
+test('a given table of this app is checked at synth: a wrong key, a missing sparse index, a TTL on the lock table are refused, each by its prop', () => {
+  const { stack, fn } = stackWith();
+  const { lockTable, jobTable } = ownTables(stack, { lockKey: 'id', jobIndex: false, lockTtl: 'expires' });
+  const err = configErrorOf(() => new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2, lockTable, jobTable }));
+  assert.ok(err, 'one ConfigError');
+  const starts = ['lockTable', 'lockTable', 'jobTable'];
+  assert.deepEqual(err.problems.map((p) => p.split(' ')[0]).sort(), starts.sort(), err.message);
+  assert.match(
+    err.message,
+    new RegExp(`lockTable must have the partition key ${LOCK_TABLE.partitionKey.name} \\(S\\) and no sort key, got id \\(S\\)`),
+  );
+  assert.match(err.message, /lockTable must have no TTL attribute/);
+  assert.match(err.message, new RegExp(`jobTable must have the sparse index ${JOB_TABLE.sparseIndex!.name}`));
+
+  // An imported table cannot be read at synth: it is taken as it is (docs/FENCED-JOB.md says what it must be).
+  const { app: app2, stack: stack2, fn: fn2 } = stackWith();
+  new FencedJob(stack2, 'Job', {
+    name: 'sales-report',
+    chunkFunction: fn2,
+    chunks: 2,
+    lockTable: dynamodb.Table.fromTableName(stack2, 'Locks', 'their-locks'),
+    jobTable: dynamodb.Table.fromTableName(stack2, 'Jobs', 'their-jobs'),
+    chunkWritesManifest: false,
+  });
+  const t2 = app2.synth().getStackByName(stack2.stackName).template as { Resources: Record<string, Json> };
+  assert.equal(Object.values(t2.Resources).filter((r) => r.Type === 'AWS::DynamoDB::Table').length, 0, 'no table of its own');
+});
+
+test('the manifest bucket only when a manifest is written: a job whose chunks write DynamoDB only has no bucket, no S3 grant, no bucket variable', () => {
+  const synth = (chunkWritesManifest: boolean) => {
+    const { app, stack, fn } = stackWith();
+    const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2, chunkWritesManifest });
+    return { stack, job, template: app.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Json> } };
+  };
+  const countByType = (resources: Json[]) => {
+    const counts: Record<string, number> = {};
+    for (const r of resources) counts[r.Type as string] = (counts[r.Type as string] ?? 0) + 1;
+    return counts;
+  };
+  const withManifest = synth(true);
+  const bucketPath = withManifest.job.node.path + '/Manifests/';
+  const bucketIds = withManifest.stack.node
+    .findAll()
+    .filter((c) => c instanceof CfnResource && c.node.path.startsWith(bucketPath))
+    .map((c) => withManifest.stack.getLogicalId(c as CfnResource));
+  const all = Object.values(withManifest.template.Resources);
+  const ofBucket = bucketIds.map((id) => withManifest.template.Resources[id]);
+  assert.ok(ofBucket.length > 0, 'the job that writes a manifest has its bucket');
+  const expected = countByType(all.filter((r) => !ofBucket.includes(r)));
+
+  const without = synth(false);
+  const resources = Object.values(without.template.Resources);
+  assert.deepEqual(countByType(resources), expected, "every resource but the manifest bucket's");
+  assert.equal(without.job.manifestBucket, undefined);
+  const text = JSON.stringify(without.template);
+  assert.doesNotMatch(text, /"s3:/, 'no S3 grant to any function');
+  assert.ok(!text.includes(Env.bucket), `no function has ${Env.bucket}`);
+});
+
+test(
+  'FencedChunkFunction: a chunk function from an entry file, bundled as the library bundles (SDK inside, class names kept), given the job’s environment and grants by FencedJob',
+  { timeout: 120_000 },
+  () => {
+    const dir = mkdtempSync(path.join(ROOT, 'node_modules', '.cache', 'chunk-function-'));
+    try {
+      const entry = path.join(dir, 'chunk.ts');
+      writeFileSync(
+        entry,
+        [
+          "import { DynamoDBClient } from '@aws-sdk/client-dynamodb';",
+          'class ChunkRefused extends Error {}',
+          'export const handler = async () => { if (!new DynamoDBClient({})) throw new ChunkRefused(); return {}; };',
+        ].join('\n'),
+      );
+      const outdir = path.join(dir, 'cdk.out');
+      const app = new App({ outdir, context: { 'aws:cdk:enable-asset-metadata': true }, builtinCloudFormationValidation: false });
+      const stack = new Stack(app, 'Reports');
+      const chunkFunction = new FencedChunkFunction(stack, 'Chunk', { entry });
+      const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction, chunks: 2, chunkWritesManifest: false });
+      const t = app.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Json> };
+      const resource = t.Resources[idOf(stack, chunkFunction)];
+      const own = t.Resources[idOf(stack, job.workflow.functions.prepare)];
+      assert.equal(resource.Properties.Runtime, own.Properties.Runtime, "the runtime of the job's own functions");
+      for (const [k, v] of Object.entries(job.environment)) {
+        assert.deepEqual(resource.Properties.Environment.Variables[k], stack.resolve(v), `${k} is the job's`);
+      }
+      const bundlePath = path.join(outdir, String(resource.Metadata['aws:asset:path']), 'index.js');
+      const bundle = readFileSync(bundlePath, 'utf8');
+      assert.deepEqual(sdkRequires(bundlePath), [], 'the SDK is bundled');
+      assert.match(bundle, /"ChunkRefused"/, "the error class's name survives minifying (the workflow's Catch matches names)");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);

@@ -334,7 +334,7 @@ test('ReindexStack synthesizes one FencedJob and the job’s tables; the chunk f
   // The FencedJob's pieces: the job's and the sweeper's state machines, the lock and job tables beside the job's two.
   template.resourceCountIs('AWS::StepFunctions::StateMachine', 2);
   template.resourceCountIs('AWS::DynamoDB::Table', 4);
-  const locks = template.toJSON().Resources[idOf(stack.job.leaseTable.table)] as { Properties: Json };
+  const locks = template.toJSON().Resources[idOf(stack.job.lockTable)] as { Properties: Json };
   assert.equal(locks.Properties.TimeToLiveSpecification, undefined, 'no TTL on the lock table: a deleted lock item restarts its epoch');
 
   // The chunk function: FencedJob's environment, and the grants by need.
@@ -349,7 +349,7 @@ test('ReindexStack synthesizes one FencedJob and the job’s tables; the chunk f
     statements.some((st) => ([] as string[]).concat(st.Action).includes(action) && JSON.stringify(st.Resource) === JSON.stringify(resource));
   assert.ok(can('dynamodb:UpdateItem', arn(stack.index)), 'UpdateItem on the index table');
   assert.ok(can('dynamodb:GetItem', arn(stack.source)), 'GetItem on the source table');
-  assert.ok(can('dynamodb:ConditionCheckItem', arn(stack.job.fenceTable.table)), "ConditionCheckItem on the job table (its chunk's fence)");
+  assert.ok(can('dynamodb:ConditionCheckItem', arn(stack.job.jobTable)), "ConditionCheckItem on the job table (its chunk's fence)");
   assert.ok(!can('dynamodb:UpdateItem', arn(stack.source)), 'nothing more: the source table is only read');
   // The workflow invokes the chunk function in its chunk step.
   const definition = JSON.stringify(template.findResources('AWS::StepFunctions::StateMachine'));

@@ -73,8 +73,8 @@ test('tables: one per schema.ts description, no TTL on any, PITR, deletion prote
     assert.equal(t.DeletionPolicy, 'Retain');
   }
   const byConstruct = [
-    [stack.billing.leaseTable.table, LOCK_TABLE],
-    [stack.billing.fenceTable.table, JOB_TABLE],
+    [stack.billing.lockTable, LOCK_TABLE],
+    [stack.billing.jobTable, JOB_TABLE],
     [stack.invoices, INVOICE_TABLE],
   ] as const;
   for (const [table, d] of byConstruct) {
@@ -90,7 +90,7 @@ test("the job table's sparse GSI is keyed exactly on schema.ts's claim attribute
   assert.deepEqual([Attr.claimShard, Attr.claimedSince], ['claim_shard', 'claimed_since']);
   // Sparse: neither is the table's key, so a row is in the index only while it carries both (RUNNING).
   assert.ok(![index.partitionKey.name, index.sortKey.name].includes(JOB_TABLE.partitionKey.name));
-  const job = template.toJSON().Resources[ref(stack.billing.fenceTable.table).Ref] as Resource;
+  const job = template.toJSON().Resources[ref(stack.billing.jobTable).Ref] as Resource;
   assert.deepEqual(job.Properties!.GlobalSecondaryIndexes, [
     {
       IndexName: index.name,
@@ -110,14 +110,14 @@ test("the job table's sparse GSI is keyed exactly on schema.ts's claim attribute
 });
 
 test('manifest bucket: versioned, public access blocked, TLS only, encrypted, access-logged, lifecycle, retained', () => {
-  const bucket = ref(stack.billing.manifests.bucket);
+  const bucket = ref(stack.billing.manifestBucket!);
   template.hasResource('AWS::S3::Bucket', {
     DeletionPolicy: 'Retain',
     Properties: Match.objectLike({
       VersioningConfiguration: { Status: 'Enabled' },
       PublicAccessBlockConfiguration: { BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true },
       BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
-      LoggingConfiguration: Match.objectLike({ DestinationBucketName: ref(stack.billing.manifests.accessLogs) }),
+      LoggingConfiguration: Match.objectLike({ DestinationBucketName: ref(stack.billing.manifests!.accessLogs) }),
       LifecycleConfiguration: {
         Rules: Match.arrayWith([
           Match.objectLike({ NoncurrentVersionExpiration: { NoncurrentDays: 30 }, Status: 'Enabled' }),
@@ -163,14 +163,14 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
       ComparisonOperator: 'GreaterThanOrEqualToThreshold',
     },
     lockConditionalChecks: {
-      ...ccf(stack.billing.leaseTable.table),
+      ...ccf(stack.billing.lockTable),
       Statistic: 'Sum',
       Period: 300,
       Threshold: c.conditionalCheckFailedAlarmThreshold,
       ComparisonOperator: 'GreaterThanThreshold',
     },
     jobConditionalChecks: {
-      ...ccf(stack.billing.fenceTable.table),
+      ...ccf(stack.billing.jobTable),
       Statistic: 'Sum',
       Period: 300,
       Threshold: c.conditionalCheckFailedAlarmThreshold,
@@ -260,7 +260,7 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
   }>;
   assert.deepEqual(metrics.find((m) => m.Expression)!.Expression, 'FILL(jobs, 0) + FILL(invoices, 0)');
   for (const [id, table] of [
-    ['jobs', stack.billing.fenceTable.table],
+    ['jobs', stack.billing.jobTable],
     ['invoices', stack.invoices],
   ] as const) {
     assert.deepEqual(metrics.find((m) => m.Id === id)!.MetricStat, {

@@ -39,8 +39,8 @@ export const billingApp = {
       stack,
       job: job.stateMachine,
       sweeper: job.sweeper.stateMachine,
-      tables: { locks: job.leaseTable.table, jobs: job.fenceTable.table, invoices: stack.invoices },
-      bucket: job.manifests.bucket,
+      tables: { locks: job.lockTable, jobs: job.jobTable, invoices: stack.invoices },
+      bucket: job.manifestBucket!,
     };
   },
   handlers(runtime: { environment: Readonly<Record<string, string>>; clients: Clients; onEvent?: EventListener; hooks?: RunHooks }) {

@@ -60,9 +60,14 @@ export class FencepostStack extends Stack {
     // Each invoice is put once (attribute_not_exists), inside the chunk's fenced transaction.
     this.chunkFunction.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [this.invoices.tableArn] }));
 
-    const { chunkMs, ...settings } = jobSettings(c);
+    // cdk.json says times in ms; FencedJob takes Durations.
+    const { chunkMs, leaseMs, renewMs, marginMs, clockOffsetAlarmMs, ...settings } = jobSettings(c);
     this.billing = new FencedJob(this, 'Billing', {
       ...settings,
+      leaseDuration: Duration.millis(leaseMs),
+      renewInterval: Duration.millis(renewMs),
+      margin: Duration.millis(marginMs),
+      clockOffsetAlarmThreshold: Duration.millis(clockOffsetAlarmMs),
       name: BILLING_JOB,
       chunkFunction: this.chunkFunction,
       chunkDuration: Duration.millis(chunkMs!),
@@ -74,10 +79,10 @@ export class FencepostStack extends Stack {
       },
     });
 
-    new CfnOutput(this, 'LockTableName', { value: this.billing.leaseTable.table.tableName });
-    new CfnOutput(this, 'JobTableName', { value: this.billing.fenceTable.table.tableName });
+    new CfnOutput(this, 'LockTableName', { value: this.billing.lockTable.tableName });
+    new CfnOutput(this, 'JobTableName', { value: this.billing.jobTable.tableName });
     new CfnOutput(this, 'InvoiceTableName', { value: this.invoices.tableName });
-    new CfnOutput(this, 'ManifestBucketName', { value: this.billing.manifests.bucket.bucketName });
+    new CfnOutput(this, 'ManifestBucketName', { value: this.billing.manifestBucket!.bucketName });
     new CfnOutput(this, 'BillingStateMachineArn', { value: this.billing.stateMachine.stateMachineArn });
     new CfnOutput(this, 'SweeperStateMachineArn', { value: this.billing.sweeper.stateMachine.stateMachineArn });
     new CfnOutput(this, 'AlarmTopicArn', { value: this.billing.alarms.topic.topicArn });

@@ -3,7 +3,7 @@
  * settings, its FencedJob's two state machines, and the stores its functions name, by the names a local run gives
  * them. Bundles only: the chunk function runs as `cdk deploy` ships it; there is no source mode.
  */
-import type { App } from 'aws-cdk-lib';
+import { type App, Duration } from 'aws-cdk-lib';
 import { Env } from '../../lib/index';
 import { ReindexStack, type ReindexStackProps } from './stack';
 
@@ -21,15 +21,17 @@ export const reindexApp = {
   name: 'reindex',
   variables: { handler: Env.handler, worker: Env.worker },
   build(app: App, settings: ReindexSettings) {
-    const { items, chunkSize, ...lease } = settings;
-    const props: ReindexStackProps = { items, chunkSize, job: lease };
+    const { items, chunkSize, leaseMs, renewMs, marginMs } = settings;
+    const time = (ms: number | undefined) => (ms === undefined ? undefined : Duration.millis(ms));
+    const job = { leaseDuration: time(leaseMs), renewInterval: time(renewMs), margin: time(marginMs) };
+    const props: ReindexStackProps = { items, chunkSize, job };
     const stack = new ReindexStack(app, 'Reindex', props);
     return {
       stack,
       job: stack.job.stateMachine,
       sweeper: stack.job.sweeper.stateMachine,
-      tables: { locks: stack.job.leaseTable.table, jobs: stack.job.fenceTable.table, source: stack.source, index: stack.index },
-      bucket: stack.job.manifests.bucket,
+      tables: { locks: stack.job.lockTable, jobs: stack.job.jobTable, source: stack.source, index: stack.index },
+      bucket: stack.job.manifestBucket, // none: the chunks write DynamoDB only
     };
   },
 };

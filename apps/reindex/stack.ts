@@ -4,14 +4,12 @@
  * source and index tables, with the chunk function's grants on them by need. It only composes the constructs.
  */
 import path from 'node:path';
-import { Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import { Stack, type StackProps } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
-import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import type { Construct } from 'constructs';
 import { ConfigError } from '../../core/internal';
-import { FencedJob, HANDLER_BUNDLING, schemaTable, type FencedJobProps } from '../../lib/index';
+import { FencedChunkFunction, FencedJob, schemaTable, type FencedJobProps } from '../../lib/index';
 import { chunkCount } from './job';
 import { INDEX_TABLE, JOB_NAME, MAX_ITEMS, ReindexEnv, SOURCE_TABLE } from './schema';
 
@@ -32,7 +30,7 @@ export class ReindexStack extends Stack {
   /** The search index: the chunk function updates its entries (UpdateItem), each in a fenced transaction. */
   readonly index: dynamodb.Table;
   /** The job's chunk function (lambda/chunk.ts), bundled by esbuild as `cdk deploy` ships it. */
-  readonly chunkFunction: NodejsFunction;
+  readonly chunkFunction: FencedChunkFunction;
   /** The fenced job: tables, bucket, workflow, schedules, sweeper, alarms. */
   readonly job: FencedJob;
 
@@ -48,21 +46,15 @@ export class ReindexStack extends Stack {
 
     this.source = schemaTable(this, 'Source', SOURCE_TABLE);
     this.index = schemaTable(this, 'Index', INDEX_TABLE);
-    this.chunkFunction = new NodejsFunction(this, 'ReindexChunkFunction', {
+    // Bundled as the library's own functions: the SDK inside, error class names kept, the source map read only for a logged error.
+    this.chunkFunction = new FencedChunkFunction(this, 'ReindexChunkFunction', {
       entry: path.join(__dirname, 'lambda', 'chunk.ts'),
-      handler: 'handler',
-      runtime: lambda.Runtime.NODEJS_24_X,
-      architecture: lambda.Architecture.ARM_64,
-      timeout: Duration.minutes(1),
-      memorySize: 256,
       environment: {
         [ReindexEnv.sourceTable]: this.source.tableName,
         [ReindexEnv.indexTable]: this.index.tableName,
         [ReindexEnv.items]: String(items),
         [ReindexEnv.chunkSize]: String(chunkSize),
       },
-      // The library's bundling: the SDK bundled, error class names kept, the source map read only for a logged error.
-      bundling: HANDLER_BUNDLING,
     });
     // By need: read a product, update its index entry (inside the fenced transaction). FencedJob grants the rest:
     // renewing on the lock table, the ConditionCheck and done mark on the job table.

@@ -187,7 +187,15 @@ function flow(): Flow {
     code: lambda.Code.fromInline('exports.handler = async () => ({});'),
     timeout: Duration.seconds(s.chunkTimeoutS),
   });
-  const job = new FencedJob(stack, 'Job', { name: 'explore', chunkFunction: chunk, chunks: s.chunks, ...s.lease });
+  const job = new FencedJob(stack, 'Job', {
+    name: 'explore',
+    chunkFunction: chunk,
+    chunks: s.chunks,
+    leaseDuration: Duration.millis(s.lease.leaseMs),
+    renewInterval: Duration.millis(s.lease.renewMs),
+    margin: Duration.millis(s.lease.marginMs),
+    claimBudget: s.lease.claimBudget,
+  });
   const idOf = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
   const definition = (machine: { node: { defaultChild?: unknown } }) =>
     JSON.parse(resolveJoin(stack.resolve((machine.node.defaultChild as CfnStateMachine).definitionString))) as MachineDef;

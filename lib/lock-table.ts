@@ -9,14 +9,17 @@ import { Construct } from 'constructs';
 import { LOCK_TABLE } from '../core/schema';
 import { refuseTimeToLive, schemaTable } from './schema-table';
 
+/** What a TTL delete of a lock item would break, for the synth error. */
+export const LOCK_TABLE_TTL = 'a deleted lock item starts its epoch, the fencing token, again at 1';
+
 /** The lock table; it takes no settings: every one of them is a safety decision (lib/schema-table.ts). */
-export class LeaseTable extends Construct {
+export class LockTable extends Construct {
   /** The table. Grant by need: the workflow's functions get the single actions they use on it. */
   readonly table: dynamodb.Table;
 
   constructor(scope: Construct, id: string) {
     super(scope, id);
     this.table = schemaTable(this, 'Table', LOCK_TABLE);
-    refuseTimeToLive(this.table, 'a deleted lock item starts its epoch, the fencing token, again at 1');
+    refuseTimeToLive(this.table, LOCK_TABLE_TTL);
   }
 }

@@ -1,5 +1,5 @@
 /**
- * The job (fence) table: one row per run (`<job>#<date>`: fence, state, owner_token) and beside it one chunk fence
+ * The job table: one row per run (`<job>#<date>`: fence, state, owner_token) and beside it one chunk fence
  * item per chunk (core/schema.ts JOB_TABLE; docs/DESIGN.md "Chunk fences").
  *
  * Its sparse index holds only claimed rows (Part 6): claim_shard and claimed_since are written in the same
@@ -13,8 +13,11 @@ import { Construct } from 'constructs';
 import { JOB_TABLE } from '../core/schema';
 import { refuseTimeToLive, schemaTable } from './schema-table';
 
+/** What a TTL delete of a job row or chunk fence item would break, for the synth error. */
+export const JOB_TABLE_TTL = "a deleted job row or chunk fence item forgets the fence that refuses a late holder's writes";
+
 /** The job table with its sparse index of claimed rows. */
-export class FenceTable extends Construct {
+export class JobTable extends Construct {
   /** The table. Grant by need: the workflow's functions get the single actions they use on it. */
   readonly table: dynamodb.Table;
   /** The sparse index's name: the only way the sweeper reads the table. */
@@ -25,7 +28,7 @@ export class FenceTable extends Construct {
   constructor(scope: Construct, id: string) {
     super(scope, id);
     this.table = schemaTable(this, 'Table', JOB_TABLE);
-    refuseTimeToLive(this.table, "a deleted job row or chunk fence item forgets the fence that refuses a late holder's writes");
+    refuseTimeToLive(this.table, JOB_TABLE_TTL);
     this.claimedIndexName = JOB_TABLE.sparseIndex!.name;
     this.claimedIndexArn = `${this.table.tableArn}/index/${this.claimedIndexName}`;
   }

@@ -1,0 +1,69 @@
+/**
+ * The user's chunk function, made the way the library makes its own: bundled with HANDLER_BUNDLING (the AWS SDK
+ * inside, class names kept for the workflow's Catch), on the runtime and architecture the bundles target, X-Ray on,
+ * its own log group. Give it to FencedJob as `chunkFunction`: FencedJob then sets the job's environment on it (the
+ * tables, the bucket, the lease settings, the chunk count: lambda/env.ts) and grants it what the fence needs (renew
+ * on the lock table, ConditionCheck and the done mark on the job table, the job's prefix of the manifest bucket).
+ * Grants on the job's own tables stay the caller's.
+ *
+ * A construct beside FencedJob, not a `chunkEntry` prop of it: the function is the user's, with the user's own
+ * environment, memory and grants, set on it before or after FencedJob, as on any NodejsFunction.
+ */
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { NodejsFunction, type NodejsFunctionProps } from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import type { Construct } from 'constructs';
+import { METRICS_NAMESPACE } from '../core/observability';
+import { Env } from '../lambda/env';
+import { HANDLER_BUNDLING } from './handler-function';
+
+/** A chunk function: its entry file, and any NodejsFunction setting to change. */
+export interface FencedChunkFunctionProps extends Omit<NodejsFunctionProps, 'entry' | 'runtime'> {
+  /** The chunk function's source file, exporting `handler` (e.g. made with `fencedChunkHandler` from `fencepost/lambda`). */
+  readonly entry: string;
+  /**
+   * The function's timeout; the chunk task's is 30 s more, so the function always times out first.
+   * @default Duration.minutes(1)
+   */
+  readonly timeout?: Duration;
+  /**
+   * Bundling options added to the library's (HANDLER_BUNDLING). `keepNames` stays on whatever is given: the workflow
+   * tells a lost lease from a failure by the error's class name.
+   * @default HANDLER_BUNDLING
+   */
+  readonly bundling?: NodejsFunctionProps['bundling'];
+}
+
+/** A NodejsFunction set up as a fenced job's chunk function (see the module's comment for what FencedJob adds). */
+export class FencedChunkFunction extends NodejsFunction {
+  constructor(scope: Construct, id: string, props: FencedChunkFunctionProps) {
+    super(scope, id, {
+      handler: 'handler',
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: 256,
+      tracing: lambda.Tracing.ACTIVE,
+      logGroup:
+        props.logGroup ?? new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
+      ...props,
+      runtime: lambda.Runtime.NODEJS_24_X, // HANDLER_BUNDLING's target
+      timeout: props.timeout ?? Duration.minutes(1),
+      environment: {
+        // The local runner maps the chunk step to its handler by this name; Powertools publishes as the job's service.
+        [Env.handler]: 'chunk',
+        POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
+        POWERTOOLS_LOG_LEVEL: 'INFO',
+        ...props.environment,
+      },
+      bundling: { ...HANDLER_BUNDLING, ...props.bundling, keepNames: true },
+    });
+  }
+
+  /**
+   * Invoke grants name the function alone: the workflow invokes the unqualified ARN, never a version or alias, so
+   * the `<arn>:*` CDK adds by default would be a grant nobody uses (as HandlerFunction's).
+   */
+  override get resourceArnsForGrantInvoke(): string[] {
+    return [this.functionArn];
+  }
+}

@@ -18,6 +18,7 @@ import { parseArgs } from 'node:util';
 import { awsModel } from './aws-model';
 import { coldStart } from './cold-start';
 import { concurrency } from './concurrency';
+import { consumerSynth } from './consumer-synth';
 import { election } from './election';
 import { SharedStack, fmt, machine, table, type BenchContext, type Measurement, type Report, type Verdict } from './common';
 import { growth } from './growth';
@@ -44,6 +45,7 @@ export const MEASUREMENTS: readonly Measurement[] = [
   election,
   simulator,
   coldStart,
+  consumerSynth,
 ];
 
 const HELP = `npx tsx bench/run.ts [--quick] [--only ${MEASUREMENTS.map((m) => m.name).join(',')}] [--rounds N] [--invoices N (write-path, concurrency)] [--out FILE]`;

@@ -1,9 +1,11 @@
 /**
  * One Lambda function per handler module in lambda/ (or a job's own entry file): bundled locally with esbuild (no Docker), Node.js 24 on
  * arm64, X-Ray active, its own log group, and FENCEPOST_HANDLER naming the module (the local runner maps task
- * states back to handlers by it). Grants are not given here: each construct grants its functions by need.
+ * states back to handlers by it). In the built package, lambda/'s handlers come prebundled (dist/handlers, made by
+ * tools/prebundle.ts when packing): a user's synth deploys those files and bundles only the job's own entry.
+ * Grants are not given here: each construct grants its functions by need.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
@@ -57,15 +59,40 @@ function entryOf(handler: string): string {
 }
 
 /**
+ * The built package's prebundled handlers (tools/prebundle.ts, when packing): ONE bundle, dist/handlers/index.js with
+ * its map, exporting each of lambda/'s handlers, and dist/handlers.json mapping each handler's name to its Lambda
+ * Handler (`index.<export>`). One bundle, not eight: the handlers share the runtime, the core and the SDK, and
+ * eight copies of them would add about 20 MB to every install (one: 2.6).
+ * @param libFolder - the constructs' folder, beside which the bundle sits (this module's own by default)
+ */
+export const prebundled = (libFolder: string = __dirname) => ({
+  folder: path.join(libFolder, '..', 'handlers'),
+  handlers: path.join(libFolder, '..', 'handlers.json'),
+});
+
+/**
+ * The handler's prebundled code and Lambda Handler, only in the built package: where its TypeScript source is
+ * present (the repository), every synth bundles the source as it is, so a stale dist/ can never be deployed or run.
+ */
+function prebundledOf(handler: string): { code: lambda.Code; handler: string } | undefined {
+  if (existsSync(path.join(__dirname, '../lambda', `${handler}.ts`))) return undefined;
+  const { folder, handlers } = prebundled();
+  if (!existsSync(handlers)) return undefined;
+  const spec = (JSON.parse(readFileSync(handlers, 'utf8')) as Record<string, string>)[handler];
+  return spec === undefined ? undefined : { code: lambda.Code.fromAsset(folder), handler: spec };
+}
+
+/**
  * A handler's function. Invoke grants name the function alone: Step Functions invokes the unqualified ARN and
  * nothing invokes a version or alias, so the `<arn>:*` that CDK adds by default would be a grant nobody uses
  * (the IAM proof, test/iam.test.ts, fails on unused grants). Its log group is `<id>Logs`, beside it in `scope`.
  */
 export class HandlerFunction extends NodejsFunction {
   constructor(scope: Construct, id: string, props: HandlerFunctionProps) {
+    const ready = props.entry === undefined ? prebundledOf(props.handler) : undefined;
     super(scope, id, {
-      entry: props.entry ?? entryOf(props.handler),
-      handler: 'handler',
+      // NodejsFunction given `code` deploys it as it is: no esbuild at synth (every such function shares one asset).
+      ...(ready ?? { entry: props.entry ?? entryOf(props.handler), handler: 'handler', bundling: HANDLER_BUNDLING }),
       runtime: lambda.Runtime.NODEJS_24_X,
       architecture: lambda.Architecture.ARM_64,
       memorySize: props.memoryMb ?? 256,
@@ -78,7 +105,6 @@ export class HandlerFunction extends NodejsFunction {
         POWERTOOLS_LOG_LEVEL: 'INFO',
       },
       logGroup: new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
-      bundling: HANDLER_BUNDLING,
     });
     Validations.of(this).acknowledge(
       {

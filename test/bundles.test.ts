@@ -7,14 +7,30 @@
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { billingApp } from '../apps/billing/app';
 import { reindexApp } from '../apps/reindex/app';
-import { lambdaNode } from '../local/lambda-runner';
+import * as errors from '../core/errors';
+import { FencedOutError } from '../core/errors';
+import { TransientStoreError } from '../lambda/runtime';
+import { prebundled } from '../lib/handler-function';
+import { LocalLambdas, lambdaNode } from '../local/lambda-runner';
 import { synthesizeWorkflow } from '../local/workflow';
 import { sdkRequires } from './support/bundles';
+
+const ROOT = path.resolve(__dirname, '..');
+
+/** Every error name a state machine's Retry and Catch clauses match, inner states included. */
+function errorNames(machine: Record<string, unknown>): string[] {
+  type State = { Retry?: { ErrorEquals: string[] }[]; Catch?: { ErrorEquals: string[] }[]; ItemProcessor?: Machine; Iterator?: Machine };
+  type Machine = { States: Record<string, State> };
+  return Object.values((machine as Machine).States).flatMap((s) => [
+    ...[...(s.Retry ?? []), ...(s.Catch ?? [])].flatMap((c) => c.ErrorEquals),
+    ...((s.ItemProcessor ?? s.Iterator) ? errorNames((s.ItemProcessor ?? s.Iterator) as Machine) : []),
+  ]);
+}
 
 test('sdkRequires finds the SDK modules a bundle requires, and not those only named in a string', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'fencepost-bundle-'));
@@ -76,4 +92,61 @@ test("a bundled function's logged error names its TypeScript sources, with no --
   const frames = logged.error.stack.split('\n').filter((l) => l.trim().startsWith('at '));
   assert.match(frames[0], /lambda[/\\]runtime\.ts:\d+:\d+\)$/, `the top frame names the source:\n${logged.error.stack}`);
   assert.ok(!frames.some((f) => /index\.js:/.test(f)), `no frame is left in the bundle:\n${logged.error.stack}`);
+});
+
+/*
+ * The package's prebundled handlers (tools/prebundle.ts: dist/handlers, what a user's synth deploys instead of
+ * bundling them): one bundle exporting every handler, built from the same sources with HANDLER_BUNDLING's options.
+ * Each export must answer as the synthesized per-handler bundle does, error names included: the workflow's Catch
+ * and Retry match thrown class names, which minifying without keepNames would lose.
+ */
+test("the package's prebundled handlers answer as the synthesized bundles do, every error class's name kept", { timeout: 240_000 }, async () => {
+  const dist = mkdtempSync(path.join(tmpdir(), 'fencepost-prebundle-'));
+  try {
+    const built = spawnSync(path.join(ROOT, 'node_modules/.bin/tsx'), [path.join(ROOT, 'tools/prebundle.ts'), dist], { cwd: ROOT, encoding: 'utf8' });
+    assert.equal(built.status, 0, `tools/prebundle.ts failed:\n${built.stdout}${built.stderr}`);
+    const { folder, handlers } = prebundled(path.join(dist, 'lib'));
+    const specs = JSON.parse(readFileSync(handlers, 'utf8')) as Record<string, string>;
+    const wf = synthesizeWorkflow(billingApp);
+    const internal = Object.values(wf.functions).filter((fn) => fn.handlerName in specs);
+    assert.deepEqual(internal.map((fn) => fn.handlerName).sort(), Object.keys(specs).sort(), 'every FencedJob handler is prebundled, and only those');
+
+    // The class names the definitions match, kept in the bundle as keepNames writes them (a static `name`).
+    const classes = [...Object.values(errors), TransientStoreError].map((c) => c.name);
+    const matched = [...errorNames(wf.job.definition), ...errorNames(wf.sweeper.definition)].filter((n) => classes.includes(n));
+    assert.ok(matched.includes(FencedOutError.name), `the workflow matches ${FencedOutError.name}: ${matched.join(', ')}`);
+    const bundle = readFileSync(path.join(folder, 'index.js'), 'utf8');
+    const lost = [...new Set(matched)].filter((name) => !bundle.includes(`(this,"${name}")`));
+    assert.deepEqual(lost, [], 'class names the bundle does not keep');
+
+    // Each handler, invoked in the local runner with no store to reach: the prebundled export and the synthesized
+    // bundle answer alike (the sweeper's first step with TransientStoreError, by name).
+    const unreachable = { dynamodb: 'http://127.0.0.1:9', s3: 'http://127.0.0.1:9' };
+    const outcomes: Record<string, { synthesized: string; prebundled: string }> = {};
+    for (const fn of internal) {
+      const environment: Record<string, string> = {};
+      for (const [k, v] of Object.entries(fn.environment)) environment[k] = typeof v === 'string' ? v : 'fencepost-t-x';
+      const lambdas = new LocalLambdas({
+        functions: {
+          synthesized: { ...fn, environment },
+          prebundled: { ...fn, environment, assetDir: folder, handler: specs[fn.handlerName] },
+        },
+        endpoints: unreachable,
+      });
+      const outcome = (id: string) =>
+        lambdas.invoke(id, {}).then(
+          (result) => `returned ${JSON.stringify(result)}`,
+          (err: unknown) => `threw ${(err as Error).name}`,
+        );
+      try {
+        outcomes[fn.handlerName] = { synthesized: await outcome('synthesized'), prebundled: await outcome('prebundled') };
+      } finally {
+        await lambdas.close();
+      }
+    }
+    for (const [name, o] of Object.entries(outcomes)) assert.equal(o.prebundled, o.synthesized, `${name}: ${JSON.stringify(outcomes)}`);
+    assert.equal(outcomes['sweep-sight'].prebundled, `threw ${TransientStoreError.name}`);
+  } finally {
+    rmSync(dist, { recursive: true, force: true });
+  }
 });

@@ -20,6 +20,9 @@ import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { localClients } from '../core/aws/clients';
 import { TIMEOUT } from '../lib/fenced-workflow';
+import { Env } from '../lambda/env';
+import { makeHandlers } from '../lambda/index';
+import { prebundled } from '../lib/handler-function';
 import { sdkRequires } from './support/bundles';
 import { namespace } from './support/stack';
 
@@ -91,7 +94,9 @@ interface Manifest {
  */
 function unresolvedImports(pkgDir: string, optional: readonly string[]): string[] {
   const missing: string[] = [];
-  const files = readdirSync(path.join(pkgDir, 'dist'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.js'));
+  // The prebundled handlers' bundle is self-contained: what it leaves to the runtime is read by esbuild (sdkRequires, the FencedJob test).
+  const bundle = path.relative(path.join(pkgDir, 'dist'), path.join(prebundled(path.join(pkgDir, 'dist/lib')).folder, 'index.js'));
+  const files = readdirSync(path.join(pkgDir, 'dist'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.js') && f !== bundle);
   for (const f of files) {
     const file = path.join(pkgDir, 'dist', f);
     const text = readFileSync(file, 'utf8');
@@ -288,12 +293,41 @@ test(
     for (const t of ofType('AWS::DynamoDB::Table')) assert.equal(t.Properties.TimeToLiveSpecification, undefined, 'no TTL on any table');
     // Its chunks write DynamoDB only (chunkWritesManifest: false): no manifest bucket (FencedJob's own tests cover one).
     assert.deepEqual(ofType('AWS::S3::Bucket'), [], 'no bucket for a job that writes no manifest');
-    // Every function is bundled from the installed package's JavaScript (dist/lambda) or the user's chunk.ts.
+    // Every function deploys a bundle: the package's prebundled handlers (dist/handlers) or the user's chunk.ts.
     const functions = ofType('AWS::Lambda::Function');
     assert.equal(functions.length, Object.keys(TIMEOUT).length + 2 + 1, "the workflow's own functions, the sweeper's two, the chunk function");
     const assets = readdirSync(outdir).filter((d) => d.startsWith('asset.'));
-    assert.ok(assets.length >= 9, `a bundle per function, got ${assets.length}`);
+    const assetOf = (fn: (typeof functions)[number]) => `asset.${String((fn.Properties.Code as { S3Key: string }).S3Key).replace(/\.zip$/, '')}`;
+    assert.deepEqual(assets.sort(), [...new Set(functions.map(assetOf))].sort(), "the assembly holds each function's asset");
     for (const a of assets) assert.ok(existsSync(path.join(outdir, a, 'index.js')), `${a} holds a bundle`);
+    // FencedJob's own handlers (makeHandlers' keys) come prebundled with the package (dist/handlers, built when
+    // packing): esbuild ran at synth for the user's own function alone.
+    const handlerNames = Object.keys(
+      makeHandlers(() => {
+        throw new Error('not invoked');
+      }),
+    );
+    const nameOf = (fn: (typeof functions)[number]) =>
+      String((fn.Properties.Environment as { Variables: Record<string, unknown> }).Variables[Env.handler]);
+    const own = functions.filter((fn) => !handlerNames.includes(nameOf(fn)));
+    const bundled = synth.out.split('\n').filter((l) => l.startsWith('Bundling asset '));
+    assert.equal(bundled.length, own.length, `esbuild ran ${bundled.length} times at synth:\n${bundled.join('\n')}`);
+    // CDK names each bundled function by its construct path (`Bundling asset Stack/Fn/Code/Stage...`), of which
+    // the function's logical id is the path's ids joined, then a hash of 8.
+    const logicalId = (fn: (typeof functions)[number]) => Object.keys(template.Resources).find((k) => template.Resources[k] === fn)!;
+    assert.deepEqual(
+      bundled.map((l) => /^Bundling asset [^/]+\/(.+)\/Code\/Stage/.exec(l)?.[1].replace(/\//g, '')).sort(),
+      own.map((fn) => logicalId(fn).slice(0, -8)).sort(),
+      "esbuild bundled the user's own functions",
+    );
+    // Each of them deploys the bundle as shipped, under its own export.
+    const ready = prebundled(path.join(project, 'node_modules/fencepost/dist/lib'));
+    const specs = JSON.parse(readFileSync(ready.handlers, 'utf8')) as Record<string, string>;
+    const shipped = readFileSync(path.join(ready.folder, 'index.js'));
+    for (const fn of functions.filter((f) => !own.includes(f))) {
+      assert.equal(fn.Properties.Handler, specs[nameOf(fn)], `${nameOf(fn)} runs its export of the prebundled handlers`);
+      assert.ok(readFileSync(path.join(outdir, assetOf(fn), 'index.js')).equals(shipped), `${nameOf(fn)}'s asset is the prebundled bundle`);
+    }
     // The user's chunk function too carries the SDK it was tested with, not the runtime's copy.
     for (const a of assets) assert.deepEqual(sdkRequires(path.join(outdir, a, 'index.js')), [], `${a} requires the runtime's AWS SDK`);
   },

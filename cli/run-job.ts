@@ -32,6 +32,7 @@ const err = (t: string) => process.stderr.write(t + '\n');
 
 export const runOptions = {
   app: { type: 'string' },
+  assembly: { type: 'string' },
   job: { type: 'string' },
   date: { type: 'string' },
   'dynamodb-endpoint': { type: 'string' },
@@ -42,12 +43,16 @@ export const runOptions = {
 
 export const RUN_EXPECTS = {
   app: 'the command that runs your CDK app, e.g. "npx ts-node bin/app.ts"',
+  assembly: 'a cloud assembly folder, e.g. cdk.out',
   job: "a FencedJob's name",
   date: 'a date YYYY-MM-DD',
 } as const;
 
 interface RunOptions {
-  readonly app: string;
+  /** The app's command; undefined when the assembly is given. */
+  readonly app: string | undefined;
+  /** A cloud assembly already synthesized (cdk synth's cdk.out), read as it is. */
+  readonly assembly: string | undefined;
   /** cdk.json's context, for the app (CDK_CONTEXT_JSON). */
   readonly context: Record<string, unknown>;
   readonly job: string | undefined;
@@ -74,13 +79,17 @@ function runOptionsOf(values: Record<string, unknown>, cwd: string): RunOptions 
       problems.push(`${cdkJson} is not JSON: ${(e as Error).message}`);
     }
   }
-  const app = (values.app as string | undefined) ?? (typeof config.app === 'string' ? config.app : undefined);
-  if (app === undefined || app.trim() === '')
+  const assembly = values.assembly as string | undefined;
+  const app = assembly === undefined ? ((values.app as string | undefined) ?? (typeof config.app === 'string' ? config.app : undefined)) : undefined;
+  if (assembly !== undefined && values.app !== undefined) problems.push('give --app or --assembly, not both');
+  else if (assembly !== undefined && !existsSync(path.join(cwd, assembly, 'manifest.json')))
+    problems.push(`--assembly ${assembly} is not a cloud assembly (no manifest.json in it): synthesize the app first (cdk synth), or give --app`);
+  else if (assembly === undefined && (app === undefined || app.trim() === ''))
     problems.push(
       'no app to synthesize: give --app "<command>" (e.g. --app "npx ts-node bin/app.ts"), or run in a CDK app\'s folder (cdk.json with "app")',
     );
   if (problems.length > 0) throw new ConfigError(problems);
-  return { app: app!, context: config.context ?? {}, job, date, endpoints, json: Boolean(values.json) };
+  return { app, assembly: assembly && path.resolve(cwd, assembly), context: config.context ?? {}, job, date, endpoints, json: Boolean(values.json) };
 }
 
 function isDate(s: string): boolean {
@@ -94,7 +103,7 @@ function todayIn(timeZone: string): string {
 }
 
 /** Run the app's command as the CDK CLI runs it, into `outdir`; its output goes to stderr. */
-async function synthesize(o: RunOptions, outdir: string): Promise<void> {
+async function synthesize(o: RunOptions & { app: string }, outdir: string): Promise<void> {
   const context = existsSync('cdk.context.json') ? (JSON.parse(readFileSync('cdk.context.json', 'utf8')) as Record<string, unknown>) : {};
   const child = spawn(o.app, {
     shell: true,
@@ -137,10 +146,12 @@ export async function runJob(values: Record<string, unknown>): Promise<number> {
       `running a job locally needs packages your project does not have; add them to its dev dependencies: ${install}${o.endpoints ? '' : ' (DynamoDB Local also needs a Java runtime)'}`,
     );
   }
-  const outdir = mkdtempSync(path.join(tmpdir(), 'fencepost-run-'));
+  const outdir = o.assembly ?? mkdtempSync(path.join(tmpdir(), 'fencepost-run-'));
   try {
-    err(`fencepost run: synthesizing ${o.app}`);
-    await synthesize(o, outdir);
+    if (o.app !== undefined) {
+      err(`fencepost run: synthesizing ${o.app}`);
+      await synthesize({ ...o, app: o.app }, outdir);
+    }
     const job = jobInAssembly(outdir, o.job);
     const date = o.date ?? todayIn(job.timeZone);
     warnOfNode(job);
@@ -152,7 +163,7 @@ export async function runJob(values: Record<string, unknown>): Promise<number> {
       return ['Lost', 'AlreadyRunning'].includes(summary.execution.endState ?? '') ? EXIT.lost : EXIT.failure;
     });
   } finally {
-    rmSync(outdir, { recursive: true, force: true });
+    if (!o.assembly) rmSync(outdir, { recursive: true, force: true });
   }
 }
 

@@ -55,7 +55,7 @@ by --by, each with one conditional write that records the run id, so the command
 (same --run-id) without bumping any item twice. --dry-run reports what it would change and writes nothing.
 --aws --lock-table NAME bumps a table in your AWS account (credentials and Region from the environment).`,
 
-  run: `Usage: fencepost run [--app "<command>"] [--job NAME] [--date YYYY-MM-DD] [--dynamodb-endpoint URL --s3-endpoint URL] [--json]
+  run: `Usage: fencepost run [--app "<command>" | --assembly DIR] [--job NAME] [--date YYYY-MM-DD] [--dynamodb-endpoint URL --s3-endpoint URL] [--json]
 
 Runs one night of your own FencedJob locally, the way it runs on AWS: the job's synthesized state machine (run by
 aws-local-stepfunctions), each task on its function's bundle from the cloud assembly (yours and Fencepost's), against
@@ -63,6 +63,7 @@ DynamoDB Local behind a proxy that reproduces transaction conflicts, and a local
 
   --app "<command>"   the command that runs your CDK app (default: "app" of cdk.json in this folder, as cdk synth
                       does); it is run with CDK_OUTDIR set to a temporary folder and CDK_CONTEXT_JSON from cdk.json
+  --assembly DIR      run from a cloud assembly already synthesized (e.g. cdk.out after cdk synth), as it is
   --job NAME          the FencedJob to run (default: the app's only one; required when it has several)
   --date YYYY-MM-DD   the night to run (default: today in the job's schedule time zone)
   --dynamodb-endpoint URL --s3-endpoint URL

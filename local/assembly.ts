@@ -148,6 +148,16 @@ function read(s: StackTemplate, name: string, jobId: string, sweeperId: string):
       if (typeof id === 'string' && id !== manifests && resources[id]?.Type === 'AWS::S3::Bucket') buckets[id] = bucketName(id);
     }
   }
+  // Every other value a function's environment takes from the stack has no local counterpart: refused now, by name.
+  for (const fn of Object.values(functions)) {
+    for (const [variable, v] of Object.entries(fn.environment)) {
+      const id = (v as Json | undefined)?.Ref;
+      if (typeof v === 'string' || (typeof id === 'string' && (tables[id] || id === manifests || buckets[id] || id === jobId))) continue;
+      throw new ConfigError([
+        `function ${fn.logicalId}: its environment variable ${variable} is ${JSON.stringify(v)}, which a local run does not provide (it provides the stack's tables, the buckets and the job's state machine)`,
+      ]);
+    }
+  }
   const workflow: SynthesizedWorkflow = {
     definition: job.definition,
     taskHandlers,

@@ -523,6 +523,57 @@ test(
           assert.doesNotMatch(r.out, /starting the embedded stack|creating the tables/);
         }
         assert.deepEqual(await linesNow(table), after1);
+
+        // Killed mid-night (kill -9 once its first chunk is done): the stores keep a RUNNING night whose holder stopped
+        // renewing. The next run of that night waits its lease out, claims above it and finishes: every line once.
+        const night = '2026-12-02';
+        const killed = spawn(
+          path.join(project, 'node_modules', '.bin', 'fencepost'),
+          ['run', '--assembly', 'cdk.out', '--date', night, '--dynamodb-endpoint', up.dynamodbEndpoint, '--s3-endpoint', up.s3Endpoint],
+          { cwd: project, env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+        );
+        const killedExit = new Promise<NodeJS.Signals | null>((resolve) => killed.on('close', (_code, signal) => resolve(signal)));
+        await new Promise<void>((resolve, reject) => {
+          let stderr = '';
+          killed.stderr.on('data', (d: Buffer) => {
+            stderr += d.toString();
+            if (stderr.includes(`(1 of ${chunks})`)) resolve();
+          });
+          void killedExit.then(() => reject(new Error(`fencepost run ended before its first chunk was done:\n${stderr}`)));
+        });
+        killed.kill('SIGKILL');
+        assert.equal(await killedExit, 'SIGKILL');
+        const onNight = (items: Record<string, unknown>[]) => items.filter((i) => String(i.pk).startsWith(`${night}#`));
+        const left = onNight(await linesNow(table));
+        assert.ok(left.length >= lines && left.length < chunks * lines, `the killed run left part of the night: ${left.length} lines`);
+        const rerun = await runAsUser(
+          'npx',
+          [
+            '--no',
+            '--',
+            'fencepost',
+            'run',
+            '--assembly',
+            'cdk.out',
+            '--date',
+            night,
+            '--json',
+            '--dynamodb-endpoint',
+            up.dynamodbEndpoint,
+            '--s3-endpoint',
+            up.s3Endpoint,
+          ],
+          project,
+        );
+        assert.equal(rerun.code, 0, rerun.out);
+        const s3 = summaryOf(rerun.out);
+        assert.equal(s3.status, 'DONE');
+        assert.equal(s3.execution.endState, 'Completed');
+        const finished = onNight(await linesNow(table));
+        assert.equal(finished.length, chunks * lines, 'every line of the night, once (the table is keyed by line)');
+        const byPk = new Map(left.map((i) => [i.pk, i]));
+        for (const item of finished) if (byPk.has(item.pk)) assert.deepEqual(item, byPk.get(item.pk), 'a line the killed run wrote is not rewritten');
+        assert.ok(s3.token! > Number(left[0].token), "the rerun's holder claimed above the killed one's token");
       } finally {
         clients.destroy();
       }

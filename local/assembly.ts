@@ -30,8 +30,8 @@ export interface AssemblyJob {
   readonly tables: Readonly<
     Record<string, { readonly name: string; readonly role: 'locks' | 'jobs' | 'app'; readonly create: CreateTableCommandInput }>
   >;
-  /** The manifest bucket's local name. */
-  readonly bucket: string;
+  /** The manifest bucket's local name; none when the job writes no manifest (FencedJob's chunkWritesManifest: false). */
+  readonly bucket?: string;
   /** The other buckets the functions name, by logical id: their local names. */
   readonly buckets: Readonly<Record<string, string>>;
 }
@@ -125,7 +125,7 @@ function read(s: StackTemplate, name: string, jobId: string, sweeperId: string):
   }
   const ref = (variable: string) => (environment[variable] as Json | undefined)?.Ref as string | undefined;
   const [locks, jobs, manifests] = [ref(Env.lockTable), ref(Env.jobTable), ref(Env.bucket)];
-  if (!locks || !jobs || !manifests) throw new ConfigError([`${name}: its functions do not name its lock table, job table and bucket`]);
+  if (!locks || !jobs) throw new ConfigError([`${name}: its functions do not name its lock table and job table`]);
   const tables: Record<string, AssemblyJob['tables'][string]> = {};
   for (const [id, r] of Object.entries(resources)) {
     if (!TABLE_TYPES.has(r.Type)) continue;
@@ -179,7 +179,7 @@ function read(s: StackTemplate, name: string, jobId: string, sweeperId: string):
     chunks: Number(environment[Env.chunks]),
     timeZone: typeof environment[Env.scheduleTimeZone] === 'string' ? String(environment[Env.scheduleTimeZone]) : 'UTC',
     tables,
-    bucket: bucketName(manifests),
+    bucket: manifests && bucketName(manifests),
     buckets,
   };
 }

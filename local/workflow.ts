@@ -342,7 +342,8 @@ export interface LocalExecution {
   readonly endpoints: Endpoints;
   /** The local tables' names, by the names the app gives its tables (WorkflowApp.build's `tables`). */
   readonly tables: Readonly<Record<string, string>>;
-  readonly bucket: string;
+  /** The manifest bucket's local name; none for a job that writes no manifest. */
+  readonly bucket?: string;
   /** The local names of the other buckets, by the names SynthesizedWorkflow.stores.buckets gives them. */
   readonly buckets?: Readonly<Record<string, string>>;
   /** The execution's name: the lease's holder. Unique per execution, as in AWS. */
@@ -508,7 +509,7 @@ function resolveEnvironment(
 ): Record<string, string> {
   const local = new Map<string, string>([
     ...Object.entries(wf.stores.tables).map(([name, id]) => [id, run.tables[name]] as const),
-    ...(wf.stores.bucket ? [[wf.stores.bucket, run.bucket] as const] : []),
+    ...(wf.stores.bucket && run.bucket ? [[wf.stores.bucket, run.bucket] as const] : []),
     ...Object.entries(wf.stores.buckets ?? {}).map(([name, id]) => [id, run.buckets?.[name] ?? ''] as const),
     [wf.job.logicalId, localStateMachineArn(wf.job.logicalId)],
   ]);

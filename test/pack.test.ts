@@ -178,23 +178,30 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
   const sources = files.map((f) => f.path).filter((p) => p.startsWith('dist/') && p.endsWith('.ts') && !p.endsWith('.d.ts'));
   assert.deepEqual(sources, [], 'dist/ holds JavaScript and declarations only');
 
-  // 2. A fresh CDK app: the peers first (the repository's versions, from the npm cache), then the tarball.
+  // 2. A fresh CDK app: what `cdk init app --language typescript` gives it that a package can share (the peers, and
+  // @types/node, a dev dependency of every such app: the tracer's types name it), at the repository's versions from the
+  // npm cache; then the tarball.
   const project = path.join(work, 'consumer');
   mkdirSync(project, { recursive: true });
   writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
   const userNpm = (args: string[]) => runAsUser('npm', [...args, '--prefer-offline', '--no-audit', '--no-fund'], project);
-  const peers = await userNpm(['install', `aws-cdk-lib@${version('aws-cdk-lib')}`, `constructs@${version('constructs')}`]);
+  const peers = await userNpm([
+    'install',
+    `aws-cdk-lib@${version('aws-cdk-lib')}`,
+    `constructs@${version('constructs')}`,
+    `@types/node@${version('@types/node')}`,
+  ]);
   assert.equal(peers.code, 0, `npm install of the peers failed:\n${peers.out}`);
   const peersKib = await kib(path.join(project, 'node_modules'));
   const install = await userNpm(['install', path.join(work, filename)]);
   assert.equal(install.code, 0, `npm install failed:\n${install.out}`);
   assert.ok(readdirSync(path.join(project, 'node_modules', 'fencepost', 'dist', 'core')).includes('index.js'));
   const addedMib = ((await kib(path.join(project, 'node_modules'))) - peersKib) / 1024;
-  console.log(`the tarball added ${addedMib.toFixed(1)} MiB to the peers' node_modules (${/added \d+ packages?/.exec(install.out)?.[0] ?? '?'})`);
+  console.log(`the tarball added ${addedMib.toFixed(1)} MiB to the fresh app's node_modules (${/added \d+ packages?/.exec(install.out)?.[0] ?? '?'})`);
   // Every way the package can fail its user, collected, so one run names them all.
   const problems: string[] = [];
   const expect = (ok: unknown, problem: string) => void (ok || problems.push(problem));
-  expect(addedMib <= 40, `installing the tarball added ${addedMib.toFixed(1)} MiB over the peers alone, more than 40 MiB`);
+  expect(addedMib <= 40, `installing the tarball added ${addedMib.toFixed(1)} MiB over the fresh app (its peers and @types/node), more than 40 MiB`);
   expect(!/EBADENGINE/.test(install.out), `the install warns of an engine this Node lacks: ${/package: '[^']+'/.exec(install.out)?.[0]}`);
 
   // The user's Node stays theirs: nothing the package brings links a `node` into node_modules/.bin.

@@ -172,7 +172,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     fenceDeps: { ddb: clients.ddb, jobs: tables.jobs, clock, store: stores?.jobs, random },
     manifestDeps: { ...manifests, clock, random },
     runDeps: { ddb: clients.ddb, tables, clock, events, manifests, store: stores?.jobs, lockStore: stores?.locks, random },
-    sweeperDeps: { ddb: clients.ddb, jobs: tables.jobs, locks: tables.locks, clock, store: stores?.jobs, lockStore: stores?.locks },
+    sweeperDeps: { job: job.name, ddb: clients.ddb, jobs: tables.jobs, locks: tables.locks, clock, store: stores?.jobs, lockStore: stores?.locks },
     scheduleTimeZone: env[Env.scheduleTimeZone] ?? 'UTC',
     environment: env,
     offset,

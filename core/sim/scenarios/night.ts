@@ -188,7 +188,7 @@ async function playNight(i: NightInputs) {
   start(A, { chunk: i.pauseChunk, ms: i.pauseMs });
   world.at(i.bStartsAt, () => start(B));
   world.at(i.bDiesAt, () => B.crash());
-  const sweeper = sweeperOn(sweeperWorker!, i.leaseMs);
+  const sweeper = sweeperOn(sweeperWorker!, i.leaseMs, keys.name);
   let cStarted = false;
   const sweepLoop = () => {
     if (done) return;

@@ -8,8 +8,8 @@
  *
  * One function per check, each returning its AuditCheck, for any fenced job (its fence items, its manifest, the
  * sparse index, its lock): readFencedJob (the one read they share), checkChunksDone, checkChunkFences,
- * checkManifest, checkSparseIndex, checkEpoch. A job adds the checks of its own data beside them (billing's invoice
- * checks: apps/billing/audit.ts), built with `verdict` and `scanAll`.
+ * checkManifest, checkSparseIndex, checkEpoch. A job adds the checks of its own data beside them (each reference
+ * app's audit.ts under apps/), built with `verdict` and `scanAll`.
  */
 import type { S3Client } from './aws/manifest-store';
 import { jobStoreOf, type DocumentClient } from './aws/job-store';

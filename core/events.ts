@@ -65,7 +65,7 @@ export interface EventFields {
   };
   /** The fence refused a batch: nothing of it was written. */
   'batch-rejected': { readonly token: number; readonly chunk: number; readonly batch: number; readonly fence?: number };
-  /** A chunk's object is named by the manifest (billing's work); core's runChunk records it done on its fence item next. */
+  /** A chunk's object is named by the manifest (the job's work); core's runChunk records it done on its fence item next. */
   'chunk-committed': {
     readonly token: number;
     readonly chunk: number;

@@ -50,7 +50,7 @@ export interface SweeperConfig {
 
 /**
  * The one place the sweeper's defaults are written: the CLI's options and help, the sweeper Lambda's fallbacks and the
- * stack's configuration (apps/billing/config.ts, and so cdk.json) all read them from here.
+ * stacks' configurations (and so cdk.json) all read them from here.
  */
 export const SWEEPER_DEFAULTS: SweeperConfig = { leaseMs: LEASE_DEFAULTS.leaseMs, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
 

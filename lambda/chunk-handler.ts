@@ -51,7 +51,7 @@ export interface FencedChunkContext {
 }
 
 /**
- * The context the repository's own chunk functions get (apps/billing, apps/reindex, through lambda/internal.ts):
+ * The context the repository's own chunk functions get (its reference apps', through lambda/internal.ts):
  * the public one, plus the function's runtime (clients, clock, events, settings) and the run's fault hooks.
  */
 export interface RuntimeChunkContext extends FencedChunkContext {

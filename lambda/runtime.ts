@@ -102,7 +102,7 @@ export interface Runtime {
   readonly sweeperDeps: SweeperDeps;
   /** The time zone a scheduled start's night is read in. */
   readonly scheduleTimeZone: string;
-  /** The whole environment, for what only one function reads (the sweeper's storm rule, billing's invoice table). */
+  /** The whole environment, for what only one function reads (the sweeper's storm rule, a chunk function's own tables). */
   readonly environment: Environment;
   readonly offset: ClockOffsetEstimator;
   readonly hooks?: RunHooks;

@@ -45,13 +45,13 @@ export interface FenceItem {
 }
 
 /**
- * An item in DynamoDB's wire form (`{ pk: { S: 'inv#1' }, amount: { N: '100' } }`), the caller's own: the store
+ * An item in DynamoDB's wire form (`{ pk: { S: 'order#1' }, qty: { N: '3' } }`), the caller's own: the store
  * sends it as it is (no marshalling: bench/waste.ts) and reads only its key attribute.
  */
 export type WireItem = Readonly<Record<string, AttributeValue>>;
 
 /**
- * An item as plain document values (`{ pk: 'inv#1', amount: 100 }`): the DynamoDB store marshals it
+ * An item as plain document values (`{ pk: 'order#1', qty: 3 }`): the DynamoDB store marshals it
  * (util-dynamodb's marshall), the in-memory store keeps it as it is.
  */
 export type DocumentItem = Readonly<Record<string, NativeAttributeValue>>;

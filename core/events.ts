@@ -92,8 +92,11 @@ export interface EventFields {
   swept: SweepFields;
   /** A sweep found too many orphans at once and re-queued none. */
   'sweeper-storm': SweepFields;
-  /** The sweeper re-queued an orphaned job row (`token` is the owner it saw). */
-  requeued: { readonly jobId: string; readonly token: number; readonly fence: number };
+  /**
+   * The sweeper re-queued an orphaned job row: `ownerToken` and `fence` as it saw them on the row (`owner_token`, the
+   * dead holder's token; in every other event `token` is the emitter's own).
+   */
+  requeued: { readonly jobId: string; readonly ownerToken: number; readonly fence: number };
   /** A candidate joined a role's queue with sequence `seq`; it watches `predecessor` (absent: it heads the queue). */
   campaign: { readonly role: string; readonly candidate: string; readonly seq: number; readonly predecessor?: number };
   /** A waiting candidate's predecessor left the queue: it resigned, or it stayed silent a full lease and was removed. */

@@ -218,7 +218,7 @@ export class Sweeper {
       if (await requeue(this.deps, o)) {
         requeued.push(o.jobId);
         this.seen.delete(o.jobId);
-        this.deps.events?.emit('requeued', { jobId: o.jobId, token: o.ownerToken, fence: o.fence });
+        this.deps.events?.emit('requeued', { jobId: o.jobId, ownerToken: o.ownerToken, fence: o.fence });
       } else {
         lostRaces++;
         this.seen.delete(o.jobId);

@@ -16,7 +16,7 @@ import { MemoryLockStore } from '../core/memory/lock-store';
 import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
 import { FencedOutError } from '../core/errors';
-import { Events } from '../core/events';
+import { Events, type FencepostEvent } from '../core/events';
 import * as fence from '../core/fence';
 import { chunkBatches } from '../apps/billing/invoices';
 import { claim, pollMsOf, type Lease, type LeaseDeps } from '../core/lease';
@@ -151,6 +151,25 @@ test("two jobs on one job table: each job's sweeper sights and re-queues its own
     const report = await w.sweepTwice(sweeper);
     assert.deepEqual([report.claimed, report.requeued], [1, [k.job(date)]], `${k.name}'s sweeper: its one claimed row, re-queued`);
   }
+});
+
+test("the re-queued event names the dead holder's token as the row does (ownerToken), never as the sweeper's own token", async () => {
+  const w = memoryWorld();
+  const date = '2026-09-28';
+  const dead = await w.holder(date, 'B', false);
+  const heard: FencepostEvent[] = [];
+  const events = new Events('sweeper', w.clock).on((e) => void heard.push(e));
+  const sweeper = new Sweeper(
+    { job: Keys.keys.name, ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock: w.clock, store: w.store, lockStore: w.lockStore, events },
+    sweeperConfig,
+  );
+  await w.sweepTwice(sweeper);
+  const requeued = heard.filter((e) => e.event === 'requeued');
+  assert.deepEqual(
+    requeued.map(({ jobId, ownerToken, fence: f }) => ({ jobId, ownerToken, fence: f })),
+    [{ jobId: Keys.job(date), ownerToken: dead.token, fence: dead.token }],
+  );
+  assert.equal('token' in requeued[0], false, "`token` is, in every other event, the emitter's own");
 });
 
 test('a live holder is never swept: its renewals change the rvn between sightings; once it stops, it is swept a lease after the last one', async () => {

@@ -117,7 +117,7 @@ function describe(e: FencepostEvent): Omit<SimRow, 't' | 'actor'> | undefined {
     case 'released':
       return { event: 'releases: clears holder, keeps the item', token: e.token };
     case 'requeued':
-      return { event: 're-queues the orphan (conditional write)', fence: e.fence, note: `its rvn unchanged a full lease; owner ${e.token}` };
+      return { event: 're-queues the orphan (conditional write)', fence: e.fence, note: `its rvn unchanged a full lease; owner ${e.ownerToken}` };
     default:
       return undefined;
   }

@@ -70,7 +70,10 @@ export interface RuntimeChunkContext extends FencedChunkContext {
 export function fencedChunkHandler<R extends object>(
   work: (context: FencedChunkContext) => Promise<R>,
 ): (event: ChunkEvent) => Promise<R & { chunk: number }> {
-  return chunkHandlerOn(fromEnvironment(), work);
+  // The public context only, at run time too: the runtime and the hooks are the repository's.
+  return chunkHandlerOn(fromEnvironment(), (c) =>
+    work({ lease: c.lease, fence: c.fence, manifest: c.manifest, chunk: c.chunk, chunks: c.chunks, date: c.date, env: c.env }),
+  );
 }
 
 /**

@@ -11,6 +11,8 @@ import type { SweepReport } from './sweep-report';
 
 /**
  * The fields of each event, by name. Durations are whole milliseconds on the emitting process's monotonic clock.
+ * `token` is always the emitting holder's own fencing token; another holder's is `epoch` (as the lock item names it)
+ * or `ownerToken` (as a job row names it), and a fence item's is `fence`.
  */
 export interface EventFields {
   /** A claimant read the lock item and saw a free lock or an rvn it had not watched before (reported once per rvn). */
@@ -83,7 +85,12 @@ export interface EventFields {
    * The claim budget ran out on a live holder of a RUNNING night (its row's fence is the holder's token): a duplicate
    * start, which ends here quietly.
    */
-  'another-holder': { readonly jobId: string; readonly holder?: string; readonly token?: number };
+  'another-holder': {
+    readonly jobId: string;
+    /** The live holder the lock item names, and its epoch (the waiter holds no token of its own). */
+    readonly holder?: string;
+    readonly epoch?: number;
+  };
   /** The lease was given back (holder cleared, epoch kept). */
   released: { readonly key: string; readonly token: number };
   /** A release during cleanup failed; the error that led to the cleanup is rethrown, this one is reported. */
@@ -94,7 +101,7 @@ export interface EventFields {
   'sweeper-storm': SweepFields;
   /**
    * The sweeper re-queued an orphaned job row: `ownerToken` and `fence` as it saw them on the row (`owner_token`, the
-   * dead holder's token; in every other event `token` is the emitter's own).
+   * dead holder's token; in every event `token` is the emitter's own).
    */
   requeued: { readonly jobId: string; readonly ownerToken: number; readonly fence: number };
   /** A candidate joined a role's queue with sequence `seq`; it watches `predecessor` (absent: it heads the queue). */

@@ -347,7 +347,7 @@ export async function runJob<R>(deps: RunDeps, run: DirectRun, work: ChunkWork<R
   } catch (err) {
     // A live holder outlasted the budget: a duplicate start if that holder is running the night, else a problem.
     if (!(err instanceof ClaimBudgetExhaustedError) || !runningUnder(await readRun(deps, run), err.epoch)) throw err;
-    deps.events.emit('another-holder', { jobId, holder: err.holder, token: err.epoch });
+    deps.events.emit('another-holder', { jobId, holder: err.holder, epoch: err.epoch });
     return finish('another-holder', undefined, err.message);
   }
   lease.startHeartbeat();

@@ -73,7 +73,7 @@ export const observe = (runtime: RuntimeSource) => (event: { jobDate?: unknown; 
     if (newRvn) rt.events.emit('sighted', { key, holder: s.holder, epoch: s.epoch, rvn: s.seenRvn, waitMs: s.waitMs, attempt: o.attempt });
     if (o.anotherHolder) {
       metrics.addMetric(Metric.runsAnotherHolder, MetricUnit.Count, 1);
-      rt.events.emit('another-holder', { jobId: rt.job.job(jobDate), holder: s.holder, token: s.epoch });
+      rt.events.emit('another-holder', { jobId: rt.job.job(jobDate), holder: s.holder, epoch: s.epoch });
     }
     return o;
   });

@@ -23,7 +23,8 @@ import { invoiceTransaction, writeInvoices } from '../apps/billing/night';
 import * as fence from '../core/fence';
 import { chunkBatches, chunkRange, invoiceAt, renderChunkLines, type Invoice, type NightPlan } from '../apps/billing/invoices';
 import { ManifestWriter } from '../core/manifest';
-import { Attr, CLAIM_SHARD } from '../core/schema';
+import { Attr } from '../core/schema';
+import { claimShard, jobNameOf } from '../core/job-keys';
 import { InvoiceAttr } from '../apps/billing/schema';
 import { Keys } from '../apps/billing/keys';
 import { observation, type Observation } from '../lambda/observe';
@@ -66,7 +67,7 @@ export function jobRow(i: number, state: 'RUNNING' | 'DONE'): Record<string, unk
     [Attr.chunkCount]: 10, // progress lives on the chunk fence items, not here (docs/DESIGN.md, "Chunk fences")
   };
   if (state === 'RUNNING') {
-    row[Attr.claimShard] = CLAIM_SHARD;
+    row[Attr.claimShard] = claimShard(jobNameOf(jobKey(i)));
     row[Attr.claimedSince] = new Date(Date.UTC(2026, 8, 28, 1, 30) + i * 1000).toISOString();
   }
   return row;

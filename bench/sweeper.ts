@@ -20,7 +20,9 @@
 import { systemClock } from '../core/clock';
 import { Sweeper, sightClaimed } from '../core/sweeper';
 import { BatchWriteCommand, GetCommand, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { Attr, CLAIM_SHARD, JOB_TABLE } from '../core/schema';
+import { Attr, JOB_TABLE } from '../core/schema';
+import { claimShard } from '../core/job-keys';
+import { BILLING_JOB as BILLING } from '../apps/billing/keys';
 import { itemSize, jobRow, lockItem } from './aws-model';
 import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement, type Namespace, type SharedStack } from './common';
 
@@ -68,7 +70,7 @@ async function sweepQuery(stack: SharedStack, ns: Namespace, verify: boolean): P
         IndexName: INDEX,
         KeyConditionExpression: '#shard = :shard',
         ExpressionAttributeNames: { '#shard': Attr.claimShard },
-        ExpressionAttributeValues: { ':shard': CLAIM_SHARD },
+        ExpressionAttributeValues: { ':shard': claimShard(BILLING) },
         ExclusiveStartKey: start,
         ReturnConsumedCapacity: 'TOTAL',
       }),
@@ -168,10 +170,10 @@ export const sweeper: Measurement = {
         }
         const key = `${claimed}`;
         results[key] = { query: [], 'query+verify': [], scan: [], 'Sweeper.sweep': [] };
-        const sw = new Sweeper({ ddb: stack.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock });
+        const sw = new Sweeper({ job: BILLING, ddb: stack.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock });
         // What the cloud sweeper's SightClaimed Lambda returns into the state machine's data (256 KB at most).
         const { sightings } = await sightClaimed(
-          { ddb: stack.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock },
+          { job: BILLING, ddb: stack.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock },
           { leaseMs: 10_000 },
         );
         const payload = JSON.stringify({ claimed: sightings.length, sightings, waitSeconds: 10 });

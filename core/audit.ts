@@ -8,13 +8,13 @@
  *
  * One function per check, each returning its AuditCheck, for any fenced job (its fence items, its manifest, the
  * sparse index, its lock): readFencedJob (the one read they share), checkChunksDone, checkChunkFences,
- * checkManifest, checkSparseIndex, checkEpoch. A job adds the checks of its own data beside them (billing's invoice
- * checks: apps/billing/audit.ts), built with `verdict` and `scanAll`.
+ * checkManifest, checkSparseIndex, checkEpoch. A job adds the checks of its own data beside them (each reference
+ * app's audit.ts under apps/), built with `verdict` and `scanAll`.
  */
 import type { S3Client } from './aws/manifest-store';
 import { jobStoreOf, type DocumentClient } from './aws/job-store';
 import { claimedRows, jobTableItems, type ChunkFence, type JobRow } from './fence';
-import { chunkFenceKey } from './job-keys';
+import { chunkFenceKey, claimShard, jobNameOf } from './job-keys';
 import { readLock, type LockItem } from './lease';
 import { manifestStoreOf, type ManifestStoreSource } from './aws/manifest-store';
 import { chunkObjectKey, readManifest, type ManifestBody, type ManifestPlace } from './manifest';
@@ -171,9 +171,10 @@ export async function checkManifest(deps: ManifestStoreSource, s: FencedJobState
 }
 
 /**
- * Invariant 3, over the whole job table: the sparse index holds exactly the RUNNING job rows, and never a chunk
- * fence item. Why: the sweeper reads only the index (docs/DESIGN.md "The sweeper"); a RUNNING row missing from it
- * is an orphan nobody would ever re-queue, and a finished row left in it would be re-queued and re-run.
+ * Invariant 3, over the whole job table: the sparse index holds exactly the RUNNING job rows, each in its own job's
+ * shard, and never a chunk fence item. Why: each job's sweeper reads only its shard of the index (docs/DESIGN.md
+ * "The sweeper"); a RUNNING row missing from it is an orphan nobody would ever re-queue, and a finished row left in it
+ * would be re-queued and re-run. Every job's shard the table's rows name is read.
  */
 export async function checkSparseIndex(
   deps: { readonly ddb: DocumentClient; readonly jobs: string; readonly store?: JobStore },
@@ -181,11 +182,16 @@ export async function checkSparseIndex(
 ): Promise<AuditCheck> {
   const problems: string[] = [];
   const indexed = new Set<string>();
-  for await (const row of claimedRows(jobStoreOf(deps))) {
-    indexed.add(String(row[Attr.pk]));
-    if (row[Attr.chunk] !== undefined) problems.push(`${row[Attr.pk]} is a chunk fence item in the sparse index`);
-    else if (row[Attr.state] !== 'RUNNING') problems.push(`${row[Attr.pk]} is in the sparse index but ${row[Attr.state]}`);
-  }
+  const shards = new Set([s.ref.jobId, ...s.jobRows.map((r) => r.pk)].map((pk) => claimShard(jobNameOf(pk))));
+  for (const shard of shards)
+    for await (const row of claimedRows(jobStoreOf(deps), shard)) {
+      indexed.add(String(row[Attr.pk]));
+      const pk = String(row[Attr.pk]);
+      if (row[Attr.chunk] !== undefined) problems.push(`${pk} is a chunk fence item in the sparse index`);
+      else if (row[Attr.state] !== 'RUNNING') problems.push(`${pk} is in the sparse index but ${row[Attr.state]}`);
+      // Under another job's shard, its own job's sweeper would never find it.
+      if (shard !== claimShard(jobNameOf(pk))) problems.push(`${pk} is indexed under shard ${shard}, not its job's ${claimShard(jobNameOf(pk))}`);
+    }
   for (const row of s.jobRows) {
     if (row.state === 'RUNNING' && !indexed.has(row.pk)) problems.push(`${row.pk} is RUNNING but not in the sparse index`);
   }

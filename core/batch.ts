@@ -13,7 +13,7 @@
  * items, checked before anything is sent, cut into transactions of 1 check + at most 99 puts (one transaction after
  * another, in order), marshalled by the DynamoDB store only. `writeBatch(fence, token, puts)`: at most 99 puts already
  * in the low-level wire form, sent as they are (the document client's generic marshalling cost a third of the client
- * CPU per transaction on the billing night, bench/waste.ts).
+ * CPU per transaction on the reference app's night, bench/waste.ts).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { Clock } from './clock';
@@ -28,7 +28,7 @@ import type { BatchPut, DocumentItem, FenceItem, FenceStore } from './store/jobs
 export interface FencedPut {
   /** The table to put the item in. */
   readonly table: string;
-  /** The whole item, in AttributeValue form (`{ pk: { S: 'inv#1' }, amount: { N: '100' } }`). */
+  /** The whole item, in AttributeValue form (`{ pk: { S: 'order#1' }, qty: { N: '3' } }`). */
   readonly item: Readonly<Record<string, AttributeValue>>;
   /** The item's partition key attribute: the put lands only if no item with this key exists. @default 'pk' */
   readonly keyAttribute?: string;
@@ -138,7 +138,7 @@ export async function writeBatch(fence: BatchFence, token: number, puts: readonl
  * finds them already recorded) and nothing of the refused one.
  * @param fence - the fence, raised to `token` first (its store, clock and jitter source are used)
  * @param token - the holder's fencing token
- * @param items - plain documents (`{ pk: 'inv#1', amount: 100 }`), each with its key; none sends nothing
+ * @param items - plain documents (`{ pk: 'order#1', qty: 3 }`), each with its key; none sends nothing
  * @returns which items this call recorded and which were already recorded, and the transactions sent
  * @throws ConfigError naming every bad item or option (before anything is sent); FenceNotRaisedError when the fence
  * was never raised; FencedOutError when a newer holder raised it; the store's error for anything permanent, or
@@ -257,7 +257,7 @@ function documentPuts(items: readonly DocumentItem[], options: FencedWriteOption
   const seen = new Map<string, number>();
   (Array.isArray(items) ? items : []).forEach((item: unknown, i) => {
     if (!isPlainObject(item)) {
-      problems.push(`item ${i} is not an object (a document such as { pk: 'a#1', amount: 100 }), got ${show(item)}`);
+      problems.push(`item ${i} is not an object (a document such as { pk: 'a#1', qty: 3 }), got ${show(item)}`);
       return;
     }
     const key = item[keyAttribute];

@@ -11,6 +11,8 @@ import type { SweepReport } from './sweep-report';
 
 /**
  * The fields of each event, by name. Durations are whole milliseconds on the emitting process's monotonic clock.
+ * `token` is always the emitting holder's own fencing token; another holder's is `epoch` (as the lock item names it)
+ * or `ownerToken` (as a job row names it), and a fence item's is `fence`.
  */
 export interface EventFields {
   /** A claimant read the lock item and saw a free lock or an rvn it had not watched before (reported once per rvn). */
@@ -65,7 +67,7 @@ export interface EventFields {
   };
   /** The fence refused a batch: nothing of it was written. */
   'batch-rejected': { readonly token: number; readonly chunk: number; readonly batch: number; readonly fence?: number };
-  /** A chunk's object is named by the manifest (billing's work); core's runChunk records it done on its fence item next. */
+  /** A chunk's object is named by the manifest (the job's work); core's runChunk records it done on its fence item next. */
   'chunk-committed': {
     readonly token: number;
     readonly chunk: number;
@@ -83,7 +85,12 @@ export interface EventFields {
    * The claim budget ran out on a live holder of a RUNNING night (its row's fence is the holder's token): a duplicate
    * start, which ends here quietly.
    */
-  'another-holder': { readonly jobId: string; readonly holder?: string; readonly token?: number };
+  'another-holder': {
+    readonly jobId: string;
+    /** The live holder the lock item names, and its epoch (the waiter holds no token of its own). */
+    readonly holder?: string;
+    readonly epoch?: number;
+  };
   /** The lease was given back (holder cleared, epoch kept). */
   released: { readonly key: string; readonly token: number };
   /** A release during cleanup failed; the error that led to the cleanup is rethrown, this one is reported. */
@@ -92,8 +99,11 @@ export interface EventFields {
   swept: SweepFields;
   /** A sweep found too many orphans at once and re-queued none. */
   'sweeper-storm': SweepFields;
-  /** The sweeper re-queued an orphaned job row (`token` is the owner it saw). */
-  requeued: { readonly jobId: string; readonly token: number; readonly fence: number };
+  /**
+   * The sweeper re-queued an orphaned job row: `ownerToken` and `fence` as it saw them on the row (`owner_token`, the
+   * dead holder's token; in every event `token` is the emitter's own).
+   */
+  requeued: { readonly jobId: string; readonly ownerToken: number; readonly fence: number };
   /** A candidate joined a role's queue with sequence `seq`; it watches `predecessor` (absent: it heads the queue). */
   campaign: { readonly role: string; readonly candidate: string; readonly seq: number; readonly predecessor?: number };
   /** A waiting candidate's predecessor left the queue: it resigned, or it stayed silent a full lease and was removed. */

@@ -21,7 +21,7 @@ import { jobStoreOf, type DocumentClient } from './aws/job-store';
 import { type Clock, wallIso } from './clock';
 import { backoffOf, retryTransient } from './conditions';
 import { AlreadyDoneError, FencedOutError, NightIncompleteError } from './errors';
-import { chunkFenceKey } from './job-keys';
+import { chunkFenceKey, claimShard, jobNameOf } from './job-keys';
 import { Attr } from './schema';
 import type { ChunkFence, JobRow, JobStore } from './store/jobs';
 
@@ -104,7 +104,9 @@ export async function raiseJobRow(deps: FenceDeps, jobId: string, token: number,
   const store = jobStoreOf(deps);
   // A transient failure (TransactionConflictException: a transaction held the row) is sent again: the condition
   // still holds if the first try landed, because equal is accepted.
-  const out = await retryTransient(backoffOf(deps), () => store.raiseJob(jobId, { token, owner, chunkCount, claimedSince: wallIso(deps.clock) }));
+  const out = await retryTransient(backoffOf(deps), () =>
+    store.raiseJob(jobId, { token, owner, chunkCount, claimedSince: wallIso(deps.clock), shard: claimShard(jobNameOf(jobId)) }),
+  );
   if (out.ok) return out.old;
   if (out.current?.state === 'DONE') throw new AlreadyDoneError(jobId, out.current.fence);
   throw new FencedOutError('job-row', token, out.current?.fence);
@@ -187,15 +189,15 @@ export async function complete(deps: FenceDeps, jobId: string, token: number, be
 }
 
 /**
- * Every row in the sparse index of claimed job rows, page by page. A row is in the index exactly while its job is
+ * Every row of one job's shard of the sparse index of claimed job rows (claimShard), page by page. A row is in the index exactly while its job is
  * RUNNING (the raise adds it, completion takes it out, in the same writes; a re-queue leaves it in), so this reads
  * the claimed rows and nothing else, however many nights the table holds (docs/DESIGN.md "The sweeper"). Shared by the sweeper
  * and the auditor. A GSI has no consistent read: a row can appear a moment after its raise.
  */
-export async function* claimedRows(store: JobStore): AsyncGenerator<JobRow & Record<string, unknown>> {
+export async function* claimedRows(store: JobStore, shard: string): AsyncGenerator<JobRow & Record<string, unknown>> {
   let start: string | undefined;
   do {
-    const page = await store.claimedPage(start);
+    const page = await store.claimedPage(shard, start);
     yield* page.items as (JobRow & Record<string, unknown>)[];
     start = page.next;
   } while (start !== undefined);

@@ -1,5 +1,5 @@
 /**
- * The repository's own barrel for its reference apps (apps/billing, apps/reindex), which may import only this and the
+ * The repository's own barrel for its reference apps (under apps/), which may import only this and the
  * package's entries (test/layers.test.ts): what they use of the core beyond the public entry (core/index.ts), the
  * job engine, the auditor's checks, the schema. Not in the package's exports map: a user cannot import it, and its
  * names may change without notice.
@@ -21,7 +21,7 @@ export {
   type RunSummary,
 } from './job';
 export { jobFence, type FenceDeps } from './fence';
-// The raw fenced batch (wire-form puts, at most 99): the billing app's, which predates writeFenced
+// The raw fenced batch (wire-form puts, at most 99): the reference app's, which predates writeFenced
 export { writeBatch, type FencedPut } from './batch';
 export { fencedTransaction } from './aws/fence';
 export { chunkObjectKey } from './manifest';

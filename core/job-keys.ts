@@ -11,6 +11,27 @@ import type { ManifestPlace } from './manifest';
 export const JOB_NAME_PATTERN = /^[a-z][a-z0-9-]{0,39}$/;
 
 /**
+ * The sparse index's partition (claim_shard) a job's claimed rows sit under: the job's name. The one place that
+ * decides it: the raise writes it (core/fence.ts raiseJobRow, from the row's key), the job's sweeper and the auditor
+ * read it (core/sweeper.ts, core/audit.ts). One shard per job, so jobs sharing a job table each sweep only their own
+ * claims; rows already RUNNING keep the shard they were raised with, so a job's name must not change under them.
+ * @param jobName - the job's name (JOB_NAME_PATTERN)
+ */
+export function claimShard(jobName: string): string {
+  return jobName;
+}
+
+/**
+ * The name of the job a run's key belongs to: the part before its first `#` (a job's name has none). A key written
+ * by hand without one (a test's) is its own job.
+ * @param jobId - a job row's (or lock item's) key, `<name>#<date>`
+ */
+export function jobNameOf(jobId: string): string {
+  const hash = jobId.indexOf('#');
+  return hash < 0 ? jobId : jobId.slice(0, hash);
+}
+
+/**
  * The key of a chunk's own fence item, beside its job row in the job table: `<jobId>#chunk#07`
  * (docs/DESIGN.md § Chunk fences). One item per chunk, so concurrent chunks never check a common item.
  * @param jobId - the job row's key

@@ -35,7 +35,7 @@ import { releaseQuietly } from './with-lease';
 
 /**
  * Where a holder has just passed its stop-time check and is about to act: the gap a pause can land in (Part 4).
- * The run's own point is `complete`; a job names its own (billing: `batch`, `chunk-commit`).
+ * The run's own point is `complete`; a job names its own (e.g. `batch`, `chunk-commit`).
  */
 export interface CheckPoint {
   /** Which act follows: `complete`, or one of the job's own. */
@@ -71,8 +71,8 @@ export function outcomeOf(err: unknown): Exclude<Outcome, 'completed'> | undefin
 
 /**
  * Is the night RUNNING under the lock's current holder? True when the job row is RUNNING and its fence is the lock's
- * epoch: the live holder raised it, so it is billing the night. A waiter whose claim budget ran out on such a holder
- * has met a duplicate start; any other night (no row, QUEUED, a fence from an earlier holder) is not being billed
+ * epoch: the live holder raised it, so it is running the night. A waiter whose claim budget ran out on such a holder
+ * has met a duplicate start; any other night (no row, QUEUED, a fence from an earlier holder) is not being run
  * by the one keeping the lease alive, and that is a real problem (docs/DESIGN.md "A duplicate start on a long night").
  * @param row - the job row, read after the budget ran out
  * @param lockEpoch - the lock's epoch as the waiter last saw it
@@ -345,9 +345,9 @@ export async function runJob<R>(deps: RunDeps, run: DirectRun, work: ChunkWork<R
       run.config,
     );
   } catch (err) {
-    // A live holder outlasted the budget: a duplicate start if that holder is billing the night, else a problem.
+    // A live holder outlasted the budget: a duplicate start if that holder is running the night, else a problem.
     if (!(err instanceof ClaimBudgetExhaustedError) || !runningUnder(await readRun(deps, run), err.epoch)) throw err;
-    deps.events.emit('another-holder', { jobId, holder: err.holder, token: err.epoch });
+    deps.events.emit('another-holder', { jobId, holder: err.holder, epoch: err.epoch });
     return finish('another-holder', undefined, err.message);
   }
   lease.startHeartbeat();

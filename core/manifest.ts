@@ -20,7 +20,7 @@
  * stray object exists (a zombie may still PUT under its own token's key; nothing names it), nor any order among
  * one holder's own concurrent commits beyond "each lands once".
  *
- * Where the manifest and its chunk objects live is the caller's (`ManifestPlace`): billing passes its own keys. Every
+ * Where the manifest and its chunk objects live is the caller's (`ManifestPlace`): a job passes its own keys. Every
  * S3 request goes through a ManifestStore (core/store/manifest.ts): the S3 one built from `s3` and `bucket`, or the
  * one given as `store` (the in-memory one, core/memory/manifest-store.ts, keeps S3's rules).
  */
@@ -32,7 +32,7 @@ import type { ManifestStore } from './store/manifest';
 
 /** Where one job's manifest and chunk objects live in the bucket. */
 export interface ManifestPlace {
-  /** The manifest object's key, e.g. `billing/2026-09-28/manifest.json`. */
+  /** The manifest object's key, e.g. `<job>/2026-09-28/manifest.json` (core/job-keys.ts). */
   readonly key: string;
   /** The prefix of the chunk objects: `<chunkPrefix><chunk, two digits>.t<token>.jsonl` (chunkObjectKey). */
   readonly chunkPrefix: string;

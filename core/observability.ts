@@ -31,7 +31,7 @@ export const Metric = {
   runsCompleted: 'RunsCompleted',
   runsAlreadyDone: 'RunsAlreadyDone',
   runsLost: 'RunsLost',
-  /** A duplicate start that ended quietly: another live holder was billing the night through its whole claim budget. */
+  /** A duplicate start that ended quietly: another live holder was running the night through its whole claim budget. */
   runsAnotherHolder: 'RunsAnotherHolder',
   /** The sweeper (Part 6): orphans found, re-queued, rows skipped as alive, and storms (re-queued none). */
   orphansFound: 'OrphansFound',

@@ -78,13 +78,6 @@ export const JOB_TABLE: TableDescription = {
 /** The library's own tables: what `createTables` (core/provision.ts) creates and FencedJob provisions. */
 export const TABLES = [LOCK_TABLE, JOB_TABLE] as const;
 
-/**
- * The one value of claim_shard today, for every job; the index is sharded by this attribute if one shard ever gets
- * hot. Its value stays `billing` (the first job's name): rows already RUNNING carry it, and a new value would hide
- * them from the sweeper. Not exported from the package: a neutral, per-job value is left to do (see the API notes).
- */
-export const CLAIM_SHARD = 'billing';
-
 /** The names of a deployment's two tables (a type, not an interface: it is a record of names, local/workflow.ts). */
 export type TableNames = {
   /** Lock items: one per lease key. */

@@ -28,6 +28,7 @@ import type { Clock } from './clock';
 import { LEASE_DEFAULTS } from './config';
 import type { Events } from './events';
 import { claimedRows } from './fence';
+import { claimShard } from './job-keys';
 import { readLock } from './lease';
 import type { JobStore } from './store/jobs';
 import type { LockStore } from './store/lock';
@@ -49,12 +50,17 @@ export interface SweeperConfig {
 
 /**
  * The one place the sweeper's defaults are written: the CLI's options and help, the sweeper Lambda's fallbacks and the
- * stack's configuration (apps/billing/config.ts, and so cdk.json) all read them from here.
+ * stacks' configurations (and so cdk.json) all read them from here.
  */
 export const SWEEPER_DEFAULTS: SweeperConfig = { leaseMs: LEASE_DEFAULTS.leaseMs, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
 
-/** What the sweeper reads and writes: the job table's sparse index and rows, the lock table; its clock times the wait. */
+/**
+ * What the sweeper reads and writes: one job's shard of the job table's sparse index and its rows, the lock table;
+ * its clock times the wait.
+ */
 export interface SweeperDeps {
+  /** The job it sweeps, by name: it reads only that job's claimed rows (jobs sharing a job table each have a sweeper). */
+  readonly job: string;
   /** The document client for both tables. */
   readonly ddb: DocumentClient;
   /** The job table: its sparse `claimed` index and its rows. */
@@ -94,14 +100,14 @@ export interface ClaimSighting {
   readonly leaseMs: number;
 }
 
-/** 1.–2. One pass over the sparse index: every claimed row with its lock's current rvn. */
+/** 1.–2. One pass over the job's shard of the sparse index: every claimed row of the job with its lock's current rvn. */
 export async function sightClaimed(
   deps: SweeperDeps,
   config: Pick<SweeperConfig, 'leaseMs'>,
 ): Promise<{ sightings: ClaimSighting[]; itemsRead: number }> {
   const sightings: ClaimSighting[] = [];
   let itemsRead = 0;
-  for await (const row of claimedRows(jobStoreOf(deps))) {
+  for await (const row of claimedRows(jobStoreOf(deps), claimShard(deps.job))) {
     itemsRead += 2; // the index row and its lock item
     // The job row and its lock share the key (<name>#<date>, core/job-keys.ts): a row's key is its lock's key.
     const lock = await readLock({ ddb: deps.ddb, table: deps.locks, ...(deps.lockStore ? { store: deps.lockStore } : {}) }, row.pk);
@@ -212,7 +218,7 @@ export class Sweeper {
       if (await requeue(this.deps, o)) {
         requeued.push(o.jobId);
         this.seen.delete(o.jobId);
-        this.deps.events?.emit('requeued', { jobId: o.jobId, token: o.ownerToken, fence: o.fence });
+        this.deps.events?.emit('requeued', { jobId: o.jobId, ownerToken: o.ownerToken, fence: o.fence });
       } else {
         lostRaces++;
         this.seen.delete(o.jobId);

@@ -89,7 +89,7 @@ export async function predictStory(timeScale: number): Promise<StoryPrediction> 
     ).catch(() => undefined);
 
   const [A, B, C, sweeperWorker] = ['A', 'B', 'C', 'sweeper'].map((n) => world.worker(n));
-  const sweeper = sweeperOn(sweeperWorker!, cConfig.leaseMs);
+  const sweeper = sweeperOn(sweeperWorker!, cConfig.leaseMs, keys.name);
   let cStarted = false;
   // As in the story: the sweeper stops once it has re-queued (it is then only waiting for C).
   const sweepLoop = () => {

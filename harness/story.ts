@@ -153,7 +153,7 @@ export async function playStory(endpoints: Endpoints, clients: Clients, timeScal
             t: at,
             actor,
             event: 'finds the orphan in the sparse index, re-queues it',
-            note: `owner ${String(e.token)}, fence ${String(e.fence)}; stays RUNNING`,
+            note: `owner ${String(e.ownerToken)}, fence ${String(e.fence)}; stays RUNNING`,
           });
           break;
         case 'completed':

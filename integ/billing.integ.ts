@@ -13,7 +13,7 @@ import { CfnTable } from 'aws-cdk-lib/aws-dynamodb';
 import { ExpectedResult, type IApiCall, IntegTest, Match } from '@aws-cdk/integ-tests-alpha';
 import type { IConstruct } from 'constructs';
 import { Keys } from '../apps/billing/keys';
-import { CLAIM_SHARD } from '../core/schema';
+import { claimShard } from '../core/job-keys';
 import { readStackConfig } from '../apps/billing/config';
 import { FencepostStack } from '../apps/billing/stack';
 
@@ -164,7 +164,7 @@ export function fencepostInteg(context: Record<string, unknown> = {}, outdir?: s
         owner_token: { N: '1' },
         owner: { S: dead },
         chunk_count: { N: String(chunks) },
-        claim_shard: { S: CLAIM_SHARD },
+        claim_shard: { S: claimShard(Keys.keys.name) },
         claimed_since: { S: `${orphan}T01:30:00.000Z` },
       },
     }),

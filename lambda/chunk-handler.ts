@@ -13,39 +13,78 @@
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { ConfigError } from '../core/errors';
-import { resumeManifest, runChunk, type ChunkContext } from '../core/job';
-import { resume } from '../core/lease';
+import type { Fence } from '../core/fence';
+import { resumeManifest, runChunk, type RunHooks } from '../core/job';
+import { resume, type Lease } from '../core/lease';
+import type { ManifestWriter } from '../core/manifest';
 import { Metric } from '../core/observability';
 import { fromEnvironment, invoke, metrics, nightInput, type Environment, type Runtime, type RuntimeSource } from './runtime';
 
 /** What the workflow's chunk task sends (lib/fenced-workflow.ts). */
 export interface ChunkEvent {
+  /** The run's date, YYYY-MM-DD. */
   readonly jobDate?: unknown;
+  /** The holder: the execution's name, the lease's holder. */
   readonly holder?: unknown;
+  /** The holder's fencing token (the lease's epoch), to which RaiseFence raised every fence. */
   readonly token?: unknown;
+  /** The chunk's number, from 0. */
   readonly chunk?: unknown;
 }
 
-/** What the job's work on one chunk is given: core's ChunkContext, the run's date, and this function's world. */
-export interface FencedChunkContext extends ChunkContext {
+/** What the job's work on one chunk is given: the lease, the chunk's fence, which chunk of how many, the date, the env. */
+export interface FencedChunkContext {
+  /** The lease, resumed and renewed by this process: `check()` (or `act`) before every write. */
+  readonly lease: Lease;
+  /** The chunk's own fence, raised to `lease.token`: put `fence.guard(lease.token)` in every transaction that writes the chunk. */
+  readonly fence: Fence;
+  /** The run's manifest, when the job writes one: put the chunk's object there and commit it. */
+  readonly manifest?: ManifestWriter;
+  /** The chunk's number, from 0. */
+  readonly chunk: number;
+  /** Chunks in one run (FencedJob's `chunks`): this chunk is one of `0 .. chunks - 1`. */
+  readonly chunks: number;
   /** The run's date, YYYY-MM-DD. */
   readonly date: string;
-  /** The function's environment: the job's own variables beside FencedJob's. */
+  /** The function's environment: the job's own variables beside FencedJob's (`Env`). */
   readonly env: Environment;
-  /** The function's runtime: clients, clock, events, the job's keys and settings. */
-  readonly runtime: Runtime;
 }
 
 /**
- * The handler of a fenced job's chunk function.
+ * The context the repository's own chunk functions get (its reference apps', through lambda/internal.ts):
+ * the public one, plus the function's runtime (clients, clock, events, settings) and the run's fault hooks.
+ */
+export interface RuntimeChunkContext extends FencedChunkContext {
+  /** The function's runtime: clients, clock, events, the job's keys and settings. */
+  readonly runtime: Runtime;
+  /** The run's hooks, for the job's own check points (fault injection). */
+  readonly hooks?: RunHooks;
+}
+
+/**
+ * The handler of a fenced job's chunk function, its runtime built from the function's own environment.
  * @param work - the job's work on one chunk: write through `fence` (its guard in every transaction), check the
  *   lease before every write, be safe to redo
- * @param source - where the runtime comes from @default the function's own environment (fromEnvironment)
  * @returns the Lambda handler; it answers `{ chunk, ...result }`
  */
 export function fencedChunkHandler<R extends object>(
   work: (context: FencedChunkContext) => Promise<R>,
-  source: RuntimeSource = fromEnvironment(),
+): (event: ChunkEvent) => Promise<R & { chunk: number }> {
+  // The public context only, at run time too: the runtime and the hooks are the repository's.
+  return chunkHandlerOn(fromEnvironment(), (c) =>
+    work({ lease: c.lease, fence: c.fence, manifest: c.manifest, chunk: c.chunk, chunks: c.chunks, date: c.date, env: c.env }),
+  );
+}
+
+/**
+ * The same handler on a runtime source of the caller's (the local runner's source mode makes its own), its work
+ * given the runtime too.
+ * @param source - where the runtime comes from
+ * @param work - as fencedChunkHandler's
+ */
+export function chunkHandlerOn<R extends object>(
+  source: RuntimeSource,
+  work: (context: RuntimeChunkContext) => Promise<R>,
 ): (event: ChunkEvent) => Promise<R & { chunk: number }> {
   return (event) =>
     invoke('chunk', source, async (rt) => {
@@ -63,7 +102,7 @@ export function fencedChunkHandler<R extends object>(
         const run = { keys: rt.job, date: jobDate };
         const manifest = resumeManifest(rt.runDeps, run, token);
         const result = await runChunk(rt.runDeps, run, { lease, manifest, chunk, hooks: rt.hooks }, (c) =>
-          work({ ...c, date: jobDate, env: rt.environment, runtime: rt }),
+          work({ ...c, chunks: rt.chunks, date: jobDate, env: rt.environment, runtime: rt }),
         );
         metrics.addMetric(Metric.chunksCommitted, MetricUnit.Count, 1);
         return { ...result, chunk };

@@ -1,32 +1,21 @@
 /**
- * `fencepost/lambda`: what a fenced job's own Lambda functions import (no aws-cdk-lib here, so a function's bundle
- * stays small). A chunk function is one call around the job's work (examples/fenced-job/chunk.ts):
- * `fencedChunkHandler(work)`, where `work` gets the lease, the chunk's fence, the chunk and the function's environment,
- * and reads its own variables beside FencedJob's (`Env`). The handlers of FencedJob's workflow (`makeHandlers`) and
- * their runtime are here too, for a local runner that runs them in its own process.
+ * `fencepost/lambda`: what a fenced job's chunk function imports (no aws-cdk-lib here, so its bundle stays small).
+ * A chunk function is one call around the job's work (examples/fenced-job/chunk.ts): `fencedChunkHandler(work)`,
+ * where `work` gets the lease, the chunk's fence, the chunk and the chunk count, the run's date and the function's
+ * environment (FencedChunkContext), and reads its own variables beside FencedJob's (`Env`, `required`).
+ *
+ * The types the context names (Lease, Fence, ManifestWriter and theirs) are the core's (`fencepost`), re-exported
+ * here so this entry stands on its own. FencedJob's own handlers and their runtime are not part of the package's API.
  *
  * @packageDocumentation
  */
 export { fencedChunkHandler, type ChunkEvent, type FencedChunkContext } from './chunk-handler';
 export { Env } from './env';
-export { makeHandlers, type FencedHandlerName, type HandlerName } from './index';
-export {
-  TransientStoreError,
-  createRuntime,
-  fromEnvironment,
-  lazily,
-  logger,
-  metrics,
-  optionalNumber,
-  required,
-  tracer,
-  type Environment,
-  type Runtime,
-  type RuntimeOptions,
-  type RuntimeSource,
-} from './runtime';
-export { JOB_NAME_PATTERN, jobKeys, type JobKeys } from '../core/job-keys';
-// The types the handlers' inputs and outputs name (makeHandlers' signature).
-export type { PrepareInput } from './prepare';
-export type { Observation } from './observe';
-export type { ClaimSighting } from '../core/sweeper';
+export { TransientStoreError, logger, metrics, optionalNumber, required, tracer, type Environment } from './runtime';
+// The core's types the chunk's context names: the same declarations as the `fencepost` entry's.
+export { FencedOutError, FenceNotRaisedError, FencepostError } from '../core/errors';
+export type { Lease, LeaseDeps } from '../core/lease';
+export type { LeaseConfig } from '../core/config';
+export type { Fence, FenceTarget } from '../core/fence';
+export type { ManifestBody, ManifestChunk, ManifestDeps, ManifestPlace, ManifestWriter } from '../core/manifest';
+export type { Clock } from '../core/clock';

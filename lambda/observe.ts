@@ -1,7 +1,7 @@
 /**
  * Observe: a strongly consistent read of the job row and the lock item, and one step of the claim rule
  * (core/lease.ts nextClaimStep): claim now, or wait a poll period and observe again, or give up. Giving up on a
- * live holder that is billing the night (core/job.ts runningUnder) is a duplicate start, ended quietly as
+ * live holder that is running the night (core/job.ts runningUnder) is a duplicate start, ended quietly as
  * AlreadyRunning; giving up on any other live holder fails the run (docs/DESIGN.md "A duplicate start on a long night").
  * The claimant's timer is Step Functions' Wait state: the seconds of the Wait that ran since the previous
  * observation are what this execution has watched the rvn for (a Wait never waits less), design §4.
@@ -30,7 +30,7 @@ export interface Observation {
   readonly attempt: number;
   /** The claim budget is spent: the holder stayed alive through that many leases of waiting. */
   readonly exhausted: boolean;
-  /** The budget is spent on a live holder that is billing the night (RUNNING under its token): a duplicate start. */
+  /** The budget is spent on a live holder that is running the night (RUNNING under its token): a duplicate start. */
   readonly anotherHolder: boolean;
 }
 
@@ -73,7 +73,7 @@ export const observe = (runtime: RuntimeSource) => (event: { jobDate?: unknown; 
     if (newRvn) rt.events.emit('sighted', { key, holder: s.holder, epoch: s.epoch, rvn: s.seenRvn, waitMs: s.waitMs, attempt: o.attempt });
     if (o.anotherHolder) {
       metrics.addMetric(Metric.runsAnotherHolder, MetricUnit.Count, 1);
-      rt.events.emit('another-holder', { jobId: rt.job.job(jobDate), holder: s.holder, token: s.epoch });
+      rt.events.emit('another-holder', { jobId: rt.job.job(jobDate), holder: s.holder, epoch: s.epoch });
     }
     return o;
   });

@@ -103,7 +103,7 @@ export interface Runtime {
   readonly sweeperDeps: SweeperDeps;
   /** The time zone a scheduled start's night is read in. */
   readonly scheduleTimeZone: string;
-  /** The whole environment, for what only one function reads (the sweeper's storm rule, billing's invoice table). */
+  /** The whole environment, for what only one function reads (the sweeper's storm rule, a chunk function's own tables). */
   readonly environment: Environment;
   readonly offset: ClockOffsetEstimator;
   readonly hooks?: RunHooks;
@@ -174,7 +174,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     fenceDeps: { ddb: clients.ddb, jobs: tables.jobs, clock, store: stores?.jobs, random },
     manifestDeps: manifests && { ...manifests, clock, random },
     runDeps: { ddb: clients.ddb, tables, clock, events, manifests, store: stores?.jobs, lockStore: stores?.locks, random },
-    sweeperDeps: { ddb: clients.ddb, jobs: tables.jobs, locks: tables.locks, clock, store: stores?.jobs, lockStore: stores?.locks },
+    sweeperDeps: { job: job.name, ddb: clients.ddb, jobs: tables.jobs, locks: tables.locks, clock, store: stores?.jobs, lockStore: stores?.locks },
     scheduleTimeZone: env[Env.scheduleTimeZone] ?? 'UTC',
     environment: env,
     offset,

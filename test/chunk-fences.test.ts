@@ -18,7 +18,8 @@ import * as fence from '../core/fence';
 import { chunkBatches, chunkRange, renderChunkLines, type NightPlan } from '../apps/billing/invoices';
 import { claim } from '../core/lease';
 import { ManifestWriter } from '../core/manifest';
-import { Attr, CLAIM_SHARD, JOB_TABLE } from '../core/schema';
+import { Attr, JOB_TABLE } from '../core/schema';
+import { claimShard } from '../core/job-keys';
 import { Keys } from '../apps/billing/keys';
 import { localClients, type Clients } from '../core/aws/clients';
 import { sightClaimed } from '../core/sweeper';
@@ -63,7 +64,7 @@ async function indexedRows(ns: Namespace): Promise<string[]> {
       TableName: ns.tables.jobs,
       IndexName: JOB_TABLE.sparseIndex!.name,
       KeyConditionExpression: `${Attr.claimShard} = :s`,
-      ExpressionAttributeValues: { ':s': CLAIM_SHARD },
+      ExpressionAttributeValues: { ':s': claimShard(Keys.keys.name) },
     }),
   );
   return (out.Items ?? []).map((r) => String(r[Attr.pk]));
@@ -84,7 +85,7 @@ test('the raise creates every chunk fence at the first token, raises them all fo
   );
   assert.deepEqual(await indexedRows(ns), [JOB], 'only the job row is claimed: chunk fence items carry no claim_shard');
   const { sightings } = await sightClaimed(
-    { ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock },
+    { job: Keys.keys.name, ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock },
     { leaseMs: 1000 },
   );
   assert.deepEqual(

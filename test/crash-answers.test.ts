@@ -107,7 +107,7 @@ test('dies between the manifest DONE and the job row DONE: the row stays RUNNING
   const row = await fence.readJob({ ddb: ns.clients.ddb, jobs: ns.tables.jobs }, Keys.job(DATE));
   assert.deepEqual([row?.state, row?.claim_shard !== undefined], ['RUNNING', true], 'the row is RUNNING and findable');
   const sweeper = new Sweeper(
-    { ddb: onClock(ns.clients, clock).ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock },
+    { job: Keys.keys.name, ddb: onClock(ns.clients, clock).ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock },
     { leaseMs: night.leaseMs, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 },
   );
   const started: string[] = [];

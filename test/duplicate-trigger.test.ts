@@ -21,7 +21,7 @@ import { Keys } from '../apps/billing/keys';
 import { DEFAULTS } from '../apps/billing/settings';
 import { systemClock, VirtualClock } from '../core/clock';
 import { ConfigError } from '../core/errors';
-import { Events } from '../core/events';
+import { Events, type FencepostEvent } from '../core/events';
 import { raise as raiseFence } from '../core/fence';
 import { runJob } from '../core/job';
 import { claim, pollMsOf, resume, type Lease } from '../core/lease';
@@ -128,8 +128,10 @@ test("direct engine: runJob against a RUNNING night's live holder returns outcom
   const startAt = poll / 2; // the waiter's sightings never fall at the instant of a renewal
   await clock.advance(startAt);
   let endedAt: number | undefined;
+  const heard: FencepostEvent[] = [];
+  const events = new Events('second', clock).on((e) => void heard.push(e));
   const second = runJob(
-    { ddb: noDynamo, tables: { locks: 'locks', jobs: 'jobs' }, clock, events: new Events('second', clock), store, lockStore },
+    { ddb: noDynamo, tables: { locks: 'locks', jobs: 'jobs' }, clock, events, store, lockStore },
     { keys: Keys.keys, date: DATE, chunks: CHUNKS, holder: 'second', config },
     async () => assert.fail('the second holder must not work on a chunk'),
   ).finally(() => (endedAt = clock.monotonicMs()));
@@ -145,6 +147,14 @@ test("direct engine: runJob against a RUNNING night's live holder returns outcom
   assert.ok(summary.seconds >= budgetSeconds, `it waited the whole budget first: ${summary.seconds} s`);
   const lock = await lockStore.read(Keys.lock(DATE));
   assert.deepEqual([lock?.holder, lock?.epoch], ['first', first.token]);
+  // The event names the live holder and the lock's epoch it holds, as `sighted` does: `token` is, in every event, the emitter's own.
+  const [another] = heard.filter((e) => e.event === 'another-holder');
+  assert.deepEqual(another && { jobId: another.jobId, holder: another.holder, epoch: another.epoch }, {
+    jobId: Keys.job(DATE),
+    holder: 'first',
+    epoch: first.token,
+  });
+  assert.equal(another && 'token' in another, false, 'the waiter holds no token');
   await first.release();
   assert.equal(clock.timers, 0);
 });

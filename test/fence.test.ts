@@ -15,7 +15,8 @@ import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
 import * as fence from '../core/fence';
 import { fenceOn } from '../core/fence';
 import { chunkBatches, type NightPlan } from '../apps/billing/invoices';
-import { Attr, CLAIM_SHARD, JOB_TABLE } from '../core/schema';
+import { Attr, JOB_TABLE } from '../core/schema';
+import { claimShard } from '../core/job-keys';
 import { Keys } from '../apps/billing/keys';
 import { namespace, type Namespace } from './support/stack';
 
@@ -38,7 +39,7 @@ async function indexedRows(ns: Namespace): Promise<string[]> {
       TableName: ns.tables.jobs,
       IndexName: JOB_TABLE.sparseIndex!.name,
       KeyConditionExpression: `${Attr.claimShard} = :s`,
-      ExpressionAttributeValues: { ':s': CLAIM_SHARD },
+      ExpressionAttributeValues: { ':s': claimShard(Keys.keys.name) },
     }),
   );
   return (out.Items ?? []).map((r) => String(r[Attr.pk]));

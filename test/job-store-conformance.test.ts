@@ -25,13 +25,18 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { AwsJobStore } from '../core/aws/job-store';
-import { VirtualClock } from '../core/clock';
+import { systemClock, VirtualClock } from '../core/clock';
 import { isTransient } from '../core/conditions';
+import { raiseJobRow } from '../core/fence';
+import { claimShard, jobKeys, type JobKeys } from '../core/job-keys';
 import { MemoryJobStore } from '../core/memory/job-store';
-import { Attr, CLAIM_SHARD } from '../core/schema';
+import { MemoryLockStore } from '../core/memory/lock-store';
+import { Attr } from '../core/schema';
 import { localClients } from '../core/aws/clients';
 import type { BatchPut, FenceItem, JobRow, JobStore, RowRaise } from '../core/store/jobs';
+import { sightClaimed, type SweeperDeps } from '../core/sweeper';
 import { startDynamoDbProxy, type DynamoDbProxy } from '../local/dynamodb-proxy';
+import { noDynamo } from './support/no-dynamo';
 import { namespace } from './support/stack';
 
 const T = { timeout: 60_000 };
@@ -47,6 +52,8 @@ interface World {
   inFlight<R>(act: (store: JobStore) => Promise<R>): Promise<{ answer(): Promise<R> }>;
   /** Wait until the sparse index has caught up with every write so far (the lag on memory; a poll on DynamoDB). */
   settleIndex(check: () => Promise<boolean>): Promise<void>;
+  /** What a job's holders and sweeper run on, over this store: the job table, a lock table, the clock. */
+  deps(job: string): SweeperDeps;
   /** The virtual clock, when the store runs on one (memory): time-window tests need it. */
   readonly clock?: VirtualClock;
   /** Stop what the world started. */
@@ -54,13 +61,21 @@ interface World {
 }
 
 const unique = (what: string) => `${what}-${randomBytes(4).toString('hex')}`;
-const raiseOf = (token: number, owner = 'A', chunkCount = 2): RowRaise => ({ token, owner, chunkCount, claimedSince: '2026-09-28T00:00:00.000Z' });
+/** The shard the store-level tests raise their rows under (what the core would pass for a job of that name). */
+const SHARD = claimShard('conformance');
+const raiseOf = (token: number, owner = 'A', chunkCount = 2): RowRaise => ({
+  token,
+  owner,
+  chunkCount,
+  claimedSince: '2026-09-28T00:00:00.000Z',
+  shard: SHARD,
+});
 const put = (table: string, pk: string, note = 'x'): BatchPut => ({ table, item: { pk: { S: pk }, note: { S: note } }, keyAttribute: 'pk' });
 async function allClaimed(store: JobStore): Promise<JobRow[]> {
   const rows: JobRow[] = [];
   let next: string | undefined;
   do {
-    const page = await store.claimedPage(next);
+    const page = await store.claimedPage(SHARD, next);
     rows.push(...page.items);
     next = page.next;
   } while (next !== undefined);
@@ -91,9 +106,11 @@ const worlds: Record<string, () => Promise<World>> = {
         return answer;
       },
     });
+    const lockStore = new MemoryLockStore();
     return {
       store: settled,
       records: 'records',
+      deps: (job) => ({ ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock, store, lockStore, job }),
       clock,
       close: async () => {},
       inFlight: async (act) => {
@@ -119,6 +136,7 @@ const worlds: Record<string, () => Promise<World>> = {
       },
       store,
       records: ns.tables.invoices,
+      deps: (job) => ({ ddb: clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock, job }),
       inFlight: async (act) => {
         const before = proxy.stats().requests;
         const running = act(store);
@@ -159,10 +177,7 @@ for (const [name, make] of Object.entries(worlds)) {
       assert.equal(lower.ok, false);
       assert.ok(!lower.ok && lower.current?.fence === 7 && lower.current.owner === 'B', 'the refusal carries the row that won');
       const row = await w.store.readJob(job);
-      assert.deepEqual(
-        [row?.fence, row?.state, row?.owner_token, row?.owner, row?.chunk_count, row?.claim_shard],
-        [7, 'RUNNING', 7, 'B', 3, CLAIM_SHARD],
-      );
+      assert.deepEqual([row?.fence, row?.state, row?.owner_token, row?.owner, row?.chunk_count, row?.claim_shard], [7, 'RUNNING', 7, 'B', 3, SHARD]);
     });
 
     test('a DONE row stays DONE: complete needs fence and owner at the token; a later raise is refused with the DONE row', T, async () => {
@@ -205,13 +220,26 @@ for (const [name, make] of Object.entries(worlds)) {
       assert.deepEqual((await ours()).sort(), [b, c].sort());
     });
 
+    test("each job's claimed rows are its own: on one job table, a job's sweeper sights its rows and never another job's", T, async () => {
+      const date = '2026-09-28';
+      const [reminders, exports] = [unique('reminders'), unique('exports')].map(jobKeys);
+      // The raise of each job's row, as a holder of that job makes it (core/fence.ts): the core decides where it is indexed.
+      for (const k of [reminders, exports]) await raiseJobRow(w.deps(k.name), k.job(date), 2, `${k.name}-holder`, 1);
+      const sighted = async (k: JobKeys) => (await sightClaimed(w.deps(k.name), { leaseMs: 1_000 })).sightings.map((s) => s.jobId);
+      await w.settleIndex(
+        async () => (await sighted(reminders)).includes(reminders.job(date)) && (await sighted(exports)).includes(exports.job(date)),
+      );
+      assert.deepEqual(await sighted(reminders), [reminders.job(date)], "the reminders sweeper sights its own row, and no other job's");
+      assert.deepEqual(await sighted(exports), [exports.job(date)], "the exports sweeper sights its own row, and no other job's");
+    });
+
     test("the sweeper's re-queue only counts, on exactly the row it saw: RUNNING, owner, fence and count", T, async () => {
       const job = unique('job');
       await w.store.raiseJob(job, raiseOf(2));
       const first = await w.store.requeue(job, { ownerToken: 2, fence: 2, requeues: 0 });
       assert.ok(first.ok && first.old?.requeues === undefined, 'the first finds no count');
       const row = await w.store.readJob(job);
-      assert.deepEqual([row?.state, row?.requeues, row?.claim_shard], ['RUNNING', 1, CLAIM_SHARD], 'still RUNNING and indexed');
+      assert.deepEqual([row?.state, row?.requeues, row?.claim_shard], ['RUNNING', 1, SHARD], 'still RUNNING and indexed');
       const stale = await w.store.requeue(job, { ownerToken: 2, fence: 2, requeues: 0 });
       assert.ok(!stale.ok && stale.current?.requeues === 1, 'another sweep recorded it first: refused, with the row');
       assert.equal((await w.store.requeue(job, { ownerToken: 2, fence: 2, requeues: 1 })).ok, true);

@@ -197,7 +197,9 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
   assert.equal(install.code, 0, `npm install failed:\n${install.out}`);
   assert.ok(readdirSync(path.join(project, 'node_modules', 'fencepost', 'dist', 'core')).includes('index.js'));
   const addedMib = ((await kib(path.join(project, 'node_modules'))) - peersKib) / 1024;
-  console.log(`the tarball added ${addedMib.toFixed(1)} MiB to the fresh app's node_modules (${/added \d+ packages?/.exec(install.out)?.[0] ?? '?'})`);
+  console.log(
+    `the tarball added ${addedMib.toFixed(1)} MiB to the fresh app's node_modules (${/added \d+ packages?/.exec(install.out)?.[0] ?? '?'})`,
+  );
   // Every way the package can fail its user, collected, so one run names them all.
   const problems: string[] = [];
   const expect = (ok: unknown, problem: string) => void (ok || problems.push(problem));
@@ -722,5 +724,48 @@ test(
       child.kill('SIGINT');
     }
     assert.equal(await exited, 0);
+  },
+);
+
+/** A user's chunk function that reads the whole context, and the two things the entry must not hand out. */
+const CHUNK_CONTEXT = `
+import { writeFenced } from 'fencepost';
+import { FencedOutError, fencedChunkHandler, required, type FencedChunkContext } from 'fencepost/lambda';
+import * as entry from 'fencepost/lambda';
+
+export const handler = fencedChunkHandler(async ({ lease, fence, manifest, chunk, chunks, date, env }: FencedChunkContext) => {
+  const table = required(env, 'REMINDER_TABLE');
+  const share = Math.ceil(100 / chunks); // the chunk count cuts the input
+  const items = Array.from({ length: share }, (_, i) => ({ pk: date + '#' + (chunk * share + i) }));
+  try {
+    const written = await writeFenced(fence, lease.token, items, { table, check: () => lease.check() });
+    return { recorded: written.recorded.length, manifest: manifest !== undefined };
+  } catch (err) {
+    if (err instanceof FencedOutError) return { recorded: 0, manifest: false };
+    throw err;
+  }
+});
+
+// @ts-expect-error the function's runtime is the repository's, not in the context
+export const runtimeOf = (c: FencedChunkContext) => c.runtime;
+// @ts-expect-error FencedJob's own handlers are not in the entry
+export const handlers = entry.makeHandlers;
+`;
+
+test(
+  'a chunk function type-checks against the installed "fencepost/lambda": its context has the chunk count, no runtime; the entry has no makeHandlers',
+  { timeout: 120_000 },
+  async () => {
+    const project = path.join(work, 'consumer');
+    assert.ok(existsSync(path.join(project, 'node_modules', 'fencepost')), 'the first test installed the package');
+    writeFileSync(path.join(project, 'reminders-chunk.ts'), CHUNK_CONTEXT);
+    const tsc = await compile('reminders-chunk.ts', project);
+    assert.equal(tsc.code, 0, `the chunk function does not type-check against the installed package:\n${tsc.out}`);
+    const names = await run(process.execPath, ['-p', "Object.keys(require('fencepost/lambda')).sort().join(' ')"], project);
+    assert.equal(names.code, 0, names.out);
+    const exported = names.out.trim().split(' ');
+    assert.ok(exported.includes('fencedChunkHandler'), `the entry exports fencedChunkHandler: ${names.out}`);
+    const internals = exported.filter((n) => ['makeHandlers', 'createRuntime', 'lazily', 'fromEnvironment'].includes(n));
+    assert.deepEqual(internals, [], "the entry hands out none of FencedJob handlers' runtime");
   },
 );

@@ -16,11 +16,12 @@ import { MemoryLockStore } from '../core/memory/lock-store';
 import { type LeaseConfig } from '../core/config';
 import { DEFAULTS } from '../apps/billing/settings';
 import { FencedOutError } from '../core/errors';
-import { Events } from '../core/events';
+import { Events, type FencepostEvent } from '../core/events';
 import * as fence from '../core/fence';
 import { chunkBatches } from '../apps/billing/invoices';
 import { claim, pollMsOf, type Lease, type LeaseDeps } from '../core/lease';
 import { Keys } from '../apps/billing/keys';
+import { jobKeys } from '../core/job-keys';
 import { Sweeper, isOrphan, requeue, sightClaimed, type SweeperConfig } from '../core/sweeper';
 import { namespace, type Namespace } from './support/stack';
 import { noDynamo } from './support/no-dynamo';
@@ -33,7 +34,10 @@ function deps(ns: Namespace, worker = 'W') {
   const events = new Events(worker, systemClock);
   const leaseDeps: LeaseDeps = { ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events };
   const fenceDeps: InvoiceWriteDeps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
-  const sweeper = new Sweeper({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock }, sweeperConfig);
+  const sweeper = new Sweeper(
+    { job: Keys.keys.name, ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock },
+    sweeperConfig,
+  );
   return { leaseDeps, fenceDeps, sweeper };
 }
 
@@ -59,7 +63,7 @@ function memoryWorld() {
   const leaseDeps = (worker: string): LeaseDeps => ({ ddb: noDynamo, table: 'locks', store: lockStore, clock, events: new Events(worker, clock) });
   const fenceDeps: InvoiceWriteDeps = { ddb: noDynamo, jobs: 'jobs', invoices: ITEMS, clock, store };
   /** A new sweeper process: no sightings in memory. */
-  const sweeper = () => new Sweeper({ ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock, store, lockStore }, sweeperConfig);
+  const sweeper = () => new Sweeper({ job: Keys.keys.name, ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock, store, lockStore }, sweeperConfig);
   /** A claim that may wait out a lease: the clock runs until it lands (nothing else may keep timers set). */
   const claimNow = async (date: string, name: string): Promise<Lease> => {
     const claiming = claim(leaseDeps(name), Keys.lock(date), name, lease);
@@ -128,12 +132,52 @@ test("a dead holder's row is an orphan only on a second sighting a full lease la
   assert.deepEqual([next.claimed, next.orphans, next.pending], [1, 0, 1], 'a re-queued row starts over: a first sighting');
 });
 
+test("two jobs on one job table: each job's sweeper sights and re-queues its own claimed rows, never the other job's", async () => {
+  const w = memoryWorld();
+  const date = '2026-09-28';
+  const jobs = ['reminders', 'exports'].map(jobKeys);
+  for (const k of jobs) {
+    // Each job's holder claims its night and raises its row, then dies (no renewals).
+    const claiming = claim(w.leaseDeps(k.name), k.lock(date), `${k.name}-holder`, lease);
+    await w.clock.runUntilIdle(1_000);
+    const l = await claiming;
+    await fence.raise(w.fenceDeps, k.job(date), l.token, l.holder, 1);
+  }
+  for (const k of jobs) {
+    const sweeper = new Sweeper(
+      { ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock: w.clock, store: w.store, lockStore: w.lockStore, job: k.name },
+      sweeperConfig,
+    );
+    const report = await w.sweepTwice(sweeper);
+    assert.deepEqual([report.claimed, report.requeued], [1, [k.job(date)]], `${k.name}'s sweeper: its one claimed row, re-queued`);
+  }
+});
+
+test("the re-queued event names the dead holder's token as the row does (ownerToken), never as the sweeper's own token", async () => {
+  const w = memoryWorld();
+  const date = '2026-09-28';
+  const dead = await w.holder(date, 'B', false);
+  const heard: FencepostEvent[] = [];
+  const events = new Events('sweeper', w.clock).on((e) => void heard.push(e));
+  const sweeper = new Sweeper(
+    { job: Keys.keys.name, ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock: w.clock, store: w.store, lockStore: w.lockStore, events },
+    sweeperConfig,
+  );
+  await w.sweepTwice(sweeper);
+  const requeued = heard.filter((e) => e.event === 'requeued');
+  assert.deepEqual(
+    requeued.map(({ jobId, ownerToken, fence: f }) => ({ jobId, ownerToken, fence: f })),
+    [{ jobId: Keys.job(date), ownerToken: dead.token, fence: dead.token }],
+  );
+  assert.equal('token' in requeued[0], false, "`token` is, in every other event, the emitter's own");
+});
+
 test('a live holder is never swept: its renewals change the rvn between sightings; once it stops, it is swept a lease after the last one', async () => {
   // Virtual time on the in-memory stores: every sweep lands a full lease after the previous one, exactly.
   const clock = new VirtualClock();
   const store = new MemoryJobStore({ clock, jobs: 'jobs' });
   const lockStore = new MemoryLockStore();
-  const sweeper = new Sweeper({ ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock, store, lockStore }, sweeperConfig);
+  const sweeper = new Sweeper({ job: Keys.keys.name, ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock, store, lockStore }, sweeperConfig);
   const date = '2026-09-28';
   const a = await claim({ ddb: noDynamo, table: 'locks', store: lockStore, clock }, Keys.lock(date), 'A', lease);
   await fence.raise({ ddb: noDynamo, jobs: 'jobs', clock, store }, Keys.job(date), a.token, 'A', 1);
@@ -208,7 +252,7 @@ test('a re-queue racing a takeover does nothing: its condition names the owner a
   const w = memoryWorld();
   const date = '2026-09-28';
   await w.holder(date, 'B', false);
-  const sweeperDeps = { ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock: w.clock, store: w.store, lockStore: w.lockStore };
+  const sweeperDeps = { job: Keys.keys.name, ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock: w.clock, store: w.store, lockStore: w.lockStore };
   const { sightings } = await sightClaimed(sweeperDeps, sweeperConfig);
   const c = await w.claimNow(date, 'C'); // C takes over and raises in between
   await fence.raise(w.fenceDeps, Keys.job(date), c.token, 'C', 1);
@@ -370,7 +414,7 @@ test('a re-queue is recorded once per sighting: a retried record loses, and the 
   const { fenceDeps } = deps(ns);
   const date = '2026-09-28';
   await holder(ns, date, 'B');
-  const sweeperDeps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock };
+  const sweeperDeps = { job: Keys.keys.name, ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock };
   const [seen] = (await sightClaimed(sweeperDeps, sweeperConfig)).sightings;
   assert.equal(await requeue(sweeperDeps, seen), true);
   assert.equal(await requeue(sweeperDeps, seen), false, 'a retried step that re-uses its sighting records nothing more');

@@ -9,7 +9,7 @@
 import { createRequire } from 'node:module';
 import type { App } from 'aws-cdk-lib';
 import type { Clients, EventListener, RunHooks } from '../../core/internal';
-import type * as Lambda from '../../lambda/entry';
+import type * as Lambda from '../../lambda/internal';
 import type * as Chunk from './lambda/chunk';
 import type * as Config from './config';
 import type * as Stack from './stack';
@@ -44,7 +44,7 @@ export const billingApp = {
     };
   },
   handlers(runtime: { environment: Readonly<Record<string, string>>; clients: Clients; onEvent?: EventListener; hooks?: RunHooks }) {
-    const { createRuntime, lazily, makeHandlers } = onDemand('../../lambda/entry') as typeof Lambda;
+    const { createRuntime, lazily, makeHandlers } = onDemand('../../lambda/internal') as typeof Lambda;
     const { chunk } = onDemand('./lambda/chunk') as typeof Chunk;
     const source = lazily(() => createRuntime(runtime));
     // FencedJob's own handlers, and billing's chunk function beside them (its FENCEPOST_HANDLER is `chunk`).

@@ -10,7 +10,7 @@ import { GetCommand, QueryCommand, ScanCommand, type DynamoDBDocumentClient, typ
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { cancellationReasons, classifyCancellation } from '../conditions';
 import { conditionalUpdate, failedItem } from './conditions';
-import { Attr, CLAIM_SHARD, JOB_TABLE } from '../schema';
+import { Attr, JOB_TABLE } from '../schema';
 import type {
   BatchOutcome,
   BatchPut,
@@ -176,7 +176,7 @@ export class AwsJobStore extends AwsFenceStore implements JobStore {
         ':running': 'RUNNING',
         ':me': raise.owner,
         ':chunks': raise.chunkCount,
-        ':shard': CLAIM_SHARD,
+        ':shard': raise.shard,
         ':since': raise.claimedSince, // informational: the sweeper never compares it
       },
     });
@@ -225,13 +225,13 @@ export class AwsJobStore extends AwsFenceStore implements JobStore {
     });
   }
 
-  async claimedPage(start?: string): Promise<Page<JobRow>> {
+  async claimedPage(shard: string, start?: string): Promise<Page<JobRow>> {
     const page = await this.ddb.send(
       new QueryCommand({
         TableName: this.jobs,
         IndexName: JOB_TABLE.sparseIndex!.name,
         KeyConditionExpression: `${Attr.claimShard} = :shard`,
-        ExpressionAttributeValues: { ':shard': CLAIM_SHARD },
+        ExpressionAttributeValues: { ':shard': shard },
         ExclusiveStartKey: start === undefined ? undefined : (JSON.parse(start) as Record<string, unknown>),
       }),
     );

@@ -1,6 +1,6 @@
 /**
  * A strongly consistent Scan of any table, page by page, for auditors (they may scan: they run rarely and must see
- * everything; holders and the sweeper never do). A job's own data is the job's: billing scans its invoices with it.
+ * everything; holders and the sweeper never do). A job's own data is the job's: its own audit scans it with this.
  */
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import type { DocumentClient } from './job-store';

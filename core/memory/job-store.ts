@@ -24,7 +24,7 @@
 import { RequestTokens, dynamoError, transactionCanceled } from './dynamo-rules';
 import type { Clock } from '../clock';
 import { cancellationReasons, classifyCancellation, type CancellationReason } from '../conditions';
-import { Attr, CLAIM_SHARD } from '../schema';
+import { Attr } from '../schema';
 import type {
   BatchOutcome,
   BatchPut,
@@ -133,7 +133,7 @@ export class MemoryJobStore implements JobStore {
       [Attr.ownerToken]: r.token,
       [Attr.owner]: r.owner,
       [Attr.chunkCount]: r.chunkCount,
-      [Attr.claimShard]: CLAIM_SHARD,
+      [Attr.claimShard]: r.shard,
       [Attr.claimedSince]: r.claimedSince,
     };
     return this.update<JobRow>(this.jobs, { [Attr.pk]: jobId }, (old) => unraisedOrNotLower(old, r.token) && notDone(old), set);
@@ -191,12 +191,12 @@ export class MemoryJobStore implements JobStore {
     this.index.set(pk, versions);
   }
 
-  async claimedPage(start?: string): Promise<Page<JobRow>> {
+  async claimedPage(shard: string, start?: string): Promise<Page<JobRow>> {
     const now = this.options.clock.monotonicMs();
     const rows: JobRow[] = [];
     for (const versions of this.index.values()) {
       const seen = versions.filter((v) => v.visibleAt <= now).at(-1)?.row;
-      if (seen?.claim_shard === CLAIM_SHARD) rows.push(structuredClone(seen));
+      if (seen?.claim_shard === shard) rows.push(structuredClone(seen));
     }
     // The index's sort key is claimed_since; ties (and pagination) by the table's key.
     const order = (r: JobRow) => JSON.stringify([r.claimed_since ?? '', r.pk]);

@@ -156,10 +156,13 @@ export class RealWorker implements Clock {
   }
 }
 
-/** The real Sweeper as `w` runs it: on `w`'s clock, events and stores, treating a lease of `leaseMs` as the one declared. */
-export function sweeperOn(w: RealWorker, leaseMs: number): Sweeper {
+/**
+ * The real Sweeper of the job named `job` as `w` runs it: on `w`'s clock, events and stores, treating a lease of
+ * `leaseMs` as the one declared.
+ */
+export function sweeperOn(w: RealWorker, leaseMs: number, job: string): Sweeper {
   return new Sweeper(
-    { ddb: NO_DDB, jobs: REAL_TABLES.jobs, locks: REAL_TABLES.locks, clock: w, events: w.events, store: w.jobs, lockStore: w.locks },
+    { job, ddb: NO_DDB, jobs: REAL_TABLES.jobs, locks: REAL_TABLES.locks, clock: w, events: w.events, store: w.jobs, lockStore: w.locks },
     { ...SWEEPER_DEFAULTS, leaseMs },
   );
 }

@@ -45,13 +45,13 @@ export interface FenceItem {
 }
 
 /**
- * An item in DynamoDB's wire form (`{ pk: { S: 'inv#1' }, amount: { N: '100' } }`), the caller's own: the store
+ * An item in DynamoDB's wire form (`{ pk: { S: 'order#1' }, qty: { N: '3' } }`), the caller's own: the store
  * sends it as it is (no marshalling: bench/waste.ts) and reads only its key attribute.
  */
 export type WireItem = Readonly<Record<string, AttributeValue>>;
 
 /**
- * An item as plain document values (`{ pk: 'inv#1', amount: 100 }`): the DynamoDB store marshals it
+ * An item as plain document values (`{ pk: 'order#1', qty: 3 }`): the DynamoDB store marshals it
  * (util-dynamodb's marshall), the in-memory store keeps it as it is.
  */
 export type DocumentItem = Readonly<Record<string, NativeAttributeValue>>;
@@ -88,6 +88,8 @@ export interface RowRaise {
   readonly chunkCount: number;
   /** Informational (wall clock): the sweeper never compares it; also the sparse index's sort key. */
   readonly claimedSince: string;
+  /** The sparse index's partition the row is claimed under: its job's (core/job-keys.ts claimShard). */
+  readonly shard: string;
 }
 
 /** What the sweeper saw of a row it re-queues: the write lands only on exactly that row. */
@@ -128,8 +130,8 @@ export interface JobStore extends FenceStore {
    * index), if still RUNNING by the owner, at the fence and the count it saw.
    */
   requeue(jobId: string, seen: RequeueSighting): Promise<Conditional<JobRow>>;
-  /** One page of the sparse index (eventually consistent: a GSI has no consistent read). */
-  claimedPage(start?: string): Promise<Page<JobRow>>;
+  /** One page of one shard of the sparse index, one job's claims (eventually consistent: a GSI has no consistent read). */
+  claimedPage(shard: string, start?: string): Promise<Page<JobRow>>;
   /** One page of a strongly consistent scan of the job table (the auditor's: holders and the sweeper never scan). */
   scanPage(start?: string): Promise<Page<Record<string, unknown>>>;
 }

@@ -49,7 +49,7 @@ import { MemoryLockStore } from '../../core/memory/lock-store';
 import { MemoryManifestStore } from '../../core/memory/manifest-store';
 import type { JobStore } from '../../core/store/jobs';
 import type { WriteOutcome } from '../../core/store/lock';
-import { fencedChunkHandler, type FencedChunkContext } from '../../lambda/chunk-handler';
+import { chunkHandlerOn, type RuntimeChunkContext } from '../../lambda/chunk-handler';
 import { Env } from '../../lambda/env';
 import { makeHandlers } from '../../lambda/index';
 import { createRuntime, type Runtime } from '../../lambda/runtime';
@@ -461,7 +461,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
   };
 
   // The job's own work on one chunk: a batch at a time through the fence, each batch taking its time.
-  const work = (actor: Actor) => async (c: FencedChunkContext) => {
+  const work = (actor: Actor) => async (c: RuntimeChunkContext) => {
     for (let from = 0; from < s.items; from += s.batch) {
       await c.runtime.clock.sleep(s.batchWorkMs);
       c.lease.check();
@@ -526,7 +526,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
       const source = () => runtimeOf(actor, handler, view, onStep);
       const run =
         handler === 'chunk'
-          ? fencedChunkHandler(work(actor), source)
+          ? chunkHandlerOn(source, work(actor))
           : (makeHandlers(source)[handler as keyof ReturnType<typeof makeHandlers>] as (event: unknown) => Promise<unknown>);
       running.add(actor);
       const ran = run(payload as never);

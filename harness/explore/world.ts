@@ -236,6 +236,7 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
     );
     const sweeper = new Sweeper(
       {
+        job: keys.name,
         ddb: undefined as unknown as DocumentClient,
         jobs: 'jobs',
         locks: 'locks',

@@ -8,20 +8,20 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { ConfigError } from '../../../core/internal';
 import { BillingEnv, BillingMetric } from '../schema';
 import {
-  fencedChunkHandler,
+  chunkHandlerOn,
   fromEnvironment,
   metrics,
   optionalNumber,
   required,
-  type FencedChunkContext,
+  type RuntimeChunkContext,
   type RuntimeSource,
-} from '../../../lambda/entry';
+} from '../../../lambda/internal';
 import { BILLING_JOB } from '../keys';
 import { billWork, type ChunkResult } from '../night';
 import { validateBillingConfig } from '../settings';
 
 /** Billing's work on one chunk, with its settings from the function's environment. */
-async function bill(c: FencedChunkContext): Promise<ChunkResult> {
+async function bill(c: RuntimeChunkContext): Promise<ChunkResult> {
   const rt = c.runtime;
   if (rt.job.name !== BILLING_JOB) throw new ConfigError([`the billing chunk function serves the job named ${BILLING_JOB}, not ${rt.job.name}`]);
   const config = validateBillingConfig({
@@ -41,7 +41,7 @@ async function bill(c: FencedChunkContext): Promise<ChunkResult> {
 }
 
 /** The BillChunk step, made from a runtime source (the local runner's source mode makes it from its own). */
-export const chunk = (runtime: RuntimeSource) => fencedChunkHandler(bill, runtime);
+export const chunk = (runtime: RuntimeSource) => chunkHandlerOn(runtime, bill);
 
 /** The deployed function's handler: its runtime is built from its own environment, once per warm environment. */
 export const handler = chunk(fromEnvironment());

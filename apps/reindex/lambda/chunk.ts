@@ -7,7 +7,7 @@
  * gets marked DONE by Complete.
  */
 import { ConfigError } from '../../../core/internal';
-import { fencedChunkHandler, required, type FencedChunkContext, type Runtime } from '../../../lambda/entry';
+import { chunkHandlerOn, fromEnvironment, required, type Runtime, type RuntimeChunkContext } from '../../../lambda/internal';
 import { chunkCount, reindexChunk, type ChunkResult, type ReindexPlan } from '../job';
 import { JOB_NAME, MAX_ITEMS, ReindexEnv } from '../schema';
 
@@ -28,7 +28,7 @@ function planOf(rt: Runtime, date: string): ReindexPlan {
 }
 
 /** The reindex work on one chunk: each update checked, then sent with the chunk fence's guard. */
-function reindex({ runtime: rt, env, lease, fence, date, chunk }: FencedChunkContext): Promise<ChunkResult> {
+function reindex({ runtime: rt, env, lease, fence, date, chunk }: RuntimeChunkContext): Promise<ChunkResult> {
   const plan = planOf(rt, date);
   const tables = {
     locks: rt.leaseDeps.table,
@@ -40,4 +40,4 @@ function reindex({ runtime: rt, env, lease, fence, date, chunk }: FencedChunkCon
 }
 
 /** The deployed function's handler: resume, renew, the work, the done mark, errors mapped (fencedChunkHandler). */
-export const handler = fencedChunkHandler(reindex);
+export const handler = chunkHandlerOn(fromEnvironment(), reindex);

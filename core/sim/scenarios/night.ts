@@ -117,7 +117,7 @@ function describe(e: FencepostEvent): Omit<SimRow, 't' | 'actor'> | undefined {
     case 'released':
       return { event: 'releases: clears holder, keeps the item', token: e.token };
     case 'requeued':
-      return { event: 're-queues the orphan (conditional write)', fence: e.fence, note: `its rvn unchanged a full lease; owner ${e.token}` };
+      return { event: 're-queues the orphan (conditional write)', fence: e.fence, note: `its rvn unchanged a full lease; owner ${e.ownerToken}` };
     default:
       return undefined;
   }
@@ -188,7 +188,7 @@ async function playNight(i: NightInputs) {
   start(A, { chunk: i.pauseChunk, ms: i.pauseMs });
   world.at(i.bStartsAt, () => start(B));
   world.at(i.bDiesAt, () => B.crash());
-  const sweeper = sweeperOn(sweeperWorker!, i.leaseMs);
+  const sweeper = sweeperOn(sweeperWorker!, i.leaseMs, keys.name);
   let cStarted = false;
   const sweepLoop = () => {
     if (done) return;

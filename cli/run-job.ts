@@ -1,7 +1,7 @@
 /**
  * `fencepost run`: the user's own fenced job, run locally the way `npm start` runs billing in the repository. The
  * user's CDK app is synthesized by its own command (as the CDK CLI runs it: CDK_OUTDIR, CDK_CONTEXT_JSON), the
- * FencedJob is found in the cloud assembly (local/assembly.ts), every table of its stack and the buckets its functions
+ * FencedJob is found in the cloud assembly (cli/assembly.ts), every table of its stack and the buckets its functions
  * name are created on the embedded stack (or on endpoints given), and the job's state machine runs one night with
  * aws-local-stepfunctions, each task on its function's bundle (local/workflow.ts). The summary is read back from the
  * stores: the job row, the chunk fence items, the items in each table.
@@ -19,7 +19,7 @@ import { createTablesFrom } from '../core/aws/provision';
 import { ConfigError, InfrastructureError } from '../core/errors';
 import { JOB_NAME_PATTERN, jobKeys } from '../core/job-keys';
 import { Attr } from '../core/schema';
-import { jobInAssembly, type AssemblyJob } from '../local/assembly';
+import { jobInAssembly, type AssemblyJob } from './assembly';
 import { lambdaNode } from '../local/lambda-runner';
 import { missingPeersInstall } from '../local/peers';
 import { ensureBucket } from '../local/provision';

@@ -25,6 +25,6 @@ export const Env = {
 
 /**
  * The template metadata FencedJob puts on its two state machines, valued with the job's name: `fencepost run` finds a
- * user's fenced jobs in their synthesized app by it (local/assembly.ts). Metadata only: nothing of it is deployed.
+ * user's fenced jobs in their synthesized app by it (cli/assembly.ts). Metadata only: nothing of it is deployed.
  */
 export const FENCED_JOB_MARK = { job: 'fencepost:job', sweeper: 'fencepost:sweeper' } as const;

@@ -389,7 +389,7 @@ export async function runWorkflowLocally(run: LocalExecution): Promise<LocalResu
   return runMachineLocally(synthesizeWorkflow(run.app, run.settings), 'job', run);
 }
 
-/** An execution of a workflow read from a cloud assembly (local/assembly.ts): no app to build, bundles only. */
+/** An execution of a workflow read from a cloud assembly (cli/assembly.ts): no app to build, bundles only. */
 export type AssemblyExecution = Omit<LocalExecution, 'app' | 'settings' | 'lambdaCode'>;
 
 /** Execute an already synthesized job workflow once (a user's app, `fencepost run`), on its bundles. */

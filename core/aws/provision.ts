@@ -58,7 +58,7 @@ export async function createDescribedTables(raw: DynamoDBClient, prefix: string,
 
 /**
  * Create each table of these CreateTable requests unless it exists, and wait until each is ACTIVE (a template's
- * tables: `fencepost run`, local/assembly.ts).
+ * tables: `fencepost run`, cli/assembly.ts).
  */
 export async function createTablesFrom(raw: DynamoDBClient, inputs: readonly CreateTableCommandInput[]): Promise<void> {
   for (const input of inputs) {

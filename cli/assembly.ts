@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
 import { ConfigError } from '../core/errors';
 import { Env, FENCED_JOB_MARK } from '../lambda/env';
-import { functionAt, machine, type Resource, type SynthesizedWorkflow } from './workflow';
+import { functionAt, machine, type Resource, type SynthesizedWorkflow } from '../local/workflow';
 
 type Json = Record<string, unknown>;
 

@@ -24,8 +24,11 @@ export const DEFAULT_BUMP = 1_000_000;
 
 /** What a bump run did: the floor, every item scanned, the epochs it moved, the items an earlier try of the same run had bumped. */
 export interface BumpReport {
+  /** The run's id: a retry with the same id skips the items this run already bumped. */
   readonly runId: string;
+  /** How much each epoch, and the floor, was raised by. */
   readonly by: number;
+  /** True when nothing was written: the report says what a real run would do. */
   readonly dryRun: boolean;
   /** The epoch floor, before and after the bump: every lock item created after starts above `to`. */
   readonly floor: {

@@ -38,6 +38,7 @@ export type JobState = 'QUEUED' | 'RUNNING' | 'DONE';
 
 /** A key attribute of a table or index: its name and DynamoDB type. */
 export interface KeyAttribute {
+  /** The attribute's name. */
   readonly name: string;
   /** S (string) or N (number). */
   readonly type: 'S' | 'N';

@@ -119,7 +119,9 @@ export class FencepostAlarms extends Construct {
   readonly topic: sns.Topic;
   /** The topic's customer managed key (CloudWatch cannot publish under the AWS managed one). */
   readonly key: kms.Key;
+  /** Each alarm, by its name (docs/ALARMS.md). */
   readonly alarms: Readonly<Record<AlarmName, cloudwatch.Alarm>>;
+  /** The job's dashboard: the chunks' progress (when given), runs, executions, rejections, the sweeper, the alarms' states. */
   readonly dashboard: cloudwatch.Dashboard;
 
   constructor(scope: Construct, id: string, props: FencepostAlarmsProps) {

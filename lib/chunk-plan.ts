@@ -45,7 +45,9 @@ export interface ChunkMapSettings {
   readonly chunkConcurrency: number;
   /** Runs of more chunks than this run them as a Distributed Map; 0: always. */
   readonly distributedMapAboveChunks: number;
+  /** How long a lease lasts without renewal, in ms: a claimant waits a whole lease per try. */
   readonly leaseMs: number;
+  /** Leases a claimant waits on a live holder before it gives up: with leaseMs, the claim loop's longest wait. */
   readonly claimBudget: number;
   /** The largest output of one chunk invocation, in bytes (JSON): inline, the Map keeps every output in the state. */
   readonly chunkOutputBytes: number;
@@ -55,7 +57,9 @@ export interface ChunkMapSettings {
 
 /** How a run's chunks run, and the figures the checks compare with AWS's quotas. */
 export interface ChunkMapPlan {
+  /** Chunks in one run. */
   readonly chunks: number;
+  /** Inline (the chunks run in the job's own execution) or distributed (a child execution per chunk). */
   readonly mode: ChunkMapMode;
   /** Worst-case history of the job execution without its chunks: the longest claim loop and every retry. */
   readonly fixedEvents: number;

@@ -118,6 +118,7 @@ export class HandlerFunction extends NodejsFunction {
     );
   }
 
+  /** The function's own ARN alone: nothing invokes a version or alias of it. */
   override get resourceArnsForGrantInvoke(): string[] {
     return [this.functionArn];
   }

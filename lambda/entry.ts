@@ -13,7 +13,8 @@ export { fencedChunkHandler, type ChunkEvent, type FencedChunkContext } from './
 export { Env } from './env';
 export { TransientStoreError, logger, metrics, optionalNumber, required, tracer, type Environment } from './runtime';
 // The core's types the chunk's context names: the same declarations as the `fencepost` entry's.
-export { FencedOutError, FenceNotRaisedError, FencepostError } from '../core/errors';
+// The errors the work may meet: a newer holder's fence, an unraised fence, the lease lost or its stop time passed.
+export { FencedOutError, FenceNotRaisedError, FencepostError, LeaseLostError, StopTimePassedError } from '../core/errors';
 export type { Lease, LeaseDeps } from '../core/lease';
 export type { LeaseConfig } from '../core/config';
 export type { Fence, FenceTarget } from '../core/fence';

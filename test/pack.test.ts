@@ -730,7 +730,7 @@ test(
 /** A user's chunk function that reads the whole context, and the two things the entry must not hand out. */
 const CHUNK_CONTEXT = `
 import { writeFenced } from 'fencepost';
-import { FencedOutError, fencedChunkHandler, required, type FencedChunkContext } from 'fencepost/lambda';
+import { FencedOutError, LeaseLostError, StopTimePassedError, fencedChunkHandler, required, type FencedChunkContext } from 'fencepost/lambda';
 import * as entry from 'fencepost/lambda';
 
 export const handler = fencedChunkHandler(async ({ lease, fence, manifest, chunk, chunks, date, env }: FencedChunkContext) => {
@@ -742,6 +742,8 @@ export const handler = fencedChunkHandler(async ({ lease, fence, manifest, chunk
     return { recorded: written.recorded.length, manifest: manifest !== undefined };
   } catch (err) {
     if (err instanceof FencedOutError) return { recorded: 0, manifest: false };
+    // The lease lost or its stop time passed: the handler ends the run as lost.
+    if (err instanceof LeaseLostError || err instanceof StopTimePassedError) console.warn('chunk ' + chunk + ': the lease is gone');
     throw err;
   }
 });

@@ -144,6 +144,11 @@ export const consumerSynth: Measurement = {
       }
       const stats = new Map([...seconds].map(([k, xs]) => [k, stat(xs)]));
       const [before, after, floor] = VARIANTS.map((v) => stats.get(v.name)!.median);
+      // The ratio of each round's pair, measured side by side, then their median: a slow moment of the machine hits
+      // both of a round's synths, not one median alone.
+      const paired = (a: string, b: string) => stat(seconds.get(a)!.map((x, i) => x / seconds.get(b)![i])).median;
+      const [beforeName, afterName, floorName] = VARIANTS.map((v) => v.name);
+      const speedup = paired(beforeName, afterName);
       report.blocks.push(
         table(
           ['app', 'synth s, median (min–max)', 'esbuild runs', 'assets', 'rounds'],
@@ -158,9 +163,10 @@ export const consumerSynth: Measurement = {
         table(
           ['ratio', 'value'],
           [
-            ['before / after', fmt(before / after, 2)],
-            ['after / floor', fmt(after / floor, 2)],
-            ['before / floor', fmt(before / floor, 2)],
+            ['before / after, median of the rounds', fmt(speedup, 2)],
+            ['after / floor, median of the rounds', fmt(paired(afterName, floorName), 2)],
+            ['before / floor, median of the rounds', fmt(paired(beforeName, floorName), 2)],
+            ['before / after, of the medians', fmt(before / after, 2)],
           ],
         ),
         `the tarball added ${fmt(addedMib, 1)} MiB to the project's node_modules (over the peers and esbuild)`,
@@ -168,7 +174,7 @@ export const consumerSynth: Measurement = {
       report.verdicts.push({
         measurement: this.name,
         what: "a user's synth of a 4-chunk FencedJob, prebundled",
-        figure: `${fmt(after, 1)} s against ${fmt(before, 1)} s bundling at synth (${fmt(before / after, 2)}×), floor ${fmt(floor, 1)} s`,
+        figure: `${fmt(after, 1)} s against ${fmt(before, 1)} s bundling at synth (${fmt(speedup, 2)}×, the median of the rounds' ratios), floor ${fmt(floor, 1)} s`,
         target: 'faster than bundling at synth',
         met: after < before,
       });

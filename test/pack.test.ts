@@ -167,9 +167,14 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
   assert.equal(packed.code, 0, packed.out);
   const [{ filename, files }] = JSON.parse(packed.out.slice(packed.out.indexOf('['))) as { filename: string; files: { path: string }[] }[];
   // The package is the library, the constructs, their handlers and the user's command: the rest stays in the repository.
-  const expected = ['package.json', 'README.md'];
-  const outside = files.map((f) => f.path).filter((p) => !p.startsWith('dist/') && !expected.includes(p));
-  assert.deepEqual(outside, [], 'only dist/, README.md and package.json are packed');
+  // The docs the README and the command's help point to are packed beside it; npm adds the LICENSE itself.
+  const expected = ['package.json', 'README.md', 'LICENSE'];
+  const outside = files.map((f) => f.path).filter((p) => !p.startsWith('dist/') && !p.startsWith('docs/') && !expected.includes(p));
+  assert.deepEqual(outside, [], 'only dist/, docs/, README.md, LICENSE and package.json are packed');
+  assert.ok(
+    files.some((f) => f.path === 'LICENSE'),
+    'the license text is packed',
+  );
   for (const entry of ['dist/core/index.js', 'dist/core/index.d.ts'])
     assert.ok(
       files.some((f) => f.path === entry),
@@ -225,6 +230,11 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
   const optionalPeers = Object.keys(shipped.peerDependenciesMeta ?? {}).filter((p) => shipped.peerDependenciesMeta?.[p]?.optional);
   const unresolved = unresolvedImports(installed, optionalPeers);
   expect(unresolved.length === 0, `runtime imports that do not resolve with the dependencies and peers: ${unresolved.join('; ')}`);
+  // Every relative link of the README a user reads in node_modules resolves there (docs/…, not the repository's files).
+  const readme = readFileSync(path.join(installed, 'README.md'), 'utf8');
+  const links = [...readme.matchAll(/\]\(([^)#:]+)(?:#[^)]*)?\)/g)].map((m) => m[1]);
+  const dangling = links.filter((l) => !existsSync(path.join(installed, l)));
+  expect(dangling.length === 0, `the installed README links to files the package does not hold: ${[...new Set(dangling)].join(', ')}`);
   const publish = await runAsUser('npm', ['publish', '--dry-run', path.join(work, filename)], project);
   expect(publish.code === 0, `npm publish --dry-run exits ${publish.code}: ${publish.out}`);
   expect(!/auto-corrected|invalid/i.test(publish.out), `npm publish corrects package.json: ${publish.out}`);

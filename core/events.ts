@@ -11,8 +11,10 @@ import type { SweepReport } from './sweep-report';
 
 /**
  * The fields of each event, by name. Durations are whole milliseconds on the emitting process's monotonic clock.
- * `token` is always the emitting holder's own fencing token; another holder's is `epoch` (as the lock item names it)
- * or `ownerToken` (as a job row names it), and a fence item's is `fence`.
+ * In a lease's and a job's events, `token` is always the emitting holder's own fencing token; another holder's is
+ * `epoch` (as the lock item names it) or `ownerToken` (as a job row names it), and a fence item's is `fence`. The
+ * election's and the epoch fence's events (from `campaign` on) have no token: their `epoch` is the emitter's own, as
+ * their stores name it. Another holder's name is `holder` (`holderNow` when a renewal found it replaced).
  */
 export interface EventFields {
   /** A claimant read the lock item and saw a free lock or an rvn it had not watched before (reported once per rvn). */

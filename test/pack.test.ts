@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
+import semver from 'semver';
 import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { localClients } from '../core/aws/clients';
 import { TIMEOUT } from '../lib/fenced-workflow';
@@ -65,6 +66,20 @@ function runAsUser(command: string, args: string[], cwd: string): Promise<{ code
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, out })));
+}
+
+/** Every package installed under a node_modules folder, nested ones too, with its engines.node range. */
+function installedPackages(modules: string): { dir: string; name: string; engine?: string }[] {
+  if (!existsSync(modules)) return [];
+  const dirs = readdirSync(modules)
+    .filter((d) => !d.startsWith('.'))
+    .flatMap((d) => (d.startsWith('@') ? readdirSync(path.join(modules, d)).map((s) => path.join(modules, d, s)) : [path.join(modules, d)]));
+  return dirs.flatMap((dir) => {
+    const file = path.join(dir, 'package.json');
+    if (!existsSync(file)) return [];
+    const pkg = JSON.parse(readFileSync(file, 'utf8')) as { name: string; engines?: { node?: string } };
+    return [{ dir, name: pkg.name, engine: pkg.engines?.node }, ...installedPackages(path.join(dir, 'node_modules'))];
+  });
 }
 
 /** Kibibytes on disk under a folder, as du counts them. */
@@ -198,6 +213,7 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
   ]);
   assert.equal(peers.code, 0, `npm install of the peers failed:\n${peers.out}`);
   const peersKib = await kib(path.join(project, 'node_modules'));
+  const peerPackages = new Set(installedPackages(path.join(project, 'node_modules')).map((p) => p.dir));
   const install = await userNpm(['install', path.join(work, filename)]);
   assert.equal(install.code, 0, `npm install failed:\n${install.out}`);
   assert.ok(readdirSync(path.join(project, 'node_modules', 'fencepost', 'dist', 'core')).includes('index.js'));
@@ -210,6 +226,13 @@ test('npm pack → npm install in a fresh project → import "fencepost" and run
   const expect = (ok: unknown, problem: string) => void (ok || problems.push(problem));
   expect(addedMib <= 40, `installing the tarball added ${addedMib.toFixed(1)} MiB over the fresh app (its peers and @types/node), more than 40 MiB`);
   expect(!/EBADENGINE/.test(install.out), `the install warns of an engine this Node lacks: ${/package: '[^']+'/.exec(install.out)?.[0]}`);
+  // npm warns on the Node it runs on; Node 22 and 24 are judged from the engines field of every package the tarball
+  // brought, as npm would judge them (the first release of each line npm and its dependencies support fully).
+  const added = installedPackages(path.join(project, 'node_modules')).filter((p) => !peerPackages.has(p.dir));
+  for (const node of [process.versions.node, '22.12.0', '24.0.0']) {
+    const refuse = added.filter((p) => p.engine !== undefined && !semver.satisfies(node, p.engine));
+    expect(refuse.length === 0, `on Node ${node}, npm would warn of engines: ${refuse.map((p) => `${p.name} (${p.engine})`).join(', ')}`);
+  }
 
   // The user's Node stays theirs: nothing the package brings links a `node` into node_modules/.bin.
   const machineNode = (await runAsUser('node', ['--version'], project)).out.trim();

@@ -197,6 +197,9 @@ function read(s: StackTemplate, name: string, jobId: string, sweeperId: string):
       ]);
     }
   }
+  const chunks = Number(environment[Env.chunks]);
+  if (!Number.isSafeInteger(chunks) || chunks < 1)
+    throw new ConfigError([`${name}: its functions do not give its chunk count (${Env.chunks} is ${JSON.stringify(environment[Env.chunks])})`]);
   const workflow: SynthesizedWorkflow = {
     definition: job.definition,
     taskHandlers,
@@ -215,7 +218,7 @@ function read(s: StackTemplate, name: string, jobId: string, sweeperId: string):
     name,
     stack: s.stack,
     workflow,
-    chunks: Number(environment[Env.chunks]),
+    chunks,
     timeZone: typeof environment[Env.scheduleTimeZone] === 'string' ? String(environment[Env.scheduleTimeZone]) : 'UTC',
     tables,
     bucket: bucketGiven ?? (manifests && bucketName(manifests)),

@@ -79,7 +79,12 @@ function markedJob(environment: Record<string, unknown>): Record<string, unknown
   return {
     ChunkFn: {
       Type: 'AWS::Lambda::Function',
-      Properties: { Code: { S3Key: 'abc.zip' }, Handler: 'index.handler', Runtime: 'nodejs24.x', Environment: { Variables: environment } },
+      Properties: {
+        Code: { S3Key: 'abc.zip' },
+        Handler: 'index.handler',
+        Runtime: 'nodejs24.x',
+        Environment: { Variables: { FENCEPOST_CHUNKS: '1', ...environment } },
+      },
     },
     Job: {
       Type: 'AWS::StepFunctions::StateMachine',

@@ -7,26 +7,36 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
+import { describedTableInput } from '../core/aws/provision';
 import { ConfigError } from '../core/errors';
+import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
 import { Env, FENCED_JOB_MARK } from '../lambda/env';
-import { functionAt, machine, type Resource, type SynthesizedWorkflow } from '../local/workflow';
+import { functionAt, machine, resolveJoin, type Resource, type SynthesizedWorkflow } from '../local/workflow';
 
 type Json = Record<string, unknown>;
 
 const TABLE_TYPES = new Set(['AWS::DynamoDB::Table', 'AWS::DynamoDB::GlobalTable']);
+/** The pseudo-parameters a function's environment may reference, resolved as the local ARNs are (local/workflow.ts). */
+const PSEUDO = new Set(['AWS::Region', 'AWS::AccountId', 'AWS::Partition', 'AWS::URLSuffix']);
+/** DynamoDB's and S3's rules for a name: a table or bucket a job names literally is created under it. */
+const TABLE_NAME = /^[A-Za-z0-9_.-]{3,255}$/;
+const BUCKET_NAME = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 
 /** One FencedJob of the app, ready to run locally. */
 export interface AssemblyJob {
   /** The job's name (FencedJob's `name`). */
   readonly name: string;
-  /** The stack that holds it. */
+  /** The stack that holds it (its construct path: `Stage/Stack` inside a Stage). */
   readonly stack: string;
   readonly workflow: SynthesizedWorkflow;
   /** Chunks in one run. */
   readonly chunks: number;
   /** The schedule's time zone: the night's date is read in it. */
   readonly timeZone: string;
-  /** Every table of the stack, by logical id: its local name, its role, and the request that creates it. */
+  /**
+   * Every table of the stack, by logical id, and the lock and job tables the functions name literally (imported by
+   * name), by that name: its local name, its role, and the request that creates it.
+   */
   readonly tables: Readonly<
     Record<string, { readonly name: string; readonly role: 'locks' | 'jobs' | 'app'; readonly create: CreateTableCommandInput }>
   >;
@@ -37,7 +47,10 @@ export interface AssemblyJob {
 }
 
 interface StackTemplate {
+  /** Its display name, the construct path (`Stage/Stack` inside a Stage): for messages. */
   readonly stack: string;
+  /** The name it deploys under (the manifest's stackName, else its artifact id): letters, digits and hyphens. */
+  readonly name: string;
   readonly dir: string;
   readonly template: { readonly Resources?: Record<string, Resource> };
   /** Asset hash → its path in the assembly (the stack's asset manifest). */
@@ -67,7 +80,8 @@ function stacksIn(dir: string): StackTemplate[] {
     const assets = Object.fromEntries(
       Object.entries(files).map(([hash, f]) => [hash, { path: String(f.source.path), packaging: f.source.packaging as string }]),
     );
-    out.push({ stack: a.displayName ?? id, dir, template, assets });
+    const name = typeof a.properties?.stackName === 'string' ? a.properties.stackName : id;
+    out.push({ stack: a.displayName ?? id, name, dir, template, assets });
   }
   return out;
 }
@@ -115,6 +129,15 @@ function read(s: StackTemplate, name: string, jobId: string, sweeperId: string):
   for (const id of [jobId, sweeperId]) {
     for (const fn of invokedFunctions(resources[id].Properties.DefinitionString, resources)) functions[fn] ??= deployed(s, fn, resources[fn]);
   }
+  // Pseudo-parameters become the run's local values, as a deployed function's environment gets its stack's.
+  for (const [id, fn] of Object.entries(functions)) {
+    const resolved = Object.entries(fn.environment).map(([k, v]) => {
+      const ref = (v as Json | undefined)?.Ref;
+      if (ref === 'AWS::StackName') return [k, s.name];
+      return [k, typeof ref === 'string' && PSEUDO.has(ref) ? resolveJoin(v) : v];
+    });
+    functions[id] = { ...fn, environment: Object.fromEntries(resolved) as Record<string, unknown> };
+  }
   const job = machine(jobId, resources, functions);
   const sweeper = machine(sweeperId, resources, functions);
   let environment: Record<string, unknown> = {};
@@ -123,20 +146,35 @@ function read(s: StackTemplate, name: string, jobId: string, sweeperId: string):
     taskHandlers[state] = functions[id].handlerName;
     environment = { ...environment, ...functions[id].environment };
   }
+  // A store is the stack's ({ Ref: logicalId }) or imported by name (a literal: Table.fromTableName, Bucket.fromBucketName).
   const ref = (variable: string) => (environment[variable] as Json | undefined)?.Ref as string | undefined;
+  const literal = (variable: string) => (typeof environment[variable] === 'string' ? String(environment[variable]) : undefined);
   const [locks, jobs, manifests] = [ref(Env.lockTable), ref(Env.jobTable), ref(Env.bucket)];
-  if (!locks || !jobs) throw new ConfigError([`${name}: its functions do not name its lock table and job table`]);
+  const [lockName, jobName, bucketGiven] = [literal(Env.lockTable), literal(Env.jobTable), literal(Env.bucket)];
+  if (!(locks || lockName) || !(jobs || jobName)) throw new ConfigError([`${name}: its functions do not name its lock table and job table`]);
   const tables: Record<string, AssemblyJob['tables'][string]> = {};
   for (const [id, r] of Object.entries(resources)) {
     if (!TABLE_TYPES.has(r.Type)) continue;
-    const local = typeof r.Properties.TableName === 'string' ? r.Properties.TableName : `${s.stack}-${id}`;
+    const local = typeof r.Properties.TableName === 'string' ? r.Properties.TableName : `${s.name}-${id}`;
     tables[id] = { name: local, role: id === locks ? 'locks' : id === jobs ? 'jobs' : 'app', create: createTable(local, r.Properties) };
   }
+  // A table given by name has no template: it is created with the library's own schema (core/schema.ts).
+  for (const [given, role, description, variable] of [
+    [lockName, 'locks', LOCK_TABLE, Env.lockTable],
+    [jobName, 'jobs', JOB_TABLE, Env.jobTable],
+  ] as const) {
+    if (given === undefined) continue;
+    if (!TABLE_NAME.test(given))
+      throw new ConfigError([`${name}: its ${variable} ${JSON.stringify(given)} is not a DynamoDB table name (3 to 255 of A-Z a-z 0-9 _ . -)`]);
+    tables[given] = { name: given, role, create: describedTableInput(given, description) };
+  }
+  if (bucketGiven !== undefined && !BUCKET_NAME.test(bucketGiven))
+    throw new ConfigError([`${name}: its ${Env.bucket} ${JSON.stringify(bucketGiven)} is not an S3 bucket name (3 to 63 of a-z 0-9 . -)`]);
   const bucketName = (id: string) => {
     const given = resources[id]?.Properties?.BucketName;
     return typeof given === 'string'
       ? given
-      : `${s.stack}-${id}`
+      : `${s.name}-${id}`
           .toLowerCase()
           .slice(0, 63)
           .replace(/[^a-z0-9]+$/, '');
@@ -152,12 +190,16 @@ function read(s: StackTemplate, name: string, jobId: string, sweeperId: string):
   for (const fn of Object.values(functions)) {
     for (const [variable, v] of Object.entries(fn.environment)) {
       const id = (v as Json | undefined)?.Ref;
-      if (typeof v === 'string' || (typeof id === 'string' && (tables[id] || id === manifests || buckets[id] || id === jobId))) continue;
+      if (typeof v === 'string' || (typeof id === 'string' && ((resources[id] && tables[id]) || id === manifests || buckets[id] || id === jobId)))
+        continue;
       throw new ConfigError([
-        `function ${fn.logicalId}: its environment variable ${variable} is ${JSON.stringify(v)}, which a local run does not provide (it provides the stack's tables, the buckets and the job's state machine)`,
+        `function ${fn.logicalId}: its environment variable ${variable} is ${JSON.stringify(v)}, which a local run does not provide (it provides the stack's tables, the buckets, the job's state machine and the pseudo-parameters ${[...PSEUDO, 'AWS::StackName'].join(', ')})`,
       ]);
     }
   }
+  const chunks = Number(environment[Env.chunks]);
+  if (!Number.isSafeInteger(chunks) || chunks < 1)
+    throw new ConfigError([`${name}: its functions do not give its chunk count (${Env.chunks} is ${JSON.stringify(environment[Env.chunks])})`]);
   const workflow: SynthesizedWorkflow = {
     definition: job.definition,
     taskHandlers,
@@ -166,7 +208,7 @@ function read(s: StackTemplate, name: string, jobId: string, sweeperId: string):
     sweeper,
     functions,
     stores: {
-      tables: Object.fromEntries(Object.keys(tables).map((id) => [id, id])),
+      tables: Object.fromEntries(Object.keys(tables).flatMap((id) => (resources[id] ? [[id, id]] : []))),
       bucket: manifests,
       buckets: Object.fromEntries(Object.keys(buckets).map((id) => [id, id])),
     },
@@ -176,10 +218,10 @@ function read(s: StackTemplate, name: string, jobId: string, sweeperId: string):
     name,
     stack: s.stack,
     workflow,
-    chunks: Number(environment[Env.chunks]),
+    chunks,
     timeZone: typeof environment[Env.scheduleTimeZone] === 'string' ? String(environment[Env.scheduleTimeZone]) : 'UTC',
     tables,
-    bucket: manifests && bucketName(manifests),
+    bucket: bucketGiven ?? (manifests && bucketName(manifests)),
     buckets,
   };
 }

@@ -13,12 +13,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
-import { BatchGetCommand, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { localClients, type Clients, type Endpoints } from '../core/aws/clients';
 import { createTablesFrom } from '../core/aws/provision';
+import { dateIn, dateProblem } from '../core/config';
 import { ConfigError, InfrastructureError } from '../core/errors';
+import { readChunkFences, readJob } from '../core/fence';
 import { JOB_NAME_PATTERN, jobKeys } from '../core/job-keys';
-import { Attr } from '../core/schema';
 import { jobInAssembly, type AssemblyJob } from './assembly';
 import { lambdaNode } from '../local/lambda-runner';
 import { missingPeersInstall } from '../local/peers';
@@ -66,7 +66,7 @@ function runOptionsOf(values: Record<string, unknown>, cwd: string): RunOptions 
   const problems: string[] = [];
   const { endpoints } = storeTarget(values, problems);
   const date = values.date as string | undefined;
-  if (date !== undefined && !isDate(date)) problems.push(`--date must be a calendar date YYYY-MM-DD, got ${JSON.stringify(date)}`);
+  if (date !== undefined && dateProblem(date) !== undefined) problems.push(`--date must be a calendar date YYYY-MM-DD, got ${JSON.stringify(date)}`);
   const job = values.job as string | undefined;
   if (job !== undefined && !JOB_NAME_PATTERN.test(job))
     problems.push(`--job must be a job's name (lowercase letters, digits and hyphens, starting with a letter), got ${JSON.stringify(job)}`);
@@ -90,16 +90,6 @@ function runOptionsOf(values: Record<string, unknown>, cwd: string): RunOptions 
     );
   if (problems.length > 0) throw new ConfigError(problems);
   return { app, assembly: assembly && path.resolve(cwd, assembly), context: config.context ?? {}, job, date, endpoints, json: Boolean(values.json) };
-}
-
-function isDate(s: string): boolean {
-  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s);
-  return m !== null && new Date(Date.UTC(+m[1], +m[2] - 1, +m[3])).toISOString().slice(0, 10) === s;
-}
-
-/** Today's date in a time zone (the schedule's: the night a run started now would be). */
-function todayIn(timeZone: string): string {
-  return new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(new Date());
 }
 
 /** Run the app's command as the CDK CLI runs it, into `outdir`; its output goes to stderr. */
@@ -153,7 +143,8 @@ export async function runJob(values: Record<string, unknown>): Promise<number> {
       await synthesize({ ...o, app: o.app }, outdir);
     }
     const job = jobInAssembly(outdir, o.job);
-    const date = o.date ?? todayIn(job.timeZone);
+    // Today in the schedule's time zone: the night a run scheduled now would be.
+    const date = o.date ?? dateIn(new Date(), job.timeZone);
     warnOfNode(job);
     return await onStores(o.endpoints, async (clients, endpoints) => {
       const summary = await runNight(job, date, clients, endpoints);
@@ -218,9 +209,10 @@ async function runNight(job: AssemblyJob, date: string, clients: Clients, endpoi
     hooks: { afterTask: (state) => void err(`  ${state} done${chunkStates.has(state) ? ` (${++chunksRun} of ${job.chunks})` : ''}`) },
   });
   const localName = (role: string) => tables.find((t) => t.role === role)!.name;
-  const keys = jobKeys(job.name);
-  const row = await clients.ddb.send(new GetCommand({ TableName: localName('jobs'), Key: { [Attr.pk]: keys.job(date) }, ConsistentRead: true }));
-  const done = await chunksDone(clients, localName('jobs'), keys.job(date), job.chunks);
+  const jobId = jobKeys(job.name).job(date);
+  const store = { ddb: clients.ddb, jobs: localName('jobs') };
+  const row = await readJob(store, jobId);
+  const done = (await readChunkFences(store, jobId, job.chunks)).filter((c) => c?.done_by !== undefined).length;
   const counts = await Promise.all(
     Object.entries(job.tables).map(async ([id, t]) => ({ logicalId: id, name: t.name, role: t.role, items: await count(clients, t.name) })),
   );
@@ -228,8 +220,8 @@ async function runNight(job: AssemblyJob, date: string, clients: Clients, endpoi
     job: job.name,
     stack: job.stack,
     date,
-    status: typeof row.Item?.[Attr.state] === 'string' ? String(row.Item[Attr.state]) : 'NONE',
-    token: typeof row.Item?.[Attr.fence] === 'number' ? Number(row.Item[Attr.fence]) : undefined,
+    status: row?.state ?? 'NONE',
+    token: row?.fence,
     chunks: { total: job.chunks, done },
     execution: { name, status: result.status, endState: result.endState, error: result.error, cause: result.cause },
     tables: counts,
@@ -245,23 +237,6 @@ function mapTasks(definition: Record<string, unknown>): Set<string> {
     for (const [name, s] of Object.entries(inner?.States ?? {})) if (s.Type === 'Task') tasks.add(name);
   }
   return tasks;
-}
-
-/** The chunk fence items of the run that carry done_by: the chunks recorded done. */
-async function chunksDone(clients: Clients, table: string, jobId: string, chunks: number): Promise<number> {
-  const keys = Array.from({ length: chunks }, (_, i) => ({ [Attr.pk]: `${jobId}#chunk#${String(i).padStart(2, '0')}` }));
-  let done = 0;
-  for (let i = 0; i < keys.length; i += 100) {
-    let request: Record<string, { Keys: Record<string, unknown>[]; ConsistentRead: boolean }> | undefined = {
-      [table]: { Keys: keys.slice(i, i + 100), ConsistentRead: true },
-    };
-    while (request && Object.keys(request).length > 0) {
-      const r = await clients.ddb.send(new BatchGetCommand({ RequestItems: request }));
-      done += (r.Responses?.[table] ?? []).filter((item) => item[Attr.doneBy] !== undefined).length;
-      request = r.UnprocessedKeys as typeof request;
-    }
-  }
-  return done;
 }
 
 async function count(clients: Clients, table: string): Promise<number> {

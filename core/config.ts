@@ -55,6 +55,14 @@ export function validateDate(date: unknown): string {
   return date as string;
 }
 
+/**
+ * The calendar date YYYY-MM-DD of the instant `at` in a time zone: a night's date, read in its schedule's zone
+ * (lambda/prepare.ts for a scheduled start, `fencepost run` for today).
+ */
+export function dateIn(at: Date, timeZone: string): string {
+  return new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(at);
+}
+
 function positiveInteger(problems: string[], name: string, value: number): void {
   if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name} must be a positive integer, got ${value}`);
 }

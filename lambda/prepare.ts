@@ -3,7 +3,7 @@
  * `{ "scheduledTime": "<ISO time>" }` from EventBridge Scheduler, whose night is the scheduled time's calendar
  * date in the schedule's time zone. Bad input fails here, before anything is written.
  */
-import { validateDate } from '../core/config';
+import { dateIn, validateDate } from '../core/config';
 import { ConfigError } from '../core/errors';
 import { fromEnvironment, invoke, type RuntimeSource } from './runtime';
 
@@ -21,7 +21,7 @@ export function jobDateOf(input: PrepareInput['input'], timeZone: string): strin
       `input must be { "jobDate": "YYYY-MM-DD" } or { "scheduledTime": "<ISO 8601 time>" }, got ${JSON.stringify(input ?? null)}`,
     ]);
   }
-  return new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(at);
+  return dateIn(at, timeZone);
 }
 
 /** The Prepare step, made from a runtime source. */

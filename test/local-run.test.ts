@@ -7,11 +7,17 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
+import { HeadBucketCommand } from '@aws-sdk/client-s3';
+import { localClients, type Clients } from '../core/aws/clients';
+import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
 import { FENCED_JOB_MARK } from '../lambda/env';
+import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
+import { resolveJoin } from '../local/workflow';
 
 const ROOT = path.resolve(__dirname, '..');
 const work = mkdtempSync(path.join(tmpdir(), 'fencepost-local-run-'));
@@ -60,6 +66,83 @@ function project(name: string, jobs: readonly string[]): { dir: string; app: str
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   return { dir, app: standInApp(dir, jobs) };
+}
+
+/**
+ * A marked job and sweeper state machine over one function, ChunkFn, with this environment. Its bundle writes the
+ * environment it was invoked with as JSON to the file its ENV_OUT variable names (when it has one).
+ */
+function markedJob(environment: Record<string, unknown>): Record<string, unknown> {
+  const definition = {
+    'Fn::Join': ['', ['{"StartAt":"Chunk","States":{"Chunk":{"Type":"Task","Resource":"', { 'Fn::GetAtt': ['ChunkFn', 'Arn'] }, '","End":true}}}']],
+  };
+  return {
+    ChunkFn: {
+      Type: 'AWS::Lambda::Function',
+      Properties: {
+        Code: { S3Key: 'abc.zip' },
+        Handler: 'index.handler',
+        Runtime: 'nodejs24.x',
+        Environment: { Variables: { FENCEPOST_CHUNKS: '1', ...environment } },
+      },
+    },
+    Job: {
+      Type: 'AWS::StepFunctions::StateMachine',
+      Properties: { DefinitionString: definition },
+      Metadata: { [FENCED_JOB_MARK.job]: 'nightly-report' },
+    },
+    Sweeper: {
+      Type: 'AWS::StepFunctions::StateMachine',
+      Properties: { DefinitionString: definition },
+      Metadata: { [FENCED_JOB_MARK.sweeper]: 'nightly-report' },
+    },
+  };
+}
+
+/**
+ * A cloud assembly in `dir`/cdk.out with one stack of these resources and ChunkFn's bundle; inside a Stage (a nested
+ * assembly, its stack's display name the construct path `Stage/Stack`, as CDK writes them) when `stage` is given.
+ */
+function writeAssembly(dir: string, resources: Record<string, unknown>, stage?: { stage: string; stack: string }): void {
+  rmSync(dir, { recursive: true, force: true });
+  const root = path.join(dir, 'cdk.out');
+  const assembly = stage ? path.join(root, `assembly-${stage.stage}`) : root;
+  mkdirSync(path.join(assembly, 'asset.abc'), { recursive: true });
+  writeFileSync(
+    path.join(assembly, 'asset.abc', 'index.js'),
+    "exports.handler = async () => { if (process.env.ENV_OUT) require('node:fs').writeFileSync(process.env.ENV_OUT, JSON.stringify(process.env)); return {}; };",
+  );
+  const id = stage ? `${stage.stage}${stage.stack}1A2B3C4D` : 'App';
+  writeFileSync(path.join(assembly, `${id}.template.json`), JSON.stringify({ Resources: resources }));
+  const stack = {
+    type: 'aws:cloudformation:stack',
+    ...(stage ? { displayName: `${stage.stage}/${stage.stack}` } : {}),
+    properties: { templateFile: `${id}.template.json`, ...(stage ? { stackName: `${stage.stage}-${stage.stack}` } : {}) },
+  };
+  writeFileSync(path.join(assembly, 'manifest.json'), JSON.stringify({ version: '1', artifacts: { [id]: stack } }));
+  if (stage) {
+    const nested = { type: 'cdk:cloud-assembly', properties: { directoryName: `assembly-${stage.stage}`, displayName: stage.stage } };
+    writeFileSync(path.join(root, 'manifest.json'), JSON.stringify({ version: '1', artifacts: { [`assembly-${stage.stage}`]: nested } }));
+  }
+}
+
+/** One embedded stack for the runs below (started at the first), given to `fencepost run` as endpoints. */
+let stores: Promise<EmbeddedStack> | undefined;
+after(async () => (await stores)?.stop());
+async function onStores(): Promise<{ args: string[]; clients: Clients }> {
+  stores ??= startEmbeddedStack();
+  const { endpoints } = await stores;
+  return { args: ['--dynamodb-endpoint', endpoints.dynamodb, '--s3-endpoint', endpoints.s3], clients: localClients(endpoints) };
+}
+
+/** What `fencepost run --json` printed (cli/run-job.ts RunSummary), or a failure that quotes its stderr. */
+function summaryOf(r: { code: number | null; stdout: string; stderr: string }): {
+  stack: string;
+  execution: { status: string; error?: string; cause?: string };
+  tables: { logicalId: string; name: string; role: string }[];
+} {
+  assert.notEqual(r.stdout, '', `a summary on stdout; exit ${r.code}; stderr:\n${r.stderr}`);
+  return JSON.parse(r.stdout) as ReturnType<typeof summaryOf>;
 }
 
 const STARTED = /starting the embedded stack/;
@@ -130,54 +213,142 @@ test('fencepost --help lists run, and run --help documents its options', async (
 
 test('fencepost run refuses, before any stack starts, a function whose environment names what a local run does not provide (exit 2, the variable named)', async () => {
   const dir = path.join(work, 'queue-ref');
-  rmSync(dir, { recursive: true, force: true });
-  mkdirSync(dir, { recursive: true });
-  const definition = {
-    'Fn::Join': ['', ['{"StartAt":"Chunk","States":{"Chunk":{"Type":"Task","Resource":"', { 'Fn::GetAtt': ['ChunkFn', 'Arn'] }, '","End":true}}}']],
-  };
   const table = { Type: 'AWS::DynamoDB::Table', Properties: { KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }] } };
-  const resources = {
+  writeAssembly(dir, {
     Locks: table,
     Jobs: table,
     Bucket: { Type: 'AWS::S3::Bucket', Properties: {} },
     Queue: { Type: 'AWS::SQS::Queue', Properties: {} },
-    ChunkFn: {
-      Type: 'AWS::Lambda::Function',
-      Properties: {
-        Code: { S3Key: 'abc.zip' },
-        Handler: 'index.handler',
-        Runtime: 'nodejs24.x',
-        Environment: {
-          Variables: {
-            FENCEPOST_LOCK_TABLE: { Ref: 'Locks' },
-            FENCEPOST_JOB_TABLE: { Ref: 'Jobs' },
-            FENCEPOST_BUCKET: { Ref: 'Bucket' },
-            QUEUE_URL: { Ref: 'Queue' },
-          },
-        },
-      },
-    },
-    Job: {
-      Type: 'AWS::StepFunctions::StateMachine',
-      Properties: { DefinitionString: definition },
-      Metadata: { [FENCED_JOB_MARK.job]: 'nightly-report' },
-    },
-    Sweeper: {
-      Type: 'AWS::StepFunctions::StateMachine',
-      Properties: { DefinitionString: definition },
-      Metadata: { [FENCED_JOB_MARK.sweeper]: 'nightly-report' },
-    },
-  };
-  const assembly = path.join(dir, 'cdk.out');
-  mkdirSync(path.join(assembly, 'asset.abc'), { recursive: true });
-  writeFileSync(path.join(assembly, 'asset.abc', 'index.js'), 'exports.handler = async () => ({});');
-  writeFileSync(path.join(assembly, 'App.template.json'), JSON.stringify({ Resources: resources }));
-  writeFileSync(
-    path.join(assembly, 'manifest.json'),
-    JSON.stringify({ version: '1', artifacts: { App: { type: 'aws:cloudformation:stack', properties: { templateFile: 'App.template.json' } } } }),
-  );
+    ...markedJob({
+      FENCEPOST_LOCK_TABLE: { Ref: 'Locks' },
+      FENCEPOST_JOB_TABLE: { Ref: 'Jobs' },
+      FENCEPOST_BUCKET: { Ref: 'Bucket' },
+      QUEUE_URL: { Ref: 'Queue' },
+    }),
+  });
   const r = await fencepost(['run', '--assembly', 'cdk.out', '--date', '2026-11-30'], dir);
   assert.equal(r.code, 2, r.stderr);
   assert.match(r.stderr, /function ChunkFn: its environment variable QUEUE_URL is \{"Ref":"Queue"\}, which a local run does not provide/);
   assert.doesNotMatch(r.stderr, STARTED);
+});
+
+const table = {
+  Type: 'AWS::DynamoDB::Table',
+  Properties: { KeySchema: [{ AttributeName: 'pk', KeyType: 'HASH' }], AttributeDefinitions: [{ AttributeName: 'pk', AttributeType: 'S' }] },
+};
+
+test("fencepost run of a job whose stack is inside a Stage: local names from the stack's name, not its construct path (Stage/Stack)", async () => {
+  const dir = path.join(work, 'stage');
+  const stage = { stage: 'Prod', stack: 'Reports' };
+  writeAssembly(
+    dir,
+    {
+      Locks: table,
+      Jobs: table,
+      Bucket: { Type: 'AWS::S3::Bucket', Properties: {} },
+      ...markedJob({ FENCEPOST_LOCK_TABLE: { Ref: 'Locks' }, FENCEPOST_JOB_TABLE: { Ref: 'Jobs' }, FENCEPOST_BUCKET: { Ref: 'Bucket' } }),
+    },
+    stage,
+  );
+  const { args, clients } = await onStores();
+  const r = await fencepost(['run', '--assembly', 'cdk.out', '--date', '2026-11-30', '--json', ...args], dir);
+  const summary = summaryOf(r);
+  assert.equal(summary.execution.status, 'SUCCEEDED', r.stderr);
+  for (const t of summary.tables) {
+    assert.doesNotMatch(t.name, /\//, `table ${t.logicalId}: no "/" in its local name`);
+    await clients.raw.send(new DescribeTableCommand({ TableName: t.name }));
+  }
+  assert.deepEqual(
+    summary.tables.map((t) => t.name).sort(),
+    ['Jobs', 'Locks'].map((id) => `${stage.stage}-${stage.stack}-${id}`),
+  );
+  clients.destroy();
+});
+
+test('fencepost run of a job whose lock and job tables are given by name (Table.fromTableName): both created with the schema of core/schema.ts', async () => {
+  const dir = path.join(work, 'tables-by-name');
+  const names = { locks: 'imported-locks', jobs: 'imported-jobs' };
+  writeAssembly(dir, {
+    Bucket: { Type: 'AWS::S3::Bucket', Properties: {} },
+    ...markedJob({ FENCEPOST_LOCK_TABLE: names.locks, FENCEPOST_JOB_TABLE: names.jobs, FENCEPOST_BUCKET: { Ref: 'Bucket' } }),
+  });
+  const { args, clients } = await onStores();
+  const r = await fencepost(['run', '--assembly', 'cdk.out', '--date', '2026-11-30', '--json', ...args], dir);
+  const summary = summaryOf(r);
+  assert.equal(summary.execution.status, 'SUCCEEDED', r.stderr);
+  assert.deepEqual(summary.tables.map((t) => [t.name, t.role]).sort(), [
+    [names.jobs, 'jobs'],
+    [names.locks, 'locks'],
+  ]);
+  const locks = (await clients.raw.send(new DescribeTableCommand({ TableName: names.locks }))).Table!;
+  assert.deepEqual(locks.KeySchema, [{ AttributeName: LOCK_TABLE.partitionKey.name, KeyType: 'HASH' }]);
+  const jobs = (await clients.raw.send(new DescribeTableCommand({ TableName: names.jobs }))).Table!;
+  assert.deepEqual(jobs.KeySchema, [{ AttributeName: JOB_TABLE.partitionKey.name, KeyType: 'HASH' }]);
+  assert.deepEqual(
+    jobs.GlobalSecondaryIndexes?.map((i) => i.IndexName),
+    [JOB_TABLE.sparseIndex?.name],
+  );
+  clients.destroy();
+});
+
+test('fencepost run of a job whose manifest bucket is given by name (Bucket.fromBucketName): the bucket is created before the night', async () => {
+  const dir = path.join(work, 'bucket-by-name');
+  const bucket = 'imported-manifests';
+  writeAssembly(dir, {
+    Locks: table,
+    Jobs: table,
+    ...markedJob({ FENCEPOST_LOCK_TABLE: { Ref: 'Locks' }, FENCEPOST_JOB_TABLE: { Ref: 'Jobs' }, FENCEPOST_BUCKET: bucket }),
+  });
+  const { args, clients } = await onStores();
+  const r = await fencepost(['run', '--assembly', 'cdk.out', '--date', '2026-11-30', '--json', ...args], dir);
+  assert.equal(summaryOf(r).execution.status, 'SUCCEEDED', r.stderr);
+  await assert.doesNotReject(clients.s3.send(new HeadBucketCommand({ Bucket: bucket })), `bucket ${bucket} exists; stderr:\n${r.stderr}`);
+  clients.destroy();
+});
+
+test("fencepost run resolves a function's pseudo-parameters (AWS::Region, AccountId, Partition, URLSuffix, StackName) to the run's local values", async () => {
+  const dir = path.join(work, 'pseudo');
+  const out = path.join(dir, 'env.json');
+  const pseudo = ['Region', 'AccountId', 'Partition', 'URLSuffix', 'StackName'];
+  writeAssembly(dir, {
+    Locks: table,
+    Jobs: table,
+    ...markedJob({
+      FENCEPOST_LOCK_TABLE: { Ref: 'Locks' },
+      FENCEPOST_JOB_TABLE: { Ref: 'Jobs' },
+      JOB_ARN: { Ref: 'Job' },
+      ENV_OUT: out,
+      ...Object.fromEntries(pseudo.map((p) => [`P_${p}`, { Ref: `AWS::${p}` }])),
+    }),
+  });
+  const { args, clients } = await onStores();
+  clients.destroy();
+  const r = await fencepost(['run', '--assembly', 'cdk.out', '--date', '2026-11-30', '--json', ...args], dir);
+  const summary = summaryOf(r);
+  assert.equal(summary.execution.status, 'SUCCEEDED', r.stderr);
+  const env = JSON.parse(readFileSync(out, 'utf8')) as Record<string, string>;
+  // The job's state machine ARN the same run gives the function: arn:<partition>:states:<region>:<account>:…
+  const [, partition, , region, account] = env.JOB_ARN.split(':');
+  assert.deepEqual(
+    { region: env.P_Region, account: env.P_AccountId, partition: env.P_Partition, suffix: env.P_URLSuffix, stack: env.P_StackName },
+    { region, account, partition, suffix: resolveJoin({ Ref: 'AWS::URLSuffix' }), stack: summary.stack },
+  );
+});
+
+test('fencepost run refuses a lock table or manifest bucket given by a name DynamoDB or S3 would refuse, before any stack starts (exit 2)', async () => {
+  const dir = path.join(work, 'bad-names');
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ FENCEPOST_LOCK_TABLE: 'a/b', FENCEPOST_JOB_TABLE: { Ref: 'Jobs' } }, /FENCEPOST_LOCK_TABLE "a\/b" is not a DynamoDB table name/],
+    [
+      { FENCEPOST_LOCK_TABLE: { Ref: 'Locks' }, FENCEPOST_JOB_TABLE: { Ref: 'Jobs' }, FENCEPOST_BUCKET: 'Manifests_Bucket' },
+      /FENCEPOST_BUCKET "Manifests_Bucket" is not an S3 bucket name/,
+    ],
+  ];
+  for (const [environment, message] of cases) {
+    writeAssembly(dir, { Locks: table, Jobs: table, ...markedJob(environment) });
+    const r = await fencepost(['run', '--assembly', 'cdk.out', '--date', '2026-11-30'], dir);
+    assert.equal(r.code, 2, r.stderr);
+    assert.match(r.stderr, message);
+    assert.doesNotMatch(r.stderr, STARTED);
+  }
 });

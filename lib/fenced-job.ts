@@ -20,7 +20,7 @@
  * and on the manifest bucket's `<name>/` prefix; grants on its own tables are the caller's. FencedChunkFunction makes
  * such a function, bundled as the library's own are.
  */
-import { type CfnResource, Duration } from 'aws-cdk-lib';
+import { type CfnResource, Duration, Token } from 'aws-cdk-lib';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
@@ -381,6 +381,11 @@ function propsProblems(props: FencedJobProps, chunkTimeout: Duration | undefined
   }
   if (props.lockTable) problems.push(...givenTableProblems('lockTable', props.lockTable, LOCK_TABLE));
   if (props.jobTable) problems.push(...givenTableProblems('jobTable', props.jobTable, JOB_TABLE));
+  const sameTable = sameTableName(props.lockTable, props.jobTable);
+  if (sameTable !== undefined) {
+    // A night's lock item and its job row have the same key, <name>#<date> (core/job-keys.ts): in one table they would be one item.
+    problems.push(`lockTable and jobTable must be two tables: a night's lock item and its job row have the same key, got ${sameTable} for both`);
+  }
   if (props.chunkWritesManifest === false) {
     for (const prop of ['manifestBucket', 'manifestRetention'] as const) {
       if (props[prop] !== undefined) problems.push(`${prop} is given, but chunkWritesManifest is false: the job writes no manifest`);
@@ -389,6 +394,14 @@ function propsProblems(props: FencedJobProps, chunkTimeout: Duration | undefined
     problems.push("manifestRetention applies to the bucket FencedJob creates; a given manifestBucket's retention is its own");
   }
   return problems;
+}
+
+/** What names one table given as both lock and job table (the same object, or the same concrete name), else undefined. */
+function sameTableName(locks: ITable | undefined, jobs: ITable | undefined): string | undefined {
+  if (!locks || !jobs) return undefined;
+  if (locks === jobs) return locks.node.path;
+  const name = locks.tableName;
+  return !Token.isUnresolved(name) && name === jobs.tableName ? JSON.stringify(name) : undefined;
 }
 
 /** A time prop in whole ms (a fraction is kept, for the check to refuse by name), or the setting's default. */

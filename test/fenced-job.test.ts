@@ -374,3 +374,30 @@ test(
     }
   },
 );
+
+test('one table given as both lockTable and jobTable is refused: a night’s lock item and its job row share the key <name>#<date>', () => {
+  const { stack, fn } = stackWith();
+  const { jobTable } = ownTables(stack);
+  const same = configErrorOf(
+    () =>
+      new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2, lockTable: jobTable, jobTable, chunkWritesManifest: false }),
+  );
+  assert.ok(same, 'one ConfigError for the same Table object');
+  assert.match(same.message, /lockTable and jobTable must be two tables/);
+
+  // Two imports of one table name are one table too.
+  const { stack: stack2, fn: fn2 } = stackWith();
+  const named = configErrorOf(
+    () =>
+      new FencedJob(stack2, 'Job', {
+        name: 'sales-report',
+        chunkFunction: fn2,
+        chunks: 2,
+        lockTable: dynamodb.Table.fromTableName(stack2, 'Locks', 'their-table'),
+        jobTable: dynamodb.Table.fromTableName(stack2, 'Jobs', 'their-table'),
+        chunkWritesManifest: false,
+      }),
+  );
+  assert.ok(named, 'one ConfigError for the same table name');
+  assert.match(named.message, /lockTable and jobTable must be two tables.*their-table/);
+});

@@ -12,6 +12,7 @@
  * synthesized template with a policy evaluator (@cloud-copilot/iam-simulate, test/iam.test.ts): a PutObject on a
  * manifest key with neither header is denied, with either header allowed by the writer's role.
  */
+import { createHash } from 'node:crypto';
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as s3 from 'aws-cdk-lib/aws-s3';
@@ -66,7 +67,7 @@ export class ManifestBucket extends Construct {
   constructor(scope: Construct, id: string, props: ManifestBucketProps) {
     super(scope, id);
     this.prefix = props.prefix;
-    this.manifestKeys = `${props.prefix}*manifest.json`;
+    this.manifestKeys = manifestKeyPattern(props.prefix);
     this.accessLogs = new s3.Bucket(this, 'AccessLogs', {
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
       encryption: s3.BucketEncryption.S3_MANAGED, // the only encryption S3 server access logging delivers to
@@ -124,13 +125,27 @@ export class ManifestBucket extends Construct {
 export function refuseUnconditionalManifestWrites(bucket: s3.IBucket, prefix: string): boolean {
   const { statementAdded } = bucket.addToResourcePolicy(
     new iam.PolicyStatement({
-      sid: `RefuseUnconditionalManifestWrites${prefix.replace(/[^A-Za-z0-9]/g, '')}`,
+      sid: manifestStatementId(prefix),
       effect: iam.Effect.DENY,
       principals: [new iam.AnyPrincipal()],
       actions: ['s3:PutObject'],
-      resources: [bucket.arnForObjects(`${prefix}*manifest.json`)],
+      resources: [bucket.arnForObjects(manifestKeyPattern(prefix))],
       conditions: UNCONDITIONAL_WRITE,
     }),
   );
   return statementAdded;
+}
+
+/** The object keys the manifest policy covers: every `manifest.json` under the job's folder. */
+function manifestKeyPattern(prefix: string): string {
+  return `${prefix}*manifest.json`;
+}
+
+/**
+ * The statement's id, one per prefix: a Sid is letters and digits only, so the prefix's own letters and digits (to
+ * read) and a short hash of the whole prefix (so `a-b/` and `ab/` differ; S3 refuses a policy with a duplicate Sid).
+ */
+function manifestStatementId(prefix: string): string {
+  const hash = createHash('sha256').update(prefix).digest('hex').slice(0, 8);
+  return `RefuseUnconditionalManifestWrites${prefix.replace(/[^A-Za-z0-9]/g, '')}${hash}`;
 }

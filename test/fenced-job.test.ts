@@ -401,3 +401,16 @@ test('one table given as both lockTable and jobTable is refused: a night’s loc
   assert.ok(named, 'one ConfigError for the same table name');
   assert.match(named.message, /lockTable and jobTable must be two tables.*their-table/);
 });
+
+test('two jobs on one given bucket, named a-b and ab: each its own bucket-policy statement id (S3 refuses a policy with a duplicate Sid)', () => {
+  const { app, stack, fn } = stackWith();
+  const manifestBucket = new s3.Bucket(stack, 'Shared', { versioned: true });
+  const names = ['a-b', 'ab'];
+  for (const name of names) new FencedJob(stack, `Job-${name}`, { name, chunkFunction: fn, chunks: 2, manifestBucket, chunkWritesManifest: true });
+  const t = app.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Json> };
+  const policy = Object.values(t.Resources).find((r) => r.Type === 'AWS::S3::BucketPolicy');
+  const sids = (policy.Properties.PolicyDocument.Statement as Json[]).map((st) => st.Sid).filter((sid) => sid !== undefined);
+  assert.equal(sids.length, names.length, `one statement per job: ${JSON.stringify(sids)}`);
+  assert.equal(new Set(sids).size, sids.length, `duplicate Sid: ${JSON.stringify(sids)}`);
+  for (const sid of sids) assert.match(sid, /^[A-Za-z0-9]+$/, 'a Sid is letters and digits');
+});

@@ -193,10 +193,10 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   /** The chunk task's state name in the definition. @default 'RunChunk' */
   readonly chunkStepName?: string;
   /**
-   * The chunk function writes its chunk's object to S3 and commits it to the run's manifest, so the job has a
-   * manifest bucket and the function is granted the job's prefix of it. A job whose chunks write only to DynamoDB
-   * says false: no bucket, no S3 grant, no manifest (the job row is the run's record).
-   * @default true
+   * The chunk function writes its chunk's object to S3 and commits it to the run's manifest: true gives the job a
+   * manifest bucket (its own, or manifestBucket) and grants the function the job's prefix of it. Without it the
+   * chunks write DynamoDB only: no bucket, no S3 grant, no manifest (the job row is the run's record).
+   * @default false
    */
   readonly chunkWritesManifest?: boolean;
   /**
@@ -216,7 +216,7 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   readonly jobTable?: ITable;
   /**
    * The bucket the job's manifests and chunk objects go in (under `<name>/`), instead of creating one; only with
-   * chunkWritesManifest. FencedJob adds to a bucket of this app the policy that refuses unconditional manifest writes;
+   * chunkWritesManifest: true. FencedJob adds to a bucket of this app the policy that refuses unconditional manifest writes;
    * an imported bucket's policy is its owner's to set (docs/FENCED-JOB.md). Versioning is advised, not required.
    * @default - a ManifestBucket of the job's own when chunkWritesManifest, else none
    */
@@ -386,9 +386,9 @@ function propsProblems(props: FencedJobProps, chunkTimeout: Duration | undefined
     // A night's lock item and its job row have the same key, <name>#<date> (core/job-keys.ts): in one table they would be one item.
     problems.push(`lockTable and jobTable must be two tables: a night's lock item and its job row have the same key, got ${sameTable} for both`);
   }
-  if (props.chunkWritesManifest === false) {
+  if (props.chunkWritesManifest !== true) {
     for (const prop of ['manifestBucket', 'manifestRetention'] as const) {
-      if (props[prop] !== undefined) problems.push(`${prop} is given, but chunkWritesManifest is false: the job writes no manifest`);
+      if (props[prop] !== undefined) problems.push(`${prop} is given, but chunkWritesManifest is not true: the job writes no manifest`);
     }
   } else if (props.manifestBucket && props.manifestRetention) {
     problems.push("manifestRetention applies to the bucket FencedJob creates; a given manifestBucket's retention is its own");
@@ -478,7 +478,7 @@ export class FencedJob extends Construct {
     this.name = props.name;
     this.settings = s;
 
-    const writesManifest = props.chunkWritesManifest ?? true;
+    const writesManifest = props.chunkWritesManifest ?? false;
     this.lockTable = props.lockTable ?? new LockTable(this, 'Locks').table;
     this.jobTable = props.jobTable ?? new JobTable(this, 'Jobs').table;
     // The given tables of this app keep refusing a TTL attribute set after this point too (Part 5).

@@ -41,7 +41,7 @@ const idOf = (stack: Stack, c: IConstruct) => stack.getLogicalId(c.node.defaultC
 
 test("a job named sales-report: the user's chunk function gets the job's environment and the fence's grants, keys and states follow the name", () => {
   const { stack, fn } = stackWith();
-  const job = new FencedJob(stack, 'SalesReport', { name: 'sales-report', chunkFunction: fn, chunks: 3 });
+  const job = new FencedJob(stack, 'SalesReport', { name: 'sales-report', chunkFunction: fn, chunks: 3, chunkWritesManifest: true });
   const template = Template.fromStack(stack);
   const t = template.toJSON() as { Resources: Record<string, Json> };
   const locks = idOf(stack, job.lockTable);
@@ -110,8 +110,8 @@ test('two jobs in one stack keep apart: their own tables, buckets, prefixes and 
     handler: 'index.handler',
     code: lambda.Code.fromInline('exports.handler = async () => ({});'),
   });
-  new FencedJob(stack, 'A', { name: 'sales-report', chunkFunction: fn, chunks: 2 });
-  new FencedJob(stack, 'B', { name: 'stock-count', chunkFunction: other, chunks: 5 });
+  new FencedJob(stack, 'A', { name: 'sales-report', chunkFunction: fn, chunks: 2, chunkWritesManifest: true });
+  new FencedJob(stack, 'B', { name: 'stock-count', chunkFunction: other, chunks: 5, chunkWritesManifest: true });
   const resources = app.synth().getStackByName(stack.stackName).template.Resources as Record<string, Json>;
   const count = (type: string) => Object.values(resources).filter((r) => r.Type === type).length;
   assert.equal(count('AWS::DynamoDB::Table'), 4);
@@ -257,7 +257,15 @@ test('a job given its own tables and bucket uses exactly those: no table or buck
   const { app, stack, fn } = stackWith();
   const { lockTable, jobTable } = ownTables(stack);
   const manifestBucket = new s3.Bucket(stack, 'MyManifests', { versioned: true });
-  const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2, lockTable, jobTable, manifestBucket });
+  const job = new FencedJob(stack, 'Job', {
+    name: 'sales-report',
+    chunkFunction: fn,
+    chunks: 2,
+    lockTable,
+    jobTable,
+    manifestBucket,
+    chunkWritesManifest: true,
+  });
   const t = app.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Json> };
   const idsOf = (type: string) =>
     Object.keys(t.Resources)
@@ -413,4 +421,16 @@ test('two jobs on one given bucket, named a-b and ab: each its own bucket-policy
   assert.equal(sids.length, names.length, `one statement per job: ${JSON.stringify(sids)}`);
   assert.equal(new Set(sids).size, sids.length, `duplicate Sid: ${JSON.stringify(sids)}`);
   for (const sid of sids) assert.match(sid, /^[A-Za-z0-9]+$/, 'a Sid is letters and digits');
+});
+
+test('the smallest FencedJob (name, function, chunks) writes no manifest: no bucket, no S3 grant, no bucket variable; the manifest is opt-in', () => {
+  const { app, stack, fn } = stackWith();
+  const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2 });
+  const t = app.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Json> };
+  const buckets = Object.keys(t.Resources).filter((id) => t.Resources[id].Type === 'AWS::S3::Bucket');
+  assert.deepEqual(buckets, [], 'no bucket');
+  assert.equal(job.manifestBucket, undefined);
+  const text = JSON.stringify(t);
+  assert.doesNotMatch(text, /"s3:/, 'no S3 grant to any function');
+  assert.ok(!text.includes(Env.bucket), `no function has ${Env.bucket}`);
 });

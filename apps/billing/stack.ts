@@ -72,6 +72,7 @@ export class FencepostStack extends Stack {
       chunkFunction: this.chunkFunction,
       chunkDuration: Duration.millis(chunkMs!),
       chunkStepName: 'BillChunk',
+      chunkWritesManifest: true, // each chunk writes its invoices' object and commits it to the night's manifest
       fencedTables: { invoices: this.invoices },
       dashboardProgress: {
         left: [appMetric(BILLING_JOB, BillingMetric.invoicesRecorded, 'Sum'), appMetric(BILLING_JOB, BillingMetric.invoicesAlreadyRecorded, 'Sum')],

@@ -16,6 +16,7 @@ import type { IConstruct } from 'constructs';
 import { ConfigError } from '../core/errors';
 import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
 import { Env, FencedChunkFunction, FencedJob, LOST_ERRORS, type FencedJobProps } from '../lib/index';
+import { AwsSolutionsChecks } from 'cdk-nag';
 import { sdkRequires } from './support/bundles';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -433,4 +434,16 @@ test('the smallest FencedJob (name, function, chunks) writes no manifest: no buc
   const text = JSON.stringify(t);
   assert.doesNotMatch(text, /"s3:/, 'no S3 grant to any function');
   assert.ok(!text.includes(Env.bucket), `no function has ${Env.bucket}`);
+});
+
+test('FencedChunkFunction carries the library functions’ cdk-nag acknowledgements: no AWS Solutions finding on it', () => {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] }, builtinCloudFormationValidation: false });
+  const stack = new Stack(app, 'Reports');
+  const chunkFunction = new FencedChunkFunction(stack, 'Chunk', { entry: path.join(ROOT, 'examples/fenced-job/chunk.ts') });
+  new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction, chunks: 2 });
+  const report = new AwsSolutionsChecks().validateScope(app);
+  const findings = report.violations
+    .filter((v) => v.violatingResources.some((r) => r.constructPath?.startsWith(chunkFunction.node.path)))
+    .map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`);
+  assert.deepEqual(findings, []);
 });

@@ -441,8 +441,6 @@ export class FencedJob extends Construct {
   readonly jobTable: ITable;
   /** The manifest bucket (given, or the job's own ManifestBucket's): the fence on S3. Undefined when no manifest is written. */
   readonly manifestBucket?: IBucket;
-  /** The manifest bucket FencedJob created, with its access-log bucket; undefined when given or not needed. */
-  readonly manifests?: ManifestBucket;
   /** The state machine and its functions. */
   readonly workflow: FencedWorkflow;
   /** Starts the job's state machine every night. */
@@ -489,16 +487,14 @@ export class FencedJob extends Construct {
       this.manifestBucket = props.manifestBucket;
       refuseUnconditionalManifestWrites(props.manifestBucket, prefix);
     } else if (writesManifest) {
-      this.manifests = new ManifestBucket(this, 'Manifests', { prefix, ...props.manifestRetention });
-      this.manifestBucket = this.manifests.bucket;
+      // Its access-log bucket, when wanted: job.node.findChild('Manifests') is the ManifestBucket.
+      this.manifestBucket = new ManifestBucket(this, 'Manifests', { prefix, ...props.manifestRetention }).bucket;
     }
-    const locks = this.lockTable;
-    const jobs = this.jobTable;
     this.workflow = new FencedWorkflow(this, 'Workflow', {
       name: props.name,
-      locks,
-      jobs,
-      bucket: this.manifestBucket,
+      lockTable: this.lockTable,
+      jobTable: this.jobTable,
+      manifestBucket: this.manifestBucket,
       chunkFunction: fn,
       chunkTimeout: chunkTimeout!,
       chunkStepName: props.chunkStepName ?? 'RunChunk',
@@ -515,8 +511,8 @@ export class FencedJob extends Construct {
     });
     this.sweeper = new OrphanSweeper(this, 'Sweeper', {
       name: props.name,
-      locks,
-      jobs,
+      lockTable: this.lockTable,
+      jobTable: this.jobTable,
       job: this.workflow.stateMachine,
       environment: this.workflow.environment,
       stormShare: s.sweeperStormShare,
@@ -535,8 +531,8 @@ export class FencedJob extends Construct {
     (this.sweeper.stateMachine.node.defaultChild as CfnResource).addMetadata(FENCED_JOB_MARK.sweeper, props.name);
     this.alarms = new FencepostAlarms(this, 'Alarms', {
       name: props.name,
-      locks,
-      jobs,
+      lockTable: this.lockTable,
+      jobTable: this.jobTable,
       fencedTables: props.fencedTables,
       stateMachine: this.workflow.stateMachine,
       deadLetterQueue: this.schedule.deadLetterQueue,

@@ -63,11 +63,11 @@ export interface FencedWorkflowProps {
   /** The job's name (lambda/job-keys.ts): its keys, its manifest folder, its log group. */
   readonly name: string;
   /** The lock table. */
-  readonly locks: ITable;
+  readonly lockTable: ITable;
   /** The job table. */
-  readonly jobs: ITable;
+  readonly jobTable: ITable;
   /** The manifest bucket. @default - no manifest: the run's state is in DynamoDB alone (the chunk function writes no manifest) */
-  readonly bucket?: IBucket;
+  readonly manifestBucket?: IBucket;
   /** The user's chunk function: it gets the fence's grants and, when it is a `lambda.Function`, the environment. */
   readonly chunkFunction: lambda.IFunction;
   /** The chunk function's own timeout; its task's is 30 s more, so the function always times out first. */
@@ -133,9 +133,9 @@ export class FencedWorkflow extends Construct {
     this.environment = {
       [Env.jobName]: props.name,
       [Env.chunks]: String(s.chunks),
-      [Env.lockTable]: props.locks.tableName,
-      [Env.jobTable]: props.jobs.tableName,
-      ...(props.bucket ? { [Env.bucket]: props.bucket.bucketName } : {}),
+      [Env.lockTable]: props.lockTable.tableName,
+      [Env.jobTable]: props.jobTable.tableName,
+      ...(props.manifestBucket ? { [Env.bucket]: props.manifestBucket.bucketName } : {}),
       [Env.leaseMs]: String(s.leaseMs),
       [Env.renewMs]: String(s.renewMs),
       [Env.marginMs]: String(s.marginMs),
@@ -190,20 +190,20 @@ export class FencedWorkflow extends Construct {
     const allow = (fns: lambda.IFunction[], actions: string[], resources: string[]) => {
       for (const one of fns) one.addToRolePolicy(new iam.PolicyStatement({ actions, resources }));
     };
-    allow([f.observe], ['dynamodb:GetItem'], [props.locks.tableArn, props.jobs.tableArn]);
+    allow([f.observe], ['dynamodb:GetItem'], [props.lockTable.tableArn, props.jobTable.tableArn]);
     // Every function that acts for the holder renews first (UpdateItem on its lock item); release gives it back.
-    allow([f.claim, f.raise, chunk, f.complete, f.release], ['dynamodb:UpdateItem'], [props.locks.tableArn]);
+    allow([f.claim, f.raise, chunk, f.complete, f.release], ['dynamodb:UpdateItem'], [props.lockTable.tableArn]);
     // A key's first claim (each night's lock) reads the epoch floor, to start above it (docs/DESIGN.md "The restore bump").
-    allow([f.claim], ['dynamodb:GetItem'], [props.locks.tableArn]);
-    allow([f.raise, f.complete], ['dynamodb:UpdateItem'], [props.jobs.tableArn]);
+    allow([f.claim], ['dynamodb:GetItem'], [props.lockTable.tableArn]);
+    allow([f.raise, f.complete], ['dynamodb:UpdateItem'], [props.jobTable.tableArn]);
     // Complete reads every chunk's fence item (its progress) before it marks the run DONE (docs/DESIGN.md, "Chunk fences").
-    allow([f.complete], ['dynamodb:GetItem'], [props.jobs.tableArn]);
+    allow([f.complete], ['dynamodb:GetItem'], [props.jobTable.tableArn]);
     // A chunk checks its chunk fence in each transaction and records itself done on it.
-    allow([chunk], ['dynamodb:ConditionCheckItem', 'dynamodb:UpdateItem'], [props.jobs.tableArn]);
+    allow([chunk], ['dynamodb:ConditionCheckItem', 'dynamodb:UpdateItem'], [props.jobTable.tableArn]);
     // No s3:ListBucket: the raise creates the manifest with If-None-Match: * and reads only after a 412, so nothing
     // depends on whether a missing key answers 404 (with ListBucket) or 403 (without).
-    if (props.bucket)
-      allow(this.manifestWriters(props), ['s3:GetObject', 's3:PutObject'], [props.bucket.arnForObjects(`${jobKeys(props.name).prefix}*`)]);
+    if (props.manifestBucket)
+      allow(this.manifestWriters(props), ['s3:GetObject', 's3:PutObject'], [props.manifestBucket.arnForObjects(`${jobKeys(props.name).prefix}*`)]);
   }
 
   /** The functions that write the manifest: the raise and complete, and the chunk function when it commits to it. */
@@ -219,7 +219,10 @@ export class FencedWorkflow extends Construct {
     const prefix = jobKeys(props.name).prefix;
     // A bucket of this app is named by its logical id in the finding; an imported one by its ARN, when it is literal.
     const bucketArn =
-      props.bucket && (props.bucket.node.defaultChild ? `<${logicalId(props.bucket)}.Arn>` : (stack.resolve(props.bucket.bucketArn) as unknown));
+      props.manifestBucket &&
+      (props.manifestBucket.node.defaultChild
+        ? `<${logicalId(props.manifestBucket)}.Arn>`
+        : (stack.resolve(props.manifestBucket.bucketArn) as unknown));
     if (typeof bucketArn === 'string') {
       for (const one of this.manifestWriters(props)) {
         Validations.of(one).acknowledge({

@@ -3,7 +3,7 @@
  * chunk function of the user's own, gets its keys, grants, environment and state names from its name; bad props are
  * refused all at once; and the tables that hold epochs and fences refuse a TTL attribute even through an escape hatch.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -446,4 +446,22 @@ test('FencedChunkFunction carries the library functions’ cdk-nag acknowledgeme
     .filter((v) => v.violatingResources.some((r) => r.constructPath?.startsWith(chunkFunction.node.path)))
     .map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`);
   assert.deepEqual(findings, []);
+});
+
+test("one name per idea: every construct's props name the tables and the bucket as FencedJob's do (lockTable, jobTable, manifestBucket)", () => {
+  const words: Record<string, string> = { ITable: '(lockTable|jobTable)', IBucket: 'manifestBucket' };
+  const problems: string[] = [];
+  for (const file of readdirSync(path.join(ROOT, 'lib')).filter((f) => f.endsWith('.ts'))) {
+    const source = readFileSync(path.join(ROOT, 'lib', file), 'utf8');
+    for (const block of source.matchAll(/export interface (\w+Props) [^{]*\{([\s\S]*?)\n\}/g)) {
+      for (const [, name, type] of block[2].matchAll(/readonly (\w+)\??: (?:\w+\.)?(ITable|IBucket);/g)) {
+        if (!new RegExp(`^${words[type]}$`).test(name)) problems.push(`${file} ${block[1]}.${name}: ${type}`);
+      }
+    }
+  }
+  assert.deepEqual(problems, []);
+  const { stack, fn } = stackWith();
+  const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2, chunkWritesManifest: true });
+  assert.ok(job.manifestBucket, 'the bucket, as manifestBucket');
+  assert.ok(!('manifests' in job), 'one member for one bucket: manifestBucket, not also manifests');
 });

@@ -31,7 +31,7 @@ export interface FencepostAlarmsProps {
   /** The job table. */
   readonly jobTable: dynamodb.ITable;
   /**
-   * The tables the chunks write in their fenced transactions, by a short lowercase id (e.g. `{ invoices: table }`):
+   * The tables the chunks write in their fenced transactions, by a short lowercase id (e.g. `{ orders: table }`):
    * their TransactionConflict is watched with the job table's.
    * @default - the job table's alone
    */

@@ -223,7 +223,7 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   readonly manifestBucket?: IBucket;
   /**
    * The tables the chunk function writes in its fenced transactions, by a short lowercase id (e.g.
-   * `{ invoices: table }`): the TransactionConflicts alarm watches them with the job table.
+   * `{ orders: table }`): the TransactionConflicts alarm watches them with the job table.
    * @default - the job table alone
    */
   readonly fencedTables?: Readonly<Record<string, ITable>>;
@@ -270,8 +270,8 @@ const positiveInteger = (n: number) => Number.isSafeInteger(n) && n >= 1;
 
 /**
  * Every problem with a fenced job's settings, each naming the setting, for one ConfigError. `chunks` undefined
- * means the caller derives it from settings of its own that are wrong and already reported (billing: invoices and
- * chunkSize); `wording` says how the chunk problems name what makes the chunks.
+ * means the caller derives it from settings of its own that are wrong and already reported (e.g. a record count and
+ * a chunk size); `wording` says how the chunk problems name what makes the chunks.
  *
  * @param s - the settings, defaults applied
  * @param wording - how problems name the setting that makes the chunks @default `chunks (N)`

@@ -8,7 +8,7 @@
  * of the claim rule (core/lease.ts nextClaimStep); while someone holds it, a Wait state (SecondsPath) waits a
  * poll period on Step Functions' timer and Observe counts how long the rvn has stayed unchanged; once that is a
  * full lease, Claim claims on condition "rvn unchanged"; a failed claim observes again, within the claim budget. A
- * budget spent on a live holder that is billing the night ends quietly (Succeed "AlreadyRunning": a duplicate start);
+ * budget spent on a live holder that is running the night ends quietly (Succeed "AlreadyRunning": a duplicate start);
  * spent on any other live holder, the run fails (ClaimBudgetExhausted).
  * Every Lambda that acts for the holder renews first and computes its own stop time: a stop time never crosses a
  * process boundary. A lost lease or a fenced-out write ends the run quietly (Succeed "Lost", with a metric, no
@@ -103,7 +103,7 @@ export function stateMachineLogGroupName(scope: Construct, name: string): string
   return `/aws/vendedlogs/states/${Stack.of(scope).stackName}-${name}`;
 }
 
-/** `billing` → `Billing`, `sales-report` → `SalesReport`: the job's name in construct ids and the Fail state's error. */
+/** `reindex` → `Reindex`, `sales-report` → `SalesReport`: the job's name in construct ids and the Fail state's error. */
 export function pascalName(name: string): string {
   return name
     .split('-')
@@ -340,7 +340,7 @@ export class FencedWorkflow extends Construct {
     const alreadyDone = new sfn.Succeed(this, 'AlreadyDone');
     const lost = new sfn.Succeed(this, 'Lost', { comment: 'Lost the lease or fenced out: another holder owns the night. Quiet by design.' });
     const alreadyRunning = new sfn.Succeed(this, 'AlreadyRunning', {
-      comment: 'A duplicate start: another live holder billed the night through the whole claim budget. Quiet by design.',
+      comment: 'A duplicate start: another live holder ran the night through the whole claim budget. Quiet by design.',
     });
     const gaveUp = new sfn.Fail(this, 'ClaimBudgetExhausted', {
       error: 'ClaimBudgetExhausted',

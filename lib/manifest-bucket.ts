@@ -21,7 +21,7 @@ import { Construct } from 'constructs';
 /** The manifest bucket: the job's prefix, which its policy guards against unconditional manifest writes, and retention. */
 export interface ManifestBucketProps {
   /**
-   * The folder every object of the job is under (chunk objects and manifests), ending in `/`, e.g. `billing/`: the
+   * The folder every object of the job is under (chunk objects and manifests), ending in `/`, e.g. `sales-report/`: the
    * retention rule and the manifest policy apply under it.
    */
   readonly prefix: string;
@@ -59,7 +59,7 @@ export class ManifestBucket extends Construct {
   readonly bucket: s3.Bucket;
   /** The bucket the server access logs go to. */
   readonly accessLogs: s3.Bucket;
-  /** The folder every object of the job is under, e.g. `billing/`. */
+  /** The folder every object of the job is under, e.g. `sales-report/`. */
   readonly prefix: string;
   /** The object key pattern the manifest policy covers: `<prefix>*manifest.json`. */
   readonly manifestKeys: string;
@@ -119,7 +119,7 @@ export class ManifestBucket extends Construct {
  * `statementAdded: false`).
  *
  * @param bucket - the bucket the job's manifests are in
- * @param prefix - the job's folder, e.g. `billing/`
+ * @param prefix - the job's folder, e.g. `sales-report/`
  * @returns whether the statement was added (false for an imported bucket)
  */
 export function refuseUnconditionalManifestWrites(bucket: s3.IBucket, prefix: string): boolean {

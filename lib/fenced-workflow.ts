@@ -33,6 +33,7 @@ import { Env } from '../lambda/env';
 import { jobKeys } from '../core/job-keys';
 import { serviceName } from '../core/observability';
 import { EXECUTION_TIMEOUT, chunkMapPlan } from './chunk-plan';
+import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { HandlerFunction } from './handler-function';
 import { LOST_ERRORS, MAP_RUN_FAILED, PROCESS_ERRORS, PROCESS_RETRIES, STOP_TIME_PASSED, TRANSIENT_ERRORS, TRANSIENT_RETRIES } from './task-errors';
 
@@ -118,7 +119,7 @@ export class FencedWorkflow extends Construct {
   /** The run's chunks run as a Distributed Map (chunkMapPlan), not inline. */
   readonly distributed: boolean;
   /** The workflow's own functions (the chunk function is the user's). */
-  readonly functions: Record<FencedHandlerName, HandlerFunction>;
+  readonly functions: Record<FencedHandlerName, NodejsFunction>;
   /** The environment every function of the job gets, the chunk function's included (the sweeper's reuse it). */
   readonly environment: Record<string, string>;
   private readonly chunkFunction: lambda.IFunction;

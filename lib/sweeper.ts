@@ -17,6 +17,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Env } from '../lambda/env';
 import { stateMachineLogGroupName } from './fenced-workflow';
+import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { HandlerFunction } from './handler-function';
 import { claimedIndexArn } from './job-table';
 import { TRANSIENT_ERRORS } from './task-errors';
@@ -46,7 +47,7 @@ export class OrphanSweeper extends Construct {
   /** SightClaimed → WaitOutTheLease → VerifyAndRequeue. */
   readonly stateMachine: sfn.StateMachine;
   /** The first sighting and the second (which re-queues and starts runs). */
-  readonly functions: { readonly sight: HandlerFunction; readonly verify: HandlerFunction };
+  readonly functions: { readonly sight: NodejsFunction; readonly verify: NodejsFunction };
 
   constructor(scope: Construct, id: string, props: SweeperProps) {
     super(scope, id);

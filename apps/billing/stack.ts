@@ -11,7 +11,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
 import { Metric } from '../../core/internal';
 import { BillingEnv, BillingMetric, INVOICE_TABLE } from './schema';
-import { FencedChunkFunction, FencedJob, appMetric, schemaTable } from '../../lib/index';
+import { FencedChunkFunction, FencedJob, appMetric, schemaTable } from '../../lib/internal';
 import { CHUNK_TIMEOUT, NEW_ON_DEMAND_WRITE_UNITS, type StackConfig, invoiceWritePeak, jobSettings } from './config';
 import { BILLING_JOB } from './keys';
 

@@ -27,11 +27,11 @@ export interface FencepostAlarmsProps {
   /** The job's name: the alarms' descriptions say it, and its app metrics are read under its service (`serviceName`). */
   readonly name: string;
   /** The lock table. */
-  readonly locks: dynamodb.ITable;
+  readonly lockTable: dynamodb.ITable;
   /** The job table. */
-  readonly jobs: dynamodb.ITable;
+  readonly jobTable: dynamodb.ITable;
   /**
-   * The tables the chunks write in their fenced transactions, by a short lowercase id (e.g. `{ invoices: table }`):
+   * The tables the chunks write in their fenced transactions, by a short lowercase id (e.g. `{ orders: table }`):
    * their TransactionConflict is watched with the job table's.
    * @default - the job table's alone
    */
@@ -102,8 +102,8 @@ export function appMetric(job: string, metricName: string, statistic: string, pe
  * (which the metrics page defines for PutItem, UpdateItem and DeleteItem): the app's FencedRejections is the only
  * count of those (docs/ALARMS.md).
  */
-function transactionConflicts(props: Pick<FencepostAlarmsProps, 'jobs' | 'fencedTables'>): cloudwatch.MathExpression {
-  const tables: Record<string, dynamodb.ITable> = { jobs: props.jobs, ...props.fencedTables };
+function transactionConflicts(props: Pick<FencepostAlarmsProps, 'jobTable' | 'fencedTables'>): cloudwatch.MathExpression {
+  const tables: Record<string, dynamodb.ITable> = { jobs: props.jobTable, ...props.fencedTables };
   const ids = Object.keys(tables);
   return new cloudwatch.MathExpression({
     expression: ids.map((id) => `FILL(${id}, 0)`).join(' + '),
@@ -231,7 +231,7 @@ export class FencepostAlarms extends Construct {
       lockConditionalChecks: alarm(
         'LockConditionalChecks',
         conditionalChecks(
-          props.locks,
+          props.lockTable,
           'lock',
           "a waiting claimant's claim after its lease-long wait when the holder renewed, a duplicate trigger, a renewal after takeover",
         ),
@@ -239,7 +239,7 @@ export class FencepostAlarms extends Construct {
       jobConditionalChecks: alarm(
         'JobConditionalChecks',
         conditionalChecks(
-          props.jobs,
+          props.jobTable,
           'job',
           "a duplicate trigger meeting a DONE job, a sweeper re-queue that lost a race to a new holder; a chunk's fenced transaction is not counted here",
         ),
@@ -337,8 +337,8 @@ export class FencepostAlarms extends Construct {
     dashboard.addWidgets(
       graph('Rejections', [sum(Metric.fencedRejections)], {
         right: [
-          props.locks.metricConditionalCheckFailedRequests({ statistic: 'Sum', label: 'lock table ConditionalCheckFailed' }),
-          props.jobs.metricConditionalCheckFailedRequests({ statistic: 'Sum', label: 'job table ConditionalCheckFailed' }),
+          props.lockTable.metricConditionalCheckFailedRequests({ statistic: 'Sum', label: 'lock table ConditionalCheckFailed' }),
+          props.jobTable.metricConditionalCheckFailedRequests({ statistic: 'Sum', label: 'job table ConditionalCheckFailed' }),
           transactionConflicts(props),
         ],
       }),

@@ -9,14 +9,10 @@
  * A construct beside FencedJob, not a `chunkEntry` prop of it: the function is the user's, with the user's own
  * environment, memory and grants, set on it before or after FencedJob, as on any NodejsFunction.
  */
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
-import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction, type NodejsFunctionProps } from 'aws-cdk-lib/aws-lambda-nodejs';
-import * as logs from 'aws-cdk-lib/aws-logs';
+import { Duration } from 'aws-cdk-lib';
+import type { NodejsFunctionProps } from 'aws-cdk-lib/aws-lambda-nodejs';
 import type { Construct } from 'constructs';
-import { METRICS_NAMESPACE } from '../core/observability';
-import { Env } from '../lambda/env';
-import { HANDLER_BUNDLING } from './handler-function';
+import { FencepostFunction, HANDLER_BUNDLING } from './handler-function';
 
 /** A chunk function: its entry file, and any NodejsFunction setting to change. */
 export interface FencedChunkFunctionProps extends Omit<NodejsFunctionProps, 'entry' | 'runtime'> {
@@ -35,35 +31,19 @@ export interface FencedChunkFunctionProps extends Omit<NodejsFunctionProps, 'ent
   readonly bundling?: NodejsFunctionProps['bundling'];
 }
 
-/** A NodejsFunction set up as a fenced job's chunk function (see the module's comment for what FencedJob adds). */
-export class FencedChunkFunction extends NodejsFunction {
+/**
+ * A NodejsFunction set up as a fenced job's chunk function (see the module's comment for what FencedJob adds), with
+ * what every function of the job shares (FencepostFunction: runtime, architecture, tracing, log group, Powertools,
+ * the cdk-nag acknowledgements, the invoke grant on its own ARN).
+ */
+export class FencedChunkFunction extends FencepostFunction {
   constructor(scope: Construct, id: string, props: FencedChunkFunctionProps) {
     super(scope, id, {
       handler: 'handler',
-      architecture: lambda.Architecture.ARM_64,
-      memorySize: 256,
-      tracing: lambda.Tracing.ACTIVE,
-      logGroup:
-        props.logGroup ?? new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
       ...props,
-      runtime: lambda.Runtime.NODEJS_24_X, // HANDLER_BUNDLING's target
+      handlerName: 'chunk',
       timeout: props.timeout ?? Duration.minutes(1),
-      environment: {
-        // The local runner maps the chunk step to its handler by this name; Powertools publishes as the job's service.
-        [Env.handler]: 'chunk',
-        POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
-        POWERTOOLS_LOG_LEVEL: 'INFO',
-        ...props.environment,
-      },
       bundling: { ...HANDLER_BUNDLING, ...props.bundling, keepNames: true },
     });
-  }
-
-  /**
-   * Invoke grants name the function alone: the workflow invokes the unqualified ARN, never a version or alias, so
-   * the `<arn>:*` CDK adds by default would be a grant nobody uses (as HandlerFunction's).
-   */
-  override get resourceArnsForGrantInvoke(): string[] {
-    return [this.functionArn];
   }
 }

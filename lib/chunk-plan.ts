@@ -123,7 +123,7 @@ function plannedNightMs(s: Pick<ChunkMapSettings, 'chunks' | 'chunkConcurrency'>
   return Math.ceil(s.chunks / Math.max(1, s.chunkConcurrency)) * s.chunkMs;
 }
 
-/** How the problems name the setting that makes the chunks, and what to do about too many (billing: chunkSize). */
+/** How the problems name the setting that makes the chunks, and what to do about too many (e.g. a chunkSize). */
 export interface ChunkWording {
   /** e.g. `chunks (2000)`, or `chunkSize (1) makes 1000000 chunks`. */
   readonly subject: string;

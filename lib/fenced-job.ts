@@ -20,7 +20,7 @@
  * and on the manifest bucket's `<name>/` prefix; grants on its own tables are the caller's. FencedChunkFunction makes
  * such a function, bundled as the library's own are.
  */
-import { type CfnResource, Duration } from 'aws-cdk-lib';
+import { type CfnResource, Duration, Token } from 'aws-cdk-lib';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
@@ -193,10 +193,10 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   /** The chunk task's state name in the definition. @default 'RunChunk' */
   readonly chunkStepName?: string;
   /**
-   * The chunk function writes its chunk's object to S3 and commits it to the run's manifest, so the job has a
-   * manifest bucket and the function is granted the job's prefix of it. A job whose chunks write only to DynamoDB
-   * says false: no bucket, no S3 grant, no manifest (the job row is the run's record).
-   * @default true
+   * The chunk function writes its chunk's object to S3 and commits it to the run's manifest: true gives the job a
+   * manifest bucket (its own, or manifestBucket) and grants the function the job's prefix of it. Without it the
+   * chunks write DynamoDB only: no bucket, no S3 grant, no manifest (the job row is the run's record).
+   * @default false
    */
   readonly chunkWritesManifest?: boolean;
   /**
@@ -216,14 +216,14 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   readonly jobTable?: ITable;
   /**
    * The bucket the job's manifests and chunk objects go in (under `<name>/`), instead of creating one; only with
-   * chunkWritesManifest. FencedJob adds to a bucket of this app the policy that refuses unconditional manifest writes;
+   * chunkWritesManifest: true. FencedJob adds to a bucket of this app the policy that refuses unconditional manifest writes;
    * an imported bucket's policy is its owner's to set (docs/FENCED-JOB.md). Versioning is advised, not required.
    * @default - a ManifestBucket of the job's own when chunkWritesManifest, else none
    */
   readonly manifestBucket?: IBucket;
   /**
    * The tables the chunk function writes in its fenced transactions, by a short lowercase id (e.g.
-   * `{ invoices: table }`): the TransactionConflicts alarm watches them with the job table.
+   * `{ orders: table }`): the TransactionConflicts alarm watches them with the job table.
    * @default - the job table alone
    */
   readonly fencedTables?: Readonly<Record<string, ITable>>;
@@ -270,8 +270,8 @@ const positiveInteger = (n: number) => Number.isSafeInteger(n) && n >= 1;
 
 /**
  * Every problem with a fenced job's settings, each naming the setting, for one ConfigError. `chunks` undefined
- * means the caller derives it from settings of its own that are wrong and already reported (billing: invoices and
- * chunkSize); `wording` says how the chunk problems name what makes the chunks.
+ * means the caller derives it from settings of its own that are wrong and already reported (e.g. a record count and
+ * a chunk size); `wording` says how the chunk problems name what makes the chunks.
  *
  * @param s - the settings, defaults applied
  * @param wording - how problems name the setting that makes the chunks @default `chunks (N)`
@@ -381,14 +381,27 @@ function propsProblems(props: FencedJobProps, chunkTimeout: Duration | undefined
   }
   if (props.lockTable) problems.push(...givenTableProblems('lockTable', props.lockTable, LOCK_TABLE));
   if (props.jobTable) problems.push(...givenTableProblems('jobTable', props.jobTable, JOB_TABLE));
-  if (props.chunkWritesManifest === false) {
+  const sameTable = sameTableName(props.lockTable, props.jobTable);
+  if (sameTable !== undefined) {
+    // A night's lock item and its job row have the same key, <name>#<date> (core/job-keys.ts): in one table they would be one item.
+    problems.push(`lockTable and jobTable must be two tables: a night's lock item and its job row have the same key, got ${sameTable} for both`);
+  }
+  if (props.chunkWritesManifest !== true) {
     for (const prop of ['manifestBucket', 'manifestRetention'] as const) {
-      if (props[prop] !== undefined) problems.push(`${prop} is given, but chunkWritesManifest is false: the job writes no manifest`);
+      if (props[prop] !== undefined) problems.push(`${prop} is given, but chunkWritesManifest is not true: the job writes no manifest`);
     }
   } else if (props.manifestBucket && props.manifestRetention) {
     problems.push("manifestRetention applies to the bucket FencedJob creates; a given manifestBucket's retention is its own");
   }
   return problems;
+}
+
+/** What names one table given as both lock and job table (the same object, or the same concrete name), else undefined. */
+function sameTableName(locks: ITable | undefined, jobs: ITable | undefined): string | undefined {
+  if (!locks || !jobs) return undefined;
+  if (locks === jobs) return locks.node.path;
+  const name = locks.tableName;
+  return !Token.isUnresolved(name) && name === jobs.tableName ? JSON.stringify(name) : undefined;
 }
 
 /** A time prop in whole ms (a fraction is kept, for the check to refuse by name), or the setting's default. */
@@ -428,8 +441,6 @@ export class FencedJob extends Construct {
   readonly jobTable: ITable;
   /** The manifest bucket (given, or the job's own ManifestBucket's): the fence on S3. Undefined when no manifest is written. */
   readonly manifestBucket?: IBucket;
-  /** The manifest bucket FencedJob created, with its access-log bucket; undefined when given or not needed. */
-  readonly manifests?: ManifestBucket;
   /** The state machine and its functions. */
   readonly workflow: FencedWorkflow;
   /** Starts the job's state machine every night. */
@@ -465,7 +476,7 @@ export class FencedJob extends Construct {
     this.name = props.name;
     this.settings = s;
 
-    const writesManifest = props.chunkWritesManifest ?? true;
+    const writesManifest = props.chunkWritesManifest ?? false;
     this.lockTable = props.lockTable ?? new LockTable(this, 'Locks').table;
     this.jobTable = props.jobTable ?? new JobTable(this, 'Jobs').table;
     // The given tables of this app keep refusing a TTL attribute set after this point too (Part 5).
@@ -476,16 +487,14 @@ export class FencedJob extends Construct {
       this.manifestBucket = props.manifestBucket;
       refuseUnconditionalManifestWrites(props.manifestBucket, prefix);
     } else if (writesManifest) {
-      this.manifests = new ManifestBucket(this, 'Manifests', { prefix, ...props.manifestRetention });
-      this.manifestBucket = this.manifests.bucket;
+      // Its access-log bucket, when wanted: job.node.findChild('Manifests') is the ManifestBucket.
+      this.manifestBucket = new ManifestBucket(this, 'Manifests', { prefix, ...props.manifestRetention }).bucket;
     }
-    const locks = this.lockTable;
-    const jobs = this.jobTable;
     this.workflow = new FencedWorkflow(this, 'Workflow', {
       name: props.name,
-      locks,
-      jobs,
-      bucket: this.manifestBucket,
+      lockTable: this.lockTable,
+      jobTable: this.jobTable,
+      manifestBucket: this.manifestBucket,
       chunkFunction: fn,
       chunkTimeout: chunkTimeout!,
       chunkStepName: props.chunkStepName ?? 'RunChunk',
@@ -502,8 +511,8 @@ export class FencedJob extends Construct {
     });
     this.sweeper = new OrphanSweeper(this, 'Sweeper', {
       name: props.name,
-      locks,
-      jobs,
+      lockTable: this.lockTable,
+      jobTable: this.jobTable,
       job: this.workflow.stateMachine,
       environment: this.workflow.environment,
       stormShare: s.sweeperStormShare,
@@ -522,8 +531,8 @@ export class FencedJob extends Construct {
     (this.sweeper.stateMachine.node.defaultChild as CfnResource).addMetadata(FENCED_JOB_MARK.sweeper, props.name);
     this.alarms = new FencepostAlarms(this, 'Alarms', {
       name: props.name,
-      locks,
-      jobs,
+      lockTable: this.lockTable,
+      jobTable: this.jobTable,
       fencedTables: props.fencedTables,
       stateMachine: this.workflow.stateMachine,
       deadLetterQueue: this.schedule.deadLetterQueue,

@@ -8,7 +8,7 @@
  * of the claim rule (core/lease.ts nextClaimStep); while someone holds it, a Wait state (SecondsPath) waits a
  * poll period on Step Functions' timer and Observe counts how long the rvn has stayed unchanged; once that is a
  * full lease, Claim claims on condition "rvn unchanged"; a failed claim observes again, within the claim budget. A
- * budget spent on a live holder that is billing the night ends quietly (Succeed "AlreadyRunning": a duplicate start);
+ * budget spent on a live holder that is running the night ends quietly (Succeed "AlreadyRunning": a duplicate start);
  * spent on any other live holder, the run fails (ClaimBudgetExhausted).
  * Every Lambda that acts for the holder renews first and computes its own stop time: a stop time never crosses a
  * process boundary. A lost lease or a fenced-out write ends the run quietly (Succeed "Lost", with a metric, no
@@ -33,6 +33,7 @@ import { Env } from '../lambda/env';
 import { jobKeys } from '../core/job-keys';
 import { serviceName } from '../core/observability';
 import { EXECUTION_TIMEOUT, chunkMapPlan } from './chunk-plan';
+import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { HandlerFunction } from './handler-function';
 import { LOST_ERRORS, MAP_RUN_FAILED, PROCESS_ERRORS, PROCESS_RETRIES, STOP_TIME_PASSED, TRANSIENT_ERRORS, TRANSIENT_RETRIES } from './task-errors';
 
@@ -63,11 +64,11 @@ export interface FencedWorkflowProps {
   /** The job's name (lambda/job-keys.ts): its keys, its manifest folder, its log group. */
   readonly name: string;
   /** The lock table. */
-  readonly locks: ITable;
+  readonly lockTable: ITable;
   /** The job table. */
-  readonly jobs: ITable;
+  readonly jobTable: ITable;
   /** The manifest bucket. @default - no manifest: the run's state is in DynamoDB alone (the chunk function writes no manifest) */
-  readonly bucket?: IBucket;
+  readonly manifestBucket?: IBucket;
   /** The user's chunk function: it gets the fence's grants and, when it is a `lambda.Function`, the environment. */
   readonly chunkFunction: lambda.IFunction;
   /** The chunk function's own timeout; its task's is 30 s more, so the function always times out first. */
@@ -103,7 +104,7 @@ export function stateMachineLogGroupName(scope: Construct, name: string): string
   return `/aws/vendedlogs/states/${Stack.of(scope).stackName}-${name}`;
 }
 
-/** `billing` → `Billing`, `sales-report` → `SalesReport`: the job's name in construct ids and the Fail state's error. */
+/** `reindex` → `Reindex`, `sales-report` → `SalesReport`: the job's name in construct ids and the Fail state's error. */
 export function pascalName(name: string): string {
   return name
     .split('-')
@@ -118,7 +119,7 @@ export class FencedWorkflow extends Construct {
   /** The run's chunks run as a Distributed Map (chunkMapPlan), not inline. */
   readonly distributed: boolean;
   /** The workflow's own functions (the chunk function is the user's). */
-  readonly functions: Record<FencedHandlerName, HandlerFunction>;
+  readonly functions: Record<FencedHandlerName, NodejsFunction>;
   /** The environment every function of the job gets, the chunk function's included (the sweeper's reuse it). */
   readonly environment: Record<string, string>;
   private readonly chunkFunction: lambda.IFunction;
@@ -133,9 +134,9 @@ export class FencedWorkflow extends Construct {
     this.environment = {
       [Env.jobName]: props.name,
       [Env.chunks]: String(s.chunks),
-      [Env.lockTable]: props.locks.tableName,
-      [Env.jobTable]: props.jobs.tableName,
-      ...(props.bucket ? { [Env.bucket]: props.bucket.bucketName } : {}),
+      [Env.lockTable]: props.lockTable.tableName,
+      [Env.jobTable]: props.jobTable.tableName,
+      ...(props.manifestBucket ? { [Env.bucket]: props.manifestBucket.bucketName } : {}),
       [Env.leaseMs]: String(s.leaseMs),
       [Env.renewMs]: String(s.renewMs),
       [Env.marginMs]: String(s.marginMs),
@@ -190,20 +191,20 @@ export class FencedWorkflow extends Construct {
     const allow = (fns: lambda.IFunction[], actions: string[], resources: string[]) => {
       for (const one of fns) one.addToRolePolicy(new iam.PolicyStatement({ actions, resources }));
     };
-    allow([f.observe], ['dynamodb:GetItem'], [props.locks.tableArn, props.jobs.tableArn]);
+    allow([f.observe], ['dynamodb:GetItem'], [props.lockTable.tableArn, props.jobTable.tableArn]);
     // Every function that acts for the holder renews first (UpdateItem on its lock item); release gives it back.
-    allow([f.claim, f.raise, chunk, f.complete, f.release], ['dynamodb:UpdateItem'], [props.locks.tableArn]);
+    allow([f.claim, f.raise, chunk, f.complete, f.release], ['dynamodb:UpdateItem'], [props.lockTable.tableArn]);
     // A key's first claim (each night's lock) reads the epoch floor, to start above it (docs/DESIGN.md "The restore bump").
-    allow([f.claim], ['dynamodb:GetItem'], [props.locks.tableArn]);
-    allow([f.raise, f.complete], ['dynamodb:UpdateItem'], [props.jobs.tableArn]);
+    allow([f.claim], ['dynamodb:GetItem'], [props.lockTable.tableArn]);
+    allow([f.raise, f.complete], ['dynamodb:UpdateItem'], [props.jobTable.tableArn]);
     // Complete reads every chunk's fence item (its progress) before it marks the run DONE (docs/DESIGN.md, "Chunk fences").
-    allow([f.complete], ['dynamodb:GetItem'], [props.jobs.tableArn]);
+    allow([f.complete], ['dynamodb:GetItem'], [props.jobTable.tableArn]);
     // A chunk checks its chunk fence in each transaction and records itself done on it.
-    allow([chunk], ['dynamodb:ConditionCheckItem', 'dynamodb:UpdateItem'], [props.jobs.tableArn]);
+    allow([chunk], ['dynamodb:ConditionCheckItem', 'dynamodb:UpdateItem'], [props.jobTable.tableArn]);
     // No s3:ListBucket: the raise creates the manifest with If-None-Match: * and reads only after a 412, so nothing
     // depends on whether a missing key answers 404 (with ListBucket) or 403 (without).
-    if (props.bucket)
-      allow(this.manifestWriters(props), ['s3:GetObject', 's3:PutObject'], [props.bucket.arnForObjects(`${jobKeys(props.name).prefix}*`)]);
+    if (props.manifestBucket)
+      allow(this.manifestWriters(props), ['s3:GetObject', 's3:PutObject'], [props.manifestBucket.arnForObjects(`${jobKeys(props.name).prefix}*`)]);
   }
 
   /** The functions that write the manifest: the raise and complete, and the chunk function when it commits to it. */
@@ -219,7 +220,10 @@ export class FencedWorkflow extends Construct {
     const prefix = jobKeys(props.name).prefix;
     // A bucket of this app is named by its logical id in the finding; an imported one by its ARN, when it is literal.
     const bucketArn =
-      props.bucket && (props.bucket.node.defaultChild ? `<${logicalId(props.bucket)}.Arn>` : (stack.resolve(props.bucket.bucketArn) as unknown));
+      props.manifestBucket &&
+      (props.manifestBucket.node.defaultChild
+        ? `<${logicalId(props.manifestBucket)}.Arn>`
+        : (stack.resolve(props.manifestBucket.bucketArn) as unknown));
     if (typeof bucketArn === 'string') {
       for (const one of this.manifestWriters(props)) {
         Validations.of(one).acknowledge({
@@ -337,7 +341,7 @@ export class FencedWorkflow extends Construct {
     const alreadyDone = new sfn.Succeed(this, 'AlreadyDone');
     const lost = new sfn.Succeed(this, 'Lost', { comment: 'Lost the lease or fenced out: another holder owns the night. Quiet by design.' });
     const alreadyRunning = new sfn.Succeed(this, 'AlreadyRunning', {
-      comment: 'A duplicate start: another live holder billed the night through the whole claim budget. Quiet by design.',
+      comment: 'A duplicate start: another live holder ran the night through the whole claim budget. Quiet by design.',
     });
     const gaveUp = new sfn.Fail(this, 'ClaimBudgetExhausted', {
       error: 'ClaimBudgetExhausted',

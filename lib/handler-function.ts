@@ -10,7 +10,7 @@ import path from 'node:path';
 import { type Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { type BundlingOptions, LogLevel, NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { type BundlingOptions, LogLevel, NodejsFunction, type NodejsFunctionProps, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { HandlerName } from '../lambda/index';
 import { Env } from '../lambda/env';
@@ -82,29 +82,37 @@ function prebundledOf(handler: string): { code: lambda.Code; handler: string } |
   return spec === undefined ? undefined : { code: lambda.Code.fromAsset(folder), handler: spec };
 }
 
+/** A fenced job's function: NodejsFunction's props, and the name FENCEPOST_HANDLER gives it. */
+export interface FencepostFunctionProps extends Omit<NodejsFunctionProps, 'runtime'> {
+  /** The handler's name (FENCEPOST_HANDLER), by which the local runner maps a task state back to its handler. */
+  readonly handlerName: string;
+}
+
 /**
- * A handler's function. Invoke grants name the function alone: Step Functions invokes the unqualified ARN and
- * nothing invokes a version or alias, so the `<arn>:*` that CDK adds by default would be a grant nobody uses
- * (the IAM proof, test/iam.test.ts, fails on unused grants). Its log group is `<id>Logs`, beside it in `scope`.
+ * What every function of a fenced job shares, the library's own and the user's chunk function: Node.js 24 (the
+ * bundles' target) on arm64, 256 MB unless said, X-Ray active, its own log group (`<id>Logs`, beside it in `scope`),
+ * FENCEPOST_HANDLER and the Powertools settings, the cdk-nag acknowledgements, and invoke grants that name the
+ * function alone: Step Functions invokes the unqualified ARN and nothing invokes a version or alias, so the `<arn>:*`
+ * CDK adds by default would be a grant nobody uses (the IAM proof, test/iam.test.ts, fails on unused grants).
  */
-export class HandlerFunction extends NodejsFunction {
-  constructor(scope: Construct, id: string, props: HandlerFunctionProps) {
-    const ready = props.entry === undefined ? prebundledOf(props.handler) : undefined;
+export class FencepostFunction extends NodejsFunction {
+  constructor(scope: Construct, id: string, props: FencepostFunctionProps) {
+    const { handlerName, ...rest } = props;
     super(scope, id, {
-      // NodejsFunction given `code` deploys it as it is: no esbuild at synth (every such function shares one asset).
-      ...(ready ?? { entry: props.entry ?? entryOf(props.handler), handler: 'handler', bundling: HANDLER_BUNDLING }),
-      runtime: lambda.Runtime.NODEJS_24_X,
       architecture: lambda.Architecture.ARM_64,
-      memorySize: props.memoryMb ?? 256,
-      timeout: props.timeout,
+      memorySize: 256,
       tracing: lambda.Tracing.ACTIVE,
+      ...rest,
+      runtime: lambda.Runtime.NODEJS_24_X,
+      logGroup:
+        rest.logGroup ?? new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
       environment: {
-        ...props.environment,
-        [Env.handler]: props.handler,
+        // The local runner maps a task state to its handler by this name; Powertools publishes as the job's service.
+        [Env.handler]: handlerName,
         POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
         POWERTOOLS_LOG_LEVEL: 'INFO',
+        ...rest.environment,
       },
-      logGroup: new logs.LogGroup(scope, `${id}Logs`, { retention: logs.RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY }),
     });
     Validations.of(this).acknowledge(
       {
@@ -121,5 +129,26 @@ export class HandlerFunction extends NodejsFunction {
   /** The function's own ARN alone: nothing invokes a version or alias of it. */
   override get resourceArnsForGrantInvoke(): string[] {
     return [this.functionArn];
+  }
+}
+
+/** A handler's function: lambda/'s module (prebundled in the built package), or a job's own entry bundled here. */
+export class HandlerFunction extends FencepostFunction {
+  constructor(scope: Construct, id: string, props: HandlerFunctionProps) {
+    const ready = props.entry === undefined ? prebundledOf(props.handler) : undefined;
+    super(scope, id, {
+      // NodejsFunction given `code` deploys it as it is: no esbuild at synth (every such function shares one asset).
+      ...(ready ?? { entry: props.entry ?? entryOf(props.handler), handler: 'handler', bundling: HANDLER_BUNDLING }),
+      handlerName: props.handler,
+      memorySize: props.memoryMb ?? 256,
+      timeout: props.timeout,
+      // FENCEPOST_HANDLER and the Powertools settings are the handler's own: they win over the given environment.
+      environment: {
+        ...props.environment,
+        [Env.handler]: props.handler,
+        POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
+        POWERTOOLS_LOG_LEVEL: 'INFO',
+      },
+    });
   }
 }

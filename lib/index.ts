@@ -10,32 +10,20 @@
  * What the constructs guarantee is what the fence guarantees (Part 4): a holder that lost its lease cannot write
  * past the fence, provided the chunk function writes through it (FencedJob's TSDoc gives the contract).
  */
-export { FencedJob, FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobProps, type FencedJobSettings, type OptionalSettings } from './fenced-job';
+export { FencedJob, FENCED_JOB_DEFAULTS, type FencedJobProps, type FencedJobSettings, type OptionalSettings } from './fenced-job';
 export type { FencedHandlerName, HandlerName } from '../lambda/index';
 export type { ManifestPlace } from '../core/manifest';
 export type { KeyAttribute, TableDescription } from '../core/schema';
-export { FencedWorkflow, TIMEOUT, pascalName, stateMachineLogGroupName, type FencedWorkflowProps, type WorkflowSettings } from './fenced-workflow';
+export { FencedWorkflow, TIMEOUT, type FencedWorkflowProps, type WorkflowSettings } from './fenced-workflow';
 export { LockTable } from './lock-table';
 export { JobTable } from './job-table';
 export { FencedChunkFunction, type FencedChunkFunctionProps } from './chunk-function';
 export { ManifestBucket, UNCONDITIONAL_WRITE, type ManifestBucketProps } from './manifest-bucket';
 export { NightlySchedule, type NightlyScheduleProps } from './schedule';
 export { OrphanSweeper, type SweeperProps } from './sweeper';
-export { FencepostAlarms, appMetric, deadlineWindowZone, type AlarmName, type FencepostAlarmsProps } from './alarms';
-export { HANDLER_BUNDLING, HandlerFunction, type HandlerFunctionProps } from './handler-function';
-export { schemaTable, refuseTimeToLive } from './schema-table';
-export {
-  EXECUTION_TIMEOUT,
-  HISTORY,
-  SFN_QUOTAS,
-  chunkListBytes,
-  chunkMapPlan,
-  chunkMapProblems,
-  type ChunkMapMode,
-  type ChunkMapPlan,
-  type ChunkMapSettings,
-  type ChunkWording,
-} from './chunk-plan';
+export { FencepostAlarms, appMetric, type AlarmName, type FencepostAlarmsProps } from './alarms';
+export { FencepostFunction, HANDLER_BUNDLING, type FencepostFunctionProps } from './handler-function';
+export { EXECUTION_TIMEOUT, HISTORY, SFN_QUOTAS, type ChunkMapMode, type ChunkMapPlan, type ChunkMapSettings, type ChunkWording } from './chunk-plan';
 export { LOST_ERRORS, MAP_RUN_FAILED, TRANSIENT_ERRORS, TRANSIENT_RETRIES } from './task-errors';
 export { JOB_NAME_PATTERN, jobKeys, type JobKeys } from '../core/job-keys';
 export { Env } from '../lambda/env';

@@ -30,6 +30,11 @@ export class JobTable extends Construct {
     this.table = schemaTable(this, 'Table', JOB_TABLE);
     refuseTimeToLive(this.table, JOB_TABLE_TTL);
     this.claimedIndexName = JOB_TABLE.sparseIndex!.name;
-    this.claimedIndexArn = `${this.table.tableArn}/index/${this.claimedIndexName}`;
+    this.claimedIndexArn = claimedIndexArn(this.table);
   }
+}
+
+/** The ARN of a job table's sparse index of claimed rows, for a Query grant on the index alone (never the table). */
+export function claimedIndexArn(table: dynamodb.ITable): string {
+  return `${table.tableArn}/index/${JOB_TABLE.sparseIndex!.name}`;
 }

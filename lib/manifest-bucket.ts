@@ -12,6 +12,7 @@
  * synthesized template with a policy evaluator (@cloud-copilot/iam-simulate, test/iam.test.ts): a PutObject on a
  * manifest key with neither header is denied, with either header allowed by the writer's role.
  */
+import { createHash } from 'node:crypto';
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as s3 from 'aws-cdk-lib/aws-s3';
@@ -20,7 +21,7 @@ import { Construct } from 'constructs';
 /** The manifest bucket: the job's prefix, which its policy guards against unconditional manifest writes, and retention. */
 export interface ManifestBucketProps {
   /**
-   * The folder every object of the job is under (chunk objects and manifests), ending in `/`, e.g. `billing/`: the
+   * The folder every object of the job is under (chunk objects and manifests), ending in `/`, e.g. `sales-report/`: the
    * retention rule and the manifest policy apply under it.
    */
   readonly prefix: string;
@@ -58,7 +59,7 @@ export class ManifestBucket extends Construct {
   readonly bucket: s3.Bucket;
   /** The bucket the server access logs go to. */
   readonly accessLogs: s3.Bucket;
-  /** The folder every object of the job is under, e.g. `billing/`. */
+  /** The folder every object of the job is under, e.g. `sales-report/`. */
   readonly prefix: string;
   /** The object key pattern the manifest policy covers: `<prefix>*manifest.json`. */
   readonly manifestKeys: string;
@@ -66,7 +67,7 @@ export class ManifestBucket extends Construct {
   constructor(scope: Construct, id: string, props: ManifestBucketProps) {
     super(scope, id);
     this.prefix = props.prefix;
-    this.manifestKeys = `${props.prefix}*manifest.json`;
+    this.manifestKeys = manifestKeyPattern(props.prefix);
     this.accessLogs = new s3.Bucket(this, 'AccessLogs', {
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
       encryption: s3.BucketEncryption.S3_MANAGED, // the only encryption S3 server access logging delivers to
@@ -118,19 +119,33 @@ export class ManifestBucket extends Construct {
  * `statementAdded: false`).
  *
  * @param bucket - the bucket the job's manifests are in
- * @param prefix - the job's folder, e.g. `billing/`
+ * @param prefix - the job's folder, e.g. `sales-report/`
  * @returns whether the statement was added (false for an imported bucket)
  */
 export function refuseUnconditionalManifestWrites(bucket: s3.IBucket, prefix: string): boolean {
   const { statementAdded } = bucket.addToResourcePolicy(
     new iam.PolicyStatement({
-      sid: `RefuseUnconditionalManifestWrites${prefix.replace(/[^A-Za-z0-9]/g, '')}`,
+      sid: manifestStatementId(prefix),
       effect: iam.Effect.DENY,
       principals: [new iam.AnyPrincipal()],
       actions: ['s3:PutObject'],
-      resources: [bucket.arnForObjects(`${prefix}*manifest.json`)],
+      resources: [bucket.arnForObjects(manifestKeyPattern(prefix))],
       conditions: UNCONDITIONAL_WRITE,
     }),
   );
   return statementAdded;
+}
+
+/** The object keys the manifest policy covers: every `manifest.json` under the job's folder. */
+function manifestKeyPattern(prefix: string): string {
+  return `${prefix}*manifest.json`;
+}
+
+/**
+ * The statement's id, one per prefix: a Sid is letters and digits only, so the prefix's own letters and digits (to
+ * read) and a short hash of the whole prefix (so `a-b/` and `ab/` differ; S3 refuses a policy with a duplicate Sid).
+ */
+function manifestStatementId(prefix: string): string {
+  const hash = createHash('sha256').update(prefix).digest('hex').slice(0, 8);
+  return `RefuseUnconditionalManifestWrites${prefix.replace(/[^A-Za-z0-9]/g, '')}${hash}`;
 }

@@ -16,9 +16,10 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Env } from '../lambda/env';
-import { JOB_TABLE } from '../core/schema';
 import { stateMachineLogGroupName } from './fenced-workflow';
+import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { HandlerFunction } from './handler-function';
+import { claimedIndexArn } from './job-table';
 import { TRANSIENT_ERRORS } from './task-errors';
 
 /** The orphan sweeper: the job's tables, the state machine it restarts runs of, the functions' environment, the storm rule. */
@@ -26,9 +27,9 @@ export interface SweeperProps {
   /** The job's name: the sweeper's log group is `<stack>-<name>-sweeper`. */
   readonly name: string;
   /** The lock table. */
-  readonly locks: ITable;
+  readonly lockTable: ITable;
   /** The job table; the sweeper reads it only through its sparse index of claimed rows (core/schema.ts JOB_TABLE). */
-  readonly jobs: ITable;
+  readonly jobTable: ITable;
   /** The job's state machine, started once per re-queued night. */
   readonly job: sfn.IStateMachine;
   /** The job functions' environment (tables, lease settings), reused so both read the same configuration. */
@@ -46,7 +47,7 @@ export class OrphanSweeper extends Construct {
   /** SightClaimed → WaitOutTheLease → VerifyAndRequeue. */
   readonly stateMachine: sfn.StateMachine;
   /** The first sighting and the second (which re-queues and starts runs). */
-  readonly functions: { readonly sight: HandlerFunction; readonly verify: HandlerFunction };
+  readonly functions: { readonly sight: NodejsFunction; readonly verify: NodejsFunction };
 
   constructor(scope: Construct, id: string, props: SweeperProps) {
     super(scope, id);
@@ -63,12 +64,11 @@ export class OrphanSweeper extends Construct {
     this.functions = { sight, verify };
 
     // Grants by need. The sparse index is the only way either function reads the job table (never a Scan).
-    const claimedIndexArn = `${props.jobs.tableArn}/index/${JOB_TABLE.sparseIndex!.name}`;
     for (const fn of [sight, verify]) {
-      fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [claimedIndexArn] }));
-      fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [props.locks.tableArn] }));
+      fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [claimedIndexArn(props.jobTable)] }));
+      fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [props.lockTable.tableArn] }));
     }
-    verify.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [props.jobs.tableArn] }));
+    verify.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [props.jobTable.tableArn] }));
     props.job.grantStartExecution(verify);
 
     const task = (taskId: string, fn: HandlerFunction, resultPath: string, payload?: sfn.TaskInput) => {

@@ -3,7 +3,7 @@
  * chunk function of the user's own, gets its keys, grants, environment and state names from its name; bad props are
  * refused all at once; and the tables that hold epochs and fences refuse a TTL attribute even through an escape hatch.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -16,6 +16,7 @@ import type { IConstruct } from 'constructs';
 import { ConfigError } from '../core/errors';
 import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
 import { Env, FencedChunkFunction, FencedJob, LOST_ERRORS, type FencedJobProps } from '../lib/index';
+import { AwsSolutionsChecks } from 'cdk-nag';
 import { sdkRequires } from './support/bundles';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -41,7 +42,7 @@ const idOf = (stack: Stack, c: IConstruct) => stack.getLogicalId(c.node.defaultC
 
 test("a job named sales-report: the user's chunk function gets the job's environment and the fence's grants, keys and states follow the name", () => {
   const { stack, fn } = stackWith();
-  const job = new FencedJob(stack, 'SalesReport', { name: 'sales-report', chunkFunction: fn, chunks: 3 });
+  const job = new FencedJob(stack, 'SalesReport', { name: 'sales-report', chunkFunction: fn, chunks: 3, chunkWritesManifest: true });
   const template = Template.fromStack(stack);
   const t = template.toJSON() as { Resources: Record<string, Json> };
   const locks = idOf(stack, job.lockTable);
@@ -110,8 +111,8 @@ test('two jobs in one stack keep apart: their own tables, buckets, prefixes and 
     handler: 'index.handler',
     code: lambda.Code.fromInline('exports.handler = async () => ({});'),
   });
-  new FencedJob(stack, 'A', { name: 'sales-report', chunkFunction: fn, chunks: 2 });
-  new FencedJob(stack, 'B', { name: 'stock-count', chunkFunction: other, chunks: 5 });
+  new FencedJob(stack, 'A', { name: 'sales-report', chunkFunction: fn, chunks: 2, chunkWritesManifest: true });
+  new FencedJob(stack, 'B', { name: 'stock-count', chunkFunction: other, chunks: 5, chunkWritesManifest: true });
   const resources = app.synth().getStackByName(stack.stackName).template.Resources as Record<string, Json>;
   const count = (type: string) => Object.values(resources).filter((r) => r.Type === type).length;
   assert.equal(count('AWS::DynamoDB::Table'), 4);
@@ -257,7 +258,15 @@ test('a job given its own tables and bucket uses exactly those: no table or buck
   const { app, stack, fn } = stackWith();
   const { lockTable, jobTable } = ownTables(stack);
   const manifestBucket = new s3.Bucket(stack, 'MyManifests', { versioned: true });
-  const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2, lockTable, jobTable, manifestBucket });
+  const job = new FencedJob(stack, 'Job', {
+    name: 'sales-report',
+    chunkFunction: fn,
+    chunks: 2,
+    lockTable,
+    jobTable,
+    manifestBucket,
+    chunkWritesManifest: true,
+  });
   const t = app.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Json> };
   const idsOf = (type: string) =>
     Object.keys(t.Resources)
@@ -374,3 +383,85 @@ test(
     }
   },
 );
+
+test('one table given as both lockTable and jobTable is refused: a night’s lock item and its job row share the key <name>#<date>', () => {
+  const { stack, fn } = stackWith();
+  const { jobTable } = ownTables(stack);
+  const same = configErrorOf(
+    () =>
+      new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2, lockTable: jobTable, jobTable, chunkWritesManifest: false }),
+  );
+  assert.ok(same, 'one ConfigError for the same Table object');
+  assert.match(same.message, /lockTable and jobTable must be two tables/);
+
+  // Two imports of one table name are one table too.
+  const { stack: stack2, fn: fn2 } = stackWith();
+  const named = configErrorOf(
+    () =>
+      new FencedJob(stack2, 'Job', {
+        name: 'sales-report',
+        chunkFunction: fn2,
+        chunks: 2,
+        lockTable: dynamodb.Table.fromTableName(stack2, 'Locks', 'their-table'),
+        jobTable: dynamodb.Table.fromTableName(stack2, 'Jobs', 'their-table'),
+        chunkWritesManifest: false,
+      }),
+  );
+  assert.ok(named, 'one ConfigError for the same table name');
+  assert.match(named.message, /lockTable and jobTable must be two tables.*their-table/);
+});
+
+test('two jobs on one given bucket, named a-b and ab: each its own bucket-policy statement id (S3 refuses a policy with a duplicate Sid)', () => {
+  const { app, stack, fn } = stackWith();
+  const manifestBucket = new s3.Bucket(stack, 'Shared', { versioned: true });
+  const names = ['a-b', 'ab'];
+  for (const name of names) new FencedJob(stack, `Job-${name}`, { name, chunkFunction: fn, chunks: 2, manifestBucket, chunkWritesManifest: true });
+  const t = app.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Json> };
+  const policy = Object.values(t.Resources).find((r) => r.Type === 'AWS::S3::BucketPolicy');
+  const sids = (policy.Properties.PolicyDocument.Statement as Json[]).map((st) => st.Sid).filter((sid) => sid !== undefined);
+  assert.equal(sids.length, names.length, `one statement per job: ${JSON.stringify(sids)}`);
+  assert.equal(new Set(sids).size, sids.length, `duplicate Sid: ${JSON.stringify(sids)}`);
+  for (const sid of sids) assert.match(sid, /^[A-Za-z0-9]+$/, 'a Sid is letters and digits');
+});
+
+test('the smallest FencedJob (name, function, chunks) writes no manifest: no bucket, no S3 grant, no bucket variable; the manifest is opt-in', () => {
+  const { app, stack, fn } = stackWith();
+  const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2 });
+  const t = app.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Json> };
+  const buckets = Object.keys(t.Resources).filter((id) => t.Resources[id].Type === 'AWS::S3::Bucket');
+  assert.deepEqual(buckets, [], 'no bucket');
+  assert.equal(job.manifestBucket, undefined);
+  const text = JSON.stringify(t);
+  assert.doesNotMatch(text, /"s3:/, 'no S3 grant to any function');
+  assert.ok(!text.includes(Env.bucket), `no function has ${Env.bucket}`);
+});
+
+test('FencedChunkFunction carries the library functions’ cdk-nag acknowledgements: no AWS Solutions finding on it', () => {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] }, builtinCloudFormationValidation: false });
+  const stack = new Stack(app, 'Reports');
+  const chunkFunction = new FencedChunkFunction(stack, 'Chunk', { entry: path.join(ROOT, 'examples/fenced-job/chunk.ts') });
+  new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction, chunks: 2 });
+  const report = new AwsSolutionsChecks().validateScope(app);
+  const findings = report.violations
+    .filter((v) => v.violatingResources.some((r) => r.constructPath?.startsWith(chunkFunction.node.path)))
+    .map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`);
+  assert.deepEqual(findings, []);
+});
+
+test("one name per idea: every construct's props name the tables and the bucket as FencedJob's do (lockTable, jobTable, manifestBucket)", () => {
+  const words: Record<string, string> = { ITable: '(lockTable|jobTable)', IBucket: 'manifestBucket' };
+  const problems: string[] = [];
+  for (const file of readdirSync(path.join(ROOT, 'lib')).filter((f) => f.endsWith('.ts'))) {
+    const source = readFileSync(path.join(ROOT, 'lib', file), 'utf8');
+    for (const block of source.matchAll(/export interface (\w+Props) [^{]*\{([\s\S]*?)\n\}/g)) {
+      for (const [, name, type] of block[2].matchAll(/readonly (\w+)\??: (?:\w+\.)?(ITable|IBucket);/g)) {
+        if (!new RegExp(`^${words[type]}$`).test(name)) problems.push(`${file} ${block[1]}.${name}: ${type}`);
+      }
+    }
+  }
+  assert.deepEqual(problems, []);
+  const { stack, fn } = stackWith();
+  const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2, chunkWritesManifest: true });
+  assert.ok(job.manifestBucket, 'the bucket, as manifestBucket');
+  assert.ok(!('manifests' in job), 'one member for one bucket: manifestBucket, not also manifests');
+});

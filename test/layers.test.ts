@@ -8,7 +8,7 @@
  *   lib/      CDK constructs: they deploy lambda/'s handlers by path and share its environment contract.
  *   apps/     jobs built on the library and the constructs, through their public entry points only: a file under
  *             apps/<job>/ imports its own job's folder, core/index, lib/index and lambda/entry (`fencepost`,
- *             `fencepost/constructs`, `fencepost/lambda`) and the internal barrels (core/internal, lambda/internal),
+ *             `fencepost/constructs`, `fencepost/lambda`) and the internal barrels (core/internal, lambda/internal, lib/internal),
  *             nothing deeper and no other job.
  *   local/    local stand-ins for AWS services (DynamoDB Local, S3, Step Functions, Lambda).
  *   harness/  the test harness: fault suite, story, store faults, worker processes, IAM proof.
@@ -39,10 +39,10 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
 
 /**
  * The entries an app may import, as paths from the root without extension: the package's (package.json "exports")
- * and the repository's internal barrels (core/internal.ts, lambda/internal.ts: what the reference apps use beyond the
+ * and the repository's internal barrels (core/internal.ts, lambda/internal.ts, lib/internal.ts: what the reference apps use beyond the
  * public API).
  */
-const PUBLIC_ENTRIES: readonly string[] = ['core/index', 'lib/index', 'lambda/entry', 'core/internal', 'lambda/internal'];
+const PUBLIC_ENTRIES: readonly string[] = ['core/index', 'lib/index', 'lambda/entry', 'core/internal', 'lambda/internal', 'lib/internal'];
 
 /** Packages a layer must not depend on: the library runs anywhere, so no CDK, no Lambda runtime, no emulator. */
 const FORBIDDEN_PACKAGES: Record<string, RegExp> = {
@@ -135,8 +135,8 @@ test('the checker sees what it checks: every layer has sources, and planted upwa
     "import { Keys } from '../billing/keys';",
   ].join('\n');
   assert.deepEqual(violationsOf(path.join('apps', 'shop', 'job.ts'), app), [
-    'apps/shop/job.ts imports ../../core/fence (not a public entry (core/index, lib/index, lambda/entry, core/internal, lambda/internal))',
-    'apps/shop/job.ts imports ../../lambda/env (not a public entry (core/index, lib/index, lambda/entry, core/internal, lambda/internal))',
+    'apps/shop/job.ts imports ../../core/fence (not a public entry (core/index, lib/index, lambda/entry, core/internal, lambda/internal, lib/internal))',
+    'apps/shop/job.ts imports ../../lambda/env (not a public entry (core/index, lib/index, lambda/entry, core/internal, lambda/internal, lib/internal))',
     'apps/shop/job.ts imports ../billing/keys (another job)',
   ]);
 });

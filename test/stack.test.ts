@@ -28,6 +28,7 @@ import {
   readStackConfig,
 } from '../apps/billing/config';
 import { deadlineWindowZone } from '../lib/alarms';
+import type { ManifestBucket } from '../lib/manifest-bucket';
 import { JOB_TABLE, LOCK_TABLE, Attr } from '../core/schema';
 import { BILLING_TABLES, INVOICE_TABLE } from '../apps/billing/schema';
 import { ConfigError } from '../core/errors';
@@ -117,7 +118,9 @@ test('manifest bucket: versioned, public access blocked, TLS only, encrypted, ac
       VersioningConfiguration: { Status: 'Enabled' },
       PublicAccessBlockConfiguration: { BlockPublicAcls: true, BlockPublicPolicy: true, IgnorePublicAcls: true, RestrictPublicBuckets: true },
       BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
-      LoggingConfiguration: Match.objectLike({ DestinationBucketName: ref(stack.billing.manifests!.accessLogs) }),
+      LoggingConfiguration: Match.objectLike({
+        DestinationBucketName: ref((stack.billing.node.findChild('Manifests') as ManifestBucket).accessLogs),
+      }),
       LifecycleConfiguration: {
         Rules: Match.arrayWith([
           Match.objectLike({ NoncurrentVersionExpiration: { NoncurrentDays: 30 }, Status: 'Enabled' }),

@@ -8,7 +8,7 @@
 import { Duration } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { ConfigError } from '../../core/internal';
-import { FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobSettings } from '../../lib/index';
+import { FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobSettings } from '../../lib/internal';
 import { DEFAULTS } from './settings';
 
 /** The context key that holds every setting below (cdk.json `context.fencepost`). */

@@ -11,7 +11,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
 import { Metric } from '../../core/internal';
 import { BillingEnv, BillingMetric, INVOICE_TABLE } from './schema';
-import { FencedJob, HandlerFunction, appMetric, schemaTable } from '../../lib/index';
+import { FencedChunkFunction, FencedJob, appMetric, schemaTable } from '../../lib/internal';
 import { CHUNK_TIMEOUT, NEW_ON_DEMAND_WRITE_UNITS, type StackConfig, invoiceWritePeak, jobSettings } from './config';
 import { BILLING_JOB } from './keys';
 
@@ -33,7 +33,7 @@ export class FencepostStack extends Stack {
   /** One item per invoice, put only if absent, carrying the writer's token. */
   readonly invoices: dynamodb.Table;
   /** The billing chunk function (apps/billing/lambda/chunk.ts): the FencedJob's user function. */
-  readonly chunkFunction: HandlerFunction;
+  readonly chunkFunction: FencedChunkFunction;
   /** The billing job: lock and job tables, manifest bucket, workflow, schedules, sweeper, alarms. */
   readonly billing: FencedJob;
 
@@ -46,8 +46,7 @@ export class FencepostStack extends Stack {
     this.invoices = schemaTable(this, 'Invoices', INVOICE_TABLE, {
       warmThroughput: peak > NEW_ON_DEMAND_WRITE_UNITS ? { writeUnitsPerSecond: peak } : undefined,
     });
-    this.chunkFunction = new HandlerFunction(this, 'ChunkFunction', {
-      handler: 'chunk',
+    this.chunkFunction = new FencedChunkFunction(this, 'ChunkFunction', {
       entry: chunkEntry(),
       environment: {
         [BillingEnv.invoiceTable]: this.invoices.tableName,
@@ -55,7 +54,7 @@ export class FencepostStack extends Stack {
         [BillingEnv.chunkSize]: String(c.chunkSize),
       },
       timeout: CHUNK_TIMEOUT,
-      memoryMb: 1024,
+      memorySize: 1024,
     });
     // Each invoice is put once (attribute_not_exists), inside the chunk's fenced transaction.
     this.chunkFunction.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [this.invoices.tableArn] }));
@@ -72,6 +71,7 @@ export class FencepostStack extends Stack {
       chunkFunction: this.chunkFunction,
       chunkDuration: Duration.millis(chunkMs!),
       chunkStepName: 'BillChunk',
+      chunkWritesManifest: true, // each chunk writes its invoices' object and commits it to the night's manifest
       fencedTables: { invoices: this.invoices },
       dashboardProgress: {
         left: [appMetric(BILLING_JOB, BillingMetric.invoicesRecorded, 'Sum'), appMetric(BILLING_JOB, BillingMetric.invoicesAlreadyRecorded, 'Sum')],

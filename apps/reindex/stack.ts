@@ -9,7 +9,7 @@ import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
 import { ConfigError } from '../../core/internal';
-import { FencedChunkFunction, FencedJob, schemaTable, type FencedJobProps } from '../../lib/index';
+import { FencedChunkFunction, FencedJob, schemaTable, type FencedJobProps } from '../../lib/internal';
 import { chunkCount } from './job';
 import { INDEX_TABLE, JOB_NAME, MAX_ITEMS, ReindexEnv, SOURCE_TABLE } from './schema';
 

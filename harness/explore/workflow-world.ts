@@ -195,6 +195,7 @@ function flow(): Flow {
     renewInterval: Duration.millis(s.lease.renewMs),
     margin: Duration.millis(s.lease.marginMs),
     claimBudget: s.lease.claimBudget,
+    chunkWritesManifest: true, // the world explores the nights with a manifest (the raise creates it, the complete marks it)
   });
   const idOf = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
   const definition = (machine: { node: { defaultChild?: unknown } }) =>

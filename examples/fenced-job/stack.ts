@@ -18,7 +18,6 @@ export function reportStack(app: App): Stack {
     name: 'nightly-report',
     chunkFunction,
     chunks: 4,
-    chunkWritesManifest: false, // its chunks write DynamoDB only: no manifest bucket
     scheduleExpression: 'cron(0 2 * * ? *)',
   });
   return stack;

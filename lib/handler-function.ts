@@ -82,6 +82,16 @@ function prebundledOf(handler: string): { code: lambda.Code; handler: string } |
   return spec === undefined ? undefined : { code: lambda.Code.fromAsset(folder), handler: spec };
 }
 
+/**
+ * cdk-nag's finding on X-Ray's grant, which can name no resource. cdk-nag reports every `Resource::*` of a policy
+ * under one id, so acknowledging it hides any other wildcard in the same policy: only for policies whose grants are
+ * all known (the library's functions; an app's own chunk function, by its app).
+ */
+export const XRAY_ACKNOWLEDGEMENT = {
+  id: 'AwsSolutions-IAM5[Resource::*]',
+  reason: 'X-Ray tracing (xray:PutTraceSegments, xray:PutTelemetryRecords) supports no resource-level permissions: AWS requires "*".',
+} as const;
+
 /** A fenced job's function: NodejsFunction's props, and the name FENCEPOST_HANDLER gives it. */
 export interface FencepostFunctionProps extends Omit<NodejsFunctionProps, 'runtime'> {
   /** The handler's name (FENCEPOST_HANDLER), by which the local runner maps a task state back to its handler. */
@@ -91,7 +101,7 @@ export interface FencepostFunctionProps extends Omit<NodejsFunctionProps, 'runti
 /**
  * What every function of a fenced job shares, the library's own and the user's chunk function: Node.js 24 (the
  * bundles' target) on arm64, 256 MB unless said, X-Ray active, its own log group (`<id>Logs`, beside it in `scope`),
- * FENCEPOST_HANDLER and the Powertools settings, the cdk-nag acknowledgements, and invoke grants that name the
+ * FENCEPOST_HANDLER and the Powertools settings, the cdk-nag acknowledgement of the basic execution policy, and invoke grants that name the
  * function alone: Step Functions invokes the unqualified ARN and nothing invokes a version or alias, so the `<arn>:*`
  * CDK adds by default would be a grant nobody uses (the IAM proof, test/iam.test.ts, fails on unused grants).
  */
@@ -114,16 +124,10 @@ export class FencepostFunction extends NodejsFunction {
         ...rest.environment,
       },
     });
-    Validations.of(this).acknowledge(
-      {
-        id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
-        reason: 'The AWS-managed basic execution policy only lets the function write its own CloudWatch Logs; a copy of it would add nothing.',
-      },
-      {
-        id: 'AwsSolutions-IAM5[Resource::*]',
-        reason: 'X-Ray tracing (xray:PutTraceSegments, xray:PutTelemetryRecords) supports no resource-level permissions: AWS requires "*".',
-      },
-    );
+    Validations.of(this).acknowledge({
+      id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]',
+      reason: 'The AWS-managed basic execution policy only lets the function write its own CloudWatch Logs; a copy of it would add nothing.',
+    });
   }
 
   /** The function's own ARN alone: nothing invokes a version or alias of it. */
@@ -150,5 +154,8 @@ export class HandlerFunction extends FencepostFunction {
         POWERTOOLS_LOG_LEVEL: 'INFO',
       },
     });
+    // Only the library's own functions: their grants are known to name no other "*". On a user's chunk function
+    // this would also hide a wildcard grant of the user's own (a FencedChunkFunction leaves it to its app).
+    Validations.of(this).acknowledge(XRAY_ACKNOWLEDGEMENT);
   }
 }

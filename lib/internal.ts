@@ -8,3 +8,4 @@ export * from './index';
 
 export { fencedJobProblems } from './fenced-job';
 export { schemaTable } from './schema-table';
+export { XRAY_ACKNOWLEDGEMENT } from './handler-function';

@@ -16,6 +16,7 @@ import type { IConstruct } from 'constructs';
 import { ConfigError } from '../core/errors';
 import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
 import { Env, FencedChunkFunction, FencedJob, LOST_ERRORS, type FencedJobProps } from '../lib/index';
+import { XRAY_ACKNOWLEDGEMENT } from '../lib/handler-function';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { sdkRequires } from './support/bundles';
 
@@ -436,16 +437,21 @@ test('the smallest FencedJob (name, function, chunks) writes no manifest: no buc
   assert.ok(!text.includes(Env.bucket), `no function has ${Env.bucket}`);
 });
 
-test('FencedChunkFunction carries the library functions’ cdk-nag acknowledgements: no AWS Solutions finding on it', () => {
+test('FencedChunkFunction: the basic execution policy acknowledged, but a "*" in its policy left for its app to see (X-Ray\'s, or a grant of the user\'s own)', () => {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] }, builtinCloudFormationValidation: false });
   const stack = new Stack(app, 'Reports');
   const chunkFunction = new FencedChunkFunction(stack, 'Chunk', { entry: path.join(ROOT, 'examples/fenced-job/chunk.ts') });
   new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction, chunks: 2 });
-  const report = new AwsSolutionsChecks().validateScope(app);
-  const findings = report.violations
-    .filter((v) => v.violatingResources.some((r) => r.constructPath?.startsWith(chunkFunction.node.path)))
-    .map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`);
-  assert.deepEqual(findings, []);
+  const findingsOn = (fn: FencedChunkFunction) =>
+    new AwsSolutionsChecks()
+      .validateScope(app)
+      .violations.flatMap((v) =>
+        v.violatingResources.filter((r) => r.constructPath?.startsWith(fn.node.path)).map((r) => `${v.ruleName}: ${r.constructPath}`),
+      );
+  const policy = `${chunkFunction.role!.node.path}/DefaultPolicy/Resource`;
+  // cdk-nag reports every "*" of a policy under one id: acknowledged here, it would hide a wildcard grant of the
+  // user's own as well. Reported, it is the app's to acknowledge once it knows its grants (apps/billing/stack.ts).
+  assert.deepEqual(findingsOn(chunkFunction), [`${XRAY_ACKNOWLEDGEMENT.id}: ${policy}`]);
 });
 
 test("one name per idea: every construct's props name the tables and the bucket as FencedJob's do (lockTable, jobTable, manifestBucket)", () => {

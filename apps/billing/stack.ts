@@ -5,13 +5,13 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { CfnOutput, Duration, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Duration, Stack, Validations, type StackProps } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
 import { Metric } from '../../core/internal';
 import { BillingEnv, BillingMetric, INVOICE_TABLE } from './schema';
-import { FencedChunkFunction, FencedJob, appMetric, schemaTable } from '../../lib/internal';
+import { FencedChunkFunction, FencedJob, XRAY_ACKNOWLEDGEMENT, appMetric, schemaTable } from '../../lib/internal';
 import { CHUNK_TIMEOUT, NEW_ON_DEMAND_WRITE_UNITS, type StackConfig, invoiceWritePeak, jobSettings } from './config';
 import { BILLING_JOB } from './keys';
 
@@ -58,6 +58,8 @@ export class FencepostStack extends Stack {
     });
     // Each invoice is put once (attribute_not_exists), inside the chunk's fenced transaction.
     this.chunkFunction.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:PutItem'], resources: [this.invoices.tableArn] }));
+    // Its grants are these and FencedJob's, none on "*" but X-Ray's.
+    Validations.of(this.chunkFunction).acknowledge(XRAY_ACKNOWLEDGEMENT);
 
     // cdk.json says times in ms; FencedJob takes Durations.
     const { chunkMs, leaseMs, renewMs, marginMs, clockOffsetAlarmMs, ...settings } = jobSettings(c);

@@ -4,12 +4,12 @@
  * source and index tables, with the chunk function's grants on them by need. It only composes the constructs.
  */
 import path from 'node:path';
-import { Stack, type StackProps } from 'aws-cdk-lib';
+import { Stack, Validations, type StackProps } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
 import { ConfigError } from '../../core/internal';
-import { FencedChunkFunction, FencedJob, schemaTable, type FencedJobProps } from '../../lib/internal';
+import { FencedChunkFunction, FencedJob, XRAY_ACKNOWLEDGEMENT, schemaTable, type FencedJobProps } from '../../lib/internal';
 import { chunkCount } from './job';
 import { INDEX_TABLE, JOB_NAME, MAX_ITEMS, ReindexEnv, SOURCE_TABLE } from './schema';
 
@@ -60,6 +60,8 @@ export class ReindexStack extends Stack {
     // renewing on the lock table, the ConditionCheck and done mark on the job table.
     this.chunkFunction.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [this.source.tableArn] }));
     this.chunkFunction.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [this.index.tableArn] }));
+    // Its grants are these and FencedJob's, none on "*" but X-Ray's.
+    Validations.of(this.chunkFunction).acknowledge(XRAY_ACKNOWLEDGEMENT);
 
     this.job = new FencedJob(this, 'Reindex', {
       ...props.job,

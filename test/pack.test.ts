@@ -334,7 +334,7 @@ test(
     assert.equal(ofType('AWS::StepFunctions::StateMachine').length, 2, 'the job and the sweeper');
     assert.equal(ofType('AWS::DynamoDB::Table').length, 3, 'lock, job and the report table');
     for (const t of ofType('AWS::DynamoDB::Table')) assert.equal(t.Properties.TimeToLiveSpecification, undefined, 'no TTL on any table');
-    // Its chunks write DynamoDB only (chunkWritesManifest: false): no manifest bucket (FencedJob's own tests cover one).
+    // Its chunks write DynamoDB only (the default, no chunkWritesManifest): no manifest bucket (FencedJob's tests cover one).
     assert.deepEqual(ofType('AWS::S3::Bucket'), [], 'no bucket for a job that writes no manifest');
     // Every function deploys a bundle: the package's prebundled handlers (dist/handlers) or the user's chunk.ts.
     const functions = ofType('AWS::Lambda::Function');

@@ -41,6 +41,7 @@ import { FencedWorkflow } from './fenced-workflow';
 import { LOCK_TABLE_TTL, LockTable } from './lock-table';
 import { ManifestBucket, type ManifestBucketProps, refuseUnconditionalManifestWrites } from './manifest-bucket';
 import { givenTableProblems, refuseTimeToLive } from './schema-table';
+import { clockTime, nightInDstGap } from './cron';
 import { NightlySchedule } from './schedule';
 import { OrphanSweeper } from './sweeper';
 
@@ -75,7 +76,13 @@ export interface FencedJobSettings {
    * @default 30
    */
   readonly claimBudget: number;
-  /** EventBridge Scheduler expression for the nightly start, `cron(...)` or `rate(...)`. @default 'cron(30 1 * * ? *)' */
+  /**
+   * EventBridge Scheduler expression for the nightly start, `cron(...)` or `rate(...)`. A cron whose every start of
+   * some night falls in a daylight-saving gap of scheduleTimeZone (e.g. 02:00 in Europe/Paris on the last Sunday of
+   * March) is refused: Scheduler skips a start at a local time that does not exist, so that night would not run. The
+   * NotDone alarm checks only the deadlines that follow a start of a cron on some weekdays (`? * MON-FRI`).
+   * @default 'cron(30 1 * * ? *)'
+   */
   readonly scheduleExpression: string;
   /** IANA time zone the schedule (and the deadline) is read in. @default 'UTC' */
   readonly scheduleTimeZone: string;
@@ -292,6 +299,16 @@ export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { reado
   if (problem) problems.push(problem);
   if (!isTimeZone(s.scheduleTimeZone))
     problems.push(`scheduleTimeZone must be an IANA time zone such as UTC or Europe/Paris, got ${JSON.stringify(s.scheduleTimeZone)}`);
+  else if (!problem) {
+    // Scheduler skips a start at a local time that does not exist (lib/cron.ts): that night would never run.
+    const skipped = nightInDstGap(s.scheduleExpression, s.scheduleTimeZone, new Date().getUTCFullYear());
+    if (skipped) {
+      const { gap, starts } = skipped;
+      problems.push(
+        `scheduleExpression ${s.scheduleExpression} starts at ${starts.map(clockTime).join(', ')} in scheduleTimeZone ${s.scheduleTimeZone}, which skips ${clockTime(gap.fromMinute)}–${clockTime(gap.toMinute)} when daylight saving time begins (on ${gap.date}): EventBridge Scheduler skips a start at a local time that does not exist, so that night would never run. Start outside that hour, or schedule in a zone without daylight saving time (UTC)`,
+      );
+    }
+  }
   if (!positiveInteger(s.clockOffsetAlarmMs)) {
     problems.push(`clockOffsetAlarmMs must be a positive integer, got ${s.clockOffsetAlarmMs}`);
   } else if (s.clockOffsetAlarmMs >= s.marginMs) {
@@ -594,6 +611,7 @@ export class FencedJob extends Construct {
       conditionalCheckFailedThreshold: s.conditionalCheckFailedAlarmThreshold,
       deadlineHour: s.deadlineHour,
       timeZone: s.scheduleTimeZone,
+      scheduleExpression: s.scheduleExpression,
       alarmEmail: s.alarmEmail,
     });
   }

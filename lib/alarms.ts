@@ -20,7 +20,7 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { METRICS_NAMESPACE, Metric, serviceName } from '../core/observability';
-import { cronCalendar } from './cron';
+import { cronCalendar, zoneOffsetMinutes } from './cron';
 import { pascalName } from './fenced-workflow';
 
 /** What the alarms watch: the job's tables and state machines, their dead-letter queues, and the thresholds. */
@@ -430,7 +430,7 @@ function latestDeadlineUtc(timeZone: string, deadlineHour: number, year = 2025):
  * @param deadlineHour - the deadline's hour (0..23) in timeZone
  * @returns the DAY() numbers of the checked windows, or undefined for all of them
  */
-export function checkedWindowDays(expression: string, timeZone: string, deadlineHour: number): Set<number> | undefined {
+function checkedWindowDays(expression: string, timeZone: string, deadlineHour: number): Set<number> | undefined {
   const calendar = cronCalendar(expression);
   const weekdays = calendar?.weekdays;
   if (!calendar || !weekdays || weekdays.size === 7) return undefined;
@@ -448,10 +448,5 @@ export function checkedWindowDays(expression: string, timeZone: string, deadline
 }
 
 function utcOffsetMinutes(timeZone: string, at: Date): number {
-  const name =
-    new Intl.DateTimeFormat('en-US', { timeZone, timeZoneName: 'longOffset' }).formatToParts(at).find((p) => p.type === 'timeZoneName')?.value ??
-    'GMT';
-  const m = /^GMT([+-])(\d{2}):(\d{2})$/.exec(name);
-  if (!m) return 0; // "GMT": UTC itself
-  return (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 60 + Number(m[3]));
+  return zoneOffsetMinutes(timeZone, at.getTime());
 }

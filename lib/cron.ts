@@ -106,7 +106,7 @@ const DAY = 86_400_000;
  * The zone's gaps from the start of `fromYear` for `years` years: each instant the offset moves forward, found by
  * reading the offset once a day and bisecting the day where it changed to the minute.
  */
-export function dstGaps(timeZone: string, fromYear: number, years: number): DstGap[] {
+function dstGaps(timeZone: string, fromYear: number, years: number): DstGap[] {
   const gaps: DstGap[] = [];
   const end = Date.UTC(fromYear + years, 0, 1);
   let before = zoneOffsetMinutes(timeZone, Date.UTC(fromYear, 0, 1));
@@ -136,7 +136,7 @@ export function dstGaps(timeZone: string, fromYear: number, years: number): DstG
 export const clockTime = (minute: number) => `${String(Math.floor(minute / 60) % 24).padStart(2, '0')}:${String(minute % 60).padStart(2, '0')}`;
 
 /** How many years ahead the gap check looks. */
-export const DST_CHECK_YEARS = 10;
+const DST_CHECK_YEARS = 10;
 
 /**
  * The first night, from `fromYear` for DST_CHECK_YEARS years, on which every start of a cron schedule falls in a

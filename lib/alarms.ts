@@ -8,7 +8,7 @@
  * App metrics are read by the names in core/observability.ts, with the `service` dimension Powertools adds: the
  * job's own (`fencepost-<job>`), so two jobs in one account never read each other's metrics.
  */
-import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Annotations, ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -20,6 +20,7 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { METRICS_NAMESPACE, Metric, serviceName } from '../core/observability';
+import { cronCalendar, zoneOffsetMinutes } from './cron';
 import { pascalName } from './fenced-workflow';
 
 /** What the alarms watch: the job's tables and state machines, their dead-letter queues, and the thresholds. */
@@ -61,6 +62,12 @@ export interface FencepostAlarmsProps {
   readonly deadlineHour: number;
   /** IANA time zone of the schedule and the deadline. */
   readonly timeZone: string;
+  /**
+   * The nightly schedule's expression: the NotDone alarm checks only the deadlines that follow a scheduled start
+   * (a schedule on weekdays only does not page on Saturday).
+   * @default - a run every day
+   */
+  readonly scheduleExpression?: string;
   /** E-mail address subscribed to the topic. @default - no subscription */
   readonly alarmEmail?: string;
 }
@@ -187,14 +194,26 @@ export class FencepostAlarms extends Construct {
           'Safety holds (the fence refused them); find who is writing: Fencepost dashboard, LeaseLost, FencedRejections, the executions list. See docs/ALARMS.md.',
       );
 
+    const runs = appMetric(props.name, Metric.runsCompleted, 'Sum', Duration.days(1));
+    const days = props.scheduleExpression === undefined ? undefined : checkedWindowDays(props.scheduleExpression, props.timeZone, props.deadlineHour);
     const notDone = alarm(`${pascalName(props.name)}NotDone`, {
-      metric: appMetric(props.name, Metric.runsCompleted, 'Sum', Duration.days(1)),
+      // On the days no start precedes the deadline, the window reads 1 (not breaching) instead of its completed runs.
+      metric: days
+        ? new cloudwatch.MathExpression({
+            expression: `IF(${[...days].map((d) => `DAY(runs) == ${d}`).join(' OR ')}, runs, 1)`,
+            usingMetrics: {
+              runs: new cloudwatch.MathExpression({ expression: 'FILL(completed, 0)', usingMetrics: { completed: runs }, period: Duration.days(1) }),
+            },
+            period: Duration.days(1),
+            label: `${Metric.runsCompleted} on the days a run is scheduled`,
+          })
+        : runs,
       threshold: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
       evaluationPeriods: 1,
       treatMissingData: cloudwatch.TreatMissingData.BREACHING, // no datapoint at all is exactly "no run completed"
       alarmDescription:
-        `No ${props.name} run completed in the 24 hours ending at the ${props.deadlineHour}:00 ${props.timeZone} deadline: tonight's run is not DONE. ` +
+        `No ${props.name} run completed in the 24 hours ending at the ${props.deadlineHour}:00 ${props.timeZone} deadline${days ? ' that follows a scheduled start' : ''}: tonight's run is not DONE. ` +
         `Check the ${props.name} state machine executions and the schedule DLQ, then start a run for the night by hand (a duplicate run is harmless: lease and fence). See docs/ALARMS.md.`,
     });
     // Evaluated once a day, when a 1-day period closes. The period's "midnight" is placed at the deadline by the
@@ -202,6 +221,13 @@ export class FencepostAlarms extends Construct {
     (notDone.node.defaultChild as cloudwatch.CfnAlarm).evaluationWindow = {
       wallClockWindow: { timezone: deadlineWindowZone(props.timeZone, props.deadlineHour) },
     };
+    const calendar = props.scheduleExpression === undefined ? undefined : cronCalendar(props.scheduleExpression);
+    if (calendar && !calendar.weekdays) {
+      Annotations.of(notDone).addWarningV2(
+        'fencepost:notDoneEveryDay',
+        `The schedule ${props.scheduleExpression} runs on days of the month, months or years, which the NotDone alarm cannot follow: it checks every day's deadline, and pages on a day without a scheduled run.`,
+      );
+    }
 
     const conflicts = transactionConflicts(props);
     const sm = props.stateMachine;
@@ -376,11 +402,7 @@ export class FencepostAlarms extends Construct {
  * shift (an hour) after it, never before. E.g. UTC 5 h gives "-05:00"; Europe/Paris 5 h gives "-04:00" (04:00 UTC).
  */
 export function deadlineWindowZone(timeZone: string, deadlineHour: number, year = 2025): string {
-  const offsets: number[] = [];
-  for (let month = 0; month < 12; month++) {
-    for (const day of [1, 15]) offsets.push(utcOffsetMinutes(timeZone, new Date(Date.UTC(year, month, day, 12))));
-  }
-  const deadlineUtc = deadlineHour * 60 - Math.min(...offsets); // minutes after UTC midnight (mod a day)
+  const deadlineUtc = latestDeadlineUtc(timeZone, deadlineHour, year); // minutes after UTC midnight (mod a day)
   let zone = ((-deadlineUtc % 1440) + 1440) % 1440; // offset whose local midnight is that UTC instant
   if (zone >= 720) zone -= 1440; // as an offset between -12:00 and +11:59
   const sign = zone < 0 ? '-' : '+';
@@ -388,11 +410,43 @@ export function deadlineWindowZone(timeZone: string, deadlineHour: number, year 
   return `${sign}${String(Math.floor(abs / 60)).padStart(2, '0')}:${String(abs % 60).padStart(2, '0')}`;
 }
 
+/** The deadline's latest UTC instant of the year, in minutes after the UTC midnight of its local date (may be < 0 or ≥ 1440). */
+function latestDeadlineUtc(timeZone: string, deadlineHour: number, year = 2025): number {
+  const offsets: number[] = [];
+  for (let month = 0; month < 12; month++) {
+    for (const day of [1, 15]) offsets.push(utcOffsetMinutes(timeZone, new Date(Date.UTC(year, month, day, 12))));
+  }
+  return deadlineHour * 60 - Math.min(...offsets);
+}
+
+/**
+ * The deadline windows the NotDone alarm checks, as CloudWatch's DAY() numbers (Monday 1 … Sunday 7) of each window's
+ * start, the timestamp CloudWatch gives a period's datapoint, read in UTC: those that follow a scheduled start. A start
+ * before the deadline hour is checked at that day's deadline, one at or after it at the next day's. Undefined when
+ * every window is checked: a schedule every day, a rate, or days no set of weekdays says (lib/cron.ts).
+ *
+ * @param expression - the nightly schedule's expression
+ * @param timeZone - its IANA time zone, the deadline's too
+ * @param deadlineHour - the deadline's hour (0..23) in timeZone
+ * @returns the DAY() numbers of the checked windows, or undefined for all of them
+ */
+function checkedWindowDays(expression: string, timeZone: string, deadlineHour: number): Set<number> | undefined {
+  const calendar = cronCalendar(expression);
+  const weekdays = calendar?.weekdays;
+  if (!calendar || !weekdays || weekdays.size === 7) return undefined;
+  // The window's end is the deadline placed by deadlineWindowZone; its start is a day earlier, on this UTC weekday shift.
+  const shift = Math.floor(latestDeadlineUtc(timeZone, deadlineHour) / 1440) - 1;
+  const days = new Set<number>();
+  for (const start of calendar.startMinutes) {
+    for (const weekday of weekdays) {
+      const deadlineWeekday = weekday + (start >= deadlineHour * 60 ? 1 : 0);
+      const windowStart = (((deadlineWeekday + shift) % 7) + 7) % 7; // 0 Sunday … 6 Saturday
+      days.add(windowStart === 0 ? 7 : windowStart);
+    }
+  }
+  return new Set([...days].sort((a, b) => a - b));
+}
+
 function utcOffsetMinutes(timeZone: string, at: Date): number {
-  const name =
-    new Intl.DateTimeFormat('en-US', { timeZone, timeZoneName: 'longOffset' }).formatToParts(at).find((p) => p.type === 'timeZoneName')?.value ??
-    'GMT';
-  const m = /^GMT([+-])(\d{2}):(\d{2})$/.exec(name);
-  if (!m) return 0; // "GMT": UTC itself
-  return (m[1] === '-' ? -1 : 1) * (Number(m[2]) * 60 + Number(m[3]));
+  return zoneOffsetMinutes(timeZone, at.getTime());
 }

@@ -41,6 +41,7 @@ import { FencedWorkflow } from './fenced-workflow';
 import { LOCK_TABLE_TTL, LockTable } from './lock-table';
 import { ManifestBucket, type ManifestBucketProps, refuseUnconditionalManifestWrites } from './manifest-bucket';
 import { givenTableProblems, refuseTimeToLive } from './schema-table';
+import { clockTime, nightInDstGap } from './cron';
 import { NightlySchedule } from './schedule';
 import { OrphanSweeper } from './sweeper';
 
@@ -75,7 +76,13 @@ export interface FencedJobSettings {
    * @default 30
    */
   readonly claimBudget: number;
-  /** EventBridge Scheduler expression for the nightly start, `cron(...)` or `rate(...)`. @default 'cron(30 1 * * ? *)' */
+  /**
+   * EventBridge Scheduler expression for the nightly start, `cron(...)` or `rate(...)`. A cron whose every start of
+   * some night falls in a daylight-saving gap of scheduleTimeZone (e.g. 02:00 in Europe/Paris on the last Sunday of
+   * March) is refused: Scheduler skips a start at a local time that does not exist, so that night would not run. The
+   * NotDone alarm checks only the deadlines that follow a start of a cron on some weekdays (`? * MON-FRI`).
+   * @default 'cron(30 1 * * ? *)'
+   */
   readonly scheduleExpression: string;
   /** IANA time zone the schedule (and the deadline) is read in. @default 'UTC' */
   readonly scheduleTimeZone: string;
@@ -292,6 +299,16 @@ export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { reado
   if (problem) problems.push(problem);
   if (!isTimeZone(s.scheduleTimeZone))
     problems.push(`scheduleTimeZone must be an IANA time zone such as UTC or Europe/Paris, got ${JSON.stringify(s.scheduleTimeZone)}`);
+  else if (!problem) {
+    // Scheduler skips a start at a local time that does not exist (lib/cron.ts): that night would never run.
+    const skipped = nightInDstGap(s.scheduleExpression, s.scheduleTimeZone, new Date().getUTCFullYear());
+    if (skipped) {
+      const { gap, starts } = skipped;
+      problems.push(
+        `scheduleExpression ${s.scheduleExpression} starts at ${starts.map(clockTime).join(', ')} in scheduleTimeZone ${s.scheduleTimeZone}, which skips ${clockTime(gap.fromMinute)}–${clockTime(gap.toMinute)} when daylight saving time begins (on ${gap.date}): EventBridge Scheduler skips a start at a local time that does not exist, so that night would never run. Start outside that hour, or schedule in a zone without daylight saving time (UTC)`,
+      );
+    }
+  }
   if (!positiveInteger(s.clockOffsetAlarmMs)) {
     problems.push(`clockOffsetAlarmMs must be a positive integer, got ${s.clockOffsetAlarmMs}`);
   } else if (s.clockOffsetAlarmMs >= s.marginMs) {
@@ -355,14 +372,62 @@ function deadlineGapMinutes(expression: string, deadlineHour: number): number | 
   return (((deadlineHour * 60 - start) % 1440) + 1440) % 1440;
 }
 
+/**
+ * Marks a constructed FencedJob with its name, so that one app's jobs are found by name whichever copy of this module
+ * made them (a symbol of the global registry, not `instanceof`).
+ */
+const FENCED_JOB_NAME = Symbol.for('fencepost.FencedJob.name');
+
+/** The path of the FencedJob of this name already in the app of `scope`, or undefined. */
+function jobOfName(scope: Construct, name: string): string | undefined {
+  return scope.node.root.node.findAll().find((c) => (c as unknown as Record<symbol, unknown>)[FENCED_JOB_NAME] === name)?.node.path;
+}
+
+/** The longest timeout a Lambda function can have (Lambda's quotas: 900 seconds). */
+const LAMBDA_MAX_TIMEOUT_SECONDS = 900;
+
+/** The problems of the chunk function's timeout: what Lambda allows, and, given as chunkTimeout, the function's own. */
+function chunkTimeoutProblems(props: FencedJobProps, chunkTimeout: Duration | undefined): string[] {
+  if (chunkTimeout === undefined)
+    return ['chunkTimeout is required: the chunk function is not a lambda.Function of this app, so its timeout is unknown'];
+  if (chunkTimeout.isUnresolved()) return ['chunkTimeout must be a literal Duration, not a token (the chunk task is timed from it at synth)'];
+  const seconds = chunkTimeout.toSeconds({ integral: false });
+  const problems: string[] = [];
+  if (!Number.isInteger(seconds) || seconds < 1) {
+    problems.push(`chunkTimeout must be a whole number of seconds from 1 to ${LAMBDA_MAX_TIMEOUT_SECONDS}, got ${seconds} s`);
+  } else if (seconds > LAMBDA_MAX_TIMEOUT_SECONDS) {
+    problems.push(`chunkTimeout (${seconds} s) must be at most ${LAMBDA_MAX_TIMEOUT_SECONDS} s, the longest timeout a Lambda function can have`);
+  }
+  const fn = props.chunkFunction;
+  if (props.chunkTimeout !== undefined && fn instanceof lambda.Function) {
+    const own = fn.timeout ?? Duration.seconds(3); // a lambda.Function without a timeout has Lambda's default
+    if (!own.isUnresolved() && own.toMilliseconds() !== chunkTimeout.toMilliseconds({ integral: false })) {
+      // Longer, the task would wait on a function already timed out; shorter, the task would retry the chunk while
+      // its first invocation still runs.
+      problems.push(
+        `chunkTimeout (${seconds} s) must be the chunkFunction's own timeout (${own.toSeconds({ integral: false })} s): the chunk task times out 30 s after it, so that the function always times out first; leave chunkTimeout out for a lambda.Function of this app`,
+      );
+    }
+  }
+  return problems;
+}
+
 /** The problems only the props (not plain settings) can have: name, chunk timeout, state name, table ids, stores. */
-function propsProblems(props: FencedJobProps, chunkTimeout: Duration | undefined): string[] {
+function propsProblems(scope: Construct, props: FencedJobProps, chunkTimeout: Duration | undefined): string[] {
   const problems: string[] = [];
   if (!JOB_NAME_PATTERN.test(props.name)) {
     problems.push(`name must be lowercase letters, digits and hyphens, starting with a letter, at most 40, got ${JSON.stringify(props.name)}`);
+  } else {
+    const other = jobOfName(scope, props.name);
+    // Its name keys the job's lock items and rows (<name>#<date>), its manifests and S3 prefix (<name>/) and its
+    // metrics' service: two jobs of one name would claim, fence and alarm on each other's nights.
+    if (other !== undefined) {
+      problems.push(
+        `name ${JSON.stringify(props.name)} is already the name of the FencedJob ${other} in this app: a job's name keys its lock items, job rows, manifests and metrics, so two jobs of one name would claim and fence each other's nights; give each job its own name`,
+      );
+    }
   }
-  if (chunkTimeout === undefined)
-    problems.push('chunkTimeout is required: the chunk function is not a lambda.Function of this app, so its timeout is unknown');
+  problems.push(...chunkTimeoutProblems(props, chunkTimeout));
   const step = props.chunkStepName;
   if (step !== undefined && (!/^[A-Za-z][A-Za-z0-9]{0,79}$/.test(step) || STATE_NAMES.has(step))) {
     problems.push(
@@ -471,9 +536,10 @@ export class FencedJob extends Construct {
       chunkMs: props.chunkDuration?.toMilliseconds({ integral: false }),
       alarmEmail: props.alarmEmail,
     };
-    const problems = [...propsProblems(props, chunkTimeout), ...fencedJobProblems(s).map(inPropsWords)];
+    const problems = [...propsProblems(this, props, chunkTimeout), ...fencedJobProblems(s).map(inPropsWords)];
     if (problems.length > 0) throw new ConfigError(problems);
     this.name = props.name;
+    Object.defineProperty(this, FENCED_JOB_NAME, { value: props.name });
     this.settings = s;
 
     const writesManifest = props.chunkWritesManifest ?? false;
@@ -545,6 +611,7 @@ export class FencedJob extends Construct {
       conditionalCheckFailedThreshold: s.conditionalCheckFailedAlarmThreshold,
       deadlineHour: s.deadlineHour,
       timeZone: s.scheduleTimeZone,
+      scheduleExpression: s.scheduleExpression,
       alarmEmail: s.alarmEmail,
     });
   }

@@ -471,3 +471,72 @@ test("one name per idea: every construct's props name the tables and the bucket 
   assert.ok(job.manifestBucket, 'the bucket, as manifestBucket');
   assert.ok(!('manifests' in job), 'one member for one bucket: manifestBucket, not also manifests');
 });
+
+test("two FencedJobs of one name in one app are refused, in one stack or two: a job's name keys its locks, rows, manifests and metrics", () => {
+  const { app, stack, fn } = stackWith();
+  new FencedJob(stack, 'First', { name: 'sales-report', chunkFunction: fn, chunks: 2 });
+  const other = new Stack(app, 'Other');
+  const otherFn = new lambda.Function(other, 'Chunk', {
+    runtime: lambda.Runtime.NODEJS_22_X,
+    handler: 'index.handler',
+    code: lambda.Code.fromInline('exports.handler = async () => ({});'),
+  });
+  for (const [scope, f] of [
+    [stack, fn],
+    [other, otherFn],
+  ] as const) {
+    const err = configErrorOf(() => new FencedJob(scope, 'Second', { name: 'sales-report', chunkFunction: f, chunks: 2 }));
+    assert.ok(err, `a second sales-report in ${scope.stackName} is refused`);
+    assert.equal(err.problems.length, 1, err.message);
+    assert.match(err.problems[0], /^name "sales-report" is already the name of the FencedJob Reports\/First in this app/);
+    assert.equal(scope.node.tryFindChild('Second')?.node.children.length ?? 0, 0, 'nothing was created inside the job');
+  }
+  // Another name in the same app, and the same name in another app, are fine.
+  new FencedJob(stack, 'Third', { name: 'stock-count', chunkFunction: fn, chunks: 2 });
+  const { stack: elsewhere, fn: elsewhereFn } = stackWith();
+  new FencedJob(elsewhere, 'First', { name: 'sales-report', chunkFunction: elsewhereFn, chunks: 2 });
+});
+
+test("chunkTimeout must be the chunk function's own timeout, and one Lambda can have: a 20-minute chunkTimeout is refused by name", () => {
+  const { stack } = stackWith();
+  // No timeout given: Lambda's default, 3 seconds.
+  const short = new lambda.Function(stack, 'Short', {
+    runtime: lambda.Runtime.NODEJS_22_X,
+    handler: 'index.handler',
+    code: lambda.Code.fromInline('exports.handler = async () => ({});'),
+  });
+  const mismatch = configErrorOf(
+    () => new FencedJob(stack, 'Mismatch', { name: 'sales-report', chunkFunction: short, chunks: 2, chunkTimeout: Duration.minutes(20) }),
+  );
+  assert.ok(mismatch, 'refused');
+  assert.ok(
+    mismatch.problems.some((p) => /^chunkTimeout \(1200 s\) must be the chunkFunction's own timeout \(3 s\)/.test(p)),
+    mismatch.message,
+  );
+  assert.ok(
+    mismatch.problems.some((p) => /^chunkTimeout \(1200 s\) must be at most 900 s/.test(p)),
+    mismatch.message,
+  );
+  assert.equal(stack.node.tryFindChild('Mismatch')?.node.children.length ?? 0, 0, 'nothing was created inside the job');
+
+  // An imported function's timeout is unknown: chunkTimeout is taken, but only what a Lambda function can have.
+  const imported = lambda.Function.fromFunctionArn(stack, 'Imported', 'arn:aws:lambda:us-east-1:111111111111:function:chunk');
+  const tooLong = configErrorOf(
+    () => new FencedJob(stack, 'TooLong', { name: 'sales-report', chunkFunction: imported, chunks: 2, chunkTimeout: Duration.minutes(20) }),
+  );
+  assert.ok(tooLong, 'refused');
+  assert.deepEqual(tooLong.problems.length, 1, tooLong.message);
+  assert.match(tooLong.problems[0], /^chunkTimeout \(1200 s\) must be at most 900 s/);
+  const fraction = configErrorOf(
+    () => new FencedJob(stack, 'Fraction', { name: 'sales-report', chunkFunction: imported, chunks: 2, chunkTimeout: Duration.millis(1500) }),
+  );
+  assert.ok(fraction, 'refused');
+  assert.match(fraction.message, /chunkTimeout must be a whole number of seconds from 1 to 900, got 1\.5 s/);
+
+  // The same timeout as the function's is accepted, and the task's timeout is 30 s more (read from the template).
+  const job = new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: short, chunks: 2, chunkTimeout: Duration.seconds(3) });
+  const t = Template.fromStack(stack).toJSON() as { Resources: Record<string, Json> };
+  const definition = JSON.parse(resolveJoin(t.Resources[idOf(stack, job.stateMachine)].Properties.DefinitionString)) as Json;
+  const chunkState = definition.States.Chunks.ItemProcessor.States.RunChunk as Json;
+  assert.equal(chunkState.TimeoutSeconds, Duration.seconds(3).plus(Duration.seconds(30)).toSeconds());
+});

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { App, Stack } from 'aws-cdk-lib';
-import { Match, Template } from 'aws-cdk-lib/assertions';
+import { Annotations, Match, Template } from 'aws-cdk-lib/assertions';
 import type { CfnResource } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
 import aslValidator from 'asl-validator';
@@ -20,6 +20,7 @@ import {
   CHUNK_TIMEOUT,
   CONTEXT_KEY,
   NEW_ON_DEMAND_WRITE_UNITS,
+  ON_DEMAND_TABLE_WRITE_QUOTA,
   STACK_DEFAULTS,
   TRANSACTIONAL_WRU_PER_ITEM,
   billingChunks,
@@ -677,4 +678,65 @@ test("the invoice table is warmed to the night's peak write rate when a new on-d
     );
   }
   assert.notDeepEqual(warm[4], undefined, 'four chunks at once need more than a new table sustains: the case is exercised');
+});
+
+/**
+ * The invoice table's warm throughput at a night's size and concurrency: its WriteUnitsPerSecond (or undefined) and the
+ * warnings the synth left on the table. `invoiceWarmWriteUnits` is given only when the case records one.
+ */
+function warmOf(config: Record<string, unknown>): { warm: number | undefined; warnings: string[] } {
+  const night = { invoices: 1_000_000, chunkSize: 5_000, claimBudget: 60, distributedMapAboveChunks: 0, ...config };
+  const { stack: s, template: t } = synth({ ...cdkJson.context, 'aws:cdk:bundling-stacks': [], [CONTEXT_KEY]: night });
+  const table = t.toJSON().Resources[s.getLogicalId(s.invoices.node.defaultChild as CfnResource)] as Resource;
+  const warnings = Annotations.fromStack(s)
+    .findWarning(`/${s.invoices.node.path}`, Match.anyValue())
+    .map((w) => String(w.entry.data));
+  return { warm: (table.Properties!.WarmThroughput as { WriteUnitsPerSecond?: number } | undefined)?.WriteUnitsPerSecond, warnings };
+}
+
+/** The model's peak write rate (WRU/s) of `chunkConcurrency` chunks of 5,000 invoices at once. */
+const modelPeak = (chunkConcurrency: number) =>
+  Math.ceil((chunkConcurrency * CHUNK_TIME.putsPerTransaction * TRANSACTIONAL_WRU_PER_ITEM * 1000) / CHUNK_TIME.msPerTransaction);
+
+// An on-demand table's throughput is bounded by the account's table-level quota, 40,000 write request units by default
+// (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/on-demand-capacity-mode-max-throughput.html), and
+// a table can be pre-warmed up to that quota only
+// (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html).
+test('the invoice table is warmed at most to the on-demand table quota: 11 chunks of 5,000 at once (43,560 WRU/s) get 40,000 and a warning', () => {
+  const peak = modelPeak(11);
+  const { warm, warnings } = warmOf({ chunkConcurrency: 11 });
+  assert.equal(warm, ON_DEMAND_TABLE_WRITE_QUOTA, `warmed to the quota, not to the peak (${peak})`);
+  assert.ok(peak > ON_DEMAND_TABLE_WRITE_QUOTA, `the case asks more than the quota: ${peak}`);
+  assert.ok(
+    warnings.some((w) => w.includes(`${peak} WRU/s`) && w.includes('quota')),
+    `a warning says the night's peak is above the quota: ${JSON.stringify(warnings)}`,
+  );
+  // A recorded warm throughput above the quota cannot be deployed: refused, by its name.
+  assert.throws(
+    () => parseStackConfig({ invoiceWarmWriteUnits: ON_DEMAND_TABLE_WRITE_QUOTA + 1 }),
+    (e: unknown) => e instanceof ConfigError && /^invoiceWarmWriteUnits must be a whole number of write units from 4000 to 40000/.test(e.problems[0]),
+  );
+  assert.throws(() => parseStackConfig({ invoiceWarmWriteUnits: 3_999 }), /invoiceWarmWriteUnits must be a whole number/);
+});
+
+// Warm throughput cannot be decreased once it was raised (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html):
+// a template that asks less than the table has fails the deploy.
+test('the invoice table is never warmed less than its recorded warm throughput: 3 chunks at once then 2 keep 11,880', () => {
+  // The first deploy: 3 chunks at once raise the table; the synth says what to record.
+  const first = warmOf({ chunkConcurrency: 3 });
+  assert.equal(first.warm, modelPeak(3));
+  assert.ok(
+    first.warnings.some((w) => w.includes(`invoiceWarmWriteUnits`) && w.includes(String(modelPeak(3)))),
+    `the synth asks to record ${modelPeak(3)}: ${JSON.stringify(first.warnings)}`,
+  );
+  // Recorded, then fewer chunks at once: the table keeps what it has, and nothing more is asked.
+  const recorded = { invoiceWarmWriteUnits: first.warm };
+  const again = warmOf({ chunkConcurrency: 3, ...recorded });
+  assert.deepEqual(again, { warm: first.warm, warnings: [] });
+  const lower = warmOf({ chunkConcurrency: 2, ...recorded });
+  assert.ok(modelPeak(2) < first.warm!, 'the case would lower it');
+  assert.deepEqual(lower, { warm: first.warm, warnings: [] }, `not lowered to ${modelPeak(2)}`);
+  // One chunk at once fits a new table, but a table once warmed stays as recorded.
+  assert.equal(warmOf({ chunkConcurrency: 1, ...recorded }).warm, first.warm);
+  assert.equal(warmOf({ chunkConcurrency: 1 }).warm, undefined, 'a table never warmed is not warmed for one chunk at once');
 });

@@ -58,7 +58,17 @@ export interface StackConfig {
   readonly sweeperStormMinimum: number;
   /** Re-queues per sweep at most. @default 10 */
   readonly sweeperMaxRequeues: number;
+  /**
+   * The invoice table's warm throughput as deployed, in write units per second: the record the synth never goes
+   * below, because DynamoDB cannot lower a table's warm throughput once raised. Record here the value a deploy raised
+   * it to (the synth warns with the number). 4,000 to 40,000 (a new on-demand table's to the table quota).
+   * @default 4000 (a new on-demand table's: never warmed)
+   */
+  readonly invoiceWarmWriteUnits: number;
 }
+
+/** What a new on-demand table sustains before it is warmed: 4,000 writes a second (AWS, docs/PERFORMANCE.md D9). */
+export const NEW_ON_DEMAND_WRITE_UNITS = 4_000;
 
 /** FencedJob's defaults with billing's night (core/config.ts DEFAULTS); cdk.json repeats them so they are visible. */
 export const STACK_DEFAULTS: StackConfig = {
@@ -80,6 +90,7 @@ export const STACK_DEFAULTS: StackConfig = {
   sweeperStormShare: FENCED_JOB_DEFAULTS.sweeperStormShare,
   sweeperStormMinimum: FENCED_JOB_DEFAULTS.sweeperStormMinimum,
   sweeperMaxRequeues: FENCED_JOB_DEFAULTS.sweeperMaxRequeues,
+  invoiceWarmWriteUnits: NEW_ON_DEMAND_WRITE_UNITS,
 };
 
 /**
@@ -104,8 +115,48 @@ export const CHUNK_TIME = { msPerTransaction: 50, tailMs: 50, putsPerTransaction
  */
 export const TRANSACTIONAL_WRU_PER_ITEM = 2;
 
-/** What a new on-demand table sustains before it is warmed: 4,000 writes a second (AWS, docs/PERFORMANCE.md D9). */
-export const NEW_ON_DEMAND_WRITE_UNITS = 4_000;
+/**
+ * The most write request units a second an on-demand table takes by default: the account's table-level throughput
+ * quota, 40,000 ("your on-demand throughput rate is bounded by 40,000 table-level read and write throughput AWS
+ * service quota", https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/on-demand-capacity-mode-max-throughput.html).
+ * A table can be pre-warmed up to that quota and no further
+ * (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/warm-throughput.html): a larger warm throughput
+ * cannot be deployed.
+ */
+export const ON_DEMAND_TABLE_WRITE_QUOTA = 40_000;
+
+/** The invoice table's warm throughput for a configuration, and why. */
+export interface InvoiceWarmThroughput {
+  /** WriteUnitsPerSecond for the table; undefined: a new table's 4,000 suffice and none was recorded above it. */
+  readonly writeUnits: number | undefined;
+  /** The night's peak by the chunk-time model (invoiceWritePeak). */
+  readonly peak: number;
+  /** The peak is above the table quota: the table is warmed to the quota, and the night's writes above it are throttled. */
+  readonly aboveQuota: boolean;
+  /** The template raises the table above its recorded invoiceWarmWriteUnits: record writeUnits after the deploy. */
+  readonly aboveRecord: boolean;
+}
+
+/**
+ * The invoice table's warm throughput: the night's peak, capped at the table quota, and never less than the recorded
+ * invoiceWarmWriteUnits. Warm throughput can only be raised (warm-throughput.html: once increased it cannot be
+ * decreased), and the synth cannot read what the deployed table has: the record in cdk.json is the floor, and the
+ * synth says when a deploy will raise the table above it, so that the new value is recorded before a later change
+ * (fewer chunks at once) would ask less.
+ */
+export function invoiceWarmThroughput(
+  c: Pick<StackConfig, 'invoices' | 'chunkSize' | 'chunkConcurrency' | 'invoiceWarmWriteUnits'>,
+): InvoiceWarmThroughput {
+  const peak = invoiceWritePeak(c);
+  const needed = Math.min(peak, ON_DEMAND_TABLE_WRITE_QUOTA);
+  const units = Math.max(needed, c.invoiceWarmWriteUnits);
+  return {
+    writeUnits: units > NEW_ON_DEMAND_WRITE_UNITS ? units : undefined,
+    peak,
+    aboveQuota: peak > ON_DEMAND_TABLE_WRITE_QUOTA,
+    aboveRecord: units > c.invoiceWarmWriteUnits,
+  };
+}
 
 const digits = (n: number) => String(Math.max(0, Math.floor(n))).length;
 
@@ -182,6 +233,7 @@ const NUMBER_KEYS = [
   'sweeperStormShare',
   'sweeperStormMinimum',
   'sweeperMaxRequeues',
+  'invoiceWarmWriteUnits',
 ] as const;
 const STRING_KEYS = ['scheduleExpression', 'scheduleTimeZone', 'alarmEmail', 'sweeperScheduleExpression'] as const;
 const KNOWN_KEYS: ReadonlySet<string> = new Set([...NUMBER_KEYS, ...STRING_KEYS]);
@@ -219,6 +271,12 @@ export function parseStackConfig(raw: unknown): StackConfig {
     const maxSize = Math.floor((budgetMs - CHUNK_TIME.tailMs) / CHUNK_TIME.msPerTransaction) * CHUNK_TIME.putsPerTransaction;
     problems.push(
       `chunkSize (${c.chunkSize}) makes a chunk of about ${(night.chunkMs / 1000).toFixed(1)} s (${CHUNK_TIME.msPerTransaction} ms per transaction of ${CHUNK_TIME.putsPerTransaction} invoices), more than half the chunk function's ${CHUNK_TIMEOUT.toSeconds()} s timeout: at most ${maxSize}`,
+    );
+  }
+  const warm = c.invoiceWarmWriteUnits;
+  if (!Number.isSafeInteger(warm) || warm < NEW_ON_DEMAND_WRITE_UNITS || warm > ON_DEMAND_TABLE_WRITE_QUOTA) {
+    problems.push(
+      `invoiceWarmWriteUnits must be a whole number of write units from ${NEW_ON_DEMAND_WRITE_UNITS} to ${ON_DEMAND_TABLE_WRITE_QUOTA}, got ${warm}: a new on-demand table has ${NEW_ON_DEMAND_WRITE_UNITS}, and a table cannot be warmed past the on-demand table quota (${ON_DEMAND_TABLE_WRITE_QUOTA})`,
     );
   }
   // Without a valid night the chunks are unknown: the job's checks skip what depends on them.

@@ -5,14 +5,14 @@
  */
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { CfnOutput, Duration, Stack, Validations, type StackProps } from 'aws-cdk-lib';
+import { Annotations, CfnOutput, Duration, Stack, Validations, type StackProps } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
 import { Metric } from '../../core/internal';
 import { BillingEnv, BillingMetric, INVOICE_TABLE } from './schema';
 import { FencedChunkFunction, FencedJob, XRAY_ACKNOWLEDGEMENT, appMetric, schemaTable } from '../../lib/internal';
-import { CHUNK_TIMEOUT, NEW_ON_DEMAND_WRITE_UNITS, type StackConfig, invoiceWritePeak, jobSettings } from './config';
+import { CHUNK_TIMEOUT, ON_DEMAND_TABLE_WRITE_QUOTA, type StackConfig, invoiceWarmThroughput, jobSettings } from './config';
 import { BILLING_JOB } from './keys';
 
 export { BILLING_JOB };
@@ -41,11 +41,24 @@ export class FencepostStack extends Stack {
     super(scope, id, props);
     const c = props.config;
 
-    // A new on-demand table sustains 4,000 WRU/s at first: warmed to the night's peak when that is more.
-    const peak = invoiceWritePeak(c);
+    // A new on-demand table sustains 4,000 WRU/s at first: warmed to the night's peak when that is more, at most to
+    // the table quota, never below the recorded warm throughput (config.ts invoiceWarmThroughput).
+    const warm = invoiceWarmThroughput(c);
     this.invoices = schemaTable(this, 'Invoices', INVOICE_TABLE, {
-      warmThroughput: peak > NEW_ON_DEMAND_WRITE_UNITS ? { writeUnitsPerSecond: peak } : undefined,
+      warmThroughput: warm.writeUnits !== undefined ? { writeUnitsPerSecond: warm.writeUnits } : undefined,
     });
+    if (warm.aboveQuota) {
+      Annotations.of(this.invoices).addWarningV2(
+        'fencepost:invoiceWarmThroughputQuota',
+        `The night's peak is ${warm.peak} WRU/s (chunkConcurrency ${c.chunkConcurrency}), above the on-demand table quota of ${ON_DEMAND_TABLE_WRITE_QUOTA} write units: the invoice table is warmed to the quota, and writes above it are throttled (and retried). Lower chunkConcurrency, or raise the quota in Service Quotas.`,
+      );
+    }
+    if (warm.aboveRecord) {
+      Annotations.of(this.invoices).addWarningV2(
+        'fencepost:invoiceWarmThroughputRecord',
+        `This deploy warms the invoice table to ${warm.writeUnits} write units a second, above the recorded invoiceWarmWriteUnits (${c.invoiceWarmWriteUnits}): once it is deployed, set invoiceWarmWriteUnits to ${warm.writeUnits} in cdk.json. Warm throughput cannot be lowered, so a later synth that asked less (fewer chunks at once) would fail the deploy; the record keeps it from asking less.`,
+      );
+    }
     this.chunkFunction = new FencedChunkFunction(this, 'ChunkFunction', {
       entry: chunkEntry(),
       environment: {

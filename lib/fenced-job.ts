@@ -20,12 +20,13 @@
  * and on the manifest bucket's `<name>/` prefix; grants on its own tables are the caller's. FencedChunkFunction makes
  * such a function, bundled as the library's own are.
  */
-import { type CfnResource, Duration, Token } from 'aws-cdk-lib';
+import { CfnOutput, type CfnResource, Duration, Token } from 'aws-cdk-lib';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
 import type { IBucket } from 'aws-cdk-lib/aws-s3';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
+import type * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { LEASE_DEFAULTS, leaseProblems } from '../core/config';
@@ -37,7 +38,7 @@ import { FENCED_JOB_MARK } from '../lambda/env';
 import { FencepostAlarms } from './alarms';
 import { SFN_QUOTAS, type ChunkWording, chunkMapProblems } from './chunk-plan';
 import { JOB_TABLE_TTL, JobTable } from './job-table';
-import { FencedWorkflow } from './fenced-workflow';
+import { FencedWorkflow, pascalName } from './fenced-workflow';
 import { LOCK_TABLE_TTL, LockTable } from './lock-table';
 import { ManifestBucket, type ManifestBucketProps, refuseUnconditionalManifestWrites } from './manifest-bucket';
 import { givenTableProblems, refuseTimeToLive } from './schema-table';
@@ -231,6 +232,14 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   readonly dashboardProgress?: { readonly left: cloudwatch.IMetric[]; readonly right?: cloudwatch.IMetric[] };
   /** Retention of the manifest bucket's objects and logs, when FencedJob creates it. @default - ManifestBucket's defaults */
   readonly manifestRetention?: Omit<ManifestBucketProps, 'prefix'>;
+  /**
+   * Add stack outputs for what a runbook or a script needs: `<Job>LockTableName` (what bump-epochs takes after a
+   * restore), `<Job>JobTableName`, `<Job>StateMachineArn` (to run a night by hand), `<Job>AlarmTopicArn`,
+   * `<Job>DashboardName`, and `<Job>ManifestBucketName` when there is a bucket; `<Job>` is the name in PascalCase,
+   * so two jobs in one stack keep apart. Each value is also a property of the job, for outputs of your own.
+   * @default false - no outputs
+   */
+  readonly outputs?: boolean;
 }
 
 /** The core reports lease problems under the CLI's flag names; say them as the settings' names. */
@@ -451,6 +460,8 @@ export class FencedJob extends Construct {
   readonly sweeperSchedule: NightlySchedule;
   /** The alarms, their topic and the dashboard. */
   readonly alarms: FencepostAlarms;
+  /** The topic every alarm of the job notifies (KMS-encrypted, TLS only): subscribe your pager to it. */
+  readonly alarmTopic: sns.ITopic;
   /** The environment every function of the job gets (the chunk function's, when FencedJob cannot set it). */
   readonly environment: Record<string, string>;
 
@@ -547,6 +558,36 @@ export class FencedJob extends Construct {
       timeZone: s.scheduleTimeZone,
       alarmEmail: s.alarmEmail,
     });
+    this.alarmTopic = this.alarms.topic;
+    if (props.outputs === true) this.addOutputs();
+  }
+
+  /** The opt-in stack outputs (FencedJobProps.outputs), keyed `<Job><what>` so that two jobs in one stack keep apart. */
+  private addOutputs(): void {
+    const job = pascalName(this.name);
+    const outputs: [string, string, string][] = [
+      [
+        'LockTableName',
+        this.lockTable.tableName,
+        `Fencepost ${this.name}: the lock table (its epochs are the fencing tokens; bump-epochs after a restore)`,
+      ],
+      ['JobTableName', this.jobTable.tableName, `Fencepost ${this.name}: the job table (job rows, chunk fences, the index of claimed rows)`],
+      [
+        'StateMachineArn',
+        this.stateMachine.stateMachineArn,
+        `Fencepost ${this.name}: the job's state machine; start it with {"jobDate":"YYYY-MM-DD"}`,
+      ],
+      ['AlarmTopicArn', this.alarmTopic.topicArn, `Fencepost ${this.name}: the topic every alarm of the job notifies`],
+      ['DashboardName', this.alarms.dashboard.dashboardName, `Fencepost ${this.name}: the job's dashboard`],
+    ];
+    if (this.manifestBucket) {
+      outputs.push([
+        'ManifestBucketName',
+        this.manifestBucket.bucketName,
+        `Fencepost ${this.name}: the bucket of the job's manifests and chunk objects`,
+      ]);
+    }
+    for (const [id, value, description] of outputs) new CfnOutput(this, id, { value, description }).overrideLogicalId(`${job}${id}`);
   }
 
   /** The job's state machine: start it with `{ "jobDate": "YYYY-MM-DD" }` to run a night by hand. */

@@ -75,7 +75,9 @@ test('no stack outputs by default; outputs: true gives each its output, named af
   assert.deepEqual(Object.keys(template.findOutputs('*')).sort(), Object.keys(expected).sort(), 'no manifest bucket, no bucket output');
 
   const withBucket = synth({ outputs: true, chunkWritesManifest: true });
-  const bucket = only(withBucket.resources, 'AWS::S3::Bucket', (r) => r.Properties.LifecycleConfiguration !== undefined);
+  const bucket = only(withBucket.resources, 'AWS::S3::Bucket', (r) =>
+    JSON.stringify(r.Properties.LifecycleConfiguration ?? {}).includes('"Prefix":"sales-report/"'),
+  );
   withBucket.template.hasOutput('SalesReportManifestBucketName', Match.objectLike({ Value: { Ref: bucket } }));
 });
 

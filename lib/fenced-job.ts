@@ -7,9 +7,9 @@
  * orphan sweeper with its schedule, and the alarms with their dashboard (docs/DESIGN.md §4–§6; docs/FENCED-JOB.md).
  *
  * What it guarantees: a holder that lost its lease cannot write past the fence (the chunk function's fenced
- * writes are refused by DynamoDB and S3, Part 4), two starts of the same night are harmless, a night whose holder
+ * writes are refused by DynamoDB and S3), two starts of the same night are harmless, a night whose holder
  * died is re-queued. What it does not: the chunk function's own writes are only safe if it follows the contract
- * below; the lease alone guarantees nothing (Part 2).
+ * below; the lease alone guarantees nothing.
  *
  * The chunk function is invoked with `{ jobDate, holder, token, chunk }` and must, in this order: resume the lease
  * (renew first: `resume` in the core, which computes this process's own stop time), check the stop time before
@@ -64,11 +64,11 @@ export interface FencedJobSettings {
    * 2-hour execution timeout and the claim budget (claimBudget × leaseMs). @default - neither is checked
    */
   readonly chunkMs?: number;
-  /** How long a lease lasts without renewal. @default 10000 (Part 0) */
+  /** How long a lease lasts without renewal. @default 10000 */
   readonly leaseMs: number;
-  /** How often the holder renews; at most leaseMs / 3. @default 3000 (Part 0) */
+  /** How often the holder renews; at most leaseMs / 3. @default 3000 */
   readonly renewMs: number;
-  /** Stop time = sent_at + lease - margin. @default 2000 (Part 2) */
+  /** Stop time = sent_at + lease - margin. @default 2000 */
   readonly marginMs: number;
   /**
    * Leases a claimant waits on a live holder before it gives up: at least the planned night (chunkMs), so a duplicate
@@ -160,18 +160,18 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   /**
    * How long a lease lasts without renewal: a holder that stops renewing loses the night this long after its last
    * renewal. A whole number of milliseconds.
-   * @default Duration.seconds(10) (Part 0)
+   * @default Duration.seconds(10)
    */
   readonly leaseDuration?: Duration;
   /**
    * How often the holder renews its lease; at most leaseDuration / 3, so two renewals can fail before it lapses.
-   * @default Duration.seconds(3) (Part 0)
+   * @default Duration.seconds(3)
    */
   readonly renewInterval?: Duration;
   /**
    * The safety margin of the stop time (sent_at + leaseDuration - margin): the holder stops acting this long before
-   * its lease could lapse, for clock error and pauses (Part 2). Zero or more whole milliseconds.
-   * @default Duration.seconds(2) (Part 2)
+   * its lease could lapse, for clock error and pauses. Zero or more whole milliseconds.
+   * @default Duration.seconds(2)
    */
   readonly margin?: Duration;
   /**
@@ -304,7 +304,7 @@ export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { reado
   if (!positiveInteger(s.clockOffsetAlarmMs)) {
     problems.push(`clockOffsetAlarmMs must be a positive integer, got ${s.clockOffsetAlarmMs}`);
   } else if (s.clockOffsetAlarmMs >= s.marginMs) {
-    // The margin absorbs clock error (Part 2, Part 3); an alarm at or past it would fire only after the margin is gone.
+    // The margin absorbs clock error; an alarm at or past it would fire only after the margin is gone.
     problems.push(
       `clockOffsetAlarmMs (${s.clockOffsetAlarmMs}) must be less than marginMs (${s.marginMs}): the alarm must fire before clock error eats the margin`,
     );
@@ -490,7 +490,7 @@ export class FencedJob extends Construct {
     const writesManifest = props.chunkWritesManifest ?? false;
     this.lockTable = props.lockTable ?? new LockTable(this, 'Locks').table;
     this.jobTable = props.jobTable ?? new JobTable(this, 'Jobs').table;
-    // The given tables of this app keep refusing a TTL attribute set after this point too (Part 5).
+    // The given tables of this app keep refusing a TTL attribute set after this point too.
     if (props.lockTable instanceof dynamodb.Table) refuseTimeToLive(props.lockTable, LOCK_TABLE_TTL);
     if (props.jobTable instanceof dynamodb.Table) refuseTimeToLive(props.jobTable, JOB_TABLE_TTL);
     const prefix = jobKeys(props.name).prefix;

@@ -104,7 +104,9 @@ test("docs/ALARMS.md's alarm table lists exactly the alarms a user's FencedJob m
 test('every stack output a shipped doc names is one a FencedJob with outputs: true has', () => {
   const { template } = synth({ outputs: true, chunkWritesManifest: true });
   const outputs = Object.keys(template.findOutputs('*'));
-  const docs = ['README.md', 'docs/ALARMS.md', 'docs/FENCED-JOB.md', 'docs/LOCAL.md', 'docs/CHUNK-FUNCTION.md'];
+  const files = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { files: string[] }).files;
+  const docs = ['README.md', ...files.filter((f) => f.startsWith('docs/') && f.endsWith('.md'))];
+  assert.ok(docs.includes('docs/ALARMS.md'), `the package ships docs/ALARMS.md: ${docs.join(', ')}`);
   const problems = docs.flatMap((doc) =>
     [...readFileSync(path.join(ROOT, doc), 'utf8').matchAll(/`?([<>\w]+)`? output\b/g)]
       .map((m) => m[1])

@@ -1,5 +1,5 @@
 /**
- * The fenced write (reference Part 5): one transaction of 1 check on a fence (`Fence.guard`) + up to 99 puts, each
+ * The fenced write: one transaction of 1 check on a fence (`Fence.guard`) + up to 99 puts, each
  * item recorded once (only if its key is absent). The check and the puts commit together or not at all, so a holder
  * whose token the fence no longer accepts writes nothing. The transaction itself is the store's (FenceStore
  * .recordBatch; on DynamoDB, core/aws/job-store.ts); this file decides what its outcomes mean.
@@ -64,7 +64,7 @@ export interface FencedWriteOptions {
   /** Puts per transaction, besides the fence's check: 1 to 99. @default MAX_PUTS_PER_TRANSACTION (99) */
   readonly putsPerTransaction?: number;
   /**
-   * Run before each transaction, e.g. `() => lease.check()` (Part 2, "before every action"): what it throws stops the
+   * Run before each transaction, e.g. `() => lease.check()`: what it throws stops the
    * write there, the transactions before it recorded, none after it sent. @default none
    */
   readonly check?: () => void;

@@ -10,7 +10,7 @@
  * Intersecting the intervals of several calls narrows it. The estimate is the middle of the intersection and
  * its error bound is half its width: with one call of 20 ms the bound is about ±510 ms; calls that land on
  * different sides of a second boundary shrink it. The offset matters only where one machine's wall clock writes
- * a time another machine reads (reference Part 3); Fencepost has no such comparison, so this is an alarm on the
+ * a time another machine reads; Fencepost has no such comparison, so this is an alarm on the
  * hosts' health (a clock far off means NTP is broken), not an input to any lease decision.
  */
 export interface OffsetEstimate {

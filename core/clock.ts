@@ -1,5 +1,5 @@
 /**
- * The two clocks every machine has (reference Part 3), and the timers that run on them.
+ * The two clocks every machine has, and the timers that run on them.
  *
  *   monotonic  only moves forward, at the machine's own rate; every duration is timed on it (lease waits,
  *              renewal timers, stop times). Its zero is arbitrary, so a monotonic reading never leaves the

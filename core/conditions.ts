@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 
-/** A fresh record version number: written by every claim, renewal and release (Part 5). */
+/** A fresh record version number: written by every claim, renewal and release. */
 export function newRvn(): string {
   return randomUUID();
 }

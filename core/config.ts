@@ -1,22 +1,22 @@
 /**
  * Configuration, validated once, collecting every problem into one ConfigError (so bad input is refused
- * before anything is written). Defaults are the reference text's numbers (Part 0, Part 2, Part 5).
+ * before anything is written). Defaults are the reference text's numbers.
  */
 import { ConfigError } from './errors';
 
-/** A lease's timing: every duration is timed on the holder's own monotonic clock (Part 3). */
+/** A lease's timing: every duration is timed on the holder's own monotonic clock. */
 export interface LeaseConfig {
-  /** How long a lease lasts without renewal. @default 10000 (Part 0: a 10-second lease) */
+  /** How long a lease lasts without renewal. @default 10000 (a 10-second lease) */
   readonly leaseMs: number;
-  /** How often the holder renews. @default 3000 (Part 0: renewed every 3 seconds; at most lease/3) */
+  /** How often the holder renews. @default 3000 (renewed every 3 seconds; at most lease/3) */
   readonly renewMs: number;
-  /** Stop time = sent_at + lease - margin. @default 2000 (Part 2) */
+  /** Stop time = sent_at + lease - margin. @default 2000 */
   readonly marginMs: number;
   /** How many leases a claimant waits on a live holder before giving up. @default 30 */
   readonly claimBudget: number;
 }
 
-/** The lease's defaults (Part 0): a 10 s lease renewed every 3 s, a 2 s margin, a claim budget of 30 leases. */
+/** The lease's defaults: a 10 s lease renewed every 3 s, a 2 s margin, a claim budget of 30 leases. */
 export const LEASE_DEFAULTS: LeaseConfig = {
   leaseMs: 10_000,
   renewMs: 3_000,
@@ -24,7 +24,7 @@ export const LEASE_DEFAULTS: LeaseConfig = {
   claimBudget: 30,
 };
 
-/** DynamoDB's limit is 100 actions per transaction; one is the ConditionCheck on the fence (Part 5). */
+/** DynamoDB's limit is 100 actions per transaction; one is the ConditionCheck on the fence. */
 export const MAX_PUTS_PER_TRANSACTION = 99;
 
 const DATE_RE = /^(\d{4})-(\d{2})-(\d{2})$/;
@@ -68,7 +68,7 @@ function positiveInteger(problems: string[], name: string, value: number): void 
 }
 
 /**
- * The relation checks client-go makes for its lease settings, in our words (Part 2, Part 3): every problem, or none.
+ * The relation checks client-go makes for its lease settings, in our words: every problem, or none.
  * @returns one sentence per problem; empty when the settings are sound
  */
 export function leaseProblems(c: LeaseConfig): string[] {

@@ -1,5 +1,5 @@
 /**
- * Leader election on the lock table (reference Part 7, CAMPAIGN; docs/DESIGN.md § Election).
+ * Leader election on the lock table (docs/DESIGN.md § Election).
  *
  * A leader is a lease holder on a role. Candidates queue: each takes the next sequence number from the role's
  * counter, in the same transaction that writes its candidate item, and the lowest live sequence leads. The leader's

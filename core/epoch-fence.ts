@@ -1,5 +1,5 @@
 /**
- * The fence for a role (reference Part 7, "A leader is a lease holder" and SINGLE-WRITER HANDOVER step 5;
+ * The fence for a role ("A leader is a lease holder" and SINGLE-WRITER HANDOVER step 5;
  * docs/DESIGN.md § Election): a consumer's ledger whose every entry carries (epoch, version).
  *
  * The fence item holds the highest epoch that has written (`fence`) and the last version written (`version`). An

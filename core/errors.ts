@@ -2,10 +2,10 @@
  * Typed errors a caller can act on. Every error carries what it met (the record that won, the fence it hit),
  * so the caller never needs a second read to decide what to do. Match them with `instanceof`.
  *
- * What each one means for a holder (reference Part 4: "a rejected write means: you have lost the lock; stop and
+ * What each one means for a holder ("a rejected write means: you have lost the lock; stop and
  * discard local state"):
  *   LeaseLostError      the lock item no longer names us (or our epoch): stop, discard local state.
- *   StopTimePassedError our own stop time passed on our monotonic clock: stop, don't act (Part 2).
+ *   StopTimePassedError our own stop time passed on our monotonic clock: stop, don't act.
  *   FencedOutError      the resource refused our token: a newer holder raised the fence. Stop, discard.
  *   FenceNotRaisedError the fence item does not exist (or has no fence): nobody raised it, so it guards nothing.
  *                       A bug in the caller: raise the fence before writing with it.
@@ -23,7 +23,7 @@ export abstract class FencepostError extends Error {
   }
 }
 
-/** The lock item shows another holder or epoch: the lease is gone (Part 2, renew step 5). */
+/** The lock item shows another holder or epoch: the lease is gone. */
 export class LeaseLostError extends FencepostError {
   constructor(
     /** The lock item's key. */
@@ -41,7 +41,7 @@ export class LeaseLostError extends FencepostError {
   }
 }
 
-/** The holder's own stop time (sent_at + lease - margin, monotonic) has passed (Part 2, "before every action"). */
+/** The holder's own stop time (sent_at + lease - margin, monotonic) has passed. */
 export class StopTimePassedError extends FencepostError {
   constructor(
     /** The lock item's key. */
@@ -57,7 +57,7 @@ export class StopTimePassedError extends FencepostError {
   }
 }
 
-/** A resource refused our token because it has seen a higher one (Part 4, Part 5). Nothing of the refused write landed. */
+/** A resource refused our token because it has seen a higher one. Nothing of the refused write landed. */
 export class FencedOutError extends FencepostError {
   constructor(
     /**

@@ -1,12 +1,12 @@
 /**
- * A job's fences (reference Parts 4 and 5; docs/DESIGN.md § Chunk fences): the job row and, beside it, one chunk
+ * A job's fences (docs/DESIGN.md § Chunk fences): the job row and, beside it, one chunk
  * fence item per chunk (`<jobId>#chunk#07`), so concurrent chunks never touch a common item. Every write here is one
  * operation of the job store (core/store/jobs.ts), whose DynamoDB implementation (core/aws/job-store.ts) holds the
  * conditions; this file holds the order and what each refusal means.
  *
  *   raise          the job row (fence = token, state = RUNNING, the sparse-index attributes, returning the old row),
  *                  THEN every chunk fence (Fence.raise each, returning the chunk's progress). Nothing is written into
- *                  any chunk until every chunk fence answered (Part 4, "Raise the fence first").
+ *                  any chunk until every chunk fence answered.
  *   markChunkDone  progress, on the chunk's own fence item, conditional on that fence still being ours.
  *   complete       DONE, leaving the sparse index, conditional on still being the job row's owner, once every chunk
  *                  fence item says done.
@@ -80,7 +80,7 @@ export function readJob(deps: Pick<FenceDeps, 'ddb' | 'jobs' | 'store'>, jobId: 
 }
 
 /**
- * Raise every fence of the night to `token` (Part 4; docs/DESIGN.md § Chunk fences): the job row FIRST, then every
+ * Raise every fence of the night to `token` (docs/DESIGN.md § Chunk fences): the job row FIRST, then every
  * chunk fence. Only when this returns may the holder write into any chunk. Returns the old job row and the chunks
  * an earlier holder recorded done (learnt from the old chunk items, so no second read).
  */
@@ -97,8 +97,8 @@ export async function raise(deps: FenceDeps, jobId: string, token: number, owner
 }
 
 /**
- * Step 1 of the raise: the job row (Part 4). In the same write the row enters the sparse index (claim_shard +
- * claimed_since), so no claim can exist without being findable by the sweeper (Part 6). Returns the old row.
+ * Step 1 of the raise: the job row. In the same write the row enters the sparse index (claim_shard +
+ * claimed_since), so no claim can exist without being findable by the sweeper. Returns the old row.
  */
 export async function raiseJobRow(deps: FenceDeps, jobId: string, token: number, owner: string, chunkCount: number): Promise<JobRow | undefined> {
   const store = jobStoreOf(deps);

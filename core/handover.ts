@@ -1,5 +1,5 @@
 /**
- * SINGLE-WRITER HANDOVER (reference Part 7, "Single writers across a failover"; docs/DESIGN.md § Election).
+ * SINGLE-WRITER HANDOVER (docs/DESIGN.md § Election).
  *
  *   1. the writer holds a lease on "I am the writer" (a lock item, `writer/<role>`)
  *   2. the old writer stops when it can't renew, by its OWN monotonic clock (its stop time)
@@ -34,7 +34,7 @@ export interface HandoverConfig extends LeaseConfig {
 }
 
 /**
- * The payment loop's numbers (reference Part 7): a 10 s lease renewed every 3 s, the old writer's right ending at the
+ * The payment loop's numbers: a 10 s lease renewed every 3 s, the old writer's right ending at the
  * lease itself (no stop margin: "the old writer's right ends by 10"), and the new writer waiting 15 s.
  */
 export const HANDOVER_DEFAULTS: HandoverConfig = { leaseMs: 10_000, renewMs: 3_000, marginMs: 0, waitMarginMs: 5_000, claimBudget: 30 };

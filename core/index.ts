@@ -1,7 +1,7 @@
 /**
  * Fencepost: leases, fencing tokens and fenced writes on DynamoDB and S3, for any job that must run once in effect.
  *
- * The pieces, and what each guarantees (reference Parts 2 to 6; docs/DESIGN.md "Where each rule lives"):
+ * The pieces, and what each guarantees (docs/DESIGN.md "Where each rule lives"):
  *
  *   lease     `withLease`: a clock-free claim that hands out a fencing token (the lease's epoch) higher than every
  *             earlier one for the key. It does NOT stop an earlier holder that is paused and wakes up believing it

@@ -1,5 +1,5 @@
 /**
- * The run of a fenced job, once for every job (reference Parts 2, 4 and 6; docs/DESIGN.md § Chunk fences): a run
+ * The run of a fenced job, once for every job (docs/DESIGN.md § Chunk fences): a run
  * is one job on one date, cut into chunks, each chunk fenced by its own item beside the run's job row.
  *
  *   raiseRun     the holder's first act: the job row FIRST (it refuses a DONE run, and enters the sparse index in
@@ -34,7 +34,7 @@ import { ManifestWriter, type ManifestStoreDeps } from './manifest';
 import { releaseQuietly } from './with-lease';
 
 /**
- * Where a holder has just passed its stop-time check and is about to act: the gap a pause can land in (Part 4).
+ * Where a holder has just passed its stop-time check and is about to act: the gap a pause can land in.
  * The run's own point is `complete`; a job names its own (e.g. `batch`, `chunk-commit`).
  */
 export interface CheckPoint {
@@ -175,7 +175,7 @@ function readRun(deps: Pick<RunDeps, 'ddb' | 'tables' | 'store'>, run: Pick<JobR
 }
 
 /**
- * Raise the fence first (Part 4): 1. the job row (refusing a DONE run; entering the sparse index in the same
+ * Raise the fence first: 1. the job row (refusing a DONE run; entering the sparse index in the same
  * write), 2. every chunk fence, learning from the old items which chunks an earlier holder recorded done, 3. the
  * manifest, if the job has one. Checks the stop time before each step. Emits `fence-raised` and `manifest-raised`.
  * @param lease - the holder's lease: its token is raised, its holder named on the row
@@ -301,7 +301,7 @@ export interface RunSummary<R> {
  *   2. raise the fences first (raiseRun);
  *   3. each chunk still to do: the work, then its done mark (runChunk);
  *   4. complete (completeRun), then release.
- * Lost, fenced out or done: stop, discard local state (Part 4) and give the lease back conditionally; that is an
+ * Lost, fenced out or done: stop, discard local state and give the lease back conditionally; that is an
  * outcome, not an error. So is a claim budget spent on a live holder of a RUNNING night (`another-holder`).
  * @throws ClaimBudgetExhaustedError when the budget ran out on a holder whose night is not RUNNING under it, or
  * any failure that is not an outcome (after releasing the lease)

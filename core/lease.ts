@@ -1,13 +1,13 @@
 /**
- * A lease kept in a DynamoDB item, claimed without trusting anyone's clock (reference Part 5, "A lease built on a
+ * A lease kept in a DynamoDB item, claimed without trusting anyone's clock ("A lease built on a
  * DynamoDB item", and the Lock Client's rvn rule).
  *
  * What this guarantees: at most one claim per rvn the claimant saw, and an epoch that only grows (it is +1 on every
  * claim, the item is never deleted and never TTL'd). What it does NOT guarantee: that only one process acts as
  * holder. A paused holder wakes up believing it holds the lease; only the fence at the resource stops it
- * (Part 4, fence.ts). The stop-time check here is an optimisation that keeps overlap rare, never the safety.
+ * (fence.ts). The stop-time check here is an optimisation that keeps overlap rare, never the safety.
  *
- * Clocks: every duration is timed on the process's own monotonic clock (Part 3). No absolute time is stored for
+ * Clocks: every duration is timed on the process's own monotonic clock. No absolute time is stored for
  * anyone to compare; `renewed_at` is informational and no code reads it.
  */
 import { createHash } from 'node:crypto';
@@ -54,7 +54,7 @@ export async function readLock(deps: LockStoreSource, key: string): Promise<Lock
   return lockStoreOf(deps).read(key);
 }
 
-/** What a claimant saw, and how long it must wait before claiming: a full lease if anyone holds it (Part 5). */
+/** What a claimant saw, and how long it must wait before claiming: a full lease if anyone holds it. */
 export interface Sighting {
   /** The holder the lock item named (absent: free). */
   readonly holder?: string;
@@ -163,7 +163,7 @@ export interface ClaimStep {
 }
 
 /**
- * THE CLAIM RULE, in one place (Part 5: the Lock Client's clock-free rule, timed as Kubernetes times it "from when
+ * THE CLAIM RULE, in one place (the Lock Client's clock-free rule, timed as Kubernetes times it "from when
  * it last observed a change to the lease record"). Claim at once if nobody holds the lock. Otherwise claim only
  * once the same rvn has been seen unchanged for a full lease on the claimant's own timer, re-reading every poll
  * period meanwhile; a changed rvn means the holder is alive, and the count starts again.
@@ -191,7 +191,7 @@ export function nextClaimStep(
 }
 
 /**
- * Claim the lease, clock-free (Part 5), following nextClaimStep: sight; claim at once if free; otherwise watch
+ * Claim the lease, clock-free, following nextClaimStep: sight; claim at once if free; otherwise watch
  * the rvn, re-reading every poll period, and claim on condition "rvn unchanged" once it has stayed so for a full
  * lease on OUR monotonic clock. A claim sets holder, lease_ms and a new rvn, and adds 1 to the epoch, which is
  * returned as the fencing token. A failed claim (someone else moved first) goes back to watching, within the budget.
@@ -220,7 +220,7 @@ export async function claim(deps: LeaseDeps, key: string, holder: string, config
       await deps.clock.sleep(step.waitMs);
       continue;
     }
-    // sent_at is read BEFORE the request: the stop time must not start later than the grant (Part 2).
+    // sent_at is read BEFORE the request: the stop time must not start later than the grant.
     const sentAt = deps.clock.monotonicMs();
     const epoch = await tryClaim(deps, key, holder, config, sighting);
     if (epoch === undefined) continue; // someone claimed, renewed or released in between: watch again
@@ -282,7 +282,7 @@ export class Lease {
     this.store = lockStoreOf(deps);
   }
 
-  /** The stop-time rule, in one place (Part 3): stop time = sent_at + lease - margin, on our monotonic clock. */
+  /** The stop-time rule, in one place: stop time = sent_at + lease - margin, on our monotonic clock. */
   private stopTimeFrom(sentAt: number): number {
     return sentAt + this.config.leaseMs - this.config.marginMs;
   }
@@ -293,7 +293,7 @@ export class Lease {
   }
 
   /**
-   * BEFORE EVERY ACTION (Part 2): once monotonic now reaches `stopAtMs`, stop, don't act. An optimisation that keeps
+   * BEFORE EVERY ACTION: once monotonic now reaches `stopAtMs`, stop, don't act. An optimisation that keeps
    * overlap rare; the fence is the safety.
    * @throws StopTimePassedError past the stop time; LeaseLostError once a renewal found the lease gone
    */
@@ -303,7 +303,7 @@ export class Lease {
   }
 
   /**
-   * THE STOP-TIME RULE, in one place (Part 2, RENEW LOOP: "retry until stop_at; then give up the lease locally"):
+   * THE STOP-TIME RULE, in one place ("retry until stop_at; then give up the lease locally"):
    * once monotonic `now` reaches the stop time with no renewal answered before it, the lease is over in this process
    * for good. No renewal is sent after it, and one answered after it does not bring the lease back: the holder had to
    * stop acting at the stop time, and does not start again on the same token. Returns the error every later check
@@ -331,7 +331,7 @@ export class Lease {
   }
 
   /**
-   * One renewal (Part 2, RENEW LOOP): read sent_at before sending; condition "still ours"; new rvn.
+   * One renewal: read sent_at before sending; condition "still ours"; new rvn.
    * A failed condition means the lease is lost. A transport error is retried until the stop time, then given up.
    * Nothing is sent at or after the stop time, and an answer that arrives after it does not move it (overAt).
    * @throws LeaseLostError when the lease is no longer ours; StopTimePassedError once the stop time passed unmoved
@@ -389,7 +389,7 @@ export class Lease {
 
   /**
    * Renew every renewMs from this process, the one doing the work: a sidecar's heartbeat proves only that the
-   * sidecar is alive (Part 10). A frozen process sends no renewals, so its lease runs out, as it should.
+   * sidecar is alive. A frozen process sends no renewals, so its lease runs out, as it should.
    */
   startHeartbeat(): void {
     // Fixed rate: the next renewal is due renewMs after the last one was SENT, not after it returned, so a slow
@@ -416,7 +416,7 @@ export class Lease {
   }
 
   /**
-   * Release (Part 2, RELEASE): conditional on still owning the lease; clears holder and writes a new rvn so a
+   * Release: conditional on still owning the lease; clears holder and writes a new rvn so a
    * waiting claimant sees the change. Never deletes the item: it carries the epoch. Returns false if it was no
    * longer ours (nothing changed).
    */

@@ -1,5 +1,5 @@
 /**
- * The same fence on S3 (reference Part 4, "The same fence on S3"; Part 5, "S3").
+ * The same fence on S3.
  *
  * S3 has no "greater than" condition, only compare-and-set on the version we read. So:
  *   - each holder writes its chunk objects under keys that include its token (never the same key as another holder);
@@ -38,7 +38,7 @@ export interface ManifestPlace {
   readonly chunkPrefix: string;
 }
 
-/** A chunk object's key: it includes the writer's token, so two holders never write the same key (Part 4, "on S3"). */
+/** A chunk object's key: it includes the writer's token, so two holders never write the same key. */
 export function chunkObjectKey(chunkPrefix: string, chunk: number, token: number): string {
   return `${chunkPrefix}${String(chunk).padStart(2, '0')}.t${token}.jsonl`;
 }
@@ -123,7 +123,7 @@ export class ManifestWriter {
   }
 
   /**
-   * Raise the manifest's token first (Part 4): read it, refuse if it carries a higher token, then rewrite it with
+   * Raise the manifest's token first: read it, refuse if it carries a higher token, then rewrite it with
    * our token, conditional on the version we read (or on its absence).
    * @returns the writer, and the manifest as raised (the chunks committed before are kept)
    * @throws FencedOutError if the manifest carries a higher token

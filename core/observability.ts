@@ -16,7 +16,7 @@ export function serviceName(jobName: string): string {
 
 /** The library's metric names, one list for the Lambdas that publish them and the alarms and dashboard that read them (an app adds its own). */
 export const Metric = {
-  /** A write refused by the fence (DynamoDB ConditionCheck or S3 412): a holder lost the lock (Part 4). */
+  /** A write refused by the fence (DynamoDB ConditionCheck or S3 412): a holder lost the lock. */
   fencedRejections: 'FencedRejections',
   /** A holder found its lease gone (renewal condition failed, or its stop time passed). */
   leaseLost: 'LeaseLost',
@@ -33,7 +33,7 @@ export const Metric = {
   runsLost: 'RunsLost',
   /** A duplicate start that ended quietly: another live holder was running the night through its whole claim budget. */
   runsAnotherHolder: 'RunsAnotherHolder',
-  /** The sweeper (Part 6): orphans found, re-queued, rows skipped as alive, and storms (re-queued none). */
+  /** The sweeper: orphans found, re-queued, rows skipped as alive, and storms (re-queued none). */
   orphansFound: 'OrphansFound',
   orphansRequeued: 'OrphansRequeued',
   sweeperSkippedAlive: 'SweeperSkippedAlive',

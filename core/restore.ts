@@ -1,5 +1,5 @@
 /**
- * The restore bump (docs/DESIGN.md "The restore bump"; reference Part 8 "Restores", Part 5).
+ * The restore bump (docs/DESIGN.md "The restore bump").
  *
  * The rule: a token is never handed out twice, and a claim hands out the lock item's epoch + 1. A point-in-time
  * restore of the lock table returns every epoch to its old value, and the next claim would then hand out a token the

@@ -6,13 +6,13 @@
 /** Attribute names, named after the reference text's words. */
 export const Attr = {
   pk: 'pk',
-  // lock item (Part 5, "A lease built on a DynamoDB item")
+  // lock item
   holder: 'holder',
   leaseMs: 'lease_ms',
   rvn: 'rvn',
   epoch: 'epoch',
   renewedAt: 'renewed_at', // informational wall time; no code reads it
-  // job (fence) row (Parts 4 and 6)
+  // job (fence) row
   fence: 'fence',
   state: 'state',
   ownerToken: 'owner_token',
@@ -56,14 +56,14 @@ export interface TableDescription {
   readonly purpose: string;
 }
 
-/** Lock/epoch table: never TTL'd, items never deleted: the epoch is the fencing token (Part 5, "TTL ... resets epochs"). */
+/** Lock/epoch table: never TTL'd, items never deleted: the epoch is the fencing token. */
 export const LOCK_TABLE: TableDescription = {
   suffix: 'locks',
   partitionKey: { name: Attr.pk, type: 'S' },
   purpose: 'lease items: holder, lease_ms, rvn, epoch. No TTL, never deleted: epochs are fencing tokens.',
 };
 
-/** Job (fence) table with the sparse GSI holding only claimed rows, for the orphan sweeper (Part 6). */
+/** Job (fence) table with the sparse GSI holding only claimed rows, for the orphan sweeper. */
 export const JOB_TABLE: TableDescription = {
   suffix: 'jobs',
   partitionKey: { name: Attr.pk, type: 'S' },

@@ -1,5 +1,5 @@
 /**
- * The orphan sweeper (reference Part 6; docs/DESIGN.md "The sweeper"): finds job rows still RUNNING whose holder is
+ * The orphan sweeper (docs/DESIGN.md "The sweeper"): finds job rows still RUNNING whose holder is
  * gone, and re-queues them.
  *
  * It is liveness only. The fence keeps the data safe even when the sweeper is wrong: a wrongly re-queued job is

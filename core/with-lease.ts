@@ -1,6 +1,6 @@
 /**
- * A job fenced by a lease, in one call: claim, renew from this process while the work runs, release (reference
- * Parts 2 and 5; docs/DESIGN.md "Where each rule lives").
+ * A job fenced by a lease, in one call: claim, renew from this process while the work runs, release (the design:
+ * docs/DESIGN.md "Where each rule lives").
  *
  * What this guarantees: the work runs only after a clock-free claim, with a token higher than every earlier one for
  * the key; renewals are sent from the process doing the work; the lease is given back however the work ends, and an
@@ -38,7 +38,7 @@ export async function withLease<T>(
   work: (lease: Lease) => Promise<T>,
 ): Promise<T> {
   const settings = validateLeaseConfig(config);
-  // 1. claim, clock-free; 2. renew from THIS process, the one doing the work (Part 10: a sidecar proves nothing)
+  // 1. claim, clock-free; 2. renew from THIS process, the one doing the work (a sidecar proves nothing)
   const lease = await claim(deps, key, holder, settings);
   lease.startHeartbeat();
   try {

@@ -4,7 +4,7 @@
  * chunk }`, after its RaiseFence step raised the job row and every chunk fence to `token`. The handler:
  *
  *   1. parses and validates the input (the chunk must be one of the run's), before anything is written;
- *   2. resumes the lease, renewing first: the stop time is this process's own, never carried over (Part 2);
+ *   2. resumes the lease, renewing first: the stop time is this process's own, never carried over;
  *   3. renews from this process while the work runs: a frozen function stops renewing, and its lease runs out;
  *   4. runs `work` with the chunk's fence (core's runChunk), then records the chunk done on its fence item;
  *   5. maps errors: typed errors keep their names for the workflow's Catch (FencedOutError, LeaseLostError and

@@ -1,5 +1,5 @@
 /**
- * Raise the fence first (reference Part 4): renew the lease (this process's own stop time), then core's raiseRun:
+ * Raise the fence first: renew the lease (this process's own stop time), then core's raiseRun:
  * the job row, every chunk fence and the manifest to our token (docs/DESIGN.md § Chunk fences). Returns the chunks
  * still to do (the chunk fence items an earlier holder had not marked done); a DONE night releases and says so.
  */

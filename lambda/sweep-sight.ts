@@ -1,5 +1,5 @@
 /**
- * The sweeper's first look (reference Part 6): every row in the sparse index, with its lock's rvn. The state
+ * The sweeper's first look: every row in the sparse index, with its lock's rvn. The state
  * machine then waits the longest lease among them (a Wait state: the sweeper's own timer) before verifying.
  */
 import { sightClaimed } from '../core/sweeper';

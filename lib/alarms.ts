@@ -1,7 +1,7 @@
 /**
  * Alarms, their topic and the dashboard (ARCHITECTURE.md section 6; docs/ALARMS.md says what to do for each).
  *
- * None of these keep the data safe: the fence does (Part 4). They tell a person that the assumptions the lease
+ * None of these keep the data safe: the fence does. They tell a person that the assumptions the lease
  * leans on are failing (clock offset eating the margin, zombies being fenced, contention), or that the night
  * will not be DONE in time (failed executions, undelivered starts, no completed run by the deadline).
  *
@@ -249,7 +249,7 @@ export class FencepostAlarms extends Construct {
         atLeast(
           appMetric(props.name, Metric.fencedRejections, 'Sum'),
           props.fencedRejectionsThreshold,
-          `At least ${props.fencedRejectionsThreshold} write(s) in 5 minutes were refused by the fence (a TransactWriteItems cancelled by its ConditionCheck on the job row, or an S3 412): a holder kept acting after it lost its lease (a zombie, Part 4). ` +
+          `At least ${props.fencedRejectionsThreshold} write(s) in 5 minutes were refused by the fence (a TransactWriteItems cancelled by its ConditionCheck on the job row, or an S3 412): a holder kept acting after it lost its lease (a zombie: it paused or lost its renewals, and woke up still believing it held the night). ` +
             'Counted by the Lambdas themselves: DynamoDB publishes no per-table metric for a condition that cancels a transaction. ' +
             'The fence worked and nothing was written twice; find why the holder overran its lease (long GC/freeze, throttling, a renewal path failing) via LeaseLost and the executions.',
         ),
@@ -322,7 +322,7 @@ export class FencepostAlarms extends Construct {
         atLeast(
           appMetric(props.name, Metric.sweeperStorm, 'Sum'),
           1,
-          'The orphan sweeper saw most claimed jobs look dead at once and re-queued NONE of them (Part 6: a storm usually means our own renewal ' +
+          'The orphan sweeper saw most claimed jobs look dead at once and re-queued NONE of them (when many leases look dead at once, the likely cause is our own renewal ' +
             `path is failing, not the holders). Check the lock table (throttling, errors), the ${props.name} executions and LeaseLost. If the holders ` +
             'really are gone (a mass crash), re-run the nights by hand; the fence keeps that safe.',
         ),

@@ -7,9 +7,9 @@
  * orphan sweeper with its schedule, and the alarms with their dashboard (docs/DESIGN.md §4–§6; docs/FENCED-JOB.md).
  *
  * What it guarantees: a holder that lost its lease cannot write past the fence (the chunk function's fenced
- * writes are refused by DynamoDB and S3, Part 4), two starts of the same night are harmless, a night whose holder
+ * writes are refused by DynamoDB and S3), two starts of the same night are harmless, a night whose holder
  * died is re-queued. What it does not: the chunk function's own writes are only safe if it follows the contract
- * below; the lease alone guarantees nothing (Part 2).
+ * below; the lease alone guarantees nothing.
  *
  * The chunk function is invoked with `{ jobDate, holder, token, chunk }` and must, in this order: resume the lease
  * (renew first: `resume` in the core, which computes this process's own stop time), check the stop time before
@@ -20,12 +20,13 @@
  * and on the manifest bucket's `<name>/` prefix; grants on its own tables are the caller's. FencedChunkFunction makes
  * such a function, bundled as the library's own are.
  */
-import { type CfnResource, Duration, Token } from 'aws-cdk-lib';
+import { CfnOutput, type CfnResource, Duration, Token } from 'aws-cdk-lib';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
 import type { IBucket } from 'aws-cdk-lib/aws-s3';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
+import type * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import { LEASE_DEFAULTS, leaseProblems } from '../core/config';
@@ -37,7 +38,7 @@ import { FENCED_JOB_MARK } from '../lambda/env';
 import { FencepostAlarms } from './alarms';
 import { SFN_QUOTAS, type ChunkWording, chunkMapProblems } from './chunk-plan';
 import { JOB_TABLE_TTL, JobTable } from './job-table';
-import { FencedWorkflow } from './fenced-workflow';
+import { FencedWorkflow, pascalName } from './fenced-workflow';
 import { LOCK_TABLE_TTL, LockTable } from './lock-table';
 import { ManifestBucket, type ManifestBucketProps, refuseUnconditionalManifestWrites } from './manifest-bucket';
 import { givenTableProblems, refuseTimeToLive } from './schema-table';
@@ -64,11 +65,11 @@ export interface FencedJobSettings {
    * 2-hour execution timeout and the claim budget (claimBudget × leaseMs). @default - neither is checked
    */
   readonly chunkMs?: number;
-  /** How long a lease lasts without renewal. @default 10000 (Part 0) */
+  /** How long a lease lasts without renewal. @default 10000 */
   readonly leaseMs: number;
-  /** How often the holder renews; at most leaseMs / 3. @default 3000 (Part 0) */
+  /** How often the holder renews; at most leaseMs / 3. @default 3000 */
   readonly renewMs: number;
-  /** Stop time = sent_at + lease - margin. @default 2000 (Part 2) */
+  /** Stop time = sent_at + lease - margin. @default 2000 */
   readonly marginMs: number;
   /**
    * Leases a claimant waits on a live holder before it gives up: at least the planned night (chunkMs), so a duplicate
@@ -166,18 +167,18 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   /**
    * How long a lease lasts without renewal: a holder that stops renewing loses the night this long after its last
    * renewal. A whole number of milliseconds.
-   * @default Duration.seconds(10) (Part 0)
+   * @default Duration.seconds(10)
    */
   readonly leaseDuration?: Duration;
   /**
    * How often the holder renews its lease; at most leaseDuration / 3, so two renewals can fail before it lapses.
-   * @default Duration.seconds(3) (Part 0)
+   * @default Duration.seconds(3)
    */
   readonly renewInterval?: Duration;
   /**
    * The safety margin of the stop time (sent_at + leaseDuration - margin): the holder stops acting this long before
-   * its lease could lapse, for clock error and pauses (Part 2). Zero or more whole milliseconds.
-   * @default Duration.seconds(2) (Part 2)
+   * its lease could lapse, for clock error and pauses. Zero or more whole milliseconds.
+   * @default Duration.seconds(2)
    */
   readonly margin?: Duration;
   /**
@@ -238,6 +239,14 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   readonly dashboardProgress?: { readonly left: cloudwatch.IMetric[]; readonly right?: cloudwatch.IMetric[] };
   /** Retention of the manifest bucket's objects and logs, when FencedJob creates it. @default - ManifestBucket's defaults */
   readonly manifestRetention?: Omit<ManifestBucketProps, 'prefix'>;
+  /**
+   * Add stack outputs for what a runbook or a script needs: `<Job>LockTableName` (what bump-epochs takes after a
+   * restore), `<Job>JobTableName`, `<Job>StateMachineArn` (to run a night by hand), `<Job>AlarmTopicArn`,
+   * `<Job>DashboardName`, and `<Job>ManifestBucketName` when there is a bucket; `<Job>` is the name in PascalCase,
+   * so two jobs in one stack keep apart. Each value is also a property of the job, for outputs of your own.
+   * @default false - no outputs
+   */
+  readonly outputs?: boolean;
 }
 
 /** The core reports lease problems under the CLI's flag names; say them as the settings' names. */
@@ -312,7 +321,7 @@ export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { reado
   if (!positiveInteger(s.clockOffsetAlarmMs)) {
     problems.push(`clockOffsetAlarmMs must be a positive integer, got ${s.clockOffsetAlarmMs}`);
   } else if (s.clockOffsetAlarmMs >= s.marginMs) {
-    // The margin absorbs clock error (Part 2, Part 3); an alarm at or past it would fire only after the margin is gone.
+    // The margin absorbs clock error; an alarm at or past it would fire only after the margin is gone.
     problems.push(
       `clockOffsetAlarmMs (${s.clockOffsetAlarmMs}) must be less than marginMs (${s.marginMs}): the alarm must fire before clock error eats the margin`,
     );
@@ -516,6 +525,8 @@ export class FencedJob extends Construct {
   readonly sweeperSchedule: NightlySchedule;
   /** The alarms, their topic and the dashboard. */
   readonly alarms: FencepostAlarms;
+  /** The topic every alarm of the job notifies (KMS-encrypted, TLS only): subscribe your pager to it. */
+  readonly alarmTopic: sns.ITopic;
   /** The environment every function of the job gets (the chunk function's, when FencedJob cannot set it). */
   readonly environment: Record<string, string>;
 
@@ -545,7 +556,7 @@ export class FencedJob extends Construct {
     const writesManifest = props.chunkWritesManifest ?? false;
     this.lockTable = props.lockTable ?? new LockTable(this, 'Locks').table;
     this.jobTable = props.jobTable ?? new JobTable(this, 'Jobs').table;
-    // The given tables of this app keep refusing a TTL attribute set after this point too (Part 5).
+    // The given tables of this app keep refusing a TTL attribute set after this point too.
     if (props.lockTable instanceof dynamodb.Table) refuseTimeToLive(props.lockTable, LOCK_TABLE_TTL);
     if (props.jobTable instanceof dynamodb.Table) refuseTimeToLive(props.jobTable, JOB_TABLE_TTL);
     const prefix = jobKeys(props.name).prefix;
@@ -614,6 +625,36 @@ export class FencedJob extends Construct {
       scheduleExpression: s.scheduleExpression,
       alarmEmail: s.alarmEmail,
     });
+    this.alarmTopic = this.alarms.topic;
+    if (props.outputs === true) this.addOutputs();
+  }
+
+  /** The opt-in stack outputs (FencedJobProps.outputs), keyed `<Job><what>` so that two jobs in one stack keep apart. */
+  private addOutputs(): void {
+    const job = pascalName(this.name);
+    const outputs: [string, string, string][] = [
+      [
+        'LockTableName',
+        this.lockTable.tableName,
+        `Fencepost ${this.name}: the lock table (its epochs are the fencing tokens; bump-epochs after a restore)`,
+      ],
+      ['JobTableName', this.jobTable.tableName, `Fencepost ${this.name}: the job table (job rows, chunk fences, the index of claimed rows)`],
+      [
+        'StateMachineArn',
+        this.stateMachine.stateMachineArn,
+        `Fencepost ${this.name}: the job's state machine; start it with {"jobDate":"YYYY-MM-DD"}`,
+      ],
+      ['AlarmTopicArn', this.alarmTopic.topicArn, `Fencepost ${this.name}: the topic every alarm of the job notifies`],
+      ['DashboardName', this.alarms.dashboard.dashboardName, `Fencepost ${this.name}: the job's dashboard`],
+    ];
+    if (this.manifestBucket) {
+      outputs.push([
+        'ManifestBucketName',
+        this.manifestBucket.bucketName,
+        `Fencepost ${this.name}: the bucket of the job's manifests and chunk objects`,
+      ]);
+    }
+    for (const [id, value, description] of outputs) new CfnOutput(this, id, { value, description }).overrideLogicalId(`${job}${id}`);
   }
 
   /** The job's state machine: start it with `{ "jobDate": "YYYY-MM-DD" }` to run a night by hand. */

@@ -4,7 +4,7 @@
  *
  *   Prepare → Observe ⇄ Wait a poll period … → Claim → Raise fence → Chunks (Map of the user's function) → Complete
  *
- * The clock-free claim (reference Part 5) is spread over states: Observe reads the lock item and takes one step
+ * The clock-free claim is spread over states: Observe reads the lock item and takes one step
  * of the claim rule (core/lease.ts nextClaimStep); while someone holds it, a Wait state (SecondsPath) waits a
  * poll period on Step Functions' timer and Observe counts how long the rvn has stayed unchanged; once that is a
  * full lease, Claim claims on condition "rvn unchanged"; a failed claim observes again, within the claim budget. A

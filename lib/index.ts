@@ -7,7 +7,7 @@
  * chunk, the nightly schedule, the orphan sweeper and the alarms. Each piece is exported too, for a stack that
  * composes them differently.
  *
- * What the constructs guarantee is what the fence guarantees (Part 4): a holder that lost its lease cannot write
+ * What the constructs guarantee is what the fence guarantees: a holder that lost its lease cannot write
  * past the fence, provided the chunk function writes through it (FencedJob's TSDoc gives the contract).
  */
 export { FencedJob, FENCED_JOB_DEFAULTS, type FencedJobProps, type FencedJobSettings, type OptionalSettings } from './fenced-job';

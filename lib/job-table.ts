@@ -2,7 +2,7 @@
  * The job table: one row per run (`<job>#<date>`: fence, state, owner_token) and beside it one chunk fence
  * item per chunk (core/schema.ts JOB_TABLE; docs/DESIGN.md "Chunk fences").
  *
- * Its sparse index holds only claimed rows (Part 6): claim_shard and claimed_since are written in the same
+ * Its sparse index holds only claimed rows: claim_shard and claimed_since are written in the same
  * UpdateItem that raises the fence and removed in the one that completes or re-queues, so the orphan sweeper reads
  * exactly the claimed rows and never scans. Projection ALL: the sweeper's conditional re-queue needs state,
  * owner_token and fence, and there is one row a run. Never TTL'd: a deleted row forgets the fence that refuses a

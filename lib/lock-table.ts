@@ -1,6 +1,6 @@
 /**
  * The lock (lease/epoch) table: one item per lock, holding holder, lease_ms, rvn and epoch (core/schema.ts
- * LOCK_TABLE). The epoch is the fencing token (Part 5), so the table is never TTL'd and its items are never
+ * LOCK_TABLE). The epoch is the fencing token, so the table is never TTL'd and its items are never
  * deleted: a deleted lock item would start its epoch again at 1. RETAIN, point-in-time recovery, deletion
  * protection, one Region (lib/schema-table.ts says why each).
  */

@@ -1,5 +1,5 @@
 /**
- * The manifest bucket (Part 4, "The same fence on S3") and the bucket its server access logs go to.
+ * The manifest bucket and the bucket its server access logs go to.
  *
  * S3 has no "greater than" condition: the fence on S3 is the manifest, rewritten only with If-Match on the ETag the
  * writer last saw (If-None-Match: * to create), so a writer whose view is stale gets 412 instead of overwriting a
@@ -98,7 +98,7 @@ export class ManifestBucket extends Construct {
         {
           // A simple age rule on the whole prefix: S3 lifecycle filters are prefixes (or tags), with no wildcard, so
           // `<prefix>*/chunks/` cannot be named; and a tag rule would need every writer to tag, a second write that
-          // is not atomic with the chunk. Readers trust only objects the manifest names (Part 4); the unnamed ones
+          // is not atomic with the chunk. Readers trust only objects the manifest names; the unnamed ones
           // (a fenced-out holder's `03.t7.jsonl` next to the committed `03.t12.jsonl`) are garbage from the start, and
           // the named ones are the consumer's to copy to its archive within the retention. After it, the job row
           // (DONE, with its fence) stays in DynamoDB forever and still refuses any late holder.

@@ -5,7 +5,7 @@
  * What it guarantees: at-least-once delivery, retried, with undeliverable starts kept in a dead-letter queue.
  * What it does not: exactly once. Two deliveries of the same night (a retry after a lost response, a manual
  * re-run) are harmless by design: the second execution finds the lease held and waits it out, or finds the job
- * row DONE; and if it ever did run, its writes carry a lower token than the fence and are refused (Part 4, Part 5).
+ * row DONE; and if it ever did run, its writes carry a lower token than the fence and are refused.
  * The lease and the fence make a duplicate trigger safe; the schedule doesn't have to.
  */
 import { Duration, Stack, TimeZone, Validations } from 'aws-cdk-lib';

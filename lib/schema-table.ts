@@ -2,13 +2,13 @@
  * The settings every Fencepost table shares, from a core/schema.ts description (keys and sparse index are never
  * re-typed here): PAY_PER_REQUEST, point-in-time recovery, deletion protection, RETAIN, and no TTL attribute.
  *
- * No TTL anywhere, the lock table above all: "TTL is not a deadline, and it resets epochs" (Part 5): a TTL delete of
+ * No TTL anywhere, the lock table above all: "TTL is not a deadline, and it resets epochs": a TTL delete of
  * a lock item starts its epoch (the fencing token) again at 1, and a TTL delete of a fence item forgets the token
  * that refuses a late holder. A point-in-time restore also brings old epochs back, so a restored lock table is
  * bumped before use (docs/DESIGN.md "Restores"; the `restore bump` command).
  *
  * `Table` (AWS::DynamoDB::Table), not `TableV2` (AWS::DynamoDB::GlobalTable): the lock table must be one
- * linearizable authority in one Region (Part 8, "Across Regions"). With TableV2 an asynchronously replicated
+ * linearizable authority in one Region. With TableV2 an asynchronously replicated
  * replica is one `replicas:` line away; with Table it is a deliberate migration.
  */
 import { RemovalPolicy, Stack } from 'aws-cdk-lib';
@@ -48,7 +48,7 @@ export function schemaTable(
     pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
     deletionProtection: true,
     removalPolicy: RemovalPolicy.RETAIN,
-    // timeToLiveAttribute is deliberately absent (Part 5); refuseTimeToLive keeps it so.
+    // timeToLiveAttribute is deliberately absent; refuseTimeToLive keeps it so.
   });
   const index = description.sparseIndex;
   if (index) {
@@ -64,7 +64,7 @@ export function schemaTable(
 
 /**
  * Fails the synth if a TTL attribute is ever set on the table, by a prop or an escape hatch: items of a table that
- * holds epochs or fences must never be deleted (Part 5, "TTL ... resets epochs").
+ * holds epochs or fences must never be deleted.
  *
  * @param table - the table that must never have a TTL attribute
  * @param why - what a TTL delete would break, for the error
@@ -72,7 +72,7 @@ export function schemaTable(
 export function refuseTimeToLive(table: dynamodb.Table, why: string): void {
   const cfn = table.node.defaultChild as dynamodb.CfnTable;
   table.node.addValidation({
-    validate: () => (cfn.timeToLiveSpecification === undefined ? [] : [`${table.node.path} must never have a TTL attribute: ${why} (Part 5)`]),
+    validate: () => (cfn.timeToLiveSpecification === undefined ? [] : [`${table.node.path} must never have a TTL attribute: ${why}`]),
   });
 }
 
@@ -107,7 +107,9 @@ export function givenTableProblems(prop: string, table: dynamodb.ITable, descrip
   }
   const cfn = table.node.defaultChild as dynamodb.CfnTable;
   if (cfn.timeToLiveSpecification !== undefined) {
-    problems.push(`${prop} must have no TTL attribute: a TTL delete of a lock item or a fence item forgets the fencing token (Part 5)`);
+    problems.push(
+      `${prop} must have no TTL attribute: a TTL delete of a lock item or a fence item forgets the fencing token, and the next claim hands out tokens the fences already accepted`,
+    );
   }
   const index = description.sparseIndex;
   if (index) {

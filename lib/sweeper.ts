@@ -1,5 +1,5 @@
 /**
- * The orphan sweeper in the cloud (reference Part 6, design §4): its own state machine on a short schedule.
+ * The orphan sweeper in the cloud (design §4): its own state machine on a short schedule.
  *
  *   SightClaimed → (nothing claimed: done) → WaitOutTheLease (SecondsPath) → VerifyAndRequeue
  *

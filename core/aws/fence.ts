@@ -1,7 +1,7 @@
 /**
- * The generic fence on DynamoDB (reference Parts 4 and 5): one fence item, in any table, carrying `fence`, the
+ * The generic fence on DynamoDB: one fence item, in any table, carrying `fence`, the
  * highest token it has accepted. ONE clause compares a token with it (FENCE_CLAUSE, core/aws/job-store.ts: reject
- * lower, accept equal: the current holder writes many times with the same token, Part 4 "Why equal is accepted").
+ * lower, accept equal: the current holder writes many times with the same token).
  *
  *   Fence.raise  the new holder's FIRST act, before it reads or writes anything else: one conditional write (never
  *                raised, or not above our token) that sets fence = token and returns the old item;
@@ -81,7 +81,7 @@ export class Fence {
   }
 
   /**
-   * Raise the fence to `token`: the new holder's first act (Part 4, "Raise the fence first"). One conditional
+   * Raise the fence to `token`: the new holder's first act. One conditional
    * write, never raised or not above `token`; equal is accepted, so a retry after a lost answer is harmless.
    * @param token - the holder's fencing token (its lease's epoch)
    * @param set - other attributes to write in the same update (e.g. the holder's name)

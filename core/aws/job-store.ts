@@ -31,7 +31,7 @@ export type { DocumentClient };
 
 // Named condition clauses, each with its reason.
 /**
- * THE fence comparison, written once (Part 4): our token `:t` is not lower than the highest the fence has accepted.
+ * THE fence comparison, written once: our token `:t` is not lower than the highest the fence has accepted.
  * Reject lower, accept equal. A missing fence attribute makes it false: an unraised fence guards nothing through.
  */
 export const FENCE_CLAUSE = `${Attr.fence} <= :t`;
@@ -160,7 +160,7 @@ export class AwsJobStore extends AwsFenceStore implements JobStore {
     return out.Item as JobRow | undefined;
   }
 
-  /** The row enters the sparse index (claim_shard + claimed_since) in the same write as the raise (Part 6). */
+  /** The row enters the sparse index (claim_shard + claimed_since) in the same write as the raise. */
   raiseJob(jobId: string, raise: RowRaise): Promise<Conditional<JobRow>> {
     return conditional<JobRow>(this.ddb, {
       TableName: this.jobs,

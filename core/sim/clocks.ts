@@ -1,10 +1,10 @@
 /**
- * The two clocks every simulated machine has (reference Part 3), as functions of true time.
+ * The two clocks every simulated machine has, as functions of true time.
  *
  *   monotonic  runs at (1 + rate) of true time and never jumps: rate error is the only error it has. Every
  *              duration a worker times (renewal timers, stop times, claim waits) is read from it.
  *   wall       true time + offset, plus every step taken so far (an NTP step back or forward). It is what a
- *              lease stored in a database writes (lease_until) and what Redis judges key expiry by (Part 8).
+ *              lease stored in a database writes (lease_until) and what Redis judges key expiry by.
  * Offset never matters to a machine that compares only its own monotonic readings; rate always does.
  */
 

@@ -1,6 +1,6 @@
 /**
- * The simulator's engine: a discrete-event loop over a virtual TRUE time, with seeded randomness (reference Part 1:
- * "true time, per-machine clocks, a 3-node lock service, the store").
+ * The simulator's engine: a discrete-event loop over a virtual TRUE time, with seeded randomness (the
+ * story's world: "true time, per-machine clocks, a 3-node lock service, the store").
  *
  * True time is what no machine can read: every model reads its own clock (clocks.ts), and the engine only orders
  * events. Nothing here does I/O, reads the system clock or calls Math.random, so a run is a pure function of its

@@ -1,5 +1,5 @@
 /**
- * A lease holder's own bookkeeping (reference Part 2, "Renew and the holder's stop time"):
+ * A lease holder's own bookkeeping:
  *
  *   RENEW LOOP, every renewMs on the holder's monotonic clock:
  *     1. sent_at = monotonic now, read BEFORE sending;
@@ -7,7 +7,7 @@
  *     3. on success: stop_at = sent_at + lease - margin;
  *     4. on no answer: retry (a new leader if needed) until stop_at; on a refusal: the lease is lost.
  *   BEFORE EVERY ACTION: if monotonic now >= stop_at, stop, don't act.
- * The check guarantees nothing about safety: a pause can land right after it (Part 4); the fence does that.
+ * The check guarantees nothing about safety: a pause can land right after it; the fence does that.
  * The holder's tenure, in true time, runs from its claim until its stop time, its release or its loss: that is the
  * bar on the timeline, and two tenures that intersect are an overlap of two holders with the right to act.
  */

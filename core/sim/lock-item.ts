@@ -1,12 +1,12 @@
 /**
- * A lease kept in a DynamoDB item (reference Part 5, "A lease built on a DynamoDB item"): holder, lease_until,
+ * A lease kept in a DynamoDB item: holder, lease_until,
  * rvn and epoch, and the three claim rules side by side.
  *
  *   no-margin   attribute_not_exists(holder) OR lease_until < :claimant_now      (lease_until: the HOLDER's wall clock)
  *   margin      attribute_not_exists(holder) OR lease_until < :claimant_now - margin
  *   clock-free  attribute_not_exists(holder) OR rvn = :seen, after the claimant watched that rvn stay unchanged for a
  *               full lease on its own monotonic clock: core/lease.ts `nextClaimStep`, the library's own rule.
- * The two clock rules compare one machine's wall clock with another's (Part 3): an offset bigger than the margin
+ * The two clock rules compare one machine's wall clock with another's: an offset bigger than the margin
  * lets a claim in while the holder still has the right to act. The epoch is if_not_exists(epoch, 0) + 1 on every
  * claim; release clears holder and keeps the item (TTL's reset of the epoch runs on the real code: scenarios/epochs.ts).
  * Left out: the transaction conflicts and throttling of the real table, and eventually consistent reads.
@@ -14,7 +14,7 @@
 import { nextClaimStep, type Watch } from '../lease';
 import type { Sim } from './engine';
 
-/** The three claim rules of Part 5: a clock compare without a margin, with a margin, and the clock-free rvn watch. */
+/** The three claim rules: a clock compare without a margin, with a margin, and the clock-free rvn watch. */
 export type ClaimRule = 'no-margin' | 'margin' | 'clock-free';
 /** Every claim rule, in the order the reference gives them. */
 export const CLAIM_RULES: readonly ClaimRule[] = ['no-margin', 'margin', 'clock-free'];

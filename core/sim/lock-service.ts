@@ -1,7 +1,7 @@
 /**
- * A consensus lock service in the etcd style (reference Parts 2, 7 and 8): three nodes, one leader.
+ * A consensus lock service in the etcd style: three nodes, one leader.
  *
- * What lives where (Part 2, "What the lock service keeps, and where"):
+ * What lives where:
  *   - grants, key creations and deletes, and the revision counter are entries in the replicated log: they commit
  *     only while a majority of nodes is up, and they survive the loss of any minority;
  *   - a lease's deadline lives ONLY in the leader's memory: a keep-alive resets it there, with no log entry;
@@ -75,7 +75,7 @@ export class ConsensusLockService {
   }
 
   /**
-   * ACQUIRE (Part 2): grant a lease with TTL ttlMs and, in one transaction, create `key` bound to it only if the key
+   * ACQUIRE: grant a lease with TTL ttlMs and, in one transaction, create `key` bound to it only if the key
    * does not exist; both commit through the log. The token is the revision at which the key was created; the
    * leader's tracker starts timing the TTL from when it applied the grant.
    */
@@ -98,7 +98,7 @@ export class ConsensusLockService {
     return true;
   }
 
-  /** KEEP-ALIVE (Part 2, renew step 3): the leader resets the deadline in memory only; no log entry. */
+  /** KEEP-ALIVE: the leader resets the deadline in memory only; no log entry. */
   keepAlive(leaseId: number): { ok: true; deadline: number } | { ok: false; reason: 'no leader' | 'lease not found' } {
     if (this.leader === undefined) return { ok: false, reason: 'no leader' };
     const lease = this.leases.get(leaseId);
@@ -108,18 +108,18 @@ export class ConsensusLockService {
     return { ok: true, deadline };
   }
 
-  /** RELEASE (Part 2): revoke the lease; only keys bound to it are deleted; the delete commits and the revision goes up. */
+  /** RELEASE: revoke the lease; only keys bound to it are deleted; the delete commits and the revision goes up. */
   revoke(leaseId: number): number | undefined {
     if (!this.quorum() || !this.leases.has(leaseId)) return undefined;
     return this.endLease(leaseId, 'revoked');
   }
 
-  /** Is there a live key? A linearizable read through the leader (what the sweeper asks, Part 6). */
+  /** Is there a live key? A linearizable read through the leader (what the sweeper asks). */
   isLive(key: string): boolean | undefined {
     return this.quorum() ? this.keys.has(key) : undefined;
   }
 
-  /** Call fn once when `key` is deleted (etcd watch; an election candidate watches only its predecessor, Part 7). */
+  /** Call fn once when `key` is deleted (etcd watch; an election candidate watches only its predecessor). */
   watchDelete(key: string, fn: () => void): void {
     this.watches.set(key, [...(this.watches.get(key) ?? []), fn]);
   }
@@ -132,7 +132,7 @@ export class ConsensusLockService {
   /**
    * A node dies at true time `at`. If it was the leader, its memory (every deadline) dies with it; after the
    * election delay, if a majority is still up, the next node leads and rebuilds every deadline at full length
-   * from its own now, or from the last checkpointed remaining TTL (Part 8).
+   * from its own now, or from the last checkpointed remaining TTL.
    */
   crashNode(i: number, at: number): void {
     this.sim.mark({ lane: this.name, kind: 'crash', from: at, label: `${this.nodeName(i)}${i === this.leader ? ' (leader)' : ''} dies` });
@@ -175,7 +175,7 @@ export class ConsensusLockService {
   }
 
   /**
-   * Restore from a snapshot (Part 8, "Restores"): every key and lease made after it is forgotten, and the revision
+   * Restore from a snapshot: every key and lease made after it is forgotten, and the revision
    * goes back to the snapshot's, plus `bumpRevision` (etcd's --bump-revision) so no token is handed out twice.
    */
   restore(snap: { revision: number; keys: string[] }, bumpRevision = 0): void {
@@ -214,8 +214,8 @@ export class ConsensusLockService {
 
 /**
  * A worker's client for the lock service: requests go to the node it believes leads; a node that does not answer
- * (dead) times out, and the client tries the next node, which finds the new leader once one is elected (Part 8:
- * "the retry found the new leader").
+ * (dead) times out, and the client tries the next node, which finds the new leader once one is elected (the
+ * story's "the retry found the new leader").
  */
 export class LockClient {
   private knownLeader = 0;

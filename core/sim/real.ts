@@ -7,7 +7,7 @@
  *
  * A worker is a process: its clock and its store calls go through a gate. Frozen (a GC pause, SIGSTOP), nothing it
  * does runs: its timers (the heartbeat) and its store calls wait, and run when it wakes, still believing what they
- * believed (Part 0). Dead, nothing of it ever runs again. Store calls take `storeDelayMs` each way on the virtual
+ * believed. Dead, nothing of it ever runs again. Store calls take `storeDelayMs` each way on the virtual
  * clock, so a write sent just before a pause meets the store after it.
  */
 import { VirtualClock, type Clock, type ClockTimer } from '../clock';
@@ -39,7 +39,7 @@ export class RealWorker implements Clock {
   private dead = false;
   /** This machine's wall clock minus true time (its monotonic clock has no offset that matters). */
   wallOffsetMs = 0;
-  /** The monotonic clock's rate error: 0.001 runs 0.1 % fast (Part 3). Set it before the worker starts. */
+  /** The monotonic clock's rate error: 0.001 runs 0.1 % fast. Set it before the worker starts. */
   rate = 0;
   /** Cut off from the lock store: every call from now on gets no answer (a transient timeout), as in a partition. */
   private cut = false;

@@ -1,5 +1,5 @@
 /**
- * Redis as a lock service (reference Part 8, "What if the lock service is Redis?" and "Redlock").
+ * Redis as a lock service ("What if the lock service is Redis?" and "Redlock").
  *
  *   RedisPrimaryReplica  SET key value NX PX ttl on a primary, replicated to one replica ASYNCHRONOUSLY: each write
  *                        reaches the replica `lagMs` later, and is lost if the primary dies first. The token is
@@ -107,7 +107,7 @@ export class RedlockMaster {
 }
 
 /**
- * REDLOCK ACQUIRE (Part 8): SET NX PX on every reachable master; held only if a majority succeeded AND the elapsed
+ * REDLOCK ACQUIRE: SET NX PX on every reachable master; held only if a majority succeeded AND the elapsed
  * time is below the TTL; validity = TTL - elapsed.
  */
 export function redlockAcquire(

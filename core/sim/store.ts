@@ -1,12 +1,12 @@
 /**
- * The resources the holders write to, each with the one check that stops an old holder (reference Parts 4 and 5).
+ * The resources the holders write to, each with the one check that stops an old holder.
  *
  *   FencedStore  the job row and its invoices in one database: the fence is a number on the job row, and every
  *                write is one atomic conditional write with `fence <= :t` (core/fence.ts FENCE_CLAUSE: reject lower,
  *                accept equal, so the current holder writes many times with its token). A raise sets the fence
  *                and marks the row RUNNING and claimed (in the sparse index) in the same write. Built with
  *                `fenced: false` it is the same store with no check at all: the "without the fence" answer.
- *   Manifest     the S3 form (Part 4): no "greater than", only If-Match on the ETag last seen; the token rides in
+ *   Manifest     the S3 form: no "greater than", only If-Match on the ETag last seen; the token rides in
  *                the body. ETags are labelled E0, E1, … in order.
  * Left out: transactions' 100-action limit (a batch is one write), throttling, and the invoices' contents.
  */
@@ -19,11 +19,11 @@ export interface JobRow {
   fence?: number;
   ownerToken?: number;
   owner?: string;
-  /** Present only while claimed: the attribute that puts the row in the sparse index (Part 6). */
+  /** Present only while claimed: the attribute that puts the row in the sparse index. */
   claimedSince?: number;
 }
 
-/** The fence comparison, once (Part 4): a token not lower than the highest accepted. Never raised: anything passes. */
+/** The fence comparison, once: a token not lower than the highest accepted. Never raised: anything passes. */
 export const fenceAccepts = (fence: number | undefined, token: number): boolean => fence === undefined || fence <= token;
 
 export class FencedStore {
@@ -42,7 +42,7 @@ export class FencedStore {
   ) {}
 
   /**
-   * RAISE THE FENCE FIRST (Part 4): SET fence = :t, state = RUNNING, owner_token = :t, claimed_since = now, only if
+   * RAISE THE FENCE FIRST: SET fence = :t, state = RUNNING, owner_token = :t, claimed_since = now, only if
    * fence <= :t; returns the old row (ALL_OLD) or undefined if refused.
    */
   raise(who: string, token: number): JobRow | undefined {
@@ -55,7 +55,7 @@ export class FencedStore {
   }
 
   /**
-   * FENCED WRITE (Part 4): one conditional write, `fence <= :t`, then the batch. False: refused, nothing written.
+   * FENCED WRITE: one conditional write, `fence <= :t`, then the batch. False: refused, nothing written.
    * `token` is undefined for a writer that has none (Redlock hands out no token): only a store without a fence takes it.
    */
   write(who: string, token: number | undefined, batch: string, invoices = 0): boolean {
@@ -73,7 +73,7 @@ export class FencedStore {
     return true;
   }
 
-  /** SWEEPER RE-QUEUE (Part 6): state = QUEUED, remove claimed_since, only if RUNNING AND owner_token = :seen AND fence = :seen. */
+  /** SWEEPER RE-QUEUE: state = QUEUED, remove claimed_since, only if RUNNING AND owner_token = :seen AND fence = :seen. */
   requeue(who: string, seenOwner: number, seenFence: number): boolean {
     const r = this.row;
     if (r.state !== 'RUNNING' || r.ownerToken !== seenOwner || r.fence !== seenFence) {
@@ -111,7 +111,7 @@ export class FencedStore {
   }
 }
 
-/** The manifest object on S3 (Part 4, "The same fence on S3"): compare-and-set on the ETag, the token in the body. */
+/** The manifest object on S3: compare-and-set on the ETag, the token in the body. */
 export class Manifest {
   private version = 0;
   body: { token?: number; chunks: Record<string, number> } = { chunks: {} };

@@ -1,5 +1,5 @@
 /**
- * The orphan sweeper (reference Part 6, "The sweeper"): it reads only claimed rows (the sparse index), asks the
+ * The orphan sweeper: it reads only claimed rows (the sparse index), asks the
  * authority whether a lease is alive, never compares timestamps from other machines, and re-queues only after a
  * second sighting at least `confirmMs` after the first, with one conditional write on the exact owner and fence it
  * saw. It is liveness only: the fence keeps the data safe even when it is wrong.

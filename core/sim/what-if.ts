@@ -7,7 +7,7 @@
  * The world: A holds the job from 0.0; every other worker named (B by default) polls the lock item and claims by
  * the chosen rule (lock-item.ts). A holder raises the fence first, reads the progress from the store, then writes
  * one batch of 99 invoices every `actMs`: it checks its stop time, builds the batch for 100 ms, sends it (a pause
- * in between makes a zombie write, Part 4). It renews every renewMs; a refused write or renewal ends its tenure.
+ * in between makes a zombie write). It renews every renewMs; a refused write or renewal ends its tenure.
  * "Without the fence" counts, in the same run, the refused writes whose batch another holder also wrote.
  */
 import { systemClock } from '../clock';
@@ -27,7 +27,7 @@ export interface WhatIfSettings {
   readonly renewMs: number;
   /** Stop time = sent_at + lease - margin. */
   readonly marginMs: number;
-  /** How claimants claim (Part 5). */
+  /** How claimants claim. */
   readonly rule: ClaimRule;
   /** Pauses: worker, start (true time) and length. */
   readonly pauses: readonly { readonly worker: string; readonly at: number; readonly forMs: number }[];

@@ -1,9 +1,9 @@
 /**
- * Workers and the network between them (reference Parts 0, 3 and 10).
+ * Workers and the network between them.
  *
  * A worker is a process with its own clocks (clocks.ts). It can be paused (a GC pause, a VM migration, SIGSTOP)
  * and crash. While paused it does nothing at all: its timers and its renewal thread are frozen with it, and
- * whatever it was about to do runs when it wakes, still believing what it believed (Part 0). After a crash it
+ * whatever it was about to do runs when it wakes, still believing what it believed. After a crash it
  * never acts again. The network delivers each message after a delay, or loses it; a cut link loses everything.
  */
 import { WorkerClock } from './clocks';
@@ -79,7 +79,7 @@ export class Worker {
     });
   }
 
-  /** Run fn once `ms` have passed on this worker's monotonic clock (a timer: a pause delays it, Part 0). */
+  /** Run fn once `ms` have passed on this worker's monotonic clock (a timer: a pause delays it). */
   afterMonotonic(ms: number, fn: () => void): void {
     this.act(this.clock.trueAtMonotonic(this.monotonicNow() + ms), fn);
   }

@@ -1,5 +1,5 @@
 /**
- * The epoch ledger's store (reference Part 7, SINGLE-WRITER HANDOVER step 5; core/epoch-fence.ts): the fence item
+ * The epoch ledger's store (core/epoch-fence.ts): the fence item
  * of one ledger and its entries, each method one store operation.
  *
  * A failed condition is not thrown: it is an outcome carrying the fence item as it was when the condition failed

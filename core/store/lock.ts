@@ -1,6 +1,6 @@
 /**
  * The lock store: every atomic operation the lease, the election, the handover and the restore bump make on the lock
- * table (reference Part 5, "A lease built on a DynamoDB item"; docs/DESIGN.md § Election, "The restore bump").
+ * table (docs/DESIGN.md § Election, "The restore bump").
  *
  * Each method is one store operation: one consistent read, one conditional write, one transaction, or one page of a
  * scan; except a free claim of a key with no item (rare: once per key), which on DynamoDB is the failed write, a read
@@ -11,7 +11,7 @@
  * Implementations: core/aws/lock-store.ts (DynamoDB), core/memory/lock-store.ts (in memory, AWS's rules).
  */
 
-/** The lock item as stored (Part 5): who holds the lease, for how long, the rvn of the last write, and the epoch. */
+/** The lock item as stored: who holds the lease, for how long, the rvn of the last write, and the epoch. */
 export interface LockItem {
   /** The lease key. */
   readonly pk: string;

@@ -1,5 +1,5 @@
 /**
- * The manifest's store (reference Part 4, "The same fence on S3"): the operations core/manifest.ts makes on the
+ * The manifest's store: the operations core/manifest.ts makes on the
  * bucket, each one S3 request. Bodies are strings; the logic parses them.
  *
  * A failed condition is not thrown: it is an outcome the logic decides on. S3 returns no object with a 412, so a

@@ -1,9 +1,9 @@
 /**
- * The clock scenarios (reference Parts 3 and 5): whose clock decides.
+ * The clock scenarios: whose clock decides.
  *
  *   wall-step    B's wall clock is stepped back 3 s at 16.0; the REAL lease stops B by its monotonic clock (21.5), and
  *                a stop timed on the wall clock would come only at 24.5, after D's clock-free claim at 23.5.
- *   claim-rules  D replaces B on a DynamoDB lock item, with a wall clock 3 s fast: the three claim rules of Part 5 side
+ *   claim-rules  D replaces B on a DynamoDB lock item, with a wall clock 3 s fast: the three claim rules of a DynamoDB lock side
  *                by side. The two that compare clocks (no margin, margin) are models, polling at 0.5, 1.5, …: Fencepost
  *                does not implement them (no margin overlaps A by 0.5 s). The clock-free rule is the REAL lease
  *                (core/lease.ts on the in-memory lock store), polling as the code does: it leaves a gap.
@@ -25,7 +25,7 @@ const T = STORY_TIMING;
 /** ms → seconds to the hundredth, for an expectation computed from the inputs. */
 const sec = (ms: number): number => Math.round(ms / 10) / 100;
 
-/** B's claim, its wall clock's step, and how often B checks its stop time (the wall-step trace, Part 3). */
+/** B's claim, its wall clock's step, and how often B checks its stop time (the wall-step trace). */
 const WALL_STEP = { claimAt: 13_500, stepAt: 16_000, stepMs: -3_000, checkEveryMs: 100 } as const;
 
 /**
@@ -36,7 +36,8 @@ const WALL_STEP = { claimAt: 13_500, stepAt: 16_000, stepMs: -3_000, checkEveryM
 export const wallStepScenario: Scenario = {
   name: 'wall-step',
   title: "B's wall clock steps back 3 s at 16.0: the real lease's monotonic stop time holds, a wall-clock one would overrun the takeover",
-  claim: 'Part 3: time every duration on the monotonic clock; a wall clock can be stepped (core/lease.ts on the in-memory lock store)',
+  claim:
+    'time every duration on the monotonic clock: a wall clock can be stepped, and a stop time on it moves with the step (core/lease.ts on the in-memory lock store)',
   async run() {
     const describe = (e: FencepostEvent) =>
       e.event === 'claim'
@@ -107,14 +108,14 @@ export const wallStepScenario: Scenario = {
   },
 };
 
-/** D's wall clock runs this far ahead of true time; D polls once a second from 0.5 under the clock rules (Part 5). */
+/** D's wall clock runs this far ahead of true time; D polls once a second from 0.5 under the clock rules. */
 const D_OFFSET_MS = 3_000;
 const D_FIRST_POLL_MS = 500;
 const D_POLL_MS = 1_000;
-/** A freezes at 4.0 for 15 s (Part 0), after its renewal at 3.0. */
+/** A freezes at 4.0 for 15 s, after its renewal at 3.0. */
 const A_PAUSE = { at: 4_000, ms: 15_000 };
 
-/** One run of Part 5's trace under a clock rule, on the model: A on the item from 0.0, D polling with a clock 3 s fast. */
+/** One run of the trace under a clock rule, on the model: A on the item from 0.0, D polling with a clock 3 s fast. */
 function playClockRule(rule: Exclude<ClaimRule, 'clock-free'>, sim = new Sim(1)) {
   const item = new DynamoLockItem(sim);
   const A = new Worker(sim, 'A');
@@ -186,8 +187,9 @@ async function playClockFree() {
 
 export const claimRulesScenario: Scenario = {
   name: 'claim-rules',
-  title: "D replaces B on a DynamoDB lock item with a wall clock 3 s fast: Part 5's three claim rules side by side",
-  claim: "Part 5: comparing one machine's wall clock with another's lets a claim in early; the clock-free rule (the real lease) never does",
+  title: 'D replaces B on a DynamoDB lock item with a wall clock 3 s fast: three claim rules side by side',
+  claim:
+    "comparing one machine's wall clock with another's lets a claim in early, by the clocks' difference; the clock-free rule (the real lease) never does",
   async run() {
     const rows: SimRow[] = [];
     const marks: TimelineMark[] = [];

@@ -1,5 +1,5 @@
 /**
- * Leader election (reference Part 7, CAMPAIGN) on the REAL code (issue 19, item 5): core/election.ts `Election` for
+ * Leader election on the REAL code (issue 19, item 5): core/election.ts `Election` for
  * every candidate, on the in-memory lock store and virtual time. B, C and D campaign on one role; each watches ONLY
  * the candidate just before its own. B leads, then dies; C finds B's item silent for a full lease (its rvn unchanged
  * since B's last renewal), removes it and leads, with its sequence number as the epoch. D, watching C, never wakes.
@@ -44,7 +44,8 @@ function describe(e: FencepostEvent): Omit<SimRow, 't' | 'actor'> | undefined {
 export const electionScenario: Scenario = {
   name: 'election',
   title: 'The election on the real code: only the successor wakes, and it leads with the next epoch a lease after B went silent',
-  claim: 'Part 7: watch only your predecessor (no herd); the epoch only grows (core/election.ts on the in-memory lock store)',
+  claim:
+    "watch only your predecessor (a leader's end wakes one candidate, not the herd); the epoch only grows, so the resource can refuse an old leader (core/election.ts on the in-memory lock store)",
   async run() {
     const config: LeaseConfig = { ...LEASE_DEFAULTS };
     const world = new RealWorld(0, config.leaseMs, describe);

@@ -1,5 +1,5 @@
 /**
- * TTL on the lock item resets the epoch (reference Part 5, "TTL is not a deadline, and it resets epochs"), on the
+ * TTL on the lock item resets the epoch, on the
  * REAL code (issue 19, item 5): the claims are core/lease.ts `claim` (clock-free) on the in-memory lock store, each
  * holder's first act is core/job.ts `raiseRun` on the in-memory job store, releases are `Lease.release` (clear holder,
  * keep the item). The TTL delete is the world's: the item is gone, so the next claim finds no epoch to count from.
@@ -98,7 +98,8 @@ async function playEpochs(ttl: boolean) {
 export const ttlEpochsScenario: Scenario = {
   name: 'ttl-epochs',
   title: "TTL on the lock item resets the epoch: 1, 2, 3, then 1 again; the never-TTL'd item goes on to 4",
-  claim: 'Part 5: never put TTL on an item that carries the epoch; release by clearing holder (on the real lease and fence)',
+  claim:
+    'never put TTL on an item that carries the epoch (a deleted item starts again at 1, a token the fence already saw); release by clearing holder (on the real lease and fence)',
   async run() {
     const withTtl = await playEpochs(true);
     const never = await playEpochs(false);

@@ -1,5 +1,5 @@
 /**
- * When the lock service itself fails (reference Part 8).
+ * When the lock service itself fails.
  *
  *   redis-failover  events 19–21 replayed on a Redis primary with an asynchronous replica: the primary dies before
  *                   C's SET and INCR reach the replica; after the promotion D gets the lock AND the same token 15.
@@ -24,7 +24,7 @@ const JOB = 'billing:2026-09-28';
 export const redisFailoverScenario: Scenario = {
   name: 'redis-failover',
   title: 'The lock on an asynchronously replicated Redis: after the failover D gets the same token as C',
-  claim: "Part 8: an async failover can lose the lock and the counter's last increment; the store cannot tell C from D",
+  claim: "an async failover can lose the lock and the counter's last increment; the store cannot tell C from D",
   run() {
     const sim = new Sim(1);
     const redis = new RedisPrimaryReplica(sim, 100);
@@ -55,7 +55,7 @@ export const redisFailoverScenario: Scenario = {
 export const redlockScenario: Scenario = {
   name: 'redlock',
   title: 'Redlock over five masters: a clock jump on node 3 lets two majorities form',
-  claim: "Part 8: Redis expires keys by the wall clock; the safety argument depended on node 3's clock",
+  claim: "Redis expires keys by the wall clock: a clock that jumps ends a lock early, so the safety argument depended on node 3's clock",
   run() {
     const sim = new Sim(1);
     const masters = [1, 2, 3, 4, 5].map(
@@ -126,7 +126,7 @@ function playRestore(bump: number) {
 export const restoreLockServiceScenario: Scenario = {
   name: 'restore-lock-service',
   title: 'A restore from a snapshot at revision 14 hands out 15 twice; the bump gives 1,000,015',
-  claim: 'Part 8: every restore must jump the counter (etcd --bump-revision), or tokens repeat',
+  claim: 'every restore must jump the counter (etcd --bump-revision), or tokens repeat and the fence cannot tell two holders apart',
   run() {
     const plain = playRestore(0);
     const bumped = playRestore(1_000_000);

@@ -1,5 +1,5 @@
 /**
- * The single-writer handover (reference Part 7, "Single writers across a failover") on the REAL code (issue 19,
+ * The single-writer handover on the REAL code (issue 19,
  * item 5): core/handover.ts `handover` for both writers, on the in-memory lock store and ledger store and virtual time.
  *
  * The worst case: the old writer's last good renewal lands just before the flip, and from the flip on its renewals get
@@ -69,7 +69,8 @@ async function playHandover(oldRate: number, newRate: number, config: HandoverCo
 export const handoverScenario: Scenario = {
   name: 'handover',
   title: 'The single-writer handover on the real code: a 10 s lease, a 15 s wait, a gap of at least 5 s',
-  claim: 'Part 7: the new writer waits out the lease plus a margin on its own clock; never an overlap',
+  claim:
+    "the new writer waits out the lease plus a margin on its own clock, which covers the old writer's last renewal and clock rate error: a gap, never an overlap",
   async run() {
     const c = HANDOVER_DEFAULTS;
     const main = await playHandover(0, 0);

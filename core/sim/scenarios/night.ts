@@ -1,7 +1,7 @@
 /**
- * The main story on the REAL code (reference Parts 0, 2, 4, 5, 6 and 12; issue 19, item 5): the billing night as
+ * The main story on the REAL code (issue 19, item 5): the billing night as
  * Fencepost implements it, run by core/job.ts `runJob` and core/sweeper.ts's `Sweeper` on the in-memory stores and
- * virtual time (real.ts). The lease is the project's lock item with the clock-free claim (Part 5), the fence is
+ * virtual time (real.ts). The lease is the project's lock item with the clock-free claim, the fence is
  * raised first on the job row and every chunk's fence item, each batch is one fenced transaction of up to 99 puts.
  *
  *   A claims the free lock at 0 and bills chunk 1; it passes its check for chunk 2's first batch and freezes (15 s);
@@ -29,18 +29,18 @@ export interface NightInputs {
   readonly leaseMs: number;
   readonly renewMs: number;
   readonly marginMs: number;
-  /** Chunks in the night and invoices in a chunk (Part 0: 10 of 5,000). */
+  /** Chunks in the night and invoices in a chunk (10 of 5,000). */
   readonly chunks: number;
   readonly chunkSize: number;
   /** A holder builds each chunk for this long before its first batch (the batches then go out back to back). */
   readonly buildMs: number;
   /** A freezes right after its passed check for this chunk's first batch (0-based: 1 is the reference's chunk 2)… */
   readonly pauseChunk: number;
-  /** …for this long (Part 0: 15 s). */
+  /** …for this long (15 s). */
   readonly pauseMs: number;
   /** B starts (and begins watching the lock item) at. */
   readonly bStartsAt: number;
-  /** B dies holding the job at (Part 6). */
+  /** B dies holding the job at this time. */
   readonly bDiesAt: number;
   /** The sweeper sweeps every. */
   readonly sweepEveryMs: number;
@@ -62,17 +62,27 @@ const NIGHT_INPUTS: NightInputs = {
 
 function inputsOf(i: NightInputs): ScenarioInput[] {
   return [
-    { name: 'lease', value: i.leaseMs, unit: 'ms', note: 'Part 0' },
-    { name: 'renewal period', value: i.renewMs, unit: 'ms', note: 'Part 0' },
-    { name: 'margin', value: i.marginMs, unit: 'ms', note: 'Part 2' },
-    { name: 'chunks', value: i.chunks, unit: 'count', note: 'Part 0: 10 chunks' },
-    { name: 'invoices a chunk', value: i.chunkSize, unit: 'count', note: `Part 0: 5,000, in batches of ${MAX_PUTS_PER_TRANSACTION} (Part 5)` },
-    { name: 'building a chunk takes', value: i.buildMs, unit: 'ms', note: "an assumption: A's check for chunk 2 comes at 4.0 (Part 0)" },
-    { name: 'A freezes after its check for chunk', value: i.pauseChunk + 1, unit: 'count', note: 'Part 0: chunk 2, built in its buffers' },
-    { name: "A's pause", value: i.pauseMs, unit: 'ms', note: 'Part 0: 15 s, "our assumption"' },
+    { name: 'lease', value: i.leaseMs, unit: 'ms', note: "the story's: a holder that stops renewing loses it this long after" },
+    { name: 'renewal period', value: i.renewMs, unit: 'ms', note: "the story's: a third of the lease, so two renewals can fail" },
+    {
+      name: 'margin',
+      value: i.marginMs,
+      unit: 'ms',
+      note: 'stop time = sent_at + lease − margin: the holder stops this long before its lease could lapse',
+    },
+    { name: 'chunks', value: i.chunks, unit: 'count', note: "the story's night: 10 chunks" },
+    {
+      name: 'invoices a chunk',
+      value: i.chunkSize,
+      unit: 'count',
+      note: `the story's 5,000, in batches of ${MAX_PUTS_PER_TRANSACTION} (a transaction's 100 items, one of them the fence check)`,
+    },
+    { name: 'building a chunk takes', value: i.buildMs, unit: 'ms', note: "an assumption: A's check for chunk 2 comes at 4.0, as in the story" },
+    { name: 'A freezes after its check for chunk', value: i.pauseChunk + 1, unit: 'count', note: "the story's: chunk 2, built in its buffers" },
+    { name: "A's pause", value: i.pauseMs, unit: 'ms', note: "the story's 15 s, an assumption: any pause past the lease makes a zombie" },
     { name: 'B starts watching at', value: i.bStartsAt, unit: 'ms', note: 'an assumption' },
-    { name: 'B dies at', value: i.bDiesAt, unit: 'ms', note: 'Part 6 (an assumption: after its third chunk)' },
-    { name: 'the sweeper sweeps every', value: i.sweepEveryMs, unit: 'ms', note: 'an assumption (two sightings a lease apart, Part 6)' },
+    { name: 'B dies at', value: i.bDiesAt, unit: 'ms', note: 'an assumption: after its third chunk, so the sweeper must find an orphan' },
+    { name: 'the sweeper sweeps every', value: i.sweepEveryMs, unit: 'ms', note: 'an assumption (an orphan takes two sightings a lease apart)' },
   ];
 }
 
@@ -349,6 +359,7 @@ function marksOf(world: RealWorld) {
 export const nightScenario: Scenario = {
   name: 'main-story',
   title: 'The main story on the real code: A freezes, B takes over and fences it out, B dies, the sweeper re-queues, C bills the rest',
-  claim: "Parts 0, 2, 4, 5, 6, 12 on Fencepost's own lease, fences and sweeper: the fence, not the lease, stops the zombie",
+  claim:
+    "Fencepost's own lease, fences and sweeper: the fence, not the lease, stops the zombie (a pause can come after any check); the sweeper restores liveness",
   run: () => night(),
 };

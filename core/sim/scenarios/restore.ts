@@ -1,5 +1,5 @@
 /**
- * A restore of the lock table (reference Part 5, "Restores bring old epochs back", and Part 8, "Restores") on the
+ * A restore of the lock table on the
  * REAL code (issue 19, item 5): the claims are core/lease.ts `claim`, each holder raises the fences first with
  * core/job.ts `raiseRun` and writes with core/batch.ts `writeBatch` through the chunk's fence, and the bump is
  * core/restore.ts `bumpEpochs` (what `fencepost bump-epochs` runs), all on the in-memory stores. The restore itself is
@@ -140,7 +140,7 @@ async function playRestore(bump: number) {
 export const restoreScenario: Scenario = {
   name: 'restore',
   title: 'A restore of the lock table on the real code hands out C\u2019s token again; bump-epochs gives backup + 1,000,000 + 1',
-  claim: 'Part 5 and 8: every restore must jump the epochs (fencepost bump-epochs), or tokens repeat and the fence cannot tell two holders apart',
+  claim: 'every restore must jump the epochs (fencepost bump-epochs), or tokens repeat and the fence cannot tell two holders apart',
   async run() {
     const plain = await playRestore(0);
     const bumped = await playRestore(DEFAULT_BUMP);

@@ -1,5 +1,5 @@
 /**
- * The reference's main story on its lock service, S1–S6 (reference Parts 2, 3, 4, 6, 8 and 12), on the models: the
+ * The reference's main story on its lock service, S1–S6, on the models: the
  * project implements no lock service (its lease is a lock item, and its main story runs on the real code in
  * night.ts), so the tokens that are the service's revisions (7, 12, 15) and the leader's failover (59.1 against 56.2)
  * are checked here. A holds the billing job on a 3-node lock service,
@@ -20,36 +20,36 @@ import { SimSweeper } from '../sweeper';
 import { Network, Worker } from '../worker';
 
 const JOB = 'billing:2026-09-28';
-/** Part 0: a 10 s lease renewed every 3 s; Part 2: a 2 s margin. */
+/** The story's settings: a 10 s lease renewed every 3 s, a 2 s margin. */
 export const STORY_TIMING: LeaseTiming = { leaseMs: 10_000, renewMs: 3_000, marginMs: 2_000 };
 
 /** What the main story assumes. Durations and times in ms of true time. */
 export interface MainStoryInputs extends LeaseTiming {
-  /** Chunks in the night (Part 0: 10). */
+  /** Chunks in the night (10). */
   readonly chunks: number;
-  /** Invoices in a chunk (Part 0: 5,000). */
+  /** Invoices in a chunk (5,000). */
   readonly chunkSize: number;
   /** The lock service's revision before A's acquire (other keys were written before): A's token is the next. */
   readonly revisionBefore: number;
   /** Other jobs' keys created on the same service: each moves the revision counter on, nothing else. */
   readonly otherKeysAt: readonly number[];
-  /** A freezes at (right after its check for chunk 2, 0.1 s earlier) and for how long (Part 0). */
+  /** A freezes at (right after its check for chunk 2, 0.1 s earlier) and for how long. */
   readonly pauseAt: number;
   readonly pauseMs: number;
   /** B tries to acquire every (on its own clock, from this time on). */
   readonly bTriesEveryMs: number;
-  /** B dies holding the job at (Part 6). */
+  /** B dies holding the job at this time. */
   readonly bDiesAt: number;
-  /** The sweeper sweeps every, and re-queues on a second sighting at least this long after the first (Part 6). */
+  /** The sweeper sweeps every, and re-queues on a second sighting at least this long after the first. */
   readonly sweepEveryMs: number;
   readonly sweepConfirmMs: number;
   /** C takes the re-queued job this long after the re-queue. */
   readonly cStartsAfterMs: number;
   /** C sends one chunk every (its pace). */
   readonly cChunkMs: number;
-  /** The lock service's leader dies at (Part 8). */
+  /** The lock service's leader dies at this time. */
   readonly leaderDiesAt: number;
-  /** The failover's delay: a new leader leads this long after the old one died (Part 8). */
+  /** The failover's delay: a new leader leads this long after the old one died. */
   readonly electionMs: number;
   /** One way to the store, and a worker's local step between an answer and its next request. */
   readonly storeDelayMs: number;
@@ -80,38 +80,48 @@ const MAIN_STORY_INPUTS: MainStoryInputs = {
 /** Each input, with where it comes from: what `fencepost simulate lock-service-story` prints before its checks. */
 function inputsOf(i: MainStoryInputs): ScenarioInput[] {
   return [
-    { name: 'lease', value: i.leaseMs, unit: 'ms', note: 'Part 0' },
-    { name: 'renewal period', value: i.renewMs, unit: 'ms', note: 'Part 0' },
-    { name: 'margin', value: i.marginMs, unit: 'ms', note: 'Part 2' },
-    { name: 'chunks', value: i.chunks, unit: 'count', note: 'Part 0: 10 chunks' },
-    { name: 'invoices a chunk', value: i.chunkSize, unit: 'count', note: 'Part 0: 5,000' },
-    { name: 'revision before A', value: i.revisionBefore, unit: 'count', note: 'other keys written before: A gets the next (Part 2: 7)' },
+    { name: 'lease', value: i.leaseMs, unit: 'ms', note: "the story's: a holder that stops renewing loses it this long after" },
+    { name: 'renewal period', value: i.renewMs, unit: 'ms', note: "the story's: a third of the lease, so two renewals can fail" },
+    {
+      name: 'margin',
+      value: i.marginMs,
+      unit: 'ms',
+      note: 'stop time = sent_at + lease − margin: the holder stops this long before its lease could lapse',
+    },
+    { name: 'chunks', value: i.chunks, unit: 'count', note: "the story's night: 10 chunks" },
+    { name: 'invoices a chunk', value: i.chunkSize, unit: 'count', note: "the story's 5,000" },
+    { name: 'revision before A', value: i.revisionBefore, unit: 'count', note: "other keys written before: A gets the next (the story's 7)" },
     {
       name: "other jobs' keys",
       value: i.otherKeysAt.length,
       unit: 'count',
       note: `created at ${i.otherKeysAt.map((t) => s(t)).join(', ')} s: they move the revision on`,
     },
-    { name: 'A freezes at', value: i.pauseAt, unit: 'ms', note: 'Part 0, right after its check 0.1 s earlier' },
-    { name: "A's pause", value: i.pauseMs, unit: 'ms', note: 'Part 0: 15 s, "our assumption"' },
+    { name: 'A freezes at', value: i.pauseAt, unit: 'ms', note: "the story's, right after its check 0.1 s earlier" },
+    { name: "A's pause", value: i.pauseMs, unit: 'ms', note: "the story's 15 s, an assumption: any pause past the lease makes a zombie" },
     { name: 'B tries every', value: i.bTriesEveryMs, unit: 'ms', note: "an assumption: B acquires on its first try after A's deadline" },
-    { name: 'B dies at', value: i.bDiesAt, unit: 'ms', note: 'Part 6' },
-    { name: 'sweep every', value: i.sweepEveryMs, unit: 'ms', note: 'Part 6: every 10 s' },
-    { name: 'second sighting after', value: i.sweepConfirmMs, unit: 'ms', note: 'Part 6: at least 5 s' },
-    { name: 'C starts after the re-queue', value: i.cStartsAfterMs, unit: 'ms', note: 'an assumption (Part 6: C at 40.2)' },
+    { name: 'B dies at', value: i.bDiesAt, unit: 'ms', note: "the story's: B dies holding the night, so only the sweeper can re-queue it" },
+    { name: 'sweep every', value: i.sweepEveryMs, unit: 'ms', note: "the story's: every 10 s" },
+    {
+      name: 'second sighting after',
+      value: i.sweepConfirmMs,
+      unit: 'ms',
+      note: "the story's: at least 5 s, so a live holder has renewed in between",
+    },
+    { name: 'C starts after the re-queue', value: i.cStartsAfterMs, unit: 'ms', note: "an assumption (the story's C at 40.2)" },
     { name: "C's pace, a chunk every", value: i.cChunkMs, unit: 'ms', note: "an assumption: the reference gives only C's release at 52.0" },
-    { name: 'the leader dies at', value: i.leaderDiesAt, unit: 'ms', note: 'Part 8' },
+    { name: 'the leader dies at', value: i.leaderDiesAt, unit: 'ms', note: "the story's: the lock service's leader fails over during the night" },
     {
       name: "the failover's delay",
       value: i.electionMs,
       unit: 'ms',
-      note: 'an assumption: the new leader leads this long after the old one died; with a full lease it makes 59.1 (Part 8)',
+      note: 'an assumption: the new leader leads this long after the old one died; with a full lease it makes 59.1 (a failover rebuilds a full lease)',
     },
     {
       name: 'to the store, one way',
       value: i.storeDelayMs,
       unit: 'ms',
-      note: "an assumption (Part 4: A's write sent at 19.0 meets the store at 19.05)",
+      note: "an assumption (the story's: A's write sent at 19.0 meets the store at 19.05)",
     },
     { name: 'a local step', value: i.stepMs, unit: 'ms', note: 'an assumption (B raises the fence at 13.6)' },
   ];
@@ -147,7 +157,7 @@ function playMainStory(i: MainStoryInputs, v: Variant = { failover: true }) {
   const etags = new Map<string, string>();
   let releasedRevision: number | undefined;
 
-  /** ACQUIRE (Part 2), then, one step later, raise the fence first (Part 4): on the job row and on the manifest. */
+  /** ACQUIRE, then, one step later, raise the fence first: on the job row and on the manifest. */
   const take = (w: Worker, client: LockClient, onRefused: () => void, then: (h: Holder) => void) => {
     const sentAtMono = w.monotonicNow(); // read BEFORE sending
     client.acquire(JOB, T.leaseMs, (r) => {
@@ -194,7 +204,7 @@ function playMainStory(i: MainStoryInputs, v: Variant = { failover: true }) {
         (etag) => etag && etags.set(w.name, etag),
       );
   };
-  /** BEFORE EVERY ACTION (Part 2): the holder's own check, logged. */
+  /** BEFORE EVERY ACTION: the holder's own check, logged. */
   const check = (h: Holder) => {
     const ok = h.mayAct();
     sim.log(h.worker.name, `checks its stop time: ${ok ? 'passes' : 'passed: stops'}`, { token: h.token, note: `stop time ${s(h.stopAtTrue())}` });
@@ -301,7 +311,7 @@ export function mainStory(changed: Partial<MainStoryInputs> = {}): ScenarioResul
   const raiseB = row('B', /raises the fence/);
   const aRenew = row('A', /^renews$/);
   const late412 = row('A', /412/);
-  // The two what-ifs of Part 8: C dies with the leader, with and without the failover.
+  // The two what-ifs: C dies with the leader, with and without the failover.
   const withFailover = playMainStory(i, { failover: true, cDies: true });
   const noFailover = playMainStory(i, { failover: false, cDies: true });
 
@@ -379,6 +389,6 @@ export const mainStoryScenario: Scenario = {
   name: 'lock-service-story',
   title:
     "The main story S1–S6 on the reference's lock service: A freezes, B fences it out, B dies, the sweeper re-queues, C survives a leader failover",
-  claim: 'Parts 2, 3, 4, 6, 8, 12: the fence, not the lease, stops the zombie; a failover only ever lengthens a lease',
+  claim: 'the fence, not the lease, stops the zombie (a pause can come after any check); a failover only ever lengthens a lease, never shortens it',
   run: () => mainStory(),
 };

@@ -1,6 +1,6 @@
 /**
- * The same chunk three ways (reference Part 9): three workers start chunk 2 (5,000 invoices, 51 transactions of
- * at most 99 puts, Part 5) at the same moment, compared on equal terms:
+ * The same chunk three ways: three workers start chunk 2 (5,000 invoices, 51 transactions of
+ * at most 99 puts) at the same moment, compared on equal terms:
  *
  *   lock-service  each asks the lock service first; one gets the key (and a token), the others see it held and
  *                 leave the chunk alone;
@@ -85,7 +85,8 @@ function playWay(way: Way, sim = new Sim(9)): WayResult & { sim: Sim } {
 export const threeWaysScenario: Scenario = {
   name: 'three-ways',
   title: "The same chunk three ways: a lock service, the database's conditional writes alone, no lock",
-  claim: "Part 9: the resource's check keeps the data safe; a lock only saves work, and no lock bills customers twice",
+  claim:
+    "the resource's check keeps the data safe (it sees every write, a lock sees none); a lock only saves work, and no lock bills customers twice",
   run() {
     const results = (['lock-service', 'database', 'no-lock'] as const).map((way) => playWay(way));
     const [lock, db, none] = results;

@@ -97,6 +97,12 @@ export interface FencedJobSettings {
   readonly sweeperStormMinimum: number;
   /** Re-queues per sweep at most. @default 10 */
   readonly sweeperMaxRequeues: number;
+  /**
+   * After this many re-queues of one night the sweeper gives it up: its runs keep failing (a missing grant, a bug, out
+   * of memory), so it stops starting them, and the SweeperGaveUp alarm fires until a person fixes the cause and re-arms
+   * the night (docs/ALARMS.md). @default 5
+   */
+  readonly sweeperMaxRequeuesPerNight: number;
 }
 
 /** The defaults of every optional setting (the reference text's numbers; ARCHITECTURE.md section 8). */
@@ -121,6 +127,7 @@ export const FENCED_JOB_DEFAULTS = {
   sweeperStormShare: SWEEPER_DEFAULTS.stormShare,
   sweeperStormMinimum: SWEEPER_DEFAULTS.stormMinimum,
   sweeperMaxRequeues: SWEEPER_DEFAULTS.maxRequeuesPerSweep,
+  sweeperMaxRequeuesPerNight: SWEEPER_DEFAULTS.maxRequeuesPerNight,
 } as const satisfies Omit<FencedJobSettings, 'chunks' | 'chunkMs' | 'alarmEmail'>;
 
 /** FencedJob's settings that have defaults (FENCED_JOB_DEFAULTS): every one but the chunk count and the chunk's duration. */
@@ -316,7 +323,7 @@ export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { reado
   const sweepProblem = scheduleProblem('sweeperScheduleExpression', s.sweeperScheduleExpression);
   if (sweepProblem) problems.push(sweepProblem);
   if (!(s.sweeperStormShare > 0 && s.sweeperStormShare <= 1)) problems.push(`sweeperStormShare must be in (0, 1], got ${s.sweeperStormShare}`);
-  for (const key of ['sweeperStormMinimum', 'sweeperMaxRequeues'] as const) {
+  for (const key of ['sweeperStormMinimum', 'sweeperMaxRequeues', 'sweeperMaxRequeuesPerNight'] as const) {
     if (!positiveInteger(s[key])) problems.push(`${key} must be a positive integer, got ${s[key]}`);
   }
   if (s.alarmEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(s.alarmEmail)) {
@@ -518,6 +525,7 @@ export class FencedJob extends Construct {
       stormShare: s.sweeperStormShare,
       stormMinimum: s.sweeperStormMinimum,
       maxRequeues: s.sweeperMaxRequeues,
+      maxRequeuesPerNight: s.sweeperMaxRequeuesPerNight,
     });
     this.sweeperSchedule = new NightlySchedule(this, 'SweeperSchedule', {
       stateMachine: this.sweeper.stateMachine,
@@ -546,6 +554,7 @@ export class FencedJob extends Construct {
       deadlineHour: s.deadlineHour,
       timeZone: s.scheduleTimeZone,
       alarmEmail: s.alarmEmail,
+      maxRequeuesPerNight: s.sweeperMaxRequeuesPerNight,
     });
   }
 

@@ -6,7 +6,8 @@
  * SightClaimed reads only the sparse index and each row's lock item; the Wait state is the sweeper's own timer
  * (no clock is compared); VerifyAndRequeue looks again, treats rows whose rvn, owner and fence did not change
  * as orphans, re-queues at most `maxRequeues` of them with one conditional write each (none in a storm), and
- * starts an execution of the job's state machine per re-queued night. It is liveness only: the fence is the safety.
+ * starts an execution of the job's state machine per re-queued night; a night re-queued `maxRequeuesPerNight` times
+ * is given up (no run, no write, the NightsGivenUp metric). It is liveness only: the fence is the safety.
  */
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
@@ -40,6 +41,8 @@ export interface SweeperProps {
   readonly stormMinimum: number;
   /** Re-queues per sweep at most. */
   readonly maxRequeues: number;
+  /** A night re-queued this many times is given up (NightsGivenUp) until a person re-arms it. */
+  readonly maxRequeuesPerNight: number;
 }
 
 /** The orphan sweeper's state machine and its two functions. */
@@ -56,6 +59,7 @@ export class OrphanSweeper extends Construct {
       [Env.stormShare]: String(props.stormShare),
       [Env.stormMinimum]: String(props.stormMinimum),
       [Env.maxRequeues]: String(props.maxRequeues),
+      [Env.maxRequeuesPerNight]: String(props.maxRequeuesPerNight),
       [Env.jobStateMachineArn]: props.job.stateMachineArn,
     };
     const timeout = Duration.minutes(2);

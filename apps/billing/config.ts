@@ -58,6 +58,8 @@ export interface StackConfig {
   readonly sweeperStormMinimum: number;
   /** Re-queues per sweep at most. @default 10 */
   readonly sweeperMaxRequeues: number;
+  /** Re-queues of one night before the sweeper gives it up. @default 5 */
+  readonly sweeperMaxRequeuesPerNight: number;
 }
 
 /** FencedJob's defaults with billing's night (core/config.ts DEFAULTS); cdk.json repeats them so they are visible. */
@@ -80,6 +82,7 @@ export const STACK_DEFAULTS: StackConfig = {
   sweeperStormShare: FENCED_JOB_DEFAULTS.sweeperStormShare,
   sweeperStormMinimum: FENCED_JOB_DEFAULTS.sweeperStormMinimum,
   sweeperMaxRequeues: FENCED_JOB_DEFAULTS.sweeperMaxRequeues,
+  sweeperMaxRequeuesPerNight: FENCED_JOB_DEFAULTS.sweeperMaxRequeuesPerNight,
 };
 
 /**
@@ -163,6 +166,7 @@ function plainSettings(c: StackConfig): Omit<FencedJobSettings, keyof BillingChu
     sweeperStormShare: c.sweeperStormShare,
     sweeperStormMinimum: c.sweeperStormMinimum,
     sweeperMaxRequeues: c.sweeperMaxRequeues,
+    sweeperMaxRequeuesPerNight: c.sweeperMaxRequeuesPerNight,
   };
 }
 
@@ -182,6 +186,7 @@ const NUMBER_KEYS = [
   'sweeperStormShare',
   'sweeperStormMinimum',
   'sweeperMaxRequeues',
+  'sweeperMaxRequeuesPerNight',
 ] as const;
 const STRING_KEYS = ['scheduleExpression', 'scheduleTimeZone', 'alarmEmail', 'sweeperScheduleExpression'] as const;
 const KNOWN_KEYS: ReadonlySet<string> = new Set([...NUMBER_KEYS, ...STRING_KEYS]);

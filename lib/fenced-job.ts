@@ -42,7 +42,7 @@ import { LOCK_TABLE_TTL, LockTable } from './lock-table';
 import { ManifestBucket, type ManifestBucketProps, refuseUnconditionalManifestWrites } from './manifest-bucket';
 import { givenTableProblems, refuseTimeToLive } from './schema-table';
 import { NightlySchedule } from './schedule';
-import { OrphanSweeper } from './sweeper';
+import { OrphanSweeper, sweepWindowExpression } from './sweeper';
 
 /** The settings of a fenced job that are plain values: what FencedJob validates, all in one pass. */
 export interface FencedJobSettings {
@@ -89,7 +89,12 @@ export interface FencedJobSettings {
   readonly conditionalCheckFailedAlarmThreshold: number;
   /** Where alarm notifications are e-mailed. @default - no subscription; subscribe to the topic yourself */
   readonly alarmEmail?: string;
-  /** How often the orphan sweeper runs (Scheduler's finest rate is one minute). @default 'rate(1 minute)' */
+  /**
+   * When the orphan sweeper runs (Scheduler's finest rate is one minute), in scheduleTimeZone.
+   * @default - every minute from the nightly start's hour through deadlineHour (e.g. `cron(* 1,2,3,4,5 * * ? *)`), the
+   * hours a night can be claimed in; every minute of the day for a `rate(...)` nightly schedule. A night orphaned
+   * outside those hours is re-queued when they come round (docs/DESIGN.md "The sweeper").
+   */
   readonly sweeperScheduleExpression: string;
   /** Above this share of claimed rows looking dead at once, the sweeper re-queues none (a storm). @default 0.5 */
   readonly sweeperStormShare: number;
@@ -123,12 +128,11 @@ export const FENCED_JOB_DEFAULTS = {
   // lease it waits: 300 s / 10 s + 1 = 31 in 5 minutes (and claimBudget + 1 = 31 in all). Above 40 means more than
   // one claimant, or renewals failing en masse.
   conditionalCheckFailedAlarmThreshold: 40,
-  sweeperScheduleExpression: 'rate(1 minute)',
   sweeperStormShare: SWEEPER_DEFAULTS.stormShare,
   sweeperStormMinimum: SWEEPER_DEFAULTS.stormMinimum,
   sweeperMaxRequeues: SWEEPER_DEFAULTS.maxRequeuesPerSweep,
   sweeperMaxRequeuesPerNight: SWEEPER_DEFAULTS.maxRequeuesPerNight,
-} as const satisfies Omit<FencedJobSettings, 'chunks' | 'chunkMs' | 'alarmEmail'>;
+} as const satisfies Omit<FencedJobSettings, 'chunks' | 'chunkMs' | 'alarmEmail' | 'sweeperScheduleExpression'>;
 
 /** FencedJob's settings that have defaults (FENCED_JOB_DEFAULTS): every one but the chunk count and the chunk's duration. */
 export type OptionalSettings = Partial<Omit<FencedJobSettings, 'chunks' | 'chunkMs'>>;
@@ -476,6 +480,12 @@ export class FencedJob extends Construct {
       clockOffsetAlarmMs: millis(props.clockOffsetAlarmThreshold, FENCED_JOB_DEFAULTS.clockOffsetAlarmMs),
       chunks: props.chunks,
       chunkMs: props.chunkDuration?.toMilliseconds({ integral: false }),
+      sweeperScheduleExpression:
+        props.sweeperScheduleExpression ??
+        sweepWindowExpression(
+          props.scheduleExpression ?? FENCED_JOB_DEFAULTS.scheduleExpression,
+          props.deadlineHour ?? FENCED_JOB_DEFAULTS.deadlineHour,
+        ),
       alarmEmail: props.alarmEmail,
     };
     const problems = [...propsProblems(props, chunkTimeout), ...fencedJobProblems(s).map(inPropsWords)];

@@ -78,7 +78,7 @@ export const STACK_DEFAULTS: StackConfig = {
   fencedRejectionsAlarmThreshold: FENCED_JOB_DEFAULTS.fencedRejectionsAlarmThreshold,
   conditionalCheckFailedAlarmThreshold: FENCED_JOB_DEFAULTS.conditionalCheckFailedAlarmThreshold,
   billingDeadlineHour: FENCED_JOB_DEFAULTS.deadlineHour,
-  sweeperScheduleExpression: FENCED_JOB_DEFAULTS.sweeperScheduleExpression,
+  sweeperScheduleExpression: 'rate(1 minute)', // billing's cdk.json sweeps every minute; FencedJob's own default sweeps its window only
   sweeperStormShare: FENCED_JOB_DEFAULTS.sweeperStormShare,
   sweeperStormMinimum: FENCED_JOB_DEFAULTS.sweeperStormMinimum,
   sweeperMaxRequeues: FENCED_JOB_DEFAULTS.sweeperMaxRequeues,

@@ -54,6 +54,7 @@ export const commandOptions = {
     'storm-share': { type: 'string' },
     'storm-minimum': { type: 'string' },
     'max-requeues': { type: 'string' },
+    'max-requeues-per-night': { type: 'string' },
     'no-start-runs': { type: 'boolean' },
     events: { type: 'boolean' },
     'run-invoices': { type: 'string' },
@@ -146,6 +147,7 @@ const EXPECTS: Record<ValueOption, string> = {
   'storm-share': 'a fraction in (0, 1]',
   'storm-minimum': 'a positive integer',
   'max-requeues': 'a positive integer',
+  'max-requeues-per-night': 'a positive integer',
   'run-invoices': 'a positive integer',
   'run-chunk-size': 'a positive integer',
   'run-engine': `one of ${ENGINES.join(', ')}`,
@@ -297,6 +299,7 @@ export function sweepOptions(values: Record<string, unknown>): SweepOptions {
   if (!(stormShare > 0 && stormShare <= 1)) problems.push(`--storm-share must be in (0, 1], got ${stormShare}`);
   const stormMinimum = positiveInt(values, 'storm-minimum', SWEEPER_DEFAULTS.stormMinimum, problems);
   const maxRequeuesPerSweep = positiveInt(values, 'max-requeues', SWEEPER_DEFAULTS.maxRequeuesPerSweep, problems);
+  const maxRequeuesPerNight = positiveInt(values, 'max-requeues-per-night', SWEEPER_DEFAULTS.maxRequeuesPerNight, problems);
   const runArgs: string[] = [];
   const runValues: Record<string, unknown> = { 'lease-ms': String(leaseMs) };
   for (const name of ['invoices', 'chunk-size', 'engine', 'renew-ms', 'margin-ms']) {
@@ -318,7 +321,7 @@ export function sweepOptions(values: Record<string, unknown>): SweepOptions {
   return {
     ...target,
     everyMs,
-    sweeper: { leaseMs, stormShare, stormMinimum, maxRequeuesPerSweep },
+    sweeper: { leaseMs, stormShare, stormMinimum, maxRequeuesPerSweep, maxRequeuesPerNight },
     startRuns: !values['no-start-runs'],
     json: Boolean(values.json),
     events: Boolean(values.events),

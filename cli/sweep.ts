@@ -84,7 +84,7 @@ export async function sweepCommand(o: SweepOptions, clients: Clients, out: (t: s
   };
   const reports: SweepReport[] = [];
   const describe = (r: SweepReport) =>
-    `claimed ${r.claimed}, orphans ${r.orphans}, re-queued ${r.requeued.length}${r.requeued.length ? ` (${r.requeued.join(', ')})` : ''}, alive ${r.skippedAlive}, first sightings ${r.pending}, items read ${r.itemsRead}${r.storm ? ', STORM: re-queued none' : ''}${r.deferred ? `, ${r.deferred} deferred` : ''}`;
+    `claimed ${r.claimed}, orphans ${r.orphans}, re-queued ${r.requeued.length}${r.requeued.length ? ` (${r.requeued.join(', ')})` : ''}, alive ${r.skippedAlive}, first sightings ${r.pending}, items read ${r.itemsRead}${r.storm ? ', STORM: re-queued none' : ''}${r.deferred ? `, ${r.deferred} deferred` : ''}${r.givenUp.length ? `, GIVEN UP (re-queued too often; re-arm by hand): ${r.givenUp.join(', ')}` : ''}`;
 
   if (o.everyMs === undefined) {
     reports.push(await sweeper.sweep(start));

@@ -182,11 +182,14 @@ export async function checkSparseIndex(
 ): Promise<AuditCheck> {
   const problems: string[] = [];
   const indexed = new Set<string>();
+  const requeued: string[] = [];
   const shards = new Set([s.ref.jobId, ...s.jobRows.map((r) => r.pk)].map((pk) => claimShard(jobNameOf(pk))));
   for (const shard of shards)
     for await (const row of claimedRows(jobStoreOf(deps), shard)) {
       indexed.add(String(row[Attr.pk]));
       const pk = String(row[Attr.pk]);
+      // Re-queued nights, named for a person: one the sweeper gave up on (its bound reached) waits here for them.
+      if (Number(row[Attr.requeues] ?? 0) > 0) requeued.push(`${pk} (${Number(row[Attr.requeues])} times)`);
       if (row[Attr.chunk] !== undefined) problems.push(`${pk} is a chunk fence item in the sparse index`);
       else if (row[Attr.state] !== 'RUNNING') problems.push(`${pk} is in the sparse index but ${row[Attr.state]}`);
       // Under another job's shard, its own job's sweeper would never find it.
@@ -199,7 +202,7 @@ export async function checkSparseIndex(
     3,
     'sparse index holds exactly the RUNNING rows',
     problems,
-    `${indexed.size} of ${s.jobRows.length} job rows indexed, all RUNNING; no chunk fence item`,
+    `${indexed.size} of ${s.jobRows.length} job rows indexed, all RUNNING; no chunk fence item${requeued.length ? `; re-queued: ${requeued.join(', ')}` : ''}`,
   );
 }
 

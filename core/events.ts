@@ -106,6 +106,11 @@ export interface EventFields {
    * dead holder's token; in every event `token` is the emitter's own).
    */
   requeued: { readonly jobId: string; readonly ownerToken: number; readonly fence: number };
+  /**
+   * The sweeper found an orphan it re-queued `requeues` times already (its bound, `maxRequeuesPerNight`) and gave it up:
+   * it starts no run of it until a person re-arms the night (docs/DESIGN.md "A poison night").
+   */
+  'given-up': { readonly jobId: string; readonly ownerToken: number; readonly fence: number; readonly requeues: number };
   /** A candidate joined a role's queue with sequence `seq`; it watches `predecessor` (absent: it heads the queue). */
   campaign: { readonly role: string; readonly candidate: string; readonly seq: number; readonly predecessor?: number };
   /** A waiting candidate's predecessor left the queue: it resigned, or it stayed silent a full lease and was removed. */
@@ -133,8 +138,8 @@ export interface EventFields {
   fault: { readonly fault: string; readonly step: string; readonly chunk?: number; readonly batch?: number };
 }
 
-/** A sweep's report as an event: the counts, with `requeued` as a count rather than the list of job ids. */
-type SweepFields = Omit<SweepReport, 'requeued'> & { readonly requeued: number };
+/** A sweep's report as an event: the counts, with `requeued` and `givenUp` as counts rather than lists of job ids. */
+type SweepFields = Omit<SweepReport, 'requeued' | 'givenUp'> & { readonly requeued: number; readonly givenUp: number };
 
 /** Every event's name: one per idea (a sighting, a claim, a renewal, …). */
 export type EventName = keyof EventFields;

@@ -38,4 +38,6 @@ export const Metric = {
   orphansRequeued: 'OrphansRequeued',
   sweeperSkippedAlive: 'SweeperSkippedAlive',
   sweeperStorm: 'SweeperStorm',
+  /** Orphans the sweeper gave up on, each sweep that found them: re-queued maxRequeuesPerNight times already. */
+  nightsGivenUp: 'NightsGivenUp',
 } as const;

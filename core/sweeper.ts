@@ -18,7 +18,11 @@
  *      only counts it. The row stays RUNNING, the dead holder's, in the index, until the new run's raise takes it
  *      over (a higher fence). So whichever step dies (this sweeper, or the new run before its raise), the next
  *      sweeps see the row unchanged for a full lease again and start another run; a new holder that raised in
- *      between makes the write fail and do nothing (docs/DESIGN.md "Crash answers").
+ *      between makes the write fail and do nothing (docs/DESIGN.md "Crash answers");
+ *   5. never loop on a poison night: an orphan already re-queued `maxRequeuesPerNight` times is given up, not re-queued.
+ *      Giving up writes nothing: the row stays RUNNING in the index with its count, every later sweep that finds it an
+ *      orphan names it again (`givenUp`, the NightsGivenUp metric in AWS), and a person re-arms it by removing its
+ *      `requeues` (docs/DESIGN.md "A poison night").
  * It reads and writes job rows only. Chunk fence items (docs/DESIGN.md § Chunk fences) never carry claim_shard, so
  * they are never in the index; a re-queue leaves them as they are, and the next holder raises the job row first and
  * then every chunk fence, learning the progress from them.
@@ -46,13 +50,24 @@ export interface SweeperConfig {
   readonly stormMinimum: number;
   /** At most this many re-queues per sweep. @default 10 */
   readonly maxRequeuesPerSweep: number;
+  /**
+   * A night re-queued this many times is given up: its runs keep failing (a missing grant, a bug, out of memory), so
+   * the sweeper stops starting them and names the night in every sweep until a person re-arms it. @default 5
+   */
+  readonly maxRequeuesPerNight: number;
 }
 
 /**
  * The one place the sweeper's defaults are written: the CLI's options and help, the sweeper Lambda's fallbacks and the
  * stacks' configurations (and so cdk.json) all read them from here.
  */
-export const SWEEPER_DEFAULTS: SweeperConfig = { leaseMs: LEASE_DEFAULTS.leaseMs, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
+export const SWEEPER_DEFAULTS: SweeperConfig = {
+  leaseMs: LEASE_DEFAULTS.leaseMs,
+  stormShare: 0.5,
+  stormMinimum: 3,
+  maxRequeuesPerSweep: 10,
+  maxRequeuesPerNight: 5,
+};
 
 /**
  * What the sweeper reads and writes: one job's shard of the job table's sparse index and its rows, the lock table;
@@ -155,17 +170,26 @@ export async function requeue(
   return out.ok;
 }
 
+/** 5. An orphan re-queued `maxRequeuesPerNight` times already: its runs keep failing, so it is given up. */
+export function isGivenUp(orphan: Pick<ClaimSighting, 'requeues'>, config: Pick<SweeperConfig, 'maxRequeuesPerNight'>): boolean {
+  return orphan.requeues >= config.maxRequeuesPerNight;
+}
+
 /**
  * The decision of a sweep, given the first sightings and the second ones made at least a lease later (and the
- * number of claimed rows in all): which rows are orphans, whether that is a storm, and which to re-queue now.
+ * number of claimed rows in all): which rows are orphans, which of them are given up, whether the rest are a storm,
+ * and which to re-queue now. A given-up night counts toward neither side of the storm rule: it is known dead, and
+ * says nothing about the renewal path.
  */
 export function decide(first: readonly ClaimSighting[], second: readonly ClaimSighting[], claimed: number, config: SweeperConfig) {
   const before = new Map(first.map((s) => [s.jobId, s]));
   const orphans = second.filter((s) => before.has(s.jobId) && isOrphan(before.get(s.jobId)!, s));
   const alive = second.filter((s) => before.has(s.jobId) && !isOrphan(before.get(s.jobId)!, s)).length;
-  const storm = isStorm(orphans.length, claimed, config);
-  const now = storm ? [] : orphans.slice(0, config.maxRequeuesPerSweep);
-  return { orphans, alive, storm, requeueNow: now, deferred: storm ? 0 : orphans.length - now.length };
+  const givenUp = orphans.filter((o) => isGivenUp(o, config));
+  const live = orphans.filter((o) => !isGivenUp(o, config));
+  const storm = isStorm(live.length, claimed - givenUp.length, config);
+  const now = storm ? [] : live.slice(0, config.maxRequeuesPerSweep);
+  return { orphans, alive, storm, givenUp, requeueNow: now, deferred: storm ? 0 : live.length - now.length };
 }
 
 /**
@@ -211,6 +235,8 @@ export class Sweeper {
       }
     }
     const d = decide(firsts, due, sightings.length, this.config);
+    // Given up: kept in `seen`, so every later sweep finds it due again and names it; nothing is written.
+    for (const o of d.givenUp) this.deps.events?.emit('given-up', { jobId: o.jobId, ownerToken: o.ownerToken, fence: o.fence, requeues: o.requeues });
     const requeued: string[] = [];
     let lostRaces = 0;
     for (const o of d.requeueNow) {
@@ -234,9 +260,10 @@ export class Sweeper {
       pending,
       storm,
       deferred: d.deferred,
+      givenUp: d.givenUp.map((o) => o.jobId),
       itemsRead,
     };
-    this.deps.events?.emit(storm ? 'sweeper-storm' : 'swept', { ...report, requeued: requeued.length });
+    this.deps.events?.emit(storm ? 'sweeper-storm' : 'swept', { ...report, requeued: requeued.length, givenUp: report.givenUp.length });
     return report;
   }
 }

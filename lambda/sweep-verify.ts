@@ -6,7 +6,8 @@
  * night, the fence seen and this sweep's own execution name, and its input from the night: a retried step meets the
  * execution it started (AWS: same name and input while open is a success; closed, ExecutionAlreadyExists), and a
  * later sweep, finding the row unchanged because that run died before its raise, starts a new one. Dying between
- * the two steps leaves the row as it was: the next sweep finds it (docs/DESIGN.md "Crash answers").
+ * the two steps leaves the row as it was: the next sweep finds it (docs/DESIGN.md "Crash answers"). An orphan re-queued
+ * maxRequeuesPerNight times is given up: no run, no write, one more in NightsGivenUp (docs/DESIGN.md "A poison night").
  */
 import { createHash } from 'node:crypto';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
@@ -39,10 +40,17 @@ export const sweepVerify = (runtime: RuntimeSource) => (event: { sighted?: { sig
       stormShare: optionalNumber(env, Env.stormShare) ?? SWEEPER_DEFAULTS.stormShare,
       stormMinimum: optionalNumber(env, Env.stormMinimum) ?? SWEEPER_DEFAULTS.stormMinimum,
       maxRequeuesPerSweep: optionalNumber(env, Env.maxRequeues) ?? SWEEPER_DEFAULTS.maxRequeuesPerSweep,
+      maxRequeuesPerNight: optionalNumber(env, Env.maxRequeuesPerNight) ?? SWEEPER_DEFAULTS.maxRequeuesPerNight,
     });
     metrics.addMetric(Metric.orphansFound, MetricUnit.Count, d.orphans.length);
     metrics.addMetric(Metric.sweeperSkippedAlive, MetricUnit.Count, d.alive);
     metrics.addMetric(Metric.sweeperStorm, MetricUnit.Count, d.storm ? 1 : 0);
+    // Giving up writes nothing: the next sweep that finds the night an orphan adds it again (docs/DESIGN.md).
+    metrics.addMetric(Metric.nightsGivenUp, MetricUnit.Count, d.givenUp.length);
+    if (d.givenUp.length > 0)
+      logger.error('sweeper gave up on nights re-queued maxRequeuesPerNight times: a person must fix and re-arm them', {
+        nights: d.givenUp.map((o) => ({ jobId: o.jobId, requeues: o.requeues, ownerToken: o.ownerToken })),
+      });
     if (d.storm)
       logger.error('sweeper storm: most claimed rows look dead at once; re-queued none', { orphans: d.orphans.length, claimed: second.length });
     const requeued: string[] = [];
@@ -55,7 +63,7 @@ export const sweepVerify = (runtime: RuntimeSource) => (event: { sighted?: { sig
       else logger.info('re-queue lost to a new holder; the run started for it will find that holder', { jobId: o.jobId, run, sweep });
     }
     metrics.addMetric(Metric.orphansRequeued, MetricUnit.Count, requeued.length);
-    return { orphans: d.orphans.length, storm: d.storm, requeued, deferred: d.deferred, alive: d.alive };
+    return { orphans: d.orphans.length, storm: d.storm, requeued, deferred: d.deferred, alive: d.alive, givenUp: d.givenUp.map((o) => o.jobId) };
   });
 
 export const handler = sweepVerify(fromEnvironment());

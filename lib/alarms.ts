@@ -70,6 +70,8 @@ export interface FencepostAlarmsProps {
   readonly scheduleExpression?: string;
   /** E-mail address subscribed to the topic. @default - no subscription */
   readonly alarmEmail?: string;
+  /** The sweeper's bound on re-queues of one night, said in the SweeperGaveUp alarm. */
+  readonly maxRequeuesPerNight: number;
 }
 
 /** The alarms, by name (FencepostAlarms.alarms). */
@@ -85,6 +87,7 @@ export type AlarmName =
   | 'executionsAborted'
   | 'scheduleDeadLetters'
   | 'sweeperStorm'
+  | 'sweeperGaveUp'
   | 'sweeperFailed'
   | 'sweeperDeadLetters';
 
@@ -327,6 +330,17 @@ export class FencepostAlarms extends Construct {
             'really are gone (a mass crash), re-run the nights by hand; the fence keeps that safe.',
         ),
       ),
+      sweeperGaveUp: alarm(
+        'SweeperGaveUp',
+        atLeast(
+          appMetric(props.name, Metric.nightsGivenUp, 'Maximum'),
+          1,
+          `The orphan sweeper gave up on a ${props.name} night: it re-queued it ${props.maxRequeuesPerNight} times and every run failed (a missing grant, a bug, out of memory), ` +
+            'so it starts no more runs of it. The row stays RUNNING in the sparse index and this alarm stays on while it does. ' +
+            "The sweeper's log names the night; read its last execution's history, fix the cause, then start the night by hand or re-arm it " +
+            '(remove requeues from its job row). See docs/ALARMS.md.',
+        ),
+      ),
       sweeperFailed: alarm(
         'SweeperFailed',
         atLeast(
@@ -369,7 +383,7 @@ export class FencepostAlarms extends Construct {
         ],
       }),
       graph('Lease losses and takeover waits', [sum(Metric.leaseLost)], { right: [appMetric(props.name, Metric.takeoverWaitMs, 'Maximum')] }),
-      graph('Sweeper', [sum(Metric.orphansFound), sum(Metric.orphansRequeued), sum(Metric.sweeperStorm)], {
+      graph('Sweeper', [sum(Metric.orphansFound), sum(Metric.orphansRequeued), sum(Metric.sweeperStorm), sum(Metric.nightsGivenUp)], {
         right: [sum(Metric.sweeperSkippedAlive)],
       }),
       graph(

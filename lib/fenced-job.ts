@@ -44,7 +44,7 @@ import { ManifestBucket, type ManifestBucketProps, refuseUnconditionalManifestWr
 import { givenTableProblems, refuseTimeToLive } from './schema-table';
 import { clockTime, nightInDstGap } from './cron';
 import { NightlySchedule } from './schedule';
-import { OrphanSweeper } from './sweeper';
+import { OrphanSweeper, sweepWindowExpression } from './sweeper';
 
 /** The settings of a fenced job that are plain values: what FencedJob validates, all in one pass. */
 export interface FencedJobSettings {
@@ -97,7 +97,12 @@ export interface FencedJobSettings {
   readonly conditionalCheckFailedAlarmThreshold: number;
   /** Where alarm notifications are e-mailed. @default - no subscription; subscribe to the topic yourself */
   readonly alarmEmail?: string;
-  /** How often the orphan sweeper runs (Scheduler's finest rate is one minute). @default 'rate(1 minute)' */
+  /**
+   * When the orphan sweeper runs (Scheduler's finest rate is one minute), in scheduleTimeZone.
+   * @default - every minute from the nightly start's hour through deadlineHour (e.g. `cron(* 1,2,3,4,5 * * ? *)`), the
+   * hours a night can be claimed in; every minute of the day for a `rate(...)` nightly schedule. A night orphaned
+   * outside those hours is re-queued when they come round (docs/DESIGN.md "The sweeper").
+   */
   readonly sweeperScheduleExpression: string;
   /** Above this share of claimed rows looking dead at once, the sweeper re-queues none (a storm). @default 0.5 */
   readonly sweeperStormShare: number;
@@ -105,6 +110,12 @@ export interface FencedJobSettings {
   readonly sweeperStormMinimum: number;
   /** Re-queues per sweep at most. @default 10 */
   readonly sweeperMaxRequeues: number;
+  /**
+   * After this many re-queues of one night the sweeper gives it up: its runs keep failing (a missing grant, a bug, out
+   * of memory), so it stops starting them, and the SweeperGaveUp alarm fires until a person fixes the cause and re-arms
+   * the night (docs/ALARMS.md). @default 5
+   */
+  readonly sweeperMaxRequeuesPerNight: number;
 }
 
 /** The defaults of every optional setting (the reference text's numbers; ARCHITECTURE.md section 8). */
@@ -125,11 +136,11 @@ export const FENCED_JOB_DEFAULTS = {
   // lease it waits: 300 s / 10 s + 1 = 31 in 5 minutes (and claimBudget + 1 = 31 in all). Above 40 means more than
   // one claimant, or renewals failing en masse.
   conditionalCheckFailedAlarmThreshold: 40,
-  sweeperScheduleExpression: 'rate(1 minute)',
   sweeperStormShare: SWEEPER_DEFAULTS.stormShare,
   sweeperStormMinimum: SWEEPER_DEFAULTS.stormMinimum,
   sweeperMaxRequeues: SWEEPER_DEFAULTS.maxRequeuesPerSweep,
-} as const satisfies Omit<FencedJobSettings, 'chunks' | 'chunkMs' | 'alarmEmail'>;
+  sweeperMaxRequeuesPerNight: SWEEPER_DEFAULTS.maxRequeuesPerNight,
+} as const satisfies Omit<FencedJobSettings, 'chunks' | 'chunkMs' | 'alarmEmail' | 'sweeperScheduleExpression'>;
 
 /** FencedJob's settings that have defaults (FENCED_JOB_DEFAULTS): every one but the chunk count and the chunk's duration. */
 export type OptionalSettings = Partial<Omit<FencedJobSettings, 'chunks' | 'chunkMs'>>;
@@ -342,7 +353,7 @@ export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { reado
   const sweepProblem = scheduleProblem('sweeperScheduleExpression', s.sweeperScheduleExpression);
   if (sweepProblem) problems.push(sweepProblem);
   if (!(s.sweeperStormShare > 0 && s.sweeperStormShare <= 1)) problems.push(`sweeperStormShare must be in (0, 1], got ${s.sweeperStormShare}`);
-  for (const key of ['sweeperStormMinimum', 'sweeperMaxRequeues'] as const) {
+  for (const key of ['sweeperStormMinimum', 'sweeperMaxRequeues', 'sweeperMaxRequeuesPerNight'] as const) {
     if (!positiveInteger(s[key])) problems.push(`${key} must be a positive integer, got ${s[key]}`);
   }
   if (s.alarmEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(s.alarmEmail)) {
@@ -545,6 +556,12 @@ export class FencedJob extends Construct {
       clockOffsetAlarmMs: millis(props.clockOffsetAlarmThreshold, FENCED_JOB_DEFAULTS.clockOffsetAlarmMs),
       chunks: props.chunks,
       chunkMs: props.chunkDuration?.toMilliseconds({ integral: false }),
+      sweeperScheduleExpression:
+        props.sweeperScheduleExpression ??
+        sweepWindowExpression(
+          props.scheduleExpression ?? FENCED_JOB_DEFAULTS.scheduleExpression,
+          props.deadlineHour ?? FENCED_JOB_DEFAULTS.deadlineHour,
+        ),
       alarmEmail: props.alarmEmail,
     };
     const problems = [...propsProblems(this, props, chunkTimeout), ...fencedJobProblems(s).map(inPropsWords)];
@@ -595,6 +612,7 @@ export class FencedJob extends Construct {
       stormShare: s.sweeperStormShare,
       stormMinimum: s.sweeperStormMinimum,
       maxRequeues: s.sweeperMaxRequeues,
+      maxRequeuesPerNight: s.sweeperMaxRequeuesPerNight,
     });
     this.sweeperSchedule = new NightlySchedule(this, 'SweeperSchedule', {
       stateMachine: this.sweeper.stateMachine,
@@ -624,6 +642,7 @@ export class FencedJob extends Construct {
       timeZone: s.scheduleTimeZone,
       scheduleExpression: s.scheduleExpression,
       alarmEmail: s.alarmEmail,
+      maxRequeuesPerNight: s.sweeperMaxRequeuesPerNight,
     });
     this.alarmTopic = this.alarms.topic;
     if (props.outputs === true) this.addOutputs();

@@ -6,7 +6,8 @@
  * SightClaimed reads only the sparse index and each row's lock item; the Wait state is the sweeper's own timer
  * (no clock is compared); VerifyAndRequeue looks again, treats rows whose rvn, owner and fence did not change
  * as orphans, re-queues at most `maxRequeues` of them with one conditional write each (none in a storm), and
- * starts an execution of the job's state machine per re-queued night. It is liveness only: the fence is the safety.
+ * starts an execution of the job's state machine per re-queued night; a night re-queued `maxRequeuesPerNight` times
+ * is given up (no run, no write, the NightsGivenUp metric). It is liveness only: the fence is the safety.
  */
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
@@ -21,6 +22,31 @@ import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { HandlerFunction } from './handler-function';
 import { claimedIndexArn } from './job-table';
 import { TRANSIENT_ERRORS } from './task-errors';
+
+/** Scheduler's finest schedule: a sweep every minute, all day. */
+const EVERY_MINUTE = 'rate(1 minute)';
+
+/**
+ * The sweeper's default schedule: every minute of the hours a night can be claimed in, from the nightly start's hour
+ * through the deadline's hour (across midnight when the start is late), read in the nightly schedule's time zone.
+ * Outside them no scheduled or re-queued run holds a lease, so an idle sweep would only cost a state machine
+ * execution; a night orphaned there (a run started by hand that died) is re-queued by the next window's first sweeps
+ * (docs/DESIGN.md "The sweeper"). A nightly `rate(...)`, or a cron whose hour is not one number, may start a night at
+ * any hour: every minute then.
+ * @param scheduleExpression - the nightly start, `cron(...)` or `rate(...)`
+ * @param deadlineHour - the hour (0..23) by which the night must be DONE
+ */
+export function sweepWindowExpression(scheduleExpression: string, deadlineHour: number): string {
+  const m = /^cron\(\S+ (\d{1,2}) \S+ \S+ \S+ \S+\)$/.exec(scheduleExpression);
+  const start = m ? Number(m[1]) : NaN;
+  if (!(start >= 0 && start <= 23) || !Number.isInteger(deadlineHour) || deadlineHour < 0 || deadlineHour > 23) return EVERY_MINUTE;
+  const hours: number[] = [];
+  for (let h = start; ; h = (h + 1) % 24) {
+    hours.push(h);
+    if (h === deadlineHour) break;
+  }
+  return hours.length === 24 ? EVERY_MINUTE : `cron(* ${hours.join(',')} * * ? *)`;
+}
 
 /** The orphan sweeper: the job's tables, the state machine it restarts runs of, the functions' environment, the storm rule. */
 export interface SweeperProps {
@@ -40,6 +66,8 @@ export interface SweeperProps {
   readonly stormMinimum: number;
   /** Re-queues per sweep at most. */
   readonly maxRequeues: number;
+  /** A night re-queued this many times is given up (NightsGivenUp) until a person re-arms it. */
+  readonly maxRequeuesPerNight: number;
 }
 
 /** The orphan sweeper's state machine and its two functions. */
@@ -56,6 +84,7 @@ export class OrphanSweeper extends Construct {
       [Env.stormShare]: String(props.stormShare),
       [Env.stormMinimum]: String(props.stormMinimum),
       [Env.maxRequeues]: String(props.maxRequeues),
+      [Env.maxRequeuesPerNight]: String(props.maxRequeuesPerNight),
       [Env.jobStateMachineArn]: props.job.stateMachineArn,
     };
     const timeout = Duration.minutes(2);

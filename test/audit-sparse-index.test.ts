@@ -59,3 +59,13 @@ test("a RUNNING row indexed under another job's shard is a problem: its own job'
   assert.equal(check.ok, false);
   assert.equal(check.detail, `${other.job(DATE)} is indexed under shard ${claimShard(audited.name)}, not its job's ${claimShard(other.name)}`);
 });
+
+test('a RUNNING row the sweeper re-queued is named with its re-queue count: a night given up is findable in the audit', async () => {
+  const w = world();
+  await raiseJobRow(w.deps, audited.job(DATE), 3, 'exports-holder', 1);
+  const seen = { ownerToken: 3, fence: 3 };
+  for (let requeues = 0; requeues < 2; requeues++) assert.ok((await w.store.requeue(audited.job(DATE), { ...seen, requeues })).ok);
+  const check = await checkSparseIndex(w.deps, await w.stateOf());
+  assert.equal(check.ok, true, check.detail);
+  assert.match(check.detail, new RegExp(`re-queued: ${audited.job(DATE)} \\(2 times\\)`));
+});

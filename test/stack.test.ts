@@ -226,6 +226,14 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
       Threshold: 1,
       ComparisonOperator: 'GreaterThanOrEqualToThreshold',
     },
+    sweeperGaveUp: {
+      ...fromApp,
+      MetricName: Metric.nightsGivenUp,
+      Statistic: 'Maximum',
+      Period: 300,
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+    },
     sweeperFailed: {
       Namespace: 'AWS/States',
       Dimensions: [{ Name: 'StateMachineArn', Value: ref(stack.billing.sweeper.stateMachine) }],

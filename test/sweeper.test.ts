@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
+import { BatchWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
 import { writeBatch } from '../core/batch';
 import { systemClock, VirtualClock } from '../core/clock';
@@ -27,7 +27,7 @@ import { namespace, type Namespace } from './support/stack';
 import { noDynamo } from './support/no-dynamo';
 
 const lease: LeaseConfig = { ...DEFAULTS, leaseMs: 600, renewMs: 150, marginMs: 150 };
-const sweeperConfig: SweeperConfig = { leaseMs: 600, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10 };
+const sweeperConfig: SweeperConfig = { leaseMs: 600, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10, maxRequeuesPerNight: 3 };
 
 /** The sweeper and holders on DynamoDB Local, in real time. */
 function deps(ns: Namespace, worker = 'W') {
@@ -110,7 +110,23 @@ function memoryWorld() {
     assert.equal(keys.length, items, 'every item recorded');
     assert.equal(new Set(keys).size, items, 'each once');
   };
-  return { clock, store, lockStore, leaseDeps, fenceDeps, sweeper, claimNow, holder, sweepTwice, runNight, assertDone };
+  /**
+   * A run of a poison night: the real engine claims (waiting out the last lease), raises the fence, and its chunk
+   * fails every time (a missing grant, a bug): runJob releases the lease and the run ends failed.
+   */
+  const poisonRun = async (date: string, worker: string): Promise<void> => {
+    const running = runJob(
+      { ddb: noDynamo, tables: { locks: 'locks', jobs: 'jobs' }, clock, events: new Events(worker, clock), store, lockStore },
+      { keys: Keys.keys, date, chunks: 1, holder: worker, config: lease },
+      () => Promise.reject(new Error('AccessDeniedException: the chunk may not write its table')),
+    ).then(
+      () => assert.fail('a poison run never completes'),
+      (err: Error) => err,
+    );
+    await clock.runUntilIdle(1_000);
+    assert.match((await running).message, /AccessDeniedException/);
+  };
+  return { clock, store, lockStore, leaseDeps, fenceDeps, sweeper, claimNow, holder, sweepTwice, runNight, poisonRun, assertDone };
 }
 
 test("a dead holder's row is an orphan only on a second sighting a full lease later; the re-queue counts it and leaves it RUNNING in the index", async () => {
@@ -423,4 +439,103 @@ test('a re-queue is recorded once per sighting: a retried record loses, and the 
   assert.equal(isOrphan(seen, after), false, 'a retried step that sights again finds a changed row: it starts nothing');
   assert.equal(await requeue(sweeperDeps, after), true, 'a later sweep can record the next one');
   assert.equal((await fence.readJob(fenceDeps, Keys.job(date)))?.requeues, seen.requeues + 2);
+});
+
+/**
+ * A poison night, swept the way the cloud does it: each sweep (its own execution, no sightings kept) starts the run,
+ * and the run takes the night after the sweep recorded the re-queue; every run fails.
+ */
+async function sweepPoisonNight(w: ReturnType<typeof memoryWorld>, date: string, sweeps: number, events?: Events) {
+  const starts: string[] = [];
+  const reports = [];
+  for (let i = 0; i < sweeps; i++) {
+    const started: string[] = [];
+    const sweeper = new Sweeper(
+      { job: Keys.keys.name, ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock: w.clock, store: w.store, lockStore: w.lockStore, events },
+      sweeperConfig,
+    );
+    reports.push(await w.sweepTwice(sweeper, (jobId) => void started.push(jobId)));
+    for (const jobId of started) {
+      starts.push(jobId);
+      await w.poisonRun(date, `requeued-${starts.length}`);
+    }
+  }
+  return { starts, reports };
+}
+
+test('a poison night (every run of it fails) is re-queued exactly maxRequeuesPerNight times, then given up: no more starts, each sweep names it, the row stays RUNNING in the index', async () => {
+  const w = memoryWorld();
+  const date = '2026-09-28';
+  await w.holder(date, 'B', false); // the night's first run raised and died
+  const given: FencepostEvent[] = [];
+  const events = new Events('sweeper', w.clock).on((e) => void (e.event === 'given-up' && given.push(e)));
+  const sweeps = 3 * sweeperConfig.maxRequeuesPerNight;
+  const { starts, reports } = await sweepPoisonNight(w, date, sweeps, events);
+  assert.equal(starts.length, sweeperConfig.maxRequeuesPerNight, `re-queued exactly maxRequeuesPerNight times in ${sweeps} sweeps`);
+  const row = await fence.readJob(w.fenceDeps, Keys.job(date));
+  assert.deepEqual(
+    [row?.state, row?.requeues, row?.claim_shard !== undefined],
+    ['RUNNING', sweeperConfig.maxRequeuesPerNight, true],
+    'left RUNNING in the sparse index, the count at the bound: findable, and invariant 3 holds',
+  );
+  const after = reports.slice(sweeperConfig.maxRequeuesPerNight);
+  assert.ok(after.length > 0);
+  for (const r of after) {
+    assert.deepEqual([r.requeued, r.givenUp, r.storm], [[], [Keys.job(date)], false], 'every later sweep names the night it gave up on');
+  }
+  assert.equal(given.length, after.length, 'one given-up event per sweep that saw it');
+  assert.deepEqual(
+    [given[0].event === 'given-up' && given[0].jobId, given[0].event === 'given-up' && given[0].requeues],
+    [Keys.job(date), sweeperConfig.maxRequeuesPerNight],
+  );
+});
+
+test('crash answer: giving up writes nothing, so a sweeper that dies before it reports leaves the row as it was and the next sweep reports it again', async () => {
+  const w = memoryWorld();
+  const date = '2026-09-28';
+  await w.holder(date, 'B', false);
+  await sweepPoisonNight(w, date, sweeperConfig.maxRequeuesPerNight);
+  const before = JSON.stringify(w.store.dump('jobs'));
+  const died = new Error('the sweeper died between its decision to give up and its report');
+  const dying = new Events('sweeper', w.clock).on((e) => {
+    if (e.event === 'given-up') throw died;
+  });
+  await assert.rejects(sweepPoisonNight(w, date, 1, dying), (err) => err === died);
+  assert.equal(JSON.stringify(w.store.dump('jobs')), before, 'the job table is as it was: giving up is a read, not a write');
+  const { starts, reports } = await sweepPoisonNight(w, date, 1);
+  assert.deepEqual([starts, reports[0].givenUp], [[], [Keys.job(date)]], 'the next sweep (a new process) gives up on it again and says so');
+});
+
+test('a night given up is re-armed by removing its requeues (the documented update-item): the sweeper re-queues it again, on DynamoDB', async () => {
+  const ns = await namespace();
+  const { fenceDeps, sweeper } = deps(ns);
+  const date = '2026-09-28';
+  await holder(ns, date, 'B'); // raised and died
+  const sweeperDeps = { job: Keys.keys.name, ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock };
+  for (let i = 0; i < sweeperConfig.maxRequeuesPerNight; i++) {
+    const [seen] = (await sightClaimed(sweeperDeps, sweeperConfig)).sightings;
+    assert.equal(await requeue(sweeperDeps, seen), true, 'the conditional record of each re-queue');
+  }
+  const starts: string[] = [];
+  const sweepTwice = async () => {
+    await sweeper.sweep((jobId) => void starts.push(jobId));
+    await systemClock.sleep(sweeperConfig.leaseMs);
+    return sweeper.sweep((jobId) => void starts.push(jobId));
+  };
+  const gaveUp = await sweepTwice();
+  assert.deepEqual([starts, gaveUp.givenUp], [[], [Keys.job(date)]], 'at the bound: given up, nothing started');
+  // docs/DESIGN.md "A poison night": the re-arm, as a person types it with the AWS CLI.
+  await ns.clients.ddb.send(
+    new UpdateCommand({
+      TableName: ns.tables.jobs,
+      Key: { pk: Keys.job(date) },
+      UpdateExpression: 'REMOVE requeues',
+      ConditionExpression: '#s = :running',
+      ExpressionAttributeNames: { '#s': 'state' },
+      ExpressionAttributeValues: { ':running': 'RUNNING' },
+    }),
+  );
+  const rearmed = await sweepTwice();
+  assert.deepEqual([starts, rearmed.requeued, rearmed.givenUp], [[Keys.job(date)], [Keys.job(date)], []], 're-armed: re-queued again');
+  assert.equal((await fence.readJob(fenceDeps, Keys.job(date)))?.requeues, 1);
 });

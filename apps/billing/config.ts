@@ -65,6 +65,8 @@ export interface StackConfig {
    * @default 4000 (a new on-demand table's: never warmed)
    */
   readonly invoiceWarmWriteUnits: number;
+  /** Re-queues of one night before the sweeper gives it up. @default 5 */
+  readonly sweeperMaxRequeuesPerNight: number;
 }
 
 /** What a new on-demand table sustains before it is warmed: 4,000 writes a second (AWS, docs/PERFORMANCE.md D9). */
@@ -86,11 +88,12 @@ export const STACK_DEFAULTS: StackConfig = {
   fencedRejectionsAlarmThreshold: FENCED_JOB_DEFAULTS.fencedRejectionsAlarmThreshold,
   conditionalCheckFailedAlarmThreshold: FENCED_JOB_DEFAULTS.conditionalCheckFailedAlarmThreshold,
   billingDeadlineHour: FENCED_JOB_DEFAULTS.deadlineHour,
-  sweeperScheduleExpression: FENCED_JOB_DEFAULTS.sweeperScheduleExpression,
+  sweeperScheduleExpression: 'rate(1 minute)', // billing's cdk.json sweeps every minute; FencedJob's own default sweeps its window only
   sweeperStormShare: FENCED_JOB_DEFAULTS.sweeperStormShare,
   sweeperStormMinimum: FENCED_JOB_DEFAULTS.sweeperStormMinimum,
   sweeperMaxRequeues: FENCED_JOB_DEFAULTS.sweeperMaxRequeues,
   invoiceWarmWriteUnits: NEW_ON_DEMAND_WRITE_UNITS,
+  sweeperMaxRequeuesPerNight: FENCED_JOB_DEFAULTS.sweeperMaxRequeuesPerNight,
 };
 
 /**
@@ -214,6 +217,7 @@ function plainSettings(c: StackConfig): Omit<FencedJobSettings, keyof BillingChu
     sweeperStormShare: c.sweeperStormShare,
     sweeperStormMinimum: c.sweeperStormMinimum,
     sweeperMaxRequeues: c.sweeperMaxRequeues,
+    sweeperMaxRequeuesPerNight: c.sweeperMaxRequeuesPerNight,
   };
 }
 
@@ -234,6 +238,7 @@ const NUMBER_KEYS = [
   'sweeperStormMinimum',
   'sweeperMaxRequeues',
   'invoiceWarmWriteUnits',
+  'sweeperMaxRequeuesPerNight',
 ] as const;
 const STRING_KEYS = ['scheduleExpression', 'scheduleTimeZone', 'alarmEmail', 'sweeperScheduleExpression'] as const;
 const KNOWN_KEYS: ReadonlySet<string> = new Set([...NUMBER_KEYS, ...STRING_KEYS]);

@@ -196,6 +196,8 @@ function flow(): Flow {
     margin: Duration.millis(s.lease.marginMs),
     claimBudget: s.lease.claimBudget,
     chunkWritesManifest: true, // the world explores the nights with a manifest (the raise creates it, the complete marks it)
+    // The world's nights run inside the default sweep window, where the sweeper runs every minute: the same period.
+    sweeperScheduleExpression: 'rate(1 minute)',
   });
   const idOf = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
   const definition = (machine: { node: { defaultChild?: unknown } }) =>

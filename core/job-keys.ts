@@ -22,6 +22,16 @@ export function claimShard(jobName: string): string {
 }
 
 /**
+ * The pattern (IAM `StringLike`) every lock table and job table key of the job's runs matches: its lock items, job
+ * rows and chunk fence items all start `<name>#`. A job's name has no `#`, so no other job's key matches it
+ * (`sales#*` is not `sales-eu#…`): the job's grants on tables it shares with other jobs are scoped to it.
+ * @param jobName - the job's name (JOB_NAME_PATTERN)
+ */
+export function runKeysPattern(jobName: string): string {
+  return `${jobName}#*`;
+}
+
+/**
  * The name of the job a run's key belongs to: the part before its first `#` (a job's name has none). A key written
  * by hand without one (a test's) is its own job.
  * @param jobId - a job row's (or lock item's) key, `<name>#<date>`

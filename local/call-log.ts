@@ -4,8 +4,8 @@
  * Authorization header, as AWS identifies a caller. The IAM proof (test/iam.test.ts) evaluates each recorded call
  * against that function's role policy as synthesized.
  *
- * The endpoints record the API facts (operation, table, index, bucket, key); mapping them to IAM actions and
- * resource ARNs is the proof's job, not theirs.
+ * The endpoints record the API facts (operation, table, index, partition key, bucket, key); mapping them to IAM
+ * actions, resource ARNs and condition keys is the proof's job, not theirs.
  */
 import { appendFileSync } from 'node:fs';
 
@@ -19,8 +19,18 @@ export interface AwsCall {
   readonly index?: string;
   readonly bucket?: string;
   readonly key?: string;
+  /**
+   * DynamoDB: the partition key value the request names (an item's, or a Query's on the table or index it reads), as
+   * IAM's `dynamodb:LeadingKeys` carries it; absent when the endpoint could not tell (a table it could not describe).
+   */
+  readonly partitionKey?: string;
   /** A transaction's items: each is authorized on its own (a Put needs dynamodb:PutItem on its table, and so on). */
-  readonly items?: readonly { readonly operation: 'Put' | 'Update' | 'Delete' | 'ConditionCheck' | 'Get'; readonly table: string }[];
+  readonly items?: readonly {
+    readonly operation: 'Put' | 'Update' | 'Delete' | 'ConditionCheck' | 'Get';
+    readonly table: string;
+    /** The item's partition key value, as for a single-item call. */
+    readonly partitionKey?: string;
+  }[];
   /** Lambda Invoke: the function's name or ARN; StartExecution: the state machine's ARN. */
   readonly target?: string;
   /**

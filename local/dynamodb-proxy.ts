@@ -125,6 +125,11 @@ interface Answer {
 
 type Json = Record<string, unknown>;
 type AttributeMap = Record<string, Json>;
+/** A table's key attribute names (HASH, then RANGE), and each secondary index's. */
+interface KeySchemas {
+  readonly table: readonly string[];
+  readonly indexes: Readonly<Record<string, readonly string[]>>;
+}
 const WRITE_KINDS = ['Put', 'Update', 'Delete', 'ConditionCheck'] as const;
 type WriteKind = (typeof WRITE_KINDS)[number];
 const SINGLE_WRITES = new Set(['PutItem', 'UpdateItem', 'DeleteItem']);
@@ -136,7 +141,7 @@ export async function startDynamoDbProxy(options: DynamoDbProxyOptions): Promise
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   const inFlight = new Map<string, number>(); // item id -> holding transaction (a counter)
   let nextTransaction = 1;
-  const keySchemas = new Map<string, Promise<readonly string[] | undefined>>();
+  const keySchemas = new Map<string, Promise<KeySchemas | undefined>>();
   const armed: { spec: FaultSpec; left: number }[] = [];
   const random = options.randomFaults ? prng(options.randomFaults.seed) : undefined; // seeded: a run's faults replay
   const counts = { requests: 0, forwarded: 0, transactionConflicts: 0, writeConflicts: 0, keySchemaLookups: 0 };
@@ -161,8 +166,8 @@ export async function startDynamoDbProxy(options: DynamoDbProxyOptions): Promise
       up.end(body);
     });
 
-  /** The key attribute names of a table (HASH, then RANGE), asked of DynamoDB Local with the caller's credentials. */
-  const keySchemaOf = (table: string): Promise<readonly string[] | undefined> => {
+  /** The key attribute names of a table and of its indexes (HASH, then RANGE), asked of DynamoDB Local. */
+  const keySchemaOf = (table: string): Promise<KeySchemas | undefined> => {
     let known = keySchemas.get(table);
     if (!known) {
       counts.keySchemaLookups++;
@@ -177,7 +182,7 @@ export async function startDynamoDbProxy(options: DynamoDbProxyOptions): Promise
 
   const itemIdOf = async (table: unknown, attrs: unknown): Promise<string | undefined> => {
     if (typeof table !== 'string' || !isObject(attrs)) return undefined;
-    const names = await keySchemaOf(table);
+    const names = (await keySchemaOf(table))?.table;
     if (!names) return undefined;
     const parts: string[] = [];
     for (const n of names) {
@@ -215,7 +220,7 @@ export async function startDynamoDbProxy(options: DynamoDbProxyOptions): Promise
     const input = parseJson(body);
     const authorization = req.headers.authorization;
     const principal = principalOf(authorization);
-    options.onCall?.(callOf(principal, operation, input));
+    if (options.onCall) options.onCall(await withPartitionKeys(callOf(principal, operation, input), operation, input, keySchemaOf));
     if (operation === 'CreateTable' || operation === 'DeleteTable') keySchemas.delete(String(input?.TableName));
 
     const fault = takeFault(operation, principal);
@@ -404,6 +409,71 @@ function callOf(principal: string, operation: string, input: Json | undefined): 
 }
 
 /**
+ * The call with the partition key value each of its items names, as DynamoDB gives it to IAM (`dynamodb:LeadingKeys`,
+ * https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/specifying-conditions.html): an item's from its
+ * Key (or a Put's Item), a Query's from its key condition on the table's or the index's partition key. The key
+ * schemas come from DescribeTable (cached); a table that cannot be described leaves the value out, unless the Key has
+ * a single attribute (then it is the partition key).
+ */
+async function withPartitionKeys(
+  call: AwsCall,
+  operation: string,
+  input: Json | undefined,
+  schemaOf: (table: string) => Promise<KeySchemas | undefined>,
+): Promise<AwsCall> {
+  const valueOf = async (table: string | undefined, action: Json, put: boolean): Promise<string | undefined> => {
+    const attrs = put ? action.Item : action.Key;
+    if (table === undefined || !isObject(attrs)) return undefined;
+    const hash = (await schemaOf(table))?.table[0] ?? (!put && Object.keys(attrs).length === 1 ? Object.keys(attrs)[0] : undefined);
+    return hash === undefined ? undefined : scalarOf((attrs as AttributeMap)[hash]);
+  };
+  if (operation === 'TransactWriteItems' && call.items) {
+    const entries = Array.isArray(input?.TransactItems)
+      ? (input.TransactItems as unknown[]).map(writeOf).filter((w) => typeof w?.action.TableName === 'string')
+      : [];
+    const items = await Promise.all(
+      call.items.map(async (item, i) => {
+        const w = entries[i];
+        const pk = w ? await valueOf(item.table, w.action, w.kind === 'Put') : undefined;
+        return pk === undefined ? item : { ...item, partitionKey: pk };
+      }),
+    );
+    return { ...call, items };
+  }
+  if (input === undefined || call.table === undefined) return call;
+  let pk: string | undefined;
+  if (operation === 'GetItem' || operation === 'UpdateItem' || operation === 'DeleteItem' || operation === 'PutItem') {
+    pk = await valueOf(call.table, input, operation === 'PutItem');
+  } else if (operation === 'Query') {
+    const schemas = await schemaOf(call.table);
+    const hash = call.index === undefined ? schemas?.table[0] : schemas?.indexes[call.index]?.[0];
+    if (hash !== undefined) pk = queryPartitionKey(input, hash);
+  }
+  return pk === undefined ? call : { ...call, partitionKey: pk };
+}
+
+/** The value a Query's key condition sets its partition key attribute `hash` equal to (expression or legacy KeyConditions). */
+function queryPartitionKey(input: Json, hash: string): string | undefined {
+  const names = isObject(input.ExpressionAttributeNames) ? (input.ExpressionAttributeNames as Record<string, string>) : {};
+  const values = isObject(input.ExpressionAttributeValues) ? (input.ExpressionAttributeValues as AttributeMap) : {};
+  if (typeof input.KeyConditionExpression === 'string') {
+    for (const m of input.KeyConditionExpression.matchAll(/([#\w.-]+)\s*=\s*(:[\w]+)/g)) {
+      if ((names[m[1]] ?? m[1]) === hash) return scalarOf(values[m[2]]);
+    }
+    return undefined;
+  }
+  const legacy = isObject(input.KeyConditions) ? (input.KeyConditions as Record<string, { AttributeValueList?: Json[] }>)[hash] : undefined;
+  return scalarOf(legacy?.AttributeValueList?.[0]);
+}
+
+/** A key attribute's value as IAM compares it: the string, the number's digits, or the binary's base64. */
+function scalarOf(v: unknown): string | undefined {
+  if (!isObject(v)) return undefined;
+  for (const t of ['S', 'N', 'B'] as const) if (typeof v[t] === 'string') return v[t];
+  return undefined;
+}
+
+/**
  * One spelling per key value: numbers compare by value in DynamoDB ("1.50" and "1.5" are one key), strings and
  * binaries by their bytes.
  */
@@ -443,7 +513,7 @@ function isHttpFault(kind: FaultKind): boolean {
 
 // ---------------------------------------------------------------- helpers
 
-async function describeKeySchema(target: URL, agent: http.Agent, table: string): Promise<readonly string[] | undefined> {
+async function describeKeySchema(target: URL, agent: http.Agent, table: string): Promise<KeySchemas | undefined> {
   const body = JSON.stringify({ TableName: table });
   const text = await new Promise<string | undefined>((resolve) => {
     const req = http.request(
@@ -473,11 +543,17 @@ async function describeKeySchema(target: URL, agent: http.Agent, table: string):
     req.on('error', () => resolve(undefined));
     req.end(body);
   });
-  const schema = (parseJson(Buffer.from(text ?? '')) as { Table?: { KeySchema?: { AttributeName: string; KeyType: string }[] } } | undefined)?.Table
-    ?.KeySchema;
-  if (!Array.isArray(schema)) return undefined;
+  type Schema = { AttributeName: string; KeyType: string }[];
+  type Index = { IndexName: string; KeySchema: Schema };
+  const described = (
+    parseJson(Buffer.from(text ?? '')) as
+      { Table?: { KeySchema?: Schema; GlobalSecondaryIndexes?: Index[]; LocalSecondaryIndexes?: Index[] } } | undefined
+  )?.Table;
+  if (!Array.isArray(described?.KeySchema)) return undefined;
   const order = (t: string) => (t === 'HASH' ? 0 : 1);
-  return [...schema].sort((a, b) => order(a.KeyType) - order(b.KeyType)).map((k) => k.AttributeName);
+  const names = (schema: Schema) => [...schema].sort((a, b) => order(a.KeyType) - order(b.KeyType)).map((k) => k.AttributeName);
+  const indexes = [...(described.GlobalSecondaryIndexes ?? []), ...(described.LocalSecondaryIndexes ?? [])];
+  return { table: names(described.KeySchema), indexes: Object.fromEntries(indexes.map((i) => [i.IndexName, names(i.KeySchema)])) };
 }
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

@@ -441,46 +441,51 @@ describe('DynamoDB Local and credentials', () => {
 });
 
 describe('recorded calls (local/call-log.ts)', () => {
-  test('every request is recorded with its principal, operation, table, index and transaction items, also when the proxy answers', T, async () => {
-    const calls: AwsCall[] = [];
-    const p = await proxyWith({ conflictWindowMs: WINDOW_MS, onCall: (call) => calls.push(call) });
-    const c = client(p.endpoint, { accessKeyId: 'BillingFunction' });
-    const k = unique('rec');
-    await c.send(new PutItemCommand({ TableName: table, Item: { ...key(k), v: { S: 'x' } } }));
-    await c.send(
-      new QueryCommand({ TableName: table, IndexName: 'by-v', KeyConditionExpression: 'v = :v', ExpressionAttributeValues: { ':v': { S: 'x' } } }),
-    );
-    const tx = c.send(new TransactWriteItemsCommand({ TransactItems: [put(k, '2'), check(k)] }));
-    await forwarded(p, 3);
-    await rejection(
-      client(p.endpoint, { accessKeyId: 'SweeperFunction' }).send(
-        new UpdateItemCommand({ TableName: table, Key: key(k), UpdateExpression: 'SET v = :v', ExpressionAttributeValues: { ':v': { S: 'y' } } }),
-      ),
-    );
-    await tx;
-    p.inject({ kind: 'http-500' });
-    await rejection(c.send(new DeleteItemCommand({ TableName: table, Key: key(k) })));
-    await fetch(p.endpoint, {
-      method: 'POST',
-      headers: { 'x-amz-target': 'DynamoDB_20120810.ListTables', 'content-type': 'application/x-amz-json-1.0' },
-      body: '{}',
-    });
+  test(
+    'every request is recorded with its principal, operation, table, index, partition key and transaction items, also when the proxy answers',
+    T,
+    async () => {
+      const calls: AwsCall[] = [];
+      const p = await proxyWith({ conflictWindowMs: WINDOW_MS, onCall: (call) => calls.push(call) });
+      const c = client(p.endpoint, { accessKeyId: 'BillingFunction' });
+      const k = unique('rec');
+      await c.send(new PutItemCommand({ TableName: table, Item: { ...key(k), v: { S: 'x' } } }));
+      await c.send(
+        new QueryCommand({ TableName: table, IndexName: 'by-v', KeyConditionExpression: 'v = :v', ExpressionAttributeValues: { ':v': { S: 'x' } } }),
+      );
+      const tx = c.send(new TransactWriteItemsCommand({ TransactItems: [put(k, '2'), check(k)] }));
+      await forwarded(p, 3);
+      await rejection(
+        client(p.endpoint, { accessKeyId: 'SweeperFunction' }).send(
+          new UpdateItemCommand({ TableName: table, Key: key(k), UpdateExpression: 'SET v = :v', ExpressionAttributeValues: { ':v': { S: 'y' } } }),
+        ),
+      );
+      await tx;
+      p.inject({ kind: 'http-500' });
+      await rejection(c.send(new DeleteItemCommand({ TableName: table, Key: key(k) })));
+      await fetch(p.endpoint, {
+        method: 'POST',
+        headers: { 'x-amz-target': 'DynamoDB_20120810.ListTables', 'content-type': 'application/x-amz-json-1.0' },
+        body: '{}',
+      });
 
-    assert.deepEqual(calls, [
-      { principal: 'BillingFunction', service: 'dynamodb', operation: 'PutItem', table },
-      { principal: 'BillingFunction', service: 'dynamodb', operation: 'Query', table, index: 'by-v' },
-      {
-        principal: 'BillingFunction',
-        service: 'dynamodb',
-        operation: 'TransactWriteItems',
-        items: [
-          { operation: 'Put', table },
-          { operation: 'ConditionCheck', table },
-        ],
-      },
-      { principal: 'SweeperFunction', service: 'dynamodb', operation: 'UpdateItem', table }, // refused by the proxy
-      { principal: 'BillingFunction', service: 'dynamodb', operation: 'DeleteItem', table }, // answered 500 by the proxy
-      { principal: 'anonymous', service: 'dynamodb', operation: 'ListTables' },
-    ]);
-  });
+      assert.deepEqual(calls, [
+        { principal: 'BillingFunction', service: 'dynamodb', operation: 'PutItem', table, partitionKey: k },
+        // On an index, the index's partition key (v), as IAM's dynamodb:LeadingKeys has it.
+        { principal: 'BillingFunction', service: 'dynamodb', operation: 'Query', table, index: 'by-v', partitionKey: 'x' },
+        {
+          principal: 'BillingFunction',
+          service: 'dynamodb',
+          operation: 'TransactWriteItems',
+          items: [
+            { operation: 'Put', table, partitionKey: k },
+            { operation: 'ConditionCheck', table, partitionKey: k },
+          ],
+        },
+        { principal: 'SweeperFunction', service: 'dynamodb', operation: 'UpdateItem', table, partitionKey: k }, // refused by the proxy
+        { principal: 'BillingFunction', service: 'dynamodb', operation: 'DeleteItem', table, partitionKey: k }, // answered 500 by the proxy
+        { principal: 'anonymous', service: 'dynamodb', operation: 'ListTables' },
+      ]);
+    },
+  );
 });

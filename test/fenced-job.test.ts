@@ -64,11 +64,20 @@ test("a job named sales-report: the user's chunk function gets the job's environ
   const statements = Object.values(t.Resources)
     .filter((r) => r.Type === 'AWS::IAM::Policy' && JSON.stringify(r.Properties.Roles).includes(roleId))
     .flatMap((r) => r.Properties.PolicyDocument.Statement as Json[]);
-  const grants = statements.map((s) => [([] as string[]).concat(s.Action).sort().join(','), JSON.stringify(s.Resource)]);
+  const grants = statements.map((s) => [
+    ([] as string[]).concat(s.Action).sort().join(','),
+    JSON.stringify(s.Resource),
+    JSON.stringify(s.Condition ?? null),
+  ]);
+  // Only the job's own keys (sales-report#<date>, its chunk fences beside the row) in tables other jobs may share.
+  const ownKeys = JSON.stringify({
+    'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['sales-report#*'] },
+    Null: { 'dynamodb:LeadingKeys': 'false' },
+  });
   assert.deepEqual(grants.sort(), [
-    ['dynamodb:ConditionCheckItem,dynamodb:UpdateItem', JSON.stringify({ 'Fn::GetAtt': [jobs, 'Arn'] })],
-    ['dynamodb:UpdateItem', JSON.stringify({ 'Fn::GetAtt': [locks, 'Arn'] })],
-    ['s3:GetObject,s3:PutObject', JSON.stringify({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucket, 'Arn'] }, '/sales-report/*']] })],
+    ['dynamodb:ConditionCheckItem,dynamodb:UpdateItem', JSON.stringify({ 'Fn::GetAtt': [jobs, 'Arn'] }), ownKeys],
+    ['dynamodb:UpdateItem', JSON.stringify({ 'Fn::GetAtt': [locks, 'Arn'] }), ownKeys],
+    ['s3:GetObject,s3:PutObject', JSON.stringify({ 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucket, 'Arn'] }, '/sales-report/*']] }), 'null'],
   ]);
 
   // The manifest policy covers this job's manifests.

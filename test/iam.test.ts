@@ -8,13 +8,17 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { App, type CfnElement } from 'aws-cdk-lib';
+import { App, Duration, Stack, type CfnElement } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { CONTEXT_KEY, readStackConfig } from '../apps/billing/config';
 import { FencepostStack } from '../apps/billing/stack';
-import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
+import { JOB_TABLE, LOCK_TABLE, tableNames as libraryTables } from '../core/schema';
 import { BillingEnv, INVOICE_TABLE, billingTables as tableNames } from '../apps/billing/schema';
-import { Keys } from '../apps/billing/keys';
+import { BILLING_JOB, Keys } from '../apps/billing/keys';
+import { claimShard, jobKeys } from '../core/job-keys';
+import { EPOCH_FLOOR_KEY } from '../core/store/lock';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { FencedJob, JobTable, LockTable } from '../lib/index';
 import { reindexApp } from '../apps/reindex/app';
 import { INDEX_TABLE, ReindexEnv, SOURCE_TABLE } from '../apps/reindex/schema';
 import { Env } from '../lambda/env';
@@ -66,6 +70,13 @@ const T = tableNames('iamtest-1a2b-');
 const BUCKET = 'fencepost-local-7f3e9a';
 const DATE = '2026-09-28';
 const resources = resourceMapping(template);
+/** The night's keys, as the functions name them: its lock item and job row, a chunk's fence, the claim shard. */
+const LOCK = Keys.lock(DATE);
+const ROW = Keys.job(DATE);
+const FENCE = Keys.chunkFence(ROW, 3);
+const SHARD = claimShard(BILLING_JOB);
+/** Another job that shares the lock and job tables (a table holds any number of jobs' keys). */
+const OTHER = jobKeys('reindex');
 
 // The reindex stack, as its local run builds it (apps/reindex/app.ts: stack id `Reindex`, so the log's logical ids
 // are this template's); the night's size is an environment value and changes no logical id.
@@ -158,39 +169,41 @@ const invoke = (machine: string, target: string): AwsCall => ({ principal: machi
 function legitimateNight(): AwsCall[] {
   const manifest = Keys.manifest(DATE);
   const manifestRw = (p: string) => [s3(p, 'GetObject', manifest), s3(p, 'PutObject', manifest, REWRITE)];
+  const on = (partitionKey: string) => ({ partitionKey });
   return [
-    ddb(P.observe, 'GetItem', T.locks),
-    ddb(P.observe, 'GetItem', T.jobs),
-    ddb(P.claim, 'UpdateItem', T.locks),
-    ddb(P.claim, 'GetItem', T.locks), // the night's first claim of its lock key reads the epoch floor
-    ddb(P.raise, 'UpdateItem', T.locks),
-    ddb(P.raise, 'UpdateItem', T.jobs),
+    ddb(P.observe, 'GetItem', T.locks, on(LOCK)),
+    ddb(P.observe, 'GetItem', T.jobs, on(ROW)),
+    ddb(P.claim, 'UpdateItem', T.locks, on(LOCK)),
+    ddb(P.claim, 'GetItem', T.locks, on(EPOCH_FLOOR_KEY)), // the night's first claim of its lock key reads the epoch floor
+    ddb(P.raise, 'UpdateItem', T.locks, on(LOCK)),
+    ddb(P.raise, 'UpdateItem', T.jobs, on(ROW)),
+    ddb(P.raise, 'UpdateItem', T.jobs, on(FENCE)),
     s3(P.raise, 'PutObject', manifest, CREATE),
     ...manifestRw(P.raise),
-    ddb(P.chunk, 'UpdateItem', T.locks),
+    ddb(P.chunk, 'UpdateItem', T.locks, on(LOCK)),
     {
       principal: P.chunk,
       service: 'dynamodb',
       operation: 'TransactWriteItems',
       items: [
-        { operation: 'ConditionCheck', table: T.jobs },
-        ...Array.from({ length: 99 }, () => ({ operation: 'Put' as const, table: T.invoices })),
+        { operation: 'ConditionCheck', table: T.jobs, partitionKey: FENCE },
+        ...Array.from({ length: 99 }, (_, i) => ({ operation: 'Put' as const, table: T.invoices, partitionKey: Keys.invoice(DATE, i, 4) })),
       ],
     },
     s3(P.chunk, 'PutObject', Keys.chunkObject(DATE, 3, 12)),
     ...manifestRw(P.chunk),
     s3(P.chunk, 'HeadObject', manifest),
-    ddb(P.chunk, 'UpdateItem', T.jobs),
-    ddb(P.complete, 'UpdateItem', T.locks),
-    ddb(P.complete, 'UpdateItem', T.jobs),
-    ddb(P.complete, 'GetItem', T.jobs),
+    ddb(P.chunk, 'UpdateItem', T.jobs, on(FENCE)),
+    ddb(P.complete, 'UpdateItem', T.locks, on(LOCK)),
+    ddb(P.complete, 'UpdateItem', T.jobs, on(ROW)),
+    ddb(P.complete, 'GetItem', T.jobs, on(FENCE)),
     ...manifestRw(P.complete),
-    ddb(P.release, 'UpdateItem', T.locks),
-    ddb(P.sight, 'Query', T.jobs, { index: JOB_TABLE.sparseIndex!.name }),
-    ddb(P.sight, 'GetItem', T.locks),
-    ddb(P.verify, 'Query', T.jobs, { index: JOB_TABLE.sparseIndex!.name }),
-    ddb(P.verify, 'GetItem', T.locks),
-    ddb(P.verify, 'UpdateItem', T.jobs),
+    ddb(P.release, 'UpdateItem', T.locks, on(LOCK)),
+    ddb(P.sight, 'Query', T.jobs, { index: JOB_TABLE.sparseIndex!.name, partitionKey: SHARD }),
+    ddb(P.sight, 'GetItem', T.locks, on(LOCK)),
+    ddb(P.verify, 'Query', T.jobs, { index: JOB_TABLE.sparseIndex!.name, partitionKey: SHARD }),
+    ddb(P.verify, 'GetItem', T.locks, on(LOCK)),
+    ddb(P.verify, 'UpdateItem', T.jobs, on(ROW)),
     { principal: P.verify, service: 'states', operation: 'StartExecution', target: P.billing },
     ...[P.prepare, P.observe, P.claim, P.raise, P.chunk, P.complete, P.release].map((f) => invoke(P.billing, f)),
     invoke(P.sweeper, P.sight),
@@ -280,13 +293,89 @@ test("calls outside the grants are denied, with the simulator's reason", async (
     ['verify starts the sweeper, not billing', { principal: P.verify, service: 'states', operation: 'StartExecution', target: P.sweeper }],
     ['the billing machine invokes a sweeper function', invoke(P.billing, P.verify)],
     ['the nightly schedule starts the sweeper', { principal: P.nightly, service: 'states', operation: 'StartExecution', target: P.sweeper }],
-    ['prepare reads a lock', ddb(P.prepare, 'GetItem', T.locks)],
+    ['prepare reads a lock', ddb(P.prepare, 'GetItem', T.locks, { partitionKey: LOCK })],
+    // One job's functions on another job's keys in the tables they share: each is refused by the policy itself.
+    ["chunk renews another job's lock", ddb(P.chunk, 'UpdateItem', T.locks, { partitionKey: OTHER.lock(DATE) })],
+    ["chunk marks another job's chunk fence done", ddb(P.chunk, 'UpdateItem', T.jobs, { partitionKey: OTHER.chunkFence(DATE, 3) })],
+    [
+      "chunk checks another job's chunk fence in its transaction",
+      {
+        principal: P.chunk,
+        service: 'dynamodb',
+        operation: 'TransactWriteItems',
+        items: [
+          { operation: 'ConditionCheck', table: T.jobs, partitionKey: OTHER.chunkFence(DATE, 3) },
+          { operation: 'Put', table: T.invoices, partitionKey: Keys.invoice(DATE, 0, 4) },
+        ],
+      },
+    ],
+    ["claim claims another job's lock", ddb(P.claim, 'UpdateItem', T.locks, { partitionKey: OTHER.lock(DATE) })],
+    ["raise raises another job's row", ddb(P.raise, 'UpdateItem', T.jobs, { partitionKey: OTHER.job(DATE) })],
+    ["raise raises another job's chunk fence", ddb(P.raise, 'UpdateItem', T.jobs, { partitionKey: OTHER.chunkFence(DATE, 0) })],
+    ["complete marks another job's row done", ddb(P.complete, 'UpdateItem', T.jobs, { partitionKey: OTHER.job(DATE) })],
+    ["release releases another job's lock", ddb(P.release, 'UpdateItem', T.locks, { partitionKey: OTHER.lock(DATE) })],
+    ["observe reads another job's lock", ddb(P.observe, 'GetItem', T.locks, { partitionKey: OTHER.lock(DATE) })],
+    ["the sweeper re-queues another job's row", ddb(P.verify, 'UpdateItem', T.jobs, { partitionKey: OTHER.job(DATE) })],
+    ["the sweeper reads another job's claims", ddb(P.sight, 'Query', T.jobs, { index: JOB_TABLE.sparseIndex!.name, partitionKey: OTHER.name })],
+    ['a job whose name starts with the name', ddb(P.chunk, 'UpdateItem', T.locks, { partitionKey: `${BILLING_JOB}-eu#${DATE}` })],
+    ['a function writes the epoch floor', ddb(P.chunk, 'UpdateItem', T.locks, { partitionKey: EPOCH_FLOOR_KEY })],
+    ['claim reads a lock item (it reads only the epoch floor)', ddb(P.claim, 'GetItem', T.locks, { partitionKey: LOCK })],
+    ['a write whose key is not known', ddb(P.chunk, 'UpdateItem', T.locks)],
   ];
   for (const [what, call] of bad) {
     const report = await proveGrants(template, [call], { resources });
     const r = of(report, call.principal);
     assert.equal(r.deniedCalls, 1, `${what}: denied`);
     assert.match(r.denied[0].reason, /ImplicitlyDenied \(no identity policy statement allows it/, `${what}: ${r.denied[0].reason}`);
+  }
+});
+
+test("two jobs sharing one lock table and one job table: each job's functions reach only their own keys", async () => {
+  // The synthesized policies decide, as IAM would: nothing here restates what lib/ grants.
+  const shared = new App({ context: { 'aws:cdk:bundling-stacks': [] }, builtinCloudFormationValidation: false });
+  const st = new Stack(shared, 'Shared');
+  const lockTable = new LockTable(st, 'Locks').table;
+  const jobTable = new JobTable(st, 'Jobs').table;
+  const chunkFn = (name: string) =>
+    new lambda.Function(st, `${name}Chunk`, {
+      runtime: lambda.Runtime.NODEJS_22_X,
+      handler: 'index.handler',
+      code: lambda.Code.fromInline('exports.handler = async () => ({});'),
+      timeout: Duration.seconds(45),
+    });
+  const jobs = ['alpha', 'beta'].map((name) => new FencedJob(st, name, { name, chunkFunction: chunkFn(name), chunks: 2, lockTable, jobTable }));
+  const t = shared.synth().getStackByName(st.stackName).template as Template;
+  const mapping = resourceMapping(t, { [Env.lockTable]: LOCK_TABLE.suffix, [Env.jobTable]: JOB_TABLE.suffix });
+  const sid = (c: Construct) => st.getLogicalId(c.node.defaultChild as CfnElement);
+  const tables = libraryTables('shared-');
+  const decide = async (call: AwsCall) => of(await proveGrants(t, [call], { resources: mapping }), call.principal).deniedCalls === 0;
+  for (const [self, other] of [jobs, [...jobs].reverse()]) {
+    const mine = jobKeys(self.name);
+    const theirs = jobKeys(other.name);
+    const chunk = sid(st.node.findChild(`${self.name}Chunk`));
+    const check = (principal: string, key: string): AwsCall => ({
+      principal,
+      service: 'dynamodb',
+      operation: 'TransactWriteItems',
+      items: [{ operation: 'ConditionCheck', table: tables.jobs, partitionKey: key }],
+    });
+    const cases: [string, (k: typeof mine) => AwsCall][] = [
+      ['the chunk renews the lock', (k) => ddb(chunk, 'UpdateItem', tables.locks, { partitionKey: k.lock(DATE) })],
+      ["the chunk checks its chunk's fence", (k) => check(chunk, k.chunkFence(DATE, 1))],
+      ["the chunk marks its chunk's fence done", (k) => ddb(chunk, 'UpdateItem', tables.jobs, { partitionKey: k.chunkFence(DATE, 1) })],
+      ['claim claims the lock', (k) => ddb(sid(self.workflow.functions.claim), 'UpdateItem', tables.locks, { partitionKey: k.lock(DATE) })],
+      ['raise raises the row', (k) => ddb(sid(self.workflow.functions.raise), 'UpdateItem', tables.jobs, { partitionKey: k.job(DATE) })],
+      ['release releases the lock', (k) => ddb(sid(self.workflow.functions.release), 'UpdateItem', tables.locks, { partitionKey: k.lock(DATE) })],
+      ['the sweeper re-queues the row', (k) => ddb(sid(self.sweeper.functions.verify), 'UpdateItem', tables.jobs, { partitionKey: k.job(DATE) })],
+      [
+        'the sweeper reads the claims',
+        (k) => ddb(sid(self.sweeper.functions.sight), 'Query', tables.jobs, { index: JOB_TABLE.sparseIndex!.name, partitionKey: claimShard(k.name) }),
+      ],
+    ];
+    for (const [what, call] of cases) {
+      assert.equal(await decide(call(mine)), true, `${self.name}: ${what} of its own night is allowed`);
+      assert.equal(await decide(call(theirs)), false, `${self.name}: ${what} of ${other.name}'s night is refused`);
+    }
   }
 });
 
@@ -347,6 +436,17 @@ test('no function may list the bucket (nothing reads a missing manifest as 404),
     [['dynamodb:GetItem', `arn:aws:dynamodb:us-east-1:111111111111:table/${resources.tableBySuffix.jobs}`]],
   );
   assert.ok(of(report, P.release).unused.length === 0, 'other principals are unaffected');
+  // A key pattern is a grant of its own: a claim that never reads the epoch floor leaves that read unused.
+  const noFloor = legitimateNight().filter((c) => !(c.principal === P.claim && c.partitionKey === EPOCH_FLOOR_KEY));
+  assert.deepEqual(
+    of(await proveGrants(template, noFloor, { resources }), P.claim).unused.map((g) => [g.action, JSON.stringify(g.condition)]),
+    [
+      [
+        'dynamodb:GetItem',
+        JSON.stringify({ 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [EPOCH_FLOOR_KEY] }, Null: { 'dynamodb:LeadingKeys': 'false' } }),
+      ],
+    ],
+  );
   const silent = await proveGrants(template, [], { resources });
   assert.ok(of(silent, P.release).unused.length > 0, 'a principal that makes no call uses none of its grants');
 });

@@ -34,7 +34,10 @@ async function main(): Promise<number> {
     .sort();
   const batches = [files.filter((f) => !LAST.includes(f)), files.filter((f) => LAST.includes(f))].filter((b) => b.length > 0);
   const logDir = mkdtempSync(path.join(tmpdir(), 'fencepost-calls-'));
-  const callLog = path.join(logDir, 'calls.jsonl');
+  // FENCEPOST_CALL_LOG set: the calls are recorded there and kept, also on a partial run, so the IAM proof can be run
+  // on a smaller set (`FENCEPOST_CALL_LOG=/tmp/calls.jsonl npm test -- workflow sweeper reindex iam`).
+  const given = process.env.FENCEPOST_CALL_LOG;
+  const callLog = given ?? path.join(logDir, 'calls.jsonl');
   const stack = await startEmbeddedStack({ callLog });
   process.stderr.write(
     `test stack up in ${((performance.now() - runStarted) / 1000).toFixed(1)} s: ${stack.endpoints.dynamodb} ${stack.endpoints.s3}\n`,
@@ -49,8 +52,9 @@ async function main(): Promise<number> {
           env: {
             FENCEPOST_TEST_DYNAMODB: stack.endpoints.dynamodb,
             FENCEPOST_TEST_S3: stack.endpoints.s3,
-            // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants.
-            ...(only.length === 0 ? { FENCEPOST_CALL_LOG: callLog } : {}),
+            // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants,
+            // unless FENCEPOST_CALL_LOG was given (above).
+            ...(only.length === 0 || given !== undefined ? { FENCEPOST_CALL_LOG: callLog } : {}),
           },
           testLimitMs: TEST_LIMIT_MS,
           deadline: runStarted + RUN_LIMIT_MS,

@@ -354,7 +354,11 @@ export class FencedWorkflow extends Construct {
     // release conditionally, and a release that finds the lease gone means another holder owns the night (Lost).
     const afterMapRunFailed = chunks instanceof sfn.DistributedMap ? this.releaseAfterMapRun(held, lost, failed) : undefined;
     for (const step of [raise, chunks, complete]) {
-      step.addCatch(lost, { errors: LOST_ERRORS, resultPath: '$.lost' });
+      // RaiseFence retries its own StopTimePassedError (a pause); one still past its stop time after every retry is
+      // not another holder's doing (a fresh renewal would have met LeaseLostError): it fails loudly, through the
+      // release, rather than ending Lost for the sweeper to re-queue into the same end.
+      const quiet = step === raise ? LOST_ERRORS.filter((e) => e !== STOP_TIME_PASSED) : LOST_ERRORS;
+      step.addCatch(lost, { errors: quiet, resultPath: '$.lost' });
       if (step === chunks && afterMapRunFailed) step.addCatch(afterMapRunFailed, { errors: [MAP_RUN_FAILED], resultPath: '$.error' });
       step.addCatch(releaseAfterFailure, { errors: ['States.ALL'], resultPath: '$.error' });
     }

@@ -35,12 +35,13 @@ import { JOB_NAME_PATTERN, jobKeys } from '../core/job-keys';
 import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
 import { FENCED_JOB_MARK } from '../lambda/env';
 import { FencepostAlarms } from './alarms';
-import { SFN_QUOTAS, type ChunkWording, chunkMapProblems } from './chunk-plan';
+import { SFN_QUOTAS, type ChunkWording, chunkMapPlan, chunkMapProblems } from './chunk-plan';
 import { JOB_TABLE_TTL, JobTable } from './job-table';
-import { FencedWorkflow } from './fenced-workflow';
+import { FencedWorkflow, holderRetriers } from './fenced-workflow';
 import { LOCK_TABLE_TTL, LockTable } from './lock-table';
 import { ManifestBucket, type ManifestBucketProps, refuseUnconditionalManifestWrites } from './manifest-bucket';
 import { givenTableProblems, refuseTimeToLive } from './schema-table';
+import { renewalGapProblem, worstRenewalGap } from './renewal-gap';
 import { NightlySchedule } from './schedule';
 import { OrphanSweeper } from './sweeper';
 
@@ -285,7 +286,12 @@ export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { reado
   // How the chunks run on AWS (Map mode, concurrency, history, payload): the figures it reads must be valid.
   const planned = s.chunks !== undefined && [s.chunks, s.leaseMs, s.claimBudget, s.chunkOutputBytes].every(positiveInteger);
   if (planned) problems.push(...chunkMapProblems({ ...s, chunks: s.chunks! }, wording));
-  else if (!Number.isSafeInteger(s.chunkConcurrency) || s.chunkConcurrency < 1 || s.chunkConcurrency > SFN_QUOTAS.distributedConcurrency) {
+  // The lease must cover the worst gap between the holder's renewals, its own tasks' retries included.
+  if (planned && leaseProblems(s).length === 0) {
+    const distributed = chunkMapPlan({ ...s, chunks: s.chunks! }).mode === 'distributed';
+    const gapProblem = renewalGapProblem(s, worstRenewalGap({ renewMs: s.renewMs, distributed }, holderRetriers()));
+    if (gapProblem) problems.push(gapProblem);
+  } else if (!Number.isSafeInteger(s.chunkConcurrency) || s.chunkConcurrency < 1 || s.chunkConcurrency > SFN_QUOTAS.distributedConcurrency) {
     problems.push(`chunkConcurrency must be an integer from 1 to ${SFN_QUOTAS.distributedConcurrency}, got ${s.chunkConcurrency}`);
   }
   const problem = scheduleProblem('scheduleExpression', s.scheduleExpression);

@@ -26,6 +26,7 @@ import { App, Duration, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { FencedJob } from '../lib/index';
+import { START_UP_MS } from '../lib/renewal-gap';
 
 const DATE = '2026-03-14';
 /** Chunks of one night: at 50 ms a chunk fence write, 10 in flight, the raise takes 10 s, past the 8 s stop time. */
@@ -179,4 +180,73 @@ test('a RaiseFence still past its stop time after every retry fails the executio
   assert.equal(stop.end.Type, 'Fail', `a StopTimePassedError past RaiseFence's retries ends in ${stop.end.name} (${stop.end.Type})`);
   // Another holder's lease or fence still ends quietly.
   for (const quiet of ['LeaseLostError', 'FencedOutError']) assert.equal(endOf(States, 'RaiseFence', quiet).end.Type, 'Succeed', quiet);
+});
+
+// ─── At synth: the lease covers the worst gap between renewals ───────────────────────────────────────────────────
+
+/** The longest wait of one ASL retrier, by the States Language's rule (defaults 1 s, rate 2, 3 attempts). */
+function aslLongestWaitMs(r: { IntervalSeconds?: number; BackoffRate?: number; MaxAttempts?: number; MaxDelaySeconds?: number }): number {
+  const attempts = r.MaxAttempts ?? 3;
+  if (attempts === 0) return 0;
+  return Math.min((r.IntervalSeconds ?? 1) * (r.BackoffRate ?? 2) ** (attempts - 1), r.MaxDelaySeconds ?? Infinity) * 1000;
+}
+
+/** From the template: the longest retry wait of the tasks that act for the holder (RaiseFence, the chunk task, Complete). */
+function holderRetryWaitMs(job: FencedJob, stack: Stack): number {
+  const { States } = definitionOf(job, stack);
+  const chunkStates = (States.Chunks as unknown as { ItemProcessor: { States: Record<string, State> } }).ItemProcessor.States;
+  const tasks = [States.RaiseFence, States.Complete, ...Object.values(chunkStates).filter((s) => s.Type === 'Task')];
+  return Math.max(...tasks.flatMap((t) => (t.Retry ?? []).map((r) => aslLongestWaitMs(r as never))));
+}
+
+function refusal(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    return (err as Error).message;
+  }
+  return '(not refused)';
+}
+
+test('a 3 s lease is refused at synth, naming the props and the worst gap computed from the Retry blocks the workflow generates', () => {
+  const reference = smallJob();
+  const waitMs = holderRetryWaitMs(reference.job, reference.stack);
+  const renewMs = 1000;
+  const marginMs = 1000; // above the clock-offset alarm's default 500 ms
+  const worst = renewMs + waitMs + START_UP_MS.lambda;
+  const message = refusal(() =>
+    smallJob({ leaseDuration: Duration.seconds(3), renewInterval: Duration.millis(renewMs), margin: Duration.millis(marginMs) }),
+  );
+  assert.match(message, /leaseDuration \(3000 ms\) - margin \(1000 ms\) = 2000 ms does not cover the worst gap/);
+  assert.ok(message.includes(`${worst} ms = renewInterval ${renewMs} ms`), `the worst gap ${worst} ms in: ${message}`);
+  assert.ok(message.includes(`${waitMs} ms (the longest retry wait`), message);
+  // The smallest lease the message asks for is accepted; one ms less is not.
+  const asked = Number(/at least (\d+) ms/.exec(message)?.[1]);
+  assert.equal(asked, worst + marginMs);
+  assert.doesNotThrow(() =>
+    smallJob({ leaseDuration: Duration.millis(asked), renewInterval: Duration.millis(renewMs), margin: Duration.millis(marginMs) }),
+  );
+  assert.match(
+    refusal(() =>
+      smallJob({ leaseDuration: Duration.millis(asked - 1), renewInterval: Duration.millis(renewMs), margin: Duration.millis(marginMs) }),
+    ),
+    /does not cover the worst gap/,
+  );
+});
+
+test("the holder's tasks wait at most one lease's allowance between retries: the defaults cover the worst gap, the Distributed Map's start-up included when it runs the chunks", () => {
+  const { job, stack } = smallJob();
+  const waitMs = holderRetryWaitMs(job, stack);
+  const { leaseMs, renewMs, marginMs } = job.settings;
+  assert.ok(
+    renewMs + waitMs + START_UP_MS.lambda <= leaseMs - marginMs,
+    `inline: ${renewMs} + ${waitMs} + ${START_UP_MS.lambda} ms within ${leaseMs - marginMs} ms`,
+  );
+  // Distributed (every night here: above 0 chunks), the Map Run's start-up sits in the gap before the first chunk.
+  const distributed = renewMs + waitMs + START_UP_MS.lambda + START_UP_MS.mapRun;
+  const message = refusal(() => smallJob({ distributedMapAboveChunks: 0 }));
+  assert.ok(
+    distributed > leaseMs - marginMs ? message.includes(`${distributed} ms`) && message.includes('Distributed Map') : message === '(not refused)',
+    message,
+  );
 });

@@ -41,7 +41,7 @@ import { FencedWorkflow, holderRetriers } from './fenced-workflow';
 import { LOCK_TABLE_TTL, LockTable } from './lock-table';
 import { ManifestBucket, type ManifestBucketProps, refuseUnconditionalManifestWrites } from './manifest-bucket';
 import { givenTableProblems, refuseTimeToLive } from './schema-table';
-import { renewalGapProblem, worstRenewalGap } from './renewal-gap';
+import { LOCAL_RUN_CONTEXT, renewalGapProblem, worstRenewalGap } from './renewal-gap';
 import { NightlySchedule } from './schedule';
 import { OrphanSweeper } from './sweeper';
 
@@ -286,12 +286,7 @@ export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { reado
   // How the chunks run on AWS (Map mode, concurrency, history, payload): the figures it reads must be valid.
   const planned = s.chunks !== undefined && [s.chunks, s.leaseMs, s.claimBudget, s.chunkOutputBytes].every(positiveInteger);
   if (planned) problems.push(...chunkMapProblems({ ...s, chunks: s.chunks! }, wording));
-  // The lease must cover the worst gap between the holder's renewals, its own tasks' retries included.
-  if (planned && leaseProblems(s).length === 0) {
-    const distributed = chunkMapPlan({ ...s, chunks: s.chunks! }).mode === 'distributed';
-    const gapProblem = renewalGapProblem(s, worstRenewalGap({ renewMs: s.renewMs, distributed }, holderRetriers()));
-    if (gapProblem) problems.push(gapProblem);
-  } else if (!Number.isSafeInteger(s.chunkConcurrency) || s.chunkConcurrency < 1 || s.chunkConcurrency > SFN_QUOTAS.distributedConcurrency) {
+  else if (!Number.isSafeInteger(s.chunkConcurrency) || s.chunkConcurrency < 1 || s.chunkConcurrency > SFN_QUOTAS.distributedConcurrency) {
     problems.push(`chunkConcurrency must be an integer from 1 to ${SFN_QUOTAS.distributedConcurrency}, got ${s.chunkConcurrency}`);
   }
   const problem = scheduleProblem('scheduleExpression', s.scheduleExpression);
@@ -477,7 +472,15 @@ export class FencedJob extends Construct {
       chunkMs: props.chunkDuration?.toMilliseconds({ integral: false }),
       alarmEmail: props.alarmEmail,
     };
-    const problems = [...propsProblems(props, chunkTimeout), ...fencedJobProblems(s).map(inPropsWords)];
+    const settingsProblems = fencedJobProblems(s);
+    const problems = [...propsProblems(props, chunkTimeout), ...settingsProblems.map(inPropsWords)];
+    // The lease must cover the worst gap between the holder's renewals in AWS, its own tasks' retries included
+    // (lib/renewal-gap.ts); read once the settings it is made of are valid. A local run is exempt (LOCAL_RUN_CONTEXT).
+    if (settingsProblems.length === 0 && this.node.tryGetContext(LOCAL_RUN_CONTEXT) !== true) {
+      const distributed = chunkMapPlan(s).mode === 'distributed';
+      const gap = renewalGapProblem(s, worstRenewalGap({ renewMs: s.renewMs, distributed }, holderRetriers()));
+      if (gap) problems.push(inPropsWords(gap));
+    }
     if (problems.length > 0) throw new ConfigError(problems);
     this.name = props.name;
     this.settings = s;

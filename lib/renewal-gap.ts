@@ -9,6 +9,9 @@
  * The retry waits are read from the Retry blocks the workflow generates (ASL fields, as in the template).
  */
 
+/** The context key the local runner synthesizes with (core/config.ts LOCAL_RUN_CONTEXT): FencedJob skips the rule then. */
+export { LOCAL_RUN_CONTEXT } from '../core/config';
+
 /** One ASL retrier, as the template holds it (the fields that time its waits). */
 export interface Retrier {
   readonly ErrorEquals: readonly string[];

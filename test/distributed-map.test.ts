@@ -19,9 +19,7 @@ type Json = ReturnType<typeof JSON.parse>;
 function without(o: Json, key: string): Json {
   return Object.fromEntries(Object.entries(o).filter(([k]) => k !== key));
 }
-// Distributed: a renewal every second and a 1 s margin let the 10 s lease cover the Map Run's start-up (lib/renewal-gap.ts).
-const DISTRIBUTED_LEASE = { renewMs: 1000, marginMs: 1000 };
-const LARGE = { invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 20, ...DISTRIBUTED_LEASE };
+const LARGE = { invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 20 };
 
 const valid = (name: string, definition: unknown) => {
   const result = aslValidator(structuredClone(definition)); // it fills in defaults (QueryLanguage) in place
@@ -197,8 +195,7 @@ test(
   { timeout: 120_000 },
   async () => {
     // 4 chunks, always distributed: the same definition shape as a large night, quick to run.
-    const definition = synthesizeWorkflow(billingApp, { invoices: 20, chunkSize: 5, distributedMapAboveChunks: 0, ...DISTRIBUTED_LEASE }).job
-      .definition as Json;
+    const definition = synthesizeWorkflow(billingApp, { invoices: 20, chunkSize: 5, distributedMapAboveChunks: 0 }).job.definition as Json;
     assert.equal(hasDistributedMap(definition), true);
 
     const ok = await runNight(definition, undefined, false);

@@ -36,7 +36,7 @@ import { noDynamo } from './support/no-dynamo';
 
 const DATE = '2026-10-02';
 const CHUNKS = 4;
-const settings = { leaseMs: 5000, renewMs: 1000, marginMs: 1000, claimBudget: 2, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 250 };
+const settings = { leaseMs: 3000, renewMs: 1000, marginMs: 1000, claimBudget: 2, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 250 };
 const budgetSeconds = (settings.claimBudget * settings.leaseMs) / 1000;
 
 /** The first holder: claims the night's lease in this process and, when `running`, raises the night's fences (RUNNING). */

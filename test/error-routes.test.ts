@@ -24,7 +24,7 @@ import { LocalLambdas, type DeployedFunction } from '../local/lambda-runner';
 import { namespace, type Namespace } from './support/stack';
 
 const DATE = '2026-09-28';
-const SETTINGS = { leaseMs: 5000, renewMs: 1000, marginMs: 1000, invoices: 400, chunkSize: 200, clockOffsetAlarmMs: 250 };
+const SETTINGS = { leaseMs: 3000, renewMs: 1000, marginMs: 1000, invoices: 400, chunkSize: 200, clockOffsetAlarmMs: 250 };
 const wf = synthesizeWorkflow(billingApp, SETTINGS);
 
 /** Raised by the Lambda service, never by a function's code (Step Functions best practices: handle transient Lambda service exceptions). */

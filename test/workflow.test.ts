@@ -47,7 +47,7 @@ async function auditNight(ns: Namespace) {
 }
 
 test('the local definition is the synthesized one: the clock-free watch is Observe ⇄ a Wait state, then Claim', () => {
-  const wf = synthesizeWorkflow(billingApp, { leaseMs: 5000, renewMs: 1000, marginMs: 1000 });
+  const wf = synthesizeWorkflow(billingApp, { leaseMs: 3000, renewMs: 1000, marginMs: 1000 });
   const states = wf.definition.States as Record<string, Record<string, unknown>>;
   assert.equal(wf.definition.StartAt, 'Prepare');
   assert.equal(states.WatchTheLease.Type, 'Wait');
@@ -73,20 +73,20 @@ test('the local definition is the synthesized one: the clock-free watch is Obser
   const lostCatch = (states.RaiseFence.Catch as { ErrorEquals: string[]; Next: string }[])[0];
   // RaiseFence's own stop time is retried, then fails loudly (test/renewal-gap.test.ts): only another holder is Lost.
   assert.deepEqual(lostCatch, { ...lostCatch, ErrorEquals: ['LeaseLostError', 'FencedOutError'], Next: 'Lost' });
-  assert.equal(wf.environment.FENCEPOST_LEASE_MS, '5000', 'the functions are configured from the same context');
+  assert.equal(wf.environment.FENCEPOST_LEASE_MS, '3000', 'the functions are configured from the same context');
 });
 
 test('the synth cache returns exactly what a synth returns, keys on the settings, and survives a damaged entry', () => {
-  const settings = { leaseMs: 5000, renewMs: 1000, marginMs: 1000 };
+  const settings = { leaseMs: 4000, renewMs: 1000, marginMs: 1000 };
   const fresh = synthesizeWorkflowNow(billingApp, settings);
   assert.deepEqual(synthesizeWorkflow(billingApp, settings), fresh, 'first call: synthesized and stored');
   assert.deepEqual(synthesizeWorkflow(billingApp, settings), fresh, 'second call: read back, the same');
   assert.notEqual(
     workflowCacheKey(billingApp, settings),
-    workflowCacheKey(billingApp, { ...settings, leaseMs: 6000 }),
+    workflowCacheKey(billingApp, { ...settings, leaseMs: 5000 }),
     'other settings, another entry',
   );
-  assert.equal(synthesizeWorkflow(billingApp, { ...settings, leaseMs: 6000 }).environment.FENCEPOST_LEASE_MS, '6000');
+  assert.equal(synthesizeWorkflow(billingApp, { ...settings, leaseMs: 5000 }).environment.FENCEPOST_LEASE_MS, '5000');
   writeFileSync(
     path.join(__dirname, '..', 'node_modules', '.cache', 'fencepost', `workflow-billing-${workflowCacheKey(billingApp, settings)}.json`),
     '{"definition":',
@@ -196,7 +196,7 @@ test('bad state-machine input fails at validation with nothing written', async (
 test("the synthesized sweeper, on its bundles, re-queues a dead holder's night and starts a billing run that completes it", async () => {
   const ns = await namespace();
   // A holder claims and raises the fence, then dies: no renewal ever again.
-  const settings = { leaseMs: 4000, renewMs: 500, marginMs: 500, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 125 };
+  const settings = { leaseMs: 2000, renewMs: 500, marginMs: 500, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 125 };
   const events = new Events('dead', systemClock);
   const held = await claim({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events }, Keys.lock(DATE), 'dead', {
     ...DEFAULTS,
@@ -231,7 +231,7 @@ async function deadHolder(ns: Namespace, settings: { leaseMs: number; renewMs: n
   return held;
 }
 
-const sweepSettings = { leaseMs: 4000, renewMs: 500, marginMs: 500, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 125 };
+const sweepSettings = { leaseMs: 2000, renewMs: 500, marginMs: 500, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 125 };
 const sweepOn = (ns: Namespace, name: string) => ({
   app: billingApp,
   clients: ns.clients,
@@ -318,8 +318,7 @@ test('crash answer: a re-queued run that dies before its raise leaves the night 
 test('a night run as a Distributed Map (distributedMapAboveChunks: 0) completes on the bundles, chunks 3 at once', async () => {
   const ns = await namespace();
   const settings = {
-    // The Distributed Map Run's start-up sits between the raise's renewals and the first chunk's (lib/renewal-gap.ts).
-    leaseMs: 10000,
+    leaseMs: 3000,
     renewMs: 1000,
     marginMs: 1000,
     invoices: 2000,

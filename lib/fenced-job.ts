@@ -159,7 +159,9 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   readonly chunks: number;
   /**
    * How long a lease lasts without renewal: a holder that stops renewing loses the night this long after its last
-   * renewal. A whole number of milliseconds.
+   * renewal. A whole number of milliseconds. leaseDuration - margin must cover the worst gap between two of the
+   * holder's renewals (renewInterval + the longest retry wait + a Lambda start, + a Map Run's start-up for a
+   * Distributed Map; docs/FENCED-JOB.md), or the props are refused.
    * @default Duration.seconds(10) (Part 0)
    */
   readonly leaseDuration?: Duration;

@@ -106,3 +106,11 @@ export function validateLeaseConfig(input: Partial<LeaseConfig> = {}): LeaseConf
 function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
+
+/**
+ * The context key the local runner (local/workflow.ts) builds a job's app with. A local run has no Lambda cold start
+ * and no Map Run, and the tests and the fault suite run short leases there on purpose (their lease losses are what
+ * they check), so the constructs do not refuse a lease shorter than the worst gap between renewals in AWS
+ * (lib/renewal-gap.ts). The template is the same; only that refusal is skipped.
+ */
+export const LOCAL_RUN_CONTEXT = 'fencepost:localRun';

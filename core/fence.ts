@@ -83,14 +83,18 @@ export function readJob(deps: Pick<FenceDeps, 'ddb' | 'jobs' | 'store'>, jobId: 
  * Raise every fence of the night to `token` (docs/DESIGN.md § Chunk fences): the job row FIRST, then every
  * chunk fence. Only when this returns may the holder write into any chunk. Returns the old job row and the chunks
  * an earlier holder recorded done (learnt from the old chunk items, so no second read).
+ * @param check - called before each write (the holder's `lease.check`): a raise of many chunks outlasts a stop time
+ * unless it is renewed meanwhile, and one that is not stops there rather than writing on
  */
-export async function raise(deps: FenceDeps, jobId: string, token: number, owner: string, chunkCount: number): Promise<Raised> {
+export async function raise(deps: FenceDeps, jobId: string, token: number, owner: string, chunkCount: number, check?: () => void): Promise<Raised> {
+  check?.();
   const job = await raiseJobRow(deps, jobId, token, owner, chunkCount);
   const old = await raiseChunkFences(
     deps,
     jobId,
     token,
     Array.from({ length: chunkCount }, (_, c) => c),
+    check,
   );
   const chunksDone = new Set([...old].flatMap(([c, item]) => (item?.done_by !== undefined ? [c] : [])));
   return { job, chunksDone };
@@ -116,17 +120,20 @@ export async function raiseJobRow(deps: FenceDeps, jobId: string, token: number,
  * Step 2 of the raise, after the job row: these chunks' fence items, one conditional write each (created at the
  * first raise), fence <= token, returning each old item. No count limit: single-item writes, a bounded number in
  * flight. Only the chunk item is touched (never claim_shard or state), so chunk items stay out of the sparse index.
+ * `check` is called before each write (see raise); the first that throws stops the raise, the writes in flight land.
  */
 export async function raiseChunkFences(
   deps: FenceDeps,
   jobId: string,
   token: number,
   chunks: readonly number[],
+  check?: () => void,
 ): Promise<Map<number, ChunkFence | undefined>> {
   const old = new Map<number, ChunkFence | undefined>();
   // Safe to send again (a zombie's transaction on this chunk may hold the item): equal is accepted, and a landed try
   // left done_by as it was, so the old item still tells the progress.
   await eachBounded(chunks, async (chunk) => {
+    check?.();
     const before = await jobFence(deps, chunkFenceKey(jobId, chunk)).raise(token, { [Attr.chunk]: chunk });
     old.set(chunk, before as ChunkFence | undefined);
   });

@@ -182,8 +182,11 @@ function readRun(deps: Pick<RunDeps, 'ddb' | 'tables' | 'store'>, run: Pick<JobR
  * @throws AlreadyDoneError for a DONE run; FencedOutError when a higher token got there first
  */
 export async function raiseRun(deps: RunDeps, run: JobRun, lease: Lease): Promise<RaisedRun> {
-  lease.check();
-  const { job: previous, chunksDone } = await fences.raise(fenceDepsOf(deps), run.keys.job(run.date), lease.token, lease.holder, run.chunks);
+  // The stop time before every write, the job row's and each chunk fence's: a raise of many chunks takes longer
+  // than a stop time, and the holder renews meanwhile (its heartbeat) or stops there.
+  const { job: previous, chunksDone } = await fences.raise(fenceDepsOf(deps), run.keys.job(run.date), lease.token, lease.holder, run.chunks, () =>
+    lease.check(),
+  );
   const done = [...chunksDone].sort((a, b) => a - b);
   deps.events.emit('fence-raised', {
     token: lease.token,
@@ -260,7 +263,11 @@ export async function completeRun(
   await options.hooks?.afterCheck?.({ step: 'complete' });
   const manifest = options.manifest ?? resumeManifest(deps, run, lease.token);
   const jobId = run.keys.job(run.date);
-  await fences.complete(fenceDepsOf(deps), jobId, lease.token, manifest && (() => manifest.markDone()));
+  // The stop time again once every chunk fence is read (thousands of reads), before the writes that say DONE.
+  await fences.complete(fenceDepsOf(deps), jobId, lease.token, async () => {
+    lease.check();
+    await manifest?.markDone();
+  });
   deps.events.emit('completed', { token: lease.token, jobId });
 }
 

@@ -1,7 +1,7 @@
 /**
  * Complete the night (core's completeRun): once every chunk fence item says done (it reads them: dynamodb:GetItem
  * on the job table), the manifest DONE, then the job row DONE (it leaves the sparse index; the row is the
- * authority); then release the lease.
+ * authority); then release the lease. It renews from this process while it reads.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { completeRun } from '../core/job';
@@ -14,7 +14,13 @@ export const complete = (runtime: RuntimeSource) => (event: { jobDate?: unknown;
   invoke('complete', runtime, async (rt) => {
     const { jobDate, holder, token } = nightInput(event, { token: true });
     const lease = await resume(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease);
-    await completeRun(rt.runDeps, { keys: rt.job, date: jobDate }, lease, { hooks: rt.hooks });
+    // Renew while it reads every chunk fence: thousands of reads can take longer than a stop time.
+    lease.startHeartbeat();
+    try {
+      await completeRun(rt.runDeps, { keys: rt.job, date: jobDate }, lease, { hooks: rt.hooks });
+    } finally {
+      await lease.stopHeartbeat();
+    }
     await lease.release();
     metrics.addMetric(Metric.runsCompleted, MetricUnit.Count, 1);
     return { outcome: 'completed' as const, token };

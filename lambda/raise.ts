@@ -1,5 +1,6 @@
 /**
- * Raise the fence first: renew the lease (this process's own stop time), then core's raiseRun:
+ * Raise the fence first: renew the lease (this process's own stop time) and keep renewing while
+ * raising, then core's raiseRun:
  * the job row, every chunk fence and the manifest to our token (docs/DESIGN.md § Chunk fences). Returns the chunks
  * still to do (the chunk fence items an earlier holder had not marked done); a DONE night releases and says so.
  */
@@ -15,6 +16,9 @@ export const raise = (runtime: RuntimeSource) => (event: { jobDate?: unknown; ho
   invoke('raise', runtime, async (rt) => {
     const { jobDate, holder, token } = nightInput(event, { token: true });
     const lease = await resume(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease);
+    // Renew from this process while it raises: a night of thousands of chunk fences takes longer than a stop time
+    // (docs/DESIGN.md "The gap between renewals"), and raiseRun checks the stop time before every write.
+    lease.startHeartbeat();
     try {
       const raised = await raiseRun(rt.runDeps, { keys: rt.job, date: jobDate, chunks: rt.chunks }, lease);
       return { alreadyDone: false, chunks: [...raised.chunksToDo] };
@@ -23,6 +27,8 @@ export const raise = (runtime: RuntimeSource) => (event: { jobDate?: unknown; ho
       await lease.release();
       metrics.addMetric(Metric.runsAlreadyDone, MetricUnit.Count, 1);
       return { alreadyDone: true, chunks: [] as number[] };
+    } finally {
+      await lease.stopHeartbeat();
     }
   });
 

@@ -36,13 +36,14 @@ import { JOB_NAME_PATTERN, jobKeys } from '../core/job-keys';
 import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
 import { FENCED_JOB_MARK } from '../lambda/env';
 import { FencepostAlarms } from './alarms';
-import { SFN_QUOTAS, type ChunkWording, chunkMapProblems } from './chunk-plan';
+import { SFN_QUOTAS, type ChunkWording, chunkMapPlan, chunkMapProblems } from './chunk-plan';
 import { JOB_TABLE_TTL, JobTable } from './job-table';
-import { FencedWorkflow, pascalName } from './fenced-workflow';
+import { FencedWorkflow, holderRetriers, pascalName } from './fenced-workflow';
 import { LOCK_TABLE_TTL, LockTable } from './lock-table';
 import { ManifestBucket, type ManifestBucketProps, refuseUnconditionalManifestWrites } from './manifest-bucket';
 import { givenTableProblems, refuseTimeToLive } from './schema-table';
 import { clockTime, nightInDstGap } from './cron';
+import { LOCAL_RUN_CONTEXT, renewalGapProblem, worstRenewalGap } from './renewal-gap';
 import { NightlySchedule } from './schedule';
 import { OrphanSweeper, sweepWindowExpression } from './sweeper';
 
@@ -177,7 +178,9 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   readonly chunks: number;
   /**
    * How long a lease lasts without renewal: a holder that stops renewing loses the night this long after its last
-   * renewal. A whole number of milliseconds.
+   * renewal. A whole number of milliseconds. leaseDuration - margin must cover the worst gap between two of the
+   * holder's renewals (renewInterval + the longest retry wait + a Lambda start, + a Map Run's start-up for a
+   * Distributed Map; docs/FENCED-JOB.md), or the props are refused.
    * @default Duration.seconds(10)
    */
   readonly leaseDuration?: Duration;
@@ -564,7 +567,15 @@ export class FencedJob extends Construct {
         ),
       alarmEmail: props.alarmEmail,
     };
-    const problems = [...propsProblems(this, props, chunkTimeout), ...fencedJobProblems(s).map(inPropsWords)];
+    const settingsProblems = fencedJobProblems(s);
+    const problems = [...propsProblems(this, props, chunkTimeout), ...settingsProblems.map(inPropsWords)];
+    // The lease must cover the worst gap between the holder's renewals in AWS, its own tasks' retries included
+    // (lib/renewal-gap.ts); read once the settings it is made of are valid. A local run is exempt (LOCAL_RUN_CONTEXT).
+    if (settingsProblems.length === 0 && this.node.tryGetContext(LOCAL_RUN_CONTEXT) !== true) {
+      const distributed = chunkMapPlan(s).mode === 'distributed';
+      const gap = renewalGapProblem(s, worstRenewalGap({ renewMs: s.renewMs, distributed }, holderRetriers()));
+      if (gap) problems.push(inPropsWords(gap));
+    }
     if (problems.length > 0) throw new ConfigError(problems);
     this.name = props.name;
     Object.defineProperty(this, FENCED_JOB_NAME, { value: props.name });

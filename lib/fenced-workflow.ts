@@ -37,6 +37,7 @@ import { EXECUTION_TIMEOUT, chunkMapPlan } from './chunk-plan';
 import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { HandlerFunction } from './handler-function';
 import { keysGrant } from './job-table';
+import type { Retrier } from './renewal-gap';
 import { LOST_ERRORS, MAP_RUN_FAILED, PROCESS_ERRORS, PROCESS_RETRIES, STOP_TIME_PASSED, TRANSIENT_ERRORS, TRANSIENT_RETRIES } from './task-errors';
 
 /** The settings the workflow's functions and Map take (validated by FencedJob; FencedJobSettings says each). */
@@ -96,6 +97,40 @@ export const TIMEOUT: Record<FencedHandlerName, Duration> = {
   complete: Duration.seconds(30),
   release: Duration.seconds(20),
 };
+
+/**
+ * The backoff of every Retry in the workflow: from 1 s, doubling, full jitter, and at most 2 s a wait. The cap keeps
+ * one retry's wait, which falls between two renewals of the holder when the retried task acts for it, within the
+ * lease (lib/renewal-gap.ts; docs/DESIGN.md "The gap between renewals"): uncapped, the fourth retry's wait is 8 s.
+ */
+export const RETRY_BACKOFF = { interval: Duration.seconds(1), backoffRate: 2, maxDelay: Duration.seconds(2), jitterStrategy: sfn.JitterType.FULL };
+
+/** Transient store and Lambda service errors: every task retries them. */
+const TRANSIENT_RETRY: sfn.RetryProps = { errors: TRANSIENT_ERRORS, maxAttempts: TRANSIENT_RETRIES, ...RETRY_BACKOFF };
+
+/** A process that died or never answered, before the raise (RaiseFence also its own stop time: a pause). */
+function processRetry(name: FencedHandlerName): sfn.RetryProps {
+  return { errors: name === 'raise' ? [...PROCESS_ERRORS, STOP_TIME_PASSED] : PROCESS_ERRORS, maxAttempts: PROCESS_RETRIES, ...RETRY_BACKOFF };
+}
+
+/** A retrier as the template holds it (ASL). */
+function aslOf(r: sfn.RetryProps): Retrier {
+  return {
+    ErrorEquals: r.errors ?? ['States.ALL'],
+    IntervalSeconds: r.interval?.toSeconds(),
+    BackoffRate: r.backoffRate,
+    MaxAttempts: r.maxAttempts,
+    MaxDelaySeconds: r.maxDelay?.toSeconds(),
+  };
+}
+
+/**
+ * The Retry blocks of every task that acts for the holder (RaiseFence, the chunk task, Complete), as the workflow
+ * generates them: what the worst gap between renewals is computed from (lib/renewal-gap.ts).
+ */
+export function holderRetriers(): Retrier[] {
+  return [TRANSIENT_RETRY, processRetry('raise')].map(aslOf);
+}
 
 /**
  * State machine log groups go under /aws/vendedlogs/states/: Step Functions adds every log group it delivers to to
@@ -284,13 +319,7 @@ export class FencedWorkflow extends Construct {
       taskTimeout: sfn.Timeout.duration(timeout.plus(Duration.seconds(30))),
       retryOnServiceExceptions: false, // the Retry below covers them, with our backoff
     });
-    t.addRetry({
-      errors: TRANSIENT_ERRORS,
-      interval: Duration.seconds(1),
-      backoffRate: 2,
-      maxAttempts: TRANSIENT_RETRIES,
-      jitterStrategy: sfn.JitterType.FULL,
-    });
+    t.addRetry(TRANSIENT_RETRY);
     return t;
   }
 
@@ -311,13 +340,7 @@ export class FencedWorkflow extends Construct {
    */
   private preRaise(id: string, name: FencedHandlerName, payload: Record<string, unknown>, resultPath?: string): tasks.LambdaInvoke {
     const t = this.step(id, name, payload, resultPath);
-    t.addRetry({
-      errors: name === 'raise' ? [...PROCESS_ERRORS, STOP_TIME_PASSED] : PROCESS_ERRORS,
-      interval: Duration.seconds(1),
-      backoffRate: 2,
-      maxAttempts: PROCESS_RETRIES,
-      jitterStrategy: sfn.JitterType.FULL,
-    });
+    t.addRetry(processRetry(name));
     return t;
   }
 
@@ -365,7 +388,11 @@ export class FencedWorkflow extends Construct {
     // release conditionally, and a release that finds the lease gone means another holder owns the night (Lost).
     const afterMapRunFailed = chunks instanceof sfn.DistributedMap ? this.releaseAfterMapRun(held, lost, failed) : undefined;
     for (const step of [raise, chunks, complete]) {
-      step.addCatch(lost, { errors: LOST_ERRORS, resultPath: '$.lost' });
+      // RaiseFence retries its own StopTimePassedError (a pause); one still past its stop time after every retry is
+      // not another holder's doing (a fresh renewal would have met LeaseLostError): it fails loudly, through the
+      // release, rather than ending Lost for the sweeper to re-queue into the same end.
+      const quiet = step === raise ? LOST_ERRORS.filter((e) => e !== STOP_TIME_PASSED) : LOST_ERRORS;
+      step.addCatch(lost, { errors: quiet, resultPath: '$.lost' });
       if (step === chunks && afterMapRunFailed) step.addCatch(afterMapRunFailed, { errors: [MAP_RUN_FAILED], resultPath: '$.error' });
       step.addCatch(releaseAfterFailure, { errors: ['States.ALL'], resultPath: '$.error' });
     }

@@ -37,7 +37,7 @@ export const TRANSIENT_RETRIES = 4;
 export const PROCESS_ERRORS = ['Runtime.ExitError', 'Sandbox.Timedout', 'Lambda.Unknown', 'States.Timeout'];
 
 /**
- * Retries of a process error per step before the raise (1 + 4 invocations at most, 1 + 2 + 4 + 8 s of backoff). A
+ * Retries of a process error per step before the raise (1 + 4 invocations at most, 1 + 2 + 2 + 2 s of backoff: every wait is capped at 2 s, RETRY_BACKOFF). A
  * process lost to a host or the network rarely dies twice; one the code kills every time (out of memory) dies every
  * retry, and the ExecutionsFailed alarm answers it. Four, not two: the workflow world strands 4 of 5,000 schedules
  * with two (an Observe dying three times), none with four. Each retry is history the claim loop repeats

@@ -37,6 +37,7 @@ import { fileCallSink, type CallSink } from './call-log';
 import { toLocalDefinition } from './distributed-map';
 import { LocalLambdas, type DeployedFunction } from './lambda-runner';
 import { startLocalSfn, type RefuseStart } from './sfn-endpoint';
+import { LOCAL_RUN_CONTEXT } from '../core/config';
 
 type Json = Record<string, unknown>;
 export type Resource = { Type: string; Properties: Json; Metadata?: Json };
@@ -186,7 +187,8 @@ export function synthesizeWorkflowNow(app: WorkflowApp, overrides: Json = {}): S
   mkdirSync(CACHE_DIR, { recursive: true });
   const outdir = mkdtempSync(path.join(CACHE_DIR, 'synth-'));
   try {
-    const scope = new cdk.App({ context: cdkJson.context, outdir, builtinCloudFormationValidation: false });
+    // Locally, no cold start nor Map Run sits between renewals: short test leases are not refused (lib/renewal-gap.ts).
+    const scope = new cdk.App({ context: { ...cdkJson.context, [LOCAL_RUN_CONTEXT]: true }, outdir, builtinCloudFormationValidation: false });
     // The functions are bundled as their constructs are built.
     const built = quietly(() => app.build(scope, overrides));
     const stack = built.stack;

@@ -561,6 +561,9 @@ test("the Lambdas' AWS clients give up on a hung call: connection and request ti
   }
 });
 
+/** Distributed: a renewal every second and a 1 s margin let the 10 s lease cover the Map Run's start-up (lib/renewal-gap.ts). */
+const DISTRIBUTED_LEASE = { renewMs: 1000, marginMs: 1000 };
+
 test('large nights: above distributedMapAboveChunks the chunks run as a Distributed Map, granted and acknowledged', () => {
   const {
     app: a,
@@ -569,7 +572,7 @@ test('large nights: above distributedMapAboveChunks the chunks run as a Distribu
   } = synth({
     ...cdkJson.context,
     'aws:cdk:bundling-stacks': [], // the template is all this test reads: skip asset bundling
-    [CONTEXT_KEY]: { invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 200 }, // 2,000 chunks
+    [CONTEXT_KEY]: { invoices: 1_000_000, chunkSize: 500, chunkConcurrency: 200, ...DISTRIBUTED_LEASE }, // 2,000 chunks
   });
   assert.equal(s.billing.workflow.distributed, true);
   assert.equal(stack.billing.workflow.distributed, false, 'the default night (10 chunks) stays inline');
@@ -672,7 +675,7 @@ test("the invoice table is warmed to the night's peak write rate when a new on-d
     // A claim budget as long as the whole night (200 chunks of 2.6 s, one at a time): FencedJob refuses a shorter one.
     // Its claim loop's worst-case history (every step before the raise taking every retry) leaves no room for 200
     // chunks inline: they run distributed.
-    const config = { invoices: 1_000_000, chunkSize: 5_000, chunkConcurrency, claimBudget: 60, distributedMapAboveChunks: 0 };
+    const config = { invoices: 1_000_000, chunkSize: 5_000, chunkConcurrency, claimBudget: 60, distributedMapAboveChunks: 0, ...DISTRIBUTED_LEASE };
     const { stack: s, template: t } = synth({ ...cdkJson.context, 'aws:cdk:bundling-stacks': [], [CONTEXT_KEY]: config });
     const table = t.toJSON().Resources[s.getLogicalId(s.invoices.node.defaultChild as CfnResource)] as Resource;
     // The model's peak: every running chunk commits one transaction of puts per msPerTransaction, 2 WRU an item.

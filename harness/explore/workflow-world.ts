@@ -149,6 +149,7 @@ interface Retrier {
   readonly IntervalSeconds?: number;
   readonly BackoffRate?: number;
   readonly MaxAttempts?: number;
+  readonly MaxDelaySeconds?: number;
   readonly JitterStrategy?: string;
 }
 interface Catcher {
@@ -248,14 +249,19 @@ function tasksOf(machine: MachineDef): StateDef[] {
   });
 }
 
+/** A retrier's cap on one wait (MaxDelaySeconds), in ms; none: no cap. */
+function maxDelayMs(r: Retrier): number {
+  return r.MaxDelaySeconds === undefined ? Infinity : r.MaxDelaySeconds * 1000;
+}
+
 /**
- * The longest wait a task's Retry can schedule: its largest backoff, IntervalSeconds × BackoffRate^(MaxAttempts − 1),
- * at full length. Once the faults stopped, a task waits out at most one backoff already scheduled: its next attempt
+ * The longest wait a task's Retry can schedule: its largest backoff, IntervalSeconds × BackoffRate^(MaxAttempts − 1)
+ * up to MaxDelaySeconds, at full length. Once the faults stopped, a task waits out at most one backoff already scheduled: its next attempt
  * meets no fault (a stop time that passed in a pause is renewed afresh by the retried RaiseFence).
  */
 function retryWaitMs(machine: MachineDef): number {
   const longest = (r: Retrier) =>
-    (r.MaxAttempts ?? 3) > 0 ? (r.IntervalSeconds ?? 1) * 1000 * (r.BackoffRate ?? 2) ** ((r.MaxAttempts ?? 3) - 1) : 0;
+    (r.MaxAttempts ?? 3) > 0 ? Math.min((r.IntervalSeconds ?? 1) * 1000 * (r.BackoffRate ?? 2) ** ((r.MaxAttempts ?? 3) - 1), maxDelayMs(r)) : 0;
   return Math.max(0, ...tasksOf(machine).flatMap((t) => (t.Retry ?? []).map(longest)));
 }
 
@@ -562,7 +568,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
         const i = (st.Retry ?? []).findIndex((r) => matches(r.ErrorEquals, err.error));
         const r = st.Retry?.[i];
         if (!r || retried[i] >= (r.MaxAttempts ?? 3)) throw err;
-        const fullMs = (r.IntervalSeconds ?? 1) * 1000 * (r.BackoffRate ?? 2) ** retried[i];
+        const fullMs = Math.min((r.IntervalSeconds ?? 1) * 1000 * (r.BackoffRate ?? 2) ** retried[i], maxDelayMs(r));
         const waitMs = r.JitterStrategy === 'FULL' ? Math.floor(random() * fullMs) : fullMs;
         retried[i]++;
         scheduler.log(`${exec.name} ${state} retries ${err.error} in ${waitMs} ms`);

@@ -163,6 +163,11 @@ function legitimateNight(): AwsCall[] {
     ddb(P.observe, 'GetItem', T.jobs),
     ddb(P.claim, 'UpdateItem', T.locks),
     ddb(P.claim, 'GetItem', T.locks), // the night's first claim of its lock key reads the epoch floor
+    // the process's first claim, and first raise, describe the table first (core/aws/table-check.ts)
+    ddb(P.claim, 'DescribeTable', T.locks),
+    ddb(P.claim, 'DescribeTimeToLive', T.locks),
+    ddb(P.raise, 'DescribeTable', T.jobs),
+    ddb(P.raise, 'DescribeTimeToLive', T.jobs),
     ddb(P.raise, 'UpdateItem', T.locks),
     ddb(P.raise, 'UpdateItem', T.jobs),
     s3(P.raise, 'PutObject', manifest, CREATE),
@@ -281,6 +286,9 @@ test("calls outside the grants are denied, with the simulator's reason", async (
     ['the billing machine invokes a sweeper function', invoke(P.billing, P.verify)],
     ['the nightly schedule starts the sweeper', { principal: P.nightly, service: 'states', operation: 'StartExecution', target: P.sweeper }],
     ['prepare reads a lock', ddb(P.prepare, 'GetItem', T.locks)],
+    ['observe describes the lock table (only the claim and the raise check a table)', ddb(P.observe, 'DescribeTable', T.locks)],
+    ['claim describes the job table, not its own', ddb(P.claim, 'DescribeTable', T.jobs)],
+    ['raise describes the invoice table', ddb(P.raise, 'DescribeTimeToLive', T.invoices)],
   ];
   for (const [what, call] of bad) {
     const report = await proveGrants(template, [call], { resources });

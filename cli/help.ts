@@ -34,7 +34,8 @@ Commands:
   handover   become a role's single writer: flip the writer lease, wait lease + margin, bump the epoch, write
   local   start the embedded local stack (DynamoDB Local + local S3) and print its endpoints
 
-Without --dynamodb-endpoint/--s3-endpoint, run and audit start the embedded stack themselves.
+Without --dynamodb-endpoint/--s3-endpoint, run starts the embedded stack itself. audit, leader and bump-epochs
+create nothing: a table or bucket they need that does not exist is refused (exit 2, naming it).
 Exit codes: 0 done (by us or already), 1 infrastructure or unexpected error, 2 bad input (nothing written),
             3 this worker lost the lease or was fenced out (the data is safe), 4 an audit found a broken invariant,
             5 the sweeper saw a storm and re-queued nothing.
@@ -73,7 +74,8 @@ Exit: 0 completed or already done; 3 lost the lease, fenced out, or another hold
 
 Checks invariants 1-4 of docs/DESIGN.md: each invoice once and none missing when DONE; no token above the fence
 it met (DynamoDB and the S3 manifest); the sparse index holds exactly the RUNNING rows; the lock epoch is at
-least every token seen. Exit 0 only when all hold, 4 otherwise.`,
+least every token seen. Reads only: a table or the bucket that does not exist is refused (exit 2, naming it),
+never created. Exit 0 only when all hold, 4 otherwise.`,
 
   sweep: `Usage: fencepost sweep --dynamodb-endpoint URL --s3-endpoint URL [--table-prefix P] [--bucket B] [options]
 
@@ -137,7 +139,8 @@ Exit codes: 0 resigned or stopped, 3 deposed (stop time passed, candidacy found 
   leader: `Usage: fencepost leader --role R [endpoints…] [--json]
 
 Prints who leads role R as the store says now (the lowest live candidate: it may be gone and not yet found so),
-its epoch, the queue of sequence numbers, the last epoch handed out, and the ledger's head (version and fence).`,
+its epoch, the queue of sequence numbers, the last epoch handed out, and the ledger's head (version and fence).
+Reads only: a table that does not exist is refused (exit 2, naming it), never created.`,
 
   handover: `Usage: fencepost handover --role R [--writer ID] [--lease-ms N --renew-ms N --margin-ms N --wait-margin-ms N]
                          [--entries N] [--every D] [endpoints…] [--events | --json]

@@ -11,7 +11,8 @@ import { runChaos } from '../harness/chaos';
 import { playStory, storyLease, storyTable, takeoverLease } from '../harness/story';
 import { runDirect, runStepFunctions } from './engines';
 import { HELP } from './help';
-import { USER_COMMANDS, dispatch, withStores, type Command, type Values } from './user';
+import { USER_COMMANDS, dispatch, withExistingStores, withStores, type Command, type Values } from './user';
+import { tableNames } from '../core/schema';
 import { BILLING_TABLES, billingTables } from '../apps/billing/schema';
 import { parseSimulate, simulate } from './simulate';
 import { instrumentRun } from './instrumentation';
@@ -89,10 +90,13 @@ function run(values: Values): Promise<number> {
   });
 }
 
+/** Reads only: the stores it audits must exist (a mistyped prefix is refused, never created). */
 function auditCommand(values: Values): Promise<number> {
   const o = auditOptions(values);
-  return billingStores(o, async (clients) => {
-    const report = await audit({ ddb: clients.ddb, s3: clients.s3, tables: billingTables(o.tablePrefix), bucket: o.bucket }, o.date, o.invoices);
+  const tables = billingTables(o.tablePrefix);
+  const needs = { tables: Object.values(tables), bucket: o.bucket, namedBy: '--table-prefix and --bucket' };
+  return withExistingStores(o, needs, async (clients) => {
+    const report = await audit({ ddb: clients.ddb, s3: clients.s3, tables, bucket: o.bucket }, o.date, o.invoices);
     out(o.json ? JSON.stringify(report) : auditTable(report));
     return report.ok ? EXIT.ok : EXIT.auditFailed;
   });
@@ -143,9 +147,11 @@ function elect(values: Values): Promise<number> {
   return billingStores(o, (clients) => electCommand(o, clients, out, err));
 }
 
+/** Reads only: the lock and job tables must exist. */
 function leader(values: Values): Promise<number> {
   const o = leaderOptions(values);
-  return billingStores(o, (clients) => leaderCommand(o, clients, out));
+  const { locks, jobs } = tableNames(o.tablePrefix);
+  return withExistingStores(o, { tables: [locks, jobs], namedBy: '--table-prefix' }, (clients) => leaderCommand(o, clients, out));
 }
 
 function handoverRun(values: Values): Promise<number> {

@@ -53,7 +53,9 @@ Run after ANY point-in-time restore of the lock table, before the table is used:
 back, and the next claim would hand out a token the stores have already accepted. Raises every lock item's epoch
 by --by, each with one conditional write that records the run id, so the command can be repeated or resumed
 (same --run-id) without bumping any item twice. --dry-run reports what it would change and writes nothing.
---aws --lock-table NAME bumps a table in your AWS account (credentials and Region from the environment).`,
+--aws --lock-table NAME bumps a table in your AWS account (credentials and Region from the environment).
+The lock table must exist: a name that matches no table (a mistyped --table-prefix or --lock-table) is refused
+with exit 2, naming it, and nothing is created or written.`,
 
   run: `Usage: fencepost run [--app "<command>" | --assembly DIR] [--job NAME] [--date YYYY-MM-DD] [--dynamodb-endpoint URL --s3-endpoint URL] [--json]
 

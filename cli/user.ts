@@ -7,6 +7,8 @@
 import { ConfigError, FencepostError, InfrastructureError } from '../core/errors';
 import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, TABLES, tableNames, type TableDescription } from '../core/schema';
 import { awsClients, localClients, type Clients, type Endpoints } from '../core/aws/clients';
+import { HeadBucketCommand } from '@aws-sdk/client-s3';
+import { absentTables } from '../core/aws/table-check';
 import { provision } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
 import { REPOSITORY_COMMANDS, USER_HELP, localBanner } from './user-help';
@@ -50,6 +52,67 @@ export async function withStores<T>(
   }
 }
 
+/** What a command that only reads needs to exist, and what to tell the user to check when it does not. */
+export interface StoresNeeded {
+  readonly tables: readonly string[];
+  /** The bucket it reads, if any. */
+  readonly bucket?: string;
+  /** The options that name them, for the refusal: e.g. '--table-prefix and --bucket'. */
+  readonly namedBy: string;
+}
+
+/**
+ * For a command that only reads (or, like the restore bump, must find what it changes): start the embedded stack
+ * unless endpoints were given, check that every store it needs exists, and hand the body clients for them. Nothing is
+ * created: a store that does not exist is a ConfigError (exit 2) naming it, before anything is read or written.
+ */
+export async function withExistingStores<T>(
+  target: StoreTarget,
+  needs: StoresNeeded,
+  body: (clients: Clients, endpoints: Endpoints) => Promise<T>,
+): Promise<T> {
+  let stack: EmbeddedStack | undefined;
+  if (!target.endpoints) stack = await startEmbeddedStack();
+  const endpoints = target.endpoints ?? stack!.endpoints;
+  const clients = localClients(endpoints);
+  try {
+    const where = stack
+      ? `on the embedded stack this command started, which is empty (give the --dynamodb-endpoint and --s3-endpoint of the stack to read)`
+      : `at ${endpoints.dynamodb} and ${endpoints.s3}`;
+    await requireStores(clients, needs, where);
+    return await body(clients, endpoints);
+  } finally {
+    clients.destroy();
+    await stack?.stop();
+  }
+}
+
+/** A ConfigError in one line naming every store of `needs` that does not exist `where`; nothing is written. */
+async function requireStores(clients: Clients, needs: StoresNeeded, where: string): Promise<void> {
+  let missing: string[];
+  try {
+    missing = (await absentTables(clients.raw, needs.tables)).map((t) => `table ${t}`);
+    if (needs.bucket !== undefined && !(await bucketExists(clients.s3, needs.bucket))) missing.push(`bucket ${needs.bucket}`);
+  } catch (e) {
+    throw new InfrastructureError(`cannot reach the stores ${where}: ${(e as Error).message}`, { cause: e });
+  }
+  if (missing.length > 0)
+    throw new ConfigError([
+      `${missing.join(', ')} ${missing.length === 1 ? 'does' : 'do'} not exist ${where}: check ${needs.namedBy}; nothing was written`,
+    ]);
+}
+
+/** Whether the bucket exists (HeadBucket: 404 means it does not; any other error is thrown). */
+async function bucketExists(s3: Clients['s3'], bucket: string): Promise<boolean> {
+  try {
+    await s3.send(new HeadBucketCommand({ Bucket: bucket }));
+    return true;
+  } catch (e) {
+    if ((e as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode === 404) return false;
+    throw e;
+  }
+}
+
 async function local(values: Values): Promise<number> {
   const o = localOptions(values);
   const stack = await startEmbeddedStack(o);
@@ -78,19 +141,25 @@ async function local(values: Values): Promise<number> {
   return EXIT.ok;
 }
 
+/**
+ * The restore bump finds the restored table, it never makes one: a mistyped name is refused (exit 2, naming it), and a
+ * dry run, like the bump, creates nothing.
+ */
 async function bump(values: Values): Promise<number> {
   const o = bumpOptions(values);
-  if (!o.aws) return withStores(o, (clients) => bumpOn(o, clients));
+  const locks = o.lockTable ?? tableNames(o.tablePrefix).locks;
+  const needs = { tables: [locks], namedBy: o.lockTable === undefined ? '--table-prefix (or give --lock-table)' : '--lock-table' };
+  if (!o.aws) return withExistingStores(o, needs, (clients) => bumpOn(o, locks, clients));
   const clients = awsClients(); // the one command that talks to AWS: the restored table, named explicitly
   try {
-    return await bumpOn(o, clients);
+    await requireStores(clients, needs, 'in the account and Region of the environment (--aws)');
+    return await bumpOn(o, locks, clients);
   } finally {
     clients.destroy();
   }
 }
 
-async function bumpOn(o: BumpOptions, clients: Clients): Promise<number> {
-  const locks = o.lockTable ?? tableNames(o.tablePrefix).locks;
+async function bumpOn(o: BumpOptions, locks: string, clients: Clients): Promise<number> {
   // First, so an interrupted run can be resumed under the same id (nothing is raised twice).
   if (!o.dryRun) err(`bump-epochs run id ${o.runId}: if this is interrupted, run it again with --run-id ${o.runId}`);
   const report = await bumpEpochs({ ddb: clients.ddb, locks }, { by: o.by, runId: o.runId, dryRun: o.dryRun });

@@ -10,8 +10,8 @@
  * earlier holder's items, "already recorded"), nor anything about writes that do not carry the guard.
  *
  * Two ways in. `writeFenced(fence, token, items, { table })`, the writer for users: any number of plain document
- * items, checked before anything is sent, cut into transactions of 1 check + at most 99 puts (one transaction after
- * another, in order), marshalled by the DynamoDB store only. `writeBatch(fence, token, puts)`: at most 99 puts already
+ * items, checked before anything is sent (an item over 400 KB is refused), cut into transactions of 1 check + at most
+ * 99 puts and at most 4 MB (one transaction after another, in order), marshalled by the DynamoDB store only. `writeBatch(fence, token, puts)`: at most 99 puts already
  * in the low-level wire form, sent as they are (the document client's generic marshalling cost a third of the client
  * CPU per transaction on the reference app's night, bench/waste.ts).
  */
@@ -129,8 +129,9 @@ export async function writeBatch(fence: BatchFence, token: number, puts: readonl
 }
 
 /**
- * Write any number of plain document items under the fence: checked first (nothing is sent if any is bad), then cut
- * into transactions of 1 check + at most `putsPerTransaction` puts, sent one after another, each as writeBatch sends
+ * Write any number of plain document items under the fence: checked first (nothing is sent if any is bad, or over
+ * DynamoDB's 400 KB an item), then cut into transactions of 1 check + at most `putsPerTransaction` puts whose items
+ * stay under DynamoDB's 4 MB a transaction (the check's item counted too), sent one after another, each as writeBatch sends
  * one (its own ClientRequestToken, its own retry budget). Each item lands once: one an earlier holder or call recorded
  * comes back in `alreadyRecorded`, not written again.
  *
@@ -140,8 +141,8 @@ export async function writeBatch(fence: BatchFence, token: number, puts: readonl
  * @param token - the holder's fencing token
  * @param items - plain documents (`{ pk: 'order#1', qty: 3 }`), each with its key; none sends nothing
  * @returns which items this call recorded and which were already recorded, and the transactions sent
- * @throws ConfigError naming every bad item or option (before anything is sent); FenceNotRaisedError when the fence
- * was never raised; FencedOutError when a newer holder raised it; the store's error for anything permanent, or
+ * @throws ConfigError naming every bad item or option, and every item over 400 KB by its key (before anything is
+ * sent); FenceNotRaisedError when the fence was never raised; FencedOutError when a newer holder raised it; the store's error for anything permanent, or
  * transient past the retries
  */
 export async function writeFenced<T extends Readonly<Record<string, unknown>>>(
@@ -150,20 +151,67 @@ export async function writeFenced<T extends Readonly<Record<string, unknown>>>(
   items: readonly T[],
   options: FencedWriteOptions,
 ): Promise<BatchResult<T>> {
-  const puts = documentPuts(items as readonly DocumentItem[], options);
-  const size = options.putsPerTransaction ?? MAX_PUTS_PER_TRANSACTION;
+  const { puts, sizes } = documentPuts(items as readonly DocumentItem[], options);
+  const most = options.putsPerTransaction ?? MAX_PUTS_PER_TRANSACTION;
   const call = randomUUID();
   const recorded: T[] = [];
   const alreadyRecorded: T[] = [];
   let transactions = 0;
-  for (let from = 0; from < puts.length; from += size) {
+  for (let from = 0, to = 0; from < puts.length; from = to) {
+    // A cut ends at `most` puts or before the item that would take it past PUTS_BYTES, whichever comes first.
+    for (let bytes = 0; to < puts.length && to - from < most && (to === from || bytes + sizes[to] <= PUTS_BYTES); to++) bytes += sizes[to];
     options.check?.();
-    const out = await transact(fence, token, puts.slice(from, from + size), call);
+    const out = await transact(fence, token, puts.slice(from, to), call);
     recorded.push(...out.recorded.map((i) => items[from + i]));
     alreadyRecorded.push(...out.alreadyRecorded.map((i) => items[from + i]));
     transactions += out.transactions;
   }
   return { recorded, alreadyRecorded, transactions };
+}
+
+// ─── Sizes, as DynamoDB counts them ───────────────────────────────────────────────────────────────────────────────
+
+/**
+ * The most an item may be: 400 KB, its attribute names and values counted together
+ * (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Constraints.html#limits-items; 1 KB = 1024 bytes).
+ */
+const MAX_ITEM_BYTES = 400 * 1024;
+
+/**
+ * "The aggregate size of the items in the transaction cannot exceed 4 MB"
+ * (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html). The fence's check is
+ * one of those items, and a fence item may itself be up to an item's size, so the puts of one cut take 4 MB less that.
+ */
+const PUTS_BYTES = 4 * 1024 * 1024 - MAX_ITEM_BYTES;
+
+/**
+ * An item's size as DynamoDB documents it: for each attribute, the UTF-8 bytes of its name plus its value's size
+ * (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html).
+ */
+function itemBytes(item: Readonly<Record<string, unknown>>): number {
+  let n = 0;
+  for (const [name, value] of Object.entries(item)) n += Buffer.byteLength(name) + valueBytes(value);
+  return n;
+}
+
+/**
+ * A value's size: a string its UTF-8 bytes; a number 1 byte per two significant digits + 1; bytes their length; null
+ * or a boolean 1; a list or map 3 + 1 per element + the elements (a map's with their names). A set is counted as a
+ * list of its members: the page gives no figure for sets, and an overestimate only cuts a little earlier.
+ */
+function valueBytes(v: unknown): number {
+  if (typeof v === 'string') return Buffer.byteLength(v);
+  if (typeof v === 'number' || typeof v === 'bigint') return Math.ceil(significantDigits(v) / 2) + 1;
+  if (v instanceof Uint8Array) return v.byteLength;
+  if (v === null || typeof v === 'boolean') return 1;
+  const elements: [string, unknown][] = Array.isArray(v) || v instanceof Set ? [...v].map((x) => ['', x]) : Object.entries(v as object);
+  return 3 + elements.reduce((n, [name, x]) => n + 1 + Buffer.byteLength(name) + valueBytes(x), 0);
+}
+
+/** The significant digits of a number as DynamoDB stores it (leading and trailing zeroes trimmed; at least 1). */
+function significantDigits(v: number | bigint): number {
+  const mantissa = String(v).replace(/^-/, '').split(/e/i)[0].replace('.', '');
+  return Math.max(1, mantissa.replace(/^0+/, '').replace(/0+$/, '').length);
 }
 
 /**
@@ -243,7 +291,7 @@ const MAX_PROBLEMS = 10;
  * The items as the store takes them, or a ConfigError naming every problem (items, key, values, options): DynamoDB's
  * rules checked here, the same on every store, so a bad item is refused before the first transaction, not after.
  */
-function documentPuts(items: readonly DocumentItem[], options: FencedWriteOptions): BatchPut[] {
+function documentPuts(items: readonly DocumentItem[], options: FencedWriteOptions): { puts: BatchPut[]; sizes: number[] } {
   const problems: string[] = [];
   const { table, keyAttribute = 'pk', putsPerTransaction = MAX_PUTS_PER_TRANSACTION } = options ?? ({} as FencedWriteOptions);
   if (typeof table !== 'string' || table === '') problems.push(`table must be a table name, got ${show(table)}`);
@@ -255,6 +303,7 @@ function documentPuts(items: readonly DocumentItem[], options: FencedWriteOption
   if (options?.check !== undefined && typeof options.check !== 'function') problems.push(`check must be a function, got ${show(options.check)}`);
   if (!Array.isArray(items)) problems.push(`items must be an array of documents, got ${show(items)}`);
   const seen = new Map<string, number>();
+  const sizes: number[] = [];
   (Array.isArray(items) ? items : []).forEach((item: unknown, i) => {
     if (!isPlainObject(item)) {
       problems.push(`item ${i} is not an object (a document such as { pk: 'a#1', qty: 3 }), got ${show(item)}`);
@@ -272,13 +321,21 @@ function documentPuts(items: readonly DocumentItem[], options: FencedWriteOption
       if (first !== undefined) problems.push(`item ${i} repeats the key of item ${first} ('${keyAttribute}' = ${show(key)})`);
       else seen.set(id, i);
     }
+    const before = problems.length;
     for (const [name, value] of Object.entries(item)) valueProblems(value, `'${name}'`, (p) => problems.push(`item ${i}: ${p}`));
+    // DynamoDB would refuse the whole transaction, every time: a permanent error, found here before anything is sent.
+    const bytes = problems.length === before ? itemBytes(item) : 0;
+    sizes[i] = bytes;
+    if (bytes > MAX_ITEM_BYTES)
+      problems.push(
+        `item ${i} ('${keyAttribute}' = ${typeof key === 'string' ? `'${key}'` : String(key)}) is ${bytes} bytes as DynamoDB counts it (attribute names and values): an item holds at most 400 KB (${MAX_ITEM_BYTES} bytes)`,
+      );
   });
   if (problems.length > 0)
     throw new ConfigError(
       problems.length > MAX_PROBLEMS ? [...problems.slice(0, MAX_PROBLEMS), `and ${problems.length - MAX_PROBLEMS} more`] : problems,
     );
-  return items.map((document) => ({ table, keyAttribute, document }));
+  return { puts: items.map((document) => ({ table, keyAttribute, document })), sizes };
 }
 
 /** What DynamoDB cannot hold in a value (the marshaller's refusals): undefined, NaN, an unsafe number, a class. */

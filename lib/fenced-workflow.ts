@@ -239,6 +239,12 @@ export class FencedWorkflow extends Construct {
     allow([f.raise, f.complete], ['dynamodb:UpdateItem'], [props.jobTable.tableArn]);
     // Complete reads every chunk's fence item (its progress) before it marks the run DONE (docs/DESIGN.md, "Chunk fences").
     allow([f.complete], ['dynamodb:GetItem'], [props.jobTable.tableArn]);
+    // Before a process's first claim (or raise), the library describes the table it is about to write (its key, its
+    // index, no TTL: core/aws/table-check.ts): a TTL on the lock table would reset the fencing tokens. Read-only, and
+    // on that one table, in statements of their own: a table-level call carries no key, so no dynamodb:LeadingKeys.
+    const describe = ['dynamodb:DescribeTable', 'dynamodb:DescribeTimeToLive'];
+    f.claim.addToRolePolicy(new iam.PolicyStatement({ actions: describe, resources: [props.lockTable.tableArn] }));
+    f.raise.addToRolePolicy(new iam.PolicyStatement({ actions: describe, resources: [props.jobTable.tableArn] }));
     // A chunk checks its chunk fence in each transaction and records itself done on it.
     allow([chunk], ['dynamodb:ConditionCheckItem', 'dynamodb:UpdateItem'], [props.jobTable.tableArn]);
     // No s3:ListBucket: the raise creates the manifest with If-None-Match: * and reads only after a 412, so nothing

@@ -175,6 +175,11 @@ function legitimateNight(): AwsCall[] {
     ddb(P.observe, 'GetItem', T.jobs, on(ROW)),
     ddb(P.claim, 'UpdateItem', T.locks, on(LOCK)),
     ddb(P.claim, 'GetItem', T.locks, on(EPOCH_FLOOR_KEY)), // the night's first claim of its lock key reads the epoch floor
+    // the process's first claim, and first raise, describe the table first (core/aws/table-check.ts): no key
+    ddb(P.claim, 'DescribeTable', T.locks),
+    ddb(P.claim, 'DescribeTimeToLive', T.locks),
+    ddb(P.raise, 'DescribeTable', T.jobs),
+    ddb(P.raise, 'DescribeTimeToLive', T.jobs),
     ddb(P.raise, 'UpdateItem', T.locks, on(LOCK)),
     ddb(P.raise, 'UpdateItem', T.jobs, on(ROW)),
     ddb(P.raise, 'UpdateItem', T.jobs, on(FENCE)),
@@ -321,6 +326,9 @@ test("calls outside the grants are denied, with the simulator's reason", async (
     ['a function writes the epoch floor', ddb(P.chunk, 'UpdateItem', T.locks, { partitionKey: EPOCH_FLOOR_KEY })],
     ['claim reads a lock item (it reads only the epoch floor)', ddb(P.claim, 'GetItem', T.locks, { partitionKey: LOCK })],
     ['a write whose key is not known', ddb(P.chunk, 'UpdateItem', T.locks)],
+    ['observe describes the lock table (only the claim and the raise check a table)', ddb(P.observe, 'DescribeTable', T.locks)],
+    ['claim describes the job table, not its own', ddb(P.claim, 'DescribeTable', T.jobs)],
+    ['raise describes the invoice table', ddb(P.raise, 'DescribeTimeToLive', T.invoices)],
   ];
   for (const [what, call] of bad) {
     const report = await proveGrants(template, [call], { resources });

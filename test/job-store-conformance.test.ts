@@ -24,7 +24,9 @@
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { UpdateTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
 import { AwsJobStore } from '../core/aws/job-store';
+import { ConfigError } from '../core/errors';
 import { systemClock, VirtualClock } from '../core/clock';
 import { isTransient } from '../core/conditions';
 import { raiseJobRow } from '../core/fence';
@@ -58,6 +60,8 @@ interface World {
   readonly clock?: VirtualClock;
   /** Stop what the world started. */
   close(): Promise<void>;
+  /** A new, empty job table with TTL enabled on it (attribute `expires`): its store and name. */
+  expiring(): Promise<{ readonly store: JobStore; readonly name: string }>;
 }
 
 const unique = (what: string) => `${what}-${randomBytes(4).toString('hex')}`;
@@ -113,6 +117,7 @@ const worlds: Record<string, () => Promise<World>> = {
       deps: (job) => ({ ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock, store, lockStore, job }),
       clock,
       close: async () => {},
+      expiring: async () => ({ store: new MemoryJobStore({ clock, jobs: 'expiring-jobs', timeToLive: 'expires' }), name: 'expiring-jobs' }),
       inFlight: async (act) => {
         const running = act(store); // holds its items until the clock has moved TRANSACTION_MS
         running.catch(() => {}); // awaited by answer()
@@ -135,6 +140,14 @@ const worlds: Record<string, () => Promise<World>> = {
         await proxy.stop();
       },
       store,
+      expiring: async () => {
+        const other = await namespace();
+        const TableName = other.tables.jobs;
+        await other.clients.raw.send(
+          new UpdateTimeToLiveCommand({ TableName, TimeToLiveSpecification: { Enabled: true, AttributeName: 'expires' } }),
+        );
+        return { store: new AwsJobStore(clients.ddb, TableName), name: TableName };
+      },
       records: ns.tables.invoices,
       deps: (job) => ({ ddb: clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock, job }),
       inFlight: async (act) => {
@@ -164,6 +177,16 @@ for (const [name, make] of Object.entries(worlds)) {
     });
     after(() => w.close());
     const fenceIn = (jobs: string, pk: string): FenceItem => ({ table: jobs, key: { [Attr.pk]: pk } });
+
+    // TTL deletes expired items (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html): a deleted
+    // job row or chunk fence would forget its token, so a job table with TTL enabled takes no raise.
+    test('a job table with TTL enabled: the raise is refused with a ConfigError naming it, and nothing is written', T, async () => {
+      const t = await w.expiring();
+      const err = await thrown(t.store.raiseJob(unique('job'), raiseOf(1)));
+      assert.ok(err instanceof ConfigError, String(err));
+      assert.match(err.message, new RegExp(`${t.name} \\(the job table\\) has TTL ENABLED on attribute 'expires'`));
+      assert.deepEqual((await t.store.scanPage()).items, [], 'nothing written');
+    });
 
     // UpdateItem ReturnValues / ReturnValuesOnConditionCheckFailure ALL_OLD (API_UpdateItem.html).
     test('raise the job row: the old row on success (ALL_OLD), the row that won on a refusal; equal is accepted', T, async () => {

@@ -7,7 +7,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { UpdateTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
 import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { ConfigError } from '../core/errors';
 import { AwsLockStore, type DocumentClient } from '../core/aws/lock-store';
 import { cancellationReasons, isTransient } from '../core/conditions';
 import { MemoryLockStore } from '../core/memory/lock-store';
@@ -30,6 +32,8 @@ interface Subject {
   store(): LockStore;
   /** A new, empty table. */
   table(): Promise<Table>;
+  /** A new, empty table with TTL enabled on it (attribute `expires`), and its name. */
+  expiringTable(): Promise<Table & { readonly name: string }>;
 }
 
 let aws: LockStore | undefined;
@@ -49,6 +53,17 @@ const subjects: Subject[] = [
         },
       };
     },
+    expiringTable: async () => {
+      const ns = await namespace();
+      const TableName = ns.tables.locks;
+      await ns.clients.raw.send(new UpdateTimeToLiveCommand({ TableName, TimeToLiveSpecification: { Enabled: true, AttributeName: 'expires' } }));
+      return {
+        name: TableName,
+        store: new AwsLockStore(proxied!, TableName),
+        items: async () => (await ns.clients.ddb.send(new ScanCommand({ TableName, ConsistentRead: true }))).Items ?? [],
+        load: async () => assert.fail('not used'),
+      };
+    },
   },
   {
     name: 'in memory',
@@ -63,6 +78,11 @@ const subjects: Subject[] = [
           for (const item of structuredClone(loaded)) items.set(item.pk as string, item as Record<string, unknown> & { pk: string });
         },
       };
+    },
+    expiringTable: async () => {
+      const store = new MemoryLockStore({ table: 'expiring-locks', timeToLive: 'expires' });
+      const items = (store as unknown as { items: Map<string, Record<string, unknown>> }).items;
+      return { name: 'expiring-locks', store, items: async () => [...items.values()], load: async () => assert.fail('not used') };
     },
   },
 ];
@@ -100,6 +120,26 @@ async function scanAll(store: LockStore): Promise<Map<string, BumpView>> {
 
 for (const subject of subjects) {
   describe(`lock store: ${subject.name}`, () => {
+    // "TTL ... deletes expired items" (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/TTL.html): a
+    // deleted lock item would start its epoch again at 1, so a lock table with TTL enabled takes no claim and no join.
+    test('a lock table with TTL enabled: the claim and the join are refused with a ConfigError naming it, nothing written', async () => {
+      const t = await subject.expiringTable();
+      const k = key('ttl');
+      for (const attempt of [
+        () => t.store.claim(k, { epoch: undefined }, write('A')),
+        () => t.store.claim(k, { free: true }, write('A')),
+        () => t.store.join({ roleKey: `role#${k}`, last: undefined, seq: 1, candidateKey: `cand#${k}`, candidate: write('A') }),
+      ]) {
+        const err = await attempt().then(
+          () => assert.fail('a lock table with TTL took a write'),
+          (e: unknown) => e,
+        );
+        assert.ok(err instanceof ConfigError, String(err));
+        assert.match(err.message, new RegExp(`${t.name} \\(the lock table\\) has TTL ENABLED on attribute 'expires'`));
+      }
+      assert.deepEqual(await t.items(), [], 'nothing written');
+    });
+
     // Strongly consistent reads return the last updated value: a read answered after a write's answer sees it.
     // https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/HowItWorks.ReadConsistency.html
     // The epoch +1 from nothing: SET with if_not_exists.

@@ -10,6 +10,7 @@ import { GetCommand, QueryCommand, ScanCommand, type DynamoDBDocumentClient, typ
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { cancellationReasons, classifyCancellation } from '../conditions';
 import { conditionalUpdate, failedItem } from './conditions';
+import { checkTableOnce } from './table-check';
 import { Attr, JOB_TABLE } from '../schema';
 import type {
   BatchOutcome,
@@ -161,7 +162,9 @@ export class AwsJobStore extends AwsFenceStore implements JobStore {
   }
 
   /** The row enters the sparse index (claim_shard + claimed_since) in the same write as the raise. */
-  raiseJob(jobId: string, raise: RowRaise): Promise<Conditional<JobRow>> {
+  async raiseJob(jobId: string, raise: RowRaise): Promise<Conditional<JobRow>> {
+    // Before the process's first raise: a job table with a TTL, the wrong key or no sparse index is refused unwritten.
+    await checkTableOnce(this.ddb, this.jobs, JOB_TABLE);
     return conditional<JobRow>(this.ddb, {
       TableName: this.jobs,
       Key: { [Attr.pk]: jobId },

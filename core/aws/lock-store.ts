@@ -7,7 +7,8 @@
 import { GetCommand, ScanCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons, classifyCancellation } from '../conditions';
 import { conditionalUpdate } from './conditions';
-import { Attr } from '../schema';
+import { Attr, LOCK_TABLE } from '../schema';
+import { checkTableOnce, explained } from './table-check';
 import {
   EPOCH_FLOOR_KEY,
   type BumpPage,
@@ -97,11 +98,18 @@ export class AwsLockStore implements LockStore {
   ) {}
 
   async read(key: string): Promise<LockItem | undefined> {
-    const out = await this.ddb.send(new GetCommand({ TableName: this.table, Key: { [Attr.pk]: key }, ConsistentRead: true }));
-    return out.Item as LockItem | undefined;
+    try {
+      const out = await this.ddb.send(new GetCommand({ TableName: this.table, Key: { [Attr.pk]: key }, ConsistentRead: true }));
+      return out.Item as LockItem | undefined;
+    } catch (err) {
+      // A claim sights the lock first: a table with the wrong key is refused here, as the claim's check would.
+      throw await explained(this.ddb, this.table, LOCK_TABLE, err);
+    }
   }
 
   async claim(key: string, on: ClaimOn, write: ClaimWrite): Promise<WriteOutcome> {
+    // Before the process's first claim: a lock table with a TTL (or the wrong key) is refused before any token is handed out.
+    await checkTableOnce(this.ddb, this.table, LOCK_TABLE);
     const creates = 'epoch' in on && on.epoch === undefined;
     if (!creates) {
       const out = await this.claimWrite(key, claimCondition(on), write, 0);
@@ -166,6 +174,7 @@ export class AwsLockStore implements LockStore {
   }
 
   async join(r: JoinRequest): Promise<{ readonly ok: boolean }> {
+    await checkTableOnce(this.ddb, this.table, LOCK_TABLE); // a join hands out a sequence number, as a claim an epoch
     try {
       await this.ddb.send(
         new TransactWriteCommand({

@@ -1,7 +1,7 @@
 /**
  * Create a deployment's tables from the one description in core/schema.ts (the CDK constructs provision the same):
  * for a local stack (`fencepost local`), a test, or an account without CDK. Idempotent: an existing table is left
- * as it is.
+ * as it is, once checked to be what the library needs.
  */
 import {
   CreateTableCommand,
@@ -11,7 +11,9 @@ import {
   type CreateTableCommandInput,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
+import { ConfigError } from '../errors';
 import { DEFAULT_TABLE_PREFIX, TABLES, tableNames, type TableDescription, type TableNames } from '../schema';
+import { tableProblems } from './table-check';
 
 /**
  * The CreateTable request for one described table under `name` (a deployment's `<prefix><suffix>`, or a table a job
@@ -50,34 +52,45 @@ const ACTIVE_WITHIN_S = 300;
 
 /**
  * Create each described table unless it exists, and wait until each is ACTIVE (at once on DynamoDB Local); throws if
- * one is not ACTIVE within ACTIVE_WITHIN_S, so a caller never writes to a table still being created.
+ * one is not ACTIVE within ACTIVE_WITHIN_S, so a caller never writes to a table still being created. A table that
+ * existed is checked against its description (key, sparse index, no TTL on the lock or job table): a ConfigError
+ * names every problem.
  */
 export async function createDescribedTables(raw: DynamoDBClient, prefix: string, tables: readonly TableDescription[]): Promise<void> {
-  await createTablesFrom(
+  const existed = await createTablesFrom(
     raw,
     tables.map((t) => describedTableInput(prefix + t.suffix, t)),
   );
+  // A table that was there already is checked, not taken on trust: its key, its index, no TTL (core/aws/table-check.ts).
+  const problems: string[] = [];
+  for (const t of tables) if (existed.includes(prefix + t.suffix)) problems.push(...(await tableProblems(raw, prefix + t.suffix, t)));
+  if (problems.length > 0) throw new ConfigError(problems);
 }
 
 /**
  * Create each table of these CreateTable requests unless it exists, and wait until each is ACTIVE (a template's
  * tables: `fencepost run`, cli/assembly.ts).
+ * @returns the names of the tables that existed already (not created)
  */
-export async function createTablesFrom(raw: DynamoDBClient, inputs: readonly CreateTableCommandInput[]): Promise<void> {
+export async function createTablesFrom(raw: DynamoDBClient, inputs: readonly CreateTableCommandInput[]): Promise<string[]> {
+  const existed: string[] = [];
   for (const input of inputs) {
     try {
       await raw.send(new CreateTableCommand(input));
     } catch (err) {
       if (!(err instanceof ResourceInUseException) && (err as Error).name !== 'ResourceInUseException') throw err;
+      existed.push(String(input.TableName));
     }
     // The SDK's waiter (its own timers, not the core's): DescribeTable until ACTIVE, or a TimeoutError.
     await waitUntilTableExists({ client: raw, minDelay: 1, maxDelay: 5, maxWaitTime: ACTIVE_WITHIN_S }, { TableName: input.TableName });
   }
+  return existed;
 }
 
 /**
  * Create the lock table and the job table (with its sparse `claimed` index) that `withLease`, `fenceOn` and the
- * sweeper use, unless they exist; resolves once both are ACTIVE. Your own record tables are yours to create.
+ * sweeper use, unless they exist; resolves once both are ACTIVE. A table that exists is checked: the wrong key, no
+ * sparse index or a TTL (which would reset the fencing tokens) is a ConfigError naming the table. Your own record tables are yours to create.
  * @param clients - `clients.raw` sends the requests (`localClients(...)` or `awsClients()`)
  * @param prefix - the tables are `<prefix>locks` and `<prefix>jobs` @defaultValue `fencepost-`
  * @returns their names, as `tableNames(prefix)` gives them

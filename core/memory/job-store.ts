@@ -22,6 +22,8 @@
  * item, the 1 MB page (pages are `pageSize` items), and the order of the 100-action limit's error among others.
  */
 import { RequestTokens, dynamoError, transactionCanceled } from './dynamo-rules';
+import { ConfigError } from '../errors';
+import { timeToLiveProblem } from '../store/tables';
 import type { Clock } from '../clock';
 import { cancellationReasons, classifyCancellation, type CancellationReason } from '../conditions';
 import { Attr } from '../schema';
@@ -58,6 +60,11 @@ export interface MemoryJobStoreOptions {
   readonly transactionMs?: number;
   /** Items per page of a query or scan. @default 100 */
   readonly pageSize?: number;
+  /**
+   * The attribute TTL is enabled on, if it is (a misconfigured table): the first raise is then refused with a
+   * ConfigError, as the DynamoDB store's table check refuses it (core/aws/table-check.ts). @default none: no TTL
+   */
+  readonly timeToLive?: string;
 }
 
 /** DynamoDB's wire form to plain values (what the document client gives back). */
@@ -126,6 +133,8 @@ export class MemoryJobStore implements JobStore {
   }
 
   async raiseJob(jobId: string, r: RowRaise): Promise<Conditional<JobRow>> {
+    // A table with TTL enabled is refused before anything is written: a TTL delete would forget the fence.
+    if (this.options.timeToLive !== undefined) throw new ConfigError([timeToLiveProblem(this.options.jobs, 'job', this.options.timeToLive)]);
     const set = {
       [Attr.pk]: jobId,
       [Attr.fence]: r.token,

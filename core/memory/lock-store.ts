@@ -17,6 +17,8 @@
  * use one). Nothing here reads a global clock or random.
  */
 import { dynamoError, transactionCanceled } from './dynamo-rules';
+import { ConfigError } from '../errors';
+import { timeToLiveProblem } from '../store/tables';
 import type { Clock } from '../clock';
 import {
   EPOCH_FLOOR_KEY,
@@ -44,6 +46,13 @@ export interface MemoryLockStoreOptions {
   readonly random?: () => number;
   /** Items per scan page. @default 100 */
   readonly scanPageSize?: number;
+  /** The table's name, for what a refusal names. @default 'locks' */
+  readonly table?: string;
+  /**
+   * The attribute TTL is enabled on, if it is (a misconfigured table): the first claim or join is then refused with a
+   * ConfigError, as the DynamoDB store's table check refuses it (core/aws/table-check.ts). @default none: no TTL
+   */
+  readonly timeToLive?: string;
 }
 
 const copy = (item: Item | undefined): Item | undefined => (item === undefined ? undefined : structuredClone(item));
@@ -69,6 +78,7 @@ export class MemoryLockStore implements LockStore {
   }
 
   async claim(key: string, on: ClaimOn, write: ClaimWrite): Promise<WriteOutcome> {
+    this.refuseIfExpiring();
     this.refuseIfHeld(key);
     const old = this.items.get(key);
     const holds =
@@ -121,7 +131,14 @@ export class MemoryLockStore implements LockStore {
     return item.epoch === undefined ? { members } : { epoch: Number(item.epoch), members };
   }
 
+  /** A table with TTL enabled is refused before anything is written: a TTL delete would reset the epochs. */
+  private refuseIfExpiring(): void {
+    if (this.options.timeToLive !== undefined)
+      throw new ConfigError([timeToLiveProblem(this.options.table ?? 'locks', 'lock', this.options.timeToLive)]);
+  }
+
   async join(r: JoinRequest): Promise<{ readonly ok: boolean }> {
+    this.refuseIfExpiring();
     // The role's first join also checks the floor item: the transaction holds it too.
     const keys = r.last === undefined ? [r.roleKey, r.candidateKey, EPOCH_FLOOR_KEY] : [r.roleKey, r.candidateKey];
     return this.transact(keys, () => {

@@ -35,7 +35,7 @@ export interface DynamoDbLocalOptions {
   readonly port?: number; // 0 or absent = pick a free port
   readonly dataDir?: string; // absent = -inMemory; present = -dbPath <dir> (created if missing)
   readonly heapMb?: number; // default 256
-  readonly startTimeoutMs?: number; // default 30000
+  readonly startTimeoutMs?: number; // default 120000
   readonly log?: (line: string) => void; // the JVM's stdout/stderr lines
 }
 
@@ -389,7 +389,9 @@ async function launch(java: string, dir: string, jar: string, host: string, port
     })());
 
   const endpoint = `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
-  const timeoutMs = options.startTimeoutMs ?? 30000;
+  // Generous: a JVM that exits is seen at once (jvmGone below), so this bounds only a JVM that neither answers nor exits.
+  // 30 s was too short on a loaded 2-core machine (a JVM start took longer there), failing tests that were right.
+  const timeoutMs = options.startTimeoutMs ?? 120_000;
   const client = new DynamoDBClient({
     endpoint,
     region: 'us-east-1',

@@ -111,7 +111,17 @@ export const consumerSynth: Measurement = {
         'tsc',
         run(
           process.execPath,
-          [...tsc, '--strict', '--skipLibCheck', '--types', 'node', '--typeRoots', path.join(ROOT, 'node_modules/@types'), 'bin/nightly-report.ts', 'floor.ts'],
+          [
+            ...tsc,
+            '--strict',
+            '--skipLibCheck',
+            '--types',
+            'node',
+            '--typeRoots',
+            path.join(ROOT, 'node_modules/@types'),
+            'bin/nightly-report.ts',
+            'floor.ts',
+          ],
           project,
         ),
       );

@@ -709,7 +709,7 @@ test(
         const bad: [string[], RegExp][] = [
           [['--assembly', 'cdk.out', '--job', 'billing'], /--job billing: the app has no FencedJob of that name; it has nightly-report/],
           [['--assembly', 'cdk.out', '--date', '2026-13-01'], /--date must be a calendar date YYYY-MM-DD/],
-          [[], /no app to synthesize: give --app/],
+          // (No --app and no cdk.json is a folder that is not a CDK app: test/local-run.test.ts; this app has cdk.json.)
         ];
         for (const [args, message] of bad) {
           const r = await runAsUser('npx', ['--no', '--', 'fencepost', 'run', ...args], project);

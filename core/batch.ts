@@ -259,7 +259,9 @@ interface Positions {
 /**
  * Same request in the same call, same ClientRequestToken; any other request or call, another one. DynamoDB scopes the
  * token to the account, not the table, and rejects a reused token with other parameters, so the tables and every
- * item's content are in it.
+ * item's content are in it. Internal, as the fence's item it reads is: a declaration naming a member the package's
+ * declarations leave out would not compile.
+ * @internal
  */
 export function requestToken(fence: Pick<BatchFence, 'item'>, token: number, puts: readonly TokenPut[], call = ''): string {
   const h = createHash('sha256').update(`${call}|${fence.item.table}|${JSON.stringify(fence.item.key)}|${token}`);

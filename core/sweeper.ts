@@ -161,6 +161,8 @@ function isStorm(orphans: number, claimed: number, config: Pick<SweeperConfig, '
  * that dies before its raise leaves it for the next sweeps. Call it after the orphan's new run was started: a
  * sweeper that dies between the two then leaves the row as it was. False if the row moved on (a new holder raised,
  * the night is DONE, or another sweep recorded it first).
+ * Internal, as the job store it takes is.
+ * @internal
  */
 export async function requeue(
   deps: Pick<SweeperDeps, 'ddb' | 'jobs' | 'store'>,

@@ -1,6 +1,6 @@
 /**
  * `fencepost/lambda`: what a fenced job's chunk function imports (no aws-cdk-lib here, so its bundle stays small).
- * A chunk function is one call around the job's work (examples/fenced-job/chunk.ts): `fencedChunkHandler(work)`,
+ * A chunk function is one call around the job's work (examples/fenced-job/lib/chunk.ts): `fencedChunkHandler(work)`,
  * where `work` gets the lease, the chunk's fence, the chunk and the chunk count, the run's date and the function's
  * environment (FencedChunkContext), and reads its own variables beside FencedJob's (`Env`, `required`).
  *

@@ -20,8 +20,8 @@ export function declaredRange(pkg: string): string {
   return 'latest';
 }
 
-/** The packages of `pkgs` that do not resolve from here. */
-function missing(pkgs: readonly string[]): string[] {
+/** The packages of `pkgs` that do not resolve from here: the optional peers a command needs that are missing. */
+export function missingPeers(pkgs: readonly string[]): string[] {
   return pkgs.filter((pkg) => {
     try {
       require.resolve(pkg);
@@ -30,13 +30,4 @@ function missing(pkgs: readonly string[]): string[] {
       return true;
     }
   });
-}
-
-/**
- * The command that adds the missing ones of `pkgs` to the user's dev dependencies, or undefined when all resolve.
- * @param pkgs - the optional peers a command needs
- */
-export function missingPeersInstall(pkgs: readonly string[]): string | undefined {
-  const absent = missing(pkgs);
-  return absent.length === 0 ? undefined : `npm install --save-dev ${absent.map((p) => `'${p}@${declaredRange(p)}'`).join(' ')}`;
 }

@@ -449,7 +449,7 @@ test('the smallest FencedJob (name, function, chunks) writes no manifest: no buc
 test('FencedChunkFunction: the basic execution policy acknowledged, but a "*" in its policy left for its app to see (X-Ray\'s, or a grant of the user\'s own)', () => {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] }, builtinCloudFormationValidation: false });
   const stack = new Stack(app, 'Reports');
-  const chunkFunction = new FencedChunkFunction(stack, 'Chunk', { entry: path.join(ROOT, 'examples/fenced-job/chunk.ts') });
+  const chunkFunction = new FencedChunkFunction(stack, 'Chunk', { entry: path.join(ROOT, 'examples/fenced-job/lib/chunk.ts') });
   new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction, chunks: 2 });
   const findingsOn = (fn: FencedChunkFunction) =>
     new AwsSolutionsChecks()

@@ -7,7 +7,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -22,6 +22,9 @@ import { resolveJoin } from '../local/workflow';
 const ROOT = path.resolve(__dirname, '..');
 const work = mkdtempSync(path.join(tmpdir(), 'fencepost-local-run-'));
 after(() => rmSync(work, { recursive: true, force: true }));
+// The projects here find the CDK CLI `fencepost run` synthesizes with (aws-cdk) as an app's folder would: in a
+// node_modules above them, the repository's.
+symlinkSync(path.join(ROOT, 'node_modules'), path.join(work, 'node_modules'));
 
 /** The package's command, run in `cwd`. */
 function fencepost(args: string[], cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -49,7 +52,13 @@ function standInApp(dir: string, jobs: readonly string[]): string {
     resources[`Job${i}`] = { Type: 'AWS::StepFunctions::StateMachine', Properties: {}, Metadata: { [FENCED_JOB_MARK.job]: name } };
     resources[`Sweeper${i}`] = { Type: 'AWS::StepFunctions::StateMachine', Properties: {}, Metadata: { [FENCED_JOB_MARK.sweeper]: name } };
   }
-  const manifest = { version: '1', artifacts: { App: { type: 'aws:cloudformation:stack', properties: { templateFile: 'App.template.json' } } } };
+  // As the CDK CLI reads it: a schema version it knows, and the stack's environment.
+  const stack = {
+    type: 'aws:cloudformation:stack',
+    environment: 'aws://unknown-account/unknown-region',
+    properties: { templateFile: 'App.template.json' },
+  };
+  const manifest = { version: '48.0.0', artifacts: { App: stack } };
   const file = path.join(dir, 'app.js');
   writeFileSync(
     file,

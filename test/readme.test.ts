@@ -34,7 +34,12 @@ test('every TypeScript block in the README is the file its marker names, byte fo
     .map((f) => `examples/readme/${f}`)
     .filter((f) => !quoted.has(f));
   assert.deepEqual(unquoted, [], 'every README snippet file is quoted in the README');
-  for (const f of ['examples/fenced-job/chunk.ts', 'examples/fenced-job/stack.ts']) assert.ok(quoted.has(f), `the README quotes ${f}`);
+  for (const f of [
+    'examples/fenced-job/lib/chunk.ts',
+    'examples/fenced-job/lib/nightly-report-stack.ts',
+    'examples/fenced-job/bin/nightly-report.ts',
+  ])
+    assert.ok(quoted.has(f), `the README quotes ${f}`);
 });
 
 test("every `npx fencepost <command>` the README and docs/REPOSITORY.md name is a command of the package's fencepost", () => {

@@ -5,7 +5,7 @@ import { writeFenced } from 'fencepost';
 import { fencedChunkHandler, required } from 'fencepost/lambda';
 
 export const handler = fencedChunkHandler(async ({ lease, fence, chunk, date, env }) => {
-  const table = required(env, 'REPORT_TABLE'); // the job's own table, set on the function by its stack (stack.ts)
+  const table = required(env, 'REPORT_TABLE'); // the job's own table, set on the function by its stack (nightly-report-stack.ts)
   const lines = Array.from({ length: 250 }, (_, line) => ({ pk: `${date}#${chunk}#${line}`, line, token: lease.token }));
   // A late write (a paused holder's) is refused by the fence, whatever it believes; a redo finds its lines recorded.
   const written = await writeFenced(fence, lease.token, lines, { table, check: () => lease.check() });

@@ -19,7 +19,7 @@ import '../local/workflow';
 type Json = ReturnType<typeof JSON.parse>;
 
 /** us-east-1 list prices, each from the page docs/PERFORMANCE.md cites beside it (F1–F5). */
-export const PRICES = {
+const PRICES = {
   /** F1: Step Functions Standard, per state transition ($0.025 per 1,000). */
   transition: 0.025 / 1000,
   /** F2: CloudWatch, per standard-resolution alarm metric a month. */
@@ -139,7 +139,7 @@ async function idleSweepTransitions(t: { Resources: Record<string, Json> }, swee
 }
 
 /** What an idle job holds and what it costs a month, line by line, from its template. */
-export async function fixedCost(extra: Partial<FencedJobProps> = {}) {
+async function fixedCost(extra: Partial<FencedJobProps> = {}) {
   const { template, job, stack } = userJobTemplate(extra);
   const sweeperId = stack.getLogicalId(job.sweeper.stateMachine.node.defaultChild as never);
   const schedules = ofType(template, 'AWS::Scheduler::Schedule').map((s: Json) => ({

@@ -173,7 +173,7 @@ export async function requeue(
 }
 
 /** 5. An orphan re-queued `maxRequeuesPerNight` times already: its runs keep failing, so it is given up. */
-export function isGivenUp(orphan: Pick<ClaimSighting, 'requeues'>, config: Pick<SweeperConfig, 'maxRequeuesPerNight'>): boolean {
+function isGivenUp(orphan: Pick<ClaimSighting, 'requeues'>, config: Pick<SweeperConfig, 'maxRequeuesPerNight'>): boolean {
   return orphan.requeues >= config.maxRequeuesPerNight;
 }
 

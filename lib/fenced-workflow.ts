@@ -103,7 +103,7 @@ export const TIMEOUT: Record<FencedHandlerName, Duration> = {
  * one retry's wait, which falls between two renewals of the holder when the retried task acts for it, within the
  * lease (lib/renewal-gap.ts; docs/DESIGN.md "The gap between renewals"): uncapped, the fourth retry's wait is 8 s.
  */
-export const RETRY_BACKOFF = { interval: Duration.seconds(1), backoffRate: 2, maxDelay: Duration.seconds(2), jitterStrategy: sfn.JitterType.FULL };
+const RETRY_BACKOFF = { interval: Duration.seconds(1), backoffRate: 2, maxDelay: Duration.seconds(2), jitterStrategy: sfn.JitterType.FULL };
 
 /** Transient store and Lambda service errors: every task retries them. */
 const TRANSIENT_RETRY: sfn.RetryProps = { errors: TRANSIENT_ERRORS, maxAttempts: TRANSIENT_RETRIES, ...RETRY_BACKOFF };

@@ -34,7 +34,7 @@ export const START_UP_MS = { lambda: 1_000, mapRun: 5_000 } as const;
 const ASL_DEFAULTS = { IntervalSeconds: 1, BackoffRate: 2, MaxAttempts: 3 } as const;
 
 /** The longest single wait a retrier can schedule: its last retry's, Interval × Rate^(MaxAttempts − 1), up to MaxDelaySeconds. */
-export function longestWaitMs(r: Retrier): number {
+function longestWaitMs(r: Retrier): number {
   const attempts = r.MaxAttempts ?? ASL_DEFAULTS.MaxAttempts;
   if (attempts <= 0) return 0;
   const full = (r.IntervalSeconds ?? ASL_DEFAULTS.IntervalSeconds) * (r.BackoffRate ?? ASL_DEFAULTS.BackoffRate) ** (attempts - 1);

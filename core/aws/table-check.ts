@@ -20,7 +20,7 @@ import { timeToLiveProblem, type TableRole } from '../store/tables';
 import type { DocumentClient } from './document-client';
 
 /** DynamoDB's answer for a table that does not exist (DescribeTable, and every item operation on it). */
-export function isTableNotFound(err: unknown): boolean {
+function isTableNotFound(err: unknown): boolean {
   return (err as { name?: string } | undefined)?.name === 'ResourceNotFoundException';
 }
 

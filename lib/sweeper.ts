@@ -21,6 +21,7 @@ import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { HandlerFunction } from './handler-function';
 import { claimedIndexArn, keysGrant } from './job-table';
 import { claimShard, runKeysPattern } from '../core/job-keys';
+import { cronCalendar } from './cron';
 import { TRANSIENT_ERRORS } from './task-errors';
 
 /** Scheduler's finest schedule: a sweep every minute, all day. */
@@ -32,20 +33,21 @@ const EVERY_MINUTE = 'rate(1 minute)';
  * Outside them no scheduled or re-queued run holds a lease, so an idle sweep would only cost a state machine
  * execution; a night orphaned there (a run started by hand that died) is re-queued by the next window's first sweeps
  * (docs/DESIGN.md "The sweeper"). A nightly `rate(...)`, or a cron whose hour is not one number, may start a night at
- * any hour: every minute then.
+ * any hour: every minute then; so does a start in the deadline's own hour, whose night ends at the next day's deadline.
  * @param scheduleExpression - the nightly start, `cron(...)` or `rate(...)`
  * @param deadlineHour - the hour (0..23) by which the night must be DONE
  */
 export function sweepWindowExpression(scheduleExpression: string, deadlineHour: number): string {
-  const m = /^cron\(\S+ (\d{1,2}) \S+ \S+ \S+ \S+\)$/.exec(scheduleExpression);
-  const start = m ? Number(m[1]) : NaN;
-  if (!(start >= 0 && start <= 23) || !Number.isInteger(deadlineHour) || deadlineHour < 0 || deadlineHour > 23) return EVERY_MINUTE;
+  const startHours = new Set(cronCalendar(scheduleExpression)?.startMinutes.map((m) => Math.floor(m / 60)));
+  if (startHours.size !== 1 || !Number.isInteger(deadlineHour) || deadlineHour < 0 || deadlineHour > 23) return EVERY_MINUTE;
+  const [start] = startHours;
+  if (start === deadlineHour) return EVERY_MINUTE;
   const hours: number[] = [];
   for (let h = start; ; h = (h + 1) % 24) {
     hours.push(h);
     if (h === deadlineHour) break;
   }
-  return hours.length === 24 ? EVERY_MINUTE : `cron(* ${hours.join(',')} * * ? *)`;
+  return `cron(* ${hours.join(',')} * * ? *)`;
 }
 
 /** The orphan sweeper: the job's tables, the state machine it restarts runs of, the functions' environment, the storm rule. */

@@ -33,18 +33,40 @@ function schedules(extra: Parameters<typeof userJobTemplate>[0] = {}) {
   return { sweeper: starting(id(job.sweeper.stateMachine)), nightly: starting(id(job.stateMachine)), job };
 }
 
-test('the default sweeper sweeps every minute from the nightly start through the deadline hour, in its time zone, and not the rest of the day', () => {
-  const { sweeper, nightly, job } = schedules({ scheduleExpression: 'cron(30 22 * * ? *)', deadlineHour: 3, scheduleTimeZone: 'Europe/Paris' });
-  assert.equal(sweeper.ScheduleExpressionTimezone, nightly.ScheduleExpressionTimezone, 'the same zone as the nightly start');
-  const fires = new Set(minutesOfDay(sweeper.ScheduleExpression));
-  const [start] = minutesOfDay(nightly.ScheduleExpression);
-  const deadlineEnd = job.settings.deadlineHour * 60 + 59;
-  // Every minute from the start to the end of the deadline's hour (across midnight) is swept.
-  for (let m = start; m !== (deadlineEnd + 1) % 1440; m = (m + 1) % 1440) assert.ok(fires.has(m), `swept at minute ${m} of the day`);
-  const window = ((deadlineEnd - start + 1440) % 1440) + 1;
-  assert.ok(fires.size < 1440, `not every minute of the day: ${sweeper.ScheduleExpression}`);
-  assert.ok(fires.size <= window + 60, `only around the window (${fires.size} minutes for a window of ${window})`);
-});
+/**
+ * The minutes of the day from the nightly start to the end of the deadline's hour, across midnight, computed from the
+ * two schedules' own minutes: the night runs from its start until the next deadline after it.
+ */
+function nightMinutes(start: number, deadlineHour: number): Set<number> {
+  const deadline = deadlineHour * 60;
+  const minutes = new Set<number>();
+  for (let m = start; ; m = (m + 1) % 1440) {
+    minutes.add(m);
+    if (minutes.size > 1 && m === deadline) break;
+  }
+  for (let m = deadline; m < deadline + 60; m++) minutes.add(m % 1440); // the deadline's hour, as the alarm reads it
+  return minutes;
+}
+
+for (const [what, scheduleExpression, deadlineHour] of [
+  ['a late start across midnight', 'cron(30 22 * * ? *)', 3],
+  ["a start in the deadline hour, after the deadline (the night ends at the next day's deadline)", 'cron(30 5 * * ? *)', 5],
+] as const) {
+  test(`the default sweeper sweeps every minute of the night and at most its hours, in its time zone: ${what}`, () => {
+    const { sweeper, nightly } = schedules({ scheduleExpression, deadlineHour, scheduleTimeZone: 'Europe/Paris' });
+    assert.equal(sweeper.ScheduleExpressionTimezone, nightly.ScheduleExpressionTimezone, 'the same zone as the nightly start');
+    const fires = new Set(minutesOfDay(sweeper.ScheduleExpression));
+    const [start] = minutesOfDay(nightly.ScheduleExpression);
+    const night = nightMinutes(start, deadlineHour);
+    for (const m of night) assert.ok(fires.has(m), `swept at minute ${m} of the day (${sweeper.ScheduleExpression})`);
+    // Whole hours only (Scheduler's cron): what is swept beyond the night is the start hour's minutes before the start.
+    const extra = [...fires].filter((m) => !night.has(m));
+    assert.ok(
+      extra.length < 60 && extra.every((m) => Math.floor(m / 60) === Math.floor(start / 60) && m < start),
+      `only the night's hours: ${extra.length} more minutes`,
+    );
+  });
+}
 
 test('a rate(...) nightly schedule, or a sweeperScheduleExpression given, keeps the sweeper on that schedule', () => {
   assert.equal(

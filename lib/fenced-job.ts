@@ -20,7 +20,7 @@
  * and on the manifest bucket's `<name>/` prefix; grants on its own tables are the caller's. FencedChunkFunction makes
  * such a function, bundled as the library's own are.
  */
-import { CfnOutput, type CfnResource, Duration, Token } from 'aws-cdk-lib';
+import { CfnOutput, type CfnResource, Duration, Stage, Token } from 'aws-cdk-lib';
 import type * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
@@ -165,6 +165,7 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   /**
    * The job's name: lowercase letters, digits and hyphens, starting with a letter (at most 40). Its runs' keys are
    * `<name>#<date>`, their manifests `<name>/<date>/manifest.json`, everything they write to S3 is under `<name>/`.
+   * Unique in its Stage (the app, or a Stage in it): a second job of one name there is refused.
    */
   readonly name: string;
   /**
@@ -401,9 +402,14 @@ function deadlineGapMinutes(expression: string, deadlineHour: number): number | 
  */
 const FENCED_JOB_NAME = Symbol.for('fencepost.FencedJob.name');
 
-/** The path of the FencedJob of this name already in the app of `scope`, or undefined. */
+/**
+ * The path of the FencedJob of this name already in the Stage of `scope` (the app itself when there is no other), or
+ * undefined. Stages deploy apart (a dev and a prod stage, each with its own tables), so one name in two is fine.
+ */
 function jobOfName(scope: Construct, name: string): string | undefined {
-  return scope.node.root.node.findAll().find((c) => (c as unknown as Record<symbol, unknown>)[FENCED_JOB_NAME] === name)?.node.path;
+  const stage = Stage.of(scope);
+  const within = stage ?? scope.node.root;
+  return within.node.findAll().find((c) => (c as unknown as Record<symbol, unknown>)[FENCED_JOB_NAME] === name && Stage.of(c) === stage)?.node.path;
 }
 
 /** The longest timeout a Lambda function can have (Lambda's quotas: 900 seconds). */

@@ -7,7 +7,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import path from 'node:path';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { App, CfnResource, Duration, Stack } from 'aws-cdk-lib';
+import { App, CfnResource, Duration, Stack, Stage } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -504,6 +504,29 @@ test("two FencedJobs of one name in one app are refused, in one stack or two: a 
   new FencedJob(stack, 'Third', { name: 'stock-count', chunkFunction: fn, chunks: 2 });
   const { stack: elsewhere, fn: elsewhereFn } = stackWith();
   new FencedJob(elsewhere, 'First', { name: 'sales-report', chunkFunction: elsewhereFn, chunks: 2 });
+});
+
+test('one name in two Stages of one app is fine (a dev and a prod stage deploy apart, each with its own tables), and twice in one Stage is refused', () => {
+  const app = new App();
+  const inStage = (stage: Stage, id: string) => {
+    const stack = new Stack(stage, id);
+    const fn = new lambda.Function(stack, 'Chunk', {
+      runtime: lambda.Runtime.NODEJS_22_X,
+      handler: 'index.handler',
+      code: lambda.Code.fromInline('exports.handler = async () => ({});'),
+    });
+    return { stack, fn };
+  };
+  const dev = new Stage(app, 'Dev');
+  const prod = new Stage(app, 'Prod');
+  for (const stage of [dev, prod]) {
+    const { stack, fn } = inStage(stage, 'Reports');
+    new FencedJob(stack, 'Job', { name: 'sales-report', chunkFunction: fn, chunks: 2 });
+  }
+  const { stack, fn } = inStage(prod, 'More');
+  const err = configErrorOf(() => new FencedJob(stack, 'Again', { name: 'sales-report', chunkFunction: fn, chunks: 2 }));
+  assert.ok(err, 'a second sales-report in the Prod stage is refused');
+  assert.match(err.problems[0], /^name "sales-report" is already the name of the FencedJob Prod\/Reports\/Job in this app/);
 });
 
 test("chunkTimeout must be the chunk function's own timeout, and one Lambda can have: a 20-minute chunkTimeout is refused by name", () => {

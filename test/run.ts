@@ -1,7 +1,8 @@
 /**
  * `npm test`: start one embedded stack (DynamoDB Local behind the conflict proxy + local S3) for the whole run,
- * then run every test file with Node's built-in test runner against it, and stop the stack. The runner's own
- * summary and exit code are what CI reads.
+ * then run every test file with Node's built-in test runner against it, one file at a time, and stop the stack; the
+ * packed-tarball test runs beside them on a second stack of its own (BESIDE). The runner's own summary and exit code
+ * are what CI reads.
  *
  * The stack's endpoints record every call they answer, with the caller's access key id, in one call log; the
  * local workflow records the invocations its state machines make there too. The IAM proof (iam.test.ts) reads
@@ -10,11 +11,18 @@
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startEmbeddedStack } from '../local/stack';
+import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
 import { runBatch, type Counts } from './support/runner';
 
 /** Files that read what the others recorded: run after them, in a second batch (the runner orders files itself). */
 const LAST = ['iam.test.ts'];
+
+/**
+ * Files run beside the others, on an embedded stack of their own: the packed-tarball test spends most of its minutes
+ * in npm, cdk init, tsc and synth rather than in the store, and it lists every table of its stack, as read-only.test.ts
+ * does of the shared one, so the two must not share one. Its output is printed whole when it ends, not interleaved.
+ */
+const BESIDE = ['pack.test.ts'];
 
 /**
  * A test without its own `timeout` fails after 5 minutes, a file left running fails 30 s after its tests end, and the
@@ -25,6 +33,8 @@ const RUN_LIMIT_MS = 40 * 60_000;
 
 const runStarted = performance.now();
 
+const stackEnv = (stack: EmbeddedStack) => ({ FENCEPOST_TEST_DYNAMODB: stack.endpoints.dynamodb, FENCEPOST_TEST_S3: stack.endpoints.s3 });
+
 async function main(): Promise<number> {
   const dir = __dirname;
   const only = process.argv.slice(2);
@@ -32,47 +42,58 @@ async function main(): Promise<number> {
     .filter((f) => f.endsWith('.test.ts'))
     .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
     .sort();
-  const batches = [files.filter((f) => !LAST.includes(f)), files.filter((f) => LAST.includes(f))].filter((b) => b.length > 0);
+  const beside = files.filter((f) => BESIDE.includes(f));
+  const first = files.filter((f) => !LAST.includes(f) && !BESIDE.includes(f));
+  const last = files.filter((f) => LAST.includes(f));
   const logDir = mkdtempSync(path.join(tmpdir(), 'fencepost-calls-'));
   // FENCEPOST_CALL_LOG set: the calls are recorded there and kept, also on a partial run, so the IAM proof can be run
   // on a smaller set (`FENCEPOST_CALL_LOG=/tmp/calls.jsonl npm test -- workflow sweeper reindex iam`).
-  const given = process.env.FENCEPOST_CALL_LOG;
-  const callLog = given ?? path.join(logDir, 'calls.jsonl');
+  const callLog = process.env.FENCEPOST_CALL_LOG ?? path.join(logDir, 'calls.jsonl');
+  const recording = only.length === 0 || process.env.FENCEPOST_CALL_LOG !== undefined;
   const stack = await startEmbeddedStack({ callLog });
+  // The side stack records no calls: the files beside run no function of the apps whose grants the proof reads.
+  const sideStack = beside.length > 0 && first.length > 0 ? await startEmbeddedStack() : undefined;
   process.stderr.write(
-    `test stack up in ${((performance.now() - runStarted) / 1000).toFixed(1)} s: ${stack.endpoints.dynamodb} ${stack.endpoints.s3}\n`,
+    `test stack up in ${((performance.now() - runStarted) / 1000).toFixed(1)} s: ${stack.endpoints.dynamodb} ${stack.endpoints.s3}` +
+      (sideStack ? ` (beside: ${sideStack.endpoints.dynamodb} ${sideStack.endpoints.s3})` : '') +
+      '\n',
   );
   const total: Counts = { passed: 0, failed: 0, cancelled: 0, skipped: 0 };
   let code = 0;
-  try {
-    for (const batch of batches) {
-      const r = await runBatch(
-        batch.map((f) => path.join(dir, f)),
-        {
-          env: {
-            FENCEPOST_TEST_DYNAMODB: stack.endpoints.dynamodb,
-            FENCEPOST_TEST_S3: stack.endpoints.s3,
-            // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants,
-            // unless FENCEPOST_CALL_LOG was given (above).
-            ...(only.length === 0 || given !== undefined ? { FENCEPOST_CALL_LOG: callLog } : {}),
-          },
-          testLimitMs: TEST_LIMIT_MS,
-          deadline: runStarted + RUN_LIMIT_MS,
+  const batch = async (names: string[], on: EmbeddedStack, echo = true) => {
+    const r = await runBatch(
+      names.map((f) => path.join(dir, f)),
+      {
+        env: {
+          ...stackEnv(on),
+          // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants.
+          ...(recording && on === stack ? { FENCEPOST_CALL_LOG: callLog } : {}),
         },
-      );
-      total.passed += r.counts.passed;
-      total.failed += r.counts.failed;
-      total.cancelled += r.counts.cancelled;
-      total.skipped += r.counts.skipped;
-      if (r.code !== 0) code = r.code;
-      if (r.stopped)
-        process.stderr.write(`\nthe run passed its limit of ${RUN_LIMIT_MS / 60_000} min and was stopped: see "Interrupted while running" above\n`);
-    }
+        testLimitMs: TEST_LIMIT_MS,
+        deadline: runStarted + RUN_LIMIT_MS,
+        echo,
+      },
+    );
+    if (!echo) process.stdout.write(r.output);
+    total.passed += r.counts.passed;
+    total.failed += r.counts.failed;
+    total.cancelled += r.counts.cancelled;
+    total.skipped += r.counts.skipped;
+    if (r.code !== 0) code = r.code;
+    if (r.stopped)
+      process.stderr.write(`\nthe run passed its limit of ${RUN_LIMIT_MS / 60_000} min and was stopped: see "Interrupted while running" above\n`);
+  };
+  try {
+    await Promise.all([
+      first.length > 0 ? batch(first, stack) : undefined,
+      beside.length > 0 ? batch(beside, sideStack ?? stack, sideStack === undefined) : undefined,
+    ]);
+    if (last.length > 0) await batch(last, stack);
   } finally {
-    await stack.stop();
+    await Promise.all([stack.stop(), sideStack?.stop()]);
     rmSync(logDir, { recursive: true, force: true });
   }
-  // One closing line for both batches.
+  // One closing line for every batch.
   process.stdout.write(`\ntests: ${total.passed} passed, ${total.failed} failed, ${total.cancelled} cancelled, ${total.skipped} skipped\n`);
   return code;
 }

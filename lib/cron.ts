@@ -100,7 +100,7 @@ export interface DstGap {
 }
 
 const MINUTE = 60_000;
-const DAY = 86_400_000;
+const DAY_MS = 86_400_000;
 
 /**
  * The zone's gaps from the start of `fromYear` for `years` years: each instant the offset moves forward, found by
@@ -110,10 +110,10 @@ function dstGaps(timeZone: string, fromYear: number, years: number): DstGap[] {
   const gaps: DstGap[] = [];
   const end = Date.UTC(fromYear + years, 0, 1);
   let before = zoneOffsetMinutes(timeZone, Date.UTC(fromYear, 0, 1));
-  for (let t = Date.UTC(fromYear, 0, 1) + DAY; t <= end; t += DAY) {
+  for (let t = Date.UTC(fromYear, 0, 1) + DAY_MS; t <= end; t += DAY_MS) {
     const after = zoneOffsetMinutes(timeZone, t);
     if (after === before) continue;
-    let lo = t - DAY;
+    let lo = t - DAY_MS;
     let hi = t;
     while (hi - lo > MINUTE) {
       const mid = lo + Math.floor((hi - lo) / 2 / MINUTE) * MINUTE;

@@ -8,7 +8,7 @@
  * local workflow records the invocations its state machines make there too. The IAM proof (iam.test.ts) reads
  * that log, so it runs last, after every file that exercises the deployed functions.
  */
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
@@ -72,6 +72,7 @@ async function main(): Promise<number> {
         testLimitMs: TEST_LIMIT_MS,
         deadline: runStarted + RUN_LIMIT_MS,
         echo,
+        timesFile: path.join(logDir, `times-${names.length}-${names[0]?.replace(/\W/g, '')}.jsonl`),
       },
     );
     if (!echo) process.stdout.write(r.output);
@@ -89,6 +90,7 @@ async function main(): Promise<number> {
       beside.length > 0 ? batch(beside, sideStack ?? stack, sideStack === undefined) : undefined,
     ]);
     if (last.length > 0) await batch(last, stack);
+    process.stdout.write(slowestFiles(logDir));
   } finally {
     await Promise.all([stack.stop(), sideStack?.stop()]);
     rmSync(logDir, { recursive: true, force: true });
@@ -96,6 +98,22 @@ async function main(): Promise<number> {
   // One closing line for every batch.
   process.stdout.write(`\ntests: ${total.passed} passed, ${total.failed} failed, ${total.cancelled} cancelled, ${total.skipped} skipped\n`);
   return code;
+}
+
+/** The files that took the run's minutes, from the timing reporter's lines: where to look when the run grows. */
+function slowestFiles(logDir: string, count = 15): string {
+  const perFile = new Map<string, number>();
+  for (const name of readdirSync(logDir).filter((f) => f.startsWith('times-'))) {
+    for (const line of readFileSync(path.join(logDir, name), 'utf8').split('\n').filter(Boolean)) {
+      const { file, ms } = JSON.parse(line) as { file?: string; ms: number };
+      const key = path.basename(file ?? '?');
+      perFile.set(key, (perFile.get(key) ?? 0) + ms);
+    }
+  }
+  const rows = [...perFile].sort((a, b) => b[1] - a[1]);
+  const total = rows.reduce((sum, [, ms]) => sum + ms, 0);
+  const lines = rows.slice(0, count).map(([file, ms]) => `  ${(ms / 1000).toFixed(1).padStart(7)} s  ${file}`);
+  return `\nslowest files (sum of their tests' durations; all ${rows.length} files: ${(total / 1000).toFixed(0)} s):\n${lines.join('\n')}\n`;
 }
 
 main().then(

@@ -2,7 +2,7 @@
  * The AWS model's inputs, measured or counted rather than assumed wherever that is possible (docs/PERFORMANCE.md
  * does the arithmetic with them and cites AWS's pages):
  *
- *   - state transitions of one night, counted by running the SYNTHESIZED definition (local/workflow.ts
+ *   - state transitions of one night, counted by running the SYNTHESIZED definition (lib/local/workflow.ts
  *     synthesizeWorkflow()) in aws-local-stepfunctions with stub task handlers: every state entered, Map iterations
  *     included (AWS: "a state transition is counted each time a step in your execution is completed");
  *   - item sizes by AWS's item-size rules (invoice, job row claimed / DONE, lock item);
@@ -17,24 +17,24 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { systemClock } from '../core/clock';
+import { systemClock } from '../lib/core/clock';
 import { DEFAULTS } from '../apps/billing/settings';
 import { invoiceTransaction, writeInvoices } from '../apps/billing/night';
-import * as fence from '../core/fence';
+import * as fence from '../lib/core/fence';
 import { chunkBatches, chunkRange, invoiceAt, renderChunkLines, type Invoice, type NightPlan } from '../apps/billing/invoices';
-import { ManifestWriter } from '../core/manifest';
-import { Attr } from '../core/schema';
-import { claimShard, jobNameOf } from '../core/job-keys';
+import { ManifestWriter } from '../lib/core/manifest';
+import { Attr } from '../lib/core/schema';
+import { claimShard, jobNameOf } from '../lib/core/job-keys';
 import { InvoiceAttr } from '../apps/billing/schema';
 import { Keys } from '../apps/billing/keys';
-import { observation, type Observation } from '../lambda/observe';
+import { observation, type Observation } from '../lib/lambda/observe';
 import { ROOT, fmt, newReport, stat, table, type BenchContext, type Measurement } from './common';
 import { App } from 'aws-cdk-lib';
 import { billingApp } from '../apps/billing/app';
 import { readStackConfig } from '../apps/billing/config';
 import { FencepostStack } from '../apps/billing/stack';
 // Also installs the Promise.withResolvers polyfill aws-local-stepfunctions needs on Node 20.
-import { synthesizeWorkflow } from '../local/workflow';
+import { synthesizeWorkflow } from '../lib/local/workflow';
 
 // ---------------------------------------------------------------- item sizes (AWS: "Item sizes and capacity unit consumption")
 
@@ -93,7 +93,7 @@ async function countTransitions(): Promise<Record<string, { total: number; bySta
   const { StateMachine } = await import('aws-local-stepfunctions');
   const wf = synthesizeWorkflow(billingApp);
   // What each Observe reads: the rvn of the lock item (undefined: free). The stub runs the real claim rule on it
-  // (lambda/observe.ts observation()), so the count follows the definition and the rule, Wait seconds included.
+  // (lib/lambda/observe.ts observation()), so the count follows the definition and the rule, Wait seconds included.
   const dead = () => 'r1';
   const aliveFor = (observes: number) => (i: number) => (i < observes ? `r${i}` : 'last');
   const scenarios: Record<string, { rvnAt: (i: number) => string | undefined; claims: boolean[]; alreadyDone?: boolean }> = {
@@ -145,7 +145,7 @@ async function countTransitions(): Promise<Record<string, { total: number; bySta
 }
 
 /**
- * The sweeper's state machine, synthesized the same way local/workflow.ts synthesizes the billing one (cdk.json's
+ * The sweeper's state machine, synthesized the same way lib/local/workflow.ts synthesizes the billing one (cdk.json's
  * context, asset bundling skipped; function ARNs become placeholders), then run with stub tasks.
  */
 async function countSweeperTransitions(): Promise<Record<string, number>> {

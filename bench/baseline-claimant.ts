@@ -3,7 +3,7 @@
  * bench/takeover.ts measures before and after side by side in one run. It observes ONCE, sleeps a full lease on its
  * monotonic clock, and claims if the rvn is unchanged; a changed rvn means observe again and wait another full lease.
  * Safe, but when the holder dies during a wait the claimant only notices at the end of it and then waits a whole
- * new lease: up to two leases after the last renewal. core/lease.ts nextClaimStep re-reads every poll period
+ * new lease: up to two leases after the last renewal. lib/core/lease.ts nextClaimStep re-reads every poll period
  * and times the lease from the first sighting of the last rvn instead.
  *
  * Run by bench/takeover.ts like `fencepost run --events` (same events, one JSON line each):
@@ -12,14 +12,14 @@
  */
 import { parseArgs } from 'node:util';
 import { billChunk, completeNight, raiseNight, type BillingDeps } from '../apps/billing/night';
-import { systemClock } from '../core/clock';
-import { type LeaseConfig } from '../core/config';
+import { systemClock } from '../lib/core/clock';
+import { type LeaseConfig } from '../lib/core/config';
 import { validateBillingConfig } from '../apps/billing/settings';
-import { Events } from '../core/events';
-import { Lease, sight, tryClaim, type LeaseDeps } from '../core/lease';
+import { Events } from '../lib/core/events';
+import { Lease, sight, tryClaim, type LeaseDeps } from '../lib/core/lease';
 import { billingTables as tableNames } from '../apps/billing/schema';
 import { Keys } from '../apps/billing/keys';
-import { localClients } from '../core/aws/clients';
+import { localClients } from '../lib/core/aws/clients';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 

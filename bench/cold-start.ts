@@ -1,7 +1,7 @@
 /**
  * 13. A cold start of the chunk function, with and without source maps. The billing chunk bundle is built with
  * esbuild from HANDLER_BUNDLING's options (CJS, node24, minified, keepNames, the SDK bundled), once per variant, and
- * each sample is a fresh process of the functions' Node (local/lambda-runner.ts lambdaNode) running
+ * each sample is a fresh process of the functions' Node (lib/local/lambda-runner.ts lambdaNode) running
  * bench/cold-start-probe.cjs, which reports from its own process start: (a) the module loaded, its handler exported;
  * (b) a first invocation failed, its error logged with a formatted stack. The variants run interleaved (A B C D,
  * rotated each sample) so the machine's load falls on all of them alike. The stack's top frame is checked: a
@@ -10,7 +10,7 @@
  *   --enable-source-maps   before: the flag, the map with its sources content (about 4 MB)
  *   no map                 the floor: no map shipped, no flag
  *   lazy setSourceMaps…    the map inline, no flag, process.setSourceMapsEnabled(true) after the load (before the error)
- *   map read on error      today: HANDLER_BUNDLING's map (no sources content), no flag, lambda/source-stack.ts maps a logged error
+ *   map read on error      today: HANDLER_BUNDLING's map (no sources content), no flag, lib/lambda/source-stack.ts maps a logged error
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -18,8 +18,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { buildSync } from 'esbuild';
-import { HANDLER_BUNDLING } from '../lib/handler-function';
-import { lambdaNode } from '../local/lambda-runner';
+import { HANDLER_BUNDLING } from '../lib/constructs/handler-function';
+import { lambdaNode } from '../lib/local/lambda-runner';
 import { ROOT, fmt, fmtStat, newReport, rotate, stat, table, type Measurement, type Stat } from './common';
 
 const ENTRY = path.join(ROOT, 'apps/billing/lambda/chunk.ts');

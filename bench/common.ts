@@ -15,10 +15,10 @@ import path from 'node:path';
 import { DeleteTableCommand } from '@aws-sdk/client-dynamodb';
 import { DeleteBucketCommand, DeleteObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { billingTables, type BillingTables } from '../apps/billing/schema';
-import { provisionBilling as provision } from '../harness/billing-stores';
-import { localClients, type Clients, type Endpoints } from '../core/aws/clients';
-import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
-import { followEvents, type EventFollower, type SeenEvent } from '../harness/worker-process';
+import { provisionBilling as provision } from '../verify/billing-stores';
+import { localClients, type Clients, type Endpoints } from '../lib/core/aws/clients';
+import { startEmbeddedStack, type EmbeddedStack } from '../lib/local/stack';
+import { followEvents, type EventFollower, type SeenEvent } from '../verify/chaos/worker-process';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
@@ -218,7 +218,7 @@ export function spawnCli(args: readonly string[], env: Record<string, string> = 
 /** Any TypeScript script of this project, run as the CLI is: `node --import tsx <script> ...args`. */
 export function spawnScript(script: string, args: readonly string[] = [], env: Record<string, string> = {}, nodeArgs: readonly string[] = []): Child {
   const spawnedAt = performance.now();
-  // Node arguments after tsx's loader, so a TypeScript preload (harness/fault-preload.ts) can be among them.
+  // Node arguments after tsx's loader, so a TypeScript preload (verify/chaos/fault-preload.ts) can be among them.
   const child = spawn(process.execPath, ['--import', 'tsx', ...nodeArgs, script, ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env, NODE_NO_WARNINGS: '1', AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },

@@ -1,5 +1,5 @@
 /**
- * 10. Chunk concurrency under AWS's transaction-conflict rules, through the conflict proxy (local/dynamodb-proxy.ts).
+ * 10. Chunk concurrency under AWS's transaction-conflict rules, through the conflict proxy (lib/local/dynamodb-proxy.ts).
  *
  * DynamoDB Local never reports a transaction conflict; AWS cancels a transaction that touches an item another
  * in-flight transaction or write touches, including an item it only ConditionChecks. Every case here runs its
@@ -18,16 +18,16 @@
  */
 import { audit } from '../apps/billing/audit';
 import { completeNight, raiseNight, writeInvoices, type BillingDeps } from '../apps/billing/night';
-import { systemClock } from '../core/clock';
-import { DEFAULT_BACKOFF, isTransient } from '../core/conditions';
+import { systemClock } from '../lib/core/clock';
+import { DEFAULT_BACKOFF, isTransient } from '../lib/core/conditions';
 import { DEFAULTS, type BillingConfig } from '../apps/billing/settings';
-import { Events } from '../core/events';
-import * as fence from '../core/fence';
+import { Events } from '../lib/core/events';
+import * as fence from '../lib/core/fence';
 import { chunkBatches, chunkRange, renderChunkLines, type NightPlan } from '../apps/billing/invoices';
-import { claim } from '../core/lease';
+import { claim } from '../lib/core/lease';
 import { Keys } from '../apps/billing/keys';
-import { localClients } from '../core/aws/clients';
-import { startDynamoDbProxy, type DynamoDbProxyStats } from '../local/dynamodb-proxy';
+import { localClients } from '../lib/core/aws/clients';
+import { startDynamoDbProxy, type DynamoDbProxyStats } from '../lib/local/dynamodb-proxy';
 import { fmt, freshDate, newReport, runToEnd, spawnCli, table, type BenchContext, type Measurement, type SharedStack } from './common';
 
 const WINDOW_MS = 5;

@@ -8,7 +8,7 @@
  *                          user's chunk function bundled at synth
  *   bundled at synth       the same install with dist/handlers.json hidden: HandlerFunction falls back to bundling
  *     (before)             dist/lambda/<handler>.js with esbuild for each of the 8 functions, the package's code
- *                          path before the prebundle (lib/handler-function.ts entryOf)
+ *                          path before the prebundle (lib/constructs/handler-function.ts entryOf)
  *   one table (floor)      a stack with one DynamoDB table: aws-cdk-lib's own load and synth
  *
  * The three run interleaved (rotated each round) so the machine's load falls on all alike. Each run's esbuild
@@ -20,7 +20,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { prebundled } from '../lib/handler-function';
+import { prebundled } from '../lib/constructs/handler-function';
 import { ROOT, fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement } from './common';
 
 /** Run a command to its end; its output, and its wall seconds on this process's monotonic clock. */
@@ -126,7 +126,7 @@ export const consumerSynth: Measurement = {
         ),
       );
 
-      const { handlers } = prebundled(path.join(project, 'node_modules/fencepost/dist/lib'));
+      const { handlers } = prebundled(path.join(project, 'node_modules/fencepost/dist/constructs'));
       const hidden = `${handlers}.hidden`;
       const synth = async (v: Variant) => {
         if (!v.prebundled) fs.renameSync(handlers, hidden);

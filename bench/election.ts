@@ -13,11 +13,11 @@
  * A herd design (every waiter watching the leader) would make every one of the N - 1 waiters read the leader's item
  * for the whole lease and re-read the queue after it goes: that is the figure the per-candidate counts are set against.
  */
-import { systemClock } from '../core/clock';
-import type { LeaseConfig } from '../core/config';
-import { Election, type ElectionReads, type Leadership } from '../core/election';
-import { Events } from '../core/events';
-import { pollMsOf } from '../core/lease';
+import { systemClock } from '../lib/core/clock';
+import type { LeaseConfig } from '../lib/core/config';
+import { Election, type ElectionReads, type Leadership } from '../lib/election/election';
+import { Events } from '../lib/core/events';
+import { pollMsOf } from '../lib/core/lease';
 import { fmt, kill, newReport, spawnCli, table, type BenchContext, type Measurement } from './common';
 
 const CONFIG: LeaseConfig = { leaseMs: 2000, renewMs: 600, marginMs: 400, claimBudget: 30 };

@@ -10,10 +10,10 @@
  */
 import { App, Duration, Stack } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { FencedJob, type FencedJobProps } from '../lib/index';
-import { METRICS_NAMESPACE } from '../core/observability';
+import { FencedJob, type FencedJobProps } from '../lib/constructs/index';
+import { METRICS_NAMESPACE } from '../lib/core/observability';
 // Also installs the Promise.withResolvers polyfill aws-local-stepfunctions needs on Node 20.
-import '../local/workflow';
+import '../lib/local/workflow';
 
 /** A synthesized template, as CDK hands it out. */
 type Json = ReturnType<typeof JSON.parse>;

@@ -81,7 +81,7 @@ async function oneRun(c: Case): Promise<GrowthRun> {
     ];
     if (c.engine === 'stepfunctions') args.push('--chunk-concurrency', String(c.concurrency));
     const child = spawnCli(args, {}, ['--trace-gc']);
-    // The workflow's functions run in child processes of their own (local/lambda-runner.ts): they count as the app.
+    // The workflow's functions run in child processes of their own (lib/local/lambda-runner.ts): they count as the app.
     const sampler = new MemorySampler(() => ({ app: [child.pid, ...childrenOf(child.pid)], jvm: stack.jvmPid, s3: local.pid })).start();
     try {
       await runToEnd(child, `fencepost run (${c.label})`);

@@ -1,7 +1,7 @@
 /**
  * 5. Lease operations: renewals per second for 1,000 holders.
  *
- * 1,000 lock items are claimed with the project's clock-free `claim` (core/lease.ts: observe, then a conditional
+ * 1,000 lock items are claimed with the project's clock-free `claim` (lib/core/lease.ts: observe, then a conditional
  * claim; the locks are free so nobody waits), 16 claims in flight. Then, side by side in rotating order:
  *
  *   Lease.renew   the project's renewal: sent_at read before sending, condition holder = :me AND epoch = :e,
@@ -13,11 +13,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { systemClock } from '../core/clock';
+import { systemClock } from '../lib/core/clock';
 import { validateBillingConfig } from '../apps/billing/settings';
-import { Events } from '../core/events';
-import { claim, type Lease } from '../core/lease';
-import { Attr } from '../core/schema';
+import { Events } from '../lib/core/events';
+import { claim, type Lease } from '../lib/core/lease';
+import { Attr } from '../lib/core/schema';
 import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement } from './common';
 
 async function pool<T>(items: readonly T[], inFlight: number, fn: (item: T) => Promise<void>): Promise<void> {

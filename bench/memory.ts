@@ -60,7 +60,7 @@ async function oneNight(engine: Engine, invoices: number): Promise<MemRun> {
   let jvm: number | undefined;
   const sampler = new MemorySampler(() => {
     jvm ??= jvmChildOf(c.pid);
-    // The workflow's functions run in child processes of their own (local/lambda-runner.ts): they count as the app.
+    // The workflow's functions run in child processes of their own (lib/local/lambda-runner.ts): they count as the app.
     return { node: [c.pid, ...childrenOf(c.pid).filter((p) => p !== jvm)], jvm };
   }).start();
   c.onEvent((e) => {

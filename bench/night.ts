@@ -27,9 +27,9 @@ import {
   type Measurement,
   type SharedStack,
 } from './common';
-import { faultArgs } from '../harness/faults';
+import { faultArgs } from '../verify/chaos/faults';
 
-/** `stepfunctions-source`: the workflow with the handlers' sources in-process (the harness's preload: harness/faults.ts). */
+/** `stepfunctions-source`: the workflow with the handlers' sources in-process (the harness's preload: verify/chaos/faults.ts). */
 type Engine = 'direct' | 'stepfunctions' | 'stepfunctions-source';
 const ENGINES: Engine[] = ['direct', 'stepfunctions', 'stepfunctions-source'];
 

@@ -3,7 +3,7 @@
  * of `fencepost simulate what-if --sweep lease=5..50/5 margin=0..4.5/0.5`, timed in this process, against one what-if
  * run timed in the same rounds (the ratio says the grid costs what its settings cost, nothing more).
  */
-import { sweepGrid, whatIf, WHAT_IF_DEFAULTS, type SweepAxis } from '../core/sim/what-if';
+import { sweepGrid, whatIf, WHAT_IF_DEFAULTS, type SweepAxis } from '../lib/sim/what-if';
 import { fmt, newReport, stat, table, type BenchContext, type Measurement } from './common';
 
 const AXES: SweepAxis[] = [

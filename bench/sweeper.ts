@@ -10,18 +10,18 @@
  *   query+verify  the same Query, then for each claimed row a strongly consistent GetItem on its lock item (the
  *                 sweeper asks the authority whether the lease is alive), 16 in flight;
  *   scan          a full Scan of the job table with FilterExpression attribute_exists(claim_shard);
- *   Sweeper.sweep the real sweep (core/sweeper.ts, when it exists): sightClaimed's Query and, per row, a
+ *   Sweeper.sweep the real sweep (lib/core/sweeper.ts, when it exists): sightClaimed's Query and, per row, a
  *                 GetItem on its lock item, one at a time; the decision; no write here (nothing is a full lease old
  *                 yet, or every row looks dead at once: a storm, which re-queues none).
  *
  * Items read = ScannedCount summed over pages (a Scan reads every row; the filter only trims what is returned).
  * Target: items read grow with the claimed rows only (100 vs 1,000 claimed, 100,000 DONE).
  */
-import { systemClock } from '../core/clock';
-import { Sweeper, sightClaimed } from '../core/sweeper';
+import { systemClock } from '../lib/core/clock';
+import { Sweeper, sightClaimed } from '../lib/core/sweeper';
 import { BatchWriteCommand, GetCommand, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { Attr, JOB_TABLE } from '../core/schema';
-import { claimShard } from '../core/job-keys';
+import { Attr, JOB_TABLE } from '../lib/core/schema';
+import { claimShard } from '../lib/core/job-keys';
 import { BILLING_JOB as BILLING } from '../apps/billing/keys';
 import { itemSize, jobRow, lockItem } from './aws-model';
 import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement, type Namespace, type SharedStack } from './common';
@@ -132,7 +132,7 @@ async function sweepScan(stack: SharedStack, ns: Namespace): Promise<Sweep> {
 const VARIANTS = ['query', 'query+verify', 'scan', 'Sweeper.sweep'] as const;
 type V = (typeof VARIANTS)[number];
 
-/** The real sweep (core/sweeper.ts). */
+/** The real sweep (lib/core/sweeper.ts). */
 async function realSweep(sweeper: Sweeper): Promise<Sweep> {
   const t0 = performance.now();
   const r = await sweeper.sweep();
@@ -211,7 +211,7 @@ export const sweeper: Measurement = {
           `${Math.max(ctx.rounds, ctx.quick ? 1 : 3)} round(s) per population after a warm-up; time per sweep: median (min–max) ms\n` +
           table(['population', 'sweep', 'ms per sweep', 'pages', 'items read', 'items returned', 'read capacity (DynamoDB Local)'], rows),
         `row sizes by AWS's item-size rules: claimed row ≈ ${claimedSize} B, DONE row ≈ ${doneSize} B. ` +
-          `Sweeper.sweep is core/sweeper.ts's real sweep (its items read count the index row and the lock item: 2 per claimed row; lock reads one at a time). ` +
+          `Sweeper.sweep is lib/core/sweeper.ts's real sweep (its items read count the index row and the lock item: 2 per claimed row; lock reads one at a time). ` +
           `Its SightClaimed output, which the cloud sweeper carries through a Wait state, is ${fmt(payloadBytesPerRow ?? 0, 1)} B of JSON per claimed row.`,
       );
       const q100 = results['100'].query[0].read,

@@ -7,7 +7,7 @@
 async function main(): Promise<void> {
   const mode = process.argv[2] === 'cached' ? 'cached' : 'cold';
   const t0 = performance.now();
-  const wf = await import('../local/workflow.js'); // loaded here, so its load time is measured
+  const wf = await import('../lib/local/workflow.js'); // loaded here, so its load time is measured
   const { billingApp } = await import('../apps/billing/app.js');
   const t1 = performance.now();
   if (mode === 'cached') wf.synthesizeWorkflow(billingApp);

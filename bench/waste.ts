@@ -1,6 +1,6 @@
 /**
  * 8. Looking for waste: where a direct night's time goes, and changes measured before/after side by side (a
- * prototype here uses the library's own pieces; what was adopted is in lib/, its "before" kept here).
+ * prototype here uses the library's own pieces; what was adopted is in lib/constructs/, its "before" kept here).
  *
  *   profile     a direct night (runBilling) in this process on the shared stack, with every SDK call timed at the
  *               call site (total) and at the wire (a middleware next to the HTTP handler): client-side time is
@@ -24,14 +24,14 @@ import path from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { runBilling, raiseNight, completeNight, invoiceTransaction, writeInvoices, type BillingDeps } from '../apps/billing/night';
-import { systemClock } from '../core/clock';
+import { systemClock } from '../lib/core/clock';
 import { validateBillingConfig, type BillingConfig } from '../apps/billing/settings';
-import { Events, type FencepostEvent } from '../core/events';
-import * as fence from '../core/fence';
+import { Events, type FencepostEvent } from '../lib/core/events';
+import * as fence from '../lib/core/fence';
 import { chunkBatches, chunkRange, renderChunkLines, type Invoice, type NightPlan } from '../apps/billing/invoices';
-import { claim } from '../core/lease';
+import { claim } from '../lib/core/lease';
 import { Keys } from '../apps/billing/keys';
-import { localClients, type Clients } from '../core/aws/clients';
+import { localClients, type Clients } from '../lib/core/aws/clients';
 import {
   ROOT,
   fmt,
@@ -213,7 +213,7 @@ function depsOf(clients: Clients, tables: BillingDeps['tables'], bucket: string,
 }
 
 /**
- * PROTOTYPE (not in lib/): the night with each chunk's tail (render + chunk object + manifest commit + progress)
+ * PROTOTYPE (not in lib/constructs/): the night with each chunk's tail (render + chunk object + manifest commit + progress)
  * overlapped with the next chunk's transactions. Tails stay in order (one manifest writer, If-Match chain); the job
  * row's progress still follows its manifest commit; the stop-time check still precedes every act.
  */
@@ -457,7 +457,7 @@ export const waste: Measurement = {
       }
       const startUp = (mode: Probe['mode']) => stat(synth.filter((p) => p.mode === mode).map((p) => p.loadMs + p.synthMs));
       report.blocks.push(
-        `workflow engine start-up in a fresh process, ${Math.max(ctx.rounds, 1)} round(s) alternating; loading local/workflow.ts + getting the definition, ms, medians (min–max):\n` +
+        `workflow engine start-up in a fresh process, ${Math.max(ctx.rounds, 1)} round(s) alternating; loading lib/local/workflow.ts + getting the definition, ms, medians (min–max):\n` +
           table(
             ['how the definition is got', 'load ms', 'synth ms', 'together'],
             (['cold', 'cached'] as const).map((mode) => {
@@ -520,7 +520,7 @@ export const waste: Measurement = {
   },
 };
 
-/** A child that times loading local/workflow.ts and getting one definition, cold or from the cache. */
+/** A child that times loading lib/local/workflow.ts and getting one definition, cold or from the cache. */
 function spawnProbe(mode: 'cold' | 'cached') {
   return spawnScript(path.join(ROOT, 'bench/synth-probe.ts'), [mode]);
 }

@@ -21,13 +21,13 @@
 import { createHash } from 'node:crypto';
 import { TransactWriteItemsCommand, type TransactWriteItem } from '@aws-sdk/client-dynamodb';
 import { BatchWriteCommand, PutCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
-import { systemClock } from '../core/clock';
+import { systemClock } from '../lib/core/clock';
 import { writeInvoices } from '../apps/billing/night';
 import { chunkBatches, chunkCount, type Invoice, type NightPlan } from '../apps/billing/invoices';
-import { Attr } from '../core/schema';
+import { Attr } from '../lib/core/schema';
 import type { BillingTables as TableNames } from '../apps/billing/schema';
 import { Keys } from '../apps/billing/keys';
-import type { Clients } from '../core/aws/clients';
+import type { Clients } from '../lib/core/aws/clients';
 import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement, type SharedStack } from './common';
 
 const DATE = '2026-09-28';

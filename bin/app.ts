@@ -6,7 +6,7 @@
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { ConfigError } from '../core/errors';
+import { ConfigError } from '../lib/core/errors';
 import { CONTEXT_KEY, readStackConfig, type StackConfig } from '../apps/billing/config';
 import { FencepostStack } from '../apps/billing/stack';
 

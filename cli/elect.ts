@@ -1,21 +1,21 @@
 /**
- * `fencepost elect`, `fencepost leader` and `fencepost handover`: thin adapters over core/election.ts,
- * core/handover.ts and core/epoch-fence.ts (docs/ELECTION.md). A candidate that leads, and a writer after its
+ * `fencepost elect`, `fencepost leader` and `fencepost handover`: thin adapters over lib/election/election.ts,
+ * lib/election/handover.ts and lib/election/epoch-fence.ts (docs/ELECTION.md). A candidate that leads, and a writer after its
  * handover, append entries to the role's ledger in the job table, each stamped with its epoch, until told to stop.
  *
  * Exit codes as `run`: 0 resigned, released or stopped by a signal; 3 deposed (the stop time came with renewals
  * failing, the candidacy was found gone, or the fence refused an append); 2 bad input; 1 anything else.
  */
 import { setTimeout as delay } from 'node:timers/promises';
-import { systemClock } from '../core/clock';
-import { Election, ledgerKey, observeRole, type ElectionReads, type Leadership } from '../core/election';
-import { EpochFence, LedgerWriter } from '../core/epoch-fence';
-import { FencedOutError, LeaseLostError, StopTimePassedError } from '../core/errors';
-import { Events, type FencepostEvent } from '../core/events';
-import { handover, writerLedgerKey, type Writer } from '../core/handover';
-import type { LeaseDeps } from '../core/lease';
-import { tableNames } from '../core/schema';
-import type { Clients } from '../core/aws/clients';
+import { systemClock } from '../lib/core/clock';
+import { Election, ledgerKey, observeRole, type ElectionReads, type Leadership } from '../lib/election/election';
+import { EpochFence, LedgerWriter } from '../lib/election/epoch-fence';
+import { FencedOutError, LeaseLostError, StopTimePassedError } from '../lib/core/errors';
+import { Events, type FencepostEvent } from '../lib/core/events';
+import { handover, writerLedgerKey, type Writer } from '../lib/election/handover';
+import type { LeaseDeps } from '../lib/core/lease';
+import { tableNames } from '../lib/core/schema';
+import type { Clients } from '../lib/core/aws/clients';
 import { instrumentRun } from './instrumentation';
 import { EXIT, type ElectOptions, type HandoverOptions, type LeaderOptions, type LedgerWork, type StoreTarget } from './options';
 

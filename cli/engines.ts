@@ -1,17 +1,17 @@
 /**
  * The two ways `fencepost run` bills a night:
  *   stepfunctions  (default) the synthesized state machine, run locally by aws-local-stepfunctions, each task
- *                  calling the same Lambda handler the cloud runs (local/workflow.ts);
+ *                  calling the same Lambda handler the cloud runs (lib/local/workflow.ts);
  *   direct         the core's runBilling in this process, for tests and benchmarks.
  * Both report the same summary; for the workflow it is gathered from the holders' events.
  */
 import { runBilling, type BillingDeps, type BillingSummary, type Outcome } from '../apps/billing/night';
 import type { BillingConfig } from '../apps/billing/settings';
-import { ClaimBudgetExhaustedError, InfrastructureError } from '../core/errors';
-import type { FencepostEvent } from '../core/events';
+import { ClaimBudgetExhaustedError, InfrastructureError } from '../lib/core/errors';
+import type { FencepostEvent } from '../lib/core/events';
 import { Keys } from '../apps/billing/keys';
-import type { Clients, Endpoints } from '../core/aws/clients';
-import { runWorkflowLocally, type LambdaCode } from '../local/workflow';
+import type { Clients, Endpoints } from '../lib/core/aws/clients';
+import { runWorkflowLocally, type LambdaCode } from '../lib/local/workflow';
 import { billingApp } from '../apps/billing/app';
 import type { RunHooks } from './instrumentation';
 

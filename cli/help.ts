@@ -2,13 +2,13 @@
  * Help texts, kept next to the options they describe (cli/options.ts). Every default they name is read from the
  * constant the code falls back to, never written again here.
  */
-import { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION } from '../core/config';
-import { HANDOVER_DEFAULTS } from '../core/handover';
+import { LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION } from '../lib/core/config';
+import { HANDOVER_DEFAULTS } from '../lib/election/handover';
 import { DEFAULTS } from '../apps/billing/settings';
-import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX } from '../core/schema';
-import { SWEEPER_DEFAULTS } from '../core/sweeper';
-import { CHAOS_DEFAULTS, KINDS } from '../harness/chaos';
-import { STORY_DEFAULTS } from '../harness/story';
+import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX } from '../lib/core/schema';
+import { SWEEPER_DEFAULTS } from '../lib/core/sweeper';
+import { CHAOS_DEFAULTS, KINDS } from '../verify/chaos/chaos';
+import { STORY_DEFAULTS } from '../verify/story';
 import { DEFAULT_ENGINE, ENGINES } from './engines';
 import { DEFAULT_CHUNK_CONCURRENCY, LEDGER_EVERY_MS } from './options';
 

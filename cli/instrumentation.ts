@@ -6,17 +6,17 @@
  * joined by name, so the instrumenting code needs no import of the CLI). A module loaded into the process before the
  * CLI (`node --import <module> bin/fencepost.ts run …`) may subscribe and answer, once per run, with:
  *   - hooks the engine calls at its instrumented points: right after a passed stop-time check and before the act it
- *     guards (core/job.ts `RunHooks.afterCheck`), and after each task of the workflow engine (`afterTask`);
+ *     guards (lib/core/job.ts `RunHooks.afterCheck`), and after each task of the workflow engine (`afterTask`);
  *   - the code the workflow engine runs for its tasks: the functions' bundles (each in its own process, as deployed,
  *     the default) or the handlers' sources in this process, the only way `afterCheck` and the run's clients reach them.
  * Through the context it may also wrap the run's clients (AWS SDK middleware) and emit events on the run's stream.
- * Its one subscriber is the test harness's fault preload (harness/fault-preload.ts), which restates this message's
+ * Its one subscriber is the test harness's fault preload (verify/chaos/fault-preload.ts), which restates this message's
  * shape on its side of the channel.
  */
 import { channel } from 'node:diagnostics_channel';
-import type { Events } from '../core/events';
-import type { Clients } from '../core/aws/clients';
-import type { LambdaCode, LocalExecution } from '../local/workflow';
+import type { Events } from '../lib/core/events';
+import type { Clients } from '../lib/core/aws/clients';
+import type { LambdaCode, LocalExecution } from '../lib/local/workflow';
 import type { Engine } from './engines';
 
 /** The channel's name: the whole contract between the product and what instruments it. */

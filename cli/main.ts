@@ -1,18 +1,18 @@
 /**
  * The repository's `fencepost` command (bin/fencepost.ts): a thin adapter over the core library. It parses and
  * validates every option before it starts anything, wires the clients, the clock and the events, and maps outcomes to
- * exit codes. The package ships the user's part of it only (cli/user.ts, bin/package.ts): no billing app, no harness.
+ * exit codes. The package ships the user's part of it only (lib/cli/user.ts, lib/cli/bin.ts): no billing app, no harness.
  */
-import { systemClock } from '../core/clock';
+import { systemClock } from '../lib/core/clock';
 import type { BillingSummary } from '../apps/billing/night';
 import { audit, type AuditReport } from '../apps/billing/audit';
-import { Events, type EventListener } from '../core/events';
-import { runChaos } from '../harness/chaos';
-import { playStory, storyLease, storyTable, takeoverLease } from '../harness/story';
+import { Events, type EventListener } from '../lib/core/events';
+import { runChaos } from '../verify/chaos/chaos';
+import { playStory, storyLease, storyTable, takeoverLease } from '../verify/story';
 import { runDirect, runStepFunctions } from './engines';
 import { HELP } from './help';
-import { USER_COMMANDS, dispatch, withExistingStores, withStores, type Command, type Values } from './user';
-import { tableNames } from '../core/schema';
+import { USER_COMMANDS, dispatch, withExistingStores, withStores, type Command, type Values } from '../lib/cli/user';
+import { tableNames } from '../lib/core/schema';
 import { BILLING_TABLES, billingTables } from '../apps/billing/schema';
 import { parseSimulate, simulate } from './simulate';
 import { instrumentRun } from './instrumentation';

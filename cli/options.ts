@@ -1,18 +1,18 @@
 /**
  * Command-line parsing of the repository's command: every option is declared here, unknown options are refused, and
  * every value is validated before anything starts or is written; each bad option is reported in one line that names
- * it. The token and value checkers, and the options of the commands the package ships too, are cli/parse.ts.
+ * it. The token and value checkers, and the options of the commands the package ships too, are lib/cli/parse.ts.
  */
 import { hostname } from 'node:os';
-import { validateDate, validateLeaseConfig, type LeaseConfig } from '../core/config';
-import { nameProblems } from '../core/election';
-import { HANDOVER_DEFAULTS, handoverProblems, type HandoverConfig } from '../core/handover';
+import { validateDate, validateLeaseConfig, type LeaseConfig } from '../lib/core/config';
+import { nameProblems } from '../lib/election/election';
+import { HANDOVER_DEFAULTS, handoverProblems, type HandoverConfig } from '../lib/election/handover';
 import { DEFAULTS, validateBillingConfig, type BillingConfig } from '../apps/billing/settings';
-import { ConfigError } from '../core/errors';
-import { SWEEPER_DEFAULTS, type SweeperConfig } from '../core/sweeper';
+import { ConfigError } from '../lib/core/errors';
+import { SWEEPER_DEFAULTS, type SweeperConfig } from '../lib/core/sweeper';
 import { DEFAULT_ENGINE, ENGINES, type Engine } from './engines';
-import { CHAOS_DEFAULTS, KINDS, type Kind } from '../harness/chaos';
-import { STORY_DEFAULTS } from '../harness/story';
+import { CHAOS_DEFAULTS, KINDS, type Kind } from '../verify/chaos/chaos';
+import { STORY_DEFAULTS } from '../verify/story';
 import {
   USER_EXPECTS,
   durationOption,
@@ -25,9 +25,9 @@ import {
   today,
   userCommandOptions,
   type StoreTarget,
-} from './parse';
+} from '../lib/cli/parse';
 
-export { EXIT, REPEATED_SEPARATOR, type StoreTarget } from './parse';
+export { EXIT, REPEATED_SEPARATOR, type StoreTarget } from '../lib/cli/parse';
 
 export const commandOptions = {
   run: {
@@ -183,7 +183,7 @@ const POSITIONALS: Partial<Record<CommandName, string>> = {
   simulate: 'a scenario name (fencepost simulate --list), and name=range words after --sweep',
 };
 
-/** Parse one of the repository command's commands (cli/parse.ts checks the tokens). */
+/** Parse one of the repository command's commands (lib/cli/parse.ts checks the tokens). */
 export function parseCommand<C extends CommandName>(command: C, args: string[]): Record<string, string | boolean | undefined> {
   return parseOptions(command, commandOptions[command], EXPECTS, args, POSITIONALS[command]);
 }

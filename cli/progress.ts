@@ -1,8 +1,8 @@
 /** What a human sees during a run: a progress bar on stderr, then a short summary table. */
 import type { BillingSummary } from '../apps/billing/night';
 import type { AuditReport } from '../apps/billing/audit';
-import type { FencepostEvent } from '../core/events';
-import type { ChaosReport } from '../harness/chaos';
+import type { FencepostEvent } from '../lib/core/events';
+import type { ChaosReport } from '../verify/chaos/chaos';
 
 export function progressBar(total: number, stream: NodeJS.WriteStream = process.stderr): (e: FencepostEvent) => void {
   let done = 0;

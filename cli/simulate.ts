@@ -1,5 +1,5 @@
 /**
- * `fencepost simulate`: the lease simulator's command (core/sim). A thin adapter: it parses and validates the
+ * `fencepost simulate`: the lease simulator's command (lib/sim). A thin adapter: it parses and validates the
  * options (one line per bad one, exit 2), runs a named scenario or a what-if in the library, prints the event table
  * and the checks or answers, and writes the timeline picture if asked. A scenario whose check fails exits 4.
  *
@@ -11,11 +11,11 @@
  * The scenario name and repeated options do not fit parseCommand's scheme, so `parseSimulate` reads them here.
  */
 import { writeFileSync } from 'node:fs';
-import { ConfigError } from '../core/errors';
-import { secs, type SimRow, type TimelineMark } from '../core/sim/engine';
-import { CLAIM_RULES, type ClaimRule } from '../core/sim/lock-item';
-import type { Check, ScenarioInput } from '../core/sim/scenario';
-import { SCENARIOS } from '../core/sim/scenarios/index';
+import { ConfigError } from '../lib/core/errors';
+import { secs, type SimRow, type TimelineMark } from '../lib/sim/engine';
+import { CLAIM_RULES, type ClaimRule } from '../lib/sim/lock-item';
+import type { Check, ScenarioInput } from '../lib/sim/scenario';
+import { SCENARIOS } from '../lib/sim/scenarios/index';
 import {
   leaseRelationProblems,
   sweepGrid,
@@ -24,10 +24,10 @@ import {
   type SweepAxis,
   type WhatIfAnswers,
   type WhatIfSettings,
-} from '../core/sim/what-if';
+} from '../lib/sim/what-if';
 import { parseCommand, REPEATED_SEPARATOR } from './options';
-import { textTable } from '../harness/text-table';
-import type { WorldName } from '../harness/explore/worlds';
+import { textTable } from '../verify/text-table';
+import type { WorldName } from '../verify/explore/worlds';
 import { svgToPng, timelineSvg } from './timeline';
 
 type Values = Record<string, string | boolean | undefined>;
@@ -301,7 +301,7 @@ function wholeNumber(values: Values, name: string, fallback: number, min: number
 }
 
 /**
- * `simulate explore`: the real core on virtual time under the seeded scheduler (harness/explore). Exit 0 with no
+ * `simulate explore`: the real core on virtual time under the seeded scheduler (verify/explore). Exit 0 with no
  * violation; otherwise each failing schedule's replay command and event trace, and the check-failed exit code.
  */
 async function exploreCommand(values: Values, out: Out, err: Out): Promise<number> {
@@ -309,8 +309,8 @@ async function exploreCommand(values: Values, out: Out, err: Out): Promise<numbe
   const seed = wholeNumber(values, 'seed', 42, 0, problems);
   const schedules = wholeNumber(values, 'schedules', 100, 1, problems);
   // Loaded here, not with the CLI: the workflow world brings aws-cdk-lib (it synthesizes the job's state machines).
-  const { explore } = await import('../harness/explore/explore.js');
-  const { ALL_MUTATIONS, WORLD_NAMES, worldsFor } = await import('../harness/explore/worlds.js');
+  const { explore } = await import('../verify/explore/explore.js');
+  const { ALL_MUTATIONS, WORLD_NAMES, worldsFor } = await import('../verify/explore/worlds.js');
   const mutation = values.mutation as string | undefined;
   const world = (values.world ?? 'all') as WorldName | 'all';
   const worldOk = world === 'all' || (WORLD_NAMES as readonly string[]).includes(world);

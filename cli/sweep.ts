@@ -1,21 +1,21 @@
 /**
- * `fencepost sweep`: a thin adapter over core/sweeper.ts (`bump-epochs`, the package's too, is in cli/user.ts).
+ * `fencepost sweep`: a thin adapter over lib/core/sweeper.ts (`bump-epochs`, the package's too, is in lib/cli/user.ts).
  *
  * A sweep needs two sightings a lease apart, so `sweep` without --every sights, waits one lease on its own
  * monotonic clock, sights again, re-queues the orphans and exits; `--every 10s` keeps sweeping until Ctrl-C.
  * For each orphan it starts a billing run (a `fencepost run` child process on the same stores) BEFORE it records
- * the re-queue (core/sweeper.ts), and waits for the runs before exiting. Each sweep starts its own process, so a
+ * the re-queue (lib/core/sweeper.ts), and waits for the runs before exiting. Each sweep starts its own process, so a
  * later sweep that finds the row unchanged (that run died before its raise) starts a new one.
  */
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
-import type { Clients } from '../core/aws/clients';
-import { systemClock } from '../core/clock';
-import { Events } from '../core/events';
-import { tableNames } from '../core/schema';
+import type { Clients } from '../lib/core/aws/clients';
+import { systemClock } from '../lib/core/clock';
+import { Events } from '../lib/core/events';
+import { tableNames } from '../lib/core/schema';
 import { Keys } from '../apps/billing/keys';
-import { Sweeper, type SweepReport } from '../core/sweeper';
+import { Sweeper, type SweepReport } from '../lib/core/sweeper';
 import type { SweepOptions } from './options';
 
 const CLI = path.resolve(__dirname, '../bin/fencepost.ts');

@@ -3,9 +3,9 @@
  * authority; bars for held intervals, and the pauses drawn over them; points for stop times, deadlines, fence raises,
  * refused writes, writes and crashes; a legend naming every kind of mark the picture uses; the faults (pauses,
  * crashes) under the title. Drawn with Vega-Lite (compiled to Vega, rendered to SVG headless, no browser); PNG
- * through resvg. Rendering libraries live here only, never in core/.
+ * through resvg. Rendering libraries live here only, never in lib/core/.
  */
-import type { TimelineMark } from '../core/sim/engine';
+import type { TimelineMark } from '../lib/sim/engine';
 
 type Kind = TimelineMark['kind'];
 

@@ -1,12 +1,12 @@
 // Bill one night with the core library, on stores you already have (here: the embedded local stack).
-import { systemClock } from '../core/clock';
+import { systemClock } from '../lib/core/clock';
 import { validateBillingConfig } from '../apps/billing/settings';
 import { runBilling } from '../apps/billing/night';
-import { Events } from '../core/events';
+import { Events } from '../lib/core/events';
 import { billingTables as tableNames } from '../apps/billing/schema';
-import { localClients } from '../core/aws/clients';
-import { provisionBilling as provision } from '../harness/billing-stores';
-import { startEmbeddedStack } from '../local/stack';
+import { localClients } from '../lib/core/aws/clients';
+import { provisionBilling as provision } from '../verify/billing-stores';
+import { startEmbeddedStack } from '../lib/local/stack';
 
 async function billOneNight(): Promise<void> {
   const stack = await startEmbeddedStack(); // DynamoDB Local (a JVM) + the local S3 endpoint

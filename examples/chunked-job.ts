@@ -4,7 +4,7 @@
 // first token can no longer write.
 //
 // Stores: FENCEPOST_TEST_DYNAMODB (tables made by local/provision.ts, prefix FENCEPOST_EXAMPLE_PREFIX).
-import { FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from '../core';
+import { FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from '../lib/core';
 
 const clients = localClients({ dynamodb: process.env.FENCEPOST_TEST_DYNAMODB ?? 'http://127.0.0.1:8000', s3: process.env.FENCEPOST_TEST_S3 ?? '' });
 const tables = tableNames(process.env.FENCEPOST_EXAMPLE_PREFIX ?? 'example-');

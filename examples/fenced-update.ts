@@ -3,7 +3,7 @@
 //
 // Stores: FENCEPOST_TEST_DYNAMODB (tables made by local/provision.ts, prefix FENCEPOST_EXAMPLE_PREFIX).
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
-import { fenceOn, localClients, systemClock, tableNames, withLease, type Fence } from '../core';
+import { fenceOn, localClients, systemClock, tableNames, withLease, type Fence } from '../lib/core';
 
 const clients = localClients({ dynamodb: process.env.FENCEPOST_TEST_DYNAMODB ?? 'http://127.0.0.1:8000', s3: process.env.FENCEPOST_TEST_S3 ?? '' });
 const tables = tableNames(process.env.FENCEPOST_EXAMPLE_PREFIX ?? 'example-');

@@ -3,7 +3,7 @@
 // ETag it last saw. Readers trust only what the manifest names. A stale writer's commit is refused.
 //
 // Stores: FENCEPOST_TEST_DYNAMODB and FENCEPOST_TEST_S3 (tables and bucket made by local/provision.ts).
-import { FencedOutError, ManifestWriter, localClients, readManifest, systemClock, tableNames, withLease, type ManifestPlace } from '../core';
+import { FencedOutError, ManifestWriter, localClients, readManifest, systemClock, tableNames, withLease, type ManifestPlace } from '../lib/core';
 
 const clients = localClients({
   dynamodb: process.env.FENCEPOST_TEST_DYNAMODB ?? 'http://127.0.0.1:8000',

@@ -13,7 +13,7 @@ import { CfnTable } from 'aws-cdk-lib/aws-dynamodb';
 import { ExpectedResult, type IApiCall, IntegTest, Match } from '@aws-cdk/integ-tests-alpha';
 import type { IConstruct } from 'constructs';
 import { Keys } from '../apps/billing/keys';
-import { claimShard } from '../core/job-keys';
+import { claimShard } from '../lib/core/job-keys';
 import { readStackConfig } from '../apps/billing/config';
 import { FencepostStack } from '../apps/billing/stack';
 

@@ -1,11 +1,11 @@
-/** The auditor's manifest check (core/audit.ts checkManifest) reads the chunk objects through the ManifestStore. */
+/** The auditor's manifest check (lib/core/audit.ts checkManifest) reads the chunk objects through the ManifestStore. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { checkManifest, type FencedJobState } from '../core/audit';
-import type { JobRow } from '../core/fence';
-import { VirtualClock } from '../core/clock';
-import { ManifestWriter, readManifest, type ManifestPlace } from '../core/manifest';
-import { MemoryManifestStore } from '../core/memory/manifest-store';
+import { checkManifest, type FencedJobState } from '../lib/core/audit';
+import type { JobRow } from '../lib/core/fence';
+import { VirtualClock } from '../lib/core/clock';
+import { ManifestWriter, readManifest, type ManifestPlace } from '../lib/core/manifest';
+import { MemoryManifestStore } from '../lib/testing/manifest-store';
 
 const PLACE: ManifestPlace = { key: 'jobs/2026-09-28/manifest.json', chunkPrefix: 'jobs/2026-09-28/chunks/' };
 

@@ -1,17 +1,17 @@
 /**
- * Invariant 3 with several jobs on one job table (core/audit.ts checkSparseIndex): each job's claimed rows sit in its
+ * Invariant 3 with several jobs on one job table (lib/core/audit.ts checkSparseIndex): each job's claimed rows sit in its
  * own shard of the sparse index (claim_shard = the job's name), and the auditor reads every job's shard the table's
  * rows name, so another job's RUNNING row is found where its own sweeper looks, and a row under a shard its own
  * sweeper never reads is a problem. On the in-memory job store (no index lag), no DynamoDB.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { checkSparseIndex, type FencedJobState } from '../core/audit';
-import { VirtualClock } from '../core/clock';
-import { raiseJobRow, readJob } from '../core/fence';
-import { claimShard, jobKeys } from '../core/job-keys';
-import { MemoryJobStore } from '../core/memory/job-store';
-import type { JobRow } from '../core/store/jobs';
+import { checkSparseIndex, type FencedJobState } from '../lib/core/audit';
+import { VirtualClock } from '../lib/core/clock';
+import { raiseJobRow, readJob } from '../lib/core/fence';
+import { claimShard, jobKeys } from '../lib/core/job-keys';
+import { MemoryJobStore } from '../lib/testing/job-store';
+import type { JobRow } from '../lib/core/store/jobs';
 import { noDynamo } from './support/no-dynamo';
 
 const DATE = '2026-09-28';

@@ -12,12 +12,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { fenceOn } from '../core/aws/fence';
-import { AwsFenceStore } from '../core/aws/job-store';
-import { writeFenced } from '../core/batch';
-import { MAX_PUTS_PER_TRANSACTION } from '../core/config';
-import { ConfigError } from '../core/errors';
-import type { FenceStore } from '../core/store/jobs';
+import { fenceOn } from '../lib/core/aws/fence';
+import { AwsFenceStore } from '../lib/core/aws/job-store';
+import { writeFenced } from '../lib/core/batch';
+import { MAX_PUTS_PER_TRANSACTION } from '../lib/core/config';
+import { ConfigError } from '../lib/core/errors';
+import type { FenceStore } from '../lib/core/store/jobs';
 import { namespace, type Namespace } from './support/stack';
 
 const T = { timeout: 120_000 };

@@ -8,14 +8,14 @@
 import { describe, test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { fenceOn, type Fence } from '../core/aws/fence';
-import { AwsFenceStore } from '../core/aws/job-store';
-import { writeBatch, writeFenced } from '../core/batch';
-import { VirtualClock } from '../core/clock';
-import { MAX_PUTS_PER_TRANSACTION } from '../core/config';
-import { ConfigError, FenceNotRaisedError, FencedOutError } from '../core/errors';
-import { MemoryJobStore } from '../core/memory/job-store';
-import type { FenceStore } from '../core/store/jobs';
+import { fenceOn, type Fence } from '../lib/core/aws/fence';
+import { AwsFenceStore } from '../lib/core/aws/job-store';
+import { writeBatch, writeFenced } from '../lib/core/batch';
+import { VirtualClock } from '../lib/core/clock';
+import { MAX_PUTS_PER_TRANSACTION } from '../lib/core/config';
+import { ConfigError, FenceNotRaisedError, FencedOutError } from '../lib/core/errors';
+import { MemoryJobStore } from '../lib/testing/job-store';
+import type { FenceStore } from '../lib/core/store/jobs';
 import { namespace } from './support/stack';
 import { noDynamo } from './support/no-dynamo';
 

@@ -2,7 +2,7 @@
  * What the deployed functions run: every bundle carries its own AWS SDK, the versions package-lock.json pins and the
  * tests ran, never the copy the Lambda runtime happens to ship (which can lag or lead: the code relies on
  * version-specific behaviour such as `throwOnRequestTimeout`, S3 `IfMatch`, `ReturnValuesOnConditionCheckFailure`).
- * Both apps are synthesized with bundling, as `cdk deploy` ships them (local/workflow.ts, cached on every input).
+ * Both apps are synthesized with bundling, as `cdk deploy` ships them (lib/local/workflow.ts, cached on every input).
  */
 import { spawnSync } from 'node:child_process';
 import { test } from 'node:test';
@@ -12,12 +12,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { billingApp } from '../apps/billing/app';
 import { reindexApp } from '../apps/reindex/app';
-import * as errors from '../core/errors';
-import { FencedOutError } from '../core/errors';
-import { TransientStoreError } from '../lambda/runtime';
-import { prebundled } from '../lib/handler-function';
-import { LocalLambdas, lambdaNode } from '../local/lambda-runner';
-import { synthesizeWorkflow } from '../local/workflow';
+import * as errors from '../lib/core/errors';
+import { FencedOutError } from '../lib/core/errors';
+import { TransientStoreError } from '../lib/lambda/runtime';
+import { prebundled } from '../lib/constructs/handler-function';
+import { LocalLambdas, lambdaNode } from '../lib/local/lambda-runner';
+import { synthesizeWorkflow } from '../lib/local/workflow';
 import { sdkRequires } from './support/bundles';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -105,7 +105,7 @@ test("the package's prebundled handlers answer as the synthesized bundles do, ev
   try {
     const built = spawnSync(path.join(ROOT, 'node_modules/.bin/tsx'), [path.join(ROOT, 'tools/prebundle.ts'), dist], { cwd: ROOT, encoding: 'utf8' });
     assert.equal(built.status, 0, `tools/prebundle.ts failed:\n${built.stdout}${built.stderr}`);
-    const { folder, handlers } = prebundled(path.join(dist, 'lib'));
+    const { folder, handlers } = prebundled(path.join(dist, 'constructs'));
     const specs = JSON.parse(readFileSync(handlers, 'utf8')) as Record<string, string>;
     const wf = synthesizeWorkflow(billingApp);
     const internal = Object.values(wf.functions).filter((fn) => fn.handlerName in specs);

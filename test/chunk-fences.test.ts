@@ -1,7 +1,7 @@
 /**
  * Chunk fences (docs/DESIGN.md § Chunk fences), on real DynamoDB Local: each chunk checks its own fence item beside
  * the job row, so concurrent chunks of one holder share no item, while every write is still checked against the
- * newest token. The conflict proxy (local/dynamodb-proxy.ts) applies AWS's transaction-conflict rules.
+ * newest token. The conflict proxy (lib/local/dynamodb-proxy.ts) applies AWS's transaction-conflict rules.
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,21 +9,21 @@ import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { audit } from '../apps/billing/audit';
 import { billChunk, completeNight, raiseNight, writeInvoices, type BillingDeps, type InvoiceWriteDeps } from '../apps/billing/night';
-import { systemClock } from '../core/clock';
-import { DEFAULT_BACKOFF, classifyCancellation } from '../core/conditions';
+import { systemClock } from '../lib/core/clock';
+import { DEFAULT_BACKOFF, classifyCancellation } from '../lib/core/conditions';
 import { DEFAULTS, type BillingConfig } from '../apps/billing/settings';
-import { FencedOutError, NightIncompleteError } from '../core/errors';
-import { Events } from '../core/events';
-import * as fence from '../core/fence';
+import { FencedOutError, NightIncompleteError } from '../lib/core/errors';
+import { Events } from '../lib/core/events';
+import * as fence from '../lib/core/fence';
 import { chunkBatches, chunkRange, renderChunkLines, type NightPlan } from '../apps/billing/invoices';
-import { claim } from '../core/lease';
-import { ManifestWriter } from '../core/manifest';
-import { Attr, JOB_TABLE } from '../core/schema';
-import { claimShard } from '../core/job-keys';
+import { claim } from '../lib/core/lease';
+import { ManifestWriter } from '../lib/core/manifest';
+import { Attr, JOB_TABLE } from '../lib/core/schema';
+import { claimShard } from '../lib/core/job-keys';
 import { Keys } from '../apps/billing/keys';
-import { localClients, type Clients } from '../core/aws/clients';
-import { sightClaimed } from '../core/sweeper';
-import { startDynamoDbProxy } from '../local/dynamodb-proxy';
+import { localClients, type Clients } from '../lib/core/aws/clients';
+import { sightClaimed } from '../lib/core/sweeper';
+import { startDynamoDbProxy } from '../lib/local/dynamodb-proxy';
 import { namespace, type Namespace } from './support/stack';
 
 const DATE = '2026-09-28';

@@ -1,24 +1,24 @@
 /**
- * The chunk function's context (lambda/chunk-handler.ts, `fencepost/lambda`): what a job's work on one chunk is given,
+ * The chunk function's context (lib/lambda/chunk-handler.ts, `fencepost/lambda`): what a job's work on one chunk is given,
  * read from the function's environment: on the in-memory stores and a virtual clock (no AWS client is reached:
  * noDynamo refuses every call that goes around the stores), and through the public handler as a deployed function
  * runs it, its runtime built from its own process environment, on DynamoDB Local.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { systemClock, VirtualClock } from '../core/clock';
-import { LEASE_DEFAULTS } from '../core/config';
-import { Events } from '../core/events';
-import { raiseRun } from '../core/job';
-import { jobKeys } from '../core/job-keys';
-import { claim } from '../core/lease';
-import { MemoryJobStore } from '../core/memory/job-store';
-import { MemoryLockStore } from '../core/memory/lock-store';
-import { MemoryManifestStore } from '../core/memory/manifest-store';
-import type { Clients } from '../core/aws/clients';
-import { chunkHandlerOn, fencedChunkHandler } from '../lambda/chunk-handler';
-import { Env } from '../lambda/env';
-import { createRuntime, lazily } from '../lambda/runtime';
+import { systemClock, VirtualClock } from '../lib/core/clock';
+import { LEASE_DEFAULTS } from '../lib/core/config';
+import { Events } from '../lib/core/events';
+import { raiseRun } from '../lib/core/job';
+import { jobKeys } from '../lib/core/job-keys';
+import { claim } from '../lib/core/lease';
+import { MemoryJobStore } from '../lib/testing/job-store';
+import { MemoryLockStore } from '../lib/testing/lock-store';
+import { MemoryManifestStore } from '../lib/testing/manifest-store';
+import type { Clients } from '../lib/core/aws/clients';
+import { chunkHandlerOn, fencedChunkHandler } from '../lib/lambda/chunk-handler';
+import { Env } from '../lib/lambda/env';
+import { createRuntime, lazily } from '../lib/lambda/runtime';
 import { noDynamo } from './support/no-dynamo';
 import { namespace } from './support/stack';
 

@@ -5,12 +5,12 @@ import { once } from 'node:events';
 import { createServer } from 'node:net';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { HeadBucketCommand } from '@aws-sdk/client-s3';
-import { localClients } from '../core/aws/clients';
+import { localClients } from '../lib/core/aws/clients';
 import { endpoints, namespace, unusedNames } from './support/stack';
 import { exitedAfterOutput, runCli, startWorker, storeArgs, type WorkerOptions } from './support/worker';
 import { main } from '../cli/main';
 import { progressBar } from '../cli/progress';
-import type { FencepostEvent } from '../core/events';
+import type { FencepostEvent } from '../lib/core/events';
 import { chaosOptions, commandOptions, parseCommand, type CommandName } from '../cli/options';
 
 async function cli(args: string[], options: WorkerOptions = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -262,7 +262,7 @@ test('run --json prints one summary object; a second run of the same night is al
   const report = JSON.parse(a.stdout);
   assert.equal(report.ok, true);
   assert.equal(report.invoicesFound, 1000);
-  assert.equal(report.checks.length, 8, 'three billing checks and five generic ones (core/audit.ts)');
+  assert.equal(report.checks.length, 8, 'three billing checks and five generic ones (lib/core/audit.ts)');
   assert.deepEqual([...new Set(report.checks.map((c: { invariant: number }) => c.invariant))], [1, 2, 3, 4]);
 
   const wrongCount = await cli(['audit', ...storeArgs(ns), '--date', '2026-09-28', '--invoices', '1200']);

@@ -1,9 +1,9 @@
 /** The Date-header offset estimator (pure): intervals, intersection, error bound, a stepped clock. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { ClockOffsetEstimator, offsetBeyondErrorMs, type OffsetEstimate } from '../core/clock-offset';
+import { ClockOffsetEstimator, offsetBeyondErrorMs, type OffsetEstimate } from '../lib/core/clock-offset';
 import { STACK_DEFAULTS } from '../apps/billing/config';
-import { prng } from '../local/prng';
+import { prng } from '../lib/local/prng';
 
 const at = (ms: number) => new Date(ms).toUTCString(); // a Date header: whole seconds
 

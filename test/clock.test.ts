@@ -1,9 +1,9 @@
-/** The virtual clock the timing tests run on (core/clock.ts VirtualClock): time moves only when the test says. No store. */
+/** The virtual clock the timing tests run on (lib/core/clock.ts VirtualClock): time moves only when the test says. No store. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { VirtualClock } from '../core/clock';
+import { VirtualClock } from '../lib/core/clock';
 
 test('timers fire in order of due time (ties in the order set), each at its own time, and only once time reaches it', async () => {
   const clock = new VirtualClock({ monotonicMs: 100, wallMs: 5_000 });
@@ -69,14 +69,15 @@ test('runUntilIdle fires timers until none is left, and says so when one keeps r
   await assert.rejects(clock.advance(-1), RangeError);
 });
 
-test('core/ times nothing on its own: no global timer or clock call outside its clock module', () => {
-  const core = path.resolve(__dirname, '..', 'core');
-  const offenders = readdirSync(core, { recursive: true, encoding: 'utf8' })
+test('the library times nothing on its own: no global timer or clock call outside its clock module', () => {
+  const lib = path.resolve(__dirname, '..', 'lib');
+  const offenders = ['core', 'election', 'testing', 'sim']
+    .flatMap((dir) => readdirSync(path.join(lib, dir), { recursive: true, encoding: 'utf8' }).map((f) => path.join(dir, f)))
     .filter((f) => f.endsWith('.ts') && !/clock[^/]*$/.test(f))
     .flatMap((f) =>
-      readFileSync(path.join(core, f), 'utf8')
+      readFileSync(path.join(lib, f), 'utf8')
         .split('\n')
-        .flatMap((line, i) => (/(^|[^.a-zA-Z])(setTimeout|setInterval)\(|Date\.now\(|performance\.now\(/.test(line) ? [`core/${f}:${i + 1}`] : [])),
+        .flatMap((line, i) => (/(^|[^.a-zA-Z])(setTimeout|setInterval)\(|Date\.now\(|performance\.now\(/.test(line) ? [`lib/${f}:${i + 1}`] : [])),
     );
   assert.deepEqual(offenders, [], 'every wait and reading goes through the injected Clock');
 });

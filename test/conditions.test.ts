@@ -13,13 +13,13 @@ import {
   type TransactWriteItemsCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { DEFAULT_BACKOFF, classifyCancellation, fullJitterMs, isTransient, retryTransient } from '../core/conditions';
-import type { Clock } from '../core/clock';
-import { writeBatch, type FencedPut } from '../core/batch';
-import { fencedTransaction } from '../core/aws/fence';
+import { DEFAULT_BACKOFF, classifyCancellation, fullJitterMs, isTransient, retryTransient } from '../lib/core/conditions';
+import type { Clock } from '../lib/core/clock';
+import { writeBatch, type FencedPut } from '../lib/core/batch';
+import { fencedTransaction } from '../lib/core/aws/fence';
 import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
-import { ConfigError, FenceNotRaisedError, FencedOutError } from '../core/errors';
-import { fenceOn } from '../core/fence';
+import { ConfigError, FenceNotRaisedError, FencedOutError } from '../lib/core/errors';
+import { fenceOn } from '../lib/core/fence';
 import { chunkBatches } from '../apps/billing/invoices';
 
 const meta = { httpStatusCode: 400, requestId: 'test', attempts: 1, totalRetryDelay: 0 };

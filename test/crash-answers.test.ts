@@ -14,20 +14,20 @@ import { audit } from '../apps/billing/audit';
 import { runBilling } from '../apps/billing/night';
 import { DEFAULTS } from '../apps/billing/settings';
 import { Keys } from '../apps/billing/keys';
-import { systemClock, VirtualClock } from '../core/clock';
-import { Events } from '../core/events';
-import type { Clock } from '../core/clock';
-import * as fence from '../core/fence';
-import { EpochFence, ledgerViolations } from '../core/epoch-fence';
-import { FencedOutError, LeaseLostError } from '../core/errors';
-import { handover, writerLedgerKey, type HandoverConfig } from '../core/handover';
-import { pollMsOf, readLock } from '../core/lease';
-import { readManifest } from '../core/manifest';
-import { bumpEpochs } from '../core/restore';
-import { EPOCH_FLOOR_KEY } from '../core/store/lock';
-import { AwsLockStore } from '../core/aws/lock-store';
-import { localClients, type Clients } from '../core/aws/clients';
-import { Sweeper } from '../core/sweeper';
+import { systemClock, VirtualClock } from '../lib/core/clock';
+import { Events } from '../lib/core/events';
+import type { Clock } from '../lib/core/clock';
+import * as fence from '../lib/core/fence';
+import { EpochFence, ledgerViolations } from '../lib/election/epoch-fence';
+import { FencedOutError, LeaseLostError } from '../lib/core/errors';
+import { handover, writerLedgerKey, type HandoverConfig } from '../lib/election/handover';
+import { pollMsOf, readLock } from '../lib/core/lease';
+import { readManifest } from '../lib/core/manifest';
+import { bumpEpochs } from '../lib/core/restore';
+import { EPOCH_FLOOR_KEY } from '../lib/core/store/lock';
+import { AwsLockStore } from '../lib/core/aws/lock-store';
+import { localClients, type Clients } from '../lib/core/aws/clients';
+import { Sweeper } from '../lib/core/sweeper';
 import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { namespace, type Namespace } from './support/stack';
 
@@ -42,9 +42,9 @@ const keyOf = (input: unknown) => (input as { Key?: { pk?: { S?: string } } }).K
 const isItemBump = (command: string, input: unknown) => /bump_runs/.test(updateOf(command, input)) && keyOf(input) !== EPOCH_FLOOR_KEY;
 /** Is this the restore bump's raise of the epoch floor, its first write? */
 const isFloorRaise = (command: string, input: unknown) => /bump_runs/.test(updateOf(command, input)) && keyOf(input) === EPOCH_FLOOR_KEY;
-/** Is this the job row's DONE write (core/fence.ts complete)? */
+/** Is this the job row's DONE write (lib/core/fence.ts complete)? */
 const isDoneWrite = (command: string, input: unknown) => /^SET #state = :done\b/.test(updateOf(command, input));
-/** Is this the raise of the job row (core/fence.ts raiseJobRow), the holder's first write after its claim? */
+/** Is this the raise of the job row (lib/core/fence.ts raiseJobRow), the holder's first write after its claim? */
 const isJobRowRaise = (command: string, input: unknown) => /^SET fence = :t, #state = :running\b/.test(updateOf(command, input));
 
 /** Clients of a process that dies at a given call: that call (`before`) or every call after it (`after`) is never sent. */

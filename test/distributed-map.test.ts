@@ -1,15 +1,21 @@
 /**
- * Large nights: the synthesized Distributed Map and its local conversion (local/distributed-map.ts). The large
+ * Large nights: the synthesized Distributed Map and its local conversion (lib/local/distributed-map.ts). The large
  * night (1,000,000 invoices in chunks of 500: 2,000 chunks) is synthesized as deployed, bundles included; both its
  * definition and the converted one must be valid ASL, and the converted one runs on aws-local-stepfunctions with
  * the routes AWS would take (a failed child reaches the Map as States.ExceedToleratedFailureThreshold).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { synthesizeWorkflow } from '../local/workflow'; // also installs the runner's Promise.withResolvers polyfill
+import { synthesizeWorkflow } from '../lib/local/workflow'; // also installs the runner's Promise.withResolvers polyfill
 import aslValidator from 'asl-validator';
-import { LOCAL_DIFFERENCES, MAP_RUN_FAILED, UnsupportedDistributedMapError, hasDistributedMap, toLocalDefinition } from '../local/distributed-map';
-import { LOST_ERRORS, MAP_RUN_FAILED as STACK_MAP_RUN_FAILED } from '../lib/task-errors';
+import {
+  LOCAL_DIFFERENCES,
+  MAP_RUN_FAILED,
+  UnsupportedDistributedMapError,
+  hasDistributedMap,
+  toLocalDefinition,
+} from '../lib/local/distributed-map';
+import { LOST_ERRORS, MAP_RUN_FAILED as STACK_MAP_RUN_FAILED } from '../lib/constructs/task-errors';
 import { billingApp } from '../apps/billing/app';
 
 /** An untyped JSON document (what JSON.parse returns): the assertions check its shape. */

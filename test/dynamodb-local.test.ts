@@ -10,8 +10,8 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { CreateTableCommand, DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
-import { InfrastructureError } from '../core/errors';
-import { STATE_DIR, findDynamoDbLocalJar, reapOrphans, startDynamoDbLocal } from '../local/dynamodb-local';
+import { InfrastructureError } from '../lib/core/errors';
+import { STATE_DIR, findDynamoDbLocalJar, reapOrphans, startDynamoDbLocal } from '../lib/local/dynamodb-local';
 
 const ROOT = path.resolve(__dirname, '..');
 const CHILD = path.join(__dirname, 'support', 'start-ddb-child.ts');

@@ -1,5 +1,5 @@
 /**
- * Pins local/dynamodb-proxy.ts to DynamoDB's documented behaviour, speaking to it only through
+ * Pins lib/local/dynamodb-proxy.ts to DynamoDB's documented behaviour, speaking to it only through
  * @aws-sdk/client-dynamodb (and raw HTTP where the wire itself is the point), in front of the real DynamoDB Local.
  * Sources:
  *  - Transaction conflict handling: https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/transaction-apis.html#transaction-conflict-handling
@@ -45,8 +45,8 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import { randomBytes } from 'node:crypto';
 import { endpoints } from './support/stack';
-import { startDynamoDbProxy, type DynamoDbProxy, type DynamoDbProxyOptions } from '../local/dynamodb-proxy';
-import type { AwsCall } from '../local/call-log';
+import { startDynamoDbProxy, type DynamoDbProxy, type DynamoDbProxyOptions } from '../lib/local/dynamodb-proxy';
+import type { AwsCall } from '../lib/local/call-log';
 
 const T = { timeout: 60_000 };
 const WINDOW_MS = 500; // wide enough that "still in flight" holds on two loaded cores
@@ -440,7 +440,7 @@ describe('DynamoDB Local and credentials', () => {
   });
 });
 
-describe('recorded calls (local/call-log.ts)', () => {
+describe('recorded calls (lib/local/call-log.ts)', () => {
   test(
     'every request is recorded with its principal, operation, table, index, partition key and transaction items, also when the proxy answers',
     T,

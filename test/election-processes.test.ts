@@ -7,12 +7,12 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { systemClock } from '../core/clock';
-import { ledgerKey } from '../core/election';
-import { EpochFence, ledgerViolations } from '../core/epoch-fence';
-import { writerLedgerKey } from '../core/handover';
-import { fakeClock } from '../harness/chaos';
-import { startProcess, type SeenEvent, type WorkerOptions, type WorkerProcess } from '../harness/worker-process';
+import { systemClock } from '../lib/core/clock';
+import { ledgerKey } from '../lib/election/election';
+import { EpochFence, ledgerViolations } from '../lib/election/epoch-fence';
+import { writerLedgerKey } from '../lib/election/handover';
+import { fakeClock } from '../verify/chaos/chaos';
+import { startProcess, type SeenEvent, type WorkerOptions, type WorkerProcess } from '../verify/chaos/worker-process';
 import { namespace, type Namespace } from './support/stack';
 
 const LEASE = { leaseMs: 1000, renewMs: 300, marginMs: 200 };

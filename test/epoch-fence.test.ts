@@ -1,12 +1,12 @@
-/** The epoch fence on its store (core/epoch-fence.ts): the logic on the in-memory ledger store, on virtual time. */
+/** The epoch fence on its store (lib/election/epoch-fence.ts): the logic on the in-memory ledger store, on virtual time. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { VirtualClock } from '../core/clock';
-import { fullJitterMs } from '../core/conditions';
-import { EpochFence, LedgerWriter, ledgerViolations } from '../core/epoch-fence';
-import { FencedOutError } from '../core/errors';
-import { MemoryLedgerStore } from '../core/memory/ledger-store';
-import type { LedgerStore } from '../core/store/ledger';
+import { VirtualClock } from '../lib/core/clock';
+import { fullJitterMs } from '../lib/core/conditions';
+import { EpochFence, LedgerWriter, ledgerViolations } from '../lib/election/epoch-fence';
+import { FencedOutError } from '../lib/core/errors';
+import { MemoryLedgerStore } from '../lib/testing/ledger-store';
+import type { LedgerStore } from '../lib/core/store/ledger';
 
 const KEY = 'ledger/pacer';
 const open = { check() {} };

@@ -7,10 +7,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { exitedAfterOutput } from '../harness/worker-process';
+import { exitedAfterOutput } from '../verify/chaos/worker-process';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { FencedOutError, fenceOn, readManifest, systemClock } from '../core';
-import { writeBatch } from '../core/batch';
+import { FencedOutError, fenceOn, readManifest, systemClock } from '../lib/core';
+import { writeBatch } from '../lib/core/batch';
 import { namespace, type Namespace } from './support/stack';
 
 const ROOT = path.resolve(__dirname, '..');

@@ -1,13 +1,13 @@
 /**
- * The election world (harness/explore/election-world.ts): the real election, handover, restore bump, manifest and
+ * The election world (verify/explore/election-world.ts): the real election, handover, restore bump, manifest and
  * epoch ledger on the in-memory stores and virtual time, interleaved and faulted at every store call by the seeded
  * scheduler. No store endpoint, no real sleep.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { DEFAULT_BUMP } from '../core/restore';
-import { ELECTION_MUTATIONS, runElectionSchedule } from '../harness/explore/election-world';
+import { DEFAULT_BUMP } from '../lib/core/restore';
+import { ELECTION_MUTATIONS, runElectionSchedule } from '../verify/explore/election-world';
 
 const digest = (trace: readonly string[]) => createHash('sha256').update(trace.join('\n')).digest('hex');
 

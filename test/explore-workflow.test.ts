@@ -1,12 +1,12 @@
 /**
- * The workflow's explored world (harness/explore/workflow-world.ts): the real handlers of FencedJob's state machine and
+ * The workflow's explored world (verify/explore/workflow-world.ts): the real handlers of FencedJob's state machine and
  * sweeper, on the in-memory stores and virtual time, run by the states of the synthesized definitions (Retry, Catch,
  * TimeoutSeconds), with faults at every store call, at every invocation and at StartExecution. No endpoint, no sleep.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { WORKFLOW_WORLD_MUTATIONS, runWorkflowSchedule } from '../harness/explore/workflow-world';
+import { WORKFLOW_WORLD_MUTATIONS, runWorkflowSchedule } from '../verify/explore/workflow-world';
 
 const digest = (traces: readonly (readonly string[])[]) => {
   const h = createHash('sha256');

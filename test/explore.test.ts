@@ -1,18 +1,18 @@
 /**
- * Deterministic exploration (harness/explore, `fencepost simulate explore`): the real runJob, lease, fenced batch and
+ * Deterministic exploration (verify/explore, `fencepost simulate explore`): the real runJob, lease, fenced batch and
  * sweeper on the in-memory stores and virtual time, interleaved and faulted at every store call by a seeded scheduler.
  * No store endpoint, no real sleep.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { explore, replayCommand, type ExploreSummary } from '../harness/explore/explore';
-import { MUTATIONS } from '../harness/explore/mutations';
-import { VirtualClock } from '../core/clock';
-import { Actor, Scheduler } from '../harness/explore/scheduler';
-import { runSchedule, type ScheduleResult } from '../harness/explore/world';
-import { WORLD_NAMES, WORLDS, worldOf, worldsFor } from '../harness/explore/worlds';
+import { explore, replayCommand, type ExploreSummary } from '../verify/explore/explore';
+import { MUTATIONS } from '../verify/explore/mutations';
+import { VirtualClock } from '../lib/core/clock';
+import { Actor, Scheduler } from '../verify/explore/scheduler';
+import { runSchedule, type ScheduleResult } from '../verify/explore/world';
+import { WORLD_NAMES, WORLDS, worldOf, worldsFor } from '../verify/explore/worlds';
 import { parseSimulate, simulate } from '../cli/simulate';
-import { ConfigError } from '../core/errors';
+import { ConfigError } from '../lib/core/errors';
 
 test('50 schedules from seed 42 on the real code: no violation, faults injected, and the same digest twice', async () => {
   const first = await explore(42, 50, { world: 'night' });

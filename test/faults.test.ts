@@ -1,16 +1,16 @@
 /**
- * The CI part of the fault suite (harness/chaos.ts): 20 randomized schedules of real faults on real processes,
- * every one audited against the invariants, and 4 election schedules (harness/election-chaos.ts) audited by the
+ * The CI part of the fault suite (verify/chaos/chaos.ts): 20 randomized schedules of real faults on real processes,
+ * every one audited against the invariants, and 4 election schedules (verify/chaos/election-chaos.ts) audited by the
  * ledger checker, which is first shown to fail on planted ledgers. The long mode is `fencepost chaos --schedules 200`.
  * Set FENCEPOST_CHAOS_SEED to explore other schedules; a failure prints the seed that replays it.
  */
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { entryKey, type LedgerEntry } from '../core/epoch-fence';
-import { localClients } from '../core/aws/clients';
-import { KINDS, runChaos, type ChaosReport, type Kind } from '../harness/chaos';
-import { electionViolations, type CandidateRun } from '../harness/election-chaos';
-import type { SeenEvent } from '../harness/worker-process';
+import { entryKey, type LedgerEntry } from '../lib/election/epoch-fence';
+import { localClients } from '../lib/core/aws/clients';
+import { KINDS, runChaos, type ChaosReport, type Kind } from '../verify/chaos/chaos';
+import { electionViolations, type CandidateRun } from '../verify/chaos/election-chaos';
+import type { SeenEvent } from '../verify/chaos/worker-process';
 import { endpoints } from './support/stack';
 
 const BILLING_KINDS = KINDS.filter((k) => k !== 'election');

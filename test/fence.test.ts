@@ -6,17 +6,17 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { TransactWriteItemsCommand, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { writeBatch } from '../core/batch';
-import { systemClock } from '../core/clock';
-import { localClients } from '../core/aws/clients';
-import { startDynamoDbProxy } from '../local/dynamodb-proxy';
-import { AlreadyDoneError, FenceNotRaisedError, FencedOutError } from '../core/errors';
+import { writeBatch } from '../lib/core/batch';
+import { systemClock } from '../lib/core/clock';
+import { localClients } from '../lib/core/aws/clients';
+import { startDynamoDbProxy } from '../lib/local/dynamodb-proxy';
+import { AlreadyDoneError, FenceNotRaisedError, FencedOutError } from '../lib/core/errors';
 import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
-import * as fence from '../core/fence';
-import { fenceOn } from '../core/fence';
+import * as fence from '../lib/core/fence';
+import { fenceOn } from '../lib/core/fence';
 import { chunkBatches, type NightPlan } from '../apps/billing/invoices';
-import { Attr, JOB_TABLE } from '../core/schema';
-import { claimShard } from '../core/job-keys';
+import { Attr, JOB_TABLE } from '../lib/core/schema';
+import { claimShard } from '../lib/core/job-keys';
 import { Keys } from '../apps/billing/keys';
 import { namespace, type Namespace } from './support/stack';
 
@@ -292,9 +292,9 @@ test('the generic fenced batch on DynamoDB Local: any items, in two tables; a re
   );
 });
 
-test('the fence comparison is written once, in core/aws/job-store.ts (FENCE_CLAUSE), and used by raise and guard', () => {
+test('the fence comparison is written once, in lib/core/aws/job-store.ts (FENCE_CLAUSE), and used by raise and guard', () => {
   const code = (file: string) =>
-    readFileSync(path.join(__dirname, '..', 'core', file), 'utf8')
+    readFileSync(path.join(__dirname, '..', 'lib', 'core', file), 'utf8')
       .replace(/\/\*[\s\S]*?\*\//g, '')
       .replace(/\/\/.*$/gm, '');
   const comparisons = (text: string) => text.match(/<=\s*:t\b/g)?.length ?? 0;

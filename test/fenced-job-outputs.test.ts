@@ -13,7 +13,7 @@ import { App, Duration, Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { FencedJob, type FencedJobProps } from '../lib/index';
+import { FencedJob, type FencedJobProps } from '../lib/constructs/index';
 
 const ROOT = path.resolve(__dirname, '..');
 /** An untyped JSON document (a template): the assertions check its shape. */

@@ -1,5 +1,5 @@
 /**
- * FencedJob as a library user meets it (lib/index.ts, "fencepost/constructs"): a job that is not billing, with a
+ * FencedJob as a library user meets it (lib/constructs/index.ts, "fencepost/constructs"): a job that is not billing, with a
  * chunk function of the user's own, gets its keys, grants, environment and state names from its name; bad props are
  * refused all at once; and the tables that hold epochs and fences refuse a TTL attribute even through an escape hatch.
  */
@@ -13,15 +13,15 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { IConstruct } from 'constructs';
-import { ConfigError } from '../core/errors';
-import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
-import { Env, FencedChunkFunction, FencedJob, LOST_ERRORS, type FencedJobProps } from '../lib/index';
-import { XRAY_ACKNOWLEDGEMENT } from '../lib/handler-function';
+import { ConfigError } from '../lib/core/errors';
+import { JOB_TABLE, LOCK_TABLE } from '../lib/core/schema';
+import { Env, FencedChunkFunction, FencedJob, LOST_ERRORS, type FencedJobProps } from '../lib/constructs/index';
+import { XRAY_ACKNOWLEDGEMENT } from '../lib/constructs/handler-function';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { sdkRequires } from './support/bundles';
 
 const ROOT = path.resolve(__dirname, '..');
-import { resolveJoin } from '../local/workflow';
+import { resolveJoin } from '../lib/local/workflow';
 
 /** An untyped JSON document (a template, as CDK hands it out): the assertions check its shape. */
 type Json = ReturnType<typeof JSON.parse>;
@@ -50,7 +50,7 @@ test("a job named sales-report: the user's chunk function gets the job's environ
   const jobs = idOf(stack, job.jobTable);
   const bucket = idOf(stack, job.manifestBucket!);
 
-  // The environment (lambda/env.ts) is set on the user's function, as on the job's own.
+  // The environment (lib/lambda/env.ts) is set on the user's function, as on the job's own.
   const vars = t.Resources[idOf(stack, fn)].Properties.Environment.Variables;
   assert.equal(vars[Env.jobName], 'sales-report');
   assert.equal(vars[Env.chunks], '3');
@@ -244,7 +244,7 @@ test('a Duration that is not a whole number of ms, or too small, is refused by i
   assert.match(related.message, /clockOffsetAlarmThreshold \(2000 ms\) must be less than margin \(2000 ms\)/);
 });
 
-/** Tables as core/schema.ts describes them, made by the test as a user would, with nothing of Fencepost's. */
+/** Tables as lib/core/schema.ts describes them, made by the test as a user would, with nothing of Fencepost's. */
 function ownTables(stack: Stack, options: { lockKey?: string; jobIndex?: boolean; lockTtl?: string } = {}) {
   const string = (name: string) => ({ name, type: dynamodb.AttributeType.STRING });
   const lockTable = new dynamodb.Table(stack, 'MyLocks', {
@@ -466,8 +466,8 @@ test('FencedChunkFunction: the basic execution policy acknowledged, but a "*" in
 test("one name per idea: every construct's props name the tables and the bucket as FencedJob's do (lockTable, jobTable, manifestBucket)", () => {
   const words: Record<string, string> = { ITable: '(lockTable|jobTable)', IBucket: 'manifestBucket' };
   const problems: string[] = [];
-  for (const file of readdirSync(path.join(ROOT, 'lib')).filter((f) => f.endsWith('.ts'))) {
-    const source = readFileSync(path.join(ROOT, 'lib', file), 'utf8');
+  for (const file of readdirSync(path.join(ROOT, 'lib', 'constructs')).filter((f) => f.endsWith('.ts'))) {
+    const source = readFileSync(path.join(ROOT, 'lib', 'constructs', file), 'utf8');
     for (const block of source.matchAll(/export interface (\w+Props) [^{]*\{([\s\S]*?)\n\}/g)) {
       for (const [, name, type] of block[2].matchAll(/readonly (\w+)\??: (?:\w+\.)?(ITable|IBucket);/g)) {
         if (!new RegExp(`^${words[type]}$`).test(name)) problems.push(`${file} ${block[1]}.${name}: ${type}`);

@@ -9,16 +9,16 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fixedCostTable, minutesOfDay, userJobTemplate } from '../bench/fixed-cost';
-import { VirtualClock } from '../core/clock';
-import { LEASE_DEFAULTS } from '../core/config';
-import { Events } from '../core/events';
-import * as fence from '../core/fence';
-import { runJob } from '../core/job';
-import { jobKeys } from '../core/job-keys';
-import { claim } from '../core/lease';
-import { MemoryJobStore } from '../core/memory/job-store';
-import { MemoryLockStore } from '../core/memory/lock-store';
-import { SWEEPER_DEFAULTS, Sweeper } from '../core/sweeper';
+import { VirtualClock } from '../lib/core/clock';
+import { LEASE_DEFAULTS } from '../lib/core/config';
+import { Events } from '../lib/core/events';
+import * as fence from '../lib/core/fence';
+import { runJob } from '../lib/core/job';
+import { jobKeys } from '../lib/core/job-keys';
+import { claim } from '../lib/core/lease';
+import { MemoryJobStore } from '../lib/testing/job-store';
+import { MemoryLockStore } from '../lib/testing/lock-store';
+import { SWEEPER_DEFAULTS, Sweeper } from '../lib/core/sweeper';
 import { noDynamo } from './support/no-dynamo';
 
 /** An untyped JSON document (a template): the assertions check its shape. */

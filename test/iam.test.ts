@@ -1,5 +1,5 @@
 /**
- * The IAM grants are proven both ways (harness/iam-proof.ts): every call a principal makes is allowed by its role as
+ * The IAM grants are proven both ways (verify/proofs/iam-proof.ts): every call a principal makes is allowed by its role as
  * synthesized, and every grant is used by some call. Here with hand-built call lists on the in-process synth; the
  * last tests read a real call log (FENCEPOST_CALL_LOG) recorded by the local workflow: one for the billing stack, one
  * for the reindex stack (apps/reindex), whose night test/reindex.test.ts runs through its state machine.
@@ -12,17 +12,17 @@ import { App, Duration, Stack, type CfnElement } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { CONTEXT_KEY, readStackConfig } from '../apps/billing/config';
 import { FencepostStack } from '../apps/billing/stack';
-import { JOB_TABLE, LOCK_TABLE, tableNames as libraryTables } from '../core/schema';
+import { JOB_TABLE, LOCK_TABLE, tableNames as libraryTables } from '../lib/core/schema';
 import { BillingEnv, INVOICE_TABLE, billingTables as tableNames } from '../apps/billing/schema';
 import { BILLING_JOB, Keys } from '../apps/billing/keys';
-import { claimShard, jobKeys } from '../core/job-keys';
-import { EPOCH_FLOOR_KEY } from '../core/store/lock';
+import { claimShard, jobKeys } from '../lib/core/job-keys';
+import { EPOCH_FLOOR_KEY } from '../lib/core/store/lock';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { FencedJob, JobTable, LockTable } from '../lib/index';
+import { FencedJob, JobTable, LockTable } from '../lib/constructs/index';
 import { reindexApp } from '../apps/reindex/app';
 import { INDEX_TABLE, ReindexEnv, SOURCE_TABLE } from '../apps/reindex/schema';
-import { Env } from '../lambda/env';
-import { readCallLog, type AwsCall } from '../local/call-log';
+import { Env } from '../lib/lambda/env';
+import { readCallLog, type AwsCall } from '../lib/local/call-log';
 import {
   NOT_EXERCISABLE_LOCALLY,
   formatReport,
@@ -35,9 +35,9 @@ import {
   type PrincipalReport,
   type ProofReport,
   type Template,
-} from '../harness/iam-proof';
+} from '../verify/proofs/iam-proof';
 
-// The stack, synthesized in-process as local/workflow.ts synthesizeWorkflowNow does: cdk.json's context, no bundling.
+// The stack, synthesized in-process as lib/local/workflow.ts synthesizeWorkflowNow does: cdk.json's context, no bundling.
 const ROOT = path.resolve(__dirname, '..');
 const cdkJson = JSON.parse(readFileSync(path.join(ROOT, 'cdk.json'), 'utf8')) as { context: Record<string, unknown> };
 const app = new App({
@@ -125,7 +125,7 @@ const REINDEX_NOT_EXERCISED: Readonly<Record<string, string>> = {
 /**
  * Grants of reindex principals that DID run, which no recorded call uses: each listed with why, and the unused set
  * is asserted to be exactly these, so a new unused grant fails and a fixed one must be taken off the list.
- * `over-grant`: the library grants what this job never needs (least privilege is not met: to fix in lib/).
+ * `over-grant`: the library grants what this job never needs (least privilege is not met: to fix in lib/constructs/).
  * `untested-route`: needed, but only on a route the reindex test does not run.
  */
 const fnArn = (id: string) => `arn:aws:lambda:us-east-1:111111111111:function:${id}`;
@@ -160,7 +160,7 @@ const s3 = (principal: string, operation: string, key: string | undefined, condi
   ...(key === undefined ? {} : { key }),
   ...(conditions ? { conditions } : {}),
 });
-/** The manifest's conditional writes (core/manifest.ts): created with If-None-Match: *, rewritten with If-Match. */
+/** The manifest's conditional writes (lib/core/manifest.ts): created with If-None-Match: *, rewritten with If-Match. */
 const CREATE = { 'if-none-match': '*' };
 const REWRITE = { 'if-match': '"5d41402abc4b2a76b9719d911017c592"' };
 const invoke = (machine: string, target: string): AwsCall => ({ principal: machine, service: 'lambda', operation: 'Invoke', target });
@@ -175,7 +175,7 @@ function legitimateNight(): AwsCall[] {
     ddb(P.observe, 'GetItem', T.jobs, on(ROW)),
     ddb(P.claim, 'UpdateItem', T.locks, on(LOCK)),
     ddb(P.claim, 'GetItem', T.locks, on(EPOCH_FLOOR_KEY)), // the night's first claim of its lock key reads the epoch floor
-    // the process's first claim, and first raise, describe the table first (core/aws/table-check.ts): no key
+    // the process's first claim, and first raise, describe the table first (lib/core/aws/table-check.ts): no key
     ddb(P.claim, 'DescribeTable', T.locks),
     ddb(P.claim, 'DescribeTimeToLive', T.locks),
     ddb(P.raise, 'DescribeTable', T.jobs),
@@ -339,7 +339,7 @@ test("calls outside the grants are denied, with the simulator's reason", async (
 });
 
 test("two jobs sharing one lock table and one job table: each job's functions reach only their own keys", async () => {
-  // The synthesized policies decide, as IAM would: nothing here restates what lib/ grants.
+  // The synthesized policies decide, as IAM would: nothing here restates what lib/constructs/ grants.
   const shared = new App({ context: { 'aws:cdk:bundling-stacks': [] }, builtinCloudFormationValidation: false });
   const st = new Stack(shared, 'Shared');
   const lockTable = new LockTable(st, 'Locks').table;
@@ -471,7 +471,7 @@ test('intrinsics resolve to ARNs in the fixed account; a qualified invoke is ref
   assert.equal(resolve(template, { Ref: P.billing }), `arn:aws:states:us-east-1:111111111111:stateMachine:${P.billing}`);
   assert.throws(() => resolve(template, { 'Fn::ImportValue': 'x' }), /cannot resolve Fn::ImportValue/);
 
-  // Invoke grants name the function alone (lib/handler-function.ts): a version or alias may not be invoked.
+  // Invoke grants name the function alone (lib/constructs/handler-function.ts): a version or alias may not be invoked.
   const report = await proveGrants(template, [invoke(P.billing, `arn:aws:lambda:us-east-1:111111111111:function:${P.chunk}:live`)], { resources });
   assert.equal(of(report, P.billing).deniedCalls, 1, 'a qualified invoke is refused');
 });

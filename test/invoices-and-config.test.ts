@@ -2,9 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chunkBatches, chunkCount, invoiceAt, transactionsPerChunk, transactionsPerNight, type NightPlan } from '../apps/billing/invoices';
-import { dateProblem } from '../core/config';
+import { dateProblem } from '../lib/core/config';
 import { DEFAULTS, validateBillingConfig } from '../apps/billing/settings';
-import { ConfigError } from '../core/errors';
+import { ConfigError } from '../lib/core/errors';
 
 const night: NightPlan = { date: '2026-09-28', invoices: 50_000, chunkSize: 5_000, putsPerTransaction: 99 };
 

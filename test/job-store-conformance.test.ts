@@ -1,7 +1,7 @@
 /**
  * The job store's conformance suite (issue 19, item 3): the SAME tests run against the in-memory store
- * (core/memory/job-store.ts, on a VirtualClock) and against the DynamoDB store (core/aws/job-store.ts) on DynamoDB
- * Local behind the conflict proxy (local/dynamodb-proxy.ts), so the two cannot drift. Each test that pins an AWS
+ * (lib/testing/job-store.ts, on a VirtualClock) and against the DynamoDB store (lib/core/aws/job-store.ts) on DynamoDB
+ * Local behind the conflict proxy (lib/local/dynamodb-proxy.ts), so the two cannot drift. Each test that pins an AWS
  * behaviour cites the page that documents it:
  *  - UpdateItem, ReturnValues ALL_OLD and ReturnValuesOnConditionCheckFailure ALL_OLD (the old item on success, the
  *    item that won on a failed condition): https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateItem.html
@@ -25,19 +25,19 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { UpdateTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
-import { AwsJobStore } from '../core/aws/job-store';
-import { ConfigError } from '../core/errors';
-import { systemClock, VirtualClock } from '../core/clock';
-import { isTransient } from '../core/conditions';
-import { raiseJobRow } from '../core/fence';
-import { claimShard, jobKeys, type JobKeys } from '../core/job-keys';
-import { MemoryJobStore } from '../core/memory/job-store';
-import { MemoryLockStore } from '../core/memory/lock-store';
-import { Attr } from '../core/schema';
-import { localClients } from '../core/aws/clients';
-import type { BatchPut, FenceItem, JobRow, JobStore, RowRaise } from '../core/store/jobs';
-import { sightClaimed, type SweeperDeps } from '../core/sweeper';
-import { startDynamoDbProxy, type DynamoDbProxy } from '../local/dynamodb-proxy';
+import { AwsJobStore } from '../lib/core/aws/job-store';
+import { ConfigError } from '../lib/core/errors';
+import { systemClock, VirtualClock } from '../lib/core/clock';
+import { isTransient } from '../lib/core/conditions';
+import { raiseJobRow } from '../lib/core/fence';
+import { claimShard, jobKeys, type JobKeys } from '../lib/core/job-keys';
+import { MemoryJobStore } from '../lib/testing/job-store';
+import { MemoryLockStore } from '../lib/testing/lock-store';
+import { Attr } from '../lib/core/schema';
+import { localClients } from '../lib/core/aws/clients';
+import type { BatchPut, FenceItem, JobRow, JobStore, RowRaise } from '../lib/core/store/jobs';
+import { sightClaimed, type SweeperDeps } from '../lib/core/sweeper';
+import { startDynamoDbProxy, type DynamoDbProxy } from '../lib/local/dynamodb-proxy';
 import { noDynamo } from './support/no-dynamo';
 import { namespace } from './support/stack';
 
@@ -246,7 +246,7 @@ for (const [name, make] of Object.entries(worlds)) {
     test("each job's claimed rows are its own: on one job table, a job's sweeper sights its rows and never another job's", T, async () => {
       const date = '2026-09-28';
       const [reminders, exports] = [unique('reminders'), unique('exports')].map(jobKeys);
-      // The raise of each job's row, as a holder of that job makes it (core/fence.ts): the core decides where it is indexed.
+      // The raise of each job's row, as a holder of that job makes it (lib/core/fence.ts): the core decides where it is indexed.
       for (const k of [reminders, exports]) await raiseJobRow(w.deps(k.name), k.job(date), 2, `${k.name}-holder`, 1);
       const sighted = async (k: JobKeys) => (await sightClaimed(w.deps(k.name), { leaseMs: 1_000 })).sightings.map((s) => s.jobId);
       await w.settleIndex(

@@ -1,5 +1,5 @@
 /**
- * The local Lambda runner's contract (local/lambda-runner.ts), on small assets written here: what a handler
+ * The local Lambda runner's contract (lib/local/lambda-runner.ts), on small assets written here: what a handler
  * returns, what a thrown error becomes (its name is the errorType Step Functions matches), a function past its
  * timeout (Sandbox.Timedout, the environment replaced), a process that exits, warm reuse, one invocation per
  * environment at a time, events read back from log lines, and which Node runs the functions.
@@ -9,8 +9,8 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { LambdaTaskError, LocalLambdas, lambdaNode, type DeployedFunction } from '../local/lambda-runner';
-import type { FencepostEvent } from '../core/events';
+import { LambdaTaskError, LocalLambdas, lambdaNode, type DeployedFunction } from '../lib/local/lambda-runner';
+import type { FencepostEvent } from '../lib/core/events';
 import { within } from './support/within';
 
 const HANDLER = `

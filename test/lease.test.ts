@@ -7,15 +7,15 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { systemClock, VirtualClock, type Clock } from '../core/clock';
-import { type LeaseConfig } from '../core/config';
+import { systemClock, VirtualClock, type Clock } from '../lib/core/clock';
+import { type LeaseConfig } from '../lib/core/config';
 import { DEFAULTS } from '../apps/billing/settings';
-import { ClaimBudgetExhaustedError, ConfigError, LeaseLostError, StopTimePassedError } from '../core/errors';
-import { isTransient } from '../core/conditions';
-import { Events, type FencepostEvent } from '../core/events';
-import { claim, nextClaimStep, pollMsOf, readLock, resume, sight, tryClaim, type LeaseDeps, type Sighting } from '../core/lease';
-import { MemoryLockStore } from '../core/memory/lock-store';
-import { EPOCH_FLOOR_KEY, type LockStore } from '../core/store/lock';
+import { ClaimBudgetExhaustedError, ConfigError, LeaseLostError, StopTimePassedError } from '../lib/core/errors';
+import { isTransient } from '../lib/core/conditions';
+import { Events, type FencepostEvent } from '../lib/core/events';
+import { claim, nextClaimStep, pollMsOf, readLock, resume, sight, tryClaim, type LeaseDeps, type Sighting } from '../lib/core/lease';
+import { MemoryLockStore } from '../lib/testing/lock-store';
+import { EPOCH_FLOOR_KEY, type LockStore } from '../lib/core/store/lock';
 import { namespace } from './support/stack';
 import { onVirtualTime } from './support/virtual-time';
 import { onLockStore } from './support/no-dynamo';
@@ -298,7 +298,7 @@ test('durations ignore the wall clock: a holder whose wall clock steps back 3 s 
 test('no code path deletes a lock item or puts a TTL on it', () => {
   const root = path.resolve(__dirname, '..');
   const offenders: string[] = [];
-  for (const dir of ['core', 'lib', 'lambda', 'cli', 'local', 'harness', 'bin']) {
+  for (const dir of ['lib', 'apps', 'cli', 'verify', 'bin']) {
     const walk = (d: string): void => {
       let entries: string[];
       try {

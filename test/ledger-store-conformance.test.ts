@@ -1,6 +1,6 @@
 /**
- * The epoch ledger's store, one suite for both implementations: the DynamoDB store (core/aws/ledger-store.ts) on
- * DynamoDB Local behind the conflict proxy, and the in-memory store (core/memory/ledger-store.ts). Each test pins one
+ * The epoch ledger's store, one suite for both implementations: the DynamoDB store (lib/core/aws/ledger-store.ts) on
+ * DynamoDB Local behind the conflict proxy, and the in-memory store (lib/testing/ledger-store.ts). Each test pins one
  * behaviour of DynamoDB the epoch fence relies on, so the in-memory store cannot drift from it. Sources:
  *   [GET]  GetItem, ConsistentRead: https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_GetItem.html
  *   [UPD]  UpdateItem, ConditionExpression, ReturnValues ALL_NEW, ReturnValuesOnConditionCheckFailure ALL_OLD:
@@ -19,11 +19,11 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DynamoLedgerStore } from '../core/aws/ledger-store';
-import { VirtualClock } from '../core/clock';
-import { entryKey } from '../core/epoch-fence';
-import { MemoryLedgerStore } from '../core/memory/ledger-store';
-import type { LedgerEntry, LedgerStore } from '../core/store/ledger';
+import { DynamoLedgerStore } from '../lib/core/aws/ledger-store';
+import { VirtualClock } from '../lib/core/clock';
+import { entryKey } from '../lib/election/epoch-fence';
+import { MemoryLedgerStore } from '../lib/testing/ledger-store';
+import type { LedgerEntry, LedgerStore } from '../lib/core/store/ledger';
 import { namespace } from './support/stack';
 
 const KEY = 'ledger/pacer';

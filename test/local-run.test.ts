@@ -1,5 +1,5 @@
 /**
- * `fencepost run` (the package's command, bin/package.ts) refusing what it cannot run, before anything starts: bad
+ * `fencepost run` (the package's command, lib/cli/bin.ts) refusing what it cannot run, before anything starts: bad
  * options before the app is synthesized, and an app with no FencedJob, several, or not the one named, before the
  * embedded stack starts. The app here is a stand-in that writes a cloud assembly of marked state machines, as
  * FencedJob marks them (FENCED_JOB_MARK); the real synth and run of a user's job is in test/pack.test.ts.
@@ -13,11 +13,11 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { HeadBucketCommand } from '@aws-sdk/client-s3';
-import { localClients, type Clients } from '../core/aws/clients';
-import { JOB_TABLE, LOCK_TABLE } from '../core/schema';
-import { FENCED_JOB_MARK } from '../lambda/env';
-import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
-import { resolveJoin } from '../local/workflow';
+import { localClients, type Clients } from '../lib/core/aws/clients';
+import { JOB_TABLE, LOCK_TABLE } from '../lib/core/schema';
+import { FENCED_JOB_MARK } from '../lib/lambda/env';
+import { startEmbeddedStack, type EmbeddedStack } from '../lib/local/stack';
+import { resolveJoin } from '../lib/local/workflow';
 
 const ROOT = path.resolve(__dirname, '..');
 const work = mkdtempSync(path.join(tmpdir(), 'fencepost-local-run-'));
@@ -30,7 +30,7 @@ symlinkSync(path.join(ROOT, 'node_modules'), path.join(work, 'node_modules'));
 function fencepost(args: string[], cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   // tsx's loader by its path: the command runs in folders of its own, where `--import tsx` would not resolve.
   const tsx = pathToFileURL(path.join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
-  const child = spawn(process.execPath, ['--import', tsx, path.join(ROOT, 'bin/package.ts'), ...args], {
+  const child = spawn(process.execPath, ['--import', tsx, path.join(ROOT, 'lib/cli/bin.ts'), ...args], {
     cwd,
     env: { ...process.env, NODE_NO_WARNINGS: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -144,7 +144,7 @@ async function onStores(): Promise<{ args: string[]; clients: Clients }> {
   return { args: ['--dynamodb-endpoint', endpoints.dynamodb, '--s3-endpoint', endpoints.s3], clients: localClients(endpoints) };
 }
 
-/** What `fencepost run --json` printed (cli/run-job.ts RunSummary), or a failure that quotes its stderr. */
+/** What `fencepost run --json` printed (lib/cli/run-job.ts RunSummary), or a failure that quotes its stderr. */
 function summaryOf(r: { code: number | null; stdout: string; stderr: string }): {
   stack: string;
   execution: { status: string; error?: string; cause?: string };
@@ -274,7 +274,7 @@ test("fencepost run of a job whose stack is inside a Stage: local names from the
   clients.destroy();
 });
 
-test('fencepost run of a job whose lock and job tables are given by name (Table.fromTableName): both created with the schema of core/schema.ts', async () => {
+test('fencepost run of a job whose lock and job tables are given by name (Table.fromTableName): both created with the schema of lib/core/schema.ts', async () => {
   const dir = path.join(work, 'tables-by-name');
   const names = { locks: 'imported-locks', jobs: 'imported-jobs' };
   writeAssembly(dir, {

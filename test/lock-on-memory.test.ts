@@ -1,20 +1,20 @@
 /**
  * The real lease, election and handover on the lock store seam: on the in-memory store and virtual time (no
  * DynamoDB reachable: every call the code makes goes through the LockStore), and the handover's flip, now the one
- * claim of core/lease.ts, surviving a lost answer on DynamoDB Local.
+ * claim of lib/core/lease.ts, surviving a lost answer on DynamoDB Local.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import type { DocumentClient } from '../core/aws/lock-store';
-import { DEFAULT_BACKOFF } from '../core/conditions';
-import { VirtualClock, systemClock } from '../core/clock';
-import type { LeaseConfig } from '../core/config';
-import { Election } from '../core/election';
-import { EpochFence } from '../core/epoch-fence';
-import { handover, writerLedgerKey, HANDOVER_DEFAULTS } from '../core/handover';
-import { claim, pollMsOf, readLock, releaseClaimed, type LeaseDeps } from '../core/lease';
-import { MemoryLockStore } from '../core/memory/lock-store';
+import type { DocumentClient } from '../lib/core/aws/lock-store';
+import { DEFAULT_BACKOFF } from '../lib/core/conditions';
+import { VirtualClock, systemClock } from '../lib/core/clock';
+import type { LeaseConfig } from '../lib/core/config';
+import { Election } from '../lib/election/election';
+import { EpochFence } from '../lib/election/epoch-fence';
+import { handover, writerLedgerKey, HANDOVER_DEFAULTS } from '../lib/election/handover';
+import { claim, pollMsOf, readLock, releaseClaimed, type LeaseDeps } from '../lib/core/lease';
+import { MemoryLockStore } from '../lib/testing/lock-store';
 import { namespace } from './support/stack';
 import { onLockStore } from './support/no-dynamo';
 

@@ -1,6 +1,6 @@
 /**
- * One conformance suite for the lock store (core/store/lock.ts), run against the DynamoDB store on DynamoDB Local
- * behind the conflict proxy (local/dynamodb-proxy.ts, which applies AWS's transaction-conflict rules that DynamoDB
+ * One conformance suite for the lock store (lib/core/store/lock.ts), run against the DynamoDB store on DynamoDB Local
+ * behind the conflict proxy (lib/local/dynamodb-proxy.ts, which applies AWS's transaction-conflict rules that DynamoDB
  * Local itself does not: it serialises transactions instead of cancelling them) and against the in-memory store, so
  * the two cannot drift. Each test names the AWS page that documents the behaviour it pins.
  */
@@ -9,14 +9,14 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { UpdateTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
 import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { ConfigError } from '../core/errors';
-import { AwsLockStore, type DocumentClient } from '../core/aws/lock-store';
-import { cancellationReasons, isTransient } from '../core/conditions';
-import { MemoryLockStore } from '../core/memory/lock-store';
-import { bumpEpochs } from '../core/restore';
-import { EPOCH_FLOOR_KEY, type BumpView, type ClaimWrite, type LockStore } from '../core/store/lock';
-import { localClients } from '../core/aws/clients';
-import { startDynamoDbProxy } from '../local/dynamodb-proxy';
+import { ConfigError } from '../lib/core/errors';
+import { AwsLockStore, type DocumentClient } from '../lib/core/aws/lock-store';
+import { cancellationReasons, isTransient } from '../lib/core/conditions';
+import { MemoryLockStore } from '../lib/testing/lock-store';
+import { bumpEpochs } from '../lib/core/restore';
+import { EPOCH_FLOOR_KEY, type BumpView, type ClaimWrite, type LockStore } from '../lib/core/store/lock';
+import { localClients } from '../lib/core/aws/clients';
+import { startDynamoDbProxy } from '../lib/local/dynamodb-proxy';
 import { namespace } from './support/stack';
 
 /** A lock table of its own (the epoch floor is table-wide), with its raw items: a backup, and a restore into it. */

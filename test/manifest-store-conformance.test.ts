@@ -1,6 +1,6 @@
 /**
- * The manifest's store, one suite for both implementations: the S3 store (core/aws/manifest-store.ts) on the local S3
- * endpoint, and the in-memory store (core/memory/manifest-store.ts). Each test pins one behaviour of S3 the manifest
+ * The manifest's store, one suite for both implementations: the S3 store (lib/core/aws/manifest-store.ts) on the local S3
+ * endpoint, and the in-memory store (lib/testing/manifest-store.ts). Each test pins one behaviour of S3 the manifest
  * fence relies on, so the in-memory store cannot drift from what S3 does. How the local S3 endpoint itself follows
  * AWS is pinned, with the same sources, by test/s3-conformance.test.ts; these tests pin what the stores make of it.
  * Sources:
@@ -19,11 +19,11 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { S3ManifestStore } from '../core/aws/manifest-store';
-import type { ManifestStore } from '../core/store/manifest';
-import { systemClock } from '../core/clock';
-import { MemoryManifestStore } from '../core/memory/manifest-store';
-import { startLocalS3 } from '../local/s3-server';
+import { S3ManifestStore } from '../lib/core/aws/manifest-store';
+import type { ManifestStore } from '../lib/core/store/manifest';
+import { systemClock } from '../lib/core/clock';
+import { MemoryManifestStore } from '../lib/testing/manifest-store';
+import { startLocalS3 } from '../lib/local/s3-server';
 import { namespace } from './support/stack';
 
 const JSON_TYPE = 'application/json';

@@ -2,12 +2,12 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import type { AwsCall } from '../local/call-log';
-import { startLocalS3 } from '../local/s3-server';
-import { systemClock, VirtualClock } from '../core/clock';
-import { MemoryManifestStore } from '../core/memory/manifest-store';
-import { FencedOutError } from '../core/errors';
-import { ManifestWriter, readManifest, type ManifestPlace } from '../core/manifest';
+import type { AwsCall } from '../lib/local/call-log';
+import { startLocalS3 } from '../lib/local/s3-server';
+import { systemClock, VirtualClock } from '../lib/core/clock';
+import { MemoryManifestStore } from '../lib/testing/manifest-store';
+import { FencedOutError } from '../lib/core/errors';
+import { ManifestWriter, readManifest, type ManifestPlace } from '../lib/core/manifest';
 import { namespace } from './support/stack';
 
 const PLACE: ManifestPlace = { key: 'jobs/2026-09-28/manifest.json', chunkPrefix: 'jobs/2026-09-28/chunks/' };

@@ -1,7 +1,7 @@
 /**
  * Two fenced jobs in one account keep their metrics apart (issue 18, defect 2). Billing and reindex are synthesized
  * in one app; for every function of each job, the metrics it publishes are read from what Powertools really prints:
- * lambda/runtime.ts is loaded in a child process with that function's environment from the template (Powertools
+ * lib/lambda/runtime.ts is loaded in a child process with that function's environment from the template (Powertools
  * reads POWERTOOLS_* when the module loads, as in Lambda) and its embedded-metric-format line is parsed. Every alarm
  * and every dashboard series on the app's namespace must then match the publications of its own job and of no
  * other: CloudWatch matches a metric by namespace, name and its exact set of dimensions, so another job's success
@@ -17,9 +17,9 @@ import { readFileSync } from 'node:fs';
 import { FencepostStack } from '../apps/billing/stack';
 import { readStackConfig } from '../apps/billing/config';
 import { ReindexStack } from '../apps/reindex/stack';
-import { METRICS_NAMESPACE } from '../core/observability';
-import { Env } from '../lambda/env';
-import type { FencedJob } from '../lib/index';
+import { METRICS_NAMESPACE } from '../lib/core/observability';
+import { Env } from '../lib/lambda/env';
+import type { FencedJob } from '../lib/constructs/index';
 
 /** An untyped JSON document (a template): the assertions check its shape. */
 type Json = ReturnType<typeof JSON.parse>;
@@ -44,10 +44,10 @@ const identity = (namespace: string, dims: Record<string, unknown>) =>
     .sort()
     .join(',')}`;
 
-/** The EMF a process with `environment` prints for one metric, read by the real lambda/runtime.ts. */
+/** The EMF a process with `environment` prints for one metric, read by the real lib/lambda/runtime.ts. */
 async function published(environment: Record<string, string>): Promise<string> {
   const script =
-    "const { MetricUnit } = require('@aws-lambda-powertools/metrics'); const { metrics } = require('./lambda/runtime');" +
+    "const { MetricUnit } = require('@aws-lambda-powertools/metrics'); const { metrics } = require('./lib/lambda/runtime');" +
     "metrics.addMetric('Probe', MetricUnit.Count, 1); metrics.publishStoredMetrics();";
   const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', '-e', script], {
     cwd: root,

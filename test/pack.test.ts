@@ -24,11 +24,11 @@ import { performance } from 'node:perf_hooks';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import semver from 'semver';
 import { GetCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { localClients } from '../core/aws/clients';
-import { TIMEOUT } from '../lib/fenced-workflow';
-import { Env } from '../lambda/env';
-import { makeHandlers } from '../lambda/index';
-import { prebundled } from '../lib/handler-function';
+import { localClients } from '../lib/core/aws/clients';
+import { TIMEOUT } from '../lib/constructs/fenced-workflow';
+import { Env } from '../lib/lambda/env';
+import { makeHandlers } from '../lib/lambda/index';
+import { prebundled } from '../lib/constructs/handler-function';
 import { sdkRequires } from './support/bundles';
 import { namespace } from './support/stack';
 
@@ -112,7 +112,7 @@ interface Manifest {
 function unresolvedImports(pkgDir: string, optional: readonly string[]): string[] {
   const missing: string[] = [];
   // The prebundled handlers' bundle is self-contained: what it leaves to the runtime is read by esbuild (sdkRequires, the FencedJob test).
-  const bundle = path.relative(path.join(pkgDir, 'dist'), path.join(prebundled(path.join(pkgDir, 'dist/lib')).folder, 'index.js'));
+  const bundle = path.relative(path.join(pkgDir, 'dist'), path.join(prebundled(path.join(pkgDir, 'dist/constructs')).folder, 'index.js'));
   const files = readdirSync(path.join(pkgDir, 'dist'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.js') && f !== bundle);
   for (const f of files) {
     const file = path.join(pkgDir, 'dist', f);
@@ -327,7 +327,11 @@ test(
     const manifest = await run(process.execPath, ['-e', "console.log(require('fencepost/package.json').name)"], project);
     assert.equal(manifest.out.trim(), 'fencepost', '"./package.json" is exported');
     const constructs = await run(process.execPath, ['-p', "require.resolve('fencepost/constructs')"], project);
-    assert.equal(constructs.out.trim(), path.join(project, 'node_modules/fencepost/dist/lib/index.js'), '"./constructs" maps to dist/lib/index');
+    assert.equal(
+      constructs.out.trim(),
+      path.join(project, 'node_modules/fencepost/dist/constructs/index.js'),
+      '"./constructs" maps to dist/constructs/index',
+    );
   },
 );
 
@@ -565,7 +569,7 @@ test(
       "esbuild bundled the user's own functions",
     );
     // Each of them deploys the bundle as shipped, under its own export.
-    const ready = prebundled(path.join(project, 'node_modules/fencepost/dist/lib'));
+    const ready = prebundled(path.join(project, 'node_modules/fencepost/dist/constructs'));
     const specs = JSON.parse(readFileSync(ready.handlers, 'utf8')) as Record<string, string>;
     const shipped = readFileSync(path.join(ready.folder, 'index.js'));
     for (const fn of functions.filter((f) => !own.includes(f))) {
@@ -577,7 +581,7 @@ test(
   },
 );
 
-/** What `fencepost run --json` prints (cli/run-job.ts RunSummary). */
+/** What `fencepost run --json` prints (lib/cli/run-job.ts RunSummary). */
 interface RunSummary {
   job: string;
   date: string;

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { USER_COMMANDS } from '../cli/user';
+import { USER_COMMANDS } from '../lib/cli/user';
 import { commandOptions } from '../cli/options';
 import { ROOT, snippets, tsBlocks } from './support/readme-snippets';
 

@@ -15,17 +15,17 @@ import { billingApp } from '../apps/billing/app';
 import { Keys } from '../apps/billing/keys';
 import { chunkBatches, chunkRange } from '../apps/billing/invoices';
 import { DEFAULTS } from '../apps/billing/settings';
-import { systemClock } from '../core/clock';
-import { DEFAULT_BACKOFF } from '../core/conditions';
-import { writeBatch, type FencedPut } from '../core/batch';
-import { jobFence, raiseChunkFences } from '../core/fence';
-import type { FencepostEvent } from '../core/events';
-import { chunkFenceKey } from '../core/job-keys';
+import { systemClock } from '../lib/core/clock';
+import { DEFAULT_BACKOFF } from '../lib/core/conditions';
+import { writeBatch, type FencedPut } from '../lib/core/batch';
+import { jobFence, raiseChunkFences } from '../lib/core/fence';
+import type { FencepostEvent } from '../lib/core/events';
+import { chunkFenceKey } from '../lib/core/job-keys';
 import { BillingMetric } from '../apps/billing/schema';
-import { Attr } from '../core/schema';
-import { localClients, type Clients } from '../core/aws/clients';
-import type * as Runtime from '../lambda/runtime';
-import { runWorkflowLocally } from '../local/workflow';
+import { Attr } from '../lib/core/schema';
+import { localClients, type Clients } from '../lib/core/aws/clients';
+import type * as Runtime from '../lib/lambda/runtime';
+import { runWorkflowLocally } from '../lib/local/workflow';
 import { namespace } from './support/stack';
 
 const T = { timeout: 180_000 };
@@ -124,13 +124,13 @@ test(
       },
       { step: 'initialize', name: 'chunkFaults', priority: 'high' },
     );
-    // As source mode sets them (local/workflow.ts), before the handlers' modules load: no EMF or logs on stdout here.
+    // As source mode sets them (lib/local/workflow.ts), before the handlers' modules load: no EMF or logs on stdout here.
     Object.assign(process.env, {
       POWERTOOLS_METRICS_DISABLED: 'true',
       POWERTOOLS_TRACE_ENABLED: 'false',
       POWERTOOLS_LOG_LEVEL: process.env.FENCEPOST_LAMBDA_LOG_LEVEL ?? 'SILENT',
     });
-    const { metrics } = createRequire(__filename)('../lambda/runtime') as typeof Runtime;
+    const { metrics } = createRequire(__filename)('../lib/lambda/runtime') as typeof Runtime;
     const added = t.mock.method(metrics, 'addMetric');
     const events: FencepostEvent[] = [];
     const r = await runWorkflowLocally({

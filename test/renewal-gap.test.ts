@@ -9,24 +9,24 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { VirtualClock } from '../core/clock';
-import { LEASE_DEFAULTS } from '../core/config';
-import { MemoryJobStore } from '../core/memory/job-store';
-import { MemoryLockStore } from '../core/memory/lock-store';
-import { MemoryManifestStore } from '../core/memory/manifest-store';
-import { claim } from '../core/lease';
-import type { Clients } from '../core/aws/clients';
-import type { FenceItem } from '../core/store/jobs';
-import { Env } from '../lambda/env';
-import { raise } from '../lambda/raise';
-import { createRuntime, lazily } from '../lambda/runtime';
+import { VirtualClock } from '../lib/core/clock';
+import { LEASE_DEFAULTS } from '../lib/core/config';
+import { MemoryJobStore } from '../lib/testing/job-store';
+import { MemoryLockStore } from '../lib/testing/lock-store';
+import { MemoryManifestStore } from '../lib/testing/manifest-store';
+import { claim } from '../lib/core/lease';
+import type { Clients } from '../lib/core/aws/clients';
+import type { FenceItem } from '../lib/core/store/jobs';
+import { Env } from '../lib/lambda/env';
+import { raise } from '../lib/lambda/raise';
+import { createRuntime, lazily } from '../lib/lambda/runtime';
 import { noDynamo } from './support/no-dynamo';
-import { resolveJoin } from '../local/workflow';
+import { resolveJoin } from '../lib/local/workflow';
 import { App, Duration, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { FencedJob } from '../lib/index';
-import { LOCAL_RUN_CONTEXT, START_UP_MS } from '../lib/renewal-gap';
+import { FencedJob } from '../lib/constructs/index';
+import { LOCAL_RUN_CONTEXT, START_UP_MS } from '../lib/constructs/renewal-gap';
 
 const DATE = '2026-03-14';
 /** Chunks of one night: at 50 ms a chunk fence write, 10 in flight, the raise takes 10 s, past the 8 s stop time. */

@@ -11,7 +11,7 @@
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
+import { startEmbeddedStack, type EmbeddedStack } from '../lib/local/stack';
 import { runBatch, type Counts } from './support/runner';
 
 /** Files that read what the others recorded: run after them, in a second batch (the runner orders files itself). */

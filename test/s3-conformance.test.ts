@@ -1,12 +1,12 @@
 /**
- * Pins local/s3-server.ts to AWS S3's documented behaviour, speaking to it only through @aws-sdk/client-s3 over HTTP.
+ * Pins lib/local/s3-server.ts to AWS S3's documented behaviour, speaking to it only through @aws-sdk/client-s3 over HTTP.
  * Sources: S3 User Guide "How to prevent object overwrites with conditional writes"
  * (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html), the PutObject API reference
  * (https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html: If-Match / If-None-Match, "If a conflicting
  * operation occurs during the upload S3 returns a 409 ConditionalRequestConflict response. On a 409 failure you should
  * retry the upload"), GetObject / CreateBucket / ListObjectsV2 API references.
  *
- * Not emulated (see local/s3-server.ts): AWS's exact conflict window, a 409 caused by an unconditional PUT, and the
+ * Not emulated (see lib/local/s3-server.ts): AWS's exact conflict window, a 409 caused by an unconditional PUT, and the
  * 403 AccessDenied S3 answers for a missing key when the caller lacks s3:ListBucket.
  */
 import { test, describe, before, after } from 'node:test';
@@ -30,10 +30,10 @@ import {
   CopyObjectCommand,
   type ListObjectsV2CommandOutput,
 } from '@aws-sdk/client-s3';
-import { startLocalS3, type LocalS3 } from '../local/s3-server';
-import type { AwsCall } from '../local/call-log';
+import { startLocalS3, type LocalS3 } from '../lib/local/s3-server';
+import type { AwsCall } from '../lib/local/call-log';
 import { within } from './support/within';
-import { ConfigError, InfrastructureError } from '../core/errors';
+import { ConfigError, InfrastructureError } from '../lib/core/errors';
 
 const BUCKET = 'conformance';
 let server: LocalS3;

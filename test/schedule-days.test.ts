@@ -10,8 +10,8 @@ import assert from 'node:assert/strict';
 import { App, Duration, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { ConfigError } from '../core/errors';
-import { FencedJob, type FencedJobProps } from '../lib/index';
+import { ConfigError } from '../lib/core/errors';
+import { FencedJob, type FencedJobProps } from '../lib/constructs/index';
 import { parseStackConfig } from '../apps/billing/config';
 
 /** An untyped JSON document (a template, as CDK hands it out). */

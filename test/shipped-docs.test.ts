@@ -62,7 +62,7 @@ const sources = shippedSources();
 
 test('the checker sees what ships: the README, the docs, and the sources of every entry', () => {
   assert.ok(shippedDocs.includes('README.md'), `the package ships README.md: ${shippedDocs.join(', ')}`);
-  for (const entry of ['core/index.ts', 'lib/index.ts', 'lambda/entry.ts', 'core/sim/index.ts', 'bin/package.ts']) {
+  for (const entry of ['lib/core/index.ts', 'lib/constructs/index.ts', 'lib/lambda/entry.ts', 'lib/sim/index.ts', 'lib/cli/bin.ts']) {
     assert.ok(sources.includes(entry), `the build compiles ${entry}`);
   }
 });
@@ -119,7 +119,7 @@ const AWS_WORDS = new Set(['Runtime', 'Bucket']);
 /** Every name the repository's TypeScript declares at the top of a module, exported or not (its own words). */
 function declaredInRepository(): Set<string> {
   const names = new Set<string>();
-  for (const dir of ['core', 'lib', 'lambda', 'cli', 'apps', 'local', 'harness']) {
+  for (const dir of ['lib', 'cli', 'apps', 'verify']) {
     for (const f of readdirSync(path.join(ROOT, dir), { recursive: true, encoding: 'utf8' })) {
       if (!f.endsWith('.ts') || f.endsWith('.d.ts')) continue;
       const text = readFileSync(path.join(ROOT, dir, f), 'utf8');

@@ -1,15 +1,15 @@
-/** The simulator's models, each on its own (core/sim): engine, clocks, workers, network, authorities, store, sweeper. */
+/** The simulator's models, each on its own (lib/sim): engine, clocks, workers, network, authorities, store, sweeper. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WorkerClock } from '../core/sim/clocks';
-import { Rng, Sim } from '../core/sim/engine';
-import { Holder } from '../core/sim/holder';
-import { DynamoLockItem, ItemClaimant } from '../core/sim/lock-item';
-import { ConsensusLockService } from '../core/sim/lock-service';
-import { RedisPrimaryReplica, RedlockMaster, redlockAcquire } from '../core/sim/redis';
-import { FencedStore, Manifest, fenceAccepts } from '../core/sim/store';
-import { SimSweeper } from '../core/sim/sweeper';
-import { Network, Worker } from '../core/sim/worker';
+import { WorkerClock } from '../lib/sim/clocks';
+import { Rng, Sim } from '../lib/sim/engine';
+import { Holder } from '../lib/sim/holder';
+import { DynamoLockItem, ItemClaimant } from '../lib/sim/lock-item';
+import { ConsensusLockService } from '../lib/sim/lock-service';
+import { RedisPrimaryReplica, RedlockMaster, redlockAcquire } from '../lib/sim/redis';
+import { FencedStore, Manifest, fenceAccepts } from '../lib/sim/store';
+import { SimSweeper } from '../lib/sim/sweeper';
+import { Network, Worker } from '../lib/sim/worker';
 
 const T = { leaseMs: 10_000, renewMs: 3_000, marginMs: 2_000 };
 
@@ -158,7 +158,7 @@ test('lock item: the three claim rules; the epoch only grows; release keeps the 
   assert.equal(item.claim('A', 'clock-free', { claimantWallMs: 0, marginMs: 0, leaseMs: 10_000 }), 3);
 });
 
-test('lock item claimant: the clock-free rule is core/lease.ts nextClaimStep: claim once the rvn stayed unchanged a full lease', () => {
+test('lock item claimant: the clock-free rule is lib/core/lease.ts nextClaimStep: claim once the rvn stayed unchanged a full lease', () => {
   const c = new ItemClaimant('clock-free', 10_000, 2_000);
   const seen = { holder: 'A', rvn: 'v2', epoch: 1, leaseMs: 10_000, leaseUntil: 13_000 };
   assert.equal(c.decide({ ...seen, rvn: 'v1' }, 2_500, 0).claim, false);

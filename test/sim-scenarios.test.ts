@@ -8,12 +8,12 @@ import assert from 'node:assert/strict';
 import { Resvg } from '@resvg/resvg-js';
 import { eventTable, parseSimulate, simulate } from '../cli/simulate';
 import { TIMELINE_LEGEND, timelineSvg } from '../cli/timeline';
-import { ConfigError } from '../core/errors';
-import type { ScenarioResult } from '../core/sim/scenario';
-import { SCENARIOS } from '../core/sim/scenarios/index';
-import { night } from '../core/sim/scenarios/night';
-import { mainStory } from '../core/sim/scenarios/story';
-import { sweepGrid, whatIf, WHAT_IF_DEFAULTS } from '../core/sim/what-if';
+import { ConfigError } from '../lib/core/errors';
+import type { ScenarioResult } from '../lib/sim/scenario';
+import { SCENARIOS } from '../lib/sim/scenarios/index';
+import { night } from '../lib/sim/scenarios/night';
+import { mainStory } from '../lib/sim/scenarios/story';
+import { sweepGrid, whatIf, WHAT_IF_DEFAULTS } from '../lib/sim/what-if';
 import { exitedAfterOutput, runCli } from './support/worker';
 
 const run = async (name: string): Promise<ScenarioResult> => SCENARIOS.find((s) => s.name === name)!.run();

@@ -28,17 +28,17 @@ import {
   parseStackConfig,
   readStackConfig,
 } from '../apps/billing/config';
-import { deadlineWindowZone } from '../lib/alarms';
-import type { ManifestBucket } from '../lib/manifest-bucket';
-import { JOB_TABLE, LOCK_TABLE, Attr } from '../core/schema';
+import { deadlineWindowZone } from '../lib/constructs/alarms';
+import type { ManifestBucket } from '../lib/constructs/manifest-bucket';
+import { JOB_TABLE, LOCK_TABLE, Attr } from '../lib/core/schema';
 import { BILLING_TABLES, INVOICE_TABLE } from '../apps/billing/schema';
-import { ConfigError } from '../core/errors';
-import { METRICS_NAMESPACE, Metric, serviceName } from '../core/observability';
+import { ConfigError } from '../lib/core/errors';
+import { METRICS_NAMESPACE, Metric, serviceName } from '../lib/core/observability';
 import { BILLING_JOB } from '../apps/billing/keys';
-import { MAP_RUN_FAILED, TRANSIENT_ERRORS } from '../lib/task-errors';
-import { HISTORY, chunkListBytes, chunkMapPlan } from '../lib/chunk-plan';
-import { CONNECTION_TIMEOUT_MS, REQUEST_TIMEOUT_MS, awsClients } from '../core/aws/clients';
-import { resolveJoin } from '../local/workflow';
+import { MAP_RUN_FAILED, TRANSIENT_ERRORS } from '../lib/constructs/task-errors';
+import { HISTORY, chunkListBytes, chunkMapPlan } from '../lib/constructs/chunk-plan';
+import { CONNECTION_TIMEOUT_MS, REQUEST_TIMEOUT_MS, awsClients } from '../lib/core/aws/clients';
+import { resolveJoin } from '../lib/local/workflow';
 
 const cdkJson = JSON.parse(readFileSync(path.join(__dirname, '..', 'cdk.json'), 'utf8')) as { app: string; context: Record<string, unknown> };
 
@@ -561,7 +561,7 @@ test("the Lambdas' AWS clients give up on a hung call: connection and request ti
   }
 });
 
-/** Distributed: a renewal every second and a 1 s margin let the 10 s lease cover the Map Run's start-up (lib/renewal-gap.ts). */
+/** Distributed: a renewal every second and a 1 s margin let the 10 s lease cover the Map Run's start-up (lib/constructs/renewal-gap.ts). */
 const DISTRIBUTED_LEASE = { renewMs: 1000, marginMs: 1000 };
 
 test('large nights: above distributedMapAboveChunks the chunks run as a Distributed Map, granted and acknowledged', () => {
@@ -696,7 +696,7 @@ test("the invoice table is warmed to the night's peak write rate when a new on-d
  * warnings the synth left on the table. `invoiceWarmWriteUnits` is given only when the case records one.
  */
 function warmOf(config: Record<string, unknown>): { warm: number | undefined; warnings: string[] } {
-  // A Distributed Map night: its lease must cover the Map Run's start-up too (lib/renewal-gap.ts), hence DISTRIBUTED_LEASE.
+  // A Distributed Map night: its lease must cover the Map Run's start-up too (lib/constructs/renewal-gap.ts), hence DISTRIBUTED_LEASE.
   const night = { invoices: 1_000_000, chunkSize: 5_000, claimBudget: 60, distributedMapAboveChunks: 0, ...DISTRIBUTED_LEASE, ...config };
   const { stack: s, template: t } = synth({ ...cdkJson.context, 'aws:cdk:bundling-stacks': [], [CONTEXT_KEY]: night });
   const table = t.toJSON().Resources[s.getLogicalId(s.invoices.node.defaultChild as CfnResource)] as Resource;

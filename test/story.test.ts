@@ -1,12 +1,12 @@
 /**
  * `fencepost story`: the five beats with real processes, and the table built from the events they emitted; and the
- * simulator's prediction of the same schedule (harness/sim-reality.ts), compared with what the processes did.
+ * simulator's prediction of the same schedule (verify/sim-reality.ts), compared with what the processes did.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { localClients } from '../core/aws/clients';
-import { predictStory } from '../harness/sim-reality';
-import { playStory, storyTable } from '../harness/story';
+import { localClients } from '../lib/core/aws/clients';
+import { predictStory } from '../verify/sim-reality';
+import { playStory, storyTable } from '../verify/story';
 import { endpoints } from './support/stack';
 
 /**

@@ -8,21 +8,21 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BatchWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { writeInvoices, type InvoiceWriteDeps } from '../apps/billing/night';
-import { writeBatch } from '../core/batch';
-import { systemClock, VirtualClock } from '../core/clock';
-import { runJob, type RunSummary } from '../core/job';
-import { MemoryJobStore } from '../core/memory/job-store';
-import { MemoryLockStore } from '../core/memory/lock-store';
-import { type LeaseConfig } from '../core/config';
+import { writeBatch } from '../lib/core/batch';
+import { systemClock, VirtualClock } from '../lib/core/clock';
+import { runJob, type RunSummary } from '../lib/core/job';
+import { MemoryJobStore } from '../lib/testing/job-store';
+import { MemoryLockStore } from '../lib/testing/lock-store';
+import { type LeaseConfig } from '../lib/core/config';
 import { DEFAULTS } from '../apps/billing/settings';
-import { FencedOutError } from '../core/errors';
-import { Events, type FencepostEvent } from '../core/events';
-import * as fence from '../core/fence';
+import { FencedOutError } from '../lib/core/errors';
+import { Events, type FencepostEvent } from '../lib/core/events';
+import * as fence from '../lib/core/fence';
 import { chunkBatches } from '../apps/billing/invoices';
-import { claim, pollMsOf, type Lease, type LeaseDeps } from '../core/lease';
+import { claim, pollMsOf, type Lease, type LeaseDeps } from '../lib/core/lease';
 import { Keys } from '../apps/billing/keys';
-import { jobKeys } from '../core/job-keys';
-import { Sweeper, isOrphan, requeue, sightClaimed, type SweeperConfig } from '../core/sweeper';
+import { jobKeys } from '../lib/core/job-keys';
+import { Sweeper, isOrphan, requeue, sightClaimed, type SweeperConfig } from '../lib/core/sweeper';
 import { namespace, type Namespace } from './support/stack';
 import { noDynamo } from './support/no-dynamo';
 
@@ -84,7 +84,7 @@ function memoryWorld() {
     return s.sweep(start);
   };
   /**
-   * A night run by the real engine (core/job.ts runJob): one chunk of `items`, written in one fenced batch under its
+   * A night run by the real engine (lib/core/job.ts runJob): one chunk of `items`, written in one fenced batch under its
    * chunk fence, the stop time checked before it. The clock runs until the run is over.
    */
   const runNight = async (date: string, worker: string, items = 99): Promise<RunSummary<number>> => {

@@ -10,10 +10,10 @@ import { readFileSync } from 'node:fs';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { chunkBatches } from '../apps/billing/invoices';
-import { readManifest } from '../core/manifest';
-import { Attr } from '../core/schema';
+import { readManifest } from '../lib/core/manifest';
+import { Attr } from '../lib/core/schema';
 import { Keys } from '../apps/billing/keys';
-import { systemClock } from '../core/clock';
+import { systemClock } from '../lib/core/clock';
 import { audit } from '../apps/billing/audit';
 import { namespace, type Namespace } from './support/stack';
 import { startWorker } from './support/worker';
@@ -57,7 +57,7 @@ async function auditNight(ns: Namespace) {
 
 for (const engine of ['direct', 'stepfunctions']) {
   // These pauses fall between a check and a write inside the core: the fault preload has a workflow run the
-  // handlers' sources for them (harness/faults.ts).
+  // handlers' sources for them (verify/chaos/faults.ts).
   test(`Part 4 (${engine} engine): A pauses past its lease between its check and its write; B takes over; A's late batch is refused, nothing written`, async () => {
     const ns = await namespace();
     const night = [...nightArgs, '--engine', engine];

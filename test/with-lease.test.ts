@@ -2,15 +2,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import { systemClock, VirtualClock } from '../core/clock';
-import { MemoryLockStore } from '../core/memory/lock-store';
-import { ConfigError, FencedOutError, StopTimePassedError } from '../core/errors';
-import { Events, type FencepostEvent } from '../core/events';
-import { fenceOn } from '../core/fence';
-import { pollMsOf, readLock, type LeaseDeps } from '../core/lease';
-import { writeBatch } from '../core/batch';
-import { MemoryJobStore } from '../core/memory/job-store';
-import { withLease } from '../core/with-lease';
+import { systemClock, VirtualClock } from '../lib/core/clock';
+import { MemoryLockStore } from '../lib/testing/lock-store';
+import { ConfigError, FencedOutError, StopTimePassedError } from '../lib/core/errors';
+import { Events, type FencepostEvent } from '../lib/core/events';
+import { fenceOn } from '../lib/core/fence';
+import { pollMsOf, readLock, type LeaseDeps } from '../lib/core/lease';
+import { writeBatch } from '../lib/core/batch';
+import { MemoryJobStore } from '../lib/testing/job-store';
+import { withLease } from '../lib/core/with-lease';
 import { namespace, type Namespace } from './support/stack';
 import { noDynamo, onLockStore } from './support/no-dynamo';
 

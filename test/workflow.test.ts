@@ -1,5 +1,5 @@
 /**
- * The synthesized billing state machine, run locally (local/workflow.ts) with real worker processes on the
+ * The synthesized billing state machine, run locally (lib/local/workflow.ts) with real worker processes on the
  * embedded stack: a whole night, two executions of the same night at once, a holder process paused past its
  * lease between two chunk tasks, and bad input refused before anything is written.
  */
@@ -10,16 +10,16 @@ import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { audit } from '../apps/billing/audit';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { exitedAfterOutput } from '../harness/worker-process';
-import { runSweeperLocally, runWorkflowLocally, synthesizeWorkflow, synthesizeWorkflowNow, workflowCacheKey } from '../local/workflow';
+import { exitedAfterOutput } from '../verify/chaos/worker-process';
+import { runSweeperLocally, runWorkflowLocally, synthesizeWorkflow, synthesizeWorkflowNow, workflowCacheKey } from '../lib/local/workflow';
 import { billingApp } from '../apps/billing/app';
-import { systemClock } from '../core/clock';
+import { systemClock } from '../lib/core/clock';
 import { DEFAULTS } from '../apps/billing/settings';
-import { Events } from '../core/events';
-import { raise as raiseFence } from '../core/fence';
-import { claim } from '../core/lease';
+import { Events } from '../lib/core/events';
+import { raise as raiseFence } from '../lib/core/fence';
+import { claim } from '../lib/core/lease';
 import { Keys } from '../apps/billing/keys';
-import { requeueRunName } from '../lambda/sweep-verify';
+import { requeueRunName } from '../lib/lambda/sweep-verify';
 import { namespace, type Namespace } from './support/stack';
 import { spawn } from 'node:child_process';
 import { startWorker } from './support/worker';
@@ -159,9 +159,9 @@ test('bad state-machine input fails at validation with nothing written', async (
   const ns = await namespace();
   // In a child process: the handlers' runtime is per process, as in a Lambda.
   const script = `
-    const { runWorkflowLocally } = require('./local/workflow');
+    const { runWorkflowLocally } = require('./lib/local/workflow');
     const { billingApp } = require('./apps/billing/app');
-    const { localClients } = require('./core/aws/clients');
+    const { localClients } = require('./lib/core/aws/clients');
     const given = ${JSON.stringify({ endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket })};
     const common = { app: billingApp, clients: localClients(given.endpoints), endpoints: given.endpoints, tables: given.tables, bucket: given.bucket };
     (async () => {

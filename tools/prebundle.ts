@@ -1,6 +1,6 @@
 /**
  * The package's prebundled handlers (`npm run build`, after tsc): FencedJob's own handlers (every key of
- * makeHandlers, each lambda/<name>.ts) bundled once, here, into ONE bundle, dist/handlers/index.js with its map,
+ * makeHandlers, each lib/lambda/<name>.ts) bundled once, here, into ONE bundle, dist/handlers/index.js with its map,
  * that exports each handler under a JavaScript name, and dist/handlers.json naming each handler's Lambda Handler.
  * A user's `cdk synth` deploys these files instead of running esbuild eight times (docs/PERFORMANCE.md, "Consumer
  * synth"). The options are HANDLER_BUNDLING's, each passed as NodejsFunction passes it to esbuild.
@@ -10,8 +10,8 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { build, type BuildOptions } from 'esbuild';
-import { HANDLER_BUNDLING, prebundled } from '../lib/handler-function';
-import { makeHandlers } from '../lambda/index';
+import { HANDLER_BUNDLING, prebundled } from '../lib/constructs/handler-function';
+import { makeHandlers } from '../lib/lambda/index';
 
 const ROOT = path.resolve(__dirname, '..');
 
@@ -49,9 +49,9 @@ const exportOf = (name: string) => name.replace(/-(\w)/g, (_, c: string) => c.to
 /** Bundle every handler into <dist>/handlers/index.js (replacing what was there) and write <dist>/handlers.json. */
 async function prebundle(dist: string): Promise<Record<string, string>> {
   const names = handlerNames();
-  const { folder, handlers } = prebundled(path.join(dist, 'lib'));
+  const { folder, handlers } = prebundled(path.join(dist, 'constructs'));
   rmSync(folder, { recursive: true, force: true });
-  const contents = names.map((name) => `export { handler as ${exportOf(name)} } from './lambda/${name}';`).join('\n');
+  const contents = names.map((name) => `export { handler as ${exportOf(name)} } from './lib/lambda/${name}';`).join('\n');
   await build({
     ...esbuildOptions(),
     stdin: { contents, resolveDir: ROOT, sourcefile: 'handlers.ts', loader: 'ts' },
@@ -69,7 +69,7 @@ if (require.main === module) {
   prebundle(dist).then(
     (specs) =>
       console.log(
-        `prebundled ${Object.keys(specs).length} handlers into ${prebundled(path.join(dist, 'lib')).folder} in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
+        `prebundled ${Object.keys(specs).length} handlers into ${prebundled(path.join(dist, 'constructs')).folder} in ${((performance.now() - t0) / 1000).toFixed(1)} s`,
       ),
     (err: unknown) => {
       console.error(err);

@@ -1,5 +1,5 @@
 /**
- * The billing app as the local runner builds and runs it (local/workflow.ts WorkflowApp): the billing stack
+ * The billing app as the local runner builds and runs it (lib/local/workflow.ts WorkflowApp): the billing stack
  * (apps/billing/stack.ts) with cdk.json's `fencepost` settings and the run's overrides, its FencedJob's two state
  * machines and stores, and, for source mode, its handlers made in this process.
  *
@@ -8,14 +8,14 @@
  */
 import { createRequire } from 'node:module';
 import type { App } from 'aws-cdk-lib';
-import type { Clients, EventListener, RunHooks } from '../../core/internal';
-import type * as Lambda from '../../lambda/internal';
+import type { Clients, EventListener, RunHooks } from '../../lib/core/internal';
+import type * as Lambda from '../../lib/lambda/internal';
 import type * as Chunk from './lambda/chunk';
 import type * as Config from './config';
 import type * as Stack from './stack';
 // Env from the constructs' entry, not the Lambda entry: loading that one creates Powertools' logger, metrics and
 // tracer, which must read the local run's settings when the handlers load (handlers() below), not before.
-import { Env } from '../../lib/index';
+import { Env } from '../../lib/constructs/index';
 
 type Json = Record<string, unknown>;
 
@@ -25,7 +25,7 @@ const onDemand = createRequire(__filename);
 /** The billing stack's id in the app (the local stack's name). */
 const STACK_ID = 'Fencepost';
 
-/** The billing stack as local/workflow.ts runs it (a WorkflowApp). */
+/** The billing stack as lib/local/workflow.ts runs it (a WorkflowApp). */
 export const billingApp = {
   name: 'billing',
   variables: { handler: Env.handler, worker: Env.worker },
@@ -44,7 +44,7 @@ export const billingApp = {
     };
   },
   handlers(runtime: { environment: Readonly<Record<string, string>>; clients: Clients; onEvent?: EventListener; hooks?: RunHooks }) {
-    const { createRuntime, lazily, makeHandlers } = onDemand('../../lambda/internal') as typeof Lambda;
+    const { createRuntime, lazily, makeHandlers } = onDemand('../../lib/lambda/internal') as typeof Lambda;
     const { chunk } = onDemand('./lambda/chunk') as typeof Chunk;
     const source = lazily(() => createRuntime(runtime));
     // FencedJob's own handlers, and billing's chunk function beside them (its FENCEPOST_HANDLER is `chunk`).

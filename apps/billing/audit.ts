@@ -1,6 +1,6 @@
 /**
  * The billing night's audit: core's generic checks of a fenced job (its fence items, its manifest, the sparse
- * index, its lock: core/audit.ts) and billing's own, on the night's invoices:
+ * index, its lock: lib/core/audit.ts) and billing's own, on the night's invoices:
  *   1. each invoice recorded once, as generated, and none missing once the job is DONE;
  *   2. no invoice token above the fence it met.
  * It only reads; it may scan (it runs rarely and must see everything).
@@ -19,7 +19,7 @@ import {
   verdict,
   type AuditCheck,
   type FencedJobState,
-} from '../../core/internal';
+} from '../../lib/core/internal';
 import { InvoiceAttr, type BillingTables } from './schema';
 import { idWidth, invoiceAt } from './invoices';
 import { Keys } from './keys';

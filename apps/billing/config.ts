@@ -7,8 +7,8 @@
  */
 import { Duration } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
-import { ConfigError } from '../../core/internal';
-import { FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobSettings } from '../../lib/internal';
+import { ConfigError } from '../../lib/core/internal';
+import { FENCED_JOB_DEFAULTS, fencedJobProblems, type FencedJobSettings } from '../../lib/constructs/internal';
 import { DEFAULTS } from './settings';
 
 /** The context key that holds every setting below (cdk.json `context.fencepost`). */
@@ -31,7 +31,7 @@ export interface StackConfig {
   /**
    * Nights of more chunks than this run them as a Distributed Map (a child execution per chunk). 0: always
    * distributed. @default 500 (the worst-case history of 500 inline chunks at the default lease and claim budget is
-   * about 17,100 events; see lib/chunk-plan.ts chunkMapPlan)
+   * about 17,100 events; see lib/constructs/chunk-plan.ts chunkMapPlan)
    */
   readonly distributedMapAboveChunks: number;
   /** Leases a claimant waits on a live holder before it gives up. @default 30 */
@@ -72,7 +72,7 @@ export interface StackConfig {
 /** What a new on-demand table sustains before it is warmed: 4,000 writes a second (AWS, docs/PERFORMANCE.md D9). */
 export const NEW_ON_DEMAND_WRITE_UNITS = 4_000;
 
-/** FencedJob's defaults with billing's night (core/config.ts DEFAULTS); cdk.json repeats them so they are visible. */
+/** FencedJob's defaults with billing's night (lib/core/config.ts DEFAULTS); cdk.json repeats them so they are visible. */
 export const STACK_DEFAULTS: StackConfig = {
   leaseMs: FENCED_JOB_DEFAULTS.leaseMs,
   renewMs: FENCED_JOB_DEFAULTS.renewMs,
@@ -99,7 +99,7 @@ export const STACK_DEFAULTS: StackConfig = {
 /**
  * The billing chunk function's timeout. A chunk is 51 transactions (5,000 invoices, 99 Puts each) plus its object and
  * a manifest commit: about 2.5 s (docs/PERFORMANCE.md). A minute leaves room for retries of every call, each bounded
- * by the SDK's request timeout (core/aws/clients.ts awsClients). Longer would only let a stuck chunk keep renewing its
+ * by the SDK's request timeout (lib/core/aws/clients.ts awsClients). Longer would only let a stuck chunk keep renewing its
  * lease (the heartbeat runs beside the work) while writing nothing, holding the night from a new holder.
  */
 export const CHUNK_TIMEOUT = Duration.minutes(1);
@@ -108,7 +108,7 @@ export const CHUNK_TIMEOUT = Duration.minutes(1);
  * The chunk-time assumption: one fenced transaction (1 check + 99 Puts) takes ~50 ms (DynamoDB Local on the 2-core
  * development machine: 510 in 23.95 s, docs/PERFORMANCE.md bench 8; AWS is expected to be faster), and the tail
  * (chunk object, manifest commit, progress update) ~50 ms (measured 29–45 ms). A chunk must fit in half its
- * function's timeout: the other half is for the SDK's retries of slow calls (core/aws/clients.ts REQUEST_TIMEOUT_MS).
+ * function's timeout: the other half is for the SDK's retries of slow calls (lib/core/aws/clients.ts REQUEST_TIMEOUT_MS).
  */
 export const CHUNK_TIME = { msPerTransaction: 50, tailMs: 50, putsPerTransaction: 99, shareOfTimeout: 0.5 } as const;
 

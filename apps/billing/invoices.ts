@@ -5,7 +5,7 @@
  *
  * Invoices are produced one chunk at a time and one batch at a time, so memory stays flat however big the night.
  */
-import { Attr, type FencedPut } from '../../core/internal';
+import { Attr, type FencedPut } from '../../lib/core/internal';
 import { InvoiceAttr } from './schema';
 import { Keys } from './keys';
 

@@ -2,7 +2,7 @@
  * The billing job's keys: those of the fenced job named `billing` (core's jobKeys: lock item and job row
  * `billing#<date>`, chunk fence items beside the row, manifest `billing/<date>/manifest.json`), and its invoices'.
  */
-import { chunkFenceKey, chunkObjectKey, jobKeys } from '../../core/internal';
+import { chunkFenceKey, chunkObjectKey, jobKeys } from '../../lib/core/internal';
 
 /** The billing job's name. */
 export const BILLING_JOB = 'billing';
@@ -22,7 +22,7 @@ export const Keys = {
   /** A chunk's object includes the writer's token, so two holders never write the same key (Part 4, "on S3"). */
   chunkObject: (date: string, chunk: number, token: number) => chunkObjectKey(billing.manifestPlace(date).chunkPrefix, chunk, token),
   chunkPrefix: (date: string) => billing.manifestPlace(date).chunkPrefix,
-  /** Where one night's manifest and chunk objects live (core/manifest.ts is told, it does not know billing). */
+  /** Where one night's manifest and chunk objects live (lib/core/manifest.ts is told, it does not know billing). */
   manifestPlace: billing.manifestPlace,
   /** The billing job's keys, as one JobKeys (what core's runJob and the Lambda adapters take). */
   keys: billing,

@@ -1,5 +1,5 @@
 /**
- * The nightly billing job: core's fenced run (core/job.ts: claim, raise every fence first, the chunks, complete)
+ * The nightly billing job: core's fenced run (lib/core/job.ts: claim, raise every fence first, the chunks, complete)
  * with billing's chunk work (reference Parts 2, 4 and 5):
  *
  *   for each chunk still to do: fenced batches of 1 check on THE CHUNK'S fence item + ≤ 99 puts, then the chunk
@@ -31,7 +31,7 @@ import {
   type Outcome,
   type RunDeps,
   type RunHooks,
-} from '../../core/internal';
+} from '../../lib/core/internal';
 import type { BillingTables } from './schema';
 import { chunkBatches, chunkCount, chunkRange, invoicePut, renderChunkLines, type Invoice, type NightPlan } from './invoices';
 import { Keys } from './keys';

@@ -2,7 +2,7 @@
  * What the billing app adds to the library's stores, its environment and its metrics: the invoice table, the invoice
  * item's attributes, the chunk function's variables and the invoice counts it publishes. The library knows none of it.
  */
-import { Attr, DEFAULT_TABLE_PREFIX, JOB_TABLE, LOCK_TABLE, tableNames, type TableDescription, type TableNames } from '../../core/internal';
+import { Attr, DEFAULT_TABLE_PREFIX, JOB_TABLE, LOCK_TABLE, tableNames, type TableDescription, type TableNames } from '../../lib/core/internal';
 
 /** An invoice item's attributes beside its key: the writer's token (audit), the customer and the amount. */
 export const InvoiceAttr = { token: Attr.token, customer: 'customer', amount: 'amount' } as const;

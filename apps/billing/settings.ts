@@ -2,7 +2,7 @@
  * The billing job's settings: the lease's, and the size of the night, validated once, collecting every problem
  * into one ConfigError before anything is written. No CDK here: the chunk function's bundle imports it.
  */
-import { ConfigError, LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION, leaseProblems, type LeaseConfig } from '../../core/internal';
+import { ConfigError, LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION, leaseProblems, type LeaseConfig } from '../../lib/core/internal';
 
 /** The billing job's settings: the lease's, and the size of the night. */
 export interface BillingConfig extends LeaseConfig {

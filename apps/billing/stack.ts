@@ -9,9 +9,9 @@ import { Annotations, CfnOutput, Duration, Stack, Validations, type StackProps }
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
-import { Metric } from '../../core/internal';
+import { Metric } from '../../lib/core/internal';
 import { BillingEnv, BillingMetric, INVOICE_TABLE } from './schema';
-import { FencedChunkFunction, FencedJob, XRAY_ACKNOWLEDGEMENT, appMetric, schemaTable } from '../../lib/internal';
+import { FencedChunkFunction, FencedJob, XRAY_ACKNOWLEDGEMENT, appMetric, schemaTable } from '../../lib/constructs/internal';
 import { CHUNK_TIMEOUT, ON_DEMAND_TABLE_WRITE_QUOTA, type StackConfig, invoiceWarmThroughput, jobSettings } from './config';
 import { BILLING_JOB } from './keys';
 

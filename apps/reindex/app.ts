@@ -1,10 +1,10 @@
 /**
- * The reindex stack as the local runner builds and runs it (local/workflow.ts WorkflowApp): the stack with the run's
+ * The reindex stack as the local runner builds and runs it (lib/local/workflow.ts WorkflowApp): the stack with the run's
  * settings, its FencedJob's two state machines, and the stores its functions name, by the names a local run gives
  * them. Bundles only: the chunk function runs as `cdk deploy` ships it; there is no source mode.
  */
 import { type App, Duration } from 'aws-cdk-lib';
-import { Env } from '../../lib/index';
+import { Env } from '../../lib/constructs/index';
 import { ReindexStack, type ReindexStackProps } from './stack';
 
 /** The settings a local run may override: the night's size and the lease timing. */
@@ -16,7 +16,7 @@ interface ReindexSettings {
   readonly marginMs?: number;
 }
 
-/** The reindex stack, as local/workflow.ts runs it. */
+/** The reindex stack, as lib/local/workflow.ts runs it. */
 export const reindexApp = {
   name: 'reindex',
   variables: { handler: Env.handler, worker: Env.worker },

@@ -28,7 +28,7 @@ import {
   type LeaseConfig,
   type RunDeps,
   type RunSummary,
-} from '../../core/internal';
+} from '../../lib/core/internal';
 import { productKey, runKeys, type ReindexTables } from './schema';
 
 /** One night's work: which night, how many products, how many per chunk. */

@@ -5,7 +5,7 @@
  */
 import { CreateTableCommand, DescribeTableCommand, type AttributeDefinition, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { BatchWriteCommand, type BatchWriteCommandInput, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { Clock, KeyAttribute, TableDescription } from '../../core/internal';
+import type { Clock, KeyAttribute, TableDescription } from '../../lib/core/internal';
 import { REINDEX_TABLES, productKey, reindexTables, type ReindexTables } from './schema';
 
 /** One table exactly as its description says: its key, and its sparse index if it has one. */

@@ -4,7 +4,7 @@
  * `reindex#<date>`, chunk fence items `reindex#<date>#chunk#NN` beside the row, docs/DESIGN.md § Chunk fences), so a
  * night run by the worker process and a night run by the state machine are the same night in the same tables.
  */
-import { JOB_TABLE, LOCK_TABLE, jobKeys, type TableDescription } from '../../core/internal';
+import { JOB_TABLE, LOCK_TABLE, jobKeys, type TableDescription } from '../../lib/core/internal';
 
 /** The job's name: its runs' keys are `reindex#<date>`. */
 export const JOB_NAME = 'reindex';
@@ -42,7 +42,7 @@ export const INDEX_TABLE: TableDescription = {
 /** Every table the job uses, in the order they are created: the library's two, then its own two. */
 export const REINDEX_TABLES = [LOCK_TABLE, JOB_TABLE, SOURCE_TABLE, INDEX_TABLE] as const;
 
-/** The names of the job's tables (a record of names, as a local run takes them: local/workflow.ts). */
+/** The names of the job's tables (a record of names, as a local run takes them: lib/local/workflow.ts). */
 export type ReindexTables = {
   /** Lock items (the lease): never TTL'd, never deleted. */
   readonly locks: string;

@@ -8,8 +8,8 @@ import { Stack, Validations, type StackProps } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
-import { ConfigError } from '../../core/internal';
-import { FencedChunkFunction, FencedJob, XRAY_ACKNOWLEDGEMENT, schemaTable, type FencedJobProps } from '../../lib/internal';
+import { ConfigError } from '../../lib/core/internal';
+import { FencedChunkFunction, FencedJob, XRAY_ACKNOWLEDGEMENT, schemaTable, type FencedJobProps } from '../../lib/constructs/internal';
 import { chunkCount } from './job';
 import { INDEX_TABLE, JOB_NAME, MAX_ITEMS, ReindexEnv, SOURCE_TABLE } from './schema';
 

@@ -13,7 +13,16 @@
  * of the refused write landed); 2 bad input (one line on stderr, nothing written); 1 anything else.
  */
 import { parseArgs } from 'node:util';
-import { ConfigError, Events, LEASE_DEFAULTS, dateProblem, leaseProblems, localClients, systemClock, type LeaseConfig } from '../../core/internal';
+import {
+  ConfigError,
+  Events,
+  LEASE_DEFAULTS,
+  dateProblem,
+  leaseProblems,
+  localClients,
+  systemClock,
+  type LeaseConfig,
+} from '../../lib/core/internal';
 import { runNight, type ReindexPlan } from './job';
 import { MAX_ITEMS, reindexTables } from './schema';
 

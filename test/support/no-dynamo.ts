@@ -1,7 +1,7 @@
-import type { DocumentClient } from '../../core/aws/document-client';
-import type { Clock } from '../../core/clock';
-import type { LeaseDeps } from '../../core/lease';
-import type { LockStore } from '../../core/store/lock';
+import type { DocumentClient } from '../../lib/core/aws/document-client';
+import type { Clock } from '../../lib/core/clock';
+import type { LeaseDeps } from '../../lib/core/lease';
+import type { LockStore } from '../../lib/core/store/lock';
 
 /**
  * A document client that refuses every call. Deps still name a client beside their `store`; on the memory stores this

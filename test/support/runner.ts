@@ -12,7 +12,7 @@
  */
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { exitedAfterOutput } from '../../harness/worker-process';
+import { exitedAfterOutput } from '../../verify/chaos/worker-process';
 
 const LEAK_GUARD = path.join(__dirname, 'leak-guard.ts');
 const FILE_TIMES = path.join(__dirname, 'file-times.mjs');
@@ -51,9 +51,24 @@ export interface BatchResult {
 
 export async function runBatch(files: string[], options: BatchOptions): Promise<BatchResult> {
   const reporters = options.timesFile
-    ? ['--test-reporter=spec', '--test-reporter-destination=stdout', `--test-reporter=${FILE_TIMES}`, `--test-reporter-destination=${options.timesFile}`]
+    ? [
+        '--test-reporter=spec',
+        '--test-reporter-destination=stdout',
+        `--test-reporter=${FILE_TIMES}`,
+        `--test-reporter-destination=${options.timesFile}`,
+      ]
     : [];
-  const args = ['--import', 'tsx', '--import', LEAK_GUARD, '--test', '--test-concurrency=1', `--test-timeout=${options.testLimitMs}`, ...reporters, ...files];
+  const args = [
+    '--import',
+    'tsx',
+    '--import',
+    LEAK_GUARD,
+    '--test',
+    '--test-concurrency=1',
+    `--test-timeout=${options.testLimitMs}`,
+    ...reporters,
+    ...files,
+  ];
   // Not as a child of another runner (runner.test.ts runs this inside a test): that one's protocol variable would
   // make this runner report to it instead of printing.
   const inherited = { ...process.env };

@@ -5,10 +5,10 @@
  */
 import { after } from 'node:test';
 import { randomBytes } from 'node:crypto';
-import { startEmbeddedStack } from '../../local/stack';
-import { localClients, type Clients, type Endpoints } from '../../core/aws/clients';
+import { startEmbeddedStack } from '../../lib/local/stack';
+import { localClients, type Clients, type Endpoints } from '../../lib/core/aws/clients';
 import { billingTables, type BillingTables } from '../../apps/billing/schema';
-import { provisionBilling as provision } from '../../harness/billing-stores';
+import { provisionBilling as provision } from '../../verify/billing-stores';
 
 let own: ReturnType<typeof startEmbeddedStack> | undefined;
 const given =

@@ -5,7 +5,7 @@
  *   throw   throw an uncaught exception
  *   forget  return without stop(): the process exits on its own
  */
-import { startDynamoDbLocal } from '../../local/dynamodb-local';
+import { startDynamoDbLocal } from '../../lib/local/dynamodb-local';
 
 const mode = process.argv[2] ?? 'wait';
 

@@ -5,7 +5,7 @@
  * virtual clock, and the monotonic time each was sent at is recorded.
  */
 import { UpdateCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { VirtualClock } from '../../core/clock';
+import type { VirtualClock } from '../../lib/core/clock';
 
 export interface VirtualStore {
   /** The client to give the code under test. */

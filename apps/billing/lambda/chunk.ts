@@ -5,7 +5,7 @@
  * sets them).
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { ConfigError } from '../../../core/internal';
+import { ConfigError } from '../../../lib/core/internal';
 import { BillingEnv, BillingMetric } from '../schema';
 import {
   chunkHandlerOn,
@@ -15,7 +15,7 @@ import {
   required,
   type RuntimeChunkContext,
   type RuntimeSource,
-} from '../../../lambda/internal';
+} from '../../../lib/lambda/internal';
 import { BILLING_JOB } from '../keys';
 import { billWork, type ChunkResult } from '../night';
 import { validateBillingConfig } from '../settings';
@@ -33,7 +33,7 @@ async function bill(c: RuntimeChunkContext): Promise<ChunkResult> {
   try {
     return await billWork(rt.events, required(c.env, BillingEnv.invoiceTable), c.date, config, written)(c);
   } finally {
-    // What this invocation's own transactions wrote (core/batch.ts), also when it fails after: its retry finds those
+    // What this invocation's own transactions wrote (lib/core/batch.ts), also when it fails after: its retry finds those
     // invoices already recorded and does not count them again (docs/ALARMS.md).
     metrics.addMetric(BillingMetric.invoicesRecorded, MetricUnit.Count, written.recorded);
     metrics.addMetric(BillingMetric.invoicesAlreadyRecorded, MetricUnit.Count, written.alreadyRecorded);

@@ -6,8 +6,8 @@
  * before each update and sends each with its chunk fence's guard. It writes nothing to S3: the run's manifest only
  * gets marked DONE by Complete.
  */
-import { ConfigError } from '../../../core/internal';
-import { chunkHandlerOn, fromEnvironment, required, type Runtime, type RuntimeChunkContext } from '../../../lambda/internal';
+import { ConfigError } from '../../../lib/core/internal';
+import { chunkHandlerOn, fromEnvironment, required, type Runtime, type RuntimeChunkContext } from '../../../lib/lambda/internal';
 import { chunkCount, reindexChunk, type ChunkResult, type ReindexPlan } from '../job';
 import { JOB_NAME, MAX_ITEMS, ReindexEnv } from '../schema';
 

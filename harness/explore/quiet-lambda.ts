@@ -1,8 +1,0 @@
-/**
- * Powertools reads its settings from the process's environment when lambda/runtime.ts loads: the explored handlers
- * run in this process, thousands of invocations a minute, so their logs and metrics are held back unless asked for
- * (FENCEPOST_LAMBDA_LOG_LEVEL, as in the local runner). Imported before the handlers (workflow-world.ts).
- */
-process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
-process.env.POWERTOOLS_TRACE_ENABLED ??= 'false';
-process.env.POWERTOOLS_LOG_LEVEL ??= process.env.FENCEPOST_LAMBDA_LOG_LEVEL ?? 'SILENT';

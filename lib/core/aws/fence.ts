@@ -1,0 +1,151 @@
+/**
+ * The generic fence on DynamoDB: one fence item, in any table, carrying `fence`, the
+ * highest token it has accepted. ONE clause compares a token with it (FENCE_CLAUSE, lib/core/aws/job-store.ts: reject
+ * lower, accept equal: the current holder writes many times with the same token).
+ *
+ *   Fence.raise  the new holder's FIRST act, before it reads or writes anything else: one conditional write (never
+ *                raised, or not above our token) that sets fence = token and returns the old item;
+ *   Fence.guard  the fence as something to write with (etcd's `Cmp`): a ConditionCheck the caller puts in any
+ *                TransactWriteItems it builds, so its own writes land only while the fence still accepts the token
+ *                (lib/core/batch.ts's writeFenced builds the usual ones: 1 guard + up to 99 puts each).
+ *
+ * What a fence guarantees: once it is raised to N, no write guarded with a token below N lands, whatever its holder
+ * believes. What it does not: it knows nothing of leases, so two writers with the SAME token both pass (hand a token
+ * to one holder only: the lease's epoch does), and it guards only the writes that carry it.
+ * A rejection by a fence means: you have lost the lock; stop and discard local state.
+ */
+import type { AttributeValue, TransactWriteItem, TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
+import { marshall, type NativeAttributeValue } from '@aws-sdk/util-dynamodb';
+import { batchPuts, requestToken, type FencedPut } from '../batch';
+import { systemClock, type Clock } from '../clock';
+import { backoffOf, cancellationReasons, retryTransient } from '../conditions';
+import { failedItem } from './conditions';
+import { FenceNotRaisedError, FencedOutError } from '../errors';
+import { Attr } from '../schema';
+import type { FenceItem, FenceStore } from '../store/jobs';
+import { AwsFenceStore, fenceCheck, type DocumentClient } from './job-store';
+
+/** Where a fence item lives, and what its raises and guards need. */
+export interface FenceTarget {
+  /** The document client; the fenced batch sends its low-level TransactWriteItems through it too. */
+  readonly ddb: DocumentClient;
+  /** The table holding the fence item (any table: the item only needs its key and a `fence` number). */
+  readonly table: string;
+  /** The fence item's primary key: its partition key (and sort key, if the table has one), e.g. `{ pk: 'orders#7' }`. */
+  readonly key: Readonly<Record<string, string | number>>;
+  /** Times the retry backoff (docs/DESIGN.md "Retry classification"). @default systemClock */
+  readonly clock?: Clock;
+  /** Jitter source for the retry backoff. @default Math.random */
+  readonly random?: () => number;
+  /** The name FencedOutError reports for this fence. @default 'fence' */
+  readonly resource?: string;
+  /**
+   * Where raise, read, writeFenced and writeBatch go. @defaultValue the DynamoDB store on `ddb`
+   * @internal
+   */
+  readonly store?: FenceStore;
+}
+
+/**
+ * One fence item, bound to its table and key: raise it, guard writes with it.
+ *
+ * Guarantees: `raise(t)` lands only if no token above `t` was raised before, and returns what it replaced; a write
+ * carrying `guard(t)` lands only if the fence is still at most `t` when the transaction commits. Does not guarantee
+ * anything about writes that do not carry the guard.
+ */
+export class Fence {
+  /** What FencedOutError reports for this fence. */
+  readonly resource: string;
+  /**
+   * Where the fence item lives, as the store names it.
+   * @internal
+   */
+  readonly item: FenceItem;
+  /**
+   * The store its raise, read and fenced batches go to.
+   * @internal
+   */
+  readonly store: FenceStore;
+  /** The key in AttributeValue form, marshalled once: guard() runs once per transaction. */
+  private readonly wireKey: Record<string, AttributeValue>;
+
+  /** Where the fence item lives, and its clock (the system clock unless one was given). */
+  readonly target: FenceTarget & { readonly clock: Clock };
+
+  constructor(target: FenceTarget) {
+    this.target = { ...target, clock: target.clock ?? systemClock };
+    this.resource = target.resource ?? 'fence';
+    this.item = { table: target.table, key: target.key };
+    this.store = target.store ?? new AwsFenceStore(target.ddb);
+    this.wireKey = marshall(target.key);
+  }
+
+  /**
+   * Raise the fence to `token`: the new holder's first act. One conditional
+   * write, never raised or not above `token`; equal is accepted, so a retry after a lost answer is harmless.
+   * @param token - the holder's fencing token (its lease's epoch)
+   * @param set - other attributes to write in the same update (e.g. the holder's name)
+   * @returns the item as it was before the raise (undefined if it did not exist)
+   * @throws FencedOutError carrying the fence met, when a higher token was raised first
+   */
+  async raise(token: number, set: Readonly<Record<string, NativeAttributeValue>> = {}): Promise<Record<string, unknown> | undefined> {
+    // Safe to send again (a transaction holding the item answers TransactionConflictException): equal is accepted.
+    const out = await retryTransient(backoffOf(this.target), () => this.store.raiseFence(this.item, token, set));
+    if (!out.ok) throw new FencedOutError(this.resource, token, fenceOf(out.current));
+    return out.old;
+  }
+
+  /**
+   * The fence as something to write with (etcd's `IsOwner()` Cmp): a ConditionCheck, in the low-level AttributeValue
+   * form, for the caller to put in its own TransactWriteItems. The transaction then commits only while the fence is
+   * not above `token`; when it is, DynamoDB cancels the whole transaction with reason ConditionalCheckFailed at this
+   * item's position and, with ReturnValuesOnConditionCheckFailure ALL_OLD, the fence item that won.
+   * @param token - the holder's fencing token
+   */
+  guard(token: number): TransactWriteItem {
+    return fenceCheck(this.target.table, this.wireKey, token);
+  }
+
+  /**
+   * What a failed TransactWriteItems that carried `guard(token)` at `position` means for the fence: a FencedOutError
+   * (with the fence item that won) when the guard's condition failed, a FenceNotRaisedError when it failed on a fence
+   * item that does not exist or has no fence (never raised), undefined when the error is anything else.
+   * `throw fence.fencedOut(err, token) ?? err` keeps a caller's own transaction as typed as writeFenced.
+   * @param position - where the guard sits in the transaction's TransactItems @default 0
+   */
+  fencedOut(err: unknown, token: number, position = 0): FencedOutError | FenceNotRaisedError | undefined {
+    const reason = cancellationReasons(err)?.[position];
+    if (reason?.Code !== 'ConditionalCheckFailed') return undefined;
+    const met = reason.Item ? fenceOf(failedItem(reason)) : undefined; // ALL_OLD: the fence item, if it exists
+    if (met === undefined) return new FenceNotRaisedError(this.resource, token, { cause: err });
+    return new FencedOutError(this.resource, token, met, { cause: err });
+  }
+
+  /** The fence item, read strongly consistent (undefined: never raised). */
+  read(): Promise<Record<string, unknown> | undefined> {
+    return this.store.readFence(this.item);
+  }
+}
+
+/** A fence bound to one item: `fenceOn({ ddb, table, key }).raise(token)`, `.guard(token)`, `writeFenced(fence, ...)`. */
+export function fenceOn(target: FenceTarget): Fence {
+  return new Fence(target);
+}
+
+/**
+ * The request for one fenced transaction, as writeBatch sends it to DynamoDB: `fence.guard(token)` at position 0,
+ * then one Put per item with attribute_not_exists on its key, and a ClientRequestToken derived from the whole request
+ * and the call sending it (the same request in the same call, the same token; any other request or call, another
+ * one: DynamoDB rejects a reused token with other parameters).
+ * @param call - names the writeBatch call that sends it @default none: the token follows the request alone
+ * @throws ConfigError for more than 99 puts: a transaction holds 100 actions and one is the fence's check
+ */
+export function fencedTransaction(fence: Fence, token: number, puts: readonly FencedPut[], call?: string): TransactWriteItemsCommandInput {
+  const batch = batchPuts(puts);
+  return AwsFenceStore.transaction(fence.item, token, batch, requestToken(fence, token, puts, call));
+}
+
+/** The `fence` attribute of an item returned with a failed condition, if it has one. */
+function fenceOf(item: Readonly<Record<string, unknown>> | undefined): number | undefined {
+  return item?.[Attr.fence] === undefined ? undefined : Number(item[Attr.fence]);
+}

@@ -1,0 +1,160 @@
+/**
+ * The two clocks every machine has, and the timers that run on them.
+ *
+ *   monotonic  only moves forward, at the machine's own rate; every duration is timed on it (lease waits,
+ *              renewal timers, stop times). Its zero is arbitrary, so a monotonic reading never leaves the
+ *              process that took it: a stop time never crosses a process or machine boundary.
+ *   wall       the time of day; it can be stepped back or forward at any moment. Used only for informational
+ *              fields (renewed_at, claimed_since) that no code compares (design invariant 5).
+ *
+ * Every wait and timer of the core (sleeps, polls, the heartbeat, the leadership watchdog) goes through a Clock, so a
+ * test can run them on virtual time (VirtualClock): nothing in lib/core/ calls a global timer or clock outside this file.
+ */
+import { setTimeout as delay } from 'node:timers/promises';
+
+/** A timer set with `Clock.after`. */
+export interface ClockTimer {
+  /** Do not call it (a no-op once it has been called). */
+  cancel(): void;
+}
+
+/** The clocks a component is given (never read directly): monotonic for durations, wall for informational fields only. */
+export interface Clock {
+  /** Milliseconds on this process's monotonic clock. */
+  monotonicMs(): number;
+  /** Milliseconds since the epoch on the wall clock. Informational only: never time a duration with it. */
+  wallMs(): number;
+  /** Wait `ms` milliseconds, timed on the monotonic clock. */
+  sleep(ms: number): Promise<void>;
+  /** Call `fn` once, `ms` milliseconds from now on the monotonic clock, unless cancelled first. */
+  after(ms: number, fn: () => void): { cancel(): void };
+}
+
+/** The real clocks: performance.now() is CLOCK_MONOTONIC; Node's timers also run on the monotonic clock. */
+export const systemClock: Clock = {
+  monotonicMs: () => performance.now(),
+  wallMs: () => Date.now(), // wall: informational fields only
+  sleep: (ms) => delay(Math.max(0, ms)).then(() => undefined),
+  after: (ms, fn) => {
+    const timer = setTimeout(fn, Math.max(0, ms));
+    return { cancel: () => clearTimeout(timer) };
+  },
+};
+
+/** A wall-clock ISO string for informational attributes. */
+export function wallIso(clock: Clock): string {
+  return new Date(clock.wallMs()).toISOString();
+}
+
+interface Due {
+  readonly at: number;
+  readonly seq: number;
+  readonly fn: () => void;
+}
+
+/**
+ * Virtual time for tests: the clocks stand still until the test moves them (`advance`, `runUntilIdle`), which fires
+ * the timers that fall due on the way one at a time, in order of due time (ties in the order they were set), and lets
+ * the code each one wakes run until it waits again before firing the next. The same steps give the same order, on
+ * any machine, with no real sleep.
+ *
+ * Store calls take real time but no virtual time: pass each through `track` (wrap the client's `send`), and the
+ * clock waits for it to be answered before it moves on. The wall clock moves with the monotonic one.
+ */
+export class VirtualClock implements Clock {
+  private now: number;
+  private readonly wallAtZero: number;
+  private seq = 0;
+  private readonly due: Due[] = [];
+  private readonly pending = new Set<Promise<unknown>>();
+
+  constructor(start: { readonly monotonicMs?: number; readonly wallMs?: number } = {}) {
+    this.now = start.monotonicMs ?? 0;
+    this.wallAtZero = (start.wallMs ?? Date.UTC(2026, 8, 28)) - this.now;
+  }
+
+  /** The virtual monotonic time: it moves only in `advance` and `runUntilIdle`. */
+  monotonicMs(): number {
+    return this.now;
+  }
+
+  /** The virtual wall time: the start's wall time plus the virtual time gone by. */
+  wallMs(): number {
+    return this.wallAtZero + this.now;
+  }
+
+  /** Resolves when the virtual time reaches now + `ms`. */
+  sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.after(ms, resolve));
+  }
+
+  /** Calls `fn` when the virtual time reaches now + `ms`, unless cancelled first. */
+  after(ms: number, fn: () => void): ClockTimer {
+    const entry: Due = { at: this.now + Math.max(0, ms), seq: this.seq++, fn };
+    this.due.push(entry);
+    return {
+      cancel: () => {
+        const i = this.due.indexOf(entry);
+        if (i >= 0) this.due.splice(i, 1);
+      },
+    };
+  }
+
+  /** Work the clock must wait for before it moves (a store call): it takes no virtual time. */
+  track<T>(work: Promise<T>): Promise<T> {
+    this.pending.add(work);
+    const done = () => void this.pending.delete(work);
+    work.then(done, done);
+    return work;
+  }
+
+  /** How many timers are set and not yet fired or cancelled. */
+  get timers(): number {
+    return this.due.length;
+  }
+
+  /** When the earliest timer falls due (undefined: none set): where a scheduler that steps the clock moves it next. */
+  get nextDueMs(): number | undefined {
+    let next: number | undefined;
+    for (const d of this.due) if (next === undefined || d.at < next) next = d.at;
+    return next;
+  }
+
+  /** Move time forward `ms`, firing every timer due by then (see the class). */
+  async advance(ms: number): Promise<void> {
+    if (!(ms >= 0)) throw new RangeError(`advance: ms must be >= 0, got ${ms}`);
+    const until = this.now + ms;
+    while (await this.fireNext(until));
+    this.now = until;
+    await this.settle();
+  }
+
+  /**
+   * Fire timers in order, moving time to each, until none is left (a heartbeat that stopped, a watchdog that fired).
+   * @throws Error if timers keep coming after `maxTimers` of them: something still runs (a heartbeat never stopped)
+   */
+  async runUntilIdle(maxTimers = 10_000): Promise<void> {
+    for (let fired = 0; await this.fireNext(Infinity); fired++)
+      if (fired >= maxTimers) throw new Error(`runUntilIdle: still not idle after ${maxTimers} timers (at ${this.now} ms)`);
+  }
+
+  /** Let the woken code run until it waits again, then fire the earliest timer due by `until`, if any. */
+  private async fireNext(until: number): Promise<boolean> {
+    await this.settle();
+    let next: Due | undefined;
+    for (const d of this.due) if (d.at <= until && (next === undefined || d.at < next.at || (d.at === next.at && d.seq < next.seq))) next = d;
+    if (next === undefined) return false;
+    this.due.splice(this.due.indexOf(next), 1);
+    this.now = Math.max(this.now, next.at);
+    next.fn();
+    return true;
+  }
+
+  /** Run what is runnable: promise continuations, and the tracked calls until each is answered. */
+  private async settle(): Promise<void> {
+    do {
+      await Promise.allSettled([...this.pending]);
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    } while (this.pending.size > 0);
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * The job store (issue 19, the storage seam): every atomic store operation the job/chunk protocol and the fenced
+ * batch need, as plain values. One implementation talks to DynamoDB (lib/core/aws/job-store.ts, the only place with
+ * their condition expressions), one keeps DynamoDB's rules in memory (lib/testing/job-store.ts); both pass
+ * test/job-store-conformance.test.ts.
+ *
+ * A failed condition is not an exception: it comes back as `{ ok: false, current }`, the item that won, as ALL_OLD
+ * gives it, so the logic needs no second read. Transient failures (throttling, TransactionConflict, timeouts) are
+ * thrown, named as DynamoDB names them, so conditions.isTransient and the one retry helper (retryTransient) decide.
+ */
+import type { AttributeValue, NativeAttributeValue } from '../aws/document-client';
+import type { JobState } from '../schema';
+
+/** A job row as stored: its fence, its state, its owner, and (only while RUNNING) the sparse-index attributes. */
+export interface JobRow {
+  readonly pk: string;
+  readonly fence?: number;
+  readonly state?: JobState;
+  readonly owner_token?: number;
+  readonly owner?: string;
+  readonly chunk_count?: number;
+  readonly claim_shard?: string;
+  readonly claimed_since?: string;
+  /** Re-queues the sweeper recorded on the night (lib/core/sweeper.ts `requeue`); absent until the first. */
+  readonly requeues?: number;
+}
+
+/** A chunk's fence item (docs/DESIGN.md § Chunk fences). Never carries claim_shard or state: never in the sparse index. */
+export interface ChunkFence {
+  readonly pk: string;
+  readonly chunk: number;
+  readonly fence: number;
+  /** The token of the holder that recorded this chunk done (after its manifest commit); absent until then. */
+  readonly done_by?: number;
+}
+
+/** A conditional write's answer: done, with the item as it was before (ALL_OLD); or refused, with the item that won. */
+export type Conditional<T> = { readonly ok: true; readonly old: T | undefined } | { readonly ok: false; readonly current: T | undefined };
+
+/** Where a fence item lives: any table, any key (the item only needs its key and a `fence` number). */
+export interface FenceItem {
+  readonly table: string;
+  /** Its partition key (and sort key, if the table has one), e.g. `{ pk: 'orders#7' }`. */
+  readonly key: Readonly<Record<string, string | number>>;
+}
+
+/**
+ * An item in DynamoDB's wire form (`{ pk: { S: 'order#1' }, qty: { N: '3' } }`), the caller's own: the store
+ * sends it as it is (no marshalling: bench/waste.ts) and reads only its key attribute.
+ */
+export type WireItem = Readonly<Record<string, AttributeValue>>;
+
+/**
+ * An item as plain document values (`{ pk: 'order#1', qty: 3 }`): the DynamoDB store marshals it
+ * (util-dynamodb's marshall), the in-memory store keeps it as it is.
+ */
+export type DocumentItem = Readonly<Record<string, NativeAttributeValue>>;
+
+/** One put of a fenced batch: lands only if no item with its key exists. Its item in wire form, or as a document. */
+export type BatchPut = {
+  readonly table: string;
+  /** The item's partition key attribute. */
+  readonly keyAttribute: string;
+} & ({ readonly item: WireItem; readonly document?: undefined } | { readonly document: DocumentItem; readonly item?: undefined });
+
+/**
+ * What one fenced transaction did. Transient cancellations (every reason TransactionConflict or throttling) are
+ * thrown instead, so the same request (with the same ClientRequestToken) can be sent again.
+ *   recorded          the check passed and every put landed (or this token's earlier send did, within 10 minutes);
+ *   fenced-out        the check failed: the fence item that won (ALL_OLD), nothing written;
+ *   already-recorded  the check passed but these puts (positions in `puts`) found their key taken: nothing written.
+ */
+export type BatchOutcome =
+  | { readonly kind: 'recorded' }
+  | { readonly kind: 'fenced-out'; readonly current: Readonly<Record<string, unknown>> | undefined; readonly cause?: unknown }
+  | { readonly kind: 'already-recorded'; readonly positions: readonly number[] };
+
+/** One page of a query or scan, and where the next one starts (undefined: the last page). */
+export interface Page<T> {
+  readonly items: readonly T[];
+  readonly next?: string;
+}
+
+/** What raising a job row writes besides the fence. */
+export interface RowRaise {
+  readonly token: number;
+  readonly owner: string;
+  readonly chunkCount: number;
+  /** Informational (wall clock): the sweeper never compares it; also the sparse index's sort key. */
+  readonly claimedSince: string;
+  /** The sparse index's partition the row is claimed under: its job's (lib/core/job-keys.ts claimShard). */
+  readonly shard: string;
+}
+
+/** What the sweeper saw of a row it re-queues: the write lands only on exactly that row. */
+export interface RequeueSighting {
+  readonly ownerToken: number;
+  readonly fence: number;
+  /** Re-queues recorded on the row when seen (0: none, the attribute absent). */
+  readonly requeues: number;
+}
+
+/** The generic fence's operations: on any fence item, and the batch recorded under one. */
+export interface FenceStore {
+  /** One conditional write: fence = token (and `set`), if never raised or not above `token`. */
+  raiseFence(item: FenceItem, token: number, set?: Readonly<Record<string, string | number>>): Promise<Conditional<Record<string, unknown>>>;
+  /** The fence item, read strongly consistent (undefined: never raised). */
+  readFence(item: FenceItem): Promise<Record<string, unknown> | undefined>;
+  /**
+   * One transaction: a check that `fence` accepts `token` (its fence not above it), then each put only if its key is absent,
+   * all or nothing (at most 99 puts), idempotent under `requestToken` for 10 minutes.
+   */
+  recordBatch(fence: FenceItem, token: number, puts: readonly BatchPut[], requestToken: string): Promise<BatchOutcome>;
+}
+
+/** The job table's operations: job rows, chunk fence items (by key), the sparse index of claimed rows. */
+export interface JobStore extends FenceStore {
+  /** The job table: where job rows and chunk fence items live. */
+  readonly jobs: string;
+  /** The job row, read strongly consistent. */
+  readJob(jobId: string): Promise<JobRow | undefined>;
+  /** Raise the job row: fence, RUNNING, owner, chunk count, into the sparse index; refused by a higher fence or DONE. */
+  raiseJob(jobId: string, raise: RowRaise): Promise<Conditional<JobRow>>;
+  /** Record a chunk done on its own fence item, if that fence is still at `token`. */
+  markChunkDone(chunkKey: string, token: number): Promise<Conditional<ChunkFence>>;
+  /** DONE, out of the sparse index, if the row's fence and owner are still `token`. */
+  complete(jobId: string, token: number): Promise<Conditional<JobRow>>;
+  /**
+   * The sweeper's record of a re-queue: one more in `requeues` and nothing else (the row stays RUNNING and in the
+   * index), if still RUNNING by the owner, at the fence and the count it saw.
+   */
+  requeue(jobId: string, seen: RequeueSighting): Promise<Conditional<JobRow>>;
+  /** One page of one shard of the sparse index, one job's claims (eventually consistent: a GSI has no consistent read). */
+  claimedPage(shard: string, start?: string): Promise<Page<JobRow>>;
+  /** One page of a strongly consistent scan of the job table (the auditor's: holders and the sweeper never scan). */
+  scanPage(start?: string): Promise<Page<Record<string, unknown>>>;
+}

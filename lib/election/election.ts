@@ -1,0 +1,344 @@
+/**
+ * Leader election on the lock table (docs/DESIGN.md § Election).
+ *
+ * A leader is a lease holder on a role. Candidates queue: each takes the next sequence number from the role's
+ * counter, in the same transaction that writes its candidate item, and the lowest live sequence leads. The leader's
+ * epoch is its sequence number: stamp it on every write, through an EpochFence, so the resource refuses a deposed
+ * leader.
+ *
+ * Items, all in the lock table (never TTL'd):
+ *   election/<role>          the role item: `epoch`, the last sequence handed out (never deleted; the restore bump
+ *                            raises it like every epoch), and `members`, the set of live sequence numbers
+ *   election/<role>/<seq>    a candidate item: a lock item (holder, lease_ms, rvn, epoch = seq) that its candidate
+ *                            renews like any lease; deleted when the candidate resigns or is found gone
+ *
+ * A waiting candidate watches only its predecessor (the next lower live sequence): it polls that one item on its own
+ * monotonic clock, and takes its rvn unchanged for a full lease as the sign it is gone (the claim rule,
+ * lease.ts nextClaimStep): it then deletes it, conditional on that rvn, and reads the role item again. Nobody else
+ * reads that item, so one departure costs one candidate's reads, not the herd's. No wall clock decides anything.
+ *
+ * What this guarantees: epochs only grow, and a candidate leads only once every lower candidate has resigned or has
+ * been seen silent for a full lease by its successor. What it does NOT guarantee: a single leader. A paused leader
+ * wakes up believing it leads until its stop time; two processes may each believe they lead for up to a lease. Only
+ * the resource can refuse the deposed one: write through an EpochFence (lib/election/epoch-fence.ts).
+ */
+import { lockStoreOf, type LockStoreSource } from '../core/aws/lock-store';
+import type { LeaseConfig } from '../core/config';
+import { backoffOf, newRvn, retryTransient } from '../core/conditions';
+import { wallIso, type ClockTimer } from '../core/clock';
+import { ConfigError } from '../core/errors';
+import { Lease, nextClaimStep, type LeaseDeps, type Watch } from '../core/lease';
+import type { LockStore, RemoveOn, RoleItem } from '../core/store/lock';
+
+/** Who leads a role, as the store says now: the lowest live candidate (it may be gone and not yet found so). */
+export interface LeaderView {
+  readonly role: string;
+  /** The leading candidate's name; absent when nobody campaigns. */
+  readonly leader?: string;
+  /** The leader's epoch (its sequence number); absent when nobody campaigns. */
+  readonly epoch?: number;
+  /** The live sequence numbers, lowest first: the queue. */
+  readonly queue: readonly number[];
+  /** The last sequence handed out: every future leader's epoch is above it. */
+  readonly lastEpoch: number;
+}
+
+/** How a candidate reached the head of the queue, for the events. */
+export type Departure = 'resigned' | 'found-gone';
+
+/** What a campaign reads, by item: the measure of "one departure wakes one candidate". */
+export interface ElectionReads {
+  /** Reads of the role item to take a sequence number (more than one when another candidate joined at the same moment). */
+  join: number;
+  /** Reads of the role item after a predecessor left: one per departure this candidate saw. */
+  role: number;
+  /** Reads of each predecessor's candidate item, by its sequence number. */
+  readonly predecessors: Record<number, number>;
+}
+
+/** Options of one campaign. */
+export interface CampaignOptions {
+  /**
+   * Called once, at the leader's stop time, when its renewals have not moved the stop time on (they failed, or the
+   * last one is still unanswered): stop acting as leader. A renewal answered later does not undo it: from then on the
+   * leadership's `check` and `act` refuse.
+   */
+  readonly onLost?: (err: Error) => void;
+  /** Abort the wait: the candidate resigns and `campaign` rejects with the signal's reason. */
+  readonly signal?: AbortSignal;
+  /** Count this campaign's reads here (also while it waits, and if it never leads). @default a fresh count, on the Leadership */
+  readonly reads?: ElectionReads;
+}
+
+const pad = (seq: number) => String(seq).padStart(12, '0');
+/** The role item's key. */
+export const roleKey = (role: string) => `election/${role}`;
+/** A candidate item's key. */
+export const candidateKey = (role: string, seq: number) => `${roleKey(role)}/${pad(seq)}`;
+
+/** The fence item of the ledger a role's leaders write (in the job table): entries carry the leader's epoch. */
+export const ledgerKey = (role: string) => `ledger/${role}`;
+
+/** Every problem with a role or candidate name (they become parts of item keys). */
+export function nameProblems(kind: 'role' | 'candidate', name: string): string[] {
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(name)) return [`${kind} must be 1-64 characters of A-Z a-z 0-9 . _ -, got ${JSON.stringify(name)}`];
+  return [];
+}
+
+/**
+ * An election for one role. `campaign` queues a candidate and resolves when it leads; `observe` says who leads.
+ * Every duration (polls, the watch, renewals, stop times) is timed on `deps.clock`'s monotonic clock.
+ */
+export class Election {
+  private readonly store: LockStore;
+
+  constructor(
+    private readonly deps: LeaseDeps,
+    /** The role's name: one leader at a time leads it. */
+    readonly role: string,
+    private readonly config: LeaseConfig,
+  ) {
+    const problems = nameProblems('role', role);
+    if (problems.length > 0) throw new ConfigError(problems);
+    this.store = lockStoreOf(deps);
+  }
+
+  /**
+   * Queue `candidate` and wait until it leads (CAMPAIGN steps 1-4): renew its candidate item from this process
+   * meanwhile, watch only its predecessor, and re-read the queue when the predecessor leaves.
+   * @returns the leadership: the epoch to stamp on every write, the stop-time check, resign
+   * @throws LeaseLostError if this candidate's own item was found gone while it waited (it was paused past a lease)
+   */
+  async campaign(candidate: string, options: CampaignOptions = {}): Promise<Leadership> {
+    const problems = nameProblems('candidate', candidate);
+    if (problems.length > 0) throw new ConfigError(problems);
+    const reads: ElectionReads = options.reads ?? { join: 0, role: 0, predecessors: {} };
+    const { seq, queue, lease } = await this.join(candidate, reads);
+    lease.startHeartbeat();
+    const candidacy = new Leadership(this.deps, this.role, candidate, seq, lease, reads, options.onLost);
+    this.deps.events?.emit('campaign', { role: this.role, candidate, seq, predecessor: predecessorOf(queue, seq) });
+    try {
+      let members = queue;
+      for (;;) {
+        options.signal?.throwIfAborted();
+        lease.check(); // our own candidacy: lost if a successor found us silent
+        const predecessor = predecessorOf(members, seq);
+        if (predecessor === undefined) break;
+        const how = await this.watch(predecessor, lease, reads, options.signal);
+        this.deps.events?.emit('predecessor-gone', { role: this.role, seq, predecessor, how, reads: reads.predecessors[predecessor] ?? 0 });
+        members = await this.readQueue(reads);
+      }
+    } catch (err) {
+      // Leave the queue; if even that fails, our successor finds our item silent a lease later (liveness, not safety).
+      await candidacy.resign().catch(() => undefined);
+      throw err;
+    }
+    candidacy.lead();
+    return candidacy;
+  }
+
+  /** Who leads now, as the store says (two strongly consistent reads). The leader it names may be gone, not yet found so. */
+  observe(): Promise<LeaderView> {
+    return observeRole(this.deps, this.role);
+  }
+
+  private readRole(): Promise<RoleItem | undefined> {
+    return this.store.readRole(roleKey(this.role));
+  }
+
+  private async readQueue(reads: ElectionReads): Promise<number[]> {
+    reads.role++;
+    return [...((await this.readRole())?.members ?? [])];
+  }
+
+  /**
+   * CAMPAIGN step 1: take the next sequence number and write the candidate item in ONE transaction, conditional on
+   * the counter being what we read. A candidate item therefore exists from the moment its number is handed out: no
+   * later candidate can find the queue without it.
+   */
+  private async join(candidate: string, reads: ElectionReads): Promise<{ seq: number; queue: number[]; lease: Lease }> {
+    for (;;) {
+      reads.join++;
+      const role = await this.readRole();
+      const last = role?.epoch;
+      // The role's first join starts above the epoch floor (read only then): a restored table may lack the role item.
+      const seq = (last ?? (await this.store.readFloor())) + 1;
+      const rvn = newRvn();
+      const sentAt = this.deps.clock.monotonicMs(); // before sending: the stop time never starts after the grant
+      const request = {
+        roleKey: roleKey(this.role),
+        last,
+        seq,
+        candidateKey: candidateKey(this.role, seq),
+        candidate: { holder: candidate, leaseMs: this.config.leaseMs, rvn, wallIso: wallIso(this.deps.clock) },
+      };
+      let sent = 0;
+      const out = await retryTransient(backoffOf(this.deps), () => (sent++, this.store.join(request)));
+      // After a transient failure the first try may have landed with its answer lost: the retry then finds the counter
+      // moved. Our rvn in that candidate item says so.
+      const landed = out.ok || (sent > 1 && (await this.store.read(request.candidateKey))?.rvn === rvn);
+      if (landed) {
+        const lease = new Lease(this.deps, request.candidateKey, candidate, seq, this.config, sentAt);
+        return { seq, queue: [...(role?.members ?? []), seq], lease };
+      }
+      // Another candidate took the number: read the counter again.
+    }
+  }
+
+  /**
+   * CAMPAIGN steps 3-4: watch only the predecessor's item until it is gone. Gone means deleted (it resigned, or someone
+   * found it gone) or its rvn unchanged for its full lease on OUR monotonic clock (the claim rule), in which case we
+   * delete it, conditional on that rvn, and take it out of the queue in the same transaction.
+   */
+  private async watch(predecessor: number, own: Lease, reads: ElectionReads, signal?: AbortSignal): Promise<Departure> {
+    const key = candidateKey(this.role, predecessor);
+    let watch: Watch | undefined;
+    let lastSeenAt = 0;
+    for (;;) {
+      signal?.throwIfAborted();
+      own.check();
+      reads.predecessors[predecessor] = (reads.predecessors[predecessor] ?? 0) + 1;
+      const item = await this.store.read(key);
+      const seenAt = this.deps.clock.monotonicMs(); // after the response: no earlier than the write of its rvn
+      if (item?.holder === undefined) return 'resigned';
+      const sighting = { holder: item.holder, epoch: item.epoch, seenRvn: item.rvn, waitMs: item.lease_ms ?? this.config.leaseMs };
+      // A candidate waits as long as its predecessor lives: no claim budget.
+      const step = nextClaimStep(watch, sighting, seenAt - lastSeenAt, { leaseMs: this.config.leaseMs, claimBudget: Infinity });
+      [watch, lastSeenAt] = [step.watch, seenAt];
+      if (step.action === 'claim') {
+        if (await this.removeIfUnchanged(predecessor, item.rvn!)) return 'found-gone';
+        continue; // it renewed (or resigned) in between: watch again
+      }
+      await this.deps.clock.sleep(step.waitMs);
+    }
+  }
+
+  /** Delete a silent candidate's item and take it out of the queue, only if its rvn is still the one watched. */
+  private removeIfUnchanged(seq: number, seenRvn: string): Promise<boolean> {
+    return removeFromQueue(this.store, this.deps, this.role, seq, { rvn: seenRvn });
+  }
+}
+
+/**
+ * One transaction: delete candidate `seq`'s item on `on` (the rvn watched, or still ours), and take `seq` out of the role's queue. Two removals
+ * at once both update the role item, so one may be cancelled with TransactionConflict (AWS cancels either of two
+ * transactions on one item): a transient cancellation is sent again after a backoff. That is safe: if the first try
+ * landed with its answer lost, the item is gone and the retry's condition fails, which the callers read as "not
+ * removed by us" (a watch then finds the item gone; a resign finds it no longer ours).
+ */
+async function removeFromQueue(
+  store: LockStore,
+  deps: Pick<LeaseDeps, 'clock' | 'random'>,
+  role: string,
+  seq: number,
+  on: RemoveOn,
+): Promise<boolean> {
+  const out = await retryTransient(backoffOf(deps), () => store.removeCandidate(roleKey(role), candidateKey(role, seq), seq, on));
+  return out.ok;
+}
+
+/**
+ * Who leads `role` now, as the store says: the lowest live candidate, its epoch, the queue and the last epoch handed
+ * out (two strongly consistent reads, no campaign needed). The leader it names may be gone and not yet found so;
+ * never act on it: campaign.
+ */
+export async function observeRole(deps: LockStoreSource, role: string): Promise<LeaderView> {
+  const store = lockStoreOf(deps);
+  const item = await store.readRole(roleKey(role));
+  const queue = [...(item?.members ?? [])].sort((a, b) => a - b);
+  const lastEpoch = Number(item?.epoch ?? 0);
+  if (queue.length === 0) return { role, queue, lastEpoch };
+  const head = await store.read(candidateKey(role, queue[0]));
+  return { role, leader: head?.holder, epoch: queue[0], queue, lastEpoch };
+}
+
+/** The next lower live sequence number than `seq`: the only candidate `seq` watches. */
+function predecessorOf(queue: Iterable<number>, seq: number): number | undefined {
+  let best: number | undefined;
+  for (const m of queue) if (m < seq && (best === undefined || m > best)) best = m;
+  return best;
+}
+
+/**
+ * A candidacy that leads (or is still queued, inside `campaign`). Its epoch is its sequence number. Check before every
+ * action (`check`, `act`): past its stop time it must not act; `onLost` is called then if no renewal moved it on.
+ */
+export class Leadership {
+  private watchdog: ClockTimer | undefined;
+  private resigned = false;
+
+  constructor(
+    private readonly deps: LeaseDeps,
+    /** The role led. */
+    readonly role: string,
+    /** This candidate's name. */
+    readonly candidate: string,
+    /** The epoch: this candidate's sequence number. Stamp it on every write. */
+    readonly epoch: number,
+    private readonly lease: Lease,
+    /** What the campaign read, by item. */
+    readonly reads: ElectionReads,
+    private readonly onLost?: (err: Error) => void,
+  ) {}
+
+  /** Called by campaign once this candidate heads the queue: report it, and start watching the stop time. */
+  lead(): void {
+    this.deps.events?.emit('leading', { role: this.role, candidate: this.candidate, epoch: this.epoch, stopAtMs: Math.round(this.lease.stopAtMs) });
+    this.armWatchdog();
+  }
+
+  /** The stop time on this process's monotonic clock. */
+  get stopAtMs(): number {
+    return this.lease.stopAtMs;
+  }
+
+  /**
+   * BEFORE EVERY ACTION: past the stop time (or once a renewal found the candidacy gone), stop. Once the stop time has
+   * passed with no renewal moving it on, this leadership is over for good, even if a late renewal answers after: a
+   * leader that stopped at its stop time does not start again on the same epoch (campaign again). The rule is the
+   * lease's own (Lease.check).
+   * @throws StopTimePassedError or LeaseLostError
+   */
+  check(): void {
+    this.lease.check();
+  }
+
+  /** Check, then act: `await leadership.act(() => fence.append(leadership.epoch, …))`. */
+  act<T>(fn: () => T | Promise<T>): Promise<T> {
+    return this.lease.act(fn);
+  }
+
+  /**
+   * Leave the queue: stop renewing and delete this candidate's item, conditional on it still being ours, in the same
+   * transaction that takes it out of the role's queue. The successor finds it gone at its next poll and leads.
+   * @returns false if the item was no longer ours (a successor had found us gone): nothing changed
+   */
+  async resign(): Promise<boolean> {
+    if (this.resigned) return false;
+    this.resigned = true;
+    this.watchdog?.cancel();
+    await this.lease.stopHeartbeat();
+    const removed = await removeFromQueue(lockStoreOf(this.deps), this.deps, this.role, this.epoch, { holder: this.candidate, epoch: this.epoch });
+    if (removed) this.deps.events?.emit('resigned', { role: this.role, candidate: this.candidate, epoch: this.epoch });
+    return removed;
+  }
+
+  /** At each stop time: if the renewals kept it ahead, wait for the next; otherwise the leadership is over: report it once. */
+  private armWatchdog(): void {
+    const fire = () => {
+      if (this.resigned) return;
+      try {
+        this.lease.check();
+        this.watchdog = this.deps.clock.after(Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()), fire);
+      } catch (err) {
+        this.watchdog = undefined;
+        // Stop renewing too: a leader that will not act must not hold the head of the queue, so its successor finds
+        // it silent a lease later (or gone, once it resigns).
+        void this.lease.stopHeartbeat();
+        this.deps.events?.emit('leader-lost', { role: this.role, candidate: this.candidate, epoch: this.epoch, error: (err as Error).name });
+        this.onLost?.(err as Error);
+      }
+    };
+    this.watchdog = this.deps.clock.after(Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()), fire);
+  }
+}

@@ -1,0 +1,248 @@
+/**
+ * The simulator on the REAL code (issue 19, item 5): the scenarios of what Fencepost implements run lib/core/job.ts
+ * `runJob` (the clock-free claim of lib/core/lease.ts, its heartbeat and stop time, the fences raised first, the fenced
+ * batch) and lib/core/sweeper.ts's `Sweeper` on the in-memory stores (lib/testing/*), all on one VirtualClock. Nothing
+ * here decides anything the code decides: the world only sets the schedule (who starts when, who freezes after which
+ * check, who dies when) and turns the code's own events (lib/core/events.ts) into the event table and the timeline.
+ *
+ * A worker is a process: its clock and its store calls go through a gate. Frozen (a GC pause, SIGSTOP), nothing it
+ * does runs: its timers (the heartbeat) and its store calls wait, and run when it wakes, still believing what they
+ * believed. Dead, nothing of it ever runs again. Store calls take `storeDelayMs` each way on the virtual
+ * clock, so a write sent just before a pause meets the store after it.
+ */
+import { VirtualClock, type Clock, type ClockTimer } from '../core/clock';
+import type { DocumentClient } from '../core/aws/job-store';
+import { Events, type FencepostEvent } from '../core/events';
+import { MemoryJobStore } from '../testing/job-store';
+import { MemoryLedgerStore } from '../testing/ledger-store';
+import { MemoryLockStore } from '../testing/lock-store';
+import type { JobStore } from '../core/store/jobs';
+import type { LedgerStore } from '../core/store/ledger';
+import type { LockStore } from '../core/store/lock';
+import { Sweeper, SWEEPER_DEFAULTS } from '../core/sweeper';
+import type { SimRow, TimelineMark } from './engine';
+
+/** Tables of the world (the stores are in memory; the names only key their items). */
+export const REAL_TABLES = { locks: 'locks', jobs: 'jobs' } as const;
+/** No DynamoDB client: every call goes to the in-memory stores. */
+export const NO_DDB = undefined as unknown as DocumentClient;
+
+/** An event as the world recorded it: the code's own event, at the virtual time it was emitted. */
+export interface WorldEvent {
+  readonly t: number;
+  readonly e: FencepostEvent;
+}
+
+/** One process of the world: a name, a gated clock, gated stores, its events. */
+export class RealWorker implements Clock {
+  private pausedUntil = -Infinity;
+  private dead = false;
+  /** This machine's wall clock minus true time (its monotonic clock has no offset that matters). */
+  wallOffsetMs = 0;
+  /** The monotonic clock's rate error: 0.001 runs 0.1 % fast. Set it before the worker starts. */
+  rate = 0;
+  /** Cut off from the lock store: every call from now on gets no answer (a transient timeout), as in a partition. */
+  private cut = false;
+  /** Frozen until `wake` (SIGSTOP … SIGCONT): what fell due meanwhile, to run at the wake-up. */
+  private frozen: (() => void)[] | undefined;
+  private frozenAt = 0;
+  /** The worker's events: the code emits here; the world records them. */
+  readonly events: Events;
+  /** The job store and the lock store as this worker sees them (through its gate and the network's delay). */
+  readonly jobs: JobStore;
+  readonly locks: LockStore;
+  readonly ledgers: LedgerStore;
+
+  constructor(
+    private readonly world: RealWorld,
+    readonly name: string,
+  ) {
+    this.events = new Events(name, this).on((e) => world.record(e));
+    this.jobs = this.gated(world.jobs, world.storeDelayMs);
+    this.locks = this.gated(world.locks, 0, () => this.cut);
+    this.ledgers = this.gated(world.ledgers, 0);
+  }
+
+  monotonicMs(): number {
+    return this.world.clock.monotonicMs() * (1 + this.rate);
+  }
+
+  wallMs(): number {
+    return this.world.clock.wallMs() + this.wallOffsetMs;
+  }
+
+  sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.after(ms, resolve));
+  }
+
+  /** A timer that a pause delays to the wake-up and a death cancels. */
+  after(ms: number, fn: () => void): ClockTimer {
+    return this.world.clock.after(ms / (1 + this.rate), () => this.run(fn));
+  }
+
+  /** From now on the lock store does not answer this worker (its renewals time out): the worst case of a handover. */
+  cutOff(): void {
+    this.cut = true;
+    this.world.log(this.name, 'cut off from the lock store: its renewals get no answer from now on');
+  }
+
+  /** Freeze now for `ms`: the pause lands wherever the code is (right after a passed check, in a scenario). */
+  pause(ms: number, why: string): void {
+    const now = this.monotonicMs();
+    this.pausedUntil = now + ms;
+    this.world.log(this.name, `freezes for ${ms / 1000} s`, { note: why });
+    const t = this.world.clock.monotonicMs();
+    this.world.mark({ lane: this.name, kind: 'pause', from: t, to: t + ms / (1 + this.rate), label: `paused ${ms / 1000} s` });
+    this.world.clock.after(ms / (1 + this.rate), () => this.world.log(this.name, 'wakes up, still believing what it believed'));
+  }
+
+  /** Freeze now until `wake` (SIGSTOP): the length is decided by what happens meanwhile. */
+  freeze(why: string): void {
+    this.frozen = [];
+    this.frozenAt = this.world.clock.monotonicMs();
+    this.world.log(this.name, 'freezes', { note: why });
+  }
+
+  /** End a freeze (SIGCONT): whatever fell due meanwhile runs now, still believing what it believed. */
+  wake(): void {
+    const due = this.frozen;
+    if (due === undefined) return;
+    this.frozen = undefined;
+    this.world.mark({ lane: this.name, kind: 'pause', from: this.frozenAt, to: this.world.clock.monotonicMs(), label: 'frozen' });
+    this.world.log(this.name, 'wakes up, still believing what it believed');
+    for (const fn of due) this.run(fn);
+  }
+
+  /** Die now: nothing of this process runs again (it releases nothing). */
+  crash(): void {
+    this.dead = true;
+    this.world.log(this.name, 'dies (crash)');
+    this.world.mark({ lane: this.name, kind: 'crash', from: this.world.clock.monotonicMs(), label: `${this.name} dies` });
+  }
+
+  private run(fn: () => void): void {
+    if (this.dead) return;
+    if (this.frozen !== undefined) {
+      this.frozen.push(fn);
+      return;
+    }
+    const wait = this.pausedUntil - this.monotonicMs();
+    if (wait > 0) this.world.clock.after(wait / (1 + this.rate), () => this.run(fn));
+    else fn();
+  }
+
+  /** Resolves when this process can go on: at once, at the wake-up if frozen, never if dead. */
+  private gate(): Promise<void> {
+    return new Promise((resolve) => this.run(resolve));
+  }
+
+  /** Every method of the store through the gate, with the network's delay each way; none answered once `cut`. */
+  private gated<S extends object>(store: S, delayMs: number, cut = () => false): S {
+    return new Proxy(store, {
+      get: (target, prop, receiver) => {
+        const value = Reflect.get(target, prop, receiver) as unknown;
+        if (typeof value !== 'function') return value;
+        return async (...args: unknown[]) => {
+          await this.gate();
+          if (cut()) throw Object.assign(new Error(`${this.name}: no answer from the store`), { name: 'TimeoutError' });
+          if (delayMs > 0) await this.world.clock.sleep(delayMs);
+          const out = (await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args)) as unknown;
+          if (delayMs > 0) await this.world.clock.sleep(delayMs);
+          await this.gate();
+          return out;
+        };
+      },
+    });
+  }
+}
+
+/**
+ * The real Sweeper of the job named `job` as `w` runs it: on `w`'s clock, events and stores, treating a lease of
+ * `leaseMs` as the one declared.
+ */
+export function sweeperOn(w: RealWorker, leaseMs: number, job: string): Sweeper {
+  return new Sweeper(
+    { job, ddb: NO_DDB, jobs: REAL_TABLES.jobs, locks: REAL_TABLES.locks, clock: w, events: w.events, store: w.jobs, lockStore: w.locks },
+    { ...SWEEPER_DEFAULTS, leaseMs },
+  );
+}
+
+/** The world: one virtual clock, the in-memory stores, the workers, and what they did. */
+export class RealWorld {
+  readonly clock = new VirtualClock();
+  readonly jobs = new MemoryJobStore({ clock: this.clock, jobs: REAL_TABLES.jobs });
+  /** The lock store (the in-memory one unless the scenario gives its own, a TTL'd table for one). */
+  readonly locks: LockStore;
+  /** The epoch ledgers a writer appends to (the handover's store). */
+  readonly ledgers: MemoryLedgerStore;
+  /** Every event the code emitted, in order. */
+  readonly events: WorldEvent[] = [];
+  readonly rows: SimRow[] = [];
+  readonly marks: TimelineMark[] = [];
+
+  /**
+   * @param storeDelayMs - one way to the job store (the lock store answers at once)
+   * @param leaseMs - the lease the workers hold
+   * @param describe - the event table's row for an event (undefined: no row)
+   * @param locks - the lock store to use, on the world's clock @default the in-memory one
+   */
+  constructor(
+    readonly storeDelayMs: number,
+    /** The lease the workers hold (the timeline marks where an unrenewed one ran out). */
+    readonly leaseMs: number,
+    private readonly describe: (e: FencepostEvent, t: number) => Omit<SimRow, 't' | 'actor'> | undefined,
+    locks?: (clock: VirtualClock) => LockStore,
+  ) {
+    this.locks = locks?.(this.clock) ?? new MemoryLockStore({ clock: this.clock });
+    this.ledgers = new MemoryLedgerStore(this.clock);
+  }
+
+  worker(name: string): RealWorker {
+    return new RealWorker(this, name);
+  }
+
+  /** Call fn at virtual time t (the schedule: a start, a death). */
+  at(t: number, fn: () => void): void {
+    this.clock.after(t - this.clock.monotonicMs(), fn);
+  }
+
+  record(e: FencepostEvent): void {
+    const t = this.clock.monotonicMs();
+    this.events.push({ t, e });
+    const row = this.describe(e, t);
+    if (row) this.rows.push({ t, actor: e.worker, ...row });
+  }
+
+  log(actor: string, event: string, extra: Omit<SimRow, 't' | 'actor' | 'event'> = {}): void {
+    this.rows.push({ t: this.clock.monotonicMs(), actor, event, ...extra });
+  }
+
+  mark(m: TimelineMark): void {
+    this.marks.push(m);
+  }
+}
+
+/**
+ * A lock table the world can swap under the workers: a TTL delete (the item gone, epoch and all) or a point-in-time
+ * restore (the items as a backup had them). The workers keep calling `store`; it forwards to the current table.
+ */
+export class ReplaceableLockStore {
+  private current: LockStore;
+  /** What the workers are given. */
+  readonly store: LockStore;
+
+  constructor(first: LockStore) {
+    this.current = first;
+    this.store = new Proxy({} as LockStore, {
+      get: (_, prop) => {
+        const value = Reflect.get(this.current, prop) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(this.current) : value;
+      },
+    });
+  }
+
+  /** From now on every call goes to `next`. */
+  replace(next: LockStore): void {
+    this.current = next;
+  }
+}

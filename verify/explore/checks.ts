@@ -1,0 +1,120 @@
+/**
+ * The safety checks the worlds share, each written once: what the stores accepted under a fence, and the epochs the
+ * lock handed out. Each returns its violations as sentences for the schedule's report.
+ */
+import { jobKeys } from '../../lib/core/job-keys';
+import type { BatchOutcome, FenceItem, JobStore } from '../../lib/core/store/jobs';
+
+/** A fenced batch the store accepted, with the fence item's value just before it. */
+export interface Accepted {
+  readonly actor: string;
+  readonly token: number;
+  readonly fenceBefore: number | undefined;
+  readonly fenceKey: string;
+  readonly keys: readonly string[];
+}
+
+/** A successful claim: who was handed which epoch of which lock key. */
+export interface Grant {
+  readonly actor: string;
+  readonly key: string;
+  readonly epoch: number;
+}
+
+/** No batch below its fence, none below a batch already accepted under the same fence, each item recorded once. */
+export function acceptedChecks(accepted: readonly Accepted[]): string[] {
+  const violations: string[] = [];
+  const recordedBy = new Map<string, number>();
+  const lastToken = new Map<string, number>();
+  for (const a of accepted) {
+    if (a.fenceBefore !== undefined && a.token < a.fenceBefore)
+      violations.push(`${a.actor}'s batch at token ${a.token} accepted below the fence ${a.fenceBefore} (${a.fenceKey})`);
+    const last = lastToken.get(a.fenceKey);
+    if (last !== undefined && a.token < last)
+      violations.push(`${a.actor}'s batch at token ${a.token} accepted after a batch at token ${last} (${a.fenceKey})`);
+    lastToken.set(a.fenceKey, Math.max(a.token, last ?? -Infinity));
+    for (const k of a.keys) recordedBy.set(k, (recordedBy.get(k) ?? 0) + 1);
+  }
+  for (const [k, n] of recordedBy) if (n > 1) violations.push(`item ${k} recorded ${n} times`);
+  return violations;
+}
+
+/** Epochs strictly rise per lock key: one handed out twice (or a lower one after a higher) is a repeat. */
+export function epochChecks(grants: readonly Grant[]): string[] {
+  const violations: string[] = [];
+  const lastEpoch = new Map<string, number>();
+  for (const g of grants) {
+    const last = lastEpoch.get(g.key);
+    if (last !== undefined && g.epoch <= last)
+      violations.push(`${g.actor} was handed epoch ${g.epoch} after epoch ${last} (${g.key}): an epoch repeated`);
+    lastEpoch.set(g.key, Math.max(g.epoch, last ?? -Infinity));
+  }
+  return violations;
+}
+
+/** A DONE night has every item stored and every chunk fence recorded done. */
+export async function doneChecks(
+  jobs: JobStore & { dump(table: string): readonly unknown[] },
+  night: {
+    readonly jobId: string;
+    readonly date: string;
+    readonly chunks: number;
+    readonly items: number;
+    readonly itemsTable: string;
+    readonly jobsTable: string;
+  },
+  keys: ReturnType<typeof jobKeys>,
+): Promise<string[]> {
+  const violations: string[] = [];
+  const row = await jobs.readJob(night.jobId);
+  if (row?.state !== 'DONE') return violations;
+  const stored = jobs.dump(night.itemsTable).length;
+  if (stored !== night.chunks * night.items) violations.push(`DONE with ${stored} items stored, the night has ${night.chunks * night.items}`);
+  for (let c = 0; c < night.chunks; c++) {
+    const fence = await jobs.readFence({ table: night.jobsTable, key: { pk: keys.chunkFence(night.date, c) } });
+    if (fence?.done_by === undefined) violations.push(`DONE over chunk ${c}, not recorded done`);
+  }
+  return violations;
+}
+
+/** What `recordingBatches` fills in and reports to. */
+export interface BatchLog {
+  /** Every batch accepted: the first send of a request only (a replay under its ClientRequestToken wrote nothing). */
+  readonly accepted: Accepted[];
+  readonly seenRequests: Set<string>;
+  readonly violations: string[];
+  readonly log: (line: string) => void;
+  /** Also log the batches the fence refused (the workflow world's trace does). */
+  readonly logRefused?: boolean;
+}
+
+/**
+ * `inner` as `actor` sees it, with every accepted batch recorded with the fence's value as it stood just before
+ * (read from `truth`, the store itself, not the actor's view). A batch whose items were all recorded already still
+ * passed the fence's check: below the fence, that is a violation too.
+ */
+export function recordingBatches(actor: string, inner: JobStore, truth: JobStore, into: BatchLog): JobStore {
+  return new Proxy(inner, {
+    get: (t, prop, receiver) => {
+      if (prop !== 'recordBatch') return Reflect.get(t, prop, receiver) as unknown;
+      return async (fence: FenceItem, token: number, puts: Parameters<JobStore['recordBatch']>[2], requestToken: string) => {
+        const before = await truth.readFence(fence);
+        const out: BatchOutcome = await t.recordBatch(fence, token, puts, requestToken);
+        const fenceBefore = before?.fence === undefined ? undefined : Number(before.fence);
+        const fenceKey = String(fence.key.pk);
+        // Already recorded: the fence's check passed, only puts were refused (a check refused is fenced out).
+        if (out.kind === 'already-recorded' && fenceBefore !== undefined && token < fenceBefore)
+          into.violations.push(`${actor}'s batch at token ${token} passed the fence ${fenceBefore} (${fenceKey}), its items already recorded`);
+        if (out.kind === 'recorded' && !into.seenRequests.has(requestToken)) {
+          into.seenRequests.add(requestToken);
+          const keys = puts.map((p) => JSON.stringify(p.item?.pk ?? p.document?.pk));
+          into.accepted.push({ actor, token, fenceBefore, fenceKey, keys });
+          into.log(`${actor} batch accepted token ${token} fence ${fenceBefore} ${fenceKey}`);
+        } else if (out.kind === 'fenced-out' && into.logRefused) {
+          into.log(`${actor} batch REFUSED token ${token} below fence ${fenceBefore} ${fenceKey}`);
+        }
+        return out;
+      };
+    },
+  });
+}

@@ -1,0 +1,639 @@
+/**
+ * The election world (issue 19 item 4): the REAL election (lib/election/election.ts: the queue, the watch, the leadership
+ * watchdog), the REAL handover (lib/election/handover.ts: the flip, the wait, the bump), the REAL restore bump
+ * (lib/core/restore.ts), the REAL manifest (lib/core/manifest.ts: If-None-Match / If-Match, 412 and 409) and the REAL epoch
+ * ledger (lib/election/epoch-fence.ts), on the in-memory stores and one VirtualClock, interleaved and faulted at every store
+ * call by the seeded scheduler (scheduler.ts), then checked from the stores' final state and the trace.
+ *
+ * The world: three candidates campaign for the role `pacer`; a leader serves (an act that relies on `onLost`, the
+ * watchdog's promise, to stop), then appends to the role's ledger and commits the entry to a manifest, once a
+ * period, for a few periods, resigns and campaigns again. Beside them a single writer `w1` writes the role `journal`
+ * through a handover, and `w2` asks for the handover midway. In half the schedules the lock table is restored from
+ * a backup taken a seeded moment earlier (a quarter of them before the role and the writer lease were first used, so
+ * the restored table lacks both), then bumped (bumpEpochs) before it is used. Crashed candidates and a
+ * crashed restore are restarted as fresh processes after a seeded delay; a crashed writer is not.
+ *
+ * Broken variants, applied by the harness only (never the product code), each of which the checks must catch:
+ *   epoch-deleted       the role item is deleted when its queue empties, a released lock item is deleted;
+ *   restore-no-bump     the restored lock table is used without bumpEpochs;
+ *   restore-no-floor    the bump raises the items the restored table holds, not the epoch floor (the old bump);
+ *   handover-no-bump    EpochFence.raise does nothing: the flip without the bump;
+ *   manifest-blind-put  the manifest commit is an unconditional put, not If-Match on the version read;
+ *   watchdog-off        the leadership watchdog is never armed, so onLost never comes;
+ *   sidecar-heartbeat   a crashed candidate's item is renewed on by a sidecar that outlived it.
+ */
+import { VirtualClock, type Clock } from '../../lib/core/clock';
+import type { DocumentClient } from '../../lib/core/aws/lock-store';
+import { DEFAULT_BACKOFF, newRvn } from '../../lib/core/conditions';
+import type { LeaseConfig } from '../../lib/core/config';
+import { candidateKey, Election, Leadership, ledgerKey, roleKey } from '../../lib/election/election';
+import { EpochFence, LedgerWriter, ledgerViolations } from '../../lib/election/epoch-fence';
+import { handover, writerLedgerKey, type HandoverConfig, type Writer } from '../../lib/election/handover';
+import type { RunHooks } from '../../lib/core/job';
+import { pollMsOf, type LeaseDeps } from '../../lib/core/lease';
+import { ManifestWriter, type ManifestBody } from '../../lib/core/manifest';
+import { MemoryLedgerStore } from '../../lib/testing/ledger-store';
+import { MemoryLockStore } from '../../lib/testing/lock-store';
+import { MemoryManifestStore } from '../../lib/testing/manifest-store';
+import { bumpEpochs, DEFAULT_BUMP } from '../../lib/core/restore';
+import type { LedgerStore } from '../../lib/core/store/ledger';
+import type { JoinRequest, LockStore, WriteOutcome } from '../../lib/core/store/lock';
+import type { ManifestStore } from '../../lib/core/store/manifest';
+import { prng } from '../../lib/local/prng';
+import { Actor, Scheduler } from './scheduler';
+import { epochChecks } from './checks';
+import type { ScheduleResult } from './world';
+
+/** The world's settings: the leases, the actors' work, the restore, the faults. */
+const ELECTION_SETTINGS = {
+  role: 'pacer',
+  lease: { leaseMs: 4_000, renewMs: 1_000, marginMs: 1_000, claimBudget: 30 } satisfies LeaseConfig,
+  candidates: 3,
+  /** Each candidate process leads this many terms (a failed campaign is not a term), then ends. */
+  terms: 2,
+  /** A candidate process gives up after this many campaigns (failed ones included). */
+  maxCampaigns: 5,
+  /** A term: this many acts, one a period. */
+  acts: 3,
+  actPeriodMs: 1_000,
+  /** Candidates 2 and 3 start within this long after the first. */
+  startWithinMs: 3_000,
+  /** A crashed candidate (or restore) is replaced by a fresh process within this long. */
+  restartWithinMs: 5_000,
+  writerRole: 'journal',
+  writer: { leaseMs: 4_000, renewMs: 1_000, marginMs: 0, waitMarginMs: 1_000, claimBudget: 30 } satisfies HandoverConfig,
+  /** w1 writes this many entries, one a period; w2 this many after its handover. */
+  w1Writes: 12,
+  w2Writes: 3,
+  writePeriodMs: 1_000,
+  /** w2 asks for the handover at a seeded time in this window. */
+  handoverWindowMs: [2_000, 8_000] as const,
+  /** The chance that a schedule restores the lock table; the backup is taken in this window, the restore within `restoreWithinMs` after it. */
+  restoreChance: 0.5,
+  backupWindowMs: [1_000, 8_000] as const,
+  restoreWithinMs: 8_000,
+  /** Of the restoring schedules, the share whose backup predates the role's and the writer lease's first use (the epoch floor's case). */
+  earlyBackupChance: 0.25,
+  /** Each actor's wall clock is off by up to this much, and stepped once by up to this much (nothing may decide on it). */
+  wallSkewMs: 3_600_000,
+  faults: { chance: 0.05, budget: 6, maxPauseMs: 15_000, windowMs: 25_000 },
+  /** The store's transaction window (MemoryLockStore conflictWindowMs) and the bucket's commit window (409s). */
+  conflictWindowMs: 20,
+  commitWindowMs: 20,
+} as const;
+
+type Settings = typeof ELECTION_SETTINGS;
+
+/** The deliberately broken variants this world applies (harness only) and must catch. */
+export const ELECTION_MUTATIONS = [
+  'epoch-deleted',
+  'restore-no-bump',
+  'restore-no-floor',
+  'handover-no-bump',
+  'manifest-blind-put',
+  'watchdog-off',
+  'sidecar-heartbeat',
+] as const;
+type ElectionMutation = (typeof ELECTION_MUTATIONS)[number];
+
+/** The stores' transactions: where a conflict can be injected. */
+const TRANSACTIONS = new Set(['join', 'removeCandidate', 'append']);
+
+/** The longest a retry helper backs off in all: DEFAULT_BACKOFF's cap on every retry. */
+const BACKOFF_TOTAL_MS = DEFAULT_BACKOFF.capMs * DEFAULT_BACKOFF.retries;
+
+/**
+ * How long after the faults ended (the restore included) the role may be without a leader while someone campaigns:
+ * each dead or restored candidate still in the queue is found silent by its successor a lease (and a poll) after it
+ * is first seen, one at a time (docs/ELECTION.md "What a departure costs"); at most one per crash and one per item
+ * the backup held (a candidate per process, each crash adding one); plus a poll and the longest backoff.
+ */
+function electBoundMs(s: Settings = ELECTION_SETTINGS): number {
+  const deadAhead = s.faults.budget + s.candidates;
+  return (deadAhead + 1) * (s.lease.leaseMs + pollMsOf(s.lease)) + BACKOFF_TOTAL_MS;
+}
+
+/**
+ * How long after it was asked (or after the faults ended) a handover must be answered: the old writer's lease and
+ * the wait margin from the flip, and the longest backoff of the flip and of the bump.
+ */
+function handoverBoundMs(s: Settings = ELECTION_SETTINGS): number {
+  return s.writer.leaseMs + s.writer.waitMarginMs + 2 * BACKOFF_TOTAL_MS;
+}
+
+/** Every process's work once the faults stopped: each candidate's terms, one after another, and the writers'. */
+function workBoundMs(s: Settings = ELECTION_SETTINGS): number {
+  const term = (s.acts + 1) * s.actPeriodMs + electBoundMs(s);
+  return s.candidates * s.maxCampaigns * term + handoverBoundMs(s) + (s.w1Writes + s.w2Writes) * s.writePeriodMs;
+}
+
+/** Streams of a schedule's seed kept apart from the scheduler's, so adding one leaves the others' draws as they were. */
+const STREAMS = { store: 0x0e1e_0000, wall: 0x0e1e_1000, restore: 0x0e1e_2000 } as const;
+
+const MANIFEST = { key: 'pacer/manifest.json', chunkPrefix: 'pacer/acts/' } as const;
+
+/** One accepted append, as the ledger store applied it (a replay under the same token is not a second one). */
+interface Accepted {
+  readonly ledger: string;
+  readonly actor: string;
+  readonly epoch: number;
+  readonly version: number;
+  readonly fenceBefore: number;
+  /** Its place in the order of accepted appends and handover answers. */
+  readonly order: number;
+}
+
+/** A manifest write as the bucket applied it. */
+interface ManifestWrite {
+  readonly actor: string;
+  readonly body: ManifestBody;
+}
+
+/** Timeline of the role's leadership: who campaigns, who leads. */
+interface Mark {
+  readonly at: number;
+  readonly pending: number;
+  readonly leaders: number;
+}
+
+const override = <T extends object>(target: T, methods: Partial<T>): T =>
+  new Proxy(target, { get: (t, prop, receiver) => (prop in methods ? methods[prop as keyof T] : Reflect.get(t, prop, receiver)) as unknown });
+/** The in-memory lock store keeps its items in a private map: the harness (a restore, a broken variant) reaches behind it. */
+const itemsOf = (store: MemoryLockStore) => (store as unknown as { items: Map<string, Record<string, unknown>> }).items;
+const inFlightOf = (store: MemoryLockStore) => (store as unknown as { inFlight: Set<unknown> }).inFlight;
+
+/**
+ * Run one schedule of the election world from its seed (optionally with a broken variant of a rule) and check it.
+ * Returns the ScheduleResult of world.ts; `state` names the leaders' ledger and the writers' ledger as they ended.
+ */
+export async function runElectionSchedule(
+  seed: number,
+  mutation?: string,
+  /** `backupBeforeUse`: the backup is of the lock table before the role and the writer lease were first used (docs/TESTING.md); drawn when absent. */
+  options: { readonly backupBeforeUse?: boolean } = {},
+): Promise<ScheduleResult> {
+  if (mutation !== undefined && !(ELECTION_MUTATIONS as readonly string[]).includes(mutation))
+    throw new Error(`unknown election mutation ${mutation}; known: ${ELECTION_MUTATIONS.join(', ')}`);
+  const broken = mutation as ElectionMutation | undefined;
+  const s = ELECTION_SETTINGS;
+  const random = prng(seed);
+  const storeRandom = prng(seed + STREAMS.store);
+  const wallRandom = prng(seed + STREAMS.wall);
+  const restoreRandom = prng(seed + STREAMS.restore);
+  const clock = new VirtualClock();
+  const violations: string[] = [];
+  const actors: Actor[] = [];
+  const restarts = new Map<Actor, () => number | undefined>();
+  const scheduler = new Scheduler(clock, random, s.faults, (actor) => restarts.get(actor)?.(), TRANSACTIONS);
+
+  // The lock table, switchable: a restore replaces it with the restored (and bumped) one.
+  const table = { current: new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom }) };
+  // Each call reaches the table in use when it is applied (not when it was made): a call parked across the restore
+  // lands on the restored table, as on a table restored in place.
+  const lockTable = new Proxy({} as LockStore, {
+    get:
+      (_t, prop) =>
+      (...args: unknown[]) =>
+        (Reflect.get(table.current, prop) as (...a: unknown[]) => unknown).apply(table.current, args),
+  });
+  const ledgers = new MemoryLedgerStore(clock);
+  const bucket = new MemoryManifestStore({ clock, commitWindowMs: s.commitWindowMs });
+
+  // What the checks read: epochs handed out, appends accepted, manifest writes, the leadership timeline.
+  const grants: { actor: string; key: string; epoch: number }[] = [];
+  const accepted: Accepted[] = [];
+  const bumps: { writer: string; epoch: number; order: number }[] = [];
+  const manifestWrites: ManifestWrite[] = [];
+  const marks: Mark[] = [];
+  let order = 0;
+  let pending = 0;
+  let leaders = 0;
+  const mark = (dPending: number, dLeaders: number) => {
+    pending += dPending;
+    leaders += dLeaders;
+    marks.push({ at: clock.monotonicMs(), pending, leaders });
+  };
+
+  // The broken variants that patch the core's classes, undone after the schedule.
+  const undo: (() => void)[] = [];
+  if (broken === 'handover-no-bump') {
+    const raise = Object.getOwnPropertyDescriptor(EpochFence.prototype, 'raise')!;
+    // The flip without the bump: the new writer goes on from the head as it is, the fence left where it was.
+    EpochFence.prototype.raise = function (this: EpochFence) {
+      return this.head();
+    };
+    undo.push(() => Object.defineProperty(EpochFence.prototype, 'raise', raise));
+  }
+  if (broken === 'watchdog-off') {
+    const proto = Leadership.prototype as unknown as { armWatchdog: () => void };
+    const arm = Object.getOwnPropertyDescriptor(proto, 'armWatchdog')!;
+    proto.armWatchdog = () => undefined;
+    undo.push(() => Object.defineProperty(proto, 'armWatchdog', arm));
+  }
+
+  /** The lock store one actor sees: every call a step boundary of it, with the broken variant (if any) under it. */
+  const locksFor = (actor: Actor): LockStore => {
+    let store: LockStore = lockTable;
+    if (broken === 'epoch-deleted') {
+      store = override(lockTable, {
+        // The role item goes when its queue empties, and a released lock item is deleted: the epoch restarts at 1.
+        removeCandidate: async (rk, ck, seq, on) => {
+          const out = await lockTable.removeCandidate(rk, ck, seq, on);
+          if (out.ok && (await lockTable.readRole(rk))?.members.length === 0) itemsOf(table.current).delete(rk);
+          return out;
+        },
+        release: async (key, holding, rvn, wallIso) => {
+          const out = await lockTable.release(key, holding, rvn, wallIso);
+          if (out.ok) itemsOf(table.current).delete(key);
+          return out;
+        },
+      });
+    }
+    return scheduler.wrap(store, actor, (method, args, result) => {
+      if (method === 'join' && (result as { ok: boolean }).ok) {
+        const r = args[0] as JoinRequest;
+        grants.push({ actor: actor.name, key: r.roleKey, epoch: r.seq });
+      }
+      if (method === 'claim' && (result as WriteOutcome).ok)
+        grants.push({ actor: actor.name, key: String(args[0]), epoch: Number((result as { item: { epoch: number } }).item.epoch) });
+    });
+  };
+
+  // Every append the ledger store accepted, with the fence as it stood just before (the first send only).
+  const observedLedgers = (actor: Actor): LedgerStore =>
+    override(ledgers, {
+      append: async (key, entry, token) => {
+        const before = await ledgers.head(key);
+        const out = await ledgers.append(key, entry, token);
+        if (out.ok && before.version === entry.version - 1) {
+          accepted.push({ ledger: key, actor: actor.name, epoch: entry.epoch, version: entry.version, fenceBefore: before.epoch, order: order++ });
+          scheduler.log(`${actor.name} append accepted ${key} v${entry.version} epoch ${entry.epoch} (fence ${before.epoch})`);
+        }
+        return out;
+      },
+    });
+
+  // Every write of the manifest object the bucket applied.
+  const observedBucket = (actor: Actor): ManifestStore => {
+    const record = (key: string, body: string, ok: boolean) => {
+      if (!ok || key !== MANIFEST.key) return;
+      const parsed = JSON.parse(body) as ManifestBody;
+      manifestWrites.push({ actor: actor.name, body: parsed });
+      scheduler.log(`${actor.name} manifest written token ${parsed.token}, ${Object.keys(parsed.chunks).length} acts`);
+    };
+    const observed = override(bucket, {
+      create: async (key, body, type) => {
+        const out = await bucket.create(key, body, type);
+        record(key, body, out.ok);
+        return out;
+      },
+      putIfMatch: async (key, body, type, etag) => {
+        const out = await bucket.putIfMatch(key, body, type, etag);
+        record(key, body, out.ok);
+        return out;
+      },
+      put: async (key, body, type) => {
+        const out = await bucket.put(key, body, type);
+        record(key, body, true);
+        return out;
+      },
+    });
+    if (broken !== 'manifest-blind-put') return observed;
+    // The commit without If-Match: whatever version is there, overwrite it.
+    return override(observed, {
+      putIfMatch: async (key, body, type) => ({ ok: true as const, etag: (await observed.put(key, body, type)).etag }),
+    });
+  };
+
+  /** The actor's clocks: the scheduler's (timers stand still while it is paused), and a wall clock off and stepped. */
+  const clockOf = (actor: Actor): Clock => {
+    const inner = scheduler.clockOf(actor);
+    const skew = Math.round((wallRandom() * 2 - 1) * s.wallSkewMs);
+    const stepAt = Math.floor(wallRandom() * s.faults.windowMs);
+    const step = Math.round((wallRandom() * 2 - 1) * s.wallSkewMs);
+    return { ...inner, wallMs: () => inner.wallMs() + skew + (clock.monotonicMs() >= stepAt ? step : 0) };
+  };
+
+  const newActor = (name: string): Actor => {
+    const actor = new Actor(name);
+    actors.push(actor);
+    scheduler.log(`${name} starts`);
+    return actor;
+  };
+
+  const depsOf = (actor: Actor, actorClock: Clock): LeaseDeps => ({
+    ddb: undefined as unknown as DocumentClient,
+    table: 'locks',
+    store: locksFor(actor),
+    clock: actorClock,
+    random,
+  });
+
+  /** The harness's own check right after every passed stop-time check (Part 2's promise): no act at or past the stop time. */
+  const stopCheck = (actor: Actor, actorClock: Clock, stopAtMs: () => number): RunHooks => ({
+    afterCheck: () => {
+      const now = actorClock.monotonicMs();
+      if (now >= stopAtMs()) violations.push(`${actor.name} passed its check at ${now} ms, at or past its stop time ${stopAtMs()} ms`);
+    },
+  });
+
+  // The broken variant sidecar-heartbeat: a crashed candidate's item is renewed on, by a sidecar that outlived it,
+  // as long as it is still the candidate's (reference Part 10: the heartbeat must come from the process doing the work).
+  const sidecar = (name: string): void => {
+    const seq = grants.findLast((g) => g.actor === name && g.key === roleKey(s.role))?.epoch;
+    if (seq === undefined) return;
+    const beat = () =>
+      void lockTable.renew(candidateKey(s.role, seq), { holder: name, epoch: seq }, newRvn(), '').then(
+        (out) => out.ok && clock.after(s.lease.renewMs, beat),
+        () => clock.after(s.lease.renewMs, beat),
+      );
+    clock.after(s.lease.renewMs, beat);
+  };
+
+  // A candidate process: campaign, lead for a term (serve, append, commit, once a period), resign; again, for its terms.
+  const incarnations = new Map<number, number>();
+  const startCandidate = (n: number, terms: number): void => {
+    const incarnation = (incarnations.get(n) ?? 0) + 1;
+    incarnations.set(n, incarnation);
+    const actor = newActor(`c${n}${incarnation === 1 ? '' : `.${incarnation}`}`);
+    const name = actor.name;
+    const actorClock = clockOf(actor);
+    const deps = depsOf(actor, actorClock);
+    let termsLeft = terms;
+    let leading = false;
+    let campaigning = false;
+    restarts.set(actor, () => {
+      if (broken === 'sidecar-heartbeat') sidecar(actor.name);
+      if (campaigning) mark(-1, 0);
+      if (leading) mark(0, -1);
+      campaigning = leading = false;
+      if (termsLeft === 0) return undefined;
+      const delay = Math.floor(random() * s.restartWithinMs);
+      clock.after(delay, () => startCandidate(n, termsLeft));
+      return delay;
+    });
+    const run = async () => {
+      const election = new Election(deps, s.role, s.lease);
+      for (let campaign = 0; termsLeft > 0 && campaign < s.maxCampaigns; campaign++) {
+        let lost = false;
+        campaigning = true;
+        mark(1, 0);
+        let leadership: Leadership;
+        try {
+          leadership = await election.campaign(name, {
+            onLost: (err) => {
+              lost = true;
+              scheduler.log(`${actor.name} told it lost the lead: ${err.name}`);
+              if (leading) mark(0, -1);
+              leading = false;
+            },
+          });
+        } catch (err) {
+          campaigning = false;
+          mark(-1, 0);
+          scheduler.log(`${actor.name} campaign failed: ${(err as Error).name}`);
+          continue;
+        }
+        campaigning = false;
+        leading = true;
+        mark(-1, 1);
+        termsLeft--;
+        const epoch = leadership.epoch;
+        scheduler.log(`${actor.name} leads with epoch ${epoch}`);
+        try {
+          const fence = new EpochFence({ store: scheduler.wrap(observedLedgers(actor), actor), clock: actorClock, random }, ledgerKey(s.role));
+          const head = await fence.head();
+          const ledger = new LedgerWriter(fence, leadership, epoch, name, head.version, {
+            hooks: stopCheck(actor, actorClock, () => leadership.stopAtMs),
+          });
+          const bucketOf = { store: scheduler.wrap(observedBucket(actor), actor), clock: actorClock, random };
+          const { writer: manifest } = await leadership.act(() => ManifestWriter.raise(bucketOf, MANIFEST, s.role, epoch));
+          for (let act = 0; act < s.acts && !lost; act++) {
+            await actorClock.sleep(s.actPeriodMs);
+            // Serve as leader: an act with no store call, which stops only when onLost says so (the watchdog's
+            // promise). It runs after every timer due at this instant (the watchdog's included).
+            await new Promise<void>((resolve) => actorClock.after(0, resolve));
+            if (lost) break;
+            if (actorClock.monotonicMs() >= leadership.stopAtMs)
+              violations.push(`${actor.name} served as leader at ${actorClock.monotonicMs()} ms, past its stop time ${leadership.stopAtMs} ms`);
+            // One act, checked once before it starts (Leadership.act): the append (checked again by the ledger
+            // writer, and fenced), the act's object, and its commit to the manifest (fenced by If-Match).
+            await leadership.act(async () => {
+              const entry = await ledger.append({ act });
+              const { key, etag } = await manifest.putChunkObject(entry.version, `${name} act ${act}\n`);
+              await manifest.commitChunk(entry.version, { key, token: epoch, records: 1, etag });
+            });
+          }
+          scheduler.log(`${actor.name} ends its term`);
+        } catch (err) {
+          scheduler.log(`${actor.name} stops leading: ${(err as Error).name}`);
+        }
+        if (leading) mark(0, -1);
+        leading = false;
+        const resigned = await leadership.resign().catch(() => false);
+        scheduler.log(`${actor.name} resigns: ${resigned ? 'left the queue' : 'no longer its item'}`);
+      }
+      actor.outcome = termsLeft === 0 ? 'done' : 'gave-up';
+      scheduler.log(`${actor.name} ends ${actor.outcome}`);
+    };
+    run().catch((err: Error) => {
+      actor.outcome = `error ${err.name}`;
+      scheduler.log(`${actor.name} ends with ${err.name}: ${err.message}`);
+    });
+  };
+
+  // The single writer of `journal`: w1 takes it at 0; w2 asks for the handover at a seeded time.
+  const answered: { at?: number; requestedAt?: number; actor?: Actor } = {};
+  const startWriter = (name: 'w1' | 'w2', writes: number): void => {
+    const actor = newActor(name);
+    const actorClock = clockOf(actor);
+    const deps = depsOf(actor, actorClock);
+    const fence = new EpochFence({ store: scheduler.wrap(observedLedgers(actor), actor), clock: actorClock, random }, writerLedgerKey(s.writerRole));
+    if (name === 'w2') Object.assign(answered, { requestedAt: clock.monotonicMs(), actor });
+    let writer: Writer | undefined;
+    const hooks = stopCheck(actor, actorClock, () => writer?.lease.stopAtMs ?? Infinity);
+    const run = async () => {
+      try {
+        writer = await handover(deps, s.writerRole, name, s.writer, fence, { hooks });
+      } catch (err) {
+        if (name === 'w2') answered.at = clock.monotonicMs();
+        throw err;
+      }
+      if (name === 'w2') answered.at = clock.monotonicMs();
+      bumps.push({ writer: name, epoch: writer.epoch, order: order++ });
+      // The handover's promise when it answers: the store it writes already refuses every lower epoch.
+      const fenced = (await ledgers.head(writerLedgerKey(s.writerRole))).epoch;
+      if (fenced < writer.epoch) violations.push(`${name}'s handover answered at epoch ${writer.epoch} with the fence still at ${fenced}`);
+      scheduler.log(`${name} is the writer with epoch ${writer.epoch}`);
+      try {
+        for (let i = 0; i < writes; i++) {
+          await actorClock.sleep(s.writePeriodMs);
+          await writer.ledger.append({ write: i });
+        }
+      } catch (err) {
+        scheduler.log(`${name} stops writing: ${(err as Error).name}`);
+      }
+      return writer.release();
+    };
+    run().then(
+      (released) => {
+        actor.outcome = 'done';
+        scheduler.log(`${name} ends ${released ? 'released' : 'not the writer any more'}`);
+      },
+      (err: Error) => {
+        actor.outcome = `error ${err.name}`;
+        scheduler.log(`${name} ends with ${err.name}: ${err.message}`);
+      },
+    );
+  };
+
+  // The restore: a backup of the lock table at a seeded time, restored later into a new table, bumped (bumpEpochs,
+  // one run id, resumed by a fresh process after a crash and re-run after a failure), and only then used.
+  let restoredAt: number | undefined;
+  const restoring = restoreRandom() < s.restoreChance;
+  const backupAt = s.backupWindowMs[0] + Math.floor(restoreRandom() * (s.backupWindowMs[1] - s.backupWindowMs[0]));
+  const restoreAfter = Math.floor(restoreRandom() * s.restoreWithinMs);
+  // Drawn after the others, so a schedule with a later backup restores at the same times as before this draw existed.
+  const early = options.backupBeforeUse ?? restoreRandom() < s.earlyBackupChance;
+  const runId = `restore-${seed}`;
+  const startRestore = (backup: Map<string, Record<string, unknown>>, incarnation: number): void => {
+    const actor = newActor(`restore${incarnation === 1 ? '' : `-${incarnation}`}`);
+    const actorClock = clockOf(actor);
+    const restored = new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom });
+    for (const [k, v] of structuredClone(backup)) itemsOf(restored).set(k, v);
+    // restore-no-floor: the floor is never raised, so a key the backup lacks starts again at 1.
+    const bumped = broken === 'restore-no-floor' ? override(restored as LockStore, { raiseFloor: async () => ({ ok: true, from: 0 }) }) : restored;
+    const store = scheduler.wrap(bumped, actor);
+    restarts.set(actor, () => {
+      const delay = Math.floor(random() * s.restartWithinMs);
+      clock.after(delay, () => startRestore(backup, incarnation + 1));
+      return delay;
+    });
+    const run = async () => {
+      if (broken !== 'restore-no-bump') {
+        for (;;) {
+          try {
+            const report = await bumpEpochs(
+              { ddb: undefined as unknown as DocumentClient, locks: 'locks', store },
+              { by: DEFAULT_BUMP, runId, dryRun: false },
+            );
+            scheduler.log(`${actor.name} bumped ${report.changed.length} items, ${report.alreadyBumped.length} already bumped`);
+            break;
+          } catch (err) {
+            scheduler.log(`${actor.name} bump failed: ${(err as Error).name}; run again`);
+            await actorClock.sleep(1_000);
+          }
+        }
+      }
+      // Switch only once no transaction is in flight on the old table (one in flight would land on a table no longer used).
+      while (inFlightOf(table.current).size > 0) await actorClock.sleep(1);
+      const kept = itemsOf(restored);
+      table.current = new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom });
+      for (const [k, v] of kept) itemsOf(table.current).set(k, v);
+      restoredAt = clock.monotonicMs();
+      scheduler.log(`${actor.name}: the restored table is in use`);
+    };
+    run().then(
+      () => void (actor.outcome = 'done'),
+      (err: Error) => void (actor.outcome = `error ${err.name}`),
+    );
+  };
+  if (restoring && early) {
+    scheduler.log('backup of the lock table taken before its first use (0 items)');
+    const backup = structuredClone(itemsOf(table.current));
+    clock.after(backupAt + restoreAfter, () => startRestore(backup, 1));
+  } else if (restoring) {
+    // The backup is taken once the role and the writer's lock items exist, so the bump raises them; the early backup
+    // above lacks both, and only the epoch floor keeps their epochs from repeating (docs/TESTING.md).
+    const takeBackup = () => {
+      const items = itemsOf(table.current);
+      if (!items.has(roleKey(s.role)) || !items.has(`writer/${s.writerRole}`)) return void clock.after(500, takeBackup);
+      const backup = structuredClone(items);
+      scheduler.log(`backup of the lock table taken (${backup.size} items)`);
+      clock.after(restoreAfter, () => startRestore(backup, 1));
+    };
+    clock.after(backupAt, takeBackup);
+  }
+
+  startCandidate(1, s.terms);
+  for (let n = 2; n <= s.candidates; n++) {
+    const at = Math.floor(random() * s.startWithinMs);
+    clock.after(at, () => startCandidate(n, s.terms));
+  }
+  startWriter('w1', s.w1Writes);
+  const handoverAt = s.handoverWindowMs[0] + Math.floor(random() * (s.handoverWindowMs[1] - s.handoverWindowMs[0]));
+  clock.after(handoverAt, () => startWriter('w2', s.w2Writes));
+
+  const settled = () =>
+    clock.monotonicMs() > handoverAt && (!restoring || restoredAt !== undefined) && actors.every((a) => a.crashed || a.outcome !== 'running');
+  const horizon = s.faults.windowMs + s.faults.maxPauseMs + workBoundMs(s);
+  const finished = await scheduler.run(settled, horizon);
+  for (const u of undo) u();
+  const end = clock.monotonicMs();
+  const faultsEnd = Math.max(0, scheduler.faultsEndMs, restoredAt ?? 0);
+
+  // Safety: epochs never repeat and only rise, per lock key, across the restore.
+  violations.push(...epochChecks(grants));
+  // No append accepted below the fence; after a writer's bump, none of a lower epoch.
+  for (const a of accepted) {
+    if (a.epoch < a.fenceBefore)
+      violations.push(`${a.actor}'s append v${a.version} at epoch ${a.epoch} accepted below the fence ${a.fenceBefore} (${a.ledger})`);
+    for (const b of bumps)
+      if (a.ledger === writerLedgerKey(s.writerRole) && a.order > b.order && a.epoch < b.epoch)
+        violations.push(`${a.actor}'s append v${a.version} at epoch ${a.epoch} accepted after ${b.writer}'s handover at epoch ${b.epoch}`);
+  }
+  // The ledgers: versions 1..n with no gap and none twice, epochs never down, nothing above the fence.
+  const heads: string[] = [];
+  for (const key of [ledgerKey(s.role), writerLedgerKey(s.writerRole)]) {
+    const head = await ledgers.head(key);
+    for (const p of ledgerViolations(await ledgers.entries(key), head)) violations.push(`${key}: ${p}`);
+    heads.push(`${key} v${head.version} epoch ${head.epoch}`);
+  }
+  // The manifest only moves forward: its token never goes down, and no write drops an act an earlier one named.
+  for (let i = 1; i < manifestWrites.length; i++) {
+    const [prev, next] = [manifestWrites[i - 1], manifestWrites[i]];
+    if (next.body.token < prev.body.token)
+      violations.push(`${next.actor} wrote the manifest at token ${next.body.token} over token ${prev.body.token}: it went back`);
+    const dropped = Object.keys(prev.body.chunks).filter((c) => !(c in next.body.chunks));
+    if (dropped.length > 0) violations.push(`${next.actor}'s manifest write dropped act(s) ${dropped.join(', ')} (token ${next.body.token})`);
+  }
+  // Every act the manifest names was appended to the ledger with the same epoch.
+  const last = manifestWrites.at(-1)?.body;
+  const entries = new Map((await ledgers.entries(ledgerKey(s.role))).map((e) => [String(e.version).padStart(2, '0'), e.epoch]));
+  for (const [name, chunk] of Object.entries(last?.chunks ?? {}))
+    if (entries.get(name) !== chunk.token)
+      violations.push(`the manifest names act ${name} at token ${chunk.token}, the ledger has epoch ${entries.get(name)}`);
+
+  // Liveness: once the faults stopped, the role is never without a leader for longer than the bound while someone
+  // campaigns.
+  const bound = electBoundMs(s);
+  let since: number | undefined;
+  const gapEnds = (at: number) => {
+    if (since !== undefined && at - Math.max(since, faultsEnd) > bound)
+      violations.push(
+        `nobody led from ${Math.max(since, faultsEnd)} ms to ${at} ms while a candidate campaigned (bound ${bound} ms after the faults ended at ${faultsEnd} ms)`,
+      );
+  };
+  for (const m of marks) {
+    const without = m.pending > 0 && m.leaders === 0;
+    if (without && since === undefined) since = m.at;
+    if (!without && since !== undefined) {
+      gapEnds(m.at);
+      since = undefined;
+    }
+  }
+  gapEnds(end);
+  // A requested handover completes or is answered within its bound.
+  if (answered.actor !== undefined && !answered.actor.crashed) {
+    const deadline = Math.max(answered.requestedAt!, faultsEnd) + handoverBoundMs(s);
+    if (answered.at === undefined) violations.push(`w2's handover asked at ${answered.requestedAt} ms was never answered`);
+    else if (answered.at > deadline) violations.push(`w2's handover was answered at ${answered.at} ms, after the bound ${deadline} ms`);
+  }
+  if (!finished)
+    for (const a of actors)
+      if (!a.crashed && a.outcome === 'running') violations.push(`${a.name} still running at ${end} ms (faults ended at ${faultsEnd} ms)`);
+
+  const state = heads.join('; ');
+  scheduler.log(`end: ${state}`);
+  return { seed, trace: scheduler.trace, violations, crashPoints: scheduler.faults.map((f) => `${f.kind} ${f.point}`), state };
+}

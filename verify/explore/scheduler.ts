@@ -1,0 +1,286 @@
+/**
+ * The exploration's scheduler (issue 19 item 4): every store call an actor makes is a step boundary. The call is
+ * parked; the scheduler, driven by one seeded PRNG, picks which parked call proceeds next and may inject a fault
+ * there. Time is one VirtualClock, moved only when nothing is runnable, to the next timer due.
+ *
+ * Faults, each recorded in the trace with its crash point (the store method and the actor's step count):
+ *   crash     the calling actor never continues: this call and every later one never settle, its timers never fire
+ *             (so it stops renewing); the world may restart it as a fresh process (`restart`), after a delay;
+ *   pause     the whole actor (its calls and its timers) stands still for a virtual time of any length;
+ *   lost      the call is applied, then a transient error is thrown: the real retry code sees a lost response;
+ *   throttle  a ThrottlingException before applying;
+ *   conflict  a transaction cancelled with TransactionConflict before applying (transactions only);
+ *   wall-step the actor's wall clock steps forward or back by a seeded amount, then the call proceeds (plan.wall);
+ *   wall-rate the actor's wall clock runs fast or slow by a seeded factor from here on, then the call proceeds;
+ *   twice     the request is delivered twice (a retry after a lost response): applied, applied again, the second
+ *             answer returned (only the methods in plan.twice).
+ * The wall faults change only the actor's own wall reading (clockOf): the monotonic time stays shared and true.
+ */
+import type { Clock, ClockTimer, VirtualClock } from '../../lib/core/clock';
+
+/** A fault the scheduler can inject at a step boundary. */
+export type FaultKind = 'crash' | 'pause' | 'lost' | 'throttle' | 'conflict' | 'wall-step' | 'wall-rate' | 'twice';
+
+/** How often and how hard to inject. */
+export interface FaultPlan {
+  /** The chance of a fault at each step boundary while faults are on. */
+  readonly chance: number;
+  /** At most this many faults in a schedule; after the last, the schedule runs fault-free. */
+  readonly budget: number;
+  /** The longest pause, in virtual ms. */
+  readonly maxPauseMs: number;
+  /** No fault is injected after this virtual time. */
+  readonly windowMs: number;
+  /** Wall-clock faults: a step of up to ±maxStepMs, a rate of 1 ± up to maxRateError. @default none */
+  readonly wall?: { readonly maxStepMs: number; readonly maxRateError: number };
+  /** Store methods whose request can be delivered twice. @default none */
+  readonly twice?: readonly string[];
+  /**
+   * Where a kind of fault weighs `weight` kinds instead of one, to reach a rare case more often: a pause at the write
+   * right after a passed stop-time check (the gap that makes a stale holder, Part 4), StartExecution delivered twice.
+   * @default none
+   */
+  readonly emphasis?: readonly { readonly methods: readonly string[]; readonly kind: FaultKind; readonly weight: number }[];
+  /** Store methods where the chance of a fault is this share of `chance` (a claimant's polls: many, and alike). @default none */
+  readonly seldomAt?: { readonly methods: readonly string[]; readonly share: number };
+}
+
+/**
+ * Called when an actor crashes: restarts it (a fresh process) if the world does that for it, and answers how long
+ * after the crash the fresh one starts (the crash's effect lasts until then), or undefined if nothing restarts it.
+ */
+export type Restart = (actor: Actor) => number | undefined;
+
+/** Store methods that are transactions: where a conflict can be injected. */
+const TRANSACTIONS = new Set(['recordBatch']);
+
+/** One actor: a name, its step count, whether it crashed or is paused, and how far its wall clock is off. */
+export class Actor {
+  steps = 0;
+  crashed = false;
+  pausedUntil = -Infinity;
+  /** How the actor's run ended ('running' until it does; a crashed actor stays 'running'). */
+  outcome = 'running';
+  /** The wall clock's error: an offset, and a rate counted from `wallRateFromMs` (monotonic). */
+  private wallOffsetMs = 0;
+  private wallRate = 1;
+  private wallRateFromMs = 0;
+
+  constructor(readonly name: string) {}
+
+  /** This actor's wall reading, given the true wall time and the monotonic time. */
+  wallMs(trueWallMs: number, monotonicMs: number): number {
+    return trueWallMs + this.wallOffsetMs + (this.wallRate - 1) * (monotonicMs - this.wallRateFromMs);
+  }
+
+  /** Step the wall clock by `byMs` (negative: back). */
+  stepWall(byMs: number): void {
+    this.wallOffsetMs += byMs;
+  }
+
+  /** From monotonic `nowMs` on, the wall clock runs at `rate` (the reading stays continuous). */
+  setWallRate(rate: number, nowMs: number): void {
+    this.wallOffsetMs += (this.wallRate - 1) * (nowMs - this.wallRateFromMs);
+    [this.wallRate, this.wallRateFromMs] = [rate, nowMs];
+  }
+}
+
+interface Parked {
+  readonly actor: Actor;
+  readonly method: string;
+  readonly run: () => Promise<unknown>;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (err: unknown) => void;
+  /** Already faulted once (a paused call resumes without a second fault). */
+  faulted: boolean;
+}
+
+const never = new Promise<never>(() => undefined);
+
+const transient = (name: string, message: string, extra: Record<string, unknown> = {}): Error =>
+  Object.assign(new Error(message), { name, $metadata: { httpStatusCode: 400 } }, extra);
+
+/** The seeded scheduler over one virtual clock (see the file's opening). */
+export class Scheduler {
+  readonly trace: string[] = [];
+  /** Each fault injected: its kind and crash point `method@step`. */
+  readonly faults: { readonly kind: FaultKind; readonly point: string; readonly at: number; readonly until: number }[] = [];
+  private readonly parked: Parked[] = [];
+
+  constructor(
+    readonly clock: VirtualClock,
+    private readonly random: () => number,
+    private readonly plan: FaultPlan,
+    private readonly restart: Restart = () => undefined,
+    /** The store methods that are transactions (a conflict can be injected there). @default the fenced batch's */
+    private readonly transactions: ReadonlySet<string> = TRANSACTIONS,
+  ) {}
+
+  /** The virtual time the last fault's effect ended (its pause included); -Infinity before any. */
+  get faultsEndMs(): number {
+    return this.faults.reduce((end, f) => Math.max(end, f.until), -Infinity);
+  }
+
+  log(line: string): void {
+    this.trace.push(`${this.clock.monotonicMs()} ${line}`);
+  }
+
+  /** A store whose every method call is a step boundary of `actor`. `onCall` sees each call as it is applied. */
+  wrap<T extends object>(target: T, actor: Actor, onCall?: (method: string, args: unknown[], result: unknown) => void): T {
+    return new Proxy(target, {
+      get: (t, prop, receiver) => {
+        const value = Reflect.get(t, prop, receiver) as unknown;
+        if (typeof value !== 'function' || typeof prop !== 'string') return value;
+        return (...args: unknown[]) => {
+          if (actor.crashed) return never;
+          return new Promise((resolve, reject) => {
+            const run = async () => {
+              const result = await (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
+              onCall?.(prop, args, result);
+              return result;
+            };
+            this.parked.push({ actor, method: prop, run, resolve, reject, faulted: false });
+          });
+        };
+      },
+    });
+  }
+
+  /** The actor's view of the clock: its timers fire only while it is alive and not paused; its own wall reading. */
+  clockOf(actor: Actor): Clock {
+    const clock = this.clock;
+    const after = (ms: number, fn: () => void): ClockTimer => {
+      let inner: ClockTimer;
+      const fire = () => {
+        if (actor.crashed) return;
+        if (clock.monotonicMs() < actor.pausedUntil) inner = clock.after(actor.pausedUntil - clock.monotonicMs(), fire);
+        else fn();
+      };
+      inner = clock.after(ms, fire);
+      return { cancel: () => inner.cancel() };
+    };
+    return {
+      monotonicMs: () => clock.monotonicMs(),
+      wallMs: () => actor.wallMs(clock.wallMs(), clock.monotonicMs()),
+      after,
+      sleep: (ms) => new Promise((resolve) => after(ms, resolve)),
+    };
+  }
+
+  /**
+   * Run until `done()` says so or the virtual time passes `untilMs`: settle, then step one parked call, or move the
+   * clock to the next timer when nothing is runnable.
+   * @param maxSteps - stop after this many turns (a loop that takes no virtual time would otherwise never end) @default no limit
+   * @returns false if time or steps ran out first
+   */
+  async run(done: () => boolean, untilMs: number, maxSteps = Infinity): Promise<boolean> {
+    for (let steps = 0; ; steps++) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (done()) return true;
+      if (steps >= maxSteps) {
+        this.log(`stopped after ${maxSteps} turns: the actors loop without time passing`);
+        return false;
+      }
+      const now = this.clock.monotonicMs();
+      const ready = this.parked.filter((p) => !p.actor.crashed && p.actor.pausedUntil <= now);
+      if (ready.length > 0) {
+        const call = ready[Math.floor(this.random() * ready.length)];
+        this.parked.splice(this.parked.indexOf(call), 1);
+        this.step(call);
+        continue;
+      }
+      const next = this.nextDue();
+      if (next === undefined || next > untilMs) return false;
+      await this.clock.advance(next - now);
+    }
+  }
+
+  private nextDue(): number | undefined {
+    return this.clock.nextDueMs;
+  }
+
+  private step(call: Parked): void {
+    const { actor, method } = call;
+    actor.steps++;
+    const fault = call.faulted ? undefined : this.pickFault(method);
+    const point = `${method}@${actor.steps}`;
+    const now = this.clock.monotonicMs();
+    if (fault === undefined) {
+      this.log(`${actor.name} ${method}`);
+      call.run().then(call.resolve, call.reject);
+      return;
+    }
+    call.faulted = true;
+    if (fault === 'crash') {
+      actor.crashed = true;
+      this.log(`${actor.name} ${method} CRASH at ${point}`);
+      const restartMs = this.restart(actor);
+      this.faults.push({ kind: fault, point, at: now, until: now + (restartMs ?? 0) });
+      return; // never settles
+    }
+    if (fault === 'pause') {
+      const ms = Math.floor(this.random() * this.plan.maxPauseMs);
+      actor.pausedUntil = now + ms;
+      this.faults.push({ kind: fault, point, at: now, until: now + ms });
+      this.log(`${actor.name} ${method} PAUSE ${ms} ms at ${point}`);
+      this.clock.after(ms, () => undefined); // time must reach the end of the pause even if nothing else is due
+      this.parked.push(call);
+      return;
+    }
+    if (fault === 'wall-step' || fault === 'wall-rate') {
+      this.shiftWall(actor, fault, point);
+      call.run().then(call.resolve, call.reject);
+      return;
+    }
+    this.faults.push({ kind: fault, point, at: now, until: now });
+    this.log(`${actor.name} ${method} ${fault.toUpperCase()} at ${point}`);
+    if (fault === 'twice') {
+      call
+        .run()
+        .then(() => call.run())
+        .then(call.resolve, call.reject);
+    } else if (fault === 'lost') {
+      call.run().then(() => call.reject(transient('TimeoutError', `explore: the response to ${method} was lost`)), call.reject);
+    } else if (fault === 'throttle') {
+      call.reject(transient('ThrottlingException', `explore: ${method} throttled`));
+    } else {
+      call.reject(
+        transient('TransactionCanceledException', 'explore: transaction conflict', { CancellationReasons: [{ Code: 'TransactionConflict' }] }),
+      );
+    }
+  }
+
+  /**
+   * A wall-clock fault: a step of up to ±maxStepMs, or a rate of 1 ± up to maxRateError from now on. Its effect on
+   * the real code must be none (it times nothing on the wall clock), so it ends where it is injected.
+   */
+  private shiftWall(actor: Actor, kind: 'wall-step' | 'wall-rate', point: string): void {
+    const wall = this.plan.wall!;
+    const now = this.clock.monotonicMs();
+    const signed = 2 * this.random() - 1;
+    if (kind === 'wall-step') {
+      const byMs = Math.round(signed * wall.maxStepMs);
+      actor.stepWall(byMs);
+      this.log(`${actor.name} WALL-STEP ${byMs >= 0 ? '+' : ''}${byMs} ms at ${point}`);
+    } else {
+      const rate = Math.round((1 + signed * wall.maxRateError) * 1000) / 1000;
+      actor.setWallRate(rate, now);
+      this.log(`${actor.name} WALL-RATE x${rate} at ${point}`);
+    }
+    this.faults.push({ kind, point, at: now, until: now });
+  }
+
+  private pickFault(method: string): FaultKind | undefined {
+    const plan = this.plan;
+    if (this.faults.length >= plan.budget || this.clock.monotonicMs() > plan.windowMs) return undefined;
+    const chance = plan.seldomAt?.methods.includes(method) ? plan.chance * plan.seldomAt.share : plan.chance;
+    if (this.random() >= chance) return undefined;
+    const kinds: FaultKind[] = ['pause', 'lost', 'throttle', 'crash'];
+    if (this.transactions.has(method)) kinds.push('conflict');
+    if (plan.wall) kinds.push('wall-step', 'wall-rate');
+    if (plan.twice?.includes(method)) kinds.push('twice');
+    for (const e of plan.emphasis ?? [])
+      if (e.methods.includes(method) && kinds.includes(e.kind)) for (let i = 1; i < e.weight; i++) kinds.push(e.kind);
+    return kinds[Math.floor(this.random() * kinds.length)];
+  }
+}

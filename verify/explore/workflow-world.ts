@@ -1,0 +1,783 @@
+/**
+ * The workflow's explored world (issue 19 item 4): the REAL handlers of FencedJob's state machine and of its orphan
+ * sweeper (lib/lambda/prepare.ts, observe, claim, raise, the chunk handler, complete, release, sweep-sight, sweep-verify)
+ * on the in-memory stores and one VirtualClock, driven by the states of the SYNTHESIZED definitions: a small
+ * deterministic interpreter of the Amazon States Language they use (Task with Parameters, ResultPath, TimeoutSeconds,
+ * Retry and Catch by error name; Pass, Wait with SecondsPath, Choice, an inline Map, Succeed, Fail) on virtual time.
+ * The definitions come from a FencedJob built in this process (bundling skipped), so a change in the constructs
+ * changes what is explored; the sweeper's period is its schedule's rate expression.
+ *
+ * Actors: every Lambda invocation is one (a cold process each, its runtime made by lib/lambda/runtime.ts createRuntime
+ * on the schedule's stores and its own view of the clock); its store calls and its StartExecution are the step
+ * boundaries where the scheduler (scheduler.ts) interleaves and injects crash, pause, lost, throttle and conflict.
+ * On top of those, at the Lambda and Step Functions level:
+ *   crash of a process     the task fails with Runtime.ExitError (what Lambda reports when the runtime exits);
+ *   invoke throttled       Lambda.TooManyRequestsException before the handler ran;
+ *   invoke timed out       Lambda.ClientExecutionTimeoutException after the handler's k-th store call, while it runs
+ *                          on: the Retry starts a second invocation beside it;
+ *   no answer              the handler's answer never reaches the task: only the task's TimeoutSeconds ends it;
+ *   task timeout           a task whose invocation stalls (a pause) past TimeoutSeconds fails with States.Timeout and
+ *                          the execution moves on while the Lambda still runs: a zombie holder;
+ *   StartExecution         delivered twice (the SDK's retry after a lost answer), AWS's rule for a name taken: the
+ *                          same name and input while open is the same execution, else ExecutionAlreadyExists;
+ *   the nightly trigger    delivered twice in half the schedules (EventBridge Scheduler is at-least-once).
+ * A request already sent may land any time later (a paused call), so the world never ends an invocation at its
+ * function's own timeout: that would only remove schedules.
+ *
+ * After the schedule: each item recorded once, tokens only rise on every fence, no write below the fence, no act
+ * past the holder's stop time, epochs never repeat, no claim while another holder's lease runs, and liveness (the
+ * night the trigger started is DONE, and every execution of the job closed, within livenessBoundMs once the faults
+ * stopped).
+ * Liveness covers every night started, raised or not: a night whose executions all ended before its raise is
+ * stranded (the trigger was delivered once, the sweeper sees only raised rows).
+ */
+import './quiet-lambda';
+import { App, type CfnElement, Duration, Stack } from 'aws-cdk-lib';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import type { CfnFunction } from 'aws-cdk-lib/aws-lambda';
+import type { CfnSchedule } from 'aws-cdk-lib/aws-scheduler';
+import type { CfnStateMachine } from 'aws-cdk-lib/aws-stepfunctions';
+import type { SFNClient } from '@aws-sdk/client-sfn';
+import { writeBatch } from '../../lib/core/batch';
+import { awsClients, type Clients } from '../../lib/core/aws/clients';
+import { VirtualClock } from '../../lib/core/clock';
+import { LEASE_DEFAULTS, type LeaseConfig } from '../../lib/core/config';
+import { jobKeys } from '../../lib/core/job-keys';
+import { pollMsOf } from '../../lib/core/lease';
+import { MemoryJobStore } from '../../lib/testing/job-store';
+import { MemoryLockStore } from '../../lib/testing/lock-store';
+import { MemoryManifestStore } from '../../lib/testing/manifest-store';
+import type { JobStore } from '../../lib/core/store/jobs';
+import type { WriteOutcome } from '../../lib/core/store/lock';
+import { chunkHandlerOn, type RuntimeChunkContext } from '../../lib/lambda/chunk-handler';
+import { Env } from '../../lib/lambda/env';
+import { makeHandlers } from '../../lib/lambda/index';
+import { createRuntime, type Runtime } from '../../lib/lambda/runtime';
+import { FencedJob } from '../../lib/constructs/fenced-job';
+import { resolveJoin } from '../../lib/local/workflow';
+import { prng } from '../../lib/local/prng';
+import { MUTATIONS, type Mutation, applyMutation } from './mutations';
+import { Actor, Scheduler } from './scheduler';
+import { type Accepted, type Grant, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
+import type { ScheduleResult } from './world';
+
+type Json = Record<string, unknown>;
+
+/** The world's settings: the night's size and pace, the lease, the faults. */
+const FLOW_SETTINGS = {
+  chunks: 3,
+  items: 4,
+  batch: 2,
+  /** Each batch's work takes this long on the invocation's clock: renewals and takeovers happen during a night. */
+  batchWorkMs: 1_500,
+  lease: { ...LEASE_DEFAULTS, claimBudget: 4 } satisfies LeaseConfig,
+  /** The chunk function's own timeout (its task's is 30 s more, the construct's rule). */
+  chunkTimeoutS: 60,
+  /** The duplicate delivery of the nightly trigger, when there is one, comes within this long after the first. */
+  duplicateWithinMs: 30_000,
+  /** Each schedule's sparse index lags its table by up to a seeded share of this. */
+  maxIndexLagMs: 3_000,
+  /** The scheduler's faults at store calls; a pause long enough passes a task's TimeoutSeconds. */
+  faults: { chance: 0.08, budget: 4, maxPauseMs: 240_000, windowMs: 120_000 },
+  /** Faults at a Lambda invocation (throttled, timed out, no answer), within the same window. */
+  invokeFaults: { chance: 0.08, budget: 2 },
+} as const;
+
+/** What a process crash, an invoke throttled, timed out or unanswered, and a task timeout fail the task with. */
+const CRASHED = 'Runtime.ExitError';
+const INVOKE_THROTTLED = 'Lambda.TooManyRequestsException';
+const INVOKE_TIMED_OUT = 'Lambda.ClientExecutionTimeoutException';
+const TASK_TIMED_OUT = 'States.Timeout';
+
+const DATE = '2026-09-28';
+const SCHEDULED_TIME = `${DATE}T01:30:00Z`;
+const ITEMS = 'items';
+const TABLES = { locks: 'locks', jobs: 'jobs' } as const;
+const BUCKET = 'manifests';
+const JOB_ARN = 'arn:aws:states:us-east-1:000000000000:stateMachine:job';
+/** The index lag's stream: a seed far from the schedules' own seeds. */
+const LAG_STREAM = 0x5eed_0000;
+
+/** The workflow's own broken variants (the harness applies them to the definition or the interpreter). */
+const WORKFLOW_MUTATIONS = {
+  /** Wait states pass on at once, as an interpreter that ignores SecondsPath would: the claim rule's timer is gone. */
+  'wait-skipped': 'Wait states do not wait',
+  /** The definition's tasks lose TimeoutSeconds: a task whose Lambda never answers waits for ever. */
+  'no-task-timeout': 'Task states have no TimeoutSeconds',
+} as const;
+type WorkflowMutation = keyof typeof WORKFLOW_MUTATIONS;
+
+/**
+ * Every mutation this world takes: its own, and the core's (mutations.ts) but the sweeper's order (the Sweeper class's)
+ * and the claim on the wall clock (it needs the night world's wall-clock faults, which this world does not inject).
+ */
+const NOT_HERE = ['requeue-before-start', 'claim-on-wall-clock'] as const;
+type NotHere = (typeof NOT_HERE)[number];
+export const WORKFLOW_WORLD_MUTATIONS = [
+  ...(Object.keys(WORKFLOW_MUTATIONS) as WorkflowMutation[]),
+  ...MUTATIONS.filter((m): m is Exclude<Mutation, NotHere> => !(NOT_HERE as readonly Mutation[]).includes(m)),
+] as const;
+
+// ---------------------------------------------------------------------------------------------------------------
+// The synthesized definitions, once per process.
+
+interface StateDef extends Json {
+  readonly Type: string;
+  readonly Next?: string;
+  readonly End?: boolean;
+  readonly Resource?: string;
+  readonly Parameters?: Json;
+  readonly ItemSelector?: Json;
+  readonly ResultPath?: string | null;
+  readonly OutputPath?: string;
+  readonly TimeoutSeconds?: number;
+  readonly Retry?: readonly Retrier[];
+  readonly Catch?: readonly Catcher[];
+  readonly Result?: unknown;
+  readonly Seconds?: number;
+  readonly SecondsPath?: string;
+  readonly Choices?: readonly Json[];
+  readonly Default?: string;
+  readonly ItemsPath?: string;
+  readonly MaxConcurrency?: number;
+  readonly ItemProcessor?: MachineDef;
+  readonly Iterator?: MachineDef;
+  readonly Error?: string;
+}
+interface Retrier {
+  readonly ErrorEquals: readonly string[];
+  readonly IntervalSeconds?: number;
+  readonly BackoffRate?: number;
+  readonly MaxAttempts?: number;
+  readonly MaxDelaySeconds?: number;
+  readonly JitterStrategy?: string;
+}
+interface Catcher {
+  readonly ErrorEquals: readonly string[];
+  readonly ResultPath?: string | null;
+  readonly Next: string;
+}
+interface MachineDef {
+  readonly StartAt: string;
+  readonly States: Record<string, StateDef>;
+}
+
+/** What the world runs, read from the synthesized FencedJob. */
+interface Flow {
+  readonly job: MachineDef;
+  readonly sweeper: MachineDef;
+  /** A task's Resource (the function's placeholder ARN) → the handler it runs ('chunk' for the job's own). */
+  readonly handlerOf: Readonly<Record<string, string>>;
+  /** Each handler's environment, as its function is deployed, the stores' references made local names. */
+  readonly environmentOf: Readonly<Record<string, Record<string, string>>>;
+  /** The sweeper's schedule's period. */
+  readonly sweepPeriodMs: number;
+}
+
+let cached: Flow | undefined;
+
+/** The FencedJob's state machines and functions, synthesized once per process (bundling skipped: only the template is read). */
+function flow(): Flow {
+  if (cached) return cached;
+  const s = FLOW_SETTINGS;
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const stack = new Stack(app, 'Explore');
+  const chunk = new lambda.Function(stack, 'Chunk', {
+    runtime: lambda.Runtime.NODEJS_24_X,
+    handler: 'index.handler',
+    code: lambda.Code.fromInline('exports.handler = async () => ({});'),
+    timeout: Duration.seconds(s.chunkTimeoutS),
+  });
+  const job = new FencedJob(stack, 'Job', {
+    name: 'explore',
+    chunkFunction: chunk,
+    chunks: s.chunks,
+    leaseDuration: Duration.millis(s.lease.leaseMs),
+    renewInterval: Duration.millis(s.lease.renewMs),
+    margin: Duration.millis(s.lease.marginMs),
+    claimBudget: s.lease.claimBudget,
+    chunkWritesManifest: true, // the world explores the nights with a manifest (the raise creates it, the complete marks it)
+    // The world's nights run inside the default sweep window, where the sweeper runs every minute: the same period.
+    sweeperScheduleExpression: 'rate(1 minute)',
+  });
+  const idOf = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
+  const definition = (machine: { node: { defaultChild?: unknown } }) =>
+    JSON.parse(resolveJoin(stack.resolve((machine.node.defaultChild as CfnStateMachine).definitionString))) as MachineDef;
+  const functions: Record<string, { node: { defaultChild?: unknown } }> = {
+    ...job.workflow.functions,
+    'sweep-sight': job.sweeper.functions.sight,
+    'sweep-verify': job.sweeper.functions.verify,
+    chunk,
+  };
+  const handlerOf: Record<string, string> = {};
+  const environmentOf: Record<string, Record<string, string>> = {};
+  // The references a function's environment holds, as this world names them.
+  const local: Record<string, string> = {
+    [Env.lockTable]: TABLES.locks,
+    [Env.jobTable]: TABLES.jobs,
+    [Env.bucket]: BUCKET,
+    [Env.jobStateMachineArn]: JOB_ARN,
+  };
+  for (const [name, fn] of Object.entries(functions)) {
+    handlerOf[resolveJoin({ 'Fn::GetAtt': [idOf(fn), 'Arn'] })] = name; // the ARN the resolved definition names it by
+    const env = (stack.resolve((fn.node.defaultChild as CfnFunction).environment) as { variables?: Json } | undefined)?.variables ?? {};
+    // The chunk function here is a plain lambda.Function: FencedJob set the job's environment on it.
+    environmentOf[name] = Object.fromEntries(Object.entries(env).map(([k, v]) => [k, typeof v === 'string' ? v : local[k]]));
+  }
+  const rate = String(stack.resolve((job.sweeperSchedule.schedule.node.defaultChild as CfnSchedule).scheduleExpression));
+  cached = {
+    job: definition(job.stateMachine),
+    sweeper: definition(job.sweeper.stateMachine),
+    handlerOf,
+    environmentOf,
+    sweepPeriodMs: rateMs(rate),
+  };
+  return cached;
+}
+
+/** `rate(1 minute)` → 60000. */
+function rateMs(expression: string): number {
+  const m = /^rate\((\d+) (second|minute|hour|day)s?\)$/.exec(expression);
+  if (!m) throw new Error(`the sweeper's schedule is not a rate expression: ${expression}`);
+  return Number(m[1]) * { second: 1_000, minute: 60_000, hour: 3_600_000, day: 86_400_000 }[m[2] as 'second'];
+}
+
+function tasksOf(machine: MachineDef): StateDef[] {
+  return Object.values(machine.States).flatMap((st) => {
+    const inner = st.ItemProcessor ?? st.Iterator;
+    return st.Type === 'Task' ? [st] : inner ? tasksOf(inner) : [];
+  });
+}
+
+/** A retrier's cap on one wait (MaxDelaySeconds), in ms; none: no cap. */
+function maxDelayMs(r: Retrier): number {
+  return r.MaxDelaySeconds === undefined ? Infinity : r.MaxDelaySeconds * 1000;
+}
+
+/**
+ * The longest wait a task's Retry can schedule: its largest backoff, IntervalSeconds × BackoffRate^(MaxAttempts − 1)
+ * up to MaxDelaySeconds, at full length. Once the faults stopped, a task waits out at most one backoff already scheduled: its next attempt
+ * meets no fault (a stop time that passed in a pause is renewed afresh by the retried RaiseFence).
+ */
+function retryWaitMs(machine: MachineDef): number {
+  const longest = (r: Retrier) =>
+    (r.MaxAttempts ?? 3) > 0 ? Math.min((r.IntervalSeconds ?? 1) * 1000 * (r.BackoffRate ?? 2) ** ((r.MaxAttempts ?? 3) - 1), maxDelayMs(r)) : 0;
+  return Math.max(0, ...tasksOf(machine).flatMap((t) => (t.Retry ?? []).map(longest)));
+}
+
+/**
+ * How long after the last fault's effect ended the started night must be DONE and every execution of the job closed.
+ * From the definitions, the lease and the sweeper's period, along the longest path, the one through the sweeper (a
+ * night not yet raised when the faults stop has an execution that retried its way on, and needs at most a retry, a
+ * lease of watching a holder that stopped, and the night):
+ *   - a retry still waiting when the faults stop, the job's longest backoff or the sweeper's;
+ *   - the holder's last renewal runs a lease;
+ *   - a sweep to sight the row unchanged: the next sweep starts within a period, and one more if its first sighting
+ *     came before that last renewal; each waits the lease (rounded up to whole seconds, its Wait state) to verify;
+ *   - the re-queued run waits a full lease on the dead holder's rvn, each poll rounded up to a whole second (Observe's
+ *     Wait), then bills the night: every batch's work;
+ *   - the index's lag (the row reaches the sparse index up to one lag late).
+ */
+function livenessBoundMs(f: Flow, s: typeof FLOW_SETTINGS = FLOW_SETTINGS): number {
+  const retries = Math.max(retryWaitMs(f.job), retryWaitMs(f.sweeper));
+  const leaseWaitMs = Math.ceil(s.lease.leaseMs / 1000) * 1000;
+  const pollMs = Math.max(1, Math.ceil(pollMsOf(s.lease) / 1000)) * 1000;
+  const nightMs = s.chunks * Math.ceil(s.items / s.batch) * s.batchWorkMs;
+  return retries + s.lease.leaseMs + 2 * (f.sweepPeriodMs + leaseWaitMs) + retries + s.lease.leaseMs + pollMs + nightMs + s.maxIndexLagMs;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The interpreter's paths.
+
+/** A task's or a state's failure, by the name Retry and Catch match. */
+class StateError extends Error {
+  constructor(
+    readonly error: string,
+    readonly detail: string,
+  ) {
+    super(`${error}: ${detail}`);
+  }
+}
+
+interface Context {
+  readonly Execution: { readonly Name: string; readonly Input: unknown };
+  readonly Map?: { readonly Item: { readonly Value: unknown } };
+}
+
+function read(doc: unknown, path: string, context: Context): unknown {
+  const [root, rest] = path.startsWith('$$') ? [context as unknown, path.slice(2)] : [doc, path.slice(1)];
+  if (rest === '') return root;
+  let v = root;
+  for (const part of rest.slice(1).split('.')) v = (v as Json | undefined)?.[part];
+  return v;
+}
+
+function parameters(template: unknown, doc: unknown, context: Context): unknown {
+  if (Array.isArray(template)) return template.map((t) => parameters(t, doc, context));
+  if (template === null || typeof template !== 'object') return template;
+  return Object.fromEntries(
+    Object.entries(template as Json).map(([k, v]) =>
+      k.endsWith('.$') ? [k.slice(0, -2), read(doc, String(v), context)] : [k, parameters(v, doc, context)],
+    ),
+  );
+}
+
+/** ResultPath: null keeps the input, `$` replaces it, `$.a.b` sets a copy's field. */
+function place(doc: unknown, path: string | null | undefined, value: unknown): unknown {
+  if (path === null) return doc;
+  if (path === undefined || path === '$') return value;
+  const out = structuredClone((doc ?? {}) as Json);
+  const parts = path.slice(2).split('.');
+  let at: Json = out;
+  for (const part of parts.slice(0, -1)) at = (at[part] ??= {}) as Json;
+  at[parts.at(-1)!] = value;
+  return out;
+}
+
+const matches = (names: readonly string[], error: string) => names.includes(error) || names.includes('States.ALL');
+
+// ---------------------------------------------------------------------------------------------------------------
+// One schedule.
+
+interface Execution {
+  readonly name: string;
+  readonly input: string;
+  status: 'RUNNING' | 'SUCCEEDED' | 'FAILED';
+  end?: string;
+}
+
+/** A fault of this world's own (the scheduler's are at store calls). */
+interface InvokeFault {
+  readonly kind: string;
+  readonly point: string;
+  readonly at: number;
+}
+
+/**
+ * Run one schedule of the workflow world from its seed, optionally with a broken variant, and check it.
+ * @param mutation - one of WORKFLOW_WORLD_MUTATIONS
+ */
+export async function runWorkflowSchedule(seed: number, mutation?: string): Promise<ScheduleResult> {
+  if (mutation !== undefined && !(WORKFLOW_WORLD_MUTATIONS as readonly string[]).includes(mutation))
+    throw new Error(`unknown mutation ${mutation}: one of ${WORKFLOW_WORLD_MUTATIONS.join(', ')}`);
+  const f = flow();
+  const s = FLOW_SETTINGS;
+  const bound = livenessBoundMs(f);
+  const random = prng(seed);
+  const clock = new VirtualClock();
+  const invocations = new Map<Actor, (error: string) => void>();
+  const scheduler = new Scheduler(clock, random, s.faults, (actor) => {
+    // A process that dies mid-invocation: Lambda answers the task with the runtime's exit.
+    invocations.get(actor)?.(CRASHED);
+    return undefined;
+  });
+  const lagRandom = prng(seed + LAG_STREAM);
+  const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
+  const jobs = new MemoryJobStore({ clock, jobs: TABLES.jobs, indexLagMs, random: lagRandom });
+  const locks = new MemoryLockStore({ clock });
+  const manifests = new MemoryManifestStore();
+  const keys = jobKeys('explore');
+  const jobId = keys.job(DATE);
+  const core = (MUTATIONS as readonly string[]).includes(mutation ?? '') ? (mutation as Mutation) : undefined;
+  const broken = applyMutation(core, { locks, jobs });
+  const machines = {
+    job: mutation === 'no-task-timeout' ? without(f.job, 'TimeoutSeconds') : f.job,
+    sweeper: f.sweeper,
+  };
+
+  const violations: string[] = [];
+  const accepted: Accepted[] = [];
+  const seenRequests = new Set<string>();
+  const grants: Grant[] = [];
+  /** Per lock key, the last write that held it: who, and when it was applied (a lease runs from there). */
+  const lastHold = new Map<string, { holder: string; at: number } | undefined>();
+  const invokeFaults: InvokeFault[] = [];
+  const executions = new Map<string, Execution>();
+  let doneAt: number | undefined;
+  let raised = false;
+  let triggered = false;
+  let sweeping = true;
+
+  const faultsEndMs = () => Math.max(scheduler.faultsEndMs, ...invokeFaults.map((x) => x.at));
+  const invokeFault = (): string | undefined => {
+    if (invokeFaults.length >= s.invokeFaults.budget || clock.monotonicMs() > s.faults.windowMs) return undefined;
+    if (random() >= s.invokeFaults.chance) return undefined;
+    return ['throttled', 'timed-out', 'no-answer'][Math.floor(random() * 3)];
+  };
+
+  // The job store a holder's invocations see: the mutation's view (one per execution, as a holder's process
+  // would keep it), every accepted batch recorded with the fence as it stood (checks.ts).
+  const batchLog = { accepted, seenRequests, violations, log: (line: string) => scheduler.log(line), logRefused: true };
+  const observed = (actor: Actor, inner: JobStore): JobStore => recordingBatches(actor.name, inner, jobs, batchLog);
+
+  // Every lock write that took effect: grants (epochs) and how long each holder's lease runs.
+  const lockCall = (method: string, args: unknown[], result: unknown): void => {
+    const out = result as WriteOutcome;
+    if (!out?.ok) return;
+    const key = String(args[0]);
+    const now = clock.monotonicMs();
+    // A claim answers with the item; a renewal is ours by its condition (holder and epoch).
+    const holder = String(out.item?.holder ?? (args[1] as { holder?: string } | undefined)?.holder ?? '');
+    if (method === 'claim') {
+      const before = lastHold.get(key);
+      if (before && before.holder !== holder && now < before.at + s.lease.leaseMs)
+        violations.push(`${holder} claimed ${key} at ${now} ms while ${before.holder}'s lease ran to ${before.at + s.lease.leaseMs} ms`);
+      grants.push({ actor: holder, key, epoch: Number(out.item.epoch) });
+      scheduler.log(`${holder} claimed epoch ${Number(out.item.epoch)}`);
+    }
+    if (method === 'claim' || method === 'renew') lastHold.set(key, { holder, at: now });
+    if (method === 'release') lastHold.set(key, undefined);
+  };
+
+  // The night is DONE when the job row's complete takes effect (the row is the authority).
+  const jobCall = (method: string, _args: unknown[], result: unknown): void => {
+    if (method === 'complete' && (result as { ok: boolean }).ok) doneAt ??= clock.monotonicMs();
+    if (method === 'raiseJob' && (result as { ok: boolean }).ok) raised = true;
+  };
+
+  /** One invocation's runtime: a cold process on the schedule's stores, its calls its own step boundaries. */
+  const runtimeOf = (actor: Actor, handler: string, view: JobStore, onStep: () => void): Runtime => {
+    const step = <T extends object>(inner: T, onCall?: (method: string, args: unknown[], result: unknown) => void): T =>
+      scheduler.wrap(inner, actor, (method, args, result) => {
+        onCall?.(method, args, result);
+        onStep();
+      });
+    const sfn = step({
+      // StartExecution, with AWS's rule for a name already taken; sometimes delivered twice (the SDK's retry).
+      send: async (command: { input: { name?: string; input?: string } }) => {
+        const { name = '', input = '' } = command.input;
+        const out = startJob(name, input, actor);
+        if (invokeFaults.length < s.invokeFaults.budget && clock.monotonicMs() <= s.faults.windowMs && random() < s.invokeFaults.chance) {
+          invokeFaults.push({ kind: 'start-twice', point: `StartExecution@${actor.name}`, at: clock.monotonicMs() });
+          scheduler.log(`${actor.name} StartExecution ${name} delivered twice`);
+          try {
+            startJob(name, input, actor);
+          } catch {
+            // Logged by startJob: the SDK's retry sees the answer the first delivery already had.
+          }
+        }
+        return out;
+      },
+    });
+    return createRuntime({
+      environment: { ...f.environmentOf[handler], [Env.worker]: actor.name },
+      clients: dummyClients(),
+      sfn: sfn as unknown as SFNClient,
+      stores: { locks: step(broken.locks, lockCall), jobs: step(observed(actor, view), jobCall), manifests: step(manifests) },
+      clock: scheduler.clockOf(actor),
+      random,
+    });
+  };
+
+  // The job's own work on one chunk: a batch at a time through the fence, each batch taking its time.
+  const work = (actor: Actor) => async (c: RuntimeChunkContext) => {
+    for (let from = 0; from < s.items; from += s.batch) {
+      await c.runtime.clock.sleep(s.batchWorkMs);
+      c.lease.check();
+      // The check's promise (Part 2): no act once the holder's own clock reached its stop time.
+      if (clock.monotonicMs() >= c.lease.stopAtMs)
+        violations.push(`${actor.name} acted at ${clock.monotonicMs()} ms, past its stop time ${c.lease.stopAtMs} ms`);
+      const puts = Array.from({ length: Math.min(s.batch, s.items - from) }, (_, i) => ({
+        table: ITEMS,
+        item: { pk: { S: `item#${c.chunk}#${from + i}` }, token: { N: String(c.lease.token) } },
+      }));
+      await writeBatch(c.fence, c.lease.token, puts);
+    }
+    return { items: s.items };
+  };
+
+  /**
+   * One attempt of a task: invoke the handler as a fresh actor and answer with whichever comes first: its result or
+   * error, the process's crash, an invoke fault, or the task's TimeoutSeconds. The invocation runs on after a
+   * timeout or an invoke timeout: nothing stops a Lambda because Step Functions stopped waiting.
+   */
+  let invocationCount = 0;
+  /** Invocations whose handler has not returned: a zombie's write in flight still lands before the schedule ends. */
+  const running = new Set<Actor>();
+  const attempt = (exec: Execution, state: string, st: StateDef, payload: unknown, view: JobStore): Promise<unknown> => {
+    const handler = f.handlerOf[String(st.Resource)];
+    if (!handler) throw new Error(`task ${state} invokes no function of the stack: ${String(st.Resource)}`);
+    const actor = new Actor(`${exec.name}/${state}#${++invocationCount}`);
+    const fault = invokeFault();
+    const now = clock.monotonicMs();
+    // An unanswered invocation's effect lasts until its task's TimeoutSeconds ends it.
+    const effectEnds = fault === 'no-answer' ? now + (st.TimeoutSeconds ?? 0) * 1000 : now;
+    if (fault) invokeFaults.push({ kind: `invoke-${fault}`, point: `${state}@${exec.name}`, at: effectEnds });
+    if (fault === 'throttled') {
+      scheduler.log(`${actor.name} invoke THROTTLED`);
+      return Promise.reject(new StateError(INVOKE_THROTTLED, 'Rate exceeded'));
+    }
+    return new Promise((resolve, reject) => {
+      let answered = false;
+      const answer = (how: () => void) => {
+        if (answered) return;
+        answered = true;
+        timer?.cancel();
+        invocations.delete(actor);
+        how();
+      };
+      const fail = (error: string, detail: string) => answer(() => reject(new StateError(error, detail)));
+      const timer = st.TimeoutSeconds
+        ? clock.after(st.TimeoutSeconds * 1000, () => {
+            scheduler.log(`${actor.name} task TIMEOUT after ${st.TimeoutSeconds} s; its Lambda runs on`);
+            fail(TASK_TIMED_OUT, `${state} ran past ${st.TimeoutSeconds} s`);
+          })
+        : undefined;
+      // A process that exits answers the task with the exit, unless no answer reaches the task at all.
+      invocations.set(actor, (error) => (fault === 'no-answer' ? undefined : fail(error, 'the process exited')));
+      const timeoutAt = fault === 'timed-out' ? 1 + Math.floor(random() * 3) : undefined;
+      let steps = 0;
+      const onStep = () => {
+        if (++steps !== timeoutAt) return;
+        scheduler.log(`${actor.name} invoke TIMED OUT after step ${steps}; its Lambda runs on`);
+        fail(INVOKE_TIMED_OUT, 'the Invoke call timed out');
+      };
+      const source = () => runtimeOf(actor, handler, view, onStep);
+      const run =
+        handler === 'chunk'
+          ? chunkHandlerOn(source, work(actor))
+          : (makeHandlers(source)[handler as keyof ReturnType<typeof makeHandlers>] as (event: unknown) => Promise<unknown>);
+      running.add(actor);
+      const ran = run(payload as never);
+      ran.finally(() => running.delete(actor)).catch(() => undefined);
+      ran.then(
+        (value) => {
+          if (fault === 'no-answer') {
+            scheduler.log(`${actor.name} answered; the answer is LOST`);
+            invocations.delete(actor);
+            return;
+          }
+          answer(() => resolve(value));
+        },
+        (err: Error) => {
+          if (fault === 'no-answer') return void invocations.delete(actor);
+          fail(err.name, err.message);
+        },
+      );
+    });
+  };
+
+  /** A task: its attempts under the state's Retry (by error name, with its interval, backoff and full jitter). */
+  const task = async (exec: Execution, state: string, st: StateDef, payload: unknown, view: JobStore): Promise<unknown> => {
+    const retried = (st.Retry ?? []).map(() => 0);
+    for (;;) {
+      try {
+        return await attempt(exec, state, st, payload, view);
+      } catch (err) {
+        if (!(err instanceof StateError)) throw err;
+        const i = (st.Retry ?? []).findIndex((r) => matches(r.ErrorEquals, err.error));
+        const r = st.Retry?.[i];
+        if (!r || retried[i] >= (r.MaxAttempts ?? 3)) throw err;
+        const fullMs = Math.min((r.IntervalSeconds ?? 1) * 1000 * (r.BackoffRate ?? 2) ** retried[i], maxDelayMs(r));
+        const waitMs = r.JitterStrategy === 'FULL' ? Math.floor(random() * fullMs) : fullMs;
+        retried[i]++;
+        scheduler.log(`${exec.name} ${state} retries ${err.error} in ${waitMs} ms`);
+        await clock.sleep(waitMs);
+      }
+    }
+  };
+
+  /** Run a machine's states from StartAt; a Succeed or Fail ends it. */
+  const states = async (
+    exec: Execution,
+    machine: MachineDef,
+    doc: unknown,
+    context: Context,
+    view: JobStore,
+  ): Promise<{ end: string; failed?: string; output: unknown }> => {
+    let name = machine.StartAt;
+    for (;;) {
+      const st = machine.States[name];
+      if (!st) throw new Error(`no state ${name}`);
+      try {
+        switch (st.Type) {
+          case 'Succeed':
+            return { end: name, output: doc };
+          case 'Fail':
+            return { end: name, failed: st.Error ?? 'States.Failed', output: doc };
+          case 'Pass':
+            doc = place(doc, st.ResultPath, st.Result ?? doc);
+            break;
+          case 'Wait': {
+            const seconds = Number(st.Seconds ?? read(doc, String(st.SecondsPath), context));
+            if (mutation !== 'wait-skipped') await clock.sleep(seconds * 1000);
+            break;
+          }
+          case 'Choice': {
+            const chosen = (st.Choices ?? []).find((c) => {
+              const v = read(doc, String(c.Variable), context);
+              if ('BooleanEquals' in c) return v === c.BooleanEquals;
+              if ('NumericEquals' in c) return v === c.NumericEquals;
+              throw new Error(`${name}: a Choice rule this interpreter does not know: ${JSON.stringify(c)}`);
+            });
+            name = String(chosen?.Next ?? st.Default);
+            continue;
+          }
+          case 'Task': {
+            const payload = st.Parameters ? parameters(st.Parameters, doc, context) : doc;
+            const result = await task(exec, name, st, payload, view);
+            doc = place(doc, st.ResultPath, result);
+            if (st.OutputPath) doc = read(doc, st.OutputPath, context);
+            break;
+          }
+          case 'Map':
+            doc = place(doc, st.ResultPath, await map(exec, name, st, doc, context, view));
+            break;
+          default:
+            throw new Error(`${name}: a state type this interpreter does not know: ${st.Type}`);
+        }
+      } catch (err) {
+        if (!(err instanceof StateError)) throw err;
+        const c = (st.Catch ?? []).find((x) => matches(x.ErrorEquals, err.error));
+        if (!c) throw err;
+        scheduler.log(`${exec.name} ${name} caught ${err.error} → ${c.Next}`);
+        doc = place(doc, c.ResultPath, { Error: err.error, Cause: err.detail });
+        name = c.Next;
+        continue;
+      }
+      if (st.End || !st.Next) return { end: name, output: doc };
+      name = st.Next;
+    }
+  };
+
+  /** An inline Map: at most MaxConcurrency iterations at once; the first failure fails it and starts no more. */
+  const map = async (exec: Execution, name: string, st: StateDef, doc: unknown, context: Context, view: JobStore): Promise<unknown[]> => {
+    const items = (read(doc, String(st.ItemsPath ?? '$'), context) ?? []) as unknown[];
+    const processor = (st.ItemProcessor ?? st.Iterator)!;
+    const results: unknown[] = [];
+    let next = 0;
+    let failure: StateError | undefined;
+    const lane = async () => {
+      while (failure === undefined && next < items.length) {
+        const i = next++;
+        const itemContext = { ...context, Map: { Item: { Value: items[i] } } };
+        const input = st.ItemSelector ? parameters(st.ItemSelector, doc, itemContext) : items[i];
+        try {
+          const out = await states(exec, processor, input, itemContext, view);
+          if (out.failed) throw new StateError(out.failed, `${name} iteration ${i} failed`);
+          results[i] = out.output;
+        } catch (err) {
+          if (!(err instanceof StateError)) throw err;
+          failure ??= err;
+        }
+      }
+    };
+    const width = st.MaxConcurrency ? Math.min(st.MaxConcurrency, items.length) : items.length;
+    await Promise.all(Array.from({ length: Math.max(1, width) }, lane));
+    if (failure) throw failure;
+    return results;
+  };
+
+  /** Start an execution of the job's machine; AWS's rule for a name already taken. */
+  const startJob = (name: string, input: string, by?: Actor): 'started' | 'existing' => {
+    const e = executions.get(name);
+    if (e) {
+      const same = e.input === input && e.status === 'RUNNING';
+      scheduler.log(
+        `${by?.name ?? 'the schedule'} StartExecution ${name}: ${same ? 'the same execution (open, same input)' : `ExecutionAlreadyExists (${e.status}${e.input === input ? '' : ', another input'})`}`,
+      );
+      if (same) return 'existing';
+      throw Object.assign(new Error(`Execution Already Exists: '${name}'`), { name: 'ExecutionAlreadyExists', $metadata: { httpStatusCode: 400 } });
+    }
+    const exec: Execution = { name, input, status: 'RUNNING' };
+    executions.set(name, exec);
+    scheduler.log(`${by?.name ?? 'the schedule'} starts execution ${name}`);
+    const view = broken.jobsFor(new Actor(name), (inner) => inner);
+    const parsed = JSON.parse(input) as Json;
+    states(exec, machines.job, parsed, { Execution: { Name: name, Input: parsed } }, view).then(
+      (out) => {
+        exec.status = out.failed ? 'FAILED' : 'SUCCEEDED';
+        exec.end = out.failed ?? out.end;
+        scheduler.log(`${name} ends ${exec.status} at ${out.end}`);
+      },
+      (err: Error) => {
+        exec.status = 'FAILED';
+        exec.end = err instanceof StateError ? err.error : err.message;
+        scheduler.log(`${name} ends FAILED: ${exec.end}`);
+      },
+    );
+    return 'started';
+  };
+
+  /** The sweeper's schedule: an execution of its machine every period. */
+  let sweeps = 0;
+  const sweep = (): void => {
+    if (!sweeping) return;
+    const name = `sweep-${++sweeps}`;
+    const exec: Execution = { name, input: '{}', status: 'RUNNING' };
+    scheduler.log(`the sweeper's schedule starts ${name}`);
+    states(exec, machines.sweeper, {}, { Execution: { Name: name, Input: {} } }, jobs).then(
+      (out) => scheduler.log(`${name} ends at ${out.end}`),
+      (err: Error) => scheduler.log(`${name} ends FAILED: ${err instanceof StateError ? err.error : err.message}`),
+    );
+    clock.after(f.sweepPeriodMs, sweep);
+  };
+
+  scheduler.log(`the sparse index lags by up to ${indexLagMs} ms`);
+  const trigger = JSON.stringify({ scheduledTime: SCHEDULED_TIME });
+  startJob('night-a', trigger);
+  if (random() < 0.5) {
+    const at = Math.floor(random() * s.duplicateWithinMs);
+    scheduler.log(`the nightly trigger is delivered again at ${at} ms`);
+    clock.after(at, () => {
+      startJob('night-b', trigger);
+      triggered = true;
+    });
+  } else triggered = true;
+  clock.after(f.sweepPeriodMs, sweep);
+
+  const closed = () => [...executions.values()].every((e) => e.status !== 'RUNNING');
+  const horizon = s.faults.windowMs + s.faults.maxPauseMs + bound;
+  // Done when the night is, every execution closed and every invocation returned; or when nothing can happen any
+  // more: all that, with the night never raised (no sweep sees it) and no trigger still to come: stranded, a violation.
+  const settled = () => [...running].every((a) => a.crashed);
+  await scheduler.run(() => closed() && settled() && triggered && (doneAt !== undefined || !raised), horizon);
+  sweeping = false;
+  broken.restore();
+
+  // Safety, from the trace and the stores' final state.
+  violations.push(...acceptedChecks(accepted));
+  violations.push(...epochChecks(grants));
+  violations.push(
+    ...(await doneChecks(jobs, { jobId, date: DATE, chunks: s.chunks, items: s.items, itemsTable: ITEMS, jobsTable: TABLES.jobs }, keys)),
+  );
+  const row = await jobs.readJob(jobId);
+  // Liveness: the night the trigger started is DONE, raised or not, and every execution of the job closed, within the
+  // bound once the faults stopped.
+  const deadline = Math.max(0, faultsEndMs()) + bound;
+  if (doneAt === undefined)
+    violations.push(`the night is ${row?.state ?? 'never raised'} at ${clock.monotonicMs()} ms, never DONE (faults ended at ${faultsEndMs()} ms)`);
+  else if (doneAt > deadline) violations.push(`the night was DONE at ${doneAt} ms, after the bound ${deadline} ms`);
+  for (const e of executions.values())
+    if (e.status === 'RUNNING') violations.push(`execution ${e.name} still RUNNING at ${clock.monotonicMs()} ms (bound ${deadline} ms)`);
+  scheduler.log(
+    `end: night ${row?.state ?? 'never raised'}; ${[...executions.values()].map((e) => `${e.name} ${e.status} ${e.end ?? ''}`).join(', ')}`,
+  );
+  return {
+    seed,
+    trace: scheduler.trace,
+    violations,
+    crashPoints: [...scheduler.faults.map((x) => `${x.kind} ${x.point}`), ...invokeFaults.map((x) => `${x.kind} ${x.point.replace(/@.*/, '')}`)],
+    state: row?.state,
+  };
+}
+
+/** A definition with `field` removed from every state (the no-task-timeout mutation). */
+function without(machine: MachineDef, field: keyof StateDef): MachineDef {
+  const copy = structuredClone(machine) as { States: Record<string, Json> };
+  const strip = (m: { States: Record<string, Json> }): void => {
+    for (const st of Object.values(m.States)) {
+      delete st[field];
+      const inner = (st.ItemProcessor ?? st.Iterator) as { States: Record<string, Json> } | undefined;
+      if (inner) strip(inner);
+    }
+  };
+  strip(copy);
+  return copy as unknown as MachineDef;
+}
+
+let clients: Clients | undefined;
+/** The handlers are given the in-memory stores; these clients are never sent a request (they exist for the Runtime's shape). */
+function dummyClients(): Clients {
+  return (clients ??= awsClients());
+}

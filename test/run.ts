@@ -60,6 +60,7 @@ async function main(): Promise<number> {
   );
   const total: Counts = { passed: 0, failed: 0, cancelled: 0, skipped: 0 };
   let code = 0;
+  let batches = 0;
   const batch = async (names: string[], on: EmbeddedStack, echo = true) => {
     const r = await runBatch(
       names.map((f) => path.join(dir, f)),
@@ -72,7 +73,7 @@ async function main(): Promise<number> {
         testLimitMs: TEST_LIMIT_MS,
         deadline: runStarted + RUN_LIMIT_MS,
         echo,
-        timesFile: path.join(logDir, `times-${names.length}-${names[0]?.replace(/\W/g, '')}.jsonl`),
+        timesFile: path.join(logDir, `times-${++batches}.jsonl`),
       },
     );
     if (!echo) process.stdout.write(r.output);

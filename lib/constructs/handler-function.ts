@@ -1,7 +1,7 @@
 /**
- * One Lambda function per handler module in lambda/ (or a job's own entry file): bundled locally with esbuild (no Docker), Node.js 24 on
+ * One Lambda function per handler module in lib/lambda/ (or a job's own entry file): bundled locally with esbuild (no Docker), Node.js 24 on
  * arm64, X-Ray active, its own log group, and FENCEPOST_HANDLER naming the module (the local runner maps task
- * states back to handlers by it). In the built package, lambda/'s handlers come prebundled (dist/handlers, made by
+ * states back to handlers by it). In the built package, lib/lambda/'s handlers come prebundled (dist/handlers, made by
  * tools/prebundle.ts when packing): a user's synth deploys those files and bundles only the job's own entry.
  * Grants are not given here: each construct grants its functions by need.
  */
@@ -20,7 +20,7 @@ import { METRICS_NAMESPACE } from '../core/observability';
 export interface HandlerFunctionProps {
   /**
    * The handler's name (FENCEPOST_HANDLER, by which the local runner maps a task state back to its handler): one of
-   * lambda/'s modules (`lambda/<handler>.ts`), or any name for the job's own `entry`.
+   * lib/lambda/'s modules (`lib/lambda/<handler>.ts`), or any name for the job's own `entry`.
    */
   readonly handler: HandlerName | (string & {});
   /** The job's own entry file (exporting `handler`), e.g. its chunk function. @default lambda/<handler>.ts */
@@ -60,7 +60,7 @@ function entryOf(handler: string): string {
 
 /**
  * The built package's prebundled handlers (tools/prebundle.ts, when packing): ONE bundle, dist/handlers/index.js with
- * its map, exporting each of lambda/'s handlers, and dist/handlers.json mapping each handler's name to its Lambda
+ * its map, exporting each of lib/lambda/'s handlers, and dist/handlers.json mapping each handler's name to its Lambda
  * Handler (`index.<export>`). One bundle, not eight: the handlers share the runtime, the core and the SDK, and
  * eight copies of them would add about 20 MB to every install (one: 2.6).
  * @param libFolder - the constructs' folder, beside which the bundle sits (this module's own by default)
@@ -136,7 +136,7 @@ export class FencepostFunction extends NodejsFunction {
   }
 }
 
-/** A handler's function: lambda/'s module (prebundled in the built package), or a job's own entry bundled here. */
+/** A handler's function: lib/lambda/'s module (prebundled in the built package), or a job's own entry bundled here. */
 export class HandlerFunction extends FencepostFunction {
   constructor(scope: Construct, id: string, props: HandlerFunctionProps) {
     const ready = props.entry === undefined ? prebundledOf(props.handler) : undefined;

@@ -11,7 +11,7 @@
  *                leaves the sparse index in the same write.
  *   runJob       the direct engine: all of the above in this process, under a lease it claims and renews.
  *
- * The FencedJob workflow (lib/) runs the same steps as Lambdas (lib/lambda/raise.ts, lib/lambda/complete.ts and the chunk
+ * The FencedJob workflow (lib/constructs/) runs the same steps as Lambdas (lib/lambda/raise.ts, lib/lambda/complete.ts and the chunk
  * function's fencedChunkHandler), through these same functions: one place for each rule.
  *
  * What it guarantees is what the fences guarantee: once a newer holder has raised them, no guarded write of an older

@@ -8,7 +8,7 @@ import path from 'node:path';
 
 /**
  * The versions of `pkg` Fencepost declares as a peer, read from Fencepost's own package.json, found upward from here
- * (local/ in the repository, dist/local/ in the package).
+ * (lib/local/ in the repository, dist/local/ in the package).
  */
 export function declaredRange(pkg: string): string {
   for (let dir = __dirname; dir !== path.dirname(dir); dir = path.dirname(dir)) {

@@ -1,5 +1,5 @@
 // ESLint over every TypeScript source: the recommended JavaScript and typescript-eslint rules. Formatting is
-// Prettier's (.prettierrc.json); the layering of folders is checked by test/layers.test.ts.
+// Prettier's (.prettierrc.json); the layering of folders is checked by test/unit/layers.test.ts.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 

@@ -6,7 +6,7 @@
  * often each fires in a 30-day month (their expressions, read by a small cron reader below); and the state transitions
  * of one idle sweep (the sweeper's definition run in aws-local-stepfunctions with stub tasks that sight nothing).
  *
- *   npx tsx bench/fixed-cost.ts      prints the table docs/PERFORMANCE.md holds (test/fixed-cost.test.ts compares them)
+ *   npx tsx bench/fixed-cost.ts      prints the table docs/PERFORMANCE.md holds (test/unit/fixed-cost.test.ts compares them)
  */
 import { App, Duration, Stack } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';

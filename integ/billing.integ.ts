@@ -1,7 +1,7 @@
 /**
  * Integration test on a real account (integ-runner, `npm run integ`): deploy the Fencepost stack, bill one night
  * through the real billing state machine, and check the stores; then bill the same night again and check that the
- * second execution ends AlreadyDone. CI never deploys it: test/synth.test.ts only synthesizes this app and checks its assertions.
+ * second execution ends AlreadyDone. CI never deploys it: test/synth/synth.test.ts only synthesizes this app and checks its assertions.
  *
  * The night is a fixed date on fresh tables: the integ stack's tables are destroyed with it (the real stack retains
  * them); its buckets are retained, as in the real stack, because CloudFormation cannot delete a non-empty bucket.
@@ -75,7 +75,7 @@ export function fencepostInteg(context: Record<string, unknown> = {}, outdir?: s
 
   // Every call returns its response to CloudFormation as the custom resource's data, which must stay under 4,096 bytes
   // (aws-cdk issue 24490): each call asks for a bounded response (outputPaths through assertAtPath or getAttString,
-  // includeExecutionData false, a ProjectionExpression). test/synth.test.ts checks each call's bound.
+  // includeExecutionData false, a ProjectionExpression). test/synth/synth.test.ts checks each call's bound.
   const start = (date: string) =>
     a.awsApiCall('StepFunctions', 'startExecution', { stateMachineArn: machine, input: JSON.stringify({ jobDate: date }) });
   const succeeded = (execution: IApiCall, minutes: number) =>

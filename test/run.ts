@@ -1,120 +1,197 @@
 /**
- * `npm test`: start one embedded stack (DynamoDB Local behind the conflict proxy + local S3) for the whole run,
- * then run every test file with Node's built-in test runner against it, one file at a time, and stop the stack; the
- * packed-tarball test runs beside them on a second stack of its own (BESIDE). The runner's own summary and exit code
- * are what CI reads.
+ * `npm test`: every test file, each in a `node --test` run of its own, side by side in as many slots as the machine has
+ * cores (at least two), against one embedded stack (DynamoDB Local behind the conflict proxy + local S3) started once
+ * for the whole run. A file's output is printed whole when it ends, so files run side by side never interleave.
  *
- * The stack's endpoints record every call they answer, with the caller's access key id, in one call log; the
- * local workflow records the invocations its state machines make there too. The IAM proof (iam.test.ts) reads
- * that log, so it runs last, after every file that exercises the deployed functions.
+ * The folders under test/ are tiers, by what their files need (docs/REPOSITORY.md § Tests):
+ * - `unit/`, `synth/`: nothing but the process (pure logic, virtual time, the memory stores; CDK synthesis). They must
+ *   not use the stack (test/support/stack.ts refuses), so `unit/` starts at once, while the stack's JVM starts.
+ * - `process/`, `package/`, `store/`: the stack, real processes, the build and the packed tarball.
+ * - `proofs/`: read what the others recorded (the IAM proof reads the call log), so they run after every other file.
+ *
+ * The packed-tarball test runs beside the slots, on a stack of its own (BESIDE); the order of the others is `queued`'s. `npm test -- <part>` runs the files whose path under test/ contains a part: `npm test -- lease`,
+ * `npm test -- unit/`.
+ *
+ * The stack's endpoints record every call they answer, with the caller's access key id, in one call log; the local
+ * workflow records the invocations its state machines make there too.
  */
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEmbeddedStack, type EmbeddedStack } from '../lib/local/stack';
 import { runBatch, type Counts } from './support/runner';
 
-/** Files that read what the others recorded: run after them, in a second batch (the runner orders files itself). */
-const LAST = ['iam.test.ts'];
+interface Tier {
+  readonly dir: string;
+  /** Its files talk to the embedded stack (or start their own, as the packed-tarball test's app does). */
+  readonly stack: boolean;
+}
+
+const TIERS: readonly Tier[] = [
+  { dir: 'unit', stack: false },
+  { dir: 'process', stack: true },
+  { dir: 'package', stack: true },
+  { dir: 'synth', stack: false },
+  { dir: 'store', stack: true },
+];
 
 /**
- * Files run beside the others, on an embedded stack of their own: the packed-tarball test spends most of its minutes
- * in npm, cdk init, tsc and synth rather than in the store, and it lists every table of its stack, as read-only.test.ts
- * does of the shared one, so the two must not share one. Its output is printed whole when it ends, not interleaved.
+ * The longest files of the slots, started right after test/unit/ so the run does not end waiting on one started late
+ * (a hint for the order only: a file missing from here still runs, in its place below).
  */
-const BESIDE = ['pack.test.ts'];
+const LONGEST = ['process/faults.test.ts', 'process/workflow.test.ts', 'process/cli.test.ts'];
+
+/**
+ * The order files are started in: test/unit/ first (it needs no stack, so it runs while the JVM starts), then the
+ * longest, then real-process files alternating with the rest. A real-process file mostly waits on real time, and one
+ * run beside another slows both (their leases and polls stretch under the load); beside a busy CPU-bound file it
+ * costs the machine less.
+ */
+function queued(files: readonly File[]): File[] {
+  const unit = files.filter((f) => f.tier.dir === 'unit');
+  const longest = LONGEST.flatMap((name) => files.filter((f) => f.name === name));
+  const rest = files.filter((f) => !unit.includes(f) && !longest.includes(f));
+  const processes = rest.filter((f) => f.tier.dir === 'process');
+  const others = rest.filter((f) => f.tier.dir !== 'process');
+  const mixed = Array.from({ length: Math.max(processes.length, others.length) }, (_, i) => [processes[i], others[i]]).flat();
+  return [...unit, ...longest, ...mixed.filter((f): f is File => f !== undefined)];
+}
+const LAST: Tier = { dir: 'proofs', stack: true };
+
+/**
+ * Run beside the slots, on an embedded stack of its own: the packed-tarball test spends most of its minutes in npm,
+ * cdk init, tsc and synth rather than in the store, and it lists every table of its stack, so it must not share the
+ * others'. It is the longest file, so it starts first.
+ */
+const BESIDE = ['package/pack.test.ts'];
 
 /**
  * A test without its own `timeout` fails after 5 minutes, a file left running fails 30 s after its tests end, and the
- * whole run stops at 40 minutes (test/support/runner.ts): a hang fails the run well inside CI's time.
+ * whole run stops at 20 minutes (test/support/runner.ts): a hang fails the run well inside CI's time.
  */
 const TEST_LIMIT_MS = 5 * 60_000;
-const RUN_LIMIT_MS = 40 * 60_000;
+const RUN_LIMIT_MS = 20 * 60_000;
+
+const SLOTS = Math.max(2, availableParallelism());
 
 const runStarted = performance.now();
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
-const stackEnv = (stack: EmbeddedStack) => ({ FENCEPOST_TEST_DYNAMODB: stack.endpoints.dynamodb, FENCEPOST_TEST_S3: stack.endpoints.s3 });
+/** A test file as the runner names it: its path under test/, e.g. `store/lease.test.ts`. */
+interface File {
+  readonly name: string;
+  readonly tier: Tier;
+}
+
+function testFiles(only: readonly string[]): File[] {
+  const dirs = readdirSync(__dirname, { withFileTypes: true }).filter((d) => d.isDirectory() && d.name !== 'support');
+  const known = [...TIERS, LAST].map((t) => t.dir);
+  const unknown = dirs.map((d) => d.name).filter((d) => !known.includes(d));
+  if (unknown.length > 0) throw new Error(`test/${unknown[0]}/ is not a tier test/run.ts knows: add it to TIERS`);
+  const loose = readdirSync(__dirname).filter((f) => f.endsWith('.test.ts'));
+  if (loose.length > 0) throw new Error(`test/${loose[0]} is in no tier: move it into the folder of what it needs`);
+  return [...TIERS, LAST].flatMap((tier) =>
+    readdirSync(path.join(__dirname, tier.dir))
+      .filter((f) => f.endsWith('.test.ts'))
+      .sort()
+      .map((f) => ({ name: `${tier.dir}/${f}`, tier }))
+      .filter((f) => only.length === 0 || only.some((o) => f.name.includes(o))),
+  );
+}
 
 async function main(): Promise<number> {
-  const dir = __dirname;
   const only = process.argv.slice(2);
-  const files = readdirSync(dir)
-    .filter((f) => f.endsWith('.test.ts'))
-    .filter((f) => only.length === 0 || only.some((o) => f.includes(o)))
-    .sort();
-  const beside = files.filter((f) => BESIDE.includes(f));
-  const first = files.filter((f) => !LAST.includes(f) && !BESIDE.includes(f));
-  const last = files.filter((f) => LAST.includes(f));
+  const files = testFiles(only);
+  const beside = files.filter((f) => BESIDE.includes(f.name));
+  const slotted = queued(files.filter((f) => f.tier !== LAST && !BESIDE.includes(f.name)));
+  const last = files.filter((f) => f.tier === LAST);
   const logDir = mkdtempSync(path.join(tmpdir(), 'fencepost-calls-'));
   // FENCEPOST_CALL_LOG set: the calls are recorded there and kept, also on a partial run, so the IAM proof can be run
   // on a smaller set (`FENCEPOST_CALL_LOG=/tmp/calls.jsonl npm test -- workflow sweeper reindex iam`).
   const callLog = process.env.FENCEPOST_CALL_LOG ?? path.join(logDir, 'calls.jsonl');
   const recording = only.length === 0 || process.env.FENCEPOST_CALL_LOG !== undefined;
-  const stack = await startEmbeddedStack({ callLog });
+
+  // The stacks start in the background; a file that needs one waits for it, the others start at once.
+  const mainNeeded = [...slotted, ...last].some((f) => f.tier.stack);
+  const stack = mainNeeded ? startEmbeddedStack({ callLog }) : undefined;
   // The side stack records no calls: the files beside run no function of the apps whose grants the proof reads.
-  const sideStack = beside.length > 0 && first.length > 0 ? await startEmbeddedStack() : undefined;
-  process.stderr.write(
-    `test stack up in ${((performance.now() - runStarted) / 1000).toFixed(1)} s: ${stack.endpoints.dynamodb} ${stack.endpoints.s3}` +
-      (sideStack ? ` (beside: ${sideStack.endpoints.dynamodb} ${sideStack.endpoints.s3})` : '') +
-      '\n',
-  );
-  const total: Counts = { passed: 0, failed: 0, cancelled: 0, skipped: 0 };
-  let code = 0;
-  let batches = 0;
-  const batch = async (names: string[], on: EmbeddedStack, echo = true) => {
-    const r = await runBatch(
-      names.map((f) => path.join(dir, f)),
-      {
-        env: {
-          ...stackEnv(on),
-          // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants.
-          ...(recording && on === stack ? { FENCEPOST_CALL_LOG: callLog } : {}),
-        },
-        testLimitMs: TEST_LIMIT_MS,
-        deadline: runStarted + RUN_LIMIT_MS,
-        echo,
-        timesFile: path.join(logDir, `times-${++batches}.jsonl`),
-      },
+  const sideStack = beside.length > 0 ? startEmbeddedStack() : undefined;
+  const stacksUp = Promise.all([stack, sideStack]).then(([main, side]) => {
+    const up = (s: EmbeddedStack) => `${s.endpoints.dynamodb} ${s.endpoints.s3}`;
+    process.stderr.write(
+      `test stacks up in ${seconds(performance.now() - runStarted)}:` + (main ? ` ${up(main)}` : '') + (side ? ` (beside: ${up(side)})` : '') + '\n',
     );
-    if (!echo) process.stdout.write(r.output);
-    total.passed += r.counts.passed;
-    total.failed += r.counts.failed;
-    total.cancelled += r.counts.cancelled;
-    total.skipped += r.counts.skipped;
+  });
+  stacksUp.catch(() => undefined); // a stack that fails to start fails the files that wait for it, and the run
+  process.stderr.write(`${files.length} test files, ${SLOTS} side by side${beside.length > 0 ? ' and 1 beside' : ''}\n`);
+
+  const total: Counts = { passed: 0, failed: 0, cancelled: 0, skipped: 0 };
+  const times: [string, number][] = [];
+  let code = 0;
+  let ended = 0;
+  const run = async (file: File, on: Promise<EmbeddedStack> | undefined) => {
+    const s = file.tier.stack ? await on : undefined;
+    const started = performance.now();
+    const r = await runBatch([path.join(__dirname, file.name)], {
+      env: {
+        FENCEPOST_TEST_TIER: file.tier.dir,
+        ...(s ? { FENCEPOST_TEST_DYNAMODB: s.endpoints.dynamodb, FENCEPOST_TEST_S3: s.endpoints.s3 } : {}),
+        // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants.
+        ...(recording && on === stack ? { FENCEPOST_CALL_LOG: callLog } : {}),
+      },
+      testLimitMs: TEST_LIMIT_MS,
+      deadline: runStarted + RUN_LIMIT_MS,
+      echo: false,
+    });
+    const ms = performance.now() - started;
+    times.push([file.name, ms]);
+    const c = r.counts;
+    const verdict = `${c.passed} passed${c.failed > 0 ? `, ${c.failed} FAILED` : ''}${c.cancelled > 0 ? `, ${c.cancelled} cancelled` : ''}`;
+    process.stdout.write(`\n── ${file.name} ──\n${r.output}`);
+    process.stderr.write(`[${++ended}/${files.length}] ${file.name}: ${verdict} in ${seconds(ms)}\n`);
+    total.passed += c.passed;
+    total.failed += c.failed;
+    total.cancelled += c.cancelled;
+    total.skipped += c.skipped;
     if (r.code !== 0) code = r.code;
     if (r.stopped)
       process.stderr.write(`\nthe run passed its limit of ${RUN_LIMIT_MS / 60_000} min and was stopped: see "Interrupted while running" above\n`);
   };
+
   try {
     await Promise.all([
-      first.length > 0 ? batch(first, stack) : undefined,
-      beside.length > 0 ? batch(beside, sideStack ?? stack, sideStack === undefined) : undefined,
+      ...beside.map((f) => run(f, sideStack)),
+      inSlots(slotted, SLOTS, (f) => run(f, stack)).then(() => inSlots(last, 1, (f) => run(f, stack))),
     ]);
-    if (last.length > 0) await batch(last, stack);
-    process.stdout.write(slowestFiles(logDir));
+    await stacksUp;
+    process.stdout.write(slowestFiles(times, performance.now() - runStarted));
   } finally {
-    await Promise.all([stack.stop(), sideStack?.stop()]);
+    await Promise.allSettled([stack?.then((s) => s.stop()), sideStack?.then((s) => s.stop())]);
     rmSync(logDir, { recursive: true, force: true });
   }
-  // One closing line for every batch.
+  // One closing line for the whole run.
   process.stdout.write(`\ntests: ${total.passed} passed, ${total.failed} failed, ${total.cancelled} cancelled, ${total.skipped} skipped\n`);
   return code;
 }
 
-/** The files that took the run's minutes, from the timing reporter's lines: where to look when the run grows. */
-function slowestFiles(logDir: string, count = 15): string {
-  const perFile = new Map<string, number>();
-  for (const name of readdirSync(logDir).filter((f) => f.startsWith('times-'))) {
-    for (const line of readFileSync(path.join(logDir, name), 'utf8').split('\n').filter(Boolean)) {
-      const { file, ms } = JSON.parse(line) as { file?: string; ms: number };
-      const key = path.basename(file ?? '?');
-      perFile.set(key, (perFile.get(key) ?? 0) + ms);
-    }
-  }
-  const rows = [...perFile].sort((a, b) => b[1] - a[1]);
-  const total = rows.reduce((sum, [, ms]) => sum + ms, 0);
-  const lines = rows.slice(0, count).map(([file, ms]) => `  ${(ms / 1000).toFixed(1).padStart(7)} s  ${file}`);
-  return `\nslowest files (sum of their tests' durations; all ${rows.length} files: ${(total / 1000).toFixed(0)} s):\n${lines.join('\n')}\n`;
+/** Runs `work` on each item in order, at most `slots` at a time. */
+async function inSlots<T>(items: readonly T[], slots: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const slot = async () => {
+    while (next < items.length) await work(items[next++]);
+  };
+  await Promise.all(Array.from({ length: Math.min(slots, items.length) }, slot));
+}
+
+/** The files that took the run's minutes: where to look when the run grows. */
+function slowestFiles(times: readonly [string, number][], runMs: number, count = 15): string {
+  const rows = [...times].sort((a, b) => b[1] - a[1]);
+  const sum = rows.reduce((s, [, ms]) => s + ms, 0);
+  const lines = rows.slice(0, count).map(([file, ms]) => `  ${seconds(ms).padStart(9)}  ${file}`);
+  return (
+    `\nslowest files (each file's run, start to exit; all ${rows.length} files: ${seconds(sum)} in ${seconds(runMs)}, ` +
+    `${SLOTS} side by side):\n${lines.join('\n')}\n`
+  );
 }
 
 main().then(

@@ -1,7 +1,7 @@
 /**
  * The check against reality (issue 13, item 5; issue 19, item 5): the schedule of `fencepost story`
  * (verify/story.ts) played by the REAL code on virtual time (lib/sim/real.ts: runJob, the lease, the fenced batch
- * and the Sweeper on the in-memory stores) predicts the outcome and the token order; test/story.test.ts runs the
+ * and the Sweeper on the in-memory stores) predicts the outcome and the token order; test/process/story.test.ts runs the
  * real processes on DynamoDB Local too and compares. What differs between the two is the runtime (processes, signals,
  * a real store), not the code.
  *

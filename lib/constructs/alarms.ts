@@ -236,7 +236,7 @@ export class FencepostAlarms extends Construct {
     const sm = props.stateMachine;
     this.alarms = {
       // Alarm on what the estimate proves, max(0, |offset| − error), not on |offset|: one Date header is truncated to
-      // the second, so a correct clock's |offset| alone reads up to ~500 ms (docs/ALARMS.md, test/clock-offset.test.ts).
+      // the second, so a correct clock's |offset| alone reads up to ~500 ms (docs/ALARMS.md, test/unit/clock-offset.test.ts).
       clockOffset: alarm(
         'ClockOffset',
         above(

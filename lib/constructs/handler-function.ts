@@ -103,7 +103,7 @@ export interface FencepostFunctionProps extends Omit<NodejsFunctionProps, 'runti
  * bundles' target) on arm64, 256 MB unless said, X-Ray active, its own log group (`<id>Logs`, beside it in `scope`),
  * FENCEPOST_HANDLER and the Powertools settings, the cdk-nag acknowledgement of the basic execution policy, and invoke grants that name the
  * function alone: Step Functions invokes the unqualified ARN and nothing invokes a version or alias, so the `<arn>:*`
- * CDK adds by default would be a grant nobody uses (the IAM proof, test/iam.test.ts, fails on unused grants).
+ * CDK adds by default would be a grant nobody uses (the IAM proof, test/proofs/iam.test.ts, fails on unused grants).
  */
 export class FencepostFunction extends NodejsFunction {
   constructor(scope: Construct, id: string, props: FencepostFunctionProps) {

@@ -9,7 +9,7 @@
  *
  * The local S3 server (lib/local/s3-server.ts) enforces If-Match / If-None-Match themselves but does NOT evaluate
  * bucket policies: locally an unconditional manifest write is accepted. The policy is proven instead on the
- * synthesized template with a policy evaluator (@cloud-copilot/iam-simulate, test/iam.test.ts): a PutObject on a
+ * synthesized template with a policy evaluator (@cloud-copilot/iam-simulate, test/proofs/iam.test.ts): a PutObject on a
  * manifest key with neither header is denied, with either header allowed by the writer's role.
  */
 import { createHash } from 'node:crypto';

@@ -1,6 +1,6 @@
 /**
  * The repository's own barrel of the Lambda layer, for its reference apps (under apps/), which may
- * import only this and the package's entries (test/layers.test.ts): FencedJob's handlers (makeHandlers), their
+ * import only this and the package's entries (test/unit/layers.test.ts): FencedJob's handlers (makeHandlers), their
  * runtime, and the chunk handler on a runtime source of the caller's. Not in the package's exports map: a user cannot
  * import it, and its names may change without notice.
  */

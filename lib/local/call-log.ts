@@ -1,7 +1,7 @@
 /**
  * A record of every AWS call the local endpoints answer, and who made it. In the local workflow each function runs
  * with its own access key id (the function's CloudFormation logical id), which every SigV4 request carries in its
- * Authorization header, as AWS identifies a caller. The IAM proof (test/iam.test.ts) evaluates each recorded call
+ * Authorization header, as AWS identifies a caller. The IAM proof (test/proofs/iam.test.ts) evaluates each recorded call
  * against that function's role policy as synthesized.
  *
  * The endpoints record the API facts (operation, table, index, partition key, bucket, key); mapping them to IAM

@@ -17,7 +17,7 @@
  * On demand it also answers as AWS does when a transaction is throttled (cancellation reasons ThrottlingError,
  * ProvisionedThroughputExceeded) or the service fails (500 InternalServerError, 503 ServiceUnavailable,
  * https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Programming.Errors.html).
- * Not emulated: see the header of test/dynamodb-proxy.test.ts.
+ * Not emulated: see the header of test/store/dynamodb-proxy.test.ts.
  *
  * Off (`conflicts: false`, or `conflictWindowMs` 0, and no fault armed) it changes nothing: every request is
  * forwarded and every answer returned as DynamoDB Local gave it. Every request is recorded to `onCall`, including

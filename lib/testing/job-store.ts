@@ -1,7 +1,7 @@
 /**
  * The job store in memory (lib/core/store/jobs.ts), keeping DynamoDB's rules for what the job/chunk protocol and the
  * fenced batch use, so the real core runs on it in virtual time (issue 19, item 3). It passes the same conformance
- * suite as the DynamoDB store (test/job-store-conformance.test.ts).
+ * suite as the DynamoDB store (test/store/job-store-conformance.test.ts).
  *
  * What it keeps:
  *   - conditional single-item writes that answer with the old item (ALL_OLD), on success and on failure;

@@ -1,6 +1,6 @@
 /**
  * The epoch ledger's store in memory, keeping DynamoDB's rules for what the epoch fence uses (the conformance suite
- * test/ledger-store-conformance.test.ts runs the same tests on it and on DynamoDB Local):
+ * test/store/ledger-store-conformance.test.ts runs the same tests on it and on DynamoDB Local):
  *   - a raise is a conditional update: refused with the fence item as it was (ALL_OLD), nothing written;
  *   - an append is one transaction of two actions, all or nothing: when a condition fails nothing is written, and
  *     the answer gives a reason per action at its position (ConditionalCheckFailed or None) and the fence item as it

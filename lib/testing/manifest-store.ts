@@ -1,6 +1,6 @@
 /**
  * The manifest's store in memory, keeping S3's rules for what the manifest fence uses (the conformance suite
- * test/manifest-store-conformance.test.ts runs the same tests on it and on the S3 store):
+ * test/store/manifest-store-conformance.test.ts runs the same tests on it and on the S3 store):
  *   - If-None-Match: * on an existing key, and If-Match with an ETag that is not the current one: 412, nothing written;
  *   - If-Match on a missing key: 404 NoSuchKey, nothing written;
  *   - a conditional write is checked when it completes, after a commit window (`commitWindowMs`, on the injected

@@ -1,4 +1,4 @@
-/** What a bundled function leaves to the Lambda runtime (test/bundles.test.ts, test/pack.test.ts). */
+/** What a bundled function leaves to the Lambda runtime (test/package/bundles.test.ts, test/package/pack.test.ts). */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

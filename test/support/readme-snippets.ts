@@ -1,6 +1,6 @@
 /**
  * The README's code snippets are files: each ```ts block follows a marker `<!-- snippet: examples/….ts -->` naming the
- * file it quotes, byte for byte (test/readme.test.ts checks it; test/pack.test.ts runs the files from the installed
+ * file it quotes, byte for byte (test/unit/readme.test.ts checks it; test/package/pack.test.ts runs the files from the installed
  * package). Run this file (`npx tsx test/support/readme-snippets.ts`) to copy every marked file into its block again
  * after the file changed.
  */

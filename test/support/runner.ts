@@ -1,5 +1,5 @@
 /**
- * One `node --test` run over some files, as `npm test` runs each batch (test/run.ts): the runner's output passes
+ * One `node --test` run over some files, as `npm test` runs each file (test/run.ts): the runner's output passes
  * through, its summary's counts are read back, and a hang fails the run instead of holding it open.
  *
  * - Each test gets `testLimitMs` unless it sets its own `timeout`.
@@ -15,7 +15,6 @@ import path from 'node:path';
 import { exitedAfterOutput } from '../../verify/chaos/worker-process';
 
 const LEAK_GUARD = path.join(__dirname, 'leak-guard.ts');
-const FILE_TIMES = path.join(__dirname, 'file-times.mjs');
 
 export interface Counts {
   passed: number;
@@ -36,8 +35,6 @@ export interface BatchOptions {
   readonly deadline: number;
   /** Pass the runner's output through to this process's stdout (the run's log). @default true */
   readonly echo?: boolean;
-  /** Write one JSON line per top-level test ({ file, ms }) here (test/support/file-times.mjs). */
-  readonly timesFile?: string;
 }
 
 export interface BatchResult {
@@ -50,25 +47,7 @@ export interface BatchResult {
 }
 
 export async function runBatch(files: string[], options: BatchOptions): Promise<BatchResult> {
-  const reporters = options.timesFile
-    ? [
-        '--test-reporter=spec',
-        '--test-reporter-destination=stdout',
-        `--test-reporter=${FILE_TIMES}`,
-        `--test-reporter-destination=${options.timesFile}`,
-      ]
-    : [];
-  const args = [
-    '--import',
-    'tsx',
-    '--import',
-    LEAK_GUARD,
-    '--test',
-    '--test-concurrency=1',
-    `--test-timeout=${options.testLimitMs}`,
-    ...reporters,
-    ...files,
-  ];
+  const args = ['--import', 'tsx', '--import', LEAK_GUARD, '--test', '--test-concurrency=1', `--test-timeout=${options.testLimitMs}`, ...files];
   // Not as a child of another runner (runner.test.ts runs this inside a test): that one's protocol variable would
   // make this runner report to it instead of printing.
   const inherited = { ...process.env };

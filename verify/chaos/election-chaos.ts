@@ -91,7 +91,7 @@ const epochOfRun = (r: Pick<CandidateRun, 'events'>): number | undefined => {
 
 /**
  * Every violation of an election schedule, one sentence each, from the role's ledger and the candidates' runs.
- * Pure, so that it can be shown to fail on a planted ledger (test/faults.test.ts).
+ * Pure, so that it can be shown to fail on a planted ledger (test/process/faults.test.ts).
  */
 export function electionViolations(entries: readonly LedgerEntry[], head: LedgerHead, runs: readonly CandidateRun[]): string[] {
   const problems = ledgerViolations(entries, head).map((p) => `ledger: ${p}`);

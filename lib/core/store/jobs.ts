@@ -2,7 +2,7 @@
  * The job store (issue 19, the storage seam): every atomic store operation the job/chunk protocol and the fenced
  * batch need, as plain values. One implementation talks to DynamoDB (lib/core/aws/job-store.ts, the only place with
  * their condition expressions), one keeps DynamoDB's rules in memory (lib/testing/job-store.ts); both pass
- * test/job-store-conformance.test.ts.
+ * test/store/job-store-conformance.test.ts.
  *
  * A failed condition is not an exception: it comes back as `{ ok: false, current }`, the item that won, as ALL_OLD
  * gives it, so the logic needs no second read. Transient failures (throttling, TransactionConflict, timeouts) are

@@ -7,7 +7,7 @@
  * TransactionConflict, timeouts) are thrown, for the one retry helper (lib/core/conditions.ts retryTransient).
  *
  * Implementations: lib/core/aws/ledger-store.ts (DynamoDB), lib/testing/ledger-store.ts (DynamoDB's rules, in memory);
- * the conformance suite test/ledger-store-conformance.test.ts runs on both.
+ * the conformance suite test/store/ledger-store-conformance.test.ts runs on both.
  */
 
 /** The fence item: the highest epoch that has written or bumped, and the last version written (0, 0 when new). */

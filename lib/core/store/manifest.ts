@@ -6,7 +6,7 @@
  * failed write carries only why it failed (the logic re-reads). Anything else (throttling, 5xx, a 403) is thrown.
  *
  * Implementations: lib/core/aws/manifest-store.ts (S3), lib/testing/manifest-store.ts (S3's rules, in memory); the
- * conformance suite test/manifest-store-conformance.test.ts runs on both.
+ * conformance suite test/store/manifest-store-conformance.test.ts runs on both.
  */
 
 /** An object as read: its body and the ETag that names this version of it. */

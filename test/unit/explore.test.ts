@@ -1,0 +1,253 @@
+/**
+ * Deterministic exploration (verify/explore, `fencepost simulate explore`): the real runJob, lease, fenced batch and
+ * sweeper on the in-memory stores and virtual time, interleaved and faulted at every store call by a seeded scheduler.
+ * No store endpoint, no real sleep.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { explore, replayCommand, type ExploreSummary } from '../../verify/explore/explore';
+import { MUTATIONS } from '../../verify/explore/mutations';
+import { VirtualClock } from '../../lib/core/clock';
+import { Actor, Scheduler } from '../../verify/explore/scheduler';
+import { runSchedule, type ScheduleResult } from '../../verify/explore/world';
+import { WORLD_NAMES, WORLDS, worldOf, worldsFor } from '../../verify/explore/worlds';
+import { parseSimulate, simulate } from '../../cli/simulate';
+import { ConfigError } from '../../lib/core/errors';
+
+test('50 schedules from seed 42 on the real code: no violation, faults injected, and the same digest twice', async () => {
+  const first = await explore(42, 50, { world: 'night' });
+  const second = await explore(42, 50, { world: 'night' });
+  assert.deepEqual(
+    first.violations.map((v) => [v.replay, v.violations]),
+    [],
+  );
+  assert.equal(first.schedules, 50);
+  assert.ok(
+    Object.keys(first.crashPoints).some((p) => p.startsWith('night crash ')),
+    'the schedules crashed an actor somewhere',
+  );
+  assert.equal(second.digest, first.digest);
+  assert.deepEqual(second.crashPoints, first.crashPoints);
+});
+
+test('a schedule replays exactly from its own seed: schedule i of seed N is seed N + i', async () => {
+  const traces: (readonly string[])[] = [];
+  await explore(42, 3, { world: 'night', onSchedule: (r) => void traces.push(r.trace) });
+  const alone = await runSchedule(44);
+  assert.deepEqual(alone.trace, traces[2]);
+  assert.notDeepEqual(alone.trace, traces[1]);
+  assert.equal(replayCommand(44, 'night', 'fence-below'), 'fencepost simulate explore --world night --seed 44 --schedules 1 --mutation fence-below');
+});
+
+// Each broken rule, applied by the harness only, must be caught from seed 42 within this many schedules.
+const WITHIN = 100;
+for (const mutation of MUTATIONS) {
+  test(`the broken variant ${mutation} is caught from seed 42 within ${WITHIN} schedules, and its replay fails alone`, async () => {
+    let caught: number | undefined;
+    await explore(42, WITHIN, {
+      world: 'night',
+      mutation,
+      onSchedule: (r) => {
+        if (r.violations.length > 0) caught = r.seed;
+        return caught === undefined;
+      },
+    });
+    assert.notEqual(caught, undefined, `${mutation} not caught in ${WITHIN} schedules from seed 42`);
+    const replay = await runSchedule(caught!, mutation);
+    assert.ok(replay.violations.length > 0, `the replay of seed ${caught} found nothing`);
+    const honest = await runSchedule(caught!);
+    assert.deepEqual(honest.violations, [], `the same schedule on the real code must pass`);
+  });
+}
+
+// Seeds that crash the sweeper at the step between its two (found by exploring from seed 42): on the real code
+// after `start`, before the re-queue record (BETWEEN); under requeue-before-start after the QUEUED write, before
+// `start` (BETWEEN_OLD: the old order shifts the sweeper's steps, so it is another seed).
+const BETWEEN = 60;
+const BETWEEN_OLD = 297;
+
+test(`a sweeper crashed between its start and its re-queue record is replaced by a fresh one, and the run it started makes the night DONE (seed ${BETWEEN})`, async () => {
+  const r = await runSchedule(BETWEEN);
+  const crash = r.trace.findIndex((l) => / sweeper-1 requeue CRASH /.test(l));
+  assert.ok(crash >= 0, `seed ${BETWEEN} no longer crashes sweeper-1 at its re-queue record:\n${r.trace.join('\n')}`);
+  const before = r.trace.slice(0, crash).filter((l) => / sweeper-1 /.test(l));
+  const started = / sweeper-1 starts a new run (\S+)$/.exec(before.at(-1)!);
+  assert.ok(started, `the crash is right after the start: ${before.at(-1)}`);
+  assert.ok(
+    r.trace.slice(crash).some((l) => / sweeper-2 starts$/.test(l)),
+    'a fresh sweeper replaces the dead one',
+  );
+  const holder = r.trace[r.trace.indexOf(before.at(-1)!) + 1].split(' ')[1];
+  assert.ok(
+    r.trace.some((l) => l.includes(` ${holder} ends completed `)),
+    `the run started before the crash (${holder}) completes the night`,
+  );
+  assert.deepEqual(r.violations, []);
+  assert.equal(r.state, 'DONE');
+});
+
+test(`the sweeper's old order (QUEUED, out of the index, then start) strands the night when it dies between the two (seed ${BETWEEN_OLD})`, async () => {
+  assert.deepEqual((await runSchedule(BETWEEN_OLD)).violations, [], 'the same schedule passes on the real code');
+  const r = await runSchedule(BETWEEN_OLD, 'requeue-before-start');
+  const crash = r.trace.findIndex((l) => / sweeper-1 startExecution CRASH /.test(l));
+  assert.ok(crash >= 0, `seed ${BETWEEN_OLD} no longer crashes sweeper-1 at its start:\n${r.trace.join('\n')}`);
+  const before = r.trace.slice(0, crash).filter((l) => / sweeper-1 /.test(l));
+  assert.match(before.at(-1)!, / sweeper-1 requeueOut$/, 'the crash is right after the QUEUED write');
+  assert.equal(r.state, 'QUEUED');
+  assert.ok(
+    r.violations.some((v) => v.includes('never DONE')),
+    `liveness must catch the stranded night: ${JSON.stringify(r.violations)}`,
+  );
+});
+
+test("an actor's wall clock: a step moves it at once, a rate error from then on, and the reading stays continuous", () => {
+  const a = new Actor('a');
+  const wall0 = 1_000_000;
+  assert.equal(a.wallMs(wall0, 0), wall0);
+  a.stepWall(-3_000);
+  assert.equal(a.wallMs(wall0 + 500, 500), wall0 + 500 - 3_000);
+  a.setWallRate(1.5, 1_000);
+  assert.equal(a.wallMs(wall0 + 1_000, 1_000), wall0 + 1_000 - 3_000, 'no jump where the rate changes');
+  assert.equal(a.wallMs(wall0 + 3_000, 3_000), wall0 + 3_000 - 3_000 + 0.5 * 2_000);
+  a.setWallRate(1, 3_000);
+  assert.equal(a.wallMs(wall0 + 5_000, 5_000), wall0 + 5_000 - 3_000 + 0.5 * 2_000, 'the error gained stays');
+});
+
+test("the clock the real code is given reads the actor's own wall clock, and the shared monotonic time", async () => {
+  const clock = new VirtualClock();
+  const scheduler = new Scheduler(clock, () => 0, { chance: 0, budget: 0, maxPauseMs: 0, windowMs: 0 });
+  const [a, b] = [new Actor('a'), new Actor('b')];
+  a.stepWall(-14_000);
+  await clock.advance(2_000);
+  const [ca, cb] = [scheduler.clockOf(a), scheduler.clockOf(b)];
+  assert.equal(ca.wallMs(), clock.wallMs() - 14_000);
+  assert.equal(cb.wallMs(), clock.wallMs());
+  assert.equal(ca.monotonicMs(), cb.monotonicMs());
+});
+
+// One exploration of the real code over a fixed range, shared by the tests below: the wall faults and StartExecution
+// by name are checked in it (the range is shown to hold them: the tests count them).
+const RANGE = { from: 42, schedules: 100 };
+let range: Promise<{ summary: ExploreSummary; results: ScheduleResult[] }> | undefined;
+const exploreRange = () =>
+  (range ??= (async () => {
+    const results: ScheduleResult[] = [];
+    const summary = await explore(RANGE.from, RANGE.schedules, { world: 'night', onSchedule: (r) => void results.push(r) });
+    return { summary, results };
+  })());
+const LAST = RANGE.from + RANGE.schedules - 1;
+
+// The real code times no duration on the wall clock: stepped and drifting wall clocks change nothing it decides.
+test(`wall-clock steps and rate errors land on holders and sweepers in seeds ${RANGE.from}..${LAST}, and the real code has no violation`, async () => {
+  const { summary, results } = await exploreRange();
+  const hit = new Map<string, Set<string>>();
+  for (const r of results)
+    for (const line of r.trace) {
+      const m = / (holder|sweeper)-\d+ (WALL-STEP|WALL-RATE) /.exec(line);
+      if (m) hit.set(m[2], (hit.get(m[2]) ?? new Set()).add(m[1]));
+    }
+  assert.deepEqual(
+    summary.violations.map((v) => [v.replay, v.violations]),
+    [],
+  );
+  assert.deepEqual([...hit.keys()].sort(), ['WALL-RATE', 'WALL-STEP']);
+  for (const [kind, actors] of hit) assert.deepEqual([...actors].sort(), ['holder', 'sweeper'], `${kind} on both holders and sweepers`);
+});
+
+// Found by exploring from seed 42 (the first catch): holder-1's wall clock steps back before its claim, so the
+// lease_until it writes is already past on holder-2's clock.
+const WALL_CATCH = 99;
+
+test(`claim-on-wall-clock: a wall clock stepped back lets the naive claim land while the holder still acts, two holders at once; the real claim waits (seed ${WALL_CATCH})`, async () => {
+  const broken = await runSchedule(WALL_CATCH, 'claim-on-wall-clock');
+  assert.ok(
+    broken.trace.some((l) => / WALL-(STEP|RATE) /.test(l)),
+    `the catch is the wall clock's: seed ${WALL_CATCH} has no wall fault:\n${broken.trace.join('\n')}`,
+  );
+  assert.ok(
+    broken.violations.some((v) => v.startsWith('two holders at once')),
+    JSON.stringify(broken.violations),
+  );
+  const honest = await runSchedule(WALL_CATCH);
+  assert.deepEqual(honest.violations, []);
+  assert.ok(
+    honest.trace.some((l) => / WALL-(STEP|RATE) /.test(l)),
+    'the real code meets the same wall fault',
+  );
+});
+
+test('fence-lt: the holder that raised the fence is refused by it (fenced out at its own token), and the night is never DONE', async () => {
+  const r = await runSchedule(42, 'fence-lt');
+  const fencedOut = r.trace.filter((l) => / ends fenced-out token /.test(l));
+  assert.ok(fencedOut.length > 0, r.trace.join('\n'));
+  assert.ok(
+    r.violations.some((v) => v.includes('never DONE')),
+    JSON.stringify(r.violations),
+  );
+  assert.deepEqual((await runSchedule(42)).violations, []);
+});
+
+// StartExecution as AWS answers it: the same name again starts nothing. The range holds second deliveries of the
+// sweeper's start (TWICE) and sweeps retried under the same name after a failure.
+test(`StartExecution delivered twice or retried under the same name starts one run (seeds ${RANGE.from}..${LAST})`, async () => {
+  const { summary, results } = await exploreRange();
+  let twice = 0;
+  let again = 0;
+  for (const r of results) {
+    const started = r.trace.map((l) => / starts a new run (\S+)$/.exec(l)?.[1]).filter((n) => n !== undefined);
+    assert.equal(new Set(started).size, started.length, `seed ${r.seed}: a run name started twice: ${started.join(', ')}`);
+    for (const [i, line] of r.trace.entries()) {
+      if (!/ startExecution TWICE at /.test(line)) continue;
+      twice++;
+      const name = / starts a new run (\S+)$/.exec(r.trace[i + 1])![1];
+      assert.ok(
+        r.trace.slice(i + 1).some((l) => l.includes(`start ${name}: exists`)),
+        `seed ${r.seed}: the second delivery met the first execution`,
+      );
+    }
+    again += r.trace.filter((l) => /: exists \(/.test(l)).length;
+  }
+  assert.deepEqual(
+    summary.violations.map((v) => v.replay),
+    [],
+  );
+  assert.ok(twice > 0, 'the range holds a second delivery');
+  assert.ok(again > twice, 'and a sweep retried under the same name');
+});
+
+// All worlds (the CLI's default): the seed picks the world among those that take the mutation, so the same seed is
+// the same schedule, and the replay command names its world.
+test('--world all: each seed runs the world it picks, replays alone in that world, and the digest repeats', async () => {
+  const picked: string[] = [];
+  const first = await explore(42, 6, { onSchedule: (_r, world) => void picked.push(world) });
+  assert.deepEqual(
+    picked,
+    [42, 43, 44, 45, 46, 47].map((seed) => WORLD_NAMES[seed % WORLD_NAMES.length]),
+  );
+  assert.deepEqual(first.worlds, Object.fromEntries(WORLD_NAMES.map((w) => [w, 2])));
+  assert.equal((await explore(42, 6)).digest, first.digest);
+  const alone = await WORLDS[worldOf(44, WORLD_NAMES)].run(44);
+  const traces: (readonly string[])[] = [];
+  await explore(44, 1, { world: worldOf(44, WORLD_NAMES), onSchedule: (r) => void traces.push(r.trace) });
+  assert.deepEqual(traces[0], alone.trace);
+  // A mutation only some worlds apply rotates among those.
+  assert.deepEqual(worldsFor('all', 'requeue-before-start'), ['night']);
+  assert.deepEqual(worldsFor('election', 'fence-lt'), []);
+});
+
+test('simulate explore bad input: one clear line per problem, and nothing run', async () => {
+  const problems = (args: string[]) =>
+    simulate(parseSimulate(['explore', ...args])).then(
+      () => ['ran'],
+      (e: unknown) => (e instanceof ConfigError ? e.problems : [String(e)]),
+    );
+  assert.deepEqual(await problems(['--world', 'moon', '--schedules', '0']), [
+    '--schedules must be a whole number of at least 1, got "0"',
+    '--world must be all or one of night, workflow, election, got "moon"',
+  ]);
+  assert.deepEqual(await problems(['--world', 'election', '--mutation', 'fence-lt']), [
+    '--mutation fence-lt is not applied in the election world; it is in: night, workflow',
+  ]);
+  const [unknown] = await problems(['--mutation', 'no-such-rule']);
+  assert.match(unknown!, /^--mutation must be one of fence-below, .*sidecar-heartbeat, got "no-such-rule"$/);
+});

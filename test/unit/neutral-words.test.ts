@@ -1,0 +1,33 @@
+/**
+ * The library's source speaks of jobs, not of the billing reference app (issue 20, item 3; docs/DESIGN.md § Layout:
+ * lib/core/ knows nothing of billing). Every TypeScript file of lib/core/, lib/election/, lib/testing/, lib/lambda/ and lib/constructs/ is read, comments included, so an
+ * example or a reason written in the reference app's words fails here with its file and line. Left out: lib/sim/,
+ * the simulator, which tells the reference text's billing night; and DynamoDB's own `BillingMode` (its API's word,
+ * `billingMode` as CDK's prop).
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const BILLING = /invoice|billing|billed/i;
+/** AWS's words, not ours. */
+const AWS_WORDS = /\b[Bb]illingMode\b/g;
+
+function sources(dir: string): string[] {
+  return readdirSync(path.join(ROOT, dir), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
+    .map((f) => path.join(dir, f));
+}
+
+test('no billing word in the library source (the package but its simulator, lib/sim/, and its commands and emulators)', () => {
+  const files = ['lib/core', 'lib/election', 'lib/testing', 'lib/lambda', 'lib/constructs'].flatMap(sources);
+  assert.ok(files.length > 20, `the checker sees the library's files: ${files.length}`);
+  const found = files.flatMap((f) =>
+    readFileSync(path.join(ROOT, f), 'utf8')
+      .split('\n')
+      .flatMap((line, i) => (BILLING.test(line.replace(AWS_WORDS, '')) ? [`${f}:${i + 1}: ${line.trim()}`] : [])),
+  );
+  assert.deepEqual(found, [], "lines in the billing app's words");
+});

@@ -28,7 +28,7 @@ import type net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { readBody } from './http-body';
-import { prng } from './prng';
+import { prng } from '../core/prng';
 import { principalOf, type AwsCall, type CallSink } from './call-log';
 import { InfrastructureError } from '../core/errors';
 

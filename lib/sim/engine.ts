@@ -6,6 +6,7 @@
  * events. Nothing here does I/O, reads the system clock or calls Math.random, so a run is a pure function of its
  * script and seed: the same inputs print the same table. Times are integer milliseconds.
  */
+import { prng } from '../core/prng';
 
 /** One row of a scenario's event table: when (true time), who, what, and the token and fence involved. */
 export interface SimRow {
@@ -37,18 +38,15 @@ export interface TimelineMark {
   readonly label?: string;
 }
 
-/** A small seeded PRNG (mulberry32): deterministic per seed, good enough for jitter and loss. */
+/** The seeded PRNG (lib/core/prng.ts) with a range: deterministic per seed, good enough for jitter and loss. */
 export class Rng {
-  private s: number;
+  private readonly random: () => number;
   constructor(seed: number) {
-    this.s = seed >>> 0;
+    this.random = prng(seed);
   }
   /** Uniform in [0, 1). */
   next(): number {
-    this.s = (this.s + 0x6d2b79f5) >>> 0;
-    let r = Math.imul(this.s ^ (this.s >>> 15), 1 | this.s);
-    r = (r + Math.imul(r ^ (r >>> 7), 61 | r)) ^ r;
-    return ((r ^ (r >>> 14)) >>> 0) / 4_294_967_296;
+    return this.random();
   }
   /** Uniform in [lo, hi). */
   between(lo: number, hi: number): number {

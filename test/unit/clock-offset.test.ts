@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClockOffsetEstimator, offsetBeyondErrorMs, type OffsetEstimate } from '../../lib/core/clock-offset';
 import { STACK_DEFAULTS } from '../../apps/billing/config';
-import { prng } from '../../lib/local/prng';
+import { prng } from '../../lib/core/prng';
 
 const at = (ms: number) => new Date(ms).toUTCString(); // a Date header: whole seconds
 

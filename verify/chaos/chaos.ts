@@ -36,7 +36,7 @@ import { provisionBilling as provision } from '../billing-stores';
 import { Keys } from '../../apps/billing/keys';
 import type { Clients, Endpoints } from '../../lib/core/aws/clients';
 import { startDynamoDbProxy, type DynamoDbProxyOptions } from '../../lib/local/dynamodb-proxy';
-import { prng } from '../../lib/local/prng';
+import { prng } from '../../lib/core/prng';
 import { startProcess, type SeenEvent, type WorkerOptions, type WorkerProcess } from './worker-process';
 import { runElectionSchedule } from './election-chaos';
 

@@ -31,7 +31,7 @@ import { ledgerKey } from '../../lib/election/election';
 import { EpochFence, ledgerViolations, type LedgerEntry, type LedgerHead } from '../../lib/election/epoch-fence';
 import { tableNames } from '../../lib/core/schema';
 import { provision } from '../../lib/local/provision';
-import { prng } from '../../lib/local/prng';
+import { prng } from '../../lib/core/prng';
 import type { ChaosOptions, FakeClock, ScheduleResult } from './chaos';
 import { startProcess, type SeenEvent, type WorkerProcess } from './worker-process';
 

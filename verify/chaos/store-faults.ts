@@ -13,7 +13,7 @@
  * `store-faults {"throttle":3,"lost":1}`. Tests and the chaos command only.
  */
 import type { Clients } from '../../lib/core/aws/clients';
-import { prng } from '../../lib/local/prng';
+import { prng } from '../../lib/core/prng';
 
 export interface StoreFaultSpec {
   readonly seed: number;

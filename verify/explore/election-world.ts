@@ -39,7 +39,7 @@ import { bumpEpochs, DEFAULT_BUMP } from '../../lib/core/restore';
 import type { LedgerStore } from '../../lib/core/store/ledger';
 import type { JoinRequest, LockStore, WriteOutcome } from '../../lib/core/store/lock';
 import type { ManifestStore } from '../../lib/core/store/manifest';
-import { prng } from '../../lib/local/prng';
+import { prng } from '../../lib/core/prng';
 import { Actor, Scheduler } from './scheduler';
 import { epochChecks } from './checks';
 import type { ScheduleResult } from './world';

@@ -55,7 +55,7 @@ import { makeHandlers } from '../../lib/lambda/index';
 import { createRuntime, type Runtime } from '../../lib/lambda/runtime';
 import { FencedJob } from '../../lib/constructs/fenced-job';
 import { resolveJoin } from '../../lib/local/workflow';
-import { prng } from '../../lib/local/prng';
+import { prng } from '../../lib/core/prng';
 import { MUTATIONS, type Mutation, applyMutation } from './mutations';
 import { Actor, Scheduler } from './scheduler';
 import { type Accepted, type Grant, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';

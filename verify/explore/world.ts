@@ -27,7 +27,7 @@ import type { JobStore } from '../../lib/core/store/jobs';
 import type { LockStore, WriteOutcome } from '../../lib/core/store/lock';
 import { Sweeper, SWEEPER_DEFAULTS } from '../../lib/core/sweeper';
 import { DEFAULT_BACKOFF } from '../../lib/core/conditions';
-import { prng } from '../../lib/local/prng';
+import { prng } from '../../lib/core/prng';
 import { requeueRunName } from '../../lib/lambda/sweep-verify';
 import { type Mutation, applyMutation } from './mutations';
 import { Actor, type Restart, Scheduler } from './scheduler';

@@ -9,7 +9,8 @@
  * - `process/`, `package/`, `store/`: the stack, real processes, the build and the packed tarball.
  * - `proofs/`: read what the others recorded (the IAM proof reads the call log), so they run after every other file.
  *
- * The packed-tarball test runs beside the slots, on a stack of its own (BESIDE); the order of the others is `queued`'s. `npm test -- <part>` runs the files whose path under test/ contains a part: `npm test -- lease`,
+ * The packed-tarball test runs beside the slots, on a stack of its own (BESIDE); the others are ordered by `queued` and
+ * `inSlots`. `npm test -- <part>` runs the files whose path under test/ contains a part: `npm test -- lease`,
  * `npm test -- unit/`.
  *
  * The stack's endpoints record every call they answer, with the caller's access key id, in one call log; the local
@@ -34,6 +35,7 @@ const TIERS: readonly Tier[] = [
   { dir: 'synth', stack: false },
   { dir: 'store', stack: true },
 ];
+const LAST: Tier = { dir: 'proofs', stack: true };
 
 /**
  * The longest files of the slots, started right after test/unit/ so the run does not end waiting on one started late
@@ -42,21 +44,14 @@ const TIERS: readonly Tier[] = [
 const LONGEST = ['process/faults.test.ts', 'process/workflow.test.ts', 'process/cli.test.ts'];
 
 /**
- * The order files are started in: test/unit/ first (it needs no stack, so it runs while the JVM starts), then the
- * longest, then real-process files alternating with the rest. A real-process file mostly waits on real time, and one
- * run beside another slows both (their leases and polls stretch under the load); beside a busy CPU-bound file it
- * costs the machine less.
+ * The order files are queued in: test/unit/ first (it needs no stack, so it runs while the JVM starts), then the
+ * longest, then the tiers in order. `inSlots` takes from it, keeping real-process files apart.
  */
 function queued(files: readonly File[]): File[] {
   const unit = files.filter((f) => f.tier.dir === 'unit');
   const longest = LONGEST.flatMap((name) => files.filter((f) => f.name === name));
-  const rest = files.filter((f) => !unit.includes(f) && !longest.includes(f));
-  const processes = rest.filter((f) => f.tier.dir === 'process');
-  const others = rest.filter((f) => f.tier.dir !== 'process');
-  const mixed = Array.from({ length: Math.max(processes.length, others.length) }, (_, i) => [processes[i], others[i]]).flat();
-  return [...unit, ...longest, ...mixed.filter((f): f is File => f !== undefined)];
+  return [...unit, ...longest, ...files.filter((f) => !unit.includes(f) && !longest.includes(f))];
 }
-const LAST: Tier = { dir: 'proofs', stack: true };
 
 /**
  * Run beside the slots, on an embedded stack of its own: the packed-tarball test spends most of its minutes in npm,
@@ -174,13 +169,33 @@ async function main(): Promise<number> {
   return code;
 }
 
-/** Runs `work` on each item in order, at most `slots` at a time. */
-async function inSlots<T>(items: readonly T[], slots: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const slot = async () => {
-    while (next < items.length) await work(items[next++]);
+const isRealProcess = (f: File) => f.tier.dir === 'process';
+
+/**
+ * Runs `work` on each file, at most `slots` at a time, each free slot taking the first file queued, except that while a
+ * real-process file runs, a free slot takes the first file of another tier if one is left. A real-process file mostly
+ * waits on real time, and two side by side slow each other (their leases and polls stretch under each other's load);
+ * beside a CPU-bound file it costs the run less. Measured on fresh clones: the two longest real-process files took 277
+ * and 295 s side by side, 171 and 257 s apart.
+ */
+async function inSlots(files: readonly File[], slots: number, work: (file: File) => Promise<void>): Promise<void> {
+  const waiting = [...files];
+  const running = new Set<File>();
+  const take = (): File | undefined => {
+    const apart = [...running].some(isRealProcess) ? waiting.findIndex((f) => !isRealProcess(f)) : -1;
+    return waiting.splice(apart >= 0 ? apart : 0, 1)[0];
   };
-  await Promise.all(Array.from({ length: Math.min(slots, items.length) }, slot));
+  const slot = async () => {
+    for (let file = take(); file !== undefined; file = take()) {
+      running.add(file);
+      try {
+        await work(file);
+      } finally {
+        running.delete(file);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(slots, files.length) }, slot));
 }
 
 /** The files that took the run's minutes: where to look when the run grows. */

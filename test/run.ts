@@ -129,7 +129,8 @@ async function main(): Promise<number> {
     const started = performance.now();
     const r = await runBatch([path.join(__dirname, file.name)], {
       env: {
-        FENCEPOST_TEST_TIER: file.tier.dir,
+        // A tier without the stack is refused it (test/support/stack.ts), so it cannot come to need it unseen.
+        ...(file.tier.stack ? {} : { FENCEPOST_TEST_NO_STACK: file.tier.dir }),
         ...(s ? { FENCEPOST_TEST_DYNAMODB: s.endpoints.dynamodb, FENCEPOST_TEST_S3: s.endpoints.s3 } : {}),
         // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants.
         ...(recording && on === stack ? { FENCEPOST_CALL_LOG: callLog } : {}),

@@ -1,7 +1,7 @@
 /**
  * One DynamoDB Local and one S3 endpoint per test run (the JVM's start-up is the expensive part): test/run.ts
  * starts them and passes the endpoints in the environment. A test file run on its own starts its own. A file of a tier
- * that runs without the stack (test/unit/, test/synth/) is refused it, so it cannot come to depend on it unseen.
+ * that test/run.ts's TIERS runs without the stack is refused it, so it cannot come to depend on it unseen.
  * Each test gets its own table prefix and bucket, so tests never see each other's data.
  */
 import { after } from 'node:test';
@@ -19,12 +19,10 @@ const given =
 // Registered at import, so it runs after the file's last test (not after the first test that asked).
 if (!given) after(async () => (await own)?.stop());
 
-/** The tiers whose files run before the stack is up, and beside nothing it holds (test/run.ts). */
-const WITHOUT_STACK = ['unit', 'synth'];
-
 export async function endpoints(): Promise<Endpoints> {
-  const tier = process.env.FENCEPOST_TEST_TIER;
-  if (tier !== undefined && WITHOUT_STACK.includes(tier))
+  // Set by test/run.ts for a tier its TIERS table runs without the stack.
+  const tier = process.env.FENCEPOST_TEST_NO_STACK;
+  if (tier !== undefined)
     throw new Error(`a test in test/${tier}/ asked for DynamoDB Local: files that need the stack belong in test/store/ or test/process/`);
   if (given) return given;
   own ??= startEmbeddedStack();

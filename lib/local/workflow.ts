@@ -133,8 +133,9 @@ const ASSETS_DIR = path.join(CACHE_DIR, 'assets');
 
 /**
  * The app's stack synthesized with these overrides, from the cache when nothing it depends on has changed. A cold
- * synth with bundling costs a few seconds; the key covers every input of the synth, so a stale definition or a stale
- * bundle cannot be run. FENCEPOST_SYNTH_CACHE=off always synthesizes.
+ * synth with bundling costs about ten seconds, nearly all of it esbuild; the key covers every input of the synth, so a
+ * stale definition or a stale bundle cannot be run. New overrides reuse the bundles of an earlier synth of the same
+ * sources where they can (synthesizeReusingBundles). FENCEPOST_SYNTH_CACHE=off always synthesizes and bundles.
  */
 export function synthesizeWorkflow(app: WorkflowApp, overrides: Json = {}): SynthesizedWorkflow {
   if (process.env.FENCEPOST_SYNTH_CACHE === 'off') return synthesizeWorkflowNow(app, overrides);
@@ -144,13 +145,56 @@ export function synthesizeWorkflow(app: WorkflowApp, overrides: Json = {}): Synt
     for (const fn of Object.values(wf.functions)) readFileSync(path.join(fn.assetDir, 'index.js'), { flag: 'r' }).subarray(0, 1);
     return wf;
   } catch {
-    const wf = synthesizeWorkflowNow(app, overrides);
-    mkdirSync(CACHE_DIR, { recursive: true });
-    const tmp = `${file}.${process.pid}.tmp`; // write then rename: concurrent runs never read half a file
-    writeFileSync(tmp, JSON.stringify(wf));
-    renameSync(tmp, file);
+    const wf = synthesizeReusingBundles(app, overrides);
+    writeAtomically(file, wf);
     return wf;
   }
+}
+
+/** Write then rename: a concurrent run never reads half a file. */
+function writeAtomically(file: string, value: unknown): void {
+  mkdirSync(CACHE_DIR, { recursive: true });
+  const tmp = `${file}.${process.pid}.tmp`;
+  writeFileSync(tmp, JSON.stringify(value));
+  renameSync(tmp, file);
+}
+
+/**
+ * A function's bundle depends on the sources and on how it is bundled, not on the settings a synth is given, and
+ * bundling again costs about a second of esbuild per function. So a synth first runs without bundling (CDK's
+ * `aws:cdk:bundling-stacks` context set to none), which names each function's code by its construct path and its
+ * bundling options (entry and esbuild flags), and takes each function's bundle recorded under that name for the same
+ * sources (bundleIndexFile). If any function has none, or its bundle is gone, the synth runs again with esbuild, and
+ * its bundles are recorded for the next one. Either way the result is what synthesizeWorkflowNow returns.
+ */
+export function synthesizeReusingBundles(app: WorkflowApp, overrides: Json = {}): SynthesizedWorkflow {
+  const file = bundleIndexFile(app);
+  let index: Record<string, string> = {};
+  try {
+    index = JSON.parse(readFileSync(file, 'utf8')) as Record<string, string>;
+  } catch {
+    // No index yet, or a damaged one: every function is bundled below.
+  }
+  const unbundled = synthesize(app, overrides, false);
+  const reused = (name: string) => {
+    const dir = index[name] && path.join(ASSETS_DIR, index[name]);
+    return dir && existsSync(path.join(dir, 'index.js')) ? dir : undefined;
+  };
+  if (Object.values(unbundled.codeNames).every((name) => reused(name))) {
+    const functions = Object.fromEntries(
+      Object.entries(unbundled.wf.functions).map(([id, fn]) => [id, { ...fn, assetDir: reused(unbundled.codeNames[id])! }]),
+    );
+    return { ...unbundled.wf, functions };
+  }
+  const bundled = synthesizeWorkflowNow(app, overrides);
+  for (const [id, name] of Object.entries(unbundled.codeNames)) index[name] = path.basename(bundled.functions[id].assetDir);
+  writeAtomically(file, index);
+  return bundled;
+}
+
+/** Where the bundles of an app's functions are recorded, by the name an unbundled synth gives each: one file per sources. */
+export function bundleIndexFile(app: WorkflowApp): string {
+  return path.join(CACHE_DIR, `bundles-${app.name}-${workflowCacheKey(app, null)}.json`);
 }
 
 /** Every folder whose sources a synth may read: the core, the constructs, the handlers, the apps built on them. */
@@ -159,9 +203,9 @@ const SYNTH_SOURCES = ['lib', 'lambda', 'apps'];
 /**
  * What the synth reads: the app and the overrides, cdk.json, the locked dependency versions (aws-cdk-lib,
  * esbuild), and every source file of the stacks, the handlers and the core they import. Hashing them all costs a
- * few ms.
+ * few ms. `null` overrides: the key of what the bundles are made from alone.
  */
-export function workflowCacheKey(app: WorkflowApp, overrides: Json): string {
+export function workflowCacheKey(app: WorkflowApp, overrides: Json | null): string {
   const h = createHash('sha256').update(app.name).update('\0').update(JSON.stringify(overrides));
   const files = [
     'cdk.json',
@@ -181,22 +225,40 @@ function sourcesUnder(dir: string): string[] {
 
 /** Synthesize the app's stack, bundles included, from cdk.json's context (with overrides), and read what runs. */
 export function synthesizeWorkflowNow(app: WorkflowApp, overrides: Json = {}): SynthesizedWorkflow {
+  return synthesize(app, overrides, true).wf;
+}
+
+/**
+ * One synth. Bundled, each function's assetDir is its bundle, moved to the shared assets folder. Unbundled, no esbuild
+ * runs and assetDir is left empty; `codeNames` gives, by function, the name CDK gave its unbundled code instead.
+ */
+function synthesize(app: WorkflowApp, overrides: Json, bundle: boolean): { wf: SynthesizedWorkflow; codeNames: Record<string, string> } {
   // Loaded here, not at the top: a cached synth needs neither aws-cdk-lib nor the stack.
   const cdk = onDemand('aws-cdk-lib') as typeof import('aws-cdk-lib');
   const cdkJson = JSON.parse(readFileSync(path.join(ROOT, 'cdk.json'), 'utf8')) as { context: Json };
   mkdirSync(CACHE_DIR, { recursive: true });
   const outdir = mkdtempSync(path.join(CACHE_DIR, 'synth-'));
   try {
-    // Locally, no cold start nor Map Run sits between renewals: short test leases are not refused (lib/constructs/renewal-gap.ts).
-    const scope = new cdk.App({ context: { ...cdkJson.context, [LOCAL_RUN_CONTEXT]: true }, outdir, builtinCloudFormationValidation: false });
+    const context = {
+      ...cdkJson.context,
+      // Locally, no cold start nor Map Run sits between renewals: short test leases are not refused (lib/constructs/renewal-gap.ts).
+      [LOCAL_RUN_CONTEXT]: true,
+      ...(bundle ? {} : { [BUNDLING_STACKS]: [] }),
+    };
+    const scope = new cdk.App({ context, outdir, builtinCloudFormationValidation: false });
     // The functions are bundled as their constructs are built.
     const built = quietly(() => app.build(scope, overrides));
     const stack = built.stack;
     const template = scope.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Resource> };
     const idOf = (c: IConstruct) => stack.getLogicalId(c.node.defaultChild as never);
     const functions: SynthesizedWorkflow['functions'] = {};
+    const codeNames: Record<string, string> = {};
     for (const [id, r] of Object.entries(template.Resources)) {
-      if (r.Type === 'AWS::Lambda::Function') functions[id] = deployedFunction(id, r.Properties, outdir, app.variables.handler);
+      if (r.Type !== 'AWS::Lambda::Function') continue;
+      codeNames[id] = String((r.Properties.Code as Json).S3Key);
+      functions[id] = bundle
+        ? deployedFunction(id, r.Properties, outdir, app.variables.handler)
+        : functionAt(id, r.Properties, '', app.variables.handler);
     }
     const job = machine(idOf(built.job), template.Resources, functions);
     const sweeper = machine(idOf(built.sweeper), template.Resources, functions);
@@ -208,11 +270,15 @@ export function synthesizeWorkflowNow(app: WorkflowApp, overrides: Json = {}): S
     }
     const tables = Object.fromEntries(Object.entries(built.tables).map(([name, table]) => [name, idOf(table)])) as Record<string, string>;
     const stores = { tables, bucket: built.bucket && idOf(built.bucket) };
-    return { definition: job.definition, taskHandlers, environment, job, sweeper, functions, stores, variables: app.variables };
+    const wf = { definition: job.definition, taskHandlers, environment, job, sweeper, functions, stores, variables: app.variables };
+    return { wf, codeNames };
   } finally {
     rmSync(outdir, { recursive: true, force: true });
   }
 }
+
+/** CDK's context key naming the stacks whose assets are bundled (cx-api's BUNDLING_STACKS); none: no esbuild runs. */
+const BUNDLING_STACKS = 'aws:cdk:bundling-stacks';
 
 /** Run fn with CDK's "Bundling asset …" lines held back; they are printed only if the synth fails. */
 function quietly<T>(fn: () => T): T {

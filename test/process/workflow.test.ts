@@ -8,10 +8,8 @@ import assert from 'node:assert/strict';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { audit } from '../../apps/billing/audit';
-import { writeFileSync } from 'node:fs';
-import path from 'node:path';
 import { exitedAfterOutput } from '../../verify/chaos/worker-process';
-import { runSweeperLocally, runWorkflowLocally, synthesizeWorkflow, synthesizeWorkflowNow, workflowCacheKey } from '../../lib/local/workflow';
+import { runSweeperLocally, runWorkflowLocally, synthesizeWorkflow } from '../../lib/local/workflow';
 import { billingApp } from '../../apps/billing/app';
 import { systemClock } from '../../lib/core/clock';
 import { DEFAULTS } from '../../apps/billing/settings';
@@ -45,54 +43,6 @@ const night = [
 async function auditNight(ns: Namespace) {
   return audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 2000);
 }
-
-test('the local definition is the synthesized one: the clock-free watch is Observe ⇄ a Wait state, then Claim', () => {
-  const wf = synthesizeWorkflow(billingApp, { leaseMs: 3000, renewMs: 1000, marginMs: 1000 });
-  const states = wf.definition.States as Record<string, Record<string, unknown>>;
-  assert.equal(wf.definition.StartAt, 'Prepare');
-  assert.equal(states.WatchTheLease.Type, 'Wait');
-  assert.equal(states.WatchTheLease.SecondsPath, '$.observed.waitSeconds');
-  assert.equal(states.WatchTheLease.Next, 'Observe', 'after a poll period, observe again: the claim rule decides');
-  const choices = (states.ClaimOrWatch.Choices as { Variable: string; Next: string }[]).map((c) => [c.Variable, c.Next]);
-  assert.deepEqual(choices, [
-    ['$.observed.done', 'AlreadyDone'],
-    ['$.observed.anotherHolder', 'AlreadyRunning'],
-    ['$.observed.exhausted', 'ClaimBudgetExhausted'],
-    ['$.observed.claimNow', 'Claim'],
-  ]);
-  assert.equal(states.ClaimOrWatch.Default, 'WatchTheLease');
-  assert.deepEqual(wf.taskHandlers, {
-    Prepare: 'prepare',
-    Observe: 'observe',
-    Claim: 'claim',
-    RaiseFence: 'raise',
-    BillChunk: 'chunk',
-    Complete: 'complete',
-    ReleaseAfterFailure: 'release',
-  });
-  const lostCatch = (states.RaiseFence.Catch as { ErrorEquals: string[]; Next: string }[])[0];
-  // RaiseFence's own stop time is retried, then fails loudly (test/unit/renewal-gap.test.ts): only another holder is Lost.
-  assert.deepEqual(lostCatch, { ...lostCatch, ErrorEquals: ['LeaseLostError', 'FencedOutError'], Next: 'Lost' });
-  assert.equal(wf.environment.FENCEPOST_LEASE_MS, '3000', 'the functions are configured from the same context');
-});
-
-test('the synth cache returns exactly what a synth returns, keys on the settings, and survives a damaged entry', () => {
-  const settings = { leaseMs: 4000, renewMs: 1000, marginMs: 1000 };
-  const fresh = synthesizeWorkflowNow(billingApp, settings);
-  assert.deepEqual(synthesizeWorkflow(billingApp, settings), fresh, 'first call: synthesized and stored');
-  assert.deepEqual(synthesizeWorkflow(billingApp, settings), fresh, 'second call: read back, the same');
-  assert.notEqual(
-    workflowCacheKey(billingApp, settings),
-    workflowCacheKey(billingApp, { ...settings, leaseMs: 5000 }),
-    'other settings, another entry',
-  );
-  assert.equal(synthesizeWorkflow(billingApp, { ...settings, leaseMs: 5000 }).environment.FENCEPOST_LEASE_MS, '5000');
-  writeFileSync(
-    path.join(__dirname, '..', '..', 'node_modules', '.cache', 'fencepost', `workflow-billing-${workflowCacheKey(billingApp, settings)}.json`),
-    '{"definition":',
-  );
-  assert.deepEqual(synthesizeWorkflow(billingApp, settings), fresh, 'a damaged entry is synthesized again');
-});
 
 test('a whole night through the synthesized workflow completes and the audit holds', async () => {
   const ns = await namespace();

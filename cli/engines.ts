@@ -12,6 +12,7 @@ import type { FencepostEvent } from '../lib/core/events';
 import { Keys } from '../apps/billing/keys';
 import type { Clients, Endpoints } from '../lib/core/aws/clients';
 import { runWorkflowLocally, type LambdaCode } from '../lib/local/workflow';
+import { callLogSink } from '../verify/proofs/call-log';
 import { billingApp } from '../apps/billing/app';
 import type { RunHooks } from './instrumentation';
 
@@ -77,6 +78,8 @@ export async function runStepFunctions(deps: BillingDeps, run: EngineRun): Promi
     bucket: deps.bucket,
     name: run.worker,
     lambdaCode: run.lambdaCode ?? 'bundle',
+    // The repository's test run keeps a call log for the IAM proof; the workflow's Invokes go to it too.
+    onCall: callLogSink(),
     input: { jobDate: run.date },
     settings: {
       leaseMs: run.config.leaseMs,

@@ -20,6 +20,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { startEmbeddedStack, type EmbeddedStack } from '../lib/local/stack';
+import { fileCallSink } from '../verify/proofs/call-log';
 import { runBatch, type Counts } from './support/runner';
 
 interface Tier {
@@ -108,7 +109,7 @@ async function main(): Promise<number> {
 
   // The stacks start in the background; a file that needs one waits for it, the others start at once.
   const mainNeeded = [...slotted, ...last].some((f) => f.tier.stack);
-  const stack = mainNeeded ? startEmbeddedStack({ callLog }) : undefined;
+  const stack = mainNeeded ? startEmbeddedStack({ onCall: fileCallSink(callLog) }) : undefined;
   // The side stack records no calls: the files beside run no function of the apps whose grants the proof reads.
   const sideStack = beside.length > 0 ? startEmbeddedStack() : undefined;
   const stacksUp = Promise.all([stack, sideStack]).then(([main, side]) => {

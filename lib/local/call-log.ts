@@ -1,13 +1,12 @@
 /**
- * A record of every AWS call the local endpoints answer, and who made it. In the local workflow each function runs
- * with its own access key id (the function's CloudFormation logical id), which every SigV4 request carries in its
- * Authorization header, as AWS identifies a caller. The IAM proof (test/proofs/iam.test.ts) evaluates each recorded call
- * against that function's role policy as synthesized.
+ * What the local endpoints tell a caller of every AWS call they answer, and who made it. In the local workflow each
+ * function runs with its own access key id (the function's CloudFormation logical id), which every SigV4 request
+ * carries in its Authorization header, as AWS identifies a caller.
  *
- * The endpoints record the API facts (operation, table, index, partition key, bucket, key); mapping them to IAM
- * actions, resource ARNs and condition keys is the proof's job, not theirs.
+ * The endpoints report the API facts (operation, table, index, partition key, bucket, key) to the sink they are
+ * given, and keep nothing themselves. What a sink does with them is its owner's: the repository's IAM proof appends
+ * them to a file and evaluates each against the caller's role policy as synthesized (verify/proofs/call-log.ts).
  */
-import { appendFileSync } from 'node:fs';
 
 export interface AwsCall {
   /** The access key id of the request's credentials (SigV4 `Credential=<id>/...`); `anonymous` if unsigned. */
@@ -57,17 +56,4 @@ export function conditionsOf(headers: Readonly<Record<string, string | string[] 
     if (v !== undefined) conditions[name] = Array.isArray(v) ? v.join(',') : v;
   }
   return Object.keys(conditions).length > 0 ? { conditions } : {};
-}
-
-/** A sink that appends one JSON line per call to a file (several processes may append to one file). */
-export function fileCallSink(file: string): CallSink {
-  return (call) => appendFileSync(file, `${JSON.stringify(call)}\n`);
-}
-
-/** Read a call log written by fileCallSink. */
-export function readCallLog(text: string): AwsCall[] {
-  return text
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((l) => JSON.parse(l) as AwsCall);
 }

@@ -6,7 +6,7 @@
 import { startDynamoDbLocal, type DynamoDbLocal } from './dynamodb-local';
 import { startDynamoDbProxy, type DynamoDbProxy } from './dynamodb-proxy';
 import { startLocalS3, type LocalS3 } from './s3-server';
-import { fileCallSink } from './call-log';
+import type { CallSink } from './call-log';
 import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
 import { TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { localClients, type Endpoints } from '../core/aws/clients';
@@ -22,8 +22,8 @@ export interface EmbeddedStackOptions {
   readonly s3Port?: number;
   /** DynamoDB's transaction conflict window and S3's commit window (default 5 ms each); 0 turns both off. */
   readonly conflictWindowMs?: number;
-  /** Append one JSON line per AWS call the local endpoints answer to this file (lib/local/call-log.ts). */
-  readonly callLog?: string;
+  /** Told of every AWS call the DynamoDB and S3 endpoints answer, and who made it (lib/local/call-log.ts). */
+  readonly onCall?: CallSink;
   /** DynamoDB Local's JVM heap cap (default 256 MB; every item is held in memory, so a night of a million needs more). */
   readonly dynamodbHeapMb?: number;
 }
@@ -33,13 +33,11 @@ export interface EmbeddedStack {
   readonly dynamodb: DynamoDbLocal;
   readonly proxy: DynamoDbProxy;
   readonly s3: LocalS3;
-  /** The call log file, when one was asked for (the S3 endpoint appends to it too). */
-  readonly callLog?: string;
   stop(): Promise<void>;
 }
 
 export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Promise<EmbeddedStack> {
-  const onCall = options.callLog ? fileCallSink(options.callLog) : undefined; // one log for both endpoints
+  const onCall = options.onCall; // one sink for both endpoints
   const s3 = await startLocalS3({ port: options.s3Port, conflictWindowMs: options.conflictWindowMs, onCall });
   let dynamodb: DynamoDbLocal | undefined;
   let proxy: DynamoDbProxy | undefined;
@@ -63,7 +61,6 @@ export async function startEmbeddedStack(options: EmbeddedStackOptions = {}): Pr
     dynamodb: db,
     proxy: px,
     s3,
-    callLog: options.callLog,
     stop: async () => {
       await px.stop();
       await Promise.allSettled([db.stop(), s3.stop()]);

@@ -33,7 +33,7 @@ import type { EventListener } from '../core/events';
 import type { RunHooks } from '../core/job';
 import type { Clients, Endpoints } from '../core/aws/clients';
 import { ConfigError } from '../core/errors';
-import { fileCallSink, type CallSink } from './call-log';
+import type { CallSink } from './call-log';
 import { toLocalDefinition } from './distributed-map';
 import { LocalLambdas, type DeployedFunction } from './lambda-runner';
 import { startLocalSfn, type RefuseStart } from './sfn-endpoint';
@@ -420,6 +420,8 @@ export interface LocalExecution {
   /** Context overrides for the synth (leaseMs, invoices, chunkSize, …), validated like cdk.json. */
   readonly settings?: Json;
   readonly onEvent?: EventListener;
+  /** Told of each call the local Step Functions makes: a task's Lambda Invoke, the sweeper's StartExecution (lib/local/call-log.ts). */
+  readonly onCall?: CallSink;
   /**
    * `bundle` (default): the functions' bundled assets, each in its own process. `source`: the handlers' sources
    * in this process, for a test that steps through the core with `hooks.afterCheck`; one execution per process.
@@ -495,7 +497,7 @@ export async function runSweeperLocally(run: SweeperRun): Promise<SweeperResult>
           ? { status: 'FAILED', endState: undefined, error: 'Killed', cause: 'killed by the test before its first task', history: [] }
           : runMachineLocally(wf, 'job', { ...run, name, input: input as Json }),
     },
-    onCall: callLog(),
+    onCall: run.onCall,
     refuse: run.refuseStart,
   });
   try {
@@ -507,12 +509,6 @@ export async function runSweeperLocally(run: SweeperRun): Promise<SweeperResult>
   } finally {
     await sfn.stop();
   }
-}
-
-/** Where the local Step Functions records the invocations it makes, when a call log is kept (the IAM proof). */
-function callLog(): CallSink | undefined {
-  const file = process.env.FENCEPOST_CALL_LOG;
-  return file ? fileCallSink(file) : undefined;
 }
 
 async function runMachineLocally(
@@ -544,7 +540,7 @@ async function runMachineLocally(
       onLog: echo,
       prewarm: Object.values(machine.taskFunctions),
     });
-    const record = callLog();
+    const record = run.onCall;
     calls = Object.fromEntries(
       Object.entries(machine.taskFunctions).map(([state, id]) => [
         state,

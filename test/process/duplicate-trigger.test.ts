@@ -71,6 +71,7 @@ async function secondExecution(ns: Namespace, first: Lease) {
     app: billingApp,
     clients: ns.clients,
     endpoints: ns.endpoints,
+    onCall: ns.onCall,
     tables: ns.tables,
     bucket: ns.bucket,
     name: 'second',

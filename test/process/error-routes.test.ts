@@ -67,6 +67,7 @@ async function night(ns: Namespace, name: string, input: Record<string, unknown>
     app: billingApp,
     clients: ns.clients,
     endpoints: { ...ns.endpoints, dynamodb: proxy.endpoint },
+    onCall: ns.onCall,
     tables: ns.tables,
     bucket: ns.bucket,
     name,

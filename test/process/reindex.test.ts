@@ -30,6 +30,7 @@ import { provisionReindex, seedProducts } from '../../apps/reindex/provision';
 import { chunkFenceKey, productKey, runKeys, type ReindexTables } from '../../apps/reindex/schema';
 import { ReindexStack } from '../../apps/reindex/stack';
 import { runWorkflowLocally } from '../../lib/local/workflow';
+import { callLogSink } from '../../verify/proofs/call-log';
 import { endpoints } from '../support/stack';
 import { within } from '../support/within';
 
@@ -377,6 +378,7 @@ test('one night through the synthesized state machine, locally, with the bundles
     app: reindexApp,
     clients: s.clients,
     endpoints: ep,
+    onCall: callLogSink(),
     tables: s.tables,
     bucket,
     name: 'reindex-night',

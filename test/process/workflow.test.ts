@@ -112,8 +112,9 @@ test('bad state-machine input fails at validation with nothing written', async (
     const { runWorkflowLocally } = require('./lib/local/workflow');
     const { billingApp } = require('./apps/billing/app');
     const { localClients } = require('./lib/core/aws/clients');
+    const { callLogSink } = require('./verify/proofs/call-log');
     const given = ${JSON.stringify({ endpoints: ns.endpoints, tables: ns.tables, bucket: ns.bucket })};
-    const common = { app: billingApp, clients: localClients(given.endpoints), endpoints: given.endpoints, tables: given.tables, bucket: given.bucket };
+    const common = { app: billingApp, clients: localClients(given.endpoints), endpoints: given.endpoints, tables: given.tables, bucket: given.bucket, onCall: callLogSink() };
     (async () => {
       const results = [];
       for (const input of [{}, { jobDate: '2026-02-30' }, { jobDate: 20260928 }, { scheduledTime: 'yesterday' }]) {
@@ -157,6 +158,7 @@ test("the synthesized sweeper, on its bundles, re-queues a dead holder's night a
     app: billingApp,
     clients: ns.clients,
     endpoints: ns.endpoints,
+    onCall: ns.onCall,
     tables: ns.tables,
     bucket: ns.bucket,
     settings,
@@ -186,6 +188,7 @@ const sweepOn = (ns: Namespace, name: string) => ({
   app: billingApp,
   clients: ns.clients,
   endpoints: ns.endpoints,
+  onCall: ns.onCall,
   tables: ns.tables,
   bucket: ns.bucket,
   settings: sweepSettings,
@@ -284,6 +287,7 @@ test('a night run as a Distributed Map (distributedMapAboveChunks: 0) completes 
     app: billingApp,
     clients: ns.clients,
     endpoints: ns.endpoints,
+    onCall: ns.onCall,
     tables: ns.tables,
     bucket: ns.bucket,
     name: 'distributed',

@@ -22,7 +22,8 @@ import { FencedJob, JobTable, LockTable } from '../../lib/constructs/index';
 import { reindexApp } from '../../apps/reindex/app';
 import { INDEX_TABLE, ReindexEnv, SOURCE_TABLE } from '../../apps/reindex/schema';
 import { Env } from '../../lib/lambda/env';
-import { readCallLog, type AwsCall } from '../../lib/local/call-log';
+import type { AwsCall } from '../../lib/local/call-log';
+import { readCallLog } from '../../verify/proofs/call-log';
 import {
   NOT_EXERCISABLE_LOCALLY,
   formatReport,

@@ -137,6 +137,7 @@ test(
       app: billingApp,
       clients,
       endpoints: ns.endpoints,
+      onCall: ns.onCall,
       tables: ns.tables,
       bucket: ns.bucket,
       name: 'retried-chunk',

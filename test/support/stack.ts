@@ -10,6 +10,8 @@ import { startEmbeddedStack } from '../../lib/local/stack';
 import { localClients, type Clients, type Endpoints } from '../../lib/core/aws/clients';
 import { billingTables, type BillingTables } from '../../apps/billing/schema';
 import { provisionBilling as provision } from '../../verify/billing-stores';
+import { callLogSink } from '../../verify/proofs/call-log';
+import type { CallSink } from '../../lib/local/call-log';
 
 let own: ReturnType<typeof startEmbeddedStack> | undefined;
 const given =
@@ -35,6 +37,8 @@ export interface Namespace {
   readonly prefix: string;
   readonly bucket: string;
   readonly tables: BillingTables;
+  /** The run's call log (the IAM proof), for the calls a local workflow in this process makes; none if none is kept. */
+  readonly onCall?: CallSink;
 }
 
 /** A fresh, provisioned set of tables and a bucket for one test. */
@@ -46,7 +50,7 @@ export async function namespace(): Promise<Namespace> {
   const clients = localClients(ep);
   await provision(clients.raw, clients.s3, prefix, bucket);
   after(() => clients.destroy());
-  return { endpoints: ep, clients, prefix, bucket, tables: billingTables(prefix) };
+  return { endpoints: ep, clients, prefix, bucket, tables: billingTables(prefix), onCall: callLogSink() };
 }
 
 /** A fresh prefix and bucket name that nothing has created (for "nothing was written" checks). */

@@ -246,7 +246,7 @@ function synthesize(app: WorkflowApp, overrides: Json, bundle: boolean): { wf: S
       ...(bundle ? {} : { [BUNDLING_STACKS]: [] }),
     };
     const scope = new cdk.App({ context, outdir, builtinCloudFormationValidation: false });
-    // The functions are bundled as their constructs are built.
+    // The functions are bundled (unless told not to) as their constructs are built.
     const built = quietly(() => app.build(scope, overrides));
     const stack = built.stack;
     const template = scope.synth().getStackByName(stack.stackName).template as { Resources: Record<string, Resource> };

@@ -92,7 +92,7 @@ run that dies first leaves the job to the next sweeps.
   --storm-minimum N      ... and at least this many (default ${S.stormMinimum})
   --max-requeues N       re-queues per sweep at most (default ${S.maxRequeuesPerSweep})
   --max-requeues-per-night N
-                         give a night up after N re-queues: its runs keep failing; a person re-arms it (default ${S.maxRequeuesPerNight})
+                         give a night up after N re-queues: its runs keep failing; a person re-arms it (default ${S.maxRequeuesPerRun})
   --no-start-runs        re-queue only; start no billing run
   --run-invoices N, --run-chunk-size N, --run-engine E, --run-renew-ms N, --run-margin-ms N
                          options for the billing runs it starts (their --lease-ms is --lease-ms)

@@ -299,7 +299,7 @@ export function sweepOptions(values: Record<string, unknown>): SweepOptions {
   if (!(stormShare > 0 && stormShare <= 1)) problems.push(`--storm-share must be in (0, 1], got ${stormShare}`);
   const stormMinimum = positiveInt(values, 'storm-minimum', SWEEPER_DEFAULTS.stormMinimum, problems);
   const maxRequeuesPerSweep = positiveInt(values, 'max-requeues', SWEEPER_DEFAULTS.maxRequeuesPerSweep, problems);
-  const maxRequeuesPerNight = positiveInt(values, 'max-requeues-per-night', SWEEPER_DEFAULTS.maxRequeuesPerNight, problems);
+  const maxRequeuesPerRun = positiveInt(values, 'max-requeues-per-night', SWEEPER_DEFAULTS.maxRequeuesPerRun, problems);
   const runArgs: string[] = [];
   const runValues: Record<string, unknown> = { 'lease-ms': String(leaseMs) };
   for (const name of ['invoices', 'chunk-size', 'engine', 'renew-ms', 'margin-ms']) {
@@ -321,7 +321,7 @@ export function sweepOptions(values: Record<string, unknown>): SweepOptions {
   return {
     ...target,
     everyMs,
-    sweeper: { leaseMs, stormShare, stormMinimum, maxRequeuesPerSweep, maxRequeuesPerNight },
+    sweeper: { leaseMs, stormShare, stormMinimum, maxRequeuesPerSweep, maxRequeuesPerRun },
     startRuns: !values['no-start-runs'],
     json: Boolean(values.json),
     events: Boolean(values.events),

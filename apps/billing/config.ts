@@ -66,7 +66,7 @@ export interface StackConfig {
    */
   readonly invoiceWarmWriteUnits: number;
   /** Re-queues of one night before the sweeper gives it up. @default 5 */
-  readonly sweeperMaxRequeuesPerNight: number;
+  readonly sweeperMaxRequeuesPerRun: number;
 }
 
 /** What a new on-demand table sustains before it is warmed: 4,000 writes a second (AWS, docs/PERFORMANCE.md D9). */
@@ -93,7 +93,7 @@ export const STACK_DEFAULTS: StackConfig = {
   sweeperStormMinimum: FENCED_JOB_DEFAULTS.sweeperStormMinimum,
   sweeperMaxRequeues: FENCED_JOB_DEFAULTS.sweeperMaxRequeues,
   invoiceWarmWriteUnits: NEW_ON_DEMAND_WRITE_UNITS,
-  sweeperMaxRequeuesPerNight: FENCED_JOB_DEFAULTS.sweeperMaxRequeuesPerNight,
+  sweeperMaxRequeuesPerRun: FENCED_JOB_DEFAULTS.sweeperMaxRequeuesPerRun,
 };
 
 /**
@@ -217,7 +217,7 @@ function plainSettings(c: StackConfig): Omit<FencedJobSettings, keyof BillingChu
     sweeperStormShare: c.sweeperStormShare,
     sweeperStormMinimum: c.sweeperStormMinimum,
     sweeperMaxRequeues: c.sweeperMaxRequeues,
-    sweeperMaxRequeuesPerNight: c.sweeperMaxRequeuesPerNight,
+    sweeperMaxRequeuesPerRun: c.sweeperMaxRequeuesPerRun,
   };
 }
 
@@ -238,7 +238,7 @@ const NUMBER_KEYS = [
   'sweeperStormMinimum',
   'sweeperMaxRequeues',
   'invoiceWarmWriteUnits',
-  'sweeperMaxRequeuesPerNight',
+  'sweeperMaxRequeuesPerRun',
 ] as const;
 const STRING_KEYS = ['scheduleExpression', 'scheduleTimeZone', 'alarmEmail', 'sweeperScheduleExpression'] as const;
 const KNOWN_KEYS: ReadonlySet<string> = new Set([...NUMBER_KEYS, ...STRING_KEYS]);

@@ -31,7 +31,7 @@ export interface AssemblyJob {
   readonly workflow: SynthesizedWorkflow;
   /** Chunks in one run. */
   readonly chunks: number;
-  /** The schedule's time zone: the night's date is read in it. */
+  /** The schedule's time zone: the run's date is read in it. */
   readonly timeZone: string;
   /**
    * Every table of the stack, by logical id, and the lock and job tables the functions name literally (imported by

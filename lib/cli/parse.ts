@@ -15,7 +15,7 @@ export const EXIT = {
   failure: 1,
   /** Bad input: nothing was written. */
   usage: 2,
-  /** Another holder owns the job: this worker lost the lease, was fenced out, or outwaited its claim budget on a live holder of the RUNNING night. */
+  /** Another holder owns the job: this worker lost the lease, was fenced out, or outwaited its claim budget on a live holder whose run is RUNNING. */
   lost: 3,
   /** The audit found a broken invariant. */
   auditFailed: 4,
@@ -231,7 +231,7 @@ export function storeTarget(values: Record<string, unknown>, problems: string[])
   return { endpoints: ddb && s3 ? { dynamodb: ddb.replace(/\/$/, ''), s3: s3.replace(/\/$/, '') } : undefined, tablePrefix, bucket };
 }
 
-/** Today's date for the nightly run: the calendar date on the wall clock (a date, not a duration). */
+/** Today's date for the scheduled run: the calendar date on the wall clock (a date, not a duration). */
 export function today(): string {
   return new Date().toISOString().slice(0, 10);
 }

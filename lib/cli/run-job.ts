@@ -2,7 +2,7 @@
  * `fencepost run`: the user's own fenced job, run locally the way `npm start` runs billing in the repository. The
  * user's CDK app is synthesized by the project's own CDK CLI (`cdk synth`, so with every context and environment
  * variable the CLI gives an app, and its checks after), the FencedJob is found in the cloud assembly (lib/cli/assembly.ts), every table of its stack and the buckets its functions
- * name are created on the embedded stack (or on endpoints given), and the job's state machine runs one night with
+ * name are created on the embedded stack (or on endpoints given), and the job's state machine runs once with
  * aws-local-stepfunctions, each task on its function's bundle (lib/local/workflow.ts). The summary is read back from the
  * stores: the job row, the chunk fence items, the items in each table.
  */
@@ -171,7 +171,7 @@ export async function runJob(values: Record<string, unknown>): Promise<number> {
       await synthesize({ ...o, app: o.app }, cli!, outdir);
     }
     const job = jobInAssembly(outdir, o.job);
-    // Today in the schedule's time zone: the night a run scheduled now would be.
+    // Today in the schedule's time zone: the date a run scheduled now would have.
     const date = o.date ?? dateIn(new Date(), job.timeZone);
     warnOfNode(job);
     return await onStores(o.endpoints, async (clients, endpoints) => {

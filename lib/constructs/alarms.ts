@@ -2,7 +2,7 @@
  * Alarms, their topic and the dashboard (ARCHITECTURE.md section 6; docs/ALARMS.md says what to do for each).
  *
  * None of these keep the data safe: the fence does. They tell a person that the assumptions the lease
- * leans on are failing (clock offset eating the margin, zombies being fenced, contention), or that the night
+ * leans on are failing (clock offset eating the margin, zombies being fenced, contention), or that the run
  * will not be DONE in time (failed executions, undelivered starts, no completed run by the deadline).
  *
  * App metrics are read by the names in lib/core/observability.ts, with the `service` dimension Powertools adds: the
@@ -39,7 +39,7 @@ export interface FencepostAlarmsProps {
   readonly fencedTables?: Readonly<Record<string, dynamodb.ITable>>;
   /** The job's state machine. */
   readonly stateMachine: sfn.IStateMachine;
-  /** The nightly schedule's dead-letter queue. */
+  /** The job's schedule's dead-letter queue. */
   readonly deadLetterQueue: sqs.IQueue;
   /** The orphan sweeper's state machine. */
   readonly sweeper: sfn.IStateMachine;
@@ -58,20 +58,20 @@ export interface FencepostAlarmsProps {
   readonly fencedRejectionsThreshold: number;
   /** Alarm above this many ConditionalCheckFailedRequests on one table, or TransactionConflicts on the fenced tables, in 5 minutes. */
   readonly conditionalCheckFailedThreshold: number;
-  /** Hour (0..23, in timeZone) by which the night's run must be DONE. */
+  /** Hour (0..23, in timeZone) by which the run must be DONE. */
   readonly deadlineHour: number;
   /** IANA time zone of the schedule and the deadline. */
   readonly timeZone: string;
   /**
-   * The nightly schedule's expression: the NotDone alarm checks only the deadlines that follow a scheduled start
+   * The job's schedule's expression: the NotDone alarm checks only the deadlines that follow a scheduled start
    * (a schedule on weekdays only does not page on Saturday).
    * @default - a run every day
    */
   readonly scheduleExpression?: string;
   /** E-mail address subscribed to the topic. @default - no subscription */
   readonly alarmEmail?: string;
-  /** The sweeper's bound on re-queues of one night, said in the SweeperGaveUp alarm. */
-  readonly maxRequeuesPerNight: number;
+  /** The sweeper's bound on re-queues of one run, said in the SweeperGaveUp alarm. */
+  readonly maxRequeuesPerRun: number;
 }
 
 /** The alarms, by name (FencepostAlarms.alarms). */
@@ -216,8 +216,8 @@ export class FencepostAlarms extends Construct {
       evaluationPeriods: 1,
       treatMissingData: cloudwatch.TreatMissingData.BREACHING, // no datapoint at all is exactly "no run completed"
       alarmDescription:
-        `No ${props.name} run completed in the 24 hours ending at the ${props.deadlineHour}:00 ${props.timeZone} deadline${days ? ' that follows a scheduled start' : ''}: tonight's run is not DONE. ` +
-        `Check the ${props.name} state machine executions and the schedule DLQ, then start a run for the night by hand (a duplicate run is harmless: lease and fence). See docs/ALARMS.md.`,
+        `No ${props.name} run completed in the 24 hours ending at the ${props.deadlineHour}:00 ${props.timeZone} deadline${days ? ' that follows a scheduled start' : ''}: today's run is not DONE. ` +
+        `Check the ${props.name} state machine executions and the schedule DLQ, then start the run by hand (a duplicate run is harmless: lease and fence). See docs/ALARMS.md.`,
     });
     // Evaluated once a day, when a 1-day period closes. The period's "midnight" is placed at the deadline by the
     // fixed UTC offset below, so the alarm looks at exactly the 24 hours that end at the deadline (docs/ALARMS.md).
@@ -252,7 +252,7 @@ export class FencepostAlarms extends Construct {
         atLeast(
           appMetric(props.name, Metric.fencedRejections, 'Sum'),
           props.fencedRejectionsThreshold,
-          `At least ${props.fencedRejectionsThreshold} write(s) in 5 minutes were refused by the fence (a TransactWriteItems cancelled by its ConditionCheck on the job row, or an S3 412): a holder kept acting after it lost its lease (a zombie: it paused or lost its renewals, and woke up still believing it held the night). ` +
+          `At least ${props.fencedRejectionsThreshold} write(s) in 5 minutes were refused by the fence (a TransactWriteItems cancelled by its ConditionCheck on the job row, or an S3 412): a holder kept acting after it lost its lease (a zombie: it paused or lost its renewals, and woke up still believing it held the run). ` +
             'Counted by the Lambdas themselves: DynamoDB publishes no per-table metric for a condition that cancels a transaction. ' +
             'The fence worked and nothing was written twice; find why the holder overran its lease (long GC/freeze, throttling, a renewal path failing) via LeaseLost and the executions.',
         ),
@@ -279,7 +279,7 @@ export class FencepostAlarms extends Construct {
           conflicts,
           props.conditionalCheckFailedThreshold,
           `DynamoDB rejected more than ${props.conditionalCheckFailedThreshold} item-level writes on the job table and the tables the chunks write in 5 minutes because another request was writing the same item at that moment (TransactionConflict). ` +
-            "With one chunk at a time a holder never races itself, so this means two writers on one night at once: a zombie's transactions against the new holder's raise or puts, or a sweeper re-queue against a running chunk. " +
+            "With one chunk at a time a holder never races itself, so this means two writers on one run at once: a zombie's transactions against the new holder's raise or puts, or a sweeper re-queue against a running chunk. " +
             'The chunk retries them and the fence keeps the data safe; find the second writer (FencedRejections, LeaseLost, the executions list). See docs/ALARMS.md.',
         ),
       ),
@@ -290,7 +290,7 @@ export class FencepostAlarms extends Construct {
           sm.metricFailed({ period: FIVE_MINUTES }),
           1,
           `A ${props.name} execution failed (a lost lease ends quietly, so this is something else: a bug, a permission, a store error). ` +
-            'It released its lease conditionally. Read the execution history, fix the cause, start the night again (safe to re-run).',
+            'It released its lease conditionally. Read the execution history, fix the cause, start the run again (safe to re-run).',
         ),
       ),
       executionsTimedOut: alarm(
@@ -299,7 +299,7 @@ export class FencepostAlarms extends Construct {
           sm.metricTimedOut({ period: FIVE_MINUTES }),
           1,
           `A ${props.name} execution hit its state machine timeout. Its lease lapses on its own and the sweeper re-queues the job; ` +
-            'check why it was slow (throttling, a stuck chunk) and whether the night still finishes before the deadline.',
+            'check why it was slow (throttling, a stuck chunk) and whether the run still finishes before the deadline.',
         ),
       ),
       executionsAborted: alarm(
@@ -308,7 +308,7 @@ export class FencepostAlarms extends Construct {
           sm.metricAborted({ period: FIVE_MINUTES }),
           1,
           `A ${props.name} execution was stopped (StopExecution, by a person or automation). It could not release its lease, which lapses; ` +
-            'the sweeper re-queues the job. Make sure the stop was intended and that the night is re-run.',
+            'the sweeper re-queues the job. Make sure the stop was intended and that the run is started again.',
         ),
       ),
       scheduleDeadLetters: alarm(
@@ -316,8 +316,8 @@ export class FencepostAlarms extends Construct {
         above(
           props.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: FIVE_MINUTES }),
           0,
-          `EventBridge Scheduler could not start the ${props.name} state machine after its retries: a night was never started. ` +
-            'Read the message (it carries the error), fix it (role, state machine), start the night by hand, then purge the queue.',
+          `EventBridge Scheduler could not start the ${props.name} state machine after its retries: a run was never started. ` +
+            'Read the message (it carries the error), fix it (role, state machine), start the run by hand, then purge the queue.',
         ),
       ),
       sweeperStorm: alarm(
@@ -327,17 +327,17 @@ export class FencepostAlarms extends Construct {
           1,
           'The orphan sweeper saw most claimed jobs look dead at once and re-queued NONE of them (when many leases look dead at once, the likely cause is our own renewal ' +
             `path is failing, not the holders). Check the lock table (throttling, errors), the ${props.name} executions and LeaseLost. If the holders ` +
-            'really are gone (a mass crash), re-run the nights by hand; the fence keeps that safe.',
+            'really are gone (a mass crash), start those runs again by hand; the fence keeps that safe.',
         ),
       ),
       sweeperGaveUp: alarm(
         'SweeperGaveUp',
         atLeast(
-          appMetric(props.name, Metric.nightsGivenUp, 'Maximum'),
+          appMetric(props.name, Metric.runsGivenUp, 'Maximum'),
           1,
-          `The orphan sweeper gave up on a ${props.name} night: it re-queued it ${props.maxRequeuesPerNight} times and every run failed (a missing grant, a bug, out of memory), ` +
+          `The orphan sweeper gave up on a ${props.name} run: it re-queued it ${props.maxRequeuesPerRun} times and every run failed (a missing grant, a bug, out of memory), ` +
             'so it starts no more runs of it. The row stays RUNNING in the sparse index, and while it does every sweep window fires this alarm again. ' +
-            "The sweeper's log names the night; read its last execution's history, fix the cause, then start the night by hand or re-arm it " +
+            "The sweeper's log names the run; read its last execution's history, fix the cause, then start the run by hand or re-arm it " +
             '(remove requeues from its job row). See docs/ALARMS.md.',
         ),
       ),
@@ -346,7 +346,7 @@ export class FencepostAlarms extends Construct {
         atLeast(
           props.sweeper.metricFailed({ period: FIVE_MINUTES }),
           1,
-          'An orphan sweeper execution failed: orphaned nights are not being re-queued until it works again. Read the execution history.',
+          'An orphan sweeper execution failed: orphaned runs are not being re-queued until it works again. Read the execution history.',
         ),
       ),
       sweeperDeadLetters: alarm(
@@ -383,7 +383,7 @@ export class FencepostAlarms extends Construct {
         ],
       }),
       graph('Lease losses and takeover waits', [sum(Metric.leaseLost)], { right: [appMetric(props.name, Metric.takeoverWaitMs, 'Maximum')] }),
-      graph('Sweeper', [sum(Metric.orphansFound), sum(Metric.orphansRequeued), sum(Metric.sweeperStorm), sum(Metric.nightsGivenUp)], {
+      graph('Sweeper', [sum(Metric.orphansFound), sum(Metric.orphansRequeued), sum(Metric.sweeperStorm), sum(Metric.runsGivenUp)], {
         right: [sum(Metric.sweeperSkippedAlive)],
       }),
       graph(
@@ -439,7 +439,7 @@ function latestDeadlineUtc(timeZone: string, deadlineHour: number, year = 2025):
  * before the deadline hour is checked at that day's deadline, one at or after it at the next day's. Undefined when
  * every window is checked: a schedule every day, a rate, or days no set of weekdays says (lib/constructs/cron.ts).
  *
- * @param expression - the nightly schedule's expression
+ * @param expression - the job's schedule's expression
  * @param timeZone - its IANA time zone, the deadline's too
  * @param deadlineHour - the deadline's hour (0..23) in timeZone
  * @returns the DAY() numbers of the checked windows, or undefined for all of them

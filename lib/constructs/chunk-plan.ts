@@ -1,5 +1,5 @@
 /**
- * How a run's chunks fit Step Functions' quotas (docs/DESIGN.md "Large nights"). Runs of more chunks than
+ * How a run's chunks fit Step Functions' quotas (docs/DESIGN.md "Large runs"). Runs of more chunks than
  * distributedMapAboveChunks run them as a Distributed Map: each chunk is a child execution with its own history,
  * so the parent's history and payload no longer grow with the run. Pure: the checks and the workflow both read it.
  */
@@ -115,11 +115,11 @@ export function chunkMapPlan(s: Omit<ChunkMapSettings, 'chunkConcurrency' | 'chu
 }
 
 /**
- * The planned night: how long the chunks take one after another, `chunkConcurrency` at a time, each the job's own
+ * The planned run: how long the chunks take one after another, `chunkConcurrency` at a time, each the job's own
  * estimate of a chunk (`chunkDuration`). The chunk timeout would bound it, but as a worst case, not a plan: 200
  * chunks of a 60 s timeout would ask a budget past the history quota (chunkMapPlan).
  */
-function plannedNightMs(s: Pick<ChunkMapSettings, 'chunks' | 'chunkConcurrency'> & { readonly chunkMs: number }): number {
+function plannedRunMs(s: Pick<ChunkMapSettings, 'chunks' | 'chunkConcurrency'> & { readonly chunkMs: number }): number {
   return Math.ceil(s.chunks / Math.max(1, s.chunkConcurrency)) * s.chunkMs;
 }
 
@@ -147,7 +147,7 @@ export function chunkMapProblems(s: ChunkMapSettings, wording?: ChunkWording): s
     plan.mode === 'inline'
       ? [
           SFN_QUOTAS.inlineConcurrency,
-          `an inline Map (this night's ${plan.chunks} chunks are at most distributedMapAboveChunks, ${s.distributedMapAboveChunks})`,
+          `an inline Map (this run's ${plan.chunks} chunks are at most distributedMapAboveChunks, ${s.distributedMapAboveChunks})`,
         ]
       : [SFN_QUOTAS.distributedConcurrency, 'a Distributed Map'];
   if (!Number.isSafeInteger(s.chunkConcurrency) || s.chunkConcurrency < 1 || s.chunkConcurrency > limit) {
@@ -160,7 +160,7 @@ export function chunkMapProblems(s: ChunkMapSettings, wording?: ChunkWording): s
   } else if (plan.historyEvents > SFN_QUOTAS.historyEvents) {
     const inlineMax = Math.floor((SFN_QUOTAS.historyEvents - plan.fixedEvents) / (HISTORY.mapIteration + HISTORY.task));
     problems.push(
-      `distributedMapAboveChunks (${s.distributedMapAboveChunks}) runs this night's ${plan.chunks} chunks inline, whose history can reach ${plan.historyEvents} events, above the ${SFN_QUOTAS.historyEvents} quota: set it to at most ${inlineMax}`,
+      `distributedMapAboveChunks (${s.distributedMapAboveChunks}) runs this run's ${plan.chunks} chunks inline, whose history can reach ${plan.historyEvents} events, above the ${SFN_QUOTAS.historyEvents} quota: set it to at most ${inlineMax}`,
     );
   }
   if (plan.payloadBytes > SFN_QUOTAS.payloadBytes) {
@@ -169,17 +169,17 @@ export function chunkMapProblems(s: ChunkMapSettings, wording?: ChunkWording): s
     );
   }
   if (s.chunkMs !== undefined) {
-    const runMs = plannedNightMs({ ...s, chunkMs: s.chunkMs });
+    const runMs = plannedRunMs({ ...s, chunkMs: s.chunkMs });
     const budgetMs = s.claimBudget * s.leaseMs;
     if (runMs > EXECUTION_TIMEOUT.toMilliseconds()) {
       problems.push(
         `chunkConcurrency (${s.chunkConcurrency}) runs ${plan.chunks} chunks in about ${Math.round(runMs / 60_000)} minutes, past the execution's ${EXECUTION_TIMEOUT.toHumanString()} timeout: raise it`,
       );
     } else if (budgetMs < runMs) {
-      // A duplicate start waits on the live holder for at most the budget; shorter than the night, it gives up while
-      // the night still runs and never sees it DONE (docs/DESIGN.md "A duplicate start on a long night").
+      // A duplicate start waits on the live holder for at most the budget; shorter than the run, it gives up while
+      // the run still runs and never sees it DONE (docs/DESIGN.md "A duplicate start on a long run").
       problems.push(
-        `claimBudget (${s.claimBudget}) × leaseMs (${s.leaseMs}) = ${budgetMs / 1000} s of waiting is shorter than the planned night, ${runMs / 1000} s (${plan.chunks} chunks, ${Math.max(1, s.chunkConcurrency)} at a time, ${s.chunkMs / 1000} s each): a duplicate start would give up on a night still running; raise claimBudget to at least ${Math.ceil(runMs / s.leaseMs)}, or run more chunks at once`,
+        `claimBudget (${s.claimBudget}) × leaseMs (${s.leaseMs}) = ${budgetMs / 1000} s of waiting is shorter than the planned run, ${runMs / 1000} s (${plan.chunks} chunks, ${Math.max(1, s.chunkConcurrency)} at a time, ${s.chunkMs / 1000} s each): a duplicate start would give up on a run still running; raise claimBudget to at least ${Math.ceil(runMs / s.leaseMs)}, or run more chunks at once`,
       );
     }
   }

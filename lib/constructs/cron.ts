@@ -7,7 +7,7 @@
  * time. When the time shifts back in the Fall, your schedule runs only once and doesn't repeat its invocation"
  * (https://repost.aws/knowledge-center/eventbridge-scheduler-adjust-dst; "Daylight savings time on EventBridge
  * Scheduler", https://docs.aws.amazon.com/scheduler/latest/UserGuide/schedule-types.html). A start in a gap is a
- * night that never runs; a start in an overlap runs once, so it needs nothing here.
+ * date that never runs; a start in an overlap runs once, so it needs nothing here.
  */
 
 /** A cron schedule's starts: the local times of day, and the days. */
@@ -139,10 +139,10 @@ export const clockTime = (minute: number) => `${String(Math.floor(minute / 60) %
 const DST_CHECK_YEARS = 10;
 
 /**
- * The first night, from `fromYear` for DST_CHECK_YEARS years, on which every start of a cron schedule falls in a
- * daylight-saving gap of its zone (so Scheduler starts nothing that night), or undefined.
+ * The first date, from `fromYear` for DST_CHECK_YEARS years, on which every start of a cron schedule falls in a
+ * daylight-saving gap of its zone (so Scheduler starts nothing that day), or undefined.
  */
-export function nightInDstGap(expression: string, timeZone: string, fromYear: number): { gap: DstGap; starts: readonly number[] } | undefined {
+export function dateInDstGap(expression: string, timeZone: string, fromYear: number): { gap: DstGap; starts: readonly number[] } | undefined {
   const cron = cronCalendar(expression);
   if (!cron) return undefined;
   for (const gap of dstGaps(timeZone, fromYear, DST_CHECK_YEARS)) {

@@ -1,13 +1,13 @@
 /**
- * FencedJob: a nightly job that runs exactly once in effect, whatever the job does, as one construct.
+ * FencedJob: a scheduled job that runs exactly once in effect, whatever the job does, as one construct.
  *
  * It owns the lock table and the job table (or uses the stack's own: lockTable, jobTable), the manifest bucket when
  * the chunks write a manifest (or the stack's: manifestBucket), the fenced workflow (claim the lease clock-free,
- * raise the fences first, run the chunks with the USER'S function, complete, release), the nightly schedule, the
+ * raise the fences first, run the chunks with the USER'S function, complete, release), the job's schedule, the
  * orphan sweeper with its schedule, and the alarms with their dashboard (docs/DESIGN.md §4–§6; docs/FENCED-JOB.md).
  *
  * What it guarantees: a holder that lost its lease cannot write past the fence (the chunk function's fenced
- * writes are refused by DynamoDB and S3), two starts of the same night are harmless, a night whose holder
+ * writes are refused by DynamoDB and S3), two starts of the same run are harmless, a run whose holder
  * died is re-queued. What it does not: the chunk function's own writes are only safe if it follows the contract
  * below; the lease alone guarantees nothing.
  *
@@ -15,7 +15,7 @@
  * (renew first: `resume` in the core, which computes this process's own stop time), check the stop time before
  * each act, put every write in a transaction with the ConditionCheck of its chunk fence item (`<name>#<date>#chunk#NN`,
  * `fence <= token`), commit its output to the run's manifest (If-Match) if the job has one, then mark the chunk done on its fence item
- * (Complete refuses to mark the night DONE over a chunk that is not). It gets the environment it needs
+ * (Complete refuses to mark the run DONE over a chunk that is not). It gets the environment it needs
  * (lib/lambda/env.ts: job name, chunk count, tables, bucket, lease settings) and the grants on the lock and job tables
  * and on the manifest bucket's `<name>/` prefix; grants on its own tables are the caller's. FencedChunkFunction makes
  * such a function, bundled as the library's own are.
@@ -42,9 +42,9 @@ import { FencedWorkflow, holderRetriers, pascalName } from './fenced-workflow';
 import { LOCK_TABLE_TTL, LockTable } from './lock-table';
 import { ManifestBucket, type ManifestBucketProps, refuseUnconditionalManifestWrites } from './manifest-bucket';
 import { givenTableProblems, refuseTimeToLive } from './schema-table';
-import { clockTime, nightInDstGap } from './cron';
+import { clockTime, dateInDstGap } from './cron';
 import { LOCAL_RUN_CONTEXT, renewalGapProblem, worstRenewalGap } from './renewal-gap';
-import { NightlySchedule } from './schedule';
+import { JobSchedule } from './schedule';
 import { OrphanSweeper, sweepWindowExpression } from './sweeper';
 
 /** The settings of a fenced job that are plain values: what FencedJob validates, all in one pass. */
@@ -62,7 +62,7 @@ export interface FencedJobSettings {
   /** The largest output of one chunk invocation in bytes (JSON), for the inline payload check. @default 1024 */
   readonly chunkOutputBytes: number;
   /**
-   * How long one chunk takes, in ms: with chunks and chunkConcurrency it makes the planned night, which must fit the
+   * How long one chunk takes, in ms: with chunks and chunkConcurrency it makes the planned run, which must fit the
    * 2-hour execution timeout and the claim budget (claimBudget × leaseMs). @default - neither is checked
    */
   readonly chunkMs?: number;
@@ -73,22 +73,22 @@ export interface FencedJobSettings {
   /** Stop time = sent_at + lease - margin. @default 2000 */
   readonly marginMs: number;
   /**
-   * Leases a claimant waits on a live holder before it gives up: at least the planned night (chunkMs), so a duplicate
-   * start outwaits a normal night. Giving up on a live holder of a RUNNING night ends quietly (AlreadyRunning).
+   * Leases a claimant waits on a live holder before it gives up: at least the planned run (chunkMs), so a duplicate
+   * start outwaits a normal run. Giving up on a live holder whose run is RUNNING ends quietly (AlreadyRunning).
    * @default 30
    */
   readonly claimBudget: number;
   /**
-   * EventBridge Scheduler expression for the nightly start, `cron(...)` or `rate(...)`. A cron whose every start of
-   * some night falls in a daylight-saving gap of scheduleTimeZone (e.g. 02:00 in Europe/Paris on the last Sunday of
-   * March) is refused: Scheduler skips a start at a local time that does not exist, so that night would not run. The
+   * EventBridge Scheduler expression for the scheduled start, `cron(...)` or `rate(...)`. A cron whose every start of
+   * some date falls in a daylight-saving gap of scheduleTimeZone (e.g. 02:00 in Europe/Paris on the last Sunday of
+   * March) is refused: Scheduler skips a start at a local time that does not exist, so that date would not run. The
    * NotDone alarm checks only the deadlines that follow a start of a cron on some weekdays (`? * MON-FRI`).
    * @default 'cron(30 1 * * ? *)'
    */
   readonly scheduleExpression: string;
   /** IANA time zone the schedule (and the deadline) is read in. @default 'UTC' */
   readonly scheduleTimeZone: string;
-  /** Hour of the day (0..23, in scheduleTimeZone) by which the night's run must be DONE. @default 5 */
+  /** Hour of the day (0..23, in scheduleTimeZone) by which the run must be DONE. @default 5 */
   readonly deadlineHour: number;
   /** Alarm when a Lambda's estimated clock offset exceeds this; must stay below marginMs. @default 500 */
   readonly clockOffsetAlarmMs: number;
@@ -100,8 +100,8 @@ export interface FencedJobSettings {
   readonly alarmEmail?: string;
   /**
    * When the orphan sweeper runs (Scheduler's finest rate is one minute), in scheduleTimeZone.
-   * @default - every minute from the nightly start's hour through deadlineHour (e.g. `cron(* 1,2,3,4,5 * * ? *)`), the
-   * hours a night can be claimed in; every minute of the day for a `rate(...)` nightly schedule. A night orphaned
+   * @default - every minute from the scheduled start's hour through deadlineHour (e.g. `cron(* 1,2,3,4,5 * * ? *)`), the
+   * hours a run can be claimed in; every minute of the day for a `rate(...)` schedule. A run orphaned
    * outside those hours is re-queued when they come round (docs/DESIGN.md "The sweeper").
    */
   readonly sweeperScheduleExpression: string;
@@ -112,11 +112,11 @@ export interface FencedJobSettings {
   /** Re-queues per sweep at most. @default 10 */
   readonly sweeperMaxRequeues: number;
   /**
-   * After this many re-queues of one night the sweeper gives it up: its runs keep failing (a missing grant, a bug, out
+   * After this many re-queues of one run the sweeper gives it up: its runs keep failing (a missing grant, a bug, out
    * of memory), so it stops starting them, and the SweeperGaveUp alarm fires until a person fixes the cause and re-arms
-   * the night (docs/ALARMS.md). @default 5
+   * the run (docs/ALARMS.md). @default 5
    */
-  readonly sweeperMaxRequeuesPerNight: number;
+  readonly sweeperMaxRequeuesPerRun: number;
 }
 
 /** The defaults of every optional setting (the reference text's numbers; ARCHITECTURE.md section 8). */
@@ -140,7 +140,7 @@ export const FENCED_JOB_DEFAULTS = {
   sweeperStormShare: SWEEPER_DEFAULTS.stormShare,
   sweeperStormMinimum: SWEEPER_DEFAULTS.stormMinimum,
   sweeperMaxRequeues: SWEEPER_DEFAULTS.maxRequeuesPerSweep,
-  sweeperMaxRequeuesPerNight: SWEEPER_DEFAULTS.maxRequeuesPerNight,
+  sweeperMaxRequeuesPerRun: SWEEPER_DEFAULTS.maxRequeuesPerRun,
 } as const satisfies Omit<FencedJobSettings, 'chunks' | 'chunkMs' | 'alarmEmail' | 'sweeperScheduleExpression'>;
 
 /** FencedJob's settings that have defaults (FENCED_JOB_DEFAULTS): every one but the chunk count and the chunk's duration. */
@@ -178,7 +178,7 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   /** Chunks in one run. */
   readonly chunks: number;
   /**
-   * How long a lease lasts without renewal: a holder that stops renewing loses the night this long after its last
+   * How long a lease lasts without renewal: a holder that stops renewing loses the run this long after its last
    * renewal. A whole number of milliseconds. leaseDuration - margin must cover the worst gap between two of the
    * holder's renewals (renewInterval + the longest retry wait + a Lambda start, + a Map Run's start-up for a
    * Distributed Map; docs/FENCED-JOB.md), or the props are refused.
@@ -208,9 +208,9 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
    */
   readonly chunkTimeout?: Duration;
   /**
-   * How long one chunk takes (your estimate of a normal chunk, not its timeout). FencedJob plans the night from it,
-   * ceil(chunks / chunkConcurrency) × chunkDuration, and refuses a night past the execution timeout or longer than the
-   * claim budget (claimBudget × leaseDuration). @default - the night is not planned, neither is checked
+   * How long one chunk takes (your estimate of a normal chunk, not its timeout). FencedJob plans the run from it,
+   * ceil(chunks / chunkConcurrency) × chunkDuration, and refuses a run past the execution timeout or longer than the
+   * claim budget (claimBudget × leaseDuration). @default - the run is not planned, neither is checked
    */
   readonly chunkDuration?: Duration;
   /** The chunk task's state name in the definition. @default 'RunChunk' */
@@ -256,7 +256,7 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   readonly manifestRetention?: Omit<ManifestBucketProps, 'prefix'>;
   /**
    * Add stack outputs for what a runbook or a script needs: `<Job>LockTableName` (what bump-epochs takes after a
-   * restore), `<Job>JobTableName`, `<Job>StateMachineArn` (to run a night by hand), `<Job>AlarmTopicArn`,
+   * restore), `<Job>JobTableName`, `<Job>StateMachineArn` (to start a run by hand), `<Job>AlarmTopicArn`,
    * `<Job>DashboardName`, and `<Job>ManifestBucketName` when there is a bucket; `<Job>` is the name in PascalCase,
    * so two jobs in one stack keep apart. Each value is also a property of the job, for outputs of your own.
    * @default false - no outputs
@@ -324,12 +324,12 @@ export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { reado
   if (!isTimeZone(s.scheduleTimeZone))
     problems.push(`scheduleTimeZone must be an IANA time zone such as UTC or Europe/Paris, got ${JSON.stringify(s.scheduleTimeZone)}`);
   else if (!problem) {
-    // Scheduler skips a start at a local time that does not exist (lib/constructs/cron.ts): that night would never run.
-    const skipped = nightInDstGap(s.scheduleExpression, s.scheduleTimeZone, new Date().getUTCFullYear());
+    // Scheduler skips a start at a local time that does not exist (lib/constructs/cron.ts): that date would never run.
+    const skipped = dateInDstGap(s.scheduleExpression, s.scheduleTimeZone, new Date().getUTCFullYear());
     if (skipped) {
       const { gap, starts } = skipped;
       problems.push(
-        `scheduleExpression ${s.scheduleExpression} starts at ${starts.map(clockTime).join(', ')} in scheduleTimeZone ${s.scheduleTimeZone}, which skips ${clockTime(gap.fromMinute)}–${clockTime(gap.toMinute)} when daylight saving time begins (on ${gap.date}): EventBridge Scheduler skips a start at a local time that does not exist, so that night would never run. Start outside that hour, or schedule in a zone without daylight saving time (UTC)`,
+        `scheduleExpression ${s.scheduleExpression} starts at ${starts.map(clockTime).join(', ')} in scheduleTimeZone ${s.scheduleTimeZone}, which skips ${clockTime(gap.fromMinute)}–${clockTime(gap.toMinute)} when daylight saving time begins (on ${gap.date}): EventBridge Scheduler skips a start at a local time that does not exist, so that date would never run. Start outside that hour, or schedule in a zone without daylight saving time (UTC)`,
       );
     }
   }
@@ -350,14 +350,14 @@ export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { reado
     const gap = deadlineGapMinutes(s.scheduleExpression, s.deadlineHour);
     if (gap !== undefined && gap < 60) {
       problems.push(
-        `deadlineHour (${s.deadlineHour}:00) must be at least an hour after the scheduled start (${gap} minutes is too little for a night's run)`,
+        `deadlineHour (${s.deadlineHour}:00) must be at least an hour after the scheduled start (${gap} minutes is too little for a run)`,
       );
     }
   }
   const sweepProblem = scheduleProblem('sweeperScheduleExpression', s.sweeperScheduleExpression);
   if (sweepProblem) problems.push(sweepProblem);
   if (!(s.sweeperStormShare > 0 && s.sweeperStormShare <= 1)) problems.push(`sweeperStormShare must be in (0, 1], got ${s.sweeperStormShare}`);
-  for (const key of ['sweeperStormMinimum', 'sweeperMaxRequeues', 'sweeperMaxRequeuesPerNight'] as const) {
+  for (const key of ['sweeperStormMinimum', 'sweeperMaxRequeues', 'sweeperMaxRequeuesPerRun'] as const) {
     if (!positiveInteger(s[key])) problems.push(`${key} must be a positive integer, got ${s[key]}`);
   }
   if (s.alarmEmail !== undefined && !/^[^@\s]+@[^@\s]+\.[^@\s]+$/.test(s.alarmEmail)) {
@@ -366,7 +366,7 @@ export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { reado
   return problems;
 }
 
-/** EventBridge Scheduler's recurring forms: cron(6 fields) or rate(N unit). `at(...)` is one-off, not nightly. */
+/** EventBridge Scheduler's recurring forms: cron(6 fields) or rate(N unit). `at(...)` is one-off, not scheduled. */
 function scheduleProblem(key: string, expression: string): string | undefined {
   const cron = /^cron\((.+)\)$/.exec(expression);
   if (cron) {
@@ -449,10 +449,10 @@ function propsProblems(scope: Construct, props: FencedJobProps, chunkTimeout: Du
   } else {
     const other = jobOfName(scope, props.name);
     // Its name keys the job's lock items and rows (<name>#<date>), its manifests and S3 prefix (<name>/) and its
-    // metrics' service: two jobs of one name would claim, fence and alarm on each other's nights.
+    // metrics' service: two jobs of one name would claim, fence and alarm on each other's runs.
     if (other !== undefined) {
       problems.push(
-        `name ${JSON.stringify(props.name)} is already the name of the FencedJob ${other} in this app: a job's name keys its lock items, job rows, manifests and metrics, so two jobs of one name would claim and fence each other's nights; give each job its own name`,
+        `name ${JSON.stringify(props.name)} is already the name of the FencedJob ${other} in this app: a job's name keys its lock items, job rows, manifests and metrics, so two jobs of one name would claim and fence each other's runs; give each job its own name`,
       );
     }
   }
@@ -477,8 +477,8 @@ function propsProblems(scope: Construct, props: FencedJobProps, chunkTimeout: Du
   if (props.jobTable) problems.push(...givenTableProblems('jobTable', props.jobTable, JOB_TABLE));
   const sameTable = sameTableName(props.lockTable, props.jobTable);
   if (sameTable !== undefined) {
-    // A night's lock item and its job row have the same key, <name>#<date> (lib/core/job-keys.ts): in one table they would be one item.
-    problems.push(`lockTable and jobTable must be two tables: a night's lock item and its job row have the same key, got ${sameTable} for both`);
+    // A run's lock item and its job row have the same key, <name>#<date> (lib/core/job-keys.ts): in one table they would be one item.
+    problems.push(`lockTable and jobTable must be two tables: a run's lock item and its job row have the same key, got ${sameTable} for both`);
   }
   if (props.chunkWritesManifest !== true) {
     for (const prop of ['manifestBucket', 'manifestRetention'] as const) {
@@ -523,7 +523,7 @@ function inPropsWords(problem: string): string {
     .replace(new RegExp(TIME_SETTING.source, 'g'), (setting) => name(setting));
 }
 
-/** A nightly job fenced end to end: tables, bucket, workflow, schedules, sweeper, alarms. */
+/** A scheduled job fenced end to end: tables, bucket, workflow, schedules, sweeper, alarms. */
 export class FencedJob extends Construct {
   /** The job's name. */
   readonly name: string;
@@ -537,12 +537,12 @@ export class FencedJob extends Construct {
   readonly manifestBucket?: IBucket;
   /** The state machine and its functions. */
   readonly workflow: FencedWorkflow;
-  /** Starts the job's state machine every night. */
-  readonly schedule: NightlySchedule;
-  /** Re-queues nights whose holder stopped renewing (liveness; the fence is the safety). */
+  /** Starts the job's state machine on its schedule. */
+  readonly schedule: JobSchedule;
+  /** Re-queues runs whose holder stopped renewing (liveness; the fence is the safety). */
   readonly sweeper: OrphanSweeper;
   /** Starts the sweeper's state machine. */
-  readonly sweeperSchedule: NightlySchedule;
+  readonly sweeperSchedule: JobSchedule;
   /** The alarms, their topic and the dashboard. */
   readonly alarms: FencepostAlarms;
   /** The topic every alarm of the job notifies (KMS-encrypted, TLS only): subscribe your pager to it. */
@@ -614,11 +614,13 @@ export class FencedJob extends Construct {
     });
     this.environment = this.workflow.environment;
 
-    this.schedule = new NightlySchedule(this, 'Nightly', {
+    // The id stays 'Nightly': it names the deployed schedule and its dead-letter queue, and a new id would make
+    // CloudFormation replace both (the queue with its messages) in every stack already deployed.
+    this.schedule = new JobSchedule(this, 'Nightly', {
       stateMachine: this.workflow.stateMachine,
       expression: s.scheduleExpression,
       timeZone: s.scheduleTimeZone,
-      description: `Fencepost: start the nightly ${props.name} run`,
+      description: `Fencepost: start the scheduled ${props.name} run`,
     });
     this.sweeper = new OrphanSweeper(this, 'Sweeper', {
       name: props.name,
@@ -629,14 +631,14 @@ export class FencedJob extends Construct {
       stormShare: s.sweeperStormShare,
       stormMinimum: s.sweeperStormMinimum,
       maxRequeues: s.sweeperMaxRequeues,
-      maxRequeuesPerNight: s.sweeperMaxRequeuesPerNight,
+      maxRequeuesPerRun: s.sweeperMaxRequeuesPerRun,
     });
-    this.sweeperSchedule = new NightlySchedule(this, 'SweeperSchedule', {
+    this.sweeperSchedule = new JobSchedule(this, 'SweeperSchedule', {
       stateMachine: this.sweeper.stateMachine,
       expression: s.sweeperScheduleExpression,
       timeZone: s.scheduleTimeZone,
       maxEventAge: Duration.minutes(5), // a missed sweep is replaced by the next one
-      description: `Fencepost: start the orphan sweeper of ${props.name} (re-queues nights whose holder stopped renewing)`,
+      description: `Fencepost: start the orphan sweeper of ${props.name} (re-queues runs whose holder stopped renewing)`,
     });
     // How `fencepost run` finds this job's state machines in the synthesized app (template metadata, not deployed).
     (this.workflow.stateMachine.node.defaultChild as CfnResource).addMetadata(FENCED_JOB_MARK.job, props.name);
@@ -659,7 +661,7 @@ export class FencedJob extends Construct {
       timeZone: s.scheduleTimeZone,
       scheduleExpression: s.scheduleExpression,
       alarmEmail: s.alarmEmail,
-      maxRequeuesPerNight: s.sweeperMaxRequeuesPerNight,
+      maxRequeuesPerRun: s.sweeperMaxRequeuesPerRun,
     });
     this.alarmTopic = this.alarms.topic;
     if (props.outputs === true) this.addOutputs();
@@ -693,7 +695,7 @@ export class FencedJob extends Construct {
     for (const [id, value, description] of outputs) new CfnOutput(this, id, { value, description }).overrideLogicalId(`${job}${id}`);
   }
 
-  /** The job's state machine: start it with `{ "jobDate": "YYYY-MM-DD" }` to run a night by hand. */
+  /** The job's state machine: start it with `{ "jobDate": "YYYY-MM-DD" }` to start a run by hand. */
   get stateMachine(): sfn.StateMachine {
     return this.workflow.stateMachine;
   }

@@ -8,16 +8,16 @@
  * of the claim rule (lib/core/lease.ts nextClaimStep); while someone holds it, a Wait state (SecondsPath) waits a
  * poll period on Step Functions' timer and Observe counts how long the rvn has stayed unchanged; once that is a
  * full lease, Claim claims on condition "rvn unchanged"; a failed claim observes again, within the claim budget. A
- * budget spent on a live holder that is running the night ends quietly (Succeed "AlreadyRunning": a duplicate start);
+ * budget spent on a live holder whose run is RUNNING ends quietly (Succeed "AlreadyRunning": a duplicate start);
  * spent on any other live holder, the run fails (ClaimBudgetExhausted).
  * Every Lambda that acts for the holder renews first and computes its own stop time: a stop time never crosses a
  * process boundary. A lost lease or a fenced-out write ends the run quietly (Succeed "Lost", with a metric, no
  * retries); transient store errors are retried with backoff, and so, before the raise, is a process that died or
- * never answered (nothing else would start the night again); anything else releases the lease conditionally and
+ * never answered (nothing else would start the run again); anything else releases the lease conditionally and
  * fails loudly.
  *
  * Runs of more chunks than distributedMapAboveChunks run their chunks as a Distributed Map: each chunk is a child
- * execution with its own history (lib/constructs/chunk-plan.ts; docs/DESIGN.md "Large nights").
+ * execution with its own history (lib/constructs/chunk-plan.ts; docs/DESIGN.md "Large runs").
  */
 import { type CfnElement, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
@@ -58,7 +58,7 @@ export interface WorkflowSettings {
   readonly distributedMapAboveChunks: number;
   /** The largest output of one chunk invocation, in bytes. */
   readonly chunkOutputBytes: number;
-  /** The time zone a scheduled start's night is read in. */
+  /** The time zone a scheduled start's date is read in. */
   readonly scheduleTimeZone: string;
 }
 
@@ -234,7 +234,7 @@ export class FencedWorkflow extends Construct {
     allow([f.observe], ['dynamodb:GetItem'], [props.lockTable.tableArn, props.jobTable.tableArn]);
     // Every function that acts for the holder renews first (UpdateItem on its lock item); release gives it back.
     allow([f.claim, f.raise, chunk, f.complete, f.release], ['dynamodb:UpdateItem'], [props.lockTable.tableArn]);
-    // A key's first claim (each night's lock) reads the epoch floor, to start above it (docs/DESIGN.md "The restore bump").
+    // A key's first claim (each run's lock) reads the epoch floor, to start above it (docs/DESIGN.md "The restore bump").
     allow([f.claim], ['dynamodb:GetItem'], [props.lockTable.tableArn], [EPOCH_FLOOR_KEY]);
     allow([f.raise, f.complete], ['dynamodb:UpdateItem'], [props.jobTable.tableArn]);
     // Complete reads every chunk's fence item (its progress) before it marks the run DONE (docs/DESIGN.md, "Chunk fences").
@@ -336,11 +336,11 @@ export class FencedWorkflow extends Construct {
 
   /**
    * A step before the fence is raised: also retried when its process died or never answered (PROCESS_ERRORS). Until
-   * the job row is raised the sweeper cannot see the night and the trigger has fired once, so an execution that
-   * fails here leaves the night never started again. Each of these steps is safe to run again, even beside a zombie
+   * the job row is raised the sweeper cannot see the run and the trigger has fired once, so an execution that
+   * fails here leaves the run never started again. Each of these steps is safe to run again, even beside a zombie
    * invocation of itself: Prepare and Observe only read; Claim's rvn is derived from the execution and the sighting,
    * so a retry finds its own claim (the same holder and token; a zombie's claim can land only on a free lock, after
-   * the night's release, docs/DESIGN.md "Before the raise"); RaiseFence renews on "holder and
+   * the run's release, docs/DESIGN.md "Before the raise"); RaiseFence renews on "holder and
    * epoch still ours" and raises to the same token, which a second raise leaves as it is. RaiseFence is also retried
    * when its own stop time passed (STOP_TIME_PASSED): a pause, not another holder.
    */
@@ -351,17 +351,17 @@ export class FencedWorkflow extends Construct {
   }
 
   private definition(props: FencedWorkflowProps): sfn.IChainable {
-    const night = { 'jobDate.$': '$.night.jobDate', 'holder.$': '$.night.holder' };
-    const held = { ...night, 'token.$': '$.claimed.token' };
+    const run = { 'jobDate.$': '$.run.jobDate', 'holder.$': '$.run.holder' };
+    const held = { ...run, 'token.$': '$.claimed.token' };
 
     const invalid = new sfn.Fail(this, 'InvalidInput', { error: 'InvalidInput', causePath: '$.error.Cause' });
-    const prepare = this.preRaise('Prepare', 'prepare', { 'input.$': '$', 'holder.$': '$$.Execution.Name' }, '$.night').addCatch(invalid, {
+    const prepare = this.preRaise('Prepare', 'prepare', { 'input.$': '$', 'holder.$': '$$.Execution.Name' }, '$.run').addCatch(invalid, {
       errors: ['ConfigError'],
       resultPath: '$.error',
     });
     const start = new sfn.Pass(this, 'FirstObservation', { result: sfn.Result.fromObject({ attempt: 0 }), resultPath: '$.observed' });
-    const observe = this.preRaise('Observe', 'observe', { ...night, 'previous.$': '$.observed' }, '$.observed');
-    const claim = this.preRaise('Claim', 'claim', { ...night, 'sighting.$': '$.observed' }, '$.claimed');
+    const observe = this.preRaise('Observe', 'observe', { ...run, 'previous.$': '$.observed' }, '$.observed');
+    const claim = this.preRaise('Claim', 'claim', { ...run, 'sighting.$': '$.observed' }, '$.claimed');
     const poll = new sfn.Wait(this, 'WatchTheLease', { time: sfn.WaitTime.secondsPath('$.observed.waitSeconds') });
     const raise = this.preRaise('RaiseFence', 'raise', held, '$.raised');
     // Distributed, a chunk's output is only its number (see chunkMap): the Map's output is then no larger than the
@@ -379,19 +379,19 @@ export class FencedWorkflow extends Construct {
 
     const completed = new sfn.Succeed(this, 'Completed');
     const alreadyDone = new sfn.Succeed(this, 'AlreadyDone');
-    const lost = new sfn.Succeed(this, 'Lost', { comment: 'Lost the lease or fenced out: another holder owns the night. Quiet by design.' });
+    const lost = new sfn.Succeed(this, 'Lost', { comment: 'Lost the lease or fenced out: another holder owns the run. Quiet by design.' });
     const alreadyRunning = new sfn.Succeed(this, 'AlreadyRunning', {
-      comment: 'A duplicate start: another live holder ran the night through the whole claim budget. Quiet by design.',
+      comment: 'A duplicate start: another live holder kept the run RUNNING through the whole claim budget. Quiet by design.',
     });
     const gaveUp = new sfn.Fail(this, 'ClaimBudgetExhausted', {
       error: 'ClaimBudgetExhausted',
-      cause: 'a holder stayed alive through every lease of the claim budget without the night RUNNING under its token',
+      cause: 'a holder stayed alive through every lease of the claim budget without the run RUNNING under its token',
     });
     const failed = new sfn.Fail(this, 'Failed', { error: `${pascalName(props.name)}Failed`, causePath: '$.error.Cause' });
     const releaseAfterFailure = this.step('ReleaseAfterFailure', 'release', held, '$.released');
     releaseAfterFailure.addCatch(failed, { resultPath: '$.releaseError' }).next(failed);
     // A failed child execution reaches a Distributed Map's Catch only as MAP_RUN_FAILED, never as its own error:
-    // release conditionally, and a release that finds the lease gone means another holder owns the night (Lost).
+    // release conditionally, and a release that finds the lease gone means another holder owns the run (Lost).
     const afterMapRunFailed = chunks instanceof sfn.DistributedMap ? this.releaseAfterMapRun(held, lost, failed) : undefined;
     for (const step of [raise, chunks, complete]) {
       // RaiseFence retries its own StopTimePassedError (a pause); one still past its stop time after every retry is

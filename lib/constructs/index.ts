@@ -1,10 +1,10 @@
 /**
- * `fencepost/constructs`: the CDK constructs that deploy a fenced nightly job (docs/DESIGN.md §4–§6).
+ * `fencepost/constructs`: the CDK constructs that deploy a fenced scheduled job (docs/DESIGN.md §4–§6).
  *
  * `FencedJob` is the whole of it in one construct: give it a name, your chunk function (a `FencedChunkFunction`) and
  * the number of chunks, and it creates the lock and job tables (or uses yours), the manifest bucket when the chunks
  * write a manifest, the fenced workflow that claims the lease, raises the fences and runs your function once per
- * chunk, the nightly schedule, the orphan sweeper and the alarms. Each piece is exported too, for a stack that
+ * chunk, the job's schedule, the orphan sweeper and the alarms. Each piece is exported too, for a stack that
  * composes them differently.
  *
  * What the constructs guarantee is what the fence guarantees: a holder that lost its lease cannot write
@@ -19,7 +19,7 @@ export { LockTable } from './lock-table';
 export { JobTable } from './job-table';
 export { FencedChunkFunction, type FencedChunkFunctionProps } from './chunk-function';
 export { ManifestBucket, UNCONDITIONAL_WRITE, type ManifestBucketProps } from './manifest-bucket';
-export { NightlySchedule, type NightlyScheduleProps } from './schedule';
+export { JobSchedule, type JobScheduleProps } from './schedule';
 export { OrphanSweeper, type SweeperProps } from './sweeper';
 export { FencepostAlarms, appMetric, type AlarmName, type FencepostAlarmsProps } from './alarms';
 export { FencepostFunction, HANDLER_BUNDLING, type FencepostFunctionProps } from './handler-function';

@@ -31,7 +31,7 @@ export interface ManifestBucketProps {
    */
   readonly outputRetention?: Duration;
   /**
-   * How long a replaced version (every manifest rewrite makes one) is kept, for the story of a fault night.
+   * How long a replaced version (every manifest rewrite makes one) is kept, for the story of a fault run.
    * @default Duration.days(30)
    */
   readonly noncurrentVersionRetention?: Duration;
@@ -102,7 +102,7 @@ export class ManifestBucket extends Construct {
           // (a fenced-out holder's `03.t7.jsonl` next to the committed `03.t12.jsonl`) are garbage from the start, and
           // the named ones are the consumer's to copy to its archive within the retention. After it, the job row
           // (DONE, with its fence) stays in DynamoDB forever and still refuses any late holder.
-          id: 'expire-night-outputs',
+          id: 'expire-run-outputs',
           prefix: props.prefix,
           expiration: props.outputRetention ?? Duration.days(35),
         },

@@ -4,7 +4,7 @@
  * Complete) renews first and then every renewInterval while it runs, but nothing renews between two tasks: a
  * task's last renewal, the retry wait before the next attempt, a Lambda's start and a Distributed Map Run's start
  * all fall between two renewals. A waiting claimant (a duplicate start) that sees the rvn unchanged for a lease
- * claims: a gap as long as the lease hands the night to it, and the holder ends Lost mid-night.
+ * claims: a gap as long as the lease hands the run to it, and the holder ends Lost mid-run.
  *
  * The retry waits are read from the Retry blocks the workflow generates (ASL fields, as in the template).
  */
@@ -84,7 +84,7 @@ export function renewalGapProblem(s: { readonly leaseMs: number; readonly margin
   ];
   return (
     `leaseMs (${s.leaseMs}) - marginMs (${s.marginMs}) = ${covered} ms does not cover the worst gap between two renewals of the holder, ` +
-    `${gap.totalMs} ms = ${parts.join(' + ')}: a waiting duplicate start would claim the night from a live holder; ` +
+    `${gap.totalMs} ms = ${parts.join(' + ')}: a waiting duplicate start would claim the run from a live holder; ` +
     `give a leaseMs of at least ${gap.totalMs + s.marginMs} ms (or a shorter renewMs)`
   );
 }

@@ -1,9 +1,9 @@
 /**
- * The nightly trigger: an EventBridge Scheduler schedule that starts a job's state machine with
+ * The scheduled trigger: an EventBridge Scheduler schedule that starts a job's state machine with
  * `{ "scheduledTime": "<aws.scheduler.scheduled-time>" }` (the workflow derives and validates jobDate from it).
  *
  * What it guarantees: at-least-once delivery, retried, with undeliverable starts kept in a dead-letter queue.
- * What it does not: exactly once. Two deliveries of the same night (a retry after a lost response, a manual
+ * What it does not: exactly once. Two deliveries of the same run (a retry after a lost response, a manual
  * re-run) are harmless by design: the second execution finds the lease held and waits it out, or finds the job
  * row DONE; and if it ever did run, its writes carry a lower token than the fence and are refused.
  * The lease and the fence make a duplicate trigger safe; the schedule doesn't have to.
@@ -17,7 +17,7 @@ import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 
 /** The schedule: the state machine it starts, its expression and time zone, and how long a missed start stays worth sending. */
-export interface NightlyScheduleProps {
+export interface JobScheduleProps {
   /** The state machine to start. */
   readonly stateMachine: sfn.IStateMachine;
   /** Scheduler expression, `cron(...)` or `rate(...)` (validated by FencedJob). */
@@ -28,12 +28,12 @@ export interface NightlyScheduleProps {
   readonly description: string;
   /** Delivery retries before a start goes to the dead-letter queue. @default 3 */
   readonly retryAttempts?: number;
-  /** How long Scheduler keeps trying one night's start. @default Duration.hours(1) */
+  /** How long Scheduler keeps trying one run's start. @default Duration.hours(1) */
   readonly maxEventAge?: Duration;
 }
 
 /** A schedule that starts a state machine with `{ scheduledTime }`, its dead-letter queue and its role. */
-export class NightlySchedule extends Construct {
+export class JobSchedule extends Construct {
   /** The schedule. */
   readonly schedule: scheduler.Schedule;
   /** Starts Scheduler could not deliver; the alarms watch it. */
@@ -41,14 +41,14 @@ export class NightlySchedule extends Construct {
   /** Scheduler's execution role: states:StartExecution on this state machine, sqs:SendMessage on the DLQ. */
   readonly role: iam.Role;
 
-  constructor(scope: Construct, id: string, props: NightlyScheduleProps) {
+  constructor(scope: Construct, id: string, props: JobScheduleProps) {
     super(scope, id);
     const stack = Stack.of(this);
 
     this.deadLetterQueue = new sqs.Queue(this, 'DeadLetterQueue', {
       encryption: sqs.QueueEncryption.SQS_MANAGED, // Scheduler delivers to SSE-SQS without a key grant
       enforceSSL: true,
-      retentionPeriod: Duration.days(14), // the longest SQS allows: time to notice and re-run the night by hand
+      retentionPeriod: Duration.days(14), // the longest SQS allows: time to notice and start the run again by hand
     });
     Validations.of(this.deadLetterQueue).acknowledge({
       id: 'AwsSolutions-SQS3',

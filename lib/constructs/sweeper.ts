@@ -6,8 +6,8 @@
  * SightClaimed reads only the sparse index and each row's lock item; the Wait state is the sweeper's own timer
  * (no clock is compared); VerifyAndRequeue looks again, treats rows whose rvn, owner and fence did not change
  * as orphans, re-queues at most `maxRequeues` of them with one conditional write each (none in a storm), and
- * starts an execution of the job's state machine per re-queued night; a night re-queued `maxRequeuesPerNight` times
- * is given up (no run, no write, the NightsGivenUp metric). It is liveness only: the fence is the safety.
+ * starts an execution of the job's state machine per re-queued run; a run re-queued `maxRequeuesPerRun` times
+ * is given up (no run, no write, the RunsGivenUp metric). It is liveness only: the fence is the safety.
  */
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import { Construct } from 'constructs';
@@ -28,14 +28,14 @@ import { TRANSIENT_ERRORS } from './task-errors';
 const EVERY_MINUTE = 'rate(1 minute)';
 
 /**
- * The sweeper's default schedule: every minute of the hours a night can be claimed in, from the nightly start's hour
- * through the deadline's hour (across midnight when the start is late), read in the nightly schedule's time zone.
+ * The sweeper's default schedule: every minute of the hours a run can be claimed in, from the scheduled start's hour
+ * through the deadline's hour (across midnight when the start is late), read in the job's schedule's time zone.
  * Outside them no scheduled or re-queued run holds a lease, so an idle sweep would only cost a state machine
- * execution; a night orphaned there (a run started by hand that died) is re-queued by the next window's first sweeps
- * (docs/DESIGN.md "The sweeper"). A nightly `rate(...)`, or a cron whose hour is not one number, may start a night at
- * any hour: every minute then; so does a start in the deadline's own hour, whose night ends at the next day's deadline.
- * @param scheduleExpression - the nightly start, `cron(...)` or `rate(...)`
- * @param deadlineHour - the hour (0..23) by which the night must be DONE
+ * execution; a run orphaned there (a run started by hand that died) is re-queued by the next window's first sweeps
+ * (docs/DESIGN.md "The sweeper"). A scheduled `rate(...)`, or a cron whose hour is not one number, may start a run at
+ * any hour: every minute then; so does a start in the deadline's own hour, whose run ends at the next day's deadline.
+ * @param scheduleExpression - the scheduled start, `cron(...)` or `rate(...)`
+ * @param deadlineHour - the hour (0..23) by which the run must be DONE
  */
 export function sweepWindowExpression(scheduleExpression: string, deadlineHour: number): string {
   const startHours = new Set(cronCalendar(scheduleExpression)?.startMinutes.map((m) => Math.floor(m / 60)));
@@ -58,7 +58,7 @@ export interface SweeperProps {
   readonly lockTable: ITable;
   /** The job table; the sweeper reads it only through its sparse index of claimed rows (lib/core/schema.ts JOB_TABLE). */
   readonly jobTable: ITable;
-  /** The job's state machine, started once per re-queued night. */
+  /** The job's state machine, started once per re-queued run. */
   readonly job: sfn.IStateMachine;
   /** The job functions' environment (tables, lease settings), reused so both read the same configuration. */
   readonly environment: Record<string, string>;
@@ -68,8 +68,8 @@ export interface SweeperProps {
   readonly stormMinimum: number;
   /** Re-queues per sweep at most. */
   readonly maxRequeues: number;
-  /** A night re-queued this many times is given up (NightsGivenUp) until a person re-arms it. */
-  readonly maxRequeuesPerNight: number;
+  /** A run re-queued this many times is given up (RunsGivenUp) until a person re-arms it. */
+  readonly maxRequeuesPerRun: number;
 }
 
 /** The orphan sweeper's state machine and its two functions. */
@@ -86,7 +86,7 @@ export class OrphanSweeper extends Construct {
       [Env.stormShare]: String(props.stormShare),
       [Env.stormMinimum]: String(props.stormMinimum),
       [Env.maxRequeues]: String(props.maxRequeues),
-      [Env.maxRequeuesPerNight]: String(props.maxRequeuesPerNight),
+      [Env.maxRequeuesPerRun]: String(props.maxRequeuesPerRun),
       [Env.jobStateMachineArn]: props.job.stateMachineArn,
     };
     const timeout = Duration.minutes(2);

@@ -6,7 +6,7 @@
 
 /**
  * This process's stop time passed (a pause), which says nothing of who holds the lease now. After the raise the run
- * ends Lost on it and the sweeper sees the night; before the raise nothing would, so RaiseFence is retried on it: a
+ * ends Lost on it and the sweeper sees the run; before the raise nothing would, so RaiseFence is retried on it: a
  * fresh process renews on "holder and epoch still ours" and meets LeaseLostError if another holder claimed.
  */
 export const STOP_TIME_PASSED = 'StopTimePassedError';
@@ -31,7 +31,7 @@ export const TRANSIENT_RETRIES = 4;
  * A process that died or whose answer never came: Lambda reports a runtime that exited (Runtime.ExitError), a
  * function past its own timeout (Sandbox.Timedout) or a failure it cannot name (Lambda.Unknown); Step Functions, a
  * task past its TimeoutSeconds (States.Timeout), its Lambda perhaps still running. Retried on the steps before the
- * fence is raised, each safe to run again beside a zombie of itself: nothing else would ever start the night again
+ * fence is raised, each safe to run again beside a zombie of itself: nothing else would ever start the run again
  * (docs/DESIGN.md "Before the raise").
  */
 export const PROCESS_ERRORS = ['Runtime.ExitError', 'Sandbox.Timedout', 'Lambda.Unknown', 'States.Timeout'];

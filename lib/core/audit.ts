@@ -96,7 +96,7 @@ export async function readFencedJob(deps: FencedJobDeps, ref: FencedJobRef): Pro
 /**
  * Invariant 1, generic part: once the job row says DONE, every one of its `chunk_count` chunk fence items says done.
  * Why: completion is conditional on every chunk recorded done on its own fence item (docs/DESIGN.md § Chunk fences);
- * a DONE row with a chunk not done means a night was closed with work missing.
+ * a DONE row with a chunk not done means a run was closed with work missing.
  */
 export function checkChunksDone(s: FencedJobState): AuditCheck {
   const done = s.job?.state === 'DONE';
@@ -137,7 +137,7 @@ export function checkChunkFences(s: FencedJobState): AuditCheck {
  * Invariant 2 on S3: the manifest's token is at most the job fence, it names only objects that exist unchanged
  * under their writer's token key, none written by a token above its own; once the job is DONE it says DONE and names
  * every chunk. Why: the manifest is S3's copy of the fence (docs/DESIGN.md, "Where each rule lives"); a reader trusts
- * only what it names, so a name a fenced-out holder committed, or a missing object, would be read as the night's data.
+ * only what it names, so a name a fenced-out holder committed, or a missing object, would be read as the run's data.
  */
 export async function checkManifest(deps: ManifestStoreSource, s: FencedJobState): Promise<AuditCheck> {
   const store = manifestStoreOf(deps);
@@ -188,7 +188,7 @@ export async function checkSparseIndex(
     for await (const row of claimedRows(jobStoreOf(deps), shard)) {
       indexed.add(String(row[Attr.pk]));
       const pk = String(row[Attr.pk]);
-      // Re-queued nights, named for a person: one the sweeper gave up on (its bound reached) waits here for them.
+      // Re-queued runs, named for a person: one the sweeper gave up on (its bound reached) waits here for them.
       if (Number(row[Attr.requeues] ?? 0) > 0) requeued.push(`${pk} (${Number(row[Attr.requeues])} times)`);
       if (row[Attr.chunk] !== undefined) problems.push(`${pk} is a chunk fence item in the sparse index`);
       else if (row[Attr.state] !== 'RUNNING') problems.push(`${pk} is in the sparse index but ${row[Attr.state]}`);
@@ -216,7 +216,7 @@ export function checkEpoch(s: FencedJobState, tokensElsewhere: Iterable<number> 
   const epoch = s.lock?.epoch;
   let highest = Math.max(0, s.job?.fence ?? 0, s.manifest?.token ?? 0);
   for (const t of [...s.chunkFences.values()].map((i) => i.fence)) highest = Math.max(highest, t);
-  for (const t of tokensElsewhere) highest = Math.max(highest, t); // a loop: a night's tokens may be too many to spread
+  for (const t of tokensElsewhere) highest = Math.max(highest, t); // a loop: a run's tokens may be too many to spread
   const problems: string[] = [];
   if (highest > 0 && epoch === undefined) problems.push(`tokens up to ${highest} were used but the lock item has no epoch (deleted?)`);
   else if (epoch !== undefined && epoch < highest)

@@ -13,7 +13,7 @@
  * items, checked before anything is sent (an item over 400 KB is refused), cut into transactions of 1 check + at most
  * 99 puts and at most 4 MB (one transaction after another, in order), marshalled by the DynamoDB store only. `writeBatch(fence, token, puts)`: at most 99 puts already
  * in the low-level wire form, sent as they are (the document client's generic marshalling cost a third of the client
- * CPU per transaction on the reference app's night, bench/waste.ts).
+ * CPU per transaction on the reference app's run, bench/waste.ts).
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { Clock } from './clock';

@@ -56,7 +56,7 @@ export function validateDate(date: unknown): string {
 }
 
 /**
- * The calendar date YYYY-MM-DD of the instant `at` in a time zone: a night's date, read in its schedule's zone
+ * The calendar date YYYY-MM-DD of the instant `at` in a time zone: a run's date, read in its schedule's zone
  * (lib/lambda/prepare.ts for a scheduled start, `fencepost run` for today).
  */
 export function dateIn(at: Date, timeZone: string): string {

@@ -121,7 +121,7 @@ export class AlreadyDoneError extends FencepostError {
 }
 
 /** Complete found chunks whose fence items do not record them done (docs/DESIGN.md, "Chunk fences"). */
-export class NightIncompleteError extends FencepostError {
+export class RunIncompleteError extends FencepostError {
   constructor(
     /** The job row's key. */
     readonly jobId: string,

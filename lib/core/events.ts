@@ -84,7 +84,7 @@ export interface EventFields {
   /** The job was DONE before this holder could raise its fence. */
   'already-done': { readonly jobId: string; readonly fence?: number };
   /**
-   * The claim budget ran out on a live holder of a RUNNING night (its row's fence is the holder's token): a duplicate
+   * The claim budget ran out on a live holder of a RUNNING run (its row's fence is the holder's token): a duplicate
    * start, which ends here quietly.
    */
   'another-holder': {
@@ -107,8 +107,8 @@ export interface EventFields {
    */
   requeued: { readonly jobId: string; readonly ownerToken: number; readonly fence: number };
   /**
-   * The sweeper found an orphan it re-queued `requeues` times already (its bound, `maxRequeuesPerNight`) and gave it up:
-   * it starts no run of it until a person re-arms the night (docs/DESIGN.md "A poison night").
+   * The sweeper found an orphan it re-queued `requeues` times already (its bound, `maxRequeuesPerRun`) and gave it up:
+   * it starts no run of it until a person re-arms the run (docs/DESIGN.md "A poison run").
    */
   'given-up': { readonly jobId: string; readonly ownerToken: number; readonly fence: number; readonly requeues: number };
   /** A candidate joined a role's queue with sequence `seq`; it watches `predecessor` (absent: it heads the queue). */

@@ -20,7 +20,7 @@ import { Fence } from './aws/fence';
 import { jobStoreOf, type DocumentClient } from './aws/job-store';
 import { type Clock, wallIso } from './clock';
 import { backoffOf, retryTransient } from './conditions';
-import { AlreadyDoneError, FencedOutError, NightIncompleteError } from './errors';
+import { AlreadyDoneError, FencedOutError, RunIncompleteError } from './errors';
 import { chunkFenceKey, claimShard, jobNameOf } from './job-keys';
 import { Attr } from './schema';
 import type { ChunkFence, JobRow, JobStore } from './store/jobs';
@@ -80,7 +80,7 @@ export function readJob(deps: Pick<FenceDeps, 'ddb' | 'jobs' | 'store'>, jobId: 
 }
 
 /**
- * Raise every fence of the night to `token` (docs/DESIGN.md § Chunk fences): the job row FIRST, then every
+ * Raise every fence of the run to `token` (docs/DESIGN.md § Chunk fences): the job row FIRST, then every
  * chunk fence. Only when this returns may the holder write into any chunk. Returns the old job row and the chunks
  * an earlier holder recorded done (learnt from the old chunk items, so no second read).
  * @param check - called before each write (the holder's `lease.check`): a raise of many chunks outlasts a stop time
@@ -140,7 +140,7 @@ export async function raiseChunkFences(
   return old;
 }
 
-/** The night's chunk fence items, read strongly consistent (undefined: never raised). */
+/** The run's chunk fence items, read strongly consistent (undefined: never raised). */
 export async function readChunkFences(
   deps: Pick<FenceDeps, 'ddb' | 'jobs' | 'store'>,
   jobId: string,
@@ -188,7 +188,7 @@ export async function complete(deps: FenceDeps, jobId: string, token: number, be
   if (row?.fence !== token || row.owner_token !== token) throw new FencedOutError('job-row', token, row?.fence);
   const chunks = await readChunkFences(deps, jobId, row.chunk_count ?? 0);
   const notDone = chunks.flatMap((item, c) => (item?.done_by === undefined ? [c] : []));
-  if (notDone.length > 0) throw new NightIncompleteError(jobId, notDone);
+  if (notDone.length > 0) throw new RunIncompleteError(jobId, notDone);
   await beforeDone?.();
   // Safe to send again: SET DONE leaves the row as one landed try would.
   const out = await retryTransient(backoffOf(deps), () => store.complete(jobId, token));
@@ -198,7 +198,7 @@ export async function complete(deps: FenceDeps, jobId: string, token: number, be
 /**
  * Every row of one job's shard of the sparse index of claimed job rows (claimShard), page by page. A row is in the index exactly while its job is
  * RUNNING (the raise adds it, completion takes it out, in the same writes; a re-queue leaves it in), so this reads
- * the claimed rows and nothing else, however many nights the table holds (docs/DESIGN.md "The sweeper"). Shared by the sweeper
+ * the claimed rows and nothing else, however many runs the table holds (docs/DESIGN.md "The sweeper"). Shared by the sweeper
  * and the auditor. A GSI has no consistent read: a row can appear a moment after its raise.
  */
 export async function* claimedRows(store: JobStore, shard: string): AsyncGenerator<JobRow & Record<string, unknown>> {

@@ -54,7 +54,7 @@ export interface RunHooks {
 
 /**
  * How a run ended for one holder. `another-holder`: it never claimed, because another holder stayed alive through its
- * whole claim budget on a RUNNING night (runningUnder): a duplicate start, not a failure.
+ * whole claim budget on a holder whose run is RUNNING (runningUnder): a duplicate start, not a failure.
  */
 export type Outcome = 'completed' | 'already-done' | 'lost-lease' | 'fenced-out' | 'another-holder';
 
@@ -70,10 +70,10 @@ export function outcomeOf(err: unknown): Exclude<Outcome, 'completed'> | undefin
 }
 
 /**
- * Is the night RUNNING under the lock's current holder? True when the job row is RUNNING and its fence is the lock's
- * epoch: the live holder raised it, so it is running the night. A waiter whose claim budget ran out on such a holder
- * has met a duplicate start; any other night (no row, QUEUED, a fence from an earlier holder) is not being run
- * by the one keeping the lease alive, and that is a real problem (docs/DESIGN.md "A duplicate start on a long night").
+ * Is the run RUNNING under the lock's current holder? True when the job row is RUNNING and its fence is the lock's
+ * epoch: the live holder raised it, so it is the one running it. A waiter whose claim budget ran out on such a holder
+ * has met a duplicate start; any other run (no row, QUEUED, a fence from an earlier holder) is not being run
+ * by the one keeping the lease alive, and that is a real problem (docs/DESIGN.md "A duplicate start on a long run").
  * @param row - the job row, read after the budget ran out
  * @param lockEpoch - the lock's epoch as the waiter last saw it
  */
@@ -251,7 +251,7 @@ export async function runChunk<R>(
  * then the job row DONE, which leaves the sparse index in the same write, conditional on still owning the row.
  * Emits `completed`.
  * @param options - the raised manifest (default: resumed from `deps`), the run's hooks
- * @throws NightIncompleteError naming the chunks not done; FencedOutError when a newer holder raised the row
+ * @throws RunIncompleteError naming the chunks not done; FencedOutError when a newer holder raised the row
  */
 export async function completeRun(
   deps: RunDeps,
@@ -309,8 +309,8 @@ export interface RunSummary<R> {
  *   3. each chunk still to do: the work, then its done mark (runChunk);
  *   4. complete (completeRun), then release.
  * Lost, fenced out or done: stop, discard local state and give the lease back conditionally; that is an
- * outcome, not an error. So is a claim budget spent on a live holder of a RUNNING night (`another-holder`).
- * @throws ClaimBudgetExhaustedError when the budget ran out on a holder whose night is not RUNNING under it, or
+ * outcome, not an error. So is a claim budget spent on a live holder whose run is RUNNING (`another-holder`).
+ * @throws ClaimBudgetExhaustedError when the budget ran out on a holder whose run is not RUNNING under it, or
  * any failure that is not an outcome (after releasing the lease)
  */
 export async function runJob<R>(deps: RunDeps, run: DirectRun, work: ChunkWork<R>): Promise<RunSummary<R>> {
@@ -352,7 +352,7 @@ export async function runJob<R>(deps: RunDeps, run: DirectRun, work: ChunkWork<R
       run.config,
     );
   } catch (err) {
-    // A live holder outlasted the budget: a duplicate start if that holder is running the night, else a problem.
+    // A live holder outlasted the budget: a duplicate start if that holder is the one running it, else a problem.
     if (!(err instanceof ClaimBudgetExhaustedError) || !runningUnder(await readRun(deps, run), err.epoch)) throw err;
     deps.events.emit('another-holder', { jobId, holder: err.holder, epoch: err.epoch });
     return finish('another-holder', undefined, err.message);

@@ -31,13 +31,13 @@ export const Metric = {
   runsCompleted: 'RunsCompleted',
   runsAlreadyDone: 'RunsAlreadyDone',
   runsLost: 'RunsLost',
-  /** A duplicate start that ended quietly: another live holder was running the night through its whole claim budget. */
+  /** A duplicate start that ended quietly: another live holder kept its run RUNNING through the whole claim budget. */
   runsAnotherHolder: 'RunsAnotherHolder',
   /** The sweeper: orphans found, re-queued, rows skipped as alive, and storms (re-queued none). */
   orphansFound: 'OrphansFound',
   orphansRequeued: 'OrphansRequeued',
   sweeperSkippedAlive: 'SweeperSkippedAlive',
   sweeperStorm: 'SweeperStorm',
-  /** Orphans the sweeper gave up on, each sweep that found them: re-queued maxRequeuesPerNight times already. */
-  nightsGivenUp: 'NightsGivenUp',
+  /** Orphans the sweeper gave up on, each sweep that found them: re-queued maxRequeuesPerRun times already. */
+  runsGivenUp: 'RunsGivenUp',
 } as const;

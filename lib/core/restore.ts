@@ -3,10 +3,10 @@
  *
  * The rule: a token is never handed out twice, and a claim hands out the lock item's epoch + 1. A point-in-time
  * restore of the lock table returns every epoch to its old value, and the next claim would then hand out a token the
- * stores have already seen (the fences would refuse its holder: safe, but the night is stuck). Before a restored table
+ * stores have already seen (the fences would refuse its holder: safe, but the run is stuck). Before a restored table
  * is used, every epoch jumps by a large amount (DEFAULT_BUMP), so every future token is above every old one.
  *
- * A key the backup lacks (first claimed after the backup was taken: a night's lock, a role's first campaign) has no
+ * A key the backup lacks (first claimed after the backup was taken: a run's lock, a role's first campaign) has no
  * item to bump, and would start again at 1. So the bump also raises the epoch floor (EPOCH_FLOOR_KEY, one reserved
  * item) by the same amount, FIRST, and every item created after starts above it (etcd's --bump-revision: keys
  * created after the restore are above the bump too). A run that dies between the floor and the items leaves the
@@ -19,7 +19,7 @@
 import { lockStoreOf, type DocumentClient } from './aws/lock-store';
 import { EPOCH_FLOOR_KEY, type LockStore } from './store/lock';
 
-/** The default bump: far above any token the nights since a backup can have handed out. */
+/** The default bump: far above any token the runs since a backup can have handed out. */
 export const DEFAULT_BUMP = 1_000_000;
 
 /** What a bump run did: the floor, every item scanned, the epochs it moved, the items an earlier try of the same run had bumped. */

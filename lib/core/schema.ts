@@ -20,7 +20,7 @@ export const Attr = {
   chunkCount: 'chunk_count',
   claimShard: 'claim_shard', // present only while RUNNING: the sparse index's partition key
   claimedSince: 'claimed_since', // present only while RUNNING: the sparse index's sort key (informational wall time)
-  requeues: 'requeues', // how many times the sweeper re-queued the night (the row stays RUNNING and indexed)
+  requeues: 'requeues', // how many times the sweeper re-queued the run (the row stays RUNNING and indexed)
   // chunk fence item, beside the job row (docs/DESIGN.md § Chunk fences): pk, fence, chunk, done_by
   chunk: 'chunk', // present only on chunk fence items: the chunk number (never claim_shard: never in the sparse index)
   doneBy: 'done_by', // the token of the holder that recorded the chunk done, after its manifest commit

@@ -22,7 +22,7 @@ export interface SweepReport {
   readonly storm: boolean;
   /** Orphans left for a later sweep by the rate bound. */
   readonly deferred: number;
-  /** Orphans not re-queued because they were re-queued `maxRequeuesPerNight` times already: a person must act. */
+  /** Orphans not re-queued because they were re-queued `maxRequeuesPerRun` times already: a person must act. */
   readonly givenUp: string[];
   /** Items read from DynamoDB: index rows + lock items. */
   readonly itemsRead: number;

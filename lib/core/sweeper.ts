@@ -13,16 +13,16 @@
  *      never swept: its renewals change the rvn;
  *   3. never storm: if more than a set share of the claimed rows look dead at once, the likely cause is our own
  *      renewal path failing, not the holders: re-queue none, report a storm (metric + alarm);
- *   4. otherwise re-queue at a bounded rate: START the night's new run first, THEN record the re-queue with one
+ *   4. otherwise re-queue at a bounded rate: START the new run first, THEN record the re-queue with one
  *      conditional write (state = RUNNING AND owner_token = :seen AND fence = :seen AND requeues = :seen) that
  *      only counts it. The row stays RUNNING, the dead holder's, in the index, until the new run's raise takes it
  *      over (a higher fence). So whichever step dies (this sweeper, or the new run before its raise), the next
  *      sweeps see the row unchanged for a full lease again and start another run; a new holder that raised in
  *      between makes the write fail and do nothing (docs/DESIGN.md "Crash answers");
- *   5. never loop on a poison night: an orphan already re-queued `maxRequeuesPerNight` times is given up, not re-queued.
+ *   5. never loop on a poison run: an orphan already re-queued `maxRequeuesPerRun` times is given up, not re-queued.
  *      Giving up writes nothing: the row stays RUNNING in the index with its count, every later sweep that finds it an
- *      orphan names it again (`givenUp`, the NightsGivenUp metric in AWS), and a person re-arms it by removing its
- *      `requeues` (docs/DESIGN.md "A poison night").
+ *      orphan names it again (`givenUp`, the RunsGivenUp metric in AWS), and a person re-arms it by removing its
+ *      `requeues` (docs/DESIGN.md "A poison run").
  * It reads and writes job rows only. Chunk fence items (docs/DESIGN.md § Chunk fences) never carry claim_shard, so
  * they are never in the index; a re-queue leaves them as they are, and the next holder raises the job row first and
  * then every chunk fence, learning the progress from them.
@@ -51,10 +51,10 @@ export interface SweeperConfig {
   /** At most this many re-queues per sweep. @default 10 */
   readonly maxRequeuesPerSweep: number;
   /**
-   * A night re-queued this many times is given up: its runs keep failing (a missing grant, a bug, out of memory), so
-   * the sweeper stops starting them and names the night in every sweep until a person re-arms it. @default 5
+   * A run re-queued this many times is given up: its runs keep failing (a missing grant, a bug, out of memory), so
+   * the sweeper stops starting them and names the run in every sweep until a person re-arms it. @default 5
    */
-  readonly maxRequeuesPerNight: number;
+  readonly maxRequeuesPerRun: number;
 }
 
 /**
@@ -66,7 +66,7 @@ export const SWEEPER_DEFAULTS: SweeperConfig = {
   stormShare: 0.5,
   stormMinimum: 3,
   maxRequeuesPerSweep: 10,
-  maxRequeuesPerNight: 5,
+  maxRequeuesPerRun: 5,
 };
 
 /**
@@ -160,7 +160,7 @@ function isStorm(orphans: number, claimed: number, config: Pick<SweeperConfig, '
  * and nothing else. The row stays RUNNING and in the sparse index (invariant 3), the dead holder's, so a new run
  * that dies before its raise leaves it for the next sweeps. Call it after the orphan's new run was started: a
  * sweeper that dies between the two then leaves the row as it was. False if the row moved on (a new holder raised,
- * the night is DONE, or another sweep recorded it first).
+ * the run is DONE, or another sweep recorded it first).
  * Internal, as the job store it takes is.
  * @internal
  */
@@ -172,15 +172,15 @@ export async function requeue(
   return out.ok;
 }
 
-/** 5. An orphan re-queued `maxRequeuesPerNight` times already: its runs keep failing, so it is given up. */
-function isGivenUp(orphan: Pick<ClaimSighting, 'requeues'>, config: Pick<SweeperConfig, 'maxRequeuesPerNight'>): boolean {
-  return orphan.requeues >= config.maxRequeuesPerNight;
+/** 5. An orphan re-queued `maxRequeuesPerRun` times already: its runs keep failing, so it is given up. */
+function isGivenUp(orphan: Pick<ClaimSighting, 'requeues'>, config: Pick<SweeperConfig, 'maxRequeuesPerRun'>): boolean {
+  return orphan.requeues >= config.maxRequeuesPerRun;
 }
 
 /**
  * The decision of a sweep, given the first sightings and the second ones made at least a lease later (and the
  * number of claimed rows in all): which rows are orphans, which of them are given up, whether the rest are a storm,
- * and which to re-queue now. A given-up night counts toward neither side of the storm rule: it is known dead, and
+ * and which to re-queue now. A given-up run counts toward neither side of the storm rule: it is known dead, and
  * says nothing about the renewal path.
  */
 export function decide(first: readonly ClaimSighting[], second: readonly ClaimSighting[], claimed: number, config: SweeperConfig) {

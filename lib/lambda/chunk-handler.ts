@@ -18,7 +18,7 @@ import { resumeManifest, runChunk, type RunHooks } from '../core/job';
 import { resume, type Lease } from '../core/lease';
 import type { ManifestWriter } from '../core/manifest';
 import { Metric } from '../core/observability';
-import { fromEnvironment, invoke, metrics, nightInput, type Environment, type Runtime, type RuntimeSource } from './runtime';
+import { fromEnvironment, invoke, metrics, runInput, type Environment, type Runtime, type RuntimeSource } from './runtime';
 
 /** What the workflow's chunk task sends (lib/constructs/fenced-workflow.ts). */
 export interface ChunkEvent {
@@ -89,7 +89,7 @@ export function chunkHandlerOn<R extends object>(
   return (event) =>
     invoke('chunk', source, async (rt) => {
       // 1. The input, every problem at once.
-      const { jobDate, holder, token } = nightInput(event, { token: true });
+      const { jobDate, holder, token } = runInput(event, { token: true });
       const chunk = Number(event?.chunk);
       if (!Number.isInteger(chunk) || chunk < 0 || chunk >= rt.chunks)
         throw new ConfigError([`chunk must be 0..${rt.chunks - 1}, got ${JSON.stringify(event?.chunk)}`]);

@@ -8,12 +8,12 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { claimRvnFor, tryClaim } from '../core/lease';
 import { Metric } from '../core/observability';
 import type { Observation } from './observe';
-import { fromEnvironment, invoke, metrics, nightInput, type RuntimeSource } from './runtime';
+import { fromEnvironment, invoke, metrics, runInput, type RuntimeSource } from './runtime';
 
 /** The Claim step, made from a runtime source. */
 export const claim = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; sighting?: Observation }) =>
   invoke('claim', runtime, async (rt) => {
-    const { jobDate, holder } = nightInput(event);
+    const { jobDate, holder } = runInput(event);
     const key = rt.job.lock(jobDate);
     const seen = event.sighting;
     const sighting = {

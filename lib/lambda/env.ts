@@ -18,7 +18,7 @@ export const Env = {
   stormShare: 'FENCEPOST_STORM_SHARE',
   stormMinimum: 'FENCEPOST_STORM_MINIMUM',
   maxRequeues: 'FENCEPOST_MAX_REQUEUES',
-  maxRequeuesPerNight: 'FENCEPOST_MAX_REQUEUES_PER_NIGHT',
+  maxRequeuesPerRun: 'FENCEPOST_MAX_REQUEUES_PER_RUN',
   jobStateMachineArn: 'FENCEPOST_JOB_STATE_MACHINE_ARN',
   /** Local runs only: the name events carry (the execution's name). */
   worker: 'FENCEPOST_WORKER',

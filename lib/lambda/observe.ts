@@ -1,8 +1,8 @@
 /**
  * Observe: a strongly consistent read of the job row and the lock item, and one step of the claim rule
  * (lib/core/lease.ts nextClaimStep): claim now, or wait a poll period and observe again, or give up. Giving up on a
- * live holder that is running the night (lib/core/job.ts runningUnder) is a duplicate start, ended quietly as
- * AlreadyRunning; giving up on any other live holder fails the run (docs/DESIGN.md "A duplicate start on a long night").
+ * live holder that is running the run (lib/core/job.ts runningUnder) is a duplicate start, ended quietly as
+ * AlreadyRunning; giving up on any other live holder fails the run (docs/DESIGN.md "A duplicate start on a long run").
  * The claimant's timer is Step Functions' Wait state: the seconds of the Wait that ran since the previous
  * observation are what this execution has watched the rvn for (a Wait never waits less), design §4.
  */
@@ -12,7 +12,7 @@ import type { LeaseConfig } from '../core/config';
 import { runningUnder } from '../core/job';
 import { nextClaimStep, sight, type Sighting, type Watch } from '../core/lease';
 import { Metric } from '../core/observability';
-import { fromEnvironment, invoke, metrics, nightInput, type RuntimeSource } from './runtime';
+import { fromEnvironment, invoke, metrics, runInput, type RuntimeSource } from './runtime';
 
 /** One observation of the lock: what the Observe step saw, and the claim rule's next step (claim, wait, give up). */
 export interface Observation {
@@ -30,7 +30,7 @@ export interface Observation {
   readonly attempt: number;
   /** The claim budget is spent: the holder stayed alive through that many leases of waiting. */
   readonly exhausted: boolean;
-  /** The budget is spent on a live holder that is running the night (RUNNING under its token): a duplicate start. */
+  /** The budget is spent on a live holder whose run is RUNNING under its token: a duplicate start. */
   readonly anotherHolder: boolean;
 }
 
@@ -65,7 +65,7 @@ export function observation(
 /** The Observe step, made from a runtime source. */
 export const observe = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; previous?: Partial<Observation> }) =>
   invoke('observe', runtime, async (rt): Promise<Observation> => {
-    const { jobDate } = nightInput(event);
+    const { jobDate } = runInput(event);
     const key = rt.job.lock(jobDate);
     const job = await readJob(rt.fenceDeps, rt.job.job(jobDate));
     const s = await sight(rt.leaseDeps, key, rt.lease);

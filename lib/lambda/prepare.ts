@@ -1,6 +1,6 @@
 /**
- * Validate the execution's input and settle the night: `{ "jobDate": "YYYY-MM-DD" }` from a person, or
- * `{ "scheduledTime": "<ISO time>" }` from EventBridge Scheduler, whose night is the scheduled time's calendar
+ * Validate the execution's input and settle the run's date: `{ "jobDate": "YYYY-MM-DD" }` from a person, or
+ * `{ "scheduledTime": "<ISO time>" }` from EventBridge Scheduler, whose date is the scheduled time's calendar
  * date in the schedule's time zone. Bad input fails here, before anything is written.
  */
 import { dateIn, validateDate } from '../core/config';

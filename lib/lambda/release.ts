@@ -3,12 +3,12 @@
  * It changes nothing if the lease moved on. A run that never got a token has nothing to release.
  */
 import { releaseClaimed } from '../core/lease';
-import { fromEnvironment, invoke, nightInput, type RuntimeSource } from './runtime';
+import { fromEnvironment, invoke, runInput, type RuntimeSource } from './runtime';
 
 /** The release step of the failure paths, made from a runtime source. */
 export const release = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
   invoke('release', runtime, async (rt) => {
-    const { jobDate, holder } = nightInput(event);
+    const { jobDate, holder } = runInput(event);
     const token = Number(event.token);
     if (!Number.isSafeInteger(token) || token < 1) return { released: false };
     return { released: await releaseClaimed(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease) };

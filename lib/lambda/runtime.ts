@@ -101,15 +101,15 @@ export interface Runtime {
   readonly runDeps: RunDeps;
   /** What the sweeper's looks and re-queues take (lib/core/sweeper.ts): the sparse index and the lock items. */
   readonly sweeperDeps: SweeperDeps;
-  /** The time zone a scheduled start's night is read in. */
+  /** The time zone a scheduled start's date is read in. */
   readonly scheduleTimeZone: string;
   /** The whole environment, for what only one function reads (the sweeper's storm rule, a chunk function's own tables). */
   readonly environment: Environment;
   readonly offset: ClockOffsetEstimator;
   readonly hooks?: RunHooks;
   /**
-   * Start a run of the job's state machine for a night, named `name` (the sweeper, for a re-queue: lib/lambda/sweep-verify.ts
-   * names it per night, fence and sweep). A name already taken is this sweep's own earlier start: no second run.
+   * Start an execution of the job's state machine for a run, named `name` (the sweeper, for a re-queue: lib/lambda/sweep-verify.ts
+   * names it per run, fence and sweep). A name already taken is this sweep's own earlier start: no second run.
    */
   startRun(jobDate: string, name: string): Promise<string>;
 }
@@ -244,7 +244,7 @@ export async function invoke<T>(name: string, source: RuntimeSource, body: (rt: 
 }
 
 /** Input checks shared by the handlers: a clear ConfigError, never a TypeError deep in the core. */
-export function nightInput(event: unknown, needs: { token?: boolean } = {}): { jobDate: string; holder: string; token: number } {
+export function runInput(event: unknown, needs: { token?: boolean } = {}): { jobDate: string; holder: string; token: number } {
   const e = (event ?? {}) as Record<string, unknown>;
   const problems: string[] = [];
   let jobDate = '';

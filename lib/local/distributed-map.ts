@@ -7,7 +7,7 @@
  * Anything whose meaning would change is refused with an error that names the state and the field.
  *
  * Pure: the input is not modified, and a definition without a Distributed Map comes back equal to it.
- * What still differs from AWS is listed in LOCAL_DIFFERENCES (and docs/DESIGN.md "Large nights").
+ * What still differs from AWS is listed in LOCAL_DIFFERENCES (and docs/DESIGN.md "Large runs").
  */
 
 type Json = Record<string, unknown>;

@@ -1,6 +1,6 @@
 /**
  * A local Step Functions endpoint for the one call the functions make: StartExecution (the sweeper's
- * VerifyAndRequeue starting a billing run for a re-queued night). AWS JSON 1.0 protocol, the operation in
+ * VerifyAndRequeue starting a run for a re-queued job row). AWS JSON 1.0 protocol, the operation in
  * `X-Amz-Target: AWSStepFunctions.StartExecution`, loopback only.
  *
  * It follows the API reference (https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html):

@@ -24,7 +24,7 @@ export interface EmbeddedStackOptions {
   readonly conflictWindowMs?: number;
   /** Told of every AWS call the DynamoDB and S3 endpoints answer, and who made it (lib/local/call-log.ts). */
   readonly onCall?: CallSink;
-  /** DynamoDB Local's JVM heap cap (default 256 MB; every item is held in memory, so a night of a million needs more). */
+  /** DynamoDB Local's JVM heap cap (default 256 MB; every item is held in memory, so a run of a million needs more). */
   readonly dynamodbHeapMb?: number;
 }
 

@@ -485,7 +485,7 @@ export interface SweeperResult extends LocalResult {
 
 /**
  * Execute the synthesized sweeper state machine once, bundles only. Its StartExecution calls reach a local Step
- * Functions endpoint (lib/local/sfn-endpoint.ts) that runs each re-queued night through the job's workflow.
+ * Functions endpoint (lib/local/sfn-endpoint.ts) that runs each re-queued run through the job's workflow.
  */
 export async function runSweeperLocally(run: SweeperRun): Promise<SweeperResult> {
   const wf = synthesizeWorkflow(run.app, run.settings);

@@ -12,7 +12,7 @@ import { billChunk, completeNight, raiseNight, writeInvoices, type BillingDeps, 
 import { systemClock } from '../../lib/core/clock';
 import { DEFAULT_BACKOFF, classifyCancellation } from '../../lib/core/conditions';
 import { DEFAULTS, type BillingConfig } from '../../apps/billing/settings';
-import { FencedOutError, NightIncompleteError } from '../../lib/core/errors';
+import { FencedOutError, RunIncompleteError } from '../../lib/core/errors';
 import { Events } from '../../lib/core/events';
 import * as fence from '../../lib/core/fence';
 import { chunkBatches, chunkRange, renderChunkLines, type NightPlan } from '../../apps/billing/invoices';
@@ -140,7 +140,7 @@ test('complete needs every chunk fence item to say done: DONE never stands over 
   const d = fenceDeps(ns);
   await fence.raise(d, JOB, 1, 'A', 2);
   await fence.markChunkDone(d, JOB, 1, 0);
-  await assert.rejects(fence.complete(d, JOB, 1), (err) => err instanceof NightIncompleteError && err.chunksNotDone.join() === '1');
+  await assert.rejects(fence.complete(d, JOB, 1), (err) => err instanceof RunIncompleteError && err.chunksNotDone.join() === '1');
   assert.equal((await fence.readJob(d, JOB))?.state, 'RUNNING');
   await fence.markChunkDone(d, JOB, 1, 1);
   await fence.complete(d, JOB, 1);

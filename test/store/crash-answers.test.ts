@@ -108,7 +108,7 @@ test('dies between the manifest DONE and the job row DONE: the row stays RUNNING
   assert.deepEqual([row?.state, row?.claim_shard !== undefined], ['RUNNING', true], 'the row is RUNNING and findable');
   const sweeper = new Sweeper(
     { job: Keys.keys.name, ddb: onClock(ns.clients, clock).ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock },
-    { leaseMs: night.leaseMs, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10, maxRequeuesPerNight: 5 },
+    { leaseMs: night.leaseMs, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10, maxRequeuesPerRun: 5 },
   );
   const started: string[] = [];
   await sweeper.sweep((jobId) => void started.push(jobId));

@@ -27,7 +27,7 @@ import { namespace, type Namespace } from '../support/stack';
 import { noDynamo } from '../support/no-dynamo';
 
 const lease: LeaseConfig = { ...DEFAULTS, leaseMs: 600, renewMs: 150, marginMs: 150 };
-const sweeperConfig: SweeperConfig = { leaseMs: 600, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10, maxRequeuesPerNight: 3 };
+const sweeperConfig: SweeperConfig = { leaseMs: 600, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10, maxRequeuesPerRun: 3 };
 
 /** The sweeper and holders on DynamoDB Local, in real time. */
 function deps(ns: Namespace, worker = 'W') {
@@ -442,7 +442,7 @@ test('a re-queue is recorded once per sighting: a retried record loses, and the 
 });
 
 /**
- * A poison night, swept the way the cloud does it: each sweep (its own execution, no sightings kept) starts the run,
+ * A poison run, swept the way the cloud does it: each sweep (its own execution, no sightings kept) starts the run,
  * and the run takes the night after the sweep recorded the re-queue; every run fails.
  */
 async function sweepPoisonNight(w: ReturnType<typeof memoryWorld>, date: string, sweeps: number, events?: Events) {
@@ -463,22 +463,22 @@ async function sweepPoisonNight(w: ReturnType<typeof memoryWorld>, date: string,
   return { starts, reports };
 }
 
-test('a poison night (every run of it fails) is re-queued exactly maxRequeuesPerNight times, then given up: no more starts, each sweep names it, the row stays RUNNING in the index', async () => {
+test('a poison night (every run of it fails) is re-queued exactly maxRequeuesPerRun times, then given up: no more starts, each sweep names it, the row stays RUNNING in the index', async () => {
   const w = memoryWorld();
   const date = '2026-09-28';
   await w.holder(date, 'B', false); // the night's first run raised and died
   const given: FencepostEvent[] = [];
   const events = new Events('sweeper', w.clock).on((e) => void (e.event === 'given-up' && given.push(e)));
-  const sweeps = 3 * sweeperConfig.maxRequeuesPerNight;
+  const sweeps = 3 * sweeperConfig.maxRequeuesPerRun;
   const { starts, reports } = await sweepPoisonNight(w, date, sweeps, events);
-  assert.equal(starts.length, sweeperConfig.maxRequeuesPerNight, `re-queued exactly maxRequeuesPerNight times in ${sweeps} sweeps`);
+  assert.equal(starts.length, sweeperConfig.maxRequeuesPerRun, `re-queued exactly maxRequeuesPerRun times in ${sweeps} sweeps`);
   const row = await fence.readJob(w.fenceDeps, Keys.job(date));
   assert.deepEqual(
     [row?.state, row?.requeues, row?.claim_shard !== undefined],
-    ['RUNNING', sweeperConfig.maxRequeuesPerNight, true],
+    ['RUNNING', sweeperConfig.maxRequeuesPerRun, true],
     'left RUNNING in the sparse index, the count at the bound: findable, and invariant 3 holds',
   );
-  const after = reports.slice(sweeperConfig.maxRequeuesPerNight);
+  const after = reports.slice(sweeperConfig.maxRequeuesPerRun);
   assert.ok(after.length > 0);
   for (const r of after) {
     assert.deepEqual([r.requeued, r.givenUp, r.storm], [[], [Keys.job(date)], false], 'every later sweep names the night it gave up on');
@@ -486,7 +486,7 @@ test('a poison night (every run of it fails) is re-queued exactly maxRequeuesPer
   assert.equal(given.length, after.length, 'one given-up event per sweep that saw it');
   assert.deepEqual(
     [given[0].event === 'given-up' && given[0].jobId, given[0].event === 'given-up' && given[0].requeues],
-    [Keys.job(date), sweeperConfig.maxRequeuesPerNight],
+    [Keys.job(date), sweeperConfig.maxRequeuesPerRun],
   );
 });
 
@@ -494,7 +494,7 @@ test('crash answer: giving up writes nothing, so a sweeper that dies before it r
   const w = memoryWorld();
   const date = '2026-09-28';
   await w.holder(date, 'B', false);
-  await sweepPoisonNight(w, date, sweeperConfig.maxRequeuesPerNight);
+  await sweepPoisonNight(w, date, sweeperConfig.maxRequeuesPerRun);
   const before = JSON.stringify(w.store.dump('jobs'));
   const died = new Error('the sweeper died between its decision to give up and its report');
   const dying = new Events('sweeper', w.clock).on((e) => {
@@ -512,7 +512,7 @@ test('a night given up is re-armed by removing its requeues (the documented upda
   const date = '2026-09-28';
   await holder(ns, date, 'B'); // raised and died
   const sweeperDeps = { job: Keys.keys.name, ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock };
-  for (let i = 0; i < sweeperConfig.maxRequeuesPerNight; i++) {
+  for (let i = 0; i < sweeperConfig.maxRequeuesPerRun; i++) {
     const [seen] = (await sightClaimed(sweeperDeps, sweeperConfig)).sightings;
     assert.equal(await requeue(sweeperDeps, seen), true, 'the conditional record of each re-queue');
   }
@@ -524,7 +524,7 @@ test('a night given up is re-armed by removing its requeues (the documented upda
   };
   const gaveUp = await sweepTwice();
   assert.deepEqual([starts, gaveUp.givenUp], [[], [Keys.job(date)]], 'at the bound: given up, nothing started');
-  // docs/DESIGN.md "A poison night": the re-arm, as a person types it with the AWS CLI.
+  // docs/DESIGN.md "A poison run": the re-arm, as a person types it with the AWS CLI.
   await ns.clients.ddb.send(
     new UpdateCommand({
       TableName: ns.tables.jobs,

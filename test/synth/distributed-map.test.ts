@@ -1,5 +1,5 @@
 /**
- * Large nights: the synthesized Distributed Map and its local conversion (lib/local/distributed-map.ts). The large
+ * Large runs: the synthesized Distributed Map and its local conversion (lib/local/distributed-map.ts). The large
  * night (1,000,000 invoices in chunks of 500: 2,000 chunks) is synthesized as deployed, bundles included; both its
  * definition and the converted one must be valid ASL, and the converted one runs on aws-local-stepfunctions with
  * the routes AWS would take (a failed child reaches the Map as States.ExceedToleratedFailureThreshold).

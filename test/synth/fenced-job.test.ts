@@ -110,7 +110,7 @@ test("a job named sales-report: the user's chunk function gets the job's environ
     '/aws/vendedlogs/states/Reports-sales-report',
     '/aws/vendedlogs/states/Reports-sales-report-sweeper',
   ]);
-  template.hasResourceProperties('AWS::Scheduler::Schedule', { Description: 'Fencepost: start the nightly sales-report run' });
+  template.hasResourceProperties('AWS::Scheduler::Schedule', { Description: 'Fencepost: start the scheduled sales-report run' });
   assert.deepEqual(job.settings.chunkConcurrency, 1, 'the defaults apply');
 });
 
@@ -394,7 +394,7 @@ test(
   },
 );
 
-test('one table given as both lockTable and jobTable is refused: a night’s lock item and its job row share the key <name>#<date>', () => {
+test('one table given as both lockTable and jobTable is refused: a run’s lock item and its job row share the key <name>#<date>', () => {
   const { stack, fn } = stackWith();
   const { jobTable } = ownTables(stack);
   const same = configErrorOf(

@@ -228,7 +228,7 @@ test('every alarm exists with its metric, threshold and the SNS action; the topi
     },
     sweeperGaveUp: {
       ...fromApp,
-      MetricName: Metric.nightsGivenUp,
+      MetricName: Metric.runsGivenUp,
       Statistic: 'Maximum',
       Period: 300,
       Threshold: 1,
@@ -303,7 +303,7 @@ test('the deadline window: a fixed offset whose midnight is the deadline, at its
   assert.equal(deadlineWindowZone('Asia/Kolkata', 5), '+00:30'); // 23:30 UTC the day before
 });
 
-test('the nightly schedule starts the state machine with scheduledTime, retries, a DLQ and a role that can only start it', () => {
+test('the schedule starts the state machine with scheduledTime, retries, a DLQ and a role that can only start it', () => {
   template.hasResourceProperties('AWS::Scheduler::Schedule', {
     ScheduleExpression: STACK_DEFAULTS.scheduleExpression,
     ScheduleExpressionTimezone: STACK_DEFAULTS.scheduleTimeZone,
@@ -540,7 +540,7 @@ test('the chunk function is timed to its work (a minute), its task 30 s more; an
 test('each schedule carries its own description', () => {
   const schedules = ofType('AWS::Scheduler::Schedule');
   const byTarget = (machine: IConstruct) => schedules.find((x) => JSON.stringify(x.Properties!.Target.Arn) === JSON.stringify(ref(machine)))!;
-  assert.match(byTarget(stack.billing.stateMachine).Properties!.Description, /nightly billing/);
+  assert.match(byTarget(stack.billing.stateMachine).Properties!.Description, /scheduled billing run/);
   assert.match(byTarget(stack.billing.sweeper.stateMachine).Properties!.Description, /orphan sweeper/);
 });
 
@@ -564,7 +564,7 @@ test("the Lambdas' AWS clients give up on a hung call: connection and request ti
 /** Distributed: a renewal every second and a 1 s margin let the 10 s lease cover the Map Run's start-up (lib/constructs/renewal-gap.ts). */
 const DISTRIBUTED_LEASE = { renewMs: 1000, marginMs: 1000 };
 
-test('large nights: above distributedMapAboveChunks the chunks run as a Distributed Map, granted and acknowledged', () => {
+test('large runs: above distributedMapAboveChunks the chunks run as a Distributed Map, granted and acknowledged', () => {
   const {
     app: a,
     stack: s,
@@ -609,7 +609,7 @@ test('large nights: above distributedMapAboveChunks the chunks run as a Distribu
   assert.deepEqual(valid.errors, [], valid.errorsText('\n'));
 });
 
-test("large nights: the chunk plan is checked against AWS's limits, every problem listed", () => {
+test("large runs: the chunk plan is checked against AWS's limits, every problem listed", () => {
   const refused = (overrides: Record<string, unknown>) => {
     try {
       parseStackConfig(overrides);
@@ -632,7 +632,7 @@ test("large nights: the chunk plan is checked against AWS's limits, every proble
   // 2,000 chunks kept inline: the history can pass 25,000 events.
   assert.match(
     refused({ invoices: 1_000_000, chunkSize: 500, distributedMapAboveChunks: 2_000, chunkConcurrency: 40 }).join('\n'),
-    /^distributedMapAboveChunks \(2000\) runs this night's 2000 chunks inline, whose history can reach \d+ events, above the 25000 quota: set it to at most \d+/m,
+    /^distributedMapAboveChunks \(2000\) runs this run's 2000 chunks inline, whose history can reach \d+ events, above the 25000 quota: set it to at most \d+/m,
   );
   // A million chunks: the list alone passes 256 KiB, and one at a time they pass the 2-hour execution timeout.
   const million = refused({ invoices: 1_000_000, chunkSize: 1 });
@@ -651,7 +651,7 @@ test("large nights: the chunk plan is checked against AWS's limits, every proble
   assert.match(refused({ distributedMapAboveChunks: -1 }).join('\n'), /^distributedMapAboveChunks must be a non-negative integer/);
 });
 
-test('large nights: the plan the checks use (history per chunk, payload, chunk time) at the defaults', () => {
+test('large runs: the plan the checks use (history per chunk, payload, chunk time) at the defaults', () => {
   const planOf = (invoices: number) => chunkMapPlan(jobSettings({ ...STACK_DEFAULTS, invoices }));
   const plan = planOf(STACK_DEFAULTS.invoices);
   assert.equal(plan.mode, 'inline');

@@ -4,6 +4,10 @@
  * example or a reason written in the reference app's words fails here with its file and line. Left out: lib/sim/,
  * the simulator, which tells the reference text's billing night; and DynamoDB's own `BillingMode` (its API's word,
  * `billingMode` as CDK's prop).
+ *
+ * One word per idea (issue 26, item 4): what the billing app calls a night is, for any job, a run (of the job, for
+ * its date). The package's commands and emulators (lib/cli/, lib/local/) may name the billing app, the repository's,
+ * but not speak of nights either.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,6 +16,10 @@ import path from 'node:path';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const BILLING = /invoice|billing|billed/i;
+/** The billing app's word for one run of a job ("midnight" is a time of day, not a run). */
+const NIGHT = /\bnight(s|ly|'s)?\b/i;
+/** Construct ids of stacks already deployed: renaming one replaces its resources (lib/constructs/fenced-job.ts). */
+const DEPLOYED_IDS = /'Nightly'/g;
 /** AWS's words, not ours. */
 const AWS_WORDS = /\b[Bb]illingMode\b/g;
 
@@ -30,4 +38,14 @@ test('no billing word in the library source (the package but its simulator, lib/
       .flatMap((line, i) => (BILLING.test(line.replace(AWS_WORDS, '')) ? [`${f}:${i + 1}: ${line.trim()}`] : [])),
   );
   assert.deepEqual(found, [], "lines in the billing app's words");
+});
+
+test("no 'night' in the package's source but its simulator: a job's run is a run, whatever its schedule", () => {
+  const files = ['lib/core', 'lib/election', 'lib/testing', 'lib/lambda', 'lib/constructs', 'lib/cli', 'lib/local'].flatMap(sources);
+  const found = files.flatMap((f) =>
+    readFileSync(path.join(ROOT, f), 'utf8')
+      .split('\n')
+      .flatMap((line, i) => (NIGHT.test(line.replace(DEPLOYED_IDS, '')) ? [`${f}:${i + 1}: ${line.trim()}`] : [])),
+  );
+  assert.deepEqual(found, [], 'lines that call a run a night');
 });

@@ -1,5 +1,5 @@
 /**
- * A poison night in the cloud's shape (issue 25 item 8): the sweeper's VerifyAndRequeue step, on the in-memory stores
+ * A poison run in the cloud's shape (issue 25 item 8): the sweeper's VerifyAndRequeue step, on the in-memory stores
  * and a virtual clock, gives up on a night re-queued the configured number of times and says so in its own metric;
  * FencedJob carries the bound to that step and alarms on the metric; a bound that is not a positive integer is refused.
  */
@@ -44,7 +44,7 @@ function recordMetrics(): { added: Array<[string, number]>; restore: () => void 
   return { added, restore: () => void (metrics.addMetric = original) };
 }
 
-test('VerifyAndRequeue gives up on a night re-queued maxRequeuesPerNight times: it starts nothing, writes nothing, and adds NightsGivenUp', async () => {
+test('VerifyAndRequeue gives up on a night re-queued maxRequeuesPerRun times: it starts nothing, writes nothing, and adds RunsGivenUp', async () => {
   const clock = new VirtualClock();
   const stores = { locks: new MemoryLockStore(), jobs: new MemoryJobStore({ clock, jobs: 'jobs' }), manifests: new MemoryManifestStore() };
   const environment = {
@@ -54,7 +54,7 @@ test('VerifyAndRequeue gives up on a night re-queued maxRequeuesPerNight times: 
     [Env.jobTable]: 'jobs',
     [Env.worker]: 'sweeper',
     [Env.jobStateMachineArn]: 'arn:aws:states:us-east-1:111111111111:stateMachine:digests',
-    [Env.maxRequeuesPerNight]: String(BOUND),
+    [Env.maxRequeuesPerRun]: String(BOUND),
   };
   const started: string[] = [];
   const sfn = { send: async (c: { input: { name: string } }) => void started.push(c.input.name) } as unknown as SFNClient;
@@ -81,8 +81,8 @@ test('VerifyAndRequeue gives up on a night re-queued maxRequeuesPerNight times: 
   }
   assert.equal(JSON.stringify(stores.jobs.dump('jobs')), before, 'giving up writes nothing');
   assert.deepEqual(
-    m.added.filter(([n]) => n === Metric.nightsGivenUp),
-    [[Metric.nightsGivenUp, 1]],
+    m.added.filter(([n]) => n === Metric.runsGivenUp),
+    [[Metric.runsGivenUp, 1]],
     'one night given up, in its own metric',
   );
   assert.deepEqual(
@@ -105,14 +105,14 @@ function synth(extra: Partial<FencedJobProps>) {
   return { stack, job, template: app.synth().getStackByName('Digests').template as { Resources: Record<string, Json> } };
 }
 
-test('FencedJob: sweeperMaxRequeuesPerNight reaches the sweeper and its alarm watches NightsGivenUp, its own, under the job', () => {
-  const { stack, job, template } = synth({ sweeperMaxRequeuesPerNight: BOUND });
+test('FencedJob: sweeperMaxRequeuesPerRun reaches the sweeper and its alarm watches RunsGivenUp, its own, under the job', () => {
+  const { stack, job, template } = synth({ sweeperMaxRequeuesPerRun: BOUND });
   const verify = template.Resources[stack.getLogicalId(job.sweeper.functions.verify.node.defaultChild as lambda.CfnFunction)];
-  assert.equal(verify.Properties.Environment.Variables[Env.maxRequeuesPerNight], String(BOUND));
+  assert.equal(verify.Properties.Environment.Variables[Env.maxRequeuesPerRun], String(BOUND));
   const alarms = Object.values(template.Resources).filter(
-    (r: Json) => r.Type === 'AWS::CloudWatch::Alarm' && r.Properties.MetricName === Metric.nightsGivenUp,
+    (r: Json) => r.Type === 'AWS::CloudWatch::Alarm' && r.Properties.MetricName === Metric.runsGivenUp,
   );
-  assert.equal(alarms.length, 1, 'one alarm on NightsGivenUp');
+  assert.equal(alarms.length, 1, 'one alarm on RunsGivenUp');
   const p = alarms[0].Properties;
   assert.deepEqual(
     [p.Namespace, p.Dimensions, p.Threshold, p.ComparisonOperator, p.TreatMissingData],
@@ -121,17 +121,17 @@ test('FencedJob: sweeperMaxRequeuesPerNight reaches the sweeper and its alarm wa
   assert.match(p.AlarmDescription, new RegExp(`${BOUND} times`), 'the description says the bound');
   assert.doesNotMatch(p.AlarmDescription, /Part \d/);
   assert.equal(job.alarms.alarms.sweeperGaveUp.alarmArn !== undefined, true);
-  assert.equal(synth({}).job.settings.sweeperMaxRequeuesPerNight > 0, true, 'a default');
+  assert.equal(synth({}).job.settings.sweeperMaxRequeuesPerRun > 0, true, 'a default');
 });
 
-test('a sweeperMaxRequeuesPerNight that is not a positive integer is refused by its name, nothing created', () => {
+test('a sweeperMaxRequeuesPerRun that is not a positive integer is refused by its name, nothing created', () => {
   for (const bad of [0, 2.5, -1]) {
     assert.throws(
-      () => synth({ sweeperMaxRequeuesPerNight: bad }),
+      () => synth({ sweeperMaxRequeuesPerRun: bad }),
       (err) =>
         err instanceof ConfigError &&
         err.problems.length === 1 &&
-        err.problems[0].startsWith(`sweeperMaxRequeuesPerNight must be a positive integer, got ${bad}`),
+        err.problems[0].startsWith(`sweeperMaxRequeuesPerRun must be a positive integer, got ${bad}`),
     );
   }
 });

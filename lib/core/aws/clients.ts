@@ -33,7 +33,7 @@ export interface Clients {
 /**
  * Per attempt: a connection must open within CONNECTION_TIMEOUT_MS and the whole request and response take at most
  * REQUEST_TIMEOUT_MS, or the attempt fails with TimeoutError and the SDK retries it. Without these a hung call waits
- * until the function's own timeout, while the lease heartbeat beside it keeps the night held for a worker doing
+ * until the function's own timeout, while the lease heartbeat beside it keeps the run held for a worker doing
  * nothing. A fenced transaction (100 items) or a chunk object takes tens of milliseconds; 5 s is far above that.
  */
 export const CONNECTION_TIMEOUT_MS = 2_000;

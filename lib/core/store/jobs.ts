@@ -21,7 +21,7 @@ export interface JobRow {
   readonly chunk_count?: number;
   readonly claim_shard?: string;
   readonly claimed_since?: string;
-  /** Re-queues the sweeper recorded on the night (lib/core/sweeper.ts `requeue`); absent until the first. */
+  /** Re-queues the sweeper recorded on the run (lib/core/sweeper.ts `requeue`); absent until the first. */
   readonly requeues?: number;
 }
 

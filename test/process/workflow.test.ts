@@ -270,8 +270,11 @@ test('crash answer: a re-queued run that dies before its raise leaves the night 
 
 test('a night run as a Distributed Map (distributedMapAboveChunks: 0) completes on the bundles, chunks 3 at once', async () => {
   const ns = await namespace();
+  // The default lease with the short renewal a Distributed Map asks for (lib/constructs/renewal-gap.ts): nothing here
+  // waits a lease out, and a 3 s lease left a renewal 2 s to be answered, which a loaded machine missed (the run
+  // failed with StopTimePassedError while every part of it was right).
   const settings = {
-    leaseMs: 3000,
+    leaseMs: 10_000,
     renewMs: 1000,
     marginMs: 1000,
     invoices: 2000,

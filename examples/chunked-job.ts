@@ -19,10 +19,11 @@ async function main(): Promise<void> {
     console.error(`${holder} claimed token ${lease.token}`);
     const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: job }, resource: 'report' });
     // 1. Raise the fence before anything else: from now on no lower token writes here, whatever its holder believes.
-    await lease.act(() => fence.raise(lease.token, { owner: holder }));
+    const held = lease.fenced(fence); // the fence, with this lease's token: what the holder raises and writes with
+    await lease.act(() => held.raise({ owner: holder }));
     // 2. Write under the fence, checking the stop time before each transaction; records an earlier holder wrote come
     //    back listed, not written again.
-    const r = await writeFenced(fence, lease.token, lines(lease.token), {
+    const r = await writeFenced(held, lines(lease.token), {
       table: tables.jobs, // beside the job row here; a real job puts its records in a table of its own
       check: () => lease.check(),
     });

@@ -73,7 +73,7 @@ export async function predictStory(timeScale: number): Promise<StoryPrediction> 
           item: { pk: { S: `inv#${DATE}#${chunk * STORY_NIGHT.chunkSize + from + k}` } },
         }));
         try {
-          await writeBatch(fence, lease.token, puts);
+          await writeBatch(fence, puts);
         } catch (err) {
           if (err instanceof FencedOutError) w.events.emit('batch-rejected', { token: lease.token, chunk, batch, fence: err.fence });
           throw err;

@@ -15,6 +15,7 @@ import {
   FencedOutError,
   completeRun,
   fencedTransaction,
+  heldFence,
   jobFence,
   raiseRun,
   runChunk,
@@ -23,7 +24,7 @@ import {
   type ChunkWork,
   type Clock,
   type Events,
-  type Fence,
+  type HeldFence,
   type FenceDeps,
   type JobRun,
   type Lease,
@@ -115,11 +116,10 @@ export interface InvoiceBatchResult {
   readonly transactions: number;
 }
 
-async function writeThrough(fence: Fence, invoices: string, token: number, batch: readonly Invoice[]): Promise<InvoiceBatchResult> {
+async function writeThrough(fence: HeldFence, invoices: string, batch: readonly Invoice[]): Promise<InvoiceBatchResult> {
   const r = await writeBatch(
     fence,
-    token,
-    batch.map((inv) => invoicePut(invoices, inv, token)),
+    batch.map((inv) => invoicePut(invoices, inv, fence.token)),
   );
   return { recorded: r.recorded.length, alreadyRecorded: r.alreadyRecorded.length, transactions: r.transactions };
 }
@@ -129,7 +129,7 @@ async function writeThrough(fence: Fence, invoices: string, token: number, batch
  * fenced on its row alone): the generic fenced write (core's writeBatch), each invoice recorded once with our token.
  */
 export function writeInvoices(deps: InvoiceWriteDeps, fenceKey: string, token: number, batch: readonly Invoice[]): Promise<InvoiceBatchResult> {
-  return writeThrough(jobFence(deps, fenceKey), deps.invoices, token, batch);
+  return writeThrough(heldFence(jobFence(deps, fenceKey), token), deps.invoices, batch);
 }
 
 /** The one transaction writeInvoices sends first for this batch (bench/waste.ts and bench/aws-model.ts measure it). */
@@ -140,8 +140,7 @@ export function invoiceTransaction(
   batch: readonly Invoice[],
 ): TransactWriteItemsCommandInput {
   return fencedTransaction(
-    jobFence(deps, fenceKey),
-    token,
+    heldFence(jobFence(deps, fenceKey), token),
     batch.map((inv) => invoicePut(deps.invoices, inv, token)),
   );
 }
@@ -181,7 +180,7 @@ export function billWork(
     for (const batch of chunkBatches(plan, chunk)) {
       lease.check();
       await hooks?.afterCheck?.({ step: 'batch', chunk, batch: batchNo });
-      const r = await writeThrough(fence, invoices, lease.token, batch).catch((err) => {
+      const r = await writeThrough(fence, invoices, batch).catch((err) => {
         if (err instanceof FencedOutError) events.emit('batch-rejected', { token: lease.token, chunk, batch: batchNo, fence: err.fence });
         throw err;
       });

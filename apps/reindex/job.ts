@@ -2,7 +2,7 @@
  * The nightly reindex, built on Fencepost's public API only: for each product of the source table, one fenced
  * single-item UPDATE of its search-index entry. Chunk c covers products [c * chunkSize, (c + 1) * chunkSize).
  *
- * Each update is its own TransactWriteItems of exactly two items: the chunk fence's `guard(token)` (a ConditionCheck
+ * Each update is its own TransactWriteItems of exactly two items: the held chunk fence's `guard()` (a ConditionCheck
  * `fence <= token`) and the Update. Both land or neither, so an update lands only while the chunk's fence still
  * accepts the holder's token (reference Part 4; docs/DESIGN.md § Chunk fences).
  *
@@ -23,7 +23,7 @@ import {
   runJob,
   type Clock,
   type Events,
-  type Fence,
+  type HeldFence,
   type Lease,
   type LeaseConfig,
   type RunDeps,
@@ -74,11 +74,11 @@ function termsOf(name: string): string[] {
  * @throws FencedOutError when the fence has seen a higher token (nothing written); StopTimePassedError or
  * LeaseLostError instead of sending
  */
-async function indexProduct(deps: ReindexDeps, lease: Lease, fence: Fence, date: string, key: string): Promise<boolean> {
+async function indexProduct(deps: ReindexDeps, lease: Lease, fence: HeldFence, date: string, key: string): Promise<boolean> {
   const read = await deps.ddb.send(new GetCommand({ TableName: deps.tables.source, Key: { [Attr.pk]: key }, ConsistentRead: true }));
   const product = read.Item as { name?: string; price?: number } | undefined;
   if (!product) return false;
-  const token = lease.token;
+  const token = fence.token;
   const update: TransactWriteItem = {
     Update: {
       TableName: deps.tables.index,
@@ -97,9 +97,9 @@ async function indexProduct(deps: ReindexDeps, lease: Lease, fence: Fence, date:
   await retryTransient({ sleep: (ms) => deps.clock.sleep(ms) }, async () => {
     try {
       // The check before the act (Part 2) keeps overlap rare; the guard beside the Update is what makes it safe.
-      await lease.act(() => deps.ddb.send(new TransactWriteItemsCommand({ TransactItems: [fence.guard(token), update] })));
+      await lease.act(() => deps.ddb.send(new TransactWriteItemsCommand({ TransactItems: [fence.guard(), update] })));
     } catch (err) {
-      throw fence.fencedOut(err, token) ?? err; // the guard sits at position 0
+      throw fence.fencedOut(err) ?? err; // the guard sits at position 0
     }
   });
   return true;
@@ -120,7 +120,7 @@ export interface ChunkResult {
  * fence. The library records the chunk done on its fence item after. Safe to run again: the updates are idempotent.
  * @throws FencedOutError, StopTimePassedError, LeaseLostError: another holder owns the night; stop
  */
-export async function reindexChunk(deps: ReindexDeps, lease: Lease, fence: Fence, plan: ReindexPlan, chunk: number): Promise<ChunkResult> {
+export async function reindexChunk(deps: ReindexDeps, lease: Lease, fence: HeldFence, plan: ReindexPlan, chunk: number): Promise<ChunkResult> {
   let updated = 0;
   let missing = 0;
   const end = Math.min(plan.items, (chunk + 1) * plan.chunkSize);

@@ -11,10 +11,11 @@ async function main(): Promise<void> {
   const deps = { ddb: clients.ddb, table: tables.locks, clock: systemClock };
   const result = await withLease(deps, job, `worker-${process.pid}`, {}, async (lease) => {
     const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: job } });
-    await lease.act(() => fence.raise(lease.token)); // first: from now on no lower token writes here
+    const held = lease.fenced(fence); // the fence, with this lease's token: what this holder raises and writes with
+    await lease.act(() => held.raise()); // first: from now on no lower token writes here
     const reminders = ['ana', 'bo', 'cy'].map((user) => ({ pk: `${night}#${user}`, user, token: lease.token }));
     // Cut into transactions of 1 check on the fence + up to 99 puts; the stop time checked before each.
-    const written = await writeFenced(fence, lease.token, reminders, { table: 'reminders-sent', check: () => lease.check() });
+    const written = await writeFenced(held, reminders, { table: 'reminders-sent', check: () => lease.check() });
     return { token: lease.token, sent: written.recorded.length, alreadySent: written.alreadyRecorded.length };
   });
   console.log(JSON.stringify(result));

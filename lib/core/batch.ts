@@ -9,9 +9,10 @@
  * recorded before was recorded by the same holder or with the same content (a takeover redoing a batch finds the
  * earlier holder's items, "already recorded"), nor anything about writes that do not carry the guard.
  *
- * Two ways in. `writeFenced(fence, token, items, { table })`, the writer for users: any number of plain document
+ * Two ways in, each given the fence as its holder holds it (`lease.fenced(fence)`: the fence and the lease's token).
+ * `writeFenced(held, items, { table })`, the writer for users: any number of plain document
  * items, checked before anything is sent (an item over 400 KB is refused), cut into transactions of 1 check + at most
- * 99 puts and at most 4 MB (one transaction after another, in order), marshalled by the DynamoDB store only. `writeBatch(fence, token, puts)`: at most 99 puts already
+ * 99 puts and at most 4 MB (one transaction after another, in order), marshalled by the DynamoDB store only. `writeBatch(held, puts)`: at most 99 puts already
  * in the low-level wire form, sent as they are (the document client's generic marshalling cost a third of the client
  * CPU per transaction on the reference app's run, bench/waste.ts).
  */
@@ -70,10 +71,15 @@ export interface FencedWriteOptions {
   readonly check?: () => void;
 }
 
-/** What a batch needs of its fence: pass the `Fence` that `fenceOn` made (its item, name, store and clock). */
+/**
+ * What a batch needs of its fence: pass the fence as its holder holds it, `lease.fenced(fence)` (the fence's item,
+ * name, store and clock, and the lease's token).
+ */
 export interface BatchFence {
   /** What FencedOutError reports. */
   readonly resource: string;
+  /** The fencing token the batch writes with: the lease's epoch. */
+  readonly token: number;
   /**
    * Where the fence item lives.
    * @internal
@@ -115,16 +121,16 @@ export function batchPuts(puts: readonly FencedPut[]): BatchPut[] {
  * this call whose answer was lost), so its puts are `recorded` by this call. Another call with the same puts (a
  * retried chunk) sends another token, and the store evaluates the conditions: the puts come back `alreadyRecorded`,
  * never counted a second time as a replayed success would.
- * @param fence - the fence whose check the transaction carries (its store, clock and jitter source are used)
- * @param token - the holder's fencing token
+ * @param fence - the fence as its holder holds it, `lease.fenced(fence)`: the transaction carries its check with the
+ *   lease's token (its store, clock and jitter source are used)
  * @param puts - at most 99 items; none sends nothing
  * @returns which puts this call recorded and which were already recorded
  * @throws ConfigError for more than 99 puts (before anything is sent); FencedOutError when the fence refused the
  * token; FenceNotRaisedError when it was never raised; the store's error for anything permanent, or transient past
  * the retries
  */
-export async function writeBatch(fence: BatchFence, token: number, puts: readonly FencedPut[]): Promise<BatchResult<FencedPut>> {
-  const out = await transact(fence, token, batchPuts(puts), randomUUID()); // batchPuts throws before the first send
+export async function writeBatch(fence: BatchFence, puts: readonly FencedPut[]): Promise<BatchResult<FencedPut>> {
+  const out = await transact(fence, batchPuts(puts), randomUUID()); // batchPuts throws before the first send
   return { recorded: out.recorded.map((i) => puts[i]), alreadyRecorded: out.alreadyRecorded.map((i) => puts[i]), transactions: out.transactions };
 }
 
@@ -137,8 +143,8 @@ export async function writeBatch(fence: BatchFence, token: number, puts: readonl
  *
  * A holder fenced out part-way keeps what its earlier transactions wrote (each item recorded once: the new holder
  * finds them already recorded) and nothing of the refused one.
- * @param fence - the fence, raised to `token` first (its store, clock and jitter source are used)
- * @param token - the holder's fencing token
+ * @param fence - the fence as its holder holds it, `lease.fenced(fence)`, raised first (its store, clock and jitter
+ *   source are used)
  * @param items - plain documents (`{ pk: 'order#1', qty: 3 }`), each with its key; none sends nothing
  * @returns which items this call recorded and which were already recorded, and the transactions sent
  * @throws ConfigError naming every bad item or option, and every item over 400 KB by its key (before anything is
@@ -147,7 +153,6 @@ export async function writeBatch(fence: BatchFence, token: number, puts: readonl
  */
 export async function writeFenced<T extends Readonly<Record<string, unknown>>>(
   fence: BatchFence,
-  token: number,
   items: readonly T[],
   options: FencedWriteOptions,
 ): Promise<BatchResult<T>> {
@@ -161,7 +166,7 @@ export async function writeFenced<T extends Readonly<Record<string, unknown>>>(
     // A cut ends at `most` puts or before the item that would take it past PUTS_BYTES, whichever comes first.
     for (let bytes = 0; to < puts.length && to - from < most && (to === from || bytes + sizes[to] <= PUTS_BYTES); to++) bytes += sizes[to];
     options.check?.();
-    const out = await transact(fence, token, puts.slice(from, to), call);
+    const out = await transact(fence, puts.slice(from, to), call);
     recorded.push(...out.recorded.map((i) => items[from + i]));
     alreadyRecorded.push(...out.alreadyRecorded.map((i) => items[from + i]));
     transactions += out.transactions;
@@ -224,7 +229,8 @@ function significantDigits(v: number | bigint): number {
  *   - a transient failure (thrown): the SAME request again after a full-jitter backoff (one budget for the cut), with
  *     the same ClientRequestToken.
  */
-async function transact(fence: BatchFence, token: number, puts: readonly BatchPut[], call: string): Promise<Positions> {
+async function transact(fence: BatchFence, puts: readonly BatchPut[], call: string): Promise<Positions> {
+  const token = fence.token;
   let pending = puts.map((_, i) => i);
   const alreadyRecorded: number[] = [];
   let transactions = 0;
@@ -233,7 +239,7 @@ async function transact(fence: BatchFence, token: number, puts: readonly BatchPu
     while (pending.length > 0) {
       transactions++;
       const request = pending.map((i) => puts[i]);
-      const out = await fence.store.recordBatch(fence.item, token, request, requestToken(fence, token, request, call));
+      const out = await fence.store.recordBatch(fence.item, token, request, requestToken(fence, request, call));
       if (out.kind === 'recorded') return { recorded: pending, alreadyRecorded, transactions };
       if (out.kind === 'fenced-out') {
         const met = out.current?.[Attr.fence];
@@ -263,8 +269,8 @@ interface Positions {
  * declarations leave out would not compile.
  * @internal
  */
-export function requestToken(fence: Pick<BatchFence, 'item'>, token: number, puts: readonly TokenPut[], call = ''): string {
-  const h = createHash('sha256').update(`${call}|${fence.item.table}|${JSON.stringify(fence.item.key)}|${token}`);
+export function requestToken(fence: Pick<BatchFence, 'item' | 'token'>, puts: readonly TokenPut[], call = ''): string {
+  const h = createHash('sha256').update(`${call}|${fence.item.table}|${JSON.stringify(fence.item.key)}|${fence.token}`);
   // The items as the caller built them: the same request serialises the same way (JSON.stringify is native, and an
   // item's attributes keep their order), any other content another way.
   for (const p of puts) {

@@ -26,7 +26,7 @@ import { Attr } from './schema';
 import type { ChunkFence, JobRow, JobStore } from './store/jobs';
 
 export { FENCE_CLAUSE } from './aws/job-store';
-export { Fence, fenceOn, type FenceTarget } from './aws/fence';
+export { Fence, fenceOn, type FenceTarget, type HeldFence } from './aws/fence';
 export type { ChunkFence, JobRow } from './store/jobs';
 
 // ─── A job's fences: the job row and its chunk fence items (docs/DESIGN.md § Chunk fences) ───────────────────────

@@ -6,9 +6,9 @@
  *   lease     `withLease`: a clock-free claim that hands out a fencing token (the lease's epoch) higher than every
  *             earlier one for the key. It does NOT stop an earlier holder that is paused and wakes up believing it
  *             still holds the lease: only a fence does.
- *   fence     `fenceOn(...)`: `raise(token)` first, then write with `guard(token)` in your own transactions (or
- *             `writeFenced`, any number of plain items): a write carrying a token below the fence's is refused by the store, whatever its
- *             holder believes.
+ *   fence     `fenceOn(...)`, held through the lease (`lease.fenced(fence)`, the lease's token bound to it): `raise()`
+ *             first, then write with `guard()` in your own transactions (or `writeFenced`, any number of plain items):
+ *             a write carrying a token below the fence's is refused by the store, whatever its holder believes.
  *   manifest  the same fence on S3: objects under token keys, one manifest committed with If-Match.
  *   sweeper   liveness only: re-queues jobs whose holder is gone; the fence keeps the data safe when it is wrong.
  *   restore   `bumpEpochs`: after a point-in-time restore of the lock table, every epoch is raised above any the
@@ -26,7 +26,7 @@ export { Lease, type LeaseDeps } from './lease';
 export { LEASE_DEFAULTS, type LeaseConfig } from './config';
 
 // The fence (lib/core/fence.ts) and the fenced batch built on its guard (lib/core/batch.ts)
-export { Fence, fenceOn, type FenceTarget } from './fence';
+export { Fence, fenceOn, type FenceTarget, type HeldFence } from './fence';
 export { writeFenced, type BatchFence, type BatchResult, type FencedWriteOptions } from './batch';
 
 // The same fence on S3 (lib/core/manifest.ts)

@@ -5,7 +5,7 @@
  *   raiseRun     the holder's first act: the job row FIRST (it refuses a DONE run, and enters the sparse index in
  *                the same write, so the sweeper can find every claim), then every chunk fence, then the manifest
  *                if the job has one. Nothing is written into any chunk before every fence answered.
- *   chunkFence   a chunk's fence, as a `Fence`: put its `guard(token)` in every transaction that writes the chunk.
+ *   chunkFence   a chunk's fence, as a `Fence`; the chunk's work gets it held with the lease's token (`lease.fenced`).
  *   runChunk     the caller's work on one chunk, then the chunk recorded done on its own fence item.
  *   completeRun  once every chunk fence item says done: the manifest DONE (if any), then the job row DONE, which
  *                leaves the sparse index in the same write.
@@ -25,7 +25,7 @@ import type { LeaseConfig } from './config';
 import { AlreadyDoneError, ClaimBudgetExhaustedError, FencedOutError, LeaseLostError, StopTimePassedError } from './errors';
 import type { Events } from './events';
 import * as fences from './fence';
-import type { Fence, JobRow } from './fence';
+import type { Fence, HeldFence, JobRow } from './fence';
 import type { JobStore } from './store/jobs';
 import type { LockStore } from './store/lock';
 import type { JobKeys } from './job-keys';
@@ -127,8 +127,8 @@ export interface RaisedRun {
 export interface ChunkContext {
   /** The lease: `check()` (or `act`) before every write. */
   readonly lease: Lease;
-  /** The chunk's own fence: put `fence.guard(lease.token)` in every transaction that writes the chunk. */
-  readonly fence: Fence;
+  /** The chunk's own fence, held with the lease's token: `fence.guard()` in every transaction that writes the chunk. */
+  readonly fence: HeldFence;
   /** The run's manifest, when the job has one: commit the chunk's object there. */
   readonly manifest?: ManifestWriter;
   /** The chunk's number, from 0. */
@@ -241,7 +241,7 @@ export async function runChunk<R>(
   context: Omit<ChunkContext, 'fence'>,
   work: ChunkWork<R>,
 ): Promise<R> {
-  const result = await work({ ...context, fence: chunkFence(deps, run, context.chunk) });
+  const result = await work({ ...context, fence: context.lease.fenced(chunkFence(deps, run, context.chunk)) });
   await markChunkDone(deps, run, context.lease.token, context.chunk);
   return result;
 }

@@ -11,6 +11,7 @@
  * anyone to compare; `renewed_at` is informational and no code reads it.
  */
 import { createHash } from 'node:crypto';
+import { heldFence, type Fence, type HeldFence } from './aws/fence';
 import { lockStoreOf, type DocumentClient, type LockStoreSource } from './aws/lock-store';
 import { type Clock, type ClockTimer, wallIso } from './clock';
 import type { LeaseConfig } from './config';
@@ -256,7 +257,7 @@ export async function releaseClaimed(deps: LeaseDeps, key: string, holder: strin
  *
  * Guarantees: while `check()` passes, no other claim of this key can have been granted (the lease has not run out on
  * our own clock, with a margin). Does not guarantee that the check still holds a moment later, when the write lands:
- * a pause can fall in between. Write with the token through a fence (`Fence.guard`, `writeBatch`); that is the safety.
+ * a pause can fall in between. Write through the fence it hands out (`lease.fenced(fence)`); that is the safety.
  */
 export class Lease {
   /** The fencing token: this claim's epoch. */
@@ -317,6 +318,15 @@ export class Lease {
   /** False until this process has a stop time of its own: a lease taken up by `resume` gets one from its first renewal. */
   private get granted(): boolean {
     return this.stopAt > -Infinity;
+  }
+
+  /**
+   * This lease's token bound to `fence`: what the holder raises first and writes with (`raise()`, `guard()`,
+   * writeFenced), so the token reaches the store's condition without anyone carrying it by hand. It binds the token,
+   * not the stop time: check the lease before each write.
+   */
+  fenced(fence: Fence): HeldFence {
+    return heldFence(fence, this.token);
   }
 
   /**

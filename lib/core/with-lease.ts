@@ -6,8 +6,8 @@
  * the key; renewals are sent from the process doing the work; the lease is given back however the work ends, and an
  * error from the work is rethrown as it came. What it does NOT guarantee: that no earlier holder is still writing.
  * A paused holder wakes up believing it holds the lease. Check the stop time before each act (`lease.act` or
- * `lease.check`), and write with `lease.token` through a fence (`Fence.guard`, `writeBatch`): the fence is what
- * refuses the late write.
+ * `lease.check`), and write through the fence the lease holds (`lease.fenced(fence)`: its `guard()`, writeFenced): the
+ * fence is what refuses the late write.
  */
 import { validateLeaseConfig, type LeaseConfig } from './config';
 import type { Events } from './events';

@@ -13,7 +13,7 @@
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { ConfigError } from '../core/errors';
-import type { Fence } from '../core/fence';
+import type { HeldFence } from '../core/fence';
 import { resumeManifest, runChunk, type RunHooks } from '../core/job';
 import { resume, type Lease } from '../core/lease';
 import type { ManifestWriter } from '../core/manifest';
@@ -36,8 +36,11 @@ export interface ChunkEvent {
 export interface FencedChunkContext {
   /** The lease, resumed and renewed by this process: `check()` (or `act`) before every write. */
   readonly lease: Lease;
-  /** The chunk's own fence, raised to `lease.token`: put `fence.guard(lease.token)` in every transaction that writes the chunk. */
-  readonly fence: Fence;
+  /**
+   * The chunk's own fence, raised to the lease's token and held with it: put `fence.guard()` in every transaction that
+   * writes the chunk, or give it to writeFenced.
+   */
+  readonly fence: HeldFence;
   /** The run's manifest, when the job writes one: put the chunk's object there and commit it. */
   readonly manifest?: ManifestWriter;
   /** The chunk's number, from 0. */

@@ -4,7 +4,7 @@
  * where `work` gets the lease, the chunk's fence, the chunk and the chunk count, the run's date and the function's
  * environment (FencedChunkContext), and reads its own variables beside FencedJob's (`Env`, `required`).
  *
- * The types the context names (Lease, Fence, ManifestWriter and theirs) are the core's (`fencepost`), re-exported
+ * The types the context names (Lease, Fence, HeldFence, ManifestWriter and theirs) are the core's (`fencepost`), re-exported
  * here so this entry stands on its own. FencedJob's own handlers and their runtime are not part of the package's API.
  *
  * @packageDocumentation
@@ -17,6 +17,7 @@ export { TransientStoreError, logger, metrics, optionalNumber, required, tracer,
 export { FencedOutError, FenceNotRaisedError, FencepostError, LeaseLostError, StopTimePassedError } from '../core/errors';
 export type { Lease, LeaseDeps } from '../core/lease';
 export type { LeaseConfig } from '../core/config';
-export type { Fence, FenceTarget } from '../core/fence';
+export type { Fence, FenceTarget, HeldFence } from '../core/fence';
+export type { BatchFence } from '../core/batch';
 export type { ManifestBody, ManifestChunk, ManifestDeps, ManifestPlace, ManifestWriter } from '../core/manifest';
 export type { Clock } from '../core/clock';

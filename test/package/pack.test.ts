@@ -457,9 +457,10 @@ test(
       const fence = await clients.ddb.send(new GetCommand({ TableName: created.jobs, Key: { pk: `reminders#${night}` }, ConsistentRead: true }));
       assert.equal(fence.Item?.fence, second.token, "the night's fence stands at the second holder's token");
 
-      // late-writer: the first holder's token, after the second raised the fence: refused, and nothing of it lands.
-      const late = await snippet('late-writer.ts', night, String(first.token));
-      assert.equal(late, `refused: token ${first.token} is below the fence, ${second.token}`);
+      // late-writer: its holder claims the next token and pauses; the one after raises the fence; the paused holder's
+      // write is refused, and nothing of it lands.
+      const late = await snippet('late-writer.ts', night);
+      assert.equal(late, `refused: token ${second.token + 1} is below the fence, ${second.token + 2}`);
       assert.equal((await sentOf()).length, first.sent, 'the refused write left nothing');
     } finally {
       clients.destroy();
@@ -779,7 +780,7 @@ export const handler = fencedChunkHandler(async ({ lease, fence, manifest, chunk
   const share = Math.ceil(100 / chunks); // the chunk count cuts the input
   const items = Array.from({ length: share }, (_, i) => ({ pk: date + '#' + (chunk * share + i) }));
   try {
-    const written = await writeFenced(fence, lease.token, items, { table, check: () => lease.check() });
+    const written = await writeFenced(fence, items, { table, check: () => lease.check() });
     return { recorded: written.recorded.length, manifest: manifest !== undefined };
   } catch (err) {
     if (err instanceof FencedOutError) return { recorded: 0, manifest: false };

@@ -9,7 +9,9 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { exitedAfterOutput } from '../../verify/chaos/worker-process';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { FencedOutError, fenceOn, readManifest, systemClock } from '../../lib/core';
+import { heldFence } from '../../lib/core/aws/fence';
 import { writeBatch } from '../../lib/core/batch';
 import { namespace, type Namespace } from '../support/stack';
 
@@ -71,7 +73,7 @@ test('chunked-job: the first holder records every line; the next redoes the job 
   // worker-1, paused with token 1, wakes up and writes one more line: the job's fence (now 2) refuses it.
   const fence = fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: 'report#2026-09-28' }, clock: systemClock });
   const late = { table: ns.tables.jobs, item: { pk: { S: 'report#2026-09-28#line#999' }, token: { N: '1' } } };
-  await assert.rejects(writeBatch(fence, 1, [late]), (err) => err instanceof FencedOutError && err.fence === 2);
+  await assert.rejects(writeBatch(heldFence(fence, 1), [late]), (err) => err instanceof FencedOutError && err.fence === 2);
   assert.equal((await linesOf()).length, 150, 'nothing of the stale batch landed');
 });
 
@@ -88,7 +90,7 @@ test('chunked-job: a holder whose token is below the fence (a newer holder raise
   );
 });
 
-test('fenced-update: the guarded Update lands once per holder; the stale writer in the same transaction shape is refused', async () => {
+test('fenced-update: the guarded Update lands once per holder; a stale writer in the same transaction shape is refused', async () => {
   const ns = await namespace();
   for (const [holder, token] of [
     ['worker-1', 1],
@@ -96,10 +98,29 @@ test('fenced-update: the guarded Update lands once per holder; the stale writer 
   ] as const) {
     const run = await runExample(ns, 'fenced-update.ts', holder);
     assert.equal(run.code, 0, run.stderr);
-    assert.deepEqual(run.summary, { holder, token, staleWriter: 'FencedOutError' });
+    assert.deepEqual(run.summary, { holder, token });
   }
-  const account = (await scan(ns, ns.tables.jobs)).find((i) => i.pk === 'acct#42');
-  assert.deepEqual(account, { pk: 'acct#42', balance: 20, last_token: 2 }, 'two credits, none from a stale writer');
+  const account = async () => (await scan(ns, ns.tables.jobs)).find((i) => i.pk === 'acct#42');
+  assert.deepEqual(await account(), { pk: 'acct#42', balance: 20, last_token: 2 }, 'two credits, one per holder');
+  // worker-1, paused holding token 1, wakes up and sends its credit again: the guard at position 0 refuses it.
+  const stale = heldFence(
+    fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: 'ledger#acct#42' }, clock: systemClock, resource: 'ledger' }),
+    1,
+  );
+  const update = {
+    Update: {
+      TableName: ns.tables.jobs,
+      Key: { pk: { S: 'acct#42' } },
+      UpdateExpression: 'ADD balance :ten SET last_token = :t',
+      ExpressionAttributeValues: { ':ten': { N: '10' }, ':t': { N: '1' } },
+    },
+  };
+  const err = await ns.clients.ddb.send(new TransactWriteItemsCommand({ TransactItems: [stale.guard(), update] })).then(
+    () => undefined,
+    (e: unknown) => stale.fencedOut(e) ?? e,
+  );
+  assert.ok(err instanceof FencedOutError && err.fence === 2 && err.token === 1, `the stale credit is fenced out: ${String(err)}`);
+  assert.deepEqual(await account(), { pk: 'acct#42', balance: 20, last_token: 2 }, 'nothing of the stale credit landed');
 });
 
 test('manifest-commit: created, then raised and committed If-Match by the next holder; the stale commit is refused; readers see only named objects', async () => {

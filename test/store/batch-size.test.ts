@@ -12,6 +12,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { heldFence } from '../../lib/core/aws/fence';
 import { fenceOn } from '../../lib/core/aws/fence';
 import { AwsFenceStore } from '../../lib/core/aws/job-store';
 import { writeFenced } from '../../lib/core/batch';
@@ -61,7 +62,7 @@ test('99 items of 60 KB (about 6 MB, over the 4 MB of a transaction): cut by siz
   const bytes = items.reduce((n, i) => n + Buffer.byteLength(i.body), 0);
   assert.ok(bytes > 4 * MB, `the items hold ${bytes} bytes of values alone: more than one transaction may take`);
 
-  const r = await writeFenced(fence, 1, items, { table: ns.tables.invoices });
+  const r = await writeFenced(heldFence(fence, 1), items, { table: ns.tables.invoices });
   assert.equal(r.recorded.length, items.length);
   assert.ok(sent.length >= Math.ceil(bytes / (4 * MB)), `at least ${Math.ceil(bytes / (4 * MB))} transactions, sent ${sent.join(', ')} puts`);
   const table = await stored(ns, ns.tables.invoices);
@@ -80,7 +81,7 @@ test('an item over 400 KB among small ones: a ConfigError naming its key, and no
   const prefix = unique('huge');
   const small = Array.from({ length: 5 }, (_, i) => ({ pk: `${prefix}#${i}`, body: 'x' }));
   const huge = { pk: `${prefix}#huge`, body: 'y'.repeat(400 * KB) }; // the value alone is 400 KB; with its names, over
-  const err = await writeFenced(fence, 1, [...small, huge], { table: ns.tables.invoices }).then(
+  const err = await writeFenced(heldFence(fence, 1), [...small, huge], { table: ns.tables.invoices }).then(
     () => assert.fail('an item over 400 KB was accepted'),
     (e: unknown) => e,
   );
@@ -97,11 +98,11 @@ test('the size is counted as DynamoDB counts it: an item of exactly 400 KB (name
   const pk = unique('edge');
   // 'pk' + its value + 'body' + its value, in UTF-8 bytes: 400 KB exactly, with a 3-byte character in the body.
   const body = '€' + 'z'.repeat(400 * KB - Buffer.byteLength('pk' + pk + 'body') - Buffer.byteLength('€'));
-  const r = await writeFenced(fence, 1, [{ pk, body }], { table: ns.tables.invoices });
+  const r = await writeFenced(heldFence(fence, 1), [{ pk, body }], { table: ns.tables.invoices });
   assert.equal(r.recorded.length, 1);
   assert.equal((await stored(ns, ns.tables.invoices)).get(pk)?.body, body, 'DynamoDB Local took it: it is within its 400 KB');
   const more = { pk: `${pk}x`, body }; // its key one byte longer
-  await assert.rejects(writeFenced(fence, 1, [more], { table: ns.tables.invoices }), ConfigError);
+  await assert.rejects(writeFenced(heldFence(fence, 1), [more], { table: ns.tables.invoices }), ConfigError);
   await assert.rejects(
     ns.clients.ddb.send(new PutCommand({ TableName: ns.tables.invoices, Item: more })),
     /Item size has exceeded the maximum allowed size/,

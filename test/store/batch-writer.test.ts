@@ -8,6 +8,7 @@
 import { describe, test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { heldFence } from '../../lib/core/aws/fence';
 import { fenceOn, type Fence } from '../../lib/core/aws/fence';
 import { AwsFenceStore } from '../../lib/core/aws/job-store';
 import { writeBatch, writeFenced } from '../../lib/core/batch';
@@ -121,7 +122,7 @@ for (const [name, make] of Object.entries(worlds)) {
       const fence = w.fence(sent);
       await fence.raise(3);
       const items = docs(unique('line'), 250);
-      const r = await writeFenced(fence, 3, items, { table: w.records });
+      const r = await writeFenced(heldFence(fence, 3), items, { table: w.records });
       const transactions = Math.ceil(items.length / MAX_PUTS_PER_TRANSACTION);
       assert.equal(r.recorded.length, items.length, 'every item written by this call');
       assert.equal(r.alreadyRecorded.length, 0);
@@ -136,7 +137,7 @@ for (const [name, make] of Object.entries(worlds)) {
         assert.deepEqual(await w.read(w.records, items[i].pk), items[i], 'stored as the plain document given');
 
       // A retried chunk (a new call, the same items): nothing written again, every item reported already recorded.
-      const again = await writeFenced(fence, 3, items, { table: w.records });
+      const again = await writeFenced(heldFence(fence, 3), items, { table: w.records });
       assert.equal(again.recorded.length, 0);
       assert.deepEqual(again.alreadyRecorded, items, 'the very items passed, in order');
     });
@@ -147,11 +148,11 @@ for (const [name, make] of Object.entries(worlds)) {
       await fence.raise(5);
       const prefix = unique('line');
       const earlier = docs(prefix, 7, 20); // an earlier holder's items 20..26
-      await writeFenced(fence, 5, earlier, { table: w.records });
+      await writeFenced(heldFence(fence, 5), earlier, { table: w.records });
       sent.length = 0;
       const items = docs(prefix, 45);
       const putsPerTransaction = 10;
-      const r = await writeFenced(fence, 5, items, { table: w.records, putsPerTransaction });
+      const r = await writeFenced(heldFence(fence, 5), items, { table: w.records, putsPerTransaction });
       assert.deepEqual(
         r.alreadyRecorded.map((i) => i.pk),
         earlier.map((i) => i.pk),
@@ -177,7 +178,7 @@ for (const [name, make] of Object.entries(worlds)) {
       const check = () => {
         if (++checks > stopAt) throw new Error('stop time passed');
       };
-      await assert.rejects(writeFenced(fence, 2, items, { table: w.records, putsPerTransaction, check }), /stop time passed/);
+      await assert.rejects(writeFenced(heldFence(fence, 2), items, { table: w.records, putsPerTransaction, check }), /stop time passed/);
       assert.equal(sent.length, stopAt, 'no transaction after the check that threw');
       const stored = await Promise.all(items.map(async (i) => (await w.read(w.records, i.pk)) !== undefined));
       assert.deepEqual(
@@ -195,7 +196,7 @@ for (const [name, make] of Object.entries(worlds)) {
         let alive: FenceStore | undefined;
         const dying = w.fence([], (store) => dyingAfter((alive = store), 2));
         await dying.raise(4);
-        await assert.rejects(writeFenced(dying, 4, items, { table: w.records }), /the process died/);
+        await assert.rejects(writeFenced(heldFence(dying, 4), items, { table: w.records }), /the process died/);
         const cut = 2 * MAX_PUTS_PER_TRANSACTION;
         const stored = await Promise.all(items.map(async (i) => (await w.read(w.records, i.pk)) !== undefined));
         assert.deepEqual(
@@ -206,7 +207,7 @@ for (const [name, make] of Object.entries(worlds)) {
         // The next holder (token 5) raises the same fence and redoes the write.
         const redo = fenceOn({ ...dying.target, store: alive });
         await redo.raise(5);
-        const r = await writeFenced(redo, 5, items, { table: w.records });
+        const r = await writeFenced(heldFence(redo, 5), items, { table: w.records });
         assert.deepEqual(r.alreadyRecorded, items.slice(0, cut), "each item recorded once: the dead holder's come back listed");
         assert.deepEqual(r.recorded, items.slice(cut));
       },
@@ -215,7 +216,7 @@ for (const [name, make] of Object.entries(worlds)) {
     test('a write under a fence never raised says so (FenceNotRaisedError), and writes nothing; a newer holder is FencedOutError', T, async () => {
       const fence = w.fence([]);
       const items = docs(unique('line'), 3);
-      await assert.rejects(writeFenced(fence, 4, items, { table: w.records }), (err: unknown) => {
+      await assert.rejects(writeFenced(heldFence(fence, 4), items, { table: w.records }), (err: unknown) => {
         assert.ok(err instanceof FenceNotRaisedError, `a FenceNotRaisedError, got ${String(err)}`);
         assert.ok(!(err instanceof FencedOutError), 'no other holder is blamed');
         assert.match(err.message, /has not been raised: call raise\(4\) before writing/);
@@ -223,10 +224,13 @@ for (const [name, make] of Object.entries(worlds)) {
       });
       // The same for the low-level batch.
       const wire = { table: w.records, item: { pk: { S: items[0].pk } } };
-      await assert.rejects(writeBatch(fence, 4, [wire]), FenceNotRaisedError);
+      await assert.rejects(writeBatch(heldFence(fence, 4), [wire]), FenceNotRaisedError);
       for (const i of items) assert.equal(await w.read(w.records, i.pk), undefined, 'nothing written');
       await fence.raise(6);
-      await assert.rejects(writeFenced(fence, 4, items, { table: w.records }), (err: unknown) => err instanceof FencedOutError && err.fence === 6);
+      await assert.rejects(
+        writeFenced(heldFence(fence, 4), items, { table: w.records }),
+        (err: unknown) => err instanceof FencedOutError && err.fence === 6,
+      );
       for (const i of items) assert.equal(await w.read(w.records, i.pk), undefined, 'nothing written');
     });
 
@@ -263,14 +267,14 @@ for (const [name, make] of Object.entries(worlds)) {
       ];
       for (const [what, items, options, message] of cases) {
         await assert.rejects(
-          writeFenced(fence, 1, items as never, { table: w.records, ...options }),
+          writeFenced(heldFence(fence, 1), items as never, { table: w.records, ...options }),
           (err: unknown) => err instanceof ConfigError && message.test(err.message),
           what,
         );
       }
       assert.equal(sent.length, 0, 'nothing sent');
       assert.equal(await w.read(w.records, good[0].pk), undefined, 'nothing written');
-      const none = await writeFenced(fence, 1, [], { table: w.records });
+      const none = await writeFenced(heldFence(fence, 1), [], { table: w.records });
       assert.deepEqual([none.recorded.length, none.alreadyRecorded.length, none.transactions], [0, 0, 0], 'no items, nothing sent');
     });
   });

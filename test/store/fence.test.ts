@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { TransactWriteItemsCommand, TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { GetCommand, PutCommand, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { heldFence } from '../../lib/core/aws/fence';
 import { writeBatch } from '../../lib/core/batch';
 import { systemClock } from '../../lib/core/clock';
 import { localClients } from '../../lib/core/aws/clients';
@@ -276,12 +277,12 @@ test('the generic fenced batch on DynamoDB Local: any items, in two tables; a re
   const f = fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: 'ledger#fence' }, clock: systemClock, resource: 'ledger' });
   const put = (table: string, id: string, token: number) => ({ table, item: { pk: { S: id }, token: { N: String(token) } } });
   await f.raise(1);
-  const first = await writeBatch(f, 1, [put(ns.tables.invoices, 'e#1', 1), put(ns.tables.jobs, 'e#2', 1)]);
+  const first = await writeBatch(heldFence(f, 1), [put(ns.tables.invoices, 'e#1', 1), put(ns.tables.jobs, 'e#2', 1)]);
   assert.equal(first.recorded.length, 2);
   await f.raise(2);
-  await assert.rejects(writeBatch(f, 1, [put(ns.tables.invoices, 'e#3', 1)]), (err) => err instanceof FencedOutError && err.fence === 2);
+  await assert.rejects(writeBatch(heldFence(f, 1), [put(ns.tables.invoices, 'e#3', 1)]), (err) => err instanceof FencedOutError && err.fence === 2);
   const redo = [put(ns.tables.invoices, 'e#1', 2), put(ns.tables.jobs, 'e#2', 2), put(ns.tables.invoices, 'e#3', 2)];
-  const second = await writeBatch(f, 2, redo);
+  const second = await writeBatch(heldFence(f, 2), redo);
   assert.deepEqual(second.alreadyRecorded, redo.slice(0, 2), 'the items holder 1 recorded are listed, not written again');
   assert.deepEqual(second.recorded, [redo[2]]);
   const tokenOf = async (table: string, id: string) =>

@@ -15,6 +15,7 @@ import { billingApp } from '../../apps/billing/app';
 import { Keys } from '../../apps/billing/keys';
 import { chunkBatches, chunkRange } from '../../apps/billing/invoices';
 import { DEFAULTS } from '../../apps/billing/settings';
+import { heldFence } from '../../lib/core/aws/fence';
 import { systemClock } from '../../lib/core/clock';
 import { DEFAULT_BACKOFF } from '../../lib/core/conditions';
 import { writeBatch, type FencedPut } from '../../lib/core/batch';
@@ -74,8 +75,8 @@ test('a fenced batch sent again by another call (a retried chunk) counts its ite
   await raiseChunkFences(deps, jobId, 1, [0]);
   const fence = jobFence(deps, chunkFenceKey(jobId, 0));
   const puts: FencedPut[] = Array.from({ length: 5 }, (_, i) => ({ table: ns.tables.invoices, item: { pk: { S: `${jobId}#inv#${i}` } } }));
-  const first = await writeBatch(fence, 1, puts);
-  const again = await writeBatch(fence, 1, puts); // the same holder, token and items, within 10 minutes
+  const first = await writeBatch(heldFence(fence, 1), puts);
+  const again = await writeBatch(heldFence(fence, 1), puts); // the same holder, token and items, within 10 minutes
   assert.equal(first.recorded.length + again.recorded.length, puts.length, 'recorded, over both calls: what was written');
   assert.equal(again.alreadyRecorded.length, puts.length, 'the second call wrote nothing: all already recorded');
 });

@@ -96,7 +96,7 @@ function memoryWorld() {
           table: ITEMS,
           item: { pk: { S: `item#${date}#${chunk}#${i}` }, token: { N: String(l.token) } },
         }));
-        const r = await l.act(() => writeBatch(f, l.token, puts));
+        const r = await l.act(() => writeBatch(f, puts));
         return r.recorded.length;
       },
     );

@@ -125,7 +125,7 @@ test('what withLease does not promise: a paused holder still believes it holds t
       StopTimePassedError,
     );
     // ... and a write that skips the check is refused by the fence, whatever A believes.
-    return writeBatch(fenceOf(), lease.token, [lateWrite]).catch((err: unknown) => err);
+    return writeBatch(lease.fenced(fenceOf()), [lateWrite]).catch((err: unknown) => err);
   });
   await aHasRaised; // B starts once A holds the lease and has raised the fence
   let bClaimedAt: number | undefined;

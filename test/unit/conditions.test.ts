@@ -13,6 +13,7 @@ import {
   type TransactWriteItemsCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { heldFence } from '../../lib/core/aws/fence';
 import { DEFAULT_BACKOFF, classifyCancellation, fullJitterMs, isTransient, retryTransient } from '../../lib/core/conditions';
 import type { Clock } from '../../lib/core/clock';
 import { writeBatch, type FencedPut } from '../../lib/core/batch';
@@ -230,7 +231,7 @@ describe('the generic fenced batch: typed outcomes, and the 99-put limit (a scri
     const { ddb, sent } = scripted(cancelled('None', 'None', 'ConditionalCheckFailed', 'None'));
     const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock });
     const puts = [put('ledger', 'a'), put('audit', 'b'), put('ledger', 'c')];
-    const r = await writeBatch(f, 4, puts);
+    const r = await writeBatch(heldFence(f, 4), puts);
     assert.deepEqual(r.alreadyRecorded, [puts[1]], 'position 2 is the second put');
     assert.ok(r.alreadyRecorded[0] === puts[1], 'the caller gets its own object back');
     assert.deepEqual(r.recorded, [puts[0], puts[2]]);
@@ -254,7 +255,7 @@ describe('the generic fenced batch: typed outcomes, and the 99-put limit (a scri
     const { ddb, sent } = scripted(err);
     const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock, resource: 'order' });
     await assert.rejects(
-      writeBatch(f, 4, [put('ledger', 'a')]),
+      writeBatch(heldFence(f, 4), [put('ledger', 'a')]),
       (e) => e instanceof FencedOutError && e.resource === 'order' && e.fence === 9 && e.token === 4,
     );
     assert.equal(sent.length, 1);
@@ -264,9 +265,9 @@ describe('the generic fenced batch: typed outcomes, and the 99-put limit (a scri
     const { ddb, sent } = scripted();
     const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock });
     const many = Array.from({ length: 100 }, (_, i) => put('ledger', `p${i}`));
-    await assert.rejects(writeBatch(f, 1, many), (e) => e instanceof ConfigError && /at most 99 puts/.test(e.message));
+    await assert.rejects(writeBatch(heldFence(f, 1), many), (e) => e instanceof ConfigError && /at most 99 puts/.test(e.message));
     assert.equal(sent.length, 0, 'nothing sent');
-    const r = await writeBatch(f, 1, many.slice(0, 99));
+    const r = await writeBatch(heldFence(f, 1), many.slice(0, 99));
     assert.equal(r.recorded.length, 99);
     assert.equal(sent[0].TransactItems?.length, 100);
   });
@@ -274,13 +275,13 @@ describe('the generic fenced batch: typed outcomes, and the 99-put limit (a scri
   test("the ClientRequestToken is the call's own and follows the whole request: another call, content or token, another one", async () => {
     const { ddb, sent } = scripted();
     const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock });
-    await writeBatch(f, 1, [put('ledger', 'a')]);
-    await writeBatch(f, 1, [put('ledger', 'a')]); // a retried chunk: a replay of the first would count its puts again
-    await writeBatch(f, 1, [{ table: 'ledger', item: { pk: { S: 'a' }, note: { S: 'other' } } }]);
-    await writeBatch(f, 2, [put('ledger', 'a')]);
+    await writeBatch(heldFence(f, 1), [put('ledger', 'a')]);
+    await writeBatch(heldFence(f, 1), [put('ledger', 'a')]); // a retried chunk: a replay of the first would count its puts again
+    await writeBatch(heldFence(f, 1), [{ table: 'ledger', item: { pk: { S: 'a' }, note: { S: 'other' } } }]);
+    await writeBatch(heldFence(f, 2), [put('ledger', 'a')]);
     assert.equal(new Set(sent.map((s) => s.ClientRequestToken)).size, 4);
     // Within a call, the same request keeps its token (the retry above, "same request, same ClientRequestToken").
-    const once = (call: string) => fencedTransaction(f, 1, [put('ledger', 'a')], call).ClientRequestToken;
+    const once = (call: string) => fencedTransaction(heldFence(f, 1), [put('ledger', 'a')], call).ClientRequestToken;
     assert.equal(once('c1'), once('c1'));
     assert.notEqual(once('c1'), once('c2'));
   });

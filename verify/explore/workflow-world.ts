@@ -481,7 +481,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
         table: ITEMS,
         item: { pk: { S: `item#${c.chunk}#${from + i}` }, token: { N: String(c.lease.token) } },
       }));
-      await writeBatch(c.fence, c.lease.token, puts);
+      await writeBatch(c.fence, puts);
     }
     return { items: s.items };
   };

@@ -138,7 +138,7 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
           table: ITEMS,
           item: { pk: { S: `item#${chunk}#${from + i}` }, token: { N: String(lease.token) } },
         }));
-        await writeBatch(fence, lease.token, puts);
+        await writeBatch(fence, puts);
       }
       return chunk;
     };

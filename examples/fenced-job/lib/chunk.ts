@@ -8,6 +8,6 @@ export const handler = fencedChunkHandler(async ({ lease, fence, chunk, date, en
   const table = required(env, 'REPORT_TABLE'); // the job's own table, set on the function by its stack (nightly-report-stack.ts)
   const lines = Array.from({ length: 250 }, (_, line) => ({ pk: `${date}#${chunk}#${line}`, line, token: lease.token }));
   // A late write (a paused holder's) is refused by the fence, whatever it believes; a redo finds its lines recorded.
-  const written = await writeFenced(fence, lease.token, lines, { table, check: () => lease.check() });
+  const written = await writeFenced(fence, lines, { table, check: () => lease.check() });
   return { lines: written.recorded.length, alreadyRecorded: written.alreadyRecorded.length };
 });

@@ -8,6 +8,9 @@
  *   Fence.guard  the fence as something to write with (etcd's `Cmp`): a ConditionCheck the caller puts in any
  *                TransactWriteItems it builds, so its own writes land only while the fence still accepts the token
  *                (lib/core/batch.ts's writeFenced builds the usual ones: 1 guard + up to 99 puts each).
+ *   HeldFence    the fence with a lease's token bound to it (`lease.fenced(fence)`, as etcd's `Mutex.IsOwner()` is
+ *                built from the mutex's own key and revision): what a holder raises and writes with, so no caller
+ *                carries a bare token from its lease to its writes. Fence's token-taking methods are internal.
  *
  * What a fence guarantees: once it is raised to N, no write guarded with a token below N lands, whatever its holder
  * believes. What it does not: it knows nothing of leases, so two writers with the SAME token both pass (hand a token
@@ -16,7 +19,7 @@
  */
 import type { AttributeValue, TransactWriteItem, TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
 import { marshall, type NativeAttributeValue } from '@aws-sdk/util-dynamodb';
-import { batchPuts, requestToken, type FencedPut } from '../batch';
+import { batchPuts, requestToken, type BatchFence, type FencedPut } from '../batch';
 import { systemClock, type Clock } from '../clock';
 import { backoffOf, cancellationReasons, retryTransient } from '../conditions';
 import { failedItem } from './conditions';
@@ -87,6 +90,7 @@ export class Fence {
    * @param set - other attributes to write in the same update (e.g. the holder's name)
    * @returns the item as it was before the raise (undefined if it did not exist)
    * @throws FencedOutError carrying the fence met, when a higher token was raised first
+   * @internal a holder raises through its HeldFence (`lease.fenced(fence).raise()`)
    */
   async raise(token: number, set: Readonly<Record<string, NativeAttributeValue>> = {}): Promise<Record<string, unknown> | undefined> {
     // Safe to send again (a transaction holding the item answers TransactionConflictException): equal is accepted.
@@ -101,6 +105,7 @@ export class Fence {
    * not above `token`; when it is, DynamoDB cancels the whole transaction with reason ConditionalCheckFailed at this
    * item's position and, with ReturnValuesOnConditionCheckFailure ALL_OLD, the fence item that won.
    * @param token - the holder's fencing token
+   * @internal a holder guards through its HeldFence (`lease.fenced(fence).guard()`)
    */
   guard(token: number): TransactWriteItem {
     return fenceCheck(this.target.table, this.wireKey, token);
@@ -112,6 +117,7 @@ export class Fence {
    * item that does not exist or has no fence (never raised), undefined when the error is anything else.
    * `throw fence.fencedOut(err, token) ?? err` keeps a caller's own transaction as typed as writeFenced.
    * @param position - where the guard sits in the transaction's TransactItems @default 0
+   * @internal through the HeldFence that guarded the transaction (`held.fencedOut(err)`)
    */
   fencedOut(err: unknown, token: number, position = 0): FencedOutError | FenceNotRaisedError | undefined {
     const reason = cancellationReasons(err)?.[position];
@@ -127,22 +133,78 @@ export class Fence {
   }
 }
 
-/** A fence bound to one item: `fenceOn({ ddb, table, key }).raise(token)`, `.guard(token)`, `writeFenced(fence, ...)`. */
+/** A fence bound to one item: `fenceOn({ ddb, table, key })`, then `lease.fenced(fence)` to raise it and write with it. */
 export function fenceOn(target: FenceTarget): Fence {
   return new Fence(target);
 }
 
 /**
- * The request for one fenced transaction, as writeBatch sends it to DynamoDB: `fence.guard(token)` at position 0,
+ * A fence as its holder writes with it: the fence and the token of the lease that handed it out
+ * (`lease.fenced(fence)`). Raise it first, then put `guard()` in your own transactions, or give it to writeFenced.
+ *
+ * Guarantees what the fence does, for this token: `raise()` lands only if no higher token was raised first, and a
+ * transaction carrying `guard()` commits only while the fence is still at most this token. It does not check the
+ * lease's stop time: check the lease before each write (`lease.check()`, writeFenced's `check`).
+ */
+export interface HeldFence extends BatchFence {
+  /** The fence. */
+  readonly fence: Fence;
+  /** The fencing token this holder writes with: its lease's epoch. */
+  readonly token: number;
+  /**
+   * Raise the fence to this token: the holder's first act, before it reads or writes anything else. One conditional
+   * write (never raised, or not above the token); equal is accepted, so a retry after a lost answer is harmless.
+   * @param set - other attributes to write in the same update (e.g. the holder's name)
+   * @returns the item as it was before the raise (undefined if it did not exist)
+   * @throws FencedOutError carrying the fence met, when a higher token was raised first
+   */
+  raise(set?: Readonly<Record<string, NativeAttributeValue>>): Promise<Record<string, unknown> | undefined>;
+  /**
+   * The ConditionCheck, in the low-level AttributeValue form, for your own TransactWriteItems: the transaction
+   * commits only while the fence is not above this token; when it is, DynamoDB cancels the whole transaction with
+   * reason ConditionalCheckFailed at this item's position and, with ReturnValuesOnConditionCheckFailure ALL_OLD, the
+   * fence item that won.
+   */
+  guard(): TransactWriteItem;
+  /**
+   * What a failed TransactWriteItems that carried `guard()` at `position` means: a FencedOutError (with the fence
+   * item that won) when the guard's condition failed, a FenceNotRaisedError when the fence was never raised,
+   * undefined for any other error. `throw held.fencedOut(err) ?? err` keeps your own transaction typed.
+   * @param position - where the guard sits in the transaction's TransactItems @default 0
+   */
+  fencedOut(err: unknown, position?: number): FencedOutError | FenceNotRaisedError | undefined;
+}
+
+/**
+ * `fence` held with `token`. A holder gets its HeldFence from its lease (`lease.fenced(fence)`), so the token is never
+ * carried by hand; this is for the code that has only the token (the reference app's writer, tests of stale tokens).
+ * @internal
+ */
+export function heldFence(fence: Fence, token: number): HeldFence {
+  return {
+    fence,
+    token,
+    resource: fence.resource,
+    item: fence.item,
+    store: fence.store,
+    target: fence.target,
+    raise: (set = {}) => fence.raise(token, set),
+    guard: () => fence.guard(token),
+    fencedOut: (err, position = 0) => fence.fencedOut(err, token, position),
+  };
+}
+
+/**
+ * The request for one fenced transaction, as writeBatch sends it to DynamoDB: `held.guard()` at position 0,
  * then one Put per item with attribute_not_exists on its key, and a ClientRequestToken derived from the whole request
  * and the call sending it (the same request in the same call, the same token; any other request or call, another
  * one: DynamoDB rejects a reused token with other parameters).
  * @param call - names the writeBatch call that sends it @default none: the token follows the request alone
  * @throws ConfigError for more than 99 puts: a transaction holds 100 actions and one is the fence's check
  */
-export function fencedTransaction(fence: Fence, token: number, puts: readonly FencedPut[], call?: string): TransactWriteItemsCommandInput {
+export function fencedTransaction(held: HeldFence, puts: readonly FencedPut[], call?: string): TransactWriteItemsCommandInput {
   const batch = batchPuts(puts);
-  return AwsFenceStore.transaction(fence.item, token, batch, requestToken(fence, token, puts, call));
+  return AwsFenceStore.transaction(held.item, held.token, batch, requestToken(held, puts, call));
 }
 
 /** The `fence` attribute of an item returned with a failed condition, if it has one. */

@@ -155,7 +155,7 @@ async function playNight(i: NightInputs) {
           item: { pk: { S: invoiceKey(chunk * i.chunkSize + from + k) }, token: { N: String(lease.token) } },
         }));
         try {
-          const out = await writeBatch(fence, lease.token, puts);
+          const out = await writeBatch(fence, puts);
           recorded += out.recorded.length;
           w.events.emit('batch-committed', {
             token: lease.token,

@@ -80,7 +80,7 @@ async function playRestore(bump: number) {
     const lease = leases.get(w.name)!;
     const puts = [{ table: 'invoices', item: { pk: { S: `inv#${DATE}#${w.name}-${n}` } } }];
     try {
-      const out = await writeBatch(chunkFence(jobDeps(w), RUN, 0), lease.token, puts);
+      const out = await writeBatch(lease.fenced(chunkFence(jobDeps(w), RUN, 0)), puts);
       w.events.emit('batch-committed', {
         token: lease.token,
         chunk: 0,

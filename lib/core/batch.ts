@@ -17,13 +17,14 @@
  * CPU per transaction on the reference app's run, bench/waste.ts).
  */
 import { createHash, randomUUID } from 'node:crypto';
-import type { Clock } from './clock';
 import { backoffOf, retryTransient } from './conditions';
 import { MAX_PUTS_PER_TRANSACTION } from './config';
 import { ConfigError, FenceNotRaisedError, FencedOutError } from './errors';
 import { Attr } from './schema';
 import type { AttributeValue } from './aws/document-client';
-import type { BatchPut, DocumentItem, FenceItem, FenceStore } from './store/jobs';
+import type { HeldFence } from './aws/fence';
+import { AwsFenceStore } from './aws/job-store';
+import type { BatchPut, DocumentItem } from './store/jobs';
 
 /** One item to record once under the fence. */
 export interface FencedPut {
@@ -72,33 +73,10 @@ export interface FencedWriteOptions {
 }
 
 /**
- * What a batch needs of its fence: pass the fence as its holder holds it, `lease.fenced(fence)` (the fence's item,
- * name, store and clock, and the lease's token).
- */
-export interface BatchFence {
-  /** What FencedOutError reports. */
-  readonly resource: string;
-  /** The fencing token the batch writes with: the lease's epoch. */
-  readonly token: number;
-  /**
-   * Where the fence item lives.
-   * @internal
-   */
-  readonly item: FenceItem;
-  /**
-   * Where the transaction goes.
-   * @internal
-   */
-  readonly store: FenceStore;
-  /** Times the retry backoff, and its jitter source. */
-  readonly target: { readonly clock: Clock; readonly random?: () => number };
-}
-
-/**
  * The puts as the store takes them (the key attribute made explicit).
  * @throws ConfigError for more than 99 puts: a transaction holds 100 actions and one is the fence's check
  */
-export function batchPuts(puts: readonly FencedPut[]): BatchPut[] {
+function batchPuts(puts: readonly FencedPut[]): BatchPut[] {
   if (puts.length > MAX_PUTS_PER_TRANSACTION) {
     throw new ConfigError([
       `a fenced batch holds at most ${MAX_PUTS_PER_TRANSACTION} puts (a transaction holds 100 actions and one is the fence check), got ${puts.length}`,
@@ -121,17 +99,30 @@ export function batchPuts(puts: readonly FencedPut[]): BatchPut[] {
  * this call whose answer was lost), so its puts are `recorded` by this call. Another call with the same puts (a
  * retried chunk) sends another token, and the store evaluates the conditions: the puts come back `alreadyRecorded`,
  * never counted a second time as a replayed success would.
- * @param fence - the fence as its holder holds it, `lease.fenced(fence)`: the transaction carries its check with the
- *   lease's token (its store, clock and jitter source are used)
+ * @param held - the fence as its holder holds it, `lease.fenced(fence)`: the transaction carries its check with the
+ *   lease's token (the fence's store, clock and jitter source are used)
  * @param puts - at most 99 items; none sends nothing
  * @returns which puts this call recorded and which were already recorded
  * @throws ConfigError for more than 99 puts (before anything is sent); FencedOutError when the fence refused the
  * token; FenceNotRaisedError when it was never raised; the store's error for anything permanent, or transient past
  * the retries
  */
-export async function writeBatch(fence: BatchFence, puts: readonly FencedPut[]): Promise<BatchResult<FencedPut>> {
-  const out = await transact(fence, batchPuts(puts), randomUUID()); // batchPuts throws before the first send
+export async function writeBatch(held: HeldFence, puts: readonly FencedPut[]): Promise<BatchResult<FencedPut>> {
+  const out = await transact(held, batchPuts(puts), randomUUID()); // batchPuts throws before the first send
   return { recorded: out.recorded.map((i) => puts[i]), alreadyRecorded: out.alreadyRecorded.map((i) => puts[i]), transactions: out.transactions };
+}
+
+/**
+ * The request for one fenced transaction, as writeBatch sends it to DynamoDB: `held.guard()` at position 0,
+ * then one Put per item with attribute_not_exists on its key, and a ClientRequestToken derived from the whole request
+ * and the call sending it (the same request in the same call, the same token; any other request or call, another
+ * one: DynamoDB rejects a reused token with other parameters).
+ * @param call - names the writeBatch call that sends it @default none: the token follows the request alone
+ * @throws ConfigError for more than 99 puts: a transaction holds 100 actions and one is the fence's check
+ */
+export function fencedTransaction(held: HeldFence, puts: readonly FencedPut[], call?: string): ReturnType<typeof AwsFenceStore.transaction> {
+  const batch = batchPuts(puts);
+  return AwsFenceStore.transaction(held.fence.item, held.token, batch, requestToken(held, puts, call));
 }
 
 /**
@@ -143,8 +134,8 @@ export async function writeBatch(fence: BatchFence, puts: readonly FencedPut[]):
  *
  * A holder fenced out part-way keeps what its earlier transactions wrote (each item recorded once: the new holder
  * finds them already recorded) and nothing of the refused one.
- * @param fence - the fence as its holder holds it, `lease.fenced(fence)`, raised first (its store, clock and jitter
- *   source are used)
+ * @param held - the fence as its holder holds it, `lease.fenced(fence)`, raised first (the fence's store, clock and
+ *   jitter source are used)
  * @param items - plain documents (`{ pk: 'order#1', qty: 3 }`), each with its key; none sends nothing
  * @returns which items this call recorded and which were already recorded, and the transactions sent
  * @throws ConfigError naming every bad item or option, and every item over 400 KB by its key (before anything is
@@ -152,7 +143,7 @@ export async function writeBatch(fence: BatchFence, puts: readonly FencedPut[]):
  * transient past the retries
  */
 export async function writeFenced<T extends Readonly<Record<string, unknown>>>(
-  fence: BatchFence,
+  held: HeldFence,
   items: readonly T[],
   options: FencedWriteOptions,
 ): Promise<BatchResult<T>> {
@@ -166,7 +157,7 @@ export async function writeFenced<T extends Readonly<Record<string, unknown>>>(
     // A cut ends at `most` puts or before the item that would take it past PUTS_BYTES, whichever comes first.
     for (let bytes = 0; to < puts.length && to - from < most && (to === from || bytes + sizes[to] <= PUTS_BYTES); to++) bytes += sizes[to];
     options.check?.();
-    const out = await transact(fence, puts.slice(from, to), call);
+    const out = await transact(held, puts.slice(from, to), call);
     recorded.push(...out.recorded.map((i) => items[from + i]));
     alreadyRecorded.push(...out.alreadyRecorded.map((i) => items[from + i]));
     transactions += out.transactions;
@@ -229,8 +220,8 @@ function significantDigits(v: number | bigint): number {
  *   - a transient failure (thrown): the SAME request again after a full-jitter backoff (one budget for the cut), with
  *     the same ClientRequestToken.
  */
-async function transact(fence: BatchFence, puts: readonly BatchPut[], call: string): Promise<Positions> {
-  const token = fence.token;
+async function transact(held: HeldFence, puts: readonly BatchPut[], call: string): Promise<Positions> {
+  const { fence, token } = held;
   let pending = puts.map((_, i) => i);
   const alreadyRecorded: number[] = [];
   let transactions = 0;
@@ -239,7 +230,7 @@ async function transact(fence: BatchFence, puts: readonly BatchPut[], call: stri
     while (pending.length > 0) {
       transactions++;
       const request = pending.map((i) => puts[i]);
-      const out = await fence.store.recordBatch(fence.item, token, request, requestToken(fence, request, call));
+      const out = await fence.store.recordBatch(fence.item, token, request, requestToken(held, request, call));
       if (out.kind === 'recorded') return { recorded: pending, alreadyRecorded, transactions };
       if (out.kind === 'fenced-out') {
         const met = out.current?.[Attr.fence];
@@ -265,12 +256,10 @@ interface Positions {
 /**
  * Same request in the same call, same ClientRequestToken; any other request or call, another one. DynamoDB scopes the
  * token to the account, not the table, and rejects a reused token with other parameters, so the tables and every
- * item's content are in it. Internal, as the fence's item it reads is: a declaration naming a member the package's
- * declarations leave out would not compile.
- * @internal
+ * item's content are in it.
  */
-export function requestToken(fence: Pick<BatchFence, 'item' | 'token'>, puts: readonly TokenPut[], call = ''): string {
-  const h = createHash('sha256').update(`${call}|${fence.item.table}|${JSON.stringify(fence.item.key)}|${fence.token}`);
+function requestToken(held: HeldFence, puts: readonly TokenPut[], call = ''): string {
+  const h = createHash('sha256').update(`${call}|${held.fence.item.table}|${JSON.stringify(held.fence.item.key)}|${held.token}`);
   // The items as the caller built them: the same request serialises the same way (JSON.stringify is native, and an
   // item's attributes keep their order), any other content another way.
   for (const p of puts) {

@@ -87,7 +87,7 @@ export class FenceNotRaisedError extends FencepostError {
     readonly token: number,
     options?: { cause?: unknown },
   ) {
-    super(`fence '${resource}' has not been raised: call raise(${token}) before writing`, options);
+    super(`fence '${resource}' has not been raised: raise it to ${token} first (lease.fenced(fence).raise()) before writing`, options);
   }
 }
 

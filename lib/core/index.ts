@@ -27,7 +27,7 @@ export { LEASE_DEFAULTS, type LeaseConfig } from './config';
 
 // The fence (lib/core/fence.ts) and the fenced batch built on its guard (lib/core/batch.ts)
 export { Fence, fenceOn, type FenceTarget, type HeldFence } from './fence';
-export { writeFenced, type BatchFence, type BatchResult, type FencedWriteOptions } from './batch';
+export { writeFenced, type BatchResult, type FencedWriteOptions } from './batch';
 
 // The same fence on S3 (lib/core/manifest.ts)
 export { ManifestWriter, readManifest, type ManifestBody, type ManifestChunk, type ManifestDeps, type ManifestPlace } from './manifest';

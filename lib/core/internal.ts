@@ -22,8 +22,8 @@ export {
 } from './job';
 export { jobFence, type FenceDeps } from './fence';
 // The raw fenced batch (wire-form puts, at most 99): the reference app's, which predates writeFenced
-export { writeBatch, type FencedPut } from './batch';
-export { fencedTransaction, heldFence } from './aws/fence';
+export { fencedTransaction, writeBatch, type FencedPut } from './batch';
+export { heldFence } from './aws/fence';
 export { chunkObjectKey } from './manifest';
 
 // Configuration, events, metrics, retries, the schema

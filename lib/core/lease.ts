@@ -330,7 +330,7 @@ export class Lease {
   }
 
   /**
-   * Check the stop time, then act: `await lease.act(() => write(lease.token))`. The act runs only if the check passed;
+   * Check the stop time, then act: `await lease.act(() => writeFenced(lease.fenced(fence), items, options))`. The act runs only if the check passed;
    * an act that takes long should check again inside, before each write.
    * @returns the act's result
    * @throws StopTimePassedError or LeaseLostError instead of acting

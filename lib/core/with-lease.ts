@@ -25,7 +25,7 @@ import { claim, type Lease, type LeaseDeps } from './lease';
  * @param key - the lock item's key: one lease per key
  * @param holder - this holder's name
  * @param config - lease timing; absent fields take the defaults (`LEASE_DEFAULTS`), and the whole is validated
- * @param work - the fenced job; receives the lease, whose `token` is the fencing token to write with
+ * @param work - the fenced job; receives the lease: write through the fence it holds (`lease.fenced(fence)`)
  * @returns what `work` returned
  * @throws ConfigError for bad settings (nothing written), ClaimBudgetExhaustedError if the holder stayed alive,
  * or whatever `work` threw

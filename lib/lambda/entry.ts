@@ -18,6 +18,5 @@ export { FencedOutError, FenceNotRaisedError, FencepostError, LeaseLostError, St
 export type { Lease, LeaseDeps } from '../core/lease';
 export type { LeaseConfig } from '../core/config';
 export type { Fence, FenceTarget, HeldFence } from '../core/fence';
-export type { BatchFence } from '../core/batch';
 export type { ManifestBody, ManifestChunk, ManifestDeps, ManifestPlace, ManifestWriter } from '../core/manifest';
 export type { Clock } from '../core/clock';

@@ -153,7 +153,7 @@ const typecheckProject = (project: string) => runAsUser('npx', ['--no', '--', 't
 /** What a user writes: TypeScript, importing the package by name, type-checked against the installed declarations. */
 const CONSUMER = `
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
-import { FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease } from 'fencepost';
+import { FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, type HeldFence } from 'fencepost';
 import { SCENARIOS, WHAT_IF_DEFAULTS, whatIf } from 'fencepost/sim';
 
 const clients = localClients({ dynamodb: process.env.FENCEPOST_TEST_DYNAMODB!, s3: process.env.FENCEPOST_TEST_S3! });
@@ -161,17 +161,23 @@ const tables = tableNames(process.env.PACK_PREFIX!);
 
 async function main(): Promise<void> {
   const deps = { ddb: clients.ddb, table: tables.locks, clock: systemClock };
-  const result = await withLease(deps, 'pack#job', 'consumer', { leaseMs: 3000, renewMs: 1000, marginMs: 500 }, async (lease) => {
-    const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: 'pack#job' }, clock: systemClock });
-    await lease.act(() => fence.raise(lease.token));
-    const put = (token: number) => ({ TableName: tables.jobs, Item: { pk: { S: 'pack#item' }, token: { N: String(token) } } });
-    const send = (token: number) => clients.ddb.send(new TransactWriteItemsCommand({ TransactItems: [fence.guard(token), { Put: put(token) }] }));
-    await lease.act(() => send(lease.token));
-    const stale = await send(lease.token - 1).then(
+  const config = { leaseMs: 3000, renewMs: 1000, marginMs: 500 };
+  const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: 'pack#job' }, clock: systemClock });
+  const put = (pk: string, token: number) => ({ TableName: tables.jobs, Item: { pk: { S: pk }, token: { N: String(token) } } });
+  // A guarded put of your own: the held fence's guard() beside it, its fencedOut() reading a refusal.
+  const send = (held: HeldFence, pk: string) =>
+    clients.ddb.send(new TransactWriteItemsCommand({ TransactItems: [held.guard(), { Put: put(pk, held.token) }] })).then(
       () => 'landed',
-      (err: unknown) => (fence.fencedOut(err, lease.token - 1) instanceof FencedOutError ? 'fenced-out' : String(err)),
+      (err: unknown) => (held.fencedOut(err) instanceof FencedOutError ? 'fenced-out' : String(err)),
     );
-    return { token: lease.token, stale };
+  const result = await withLease(deps, 'pack#job', 'consumer', config, async (lease) => {
+    const held = lease.fenced(fence);
+    await lease.act(() => held.raise());
+    const first = await lease.act(() => send(held, 'pack#item'));
+    // It pauses (no renewals); the next holder claims once the lease ran out, and raises the fence first.
+    await lease.stopHeartbeat();
+    await withLease(deps, 'pack#job', 'next', config, (next) => next.fenced(fence).raise());
+    return { token: lease.token, first, stale: await send(held, 'pack#late') };
   });
   // The simulator, from its own entry: the main story's checks, and the default what-if's refused zombie write.
   const story = await SCENARIOS.find((x) => x.name === 'main-story')!.run();
@@ -315,13 +321,17 @@ test(
     assert.equal(job.code, 0, job.out);
     assert.deepEqual(JSON.parse(job.out.trim().split('\n').at(-1)!), {
       token: 1,
+      first: 'landed',
       stale: 'fenced-out',
       sim: { storyChecksHold: true, refusedWrites: 1 },
     });
     const item = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.jobs, Key: { pk: 'pack#item' }, ConsistentRead: true }));
-    assert.deepEqual(item.Item, { pk: 'pack#item', token: 1 }, "the holder's guarded put landed; the stale one did not");
+    assert.deepEqual(item.Item, { pk: 'pack#item', token: 1 }, "the holder's guarded put landed");
+    const late = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.jobs, Key: { pk: 'pack#late' }, ConsistentRead: true }));
+    assert.equal(late.Item, undefined, "the paused holder's put, sent after the next raised the fence, did not land");
     const lock = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: 'pack#job' }, ConsistentRead: true }));
     assert.equal(lock.Item?.holder, undefined, 'withLease released the lease');
+    assert.equal(lock.Item?.epoch, 2, 'the next holder claimed once, after the first paused');
 
     // 4. The exports map is the only way in.
     const deep = await run(process.execPath, ['-e', "require('fencepost/dist/core/fence')"], project);

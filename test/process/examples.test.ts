@@ -1,7 +1,8 @@
 /**
  * The examples (examples/*.ts) run as real programs: each in its own Node process (tsx), against the embedded stack
  * given in FENCEPOST_TEST_DYNAMODB / FENCEPOST_TEST_S3, on tables and a bucket made for the test. Each test then
- * reads the store: the example did what it says, and a second, stale writer was refused.
+ * reads the store: the example did what it says, and a stale writer (an older holder, or the test writing as one) was
+ * refused.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

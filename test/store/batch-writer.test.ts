@@ -8,8 +8,7 @@
 import { describe, test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { heldFence } from '../../lib/core/aws/fence';
-import { fenceOn, type Fence } from '../../lib/core/aws/fence';
+import { fenceOn, heldFence, type Fence } from '../../lib/core/aws/fence';
 import { AwsFenceStore } from '../../lib/core/aws/job-store';
 import { writeBatch, writeFenced } from '../../lib/core/batch';
 import { VirtualClock } from '../../lib/core/clock';
@@ -219,7 +218,7 @@ for (const [name, make] of Object.entries(worlds)) {
       await assert.rejects(writeFenced(heldFence(fence, 4), items, { table: w.records }), (err: unknown) => {
         assert.ok(err instanceof FenceNotRaisedError, `a FenceNotRaisedError, got ${String(err)}`);
         assert.ok(!(err instanceof FencedOutError), 'no other holder is blamed');
-        assert.match(err.message, /has not been raised: call raise\(4\) before writing/);
+        assert.match(err.message, /has not been raised: raise it to 4 first \(lease\.fenced\(fence\)\.raise\(\)\) before writing/);
         return true;
       });
       // The same for the low-level batch.

@@ -45,7 +45,15 @@ test("the chunk's work is given its chunk, the run's chunk count from FENCEPOST_
   await raiseRun(rt.runDeps, { keys: rt.job, date: DATE, chunks: rt.chunks }, lease);
 
   const handler = chunkHandlerOn(source, async (c) => ({
-    given: { chunk: c.chunk, chunks: c.chunks, date: c.date, table: c.env.REMINDER_TABLE, token: c.lease.token, fence: c.fence.resource },
+    given: {
+      chunk: c.chunk,
+      chunks: c.chunks,
+      date: c.date,
+      table: c.env.REMINDER_TABLE,
+      token: c.lease.token,
+      fence: c.fence.fence.resource,
+      fenceToken: c.fence.token,
+    },
   }));
   const chunk = Number(environment[Env.chunks]) - 1; // the last chunk of the run
   const out = await handler({ jobDate: DATE, holder: 'holder-a', token: lease.token, chunk });
@@ -58,6 +66,7 @@ test("the chunk's work is given its chunk, the run's chunk count from FENCEPOST_
       table: environment.REMINDER_TABLE,
       token: lease.token,
       fence: 'chunk-fence',
+      fenceToken: lease.token, // the chunk's fence comes held with the claimed lease's token
     },
   });
 });

@@ -17,7 +17,7 @@ import { heldFence } from '../../lib/core/aws/fence';
 import { DEFAULT_BACKOFF, classifyCancellation, fullJitterMs, isTransient, retryTransient } from '../../lib/core/conditions';
 import type { Clock } from '../../lib/core/clock';
 import { writeBatch, type FencedPut } from '../../lib/core/batch';
-import { fencedTransaction } from '../../lib/core/aws/fence';
+import { fencedTransaction } from '../../lib/core/batch';
 import { writeInvoices, type InvoiceWriteDeps } from '../../apps/billing/night';
 import { ConfigError, FenceNotRaisedError, FencedOutError } from '../../lib/core/errors';
 import { fenceOn } from '../../lib/core/fence';

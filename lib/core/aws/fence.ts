@@ -3,9 +3,9 @@
  * highest token it has accepted. ONE clause compares a token with it (FENCE_CLAUSE, lib/core/aws/job-store.ts: reject
  * lower, accept equal: the current holder writes many times with the same token).
  *
- *   Fence.raise  the new holder's FIRST act, before it reads or writes anything else: one conditional write (never
+ *   raise        the new holder's FIRST act, before it reads or writes anything else: one conditional write (never
  *                raised, or not above our token) that sets fence = token and returns the old item;
- *   Fence.guard  the fence as something to write with (etcd's `Cmp`): a ConditionCheck the caller puts in any
+ *   guard        the fence as something to write with (etcd's `Cmp`): a ConditionCheck the caller puts in any
  *                TransactWriteItems it builds, so its own writes land only while the fence still accepts the token
  *                (lib/core/batch.ts's writeFenced builds the usual ones: 1 guard + up to 99 puts each).
  *   HeldFence    the fence with a lease's token bound to it (`lease.fenced(fence)`, as etcd's `Mutex.IsOwner()` is
@@ -17,9 +17,8 @@
  * to one holder only: the lease's epoch does), and it guards only the writes that carry it.
  * A rejection by a fence means: you have lost the lock; stop and discard local state.
  */
-import type { AttributeValue, TransactWriteItem, TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
+import type { AttributeValue, TransactWriteItem } from '@aws-sdk/client-dynamodb';
 import { marshall, type NativeAttributeValue } from '@aws-sdk/util-dynamodb';
-import { batchPuts, requestToken, type BatchFence, type FencedPut } from '../batch';
 import { systemClock, type Clock } from '../clock';
 import { backoffOf, cancellationReasons, retryTransient } from '../conditions';
 import { failedItem } from './conditions';
@@ -50,11 +49,12 @@ export interface FenceTarget {
 }
 
 /**
- * One fence item, bound to its table and key: raise it, guard writes with it.
+ * One fence item, bound to its table and key. A holder raises it and guards its writes with it through the fence its
+ * lease holds, `lease.fenced(fence)` (HeldFence), which carries the lease's token.
  *
- * Guarantees: `raise(t)` lands only if no token above `t` was raised before, and returns what it replaced; a write
- * carrying `guard(t)` lands only if the fence is still at most `t` when the transaction commits. Does not guarantee
- * anything about writes that do not carry the guard.
+ * Guarantees: a raise to `t` lands only if no token above `t` was raised before, and returns what it replaced; a
+ * write carrying the guard at `t` lands only if the fence is still at most `t` when the transaction commits. Does not
+ * guarantee anything about writes that do not carry the guard.
  */
 export class Fence {
   /** What FencedOutError reports for this fence. */
@@ -146,7 +146,7 @@ export function fenceOn(target: FenceTarget): Fence {
  * transaction carrying `guard()` commits only while the fence is still at most this token. It does not check the
  * lease's stop time: check the lease before each write (`lease.check()`, writeFenced's `check`).
  */
-export interface HeldFence extends BatchFence {
+export interface HeldFence {
   /** The fence. */
   readonly fence: Fence;
   /** The fencing token this holder writes with: its lease's epoch. */
@@ -184,27 +184,10 @@ export function heldFence(fence: Fence, token: number): HeldFence {
   return {
     fence,
     token,
-    resource: fence.resource,
-    item: fence.item,
-    store: fence.store,
-    target: fence.target,
     raise: (set = {}) => fence.raise(token, set),
     guard: () => fence.guard(token),
     fencedOut: (err, position = 0) => fence.fencedOut(err, token, position),
   };
-}
-
-/**
- * The request for one fenced transaction, as writeBatch sends it to DynamoDB: `held.guard()` at position 0,
- * then one Put per item with attribute_not_exists on its key, and a ClientRequestToken derived from the whole request
- * and the call sending it (the same request in the same call, the same token; any other request or call, another
- * one: DynamoDB rejects a reused token with other parameters).
- * @param call - names the writeBatch call that sends it @default none: the token follows the request alone
- * @throws ConfigError for more than 99 puts: a transaction holds 100 actions and one is the fence's check
- */
-export function fencedTransaction(held: HeldFence, puts: readonly FencedPut[], call?: string): TransactWriteItemsCommandInput {
-  const batch = batchPuts(puts);
-  return AwsFenceStore.transaction(held.item, held.token, batch, requestToken(held, puts, call));
 }
 
 /** The `fence` attribute of an item returned with a failed condition, if it has one. */

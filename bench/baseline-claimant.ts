@@ -32,7 +32,7 @@ export async function claimOncePerLease(deps: LeaseDeps, key: string, holder: st
     const sentAt = deps.clock.monotonicMs();
     const epoch = await tryClaim(deps, key, holder, config, s);
     if (epoch === undefined) continue;
-    const lease = new Lease(deps, key, holder, epoch, config, sentAt);
+    const lease = Lease.held(deps, key, holder, epoch, config, sentAt);
     deps.events?.emit('claim', { key, token: epoch, attempt, waitedMs: s.waitMs, stopAtMs: Math.round(lease.stopAtMs) });
     return lease;
   }

@@ -225,7 +225,7 @@ export async function claim(deps: LeaseDeps, key: string, holder: string, config
     const sentAt = deps.clock.monotonicMs();
     const epoch = await tryClaim(deps, key, holder, config, sighting);
     if (epoch === undefined) continue; // someone claimed, renewed or released in between: watch again
-    const lease = new Lease(deps, key, holder, epoch, config, sentAt);
+    const lease = Lease.held(deps, key, holder, epoch, config, sentAt);
     deps.events?.emit('claim', { key, token: epoch, attempt, waitedMs: Math.round(watch.unchangedMs), stopAtMs: Math.round(lease.stopAtMs) });
     return lease;
   }
@@ -239,7 +239,7 @@ export async function claim(deps: LeaseDeps, key: string, holder: string, config
  * renewal got no answer (resume again: the workflow's task retries it as TransientStoreError)
  */
 export async function resume(deps: LeaseDeps, key: string, holder: string, token: number, config: LeaseConfig): Promise<Lease> {
-  const lease = new Lease(deps, key, holder, token, config, -Infinity); // no stop time until the renewal lands
+  const lease = Lease.held(deps, key, holder, token, config, -Infinity); // no stop time until the renewal lands
   await lease.renew();
   return lease;
 }
@@ -249,7 +249,7 @@ export async function resume(deps: LeaseDeps, key: string, holder: string, token
  * conditional on still being ours, so it changes nothing if the lease moved on.
  */
 export async function releaseClaimed(deps: LeaseDeps, key: string, holder: string, token: number, config: LeaseConfig): Promise<boolean> {
-  return new Lease(deps, key, holder, token, config, -Infinity).release();
+  return Lease.held(deps, key, holder, token, config, -Infinity).release();
 }
 
 /**
@@ -268,7 +268,11 @@ export class Lease {
   private inFlight: Promise<void> | undefined;
   private readonly store: LockStore;
 
-  constructor(
+  /**
+   * A lease is made by its claim (`claim`, `withLease`, `resume`, an election's campaign), never from a bare epoch: the
+   * epoch is the token its fences carry.
+   */
+  private constructor(
     private readonly deps: LeaseDeps,
     /** The lock item's key. */
     readonly key: string,
@@ -281,6 +285,15 @@ export class Lease {
     this.token = epoch;
     this.stopAt = this.stopTimeFrom(sentAt);
     this.store = lockStoreOf(deps);
+  }
+
+  /**
+   * The lease `holder` holds on `key` at `epoch`, its stop time counted from `sentAt` (-Infinity: none until its first
+   * renewal lands), for the code that made the claim: the claim here, the election's campaign, the handover's flip.
+   * @internal
+   */
+  static held(deps: LeaseDeps, key: string, holder: string, epoch: number, config: LeaseConfig, sentAt: number): Lease {
+    return new Lease(deps, key, holder, epoch, config, sentAt);
   }
 
   /** The stop-time rule, in one place: stop time = sent_at + lease - margin, on our monotonic clock. */

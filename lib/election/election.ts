@@ -178,7 +178,7 @@ export class Election {
       // moved. Our rvn in that candidate item says so.
       const landed = out.ok || (sent > 1 && (await this.store.read(request.candidateKey))?.rvn === rvn);
       if (landed) {
-        const lease = new Lease(this.deps, request.candidateKey, candidate, seq, this.config, sentAt);
+        const lease = Lease.held(this.deps, request.candidateKey, candidate, seq, this.config, sentAt);
         return { seq, queue: [...(role?.members ?? []), seq], lease };
       }
       // Another candidate took the number: read the counter again.

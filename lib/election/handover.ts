@@ -100,7 +100,7 @@ export async function handover(
     const epoch = await claimOnce(store, deps, key, { epoch: seen?.epoch }, { holder: writer, leaseMs: config.leaseMs, rvn: newRvn() });
     if (epoch === undefined) continue; // another writer flipped first: look again
     const flippedAt = deps.clock.monotonicMs(); // the flip's answer: after it landed, so after the old writer's last renewal
-    const lease = new Lease(deps, key, writer, epoch, config, sentAt);
+    const lease = Lease.held(deps, key, writer, epoch, config, sentAt);
     deps.events?.emit('claim', { key, token: epoch, waitedMs: 0, stopAtMs: Math.round(lease.stopAtMs) });
     lease.startHeartbeat();
     try {

@@ -1,9 +1,10 @@
 // The fence on S3, which has no "greater than": each holder writes its objects under keys carrying its token, and
 // commits by rewriting one manifest conditionally: created with If-None-Match: *, then rewritten with If-Match on the
-// ETag it last saw. Readers trust only what the manifest names. A stale writer's commit is refused.
+// ETag it last saw. Readers trust only what the manifest names. The lease raises the manifest to its own token
+// (`lease.raiseManifest`), so a holder whose token is stale finds its commit refused.
 //
 // Stores: FENCEPOST_TEST_DYNAMODB and FENCEPOST_TEST_S3 (tables and bucket made by local/provision.ts).
-import { FencedOutError, ManifestWriter, localClients, readManifest, systemClock, tableNames, withLease, type ManifestPlace } from '../lib/core';
+import { localClients, readManifest, systemClock, tableNames, withLease, type ManifestPlace } from '../lib/core';
 
 const clients = localClients({
   dynamodb: process.env.FENCEPOST_TEST_DYNAMODB ?? 'http://127.0.0.1:8000',
@@ -19,24 +20,17 @@ async function main(): Promise<void> {
   const deps = { ddb: clients.ddb, table: tables.locks, clock: systemClock };
   const summary = await withLease(deps, job, holder, {}, async (lease) => {
     // 1. Raise the manifest's token first: If-None-Match: * creates it; if it exists, read it and rewrite it If-Match.
-    const { writer } = await lease.act(() => ManifestWriter.raise(s3, place, job, lease.token));
+    const { writer } = await lease.act(() => lease.raiseManifest(s3, place, job));
     for (const chunk of [0, 1]) {
       // 2. The object under our token's key (nobody else writes it), then the commit: If-Match on our last ETag.
       const object = await lease.act(() => writer.putChunkObject(chunk, `${JSON.stringify({ chunk, holder, token: lease.token })}\n`));
       await lease.act(() => writer.commitChunk(chunk, { ...object, token: lease.token, records: 1 }));
     }
     await lease.act(() => writer.markDone());
-    // 3. A writer that still carries the previous token (it paused before this holder raised) tries to commit.
-    const stale = ManifestWriter.resume(s3, place, job, lease.token - 1);
-    const refused = await stale.commitChunk(9, { key: 'stray', etag: '"x"', token: lease.token - 1, records: 1 }).then(
-      () => false,
-      (err: unknown) => err instanceof FencedOutError,
-    );
     const manifest = await readManifest(s3, place.key); // what readers trust
     return {
       holder,
       token: lease.token,
-      staleWriterRefused: refused,
       manifestToken: manifest?.body.token,
       chunks: Object.keys(manifest?.body.chunks ?? {}),
     };

@@ -13,6 +13,7 @@
 import { createHash } from 'node:crypto';
 import { heldFence, type Fence, type HeldFence } from './aws/fence';
 import { lockStoreOf, type DocumentClient, type LockStoreSource } from './aws/lock-store';
+import { ManifestWriter, type ManifestBody, type ManifestDeps, type ManifestPlace } from './manifest';
 import { type Clock, type ClockTimer, wallIso } from './clock';
 import type { LeaseConfig } from './config';
 import { backoffOf, fullJitterMs, isTransient, newRvn, retryTransient } from './conditions';
@@ -340,6 +341,16 @@ export class Lease {
    */
   fenced(fence: Fence): HeldFence {
     return heldFence(fence, this.token);
+  }
+
+  /**
+   * Raise the manifest at `place` to this lease's token first (If-None-Match: * to create it, else If-Match on the
+   * version read), and get the writer that commits chunks to it under that token.
+   * @returns the writer, and the manifest as raised (the chunks committed before are kept)
+   * @throws FencedOutError if the manifest carries a higher token
+   */
+  raiseManifest(deps: ManifestDeps, place: ManifestPlace, jobId: string): Promise<{ writer: ManifestWriter; body: ManifestBody }> {
+    return ManifestWriter.raise(deps, place, jobId, this.token);
   }
 
   /**

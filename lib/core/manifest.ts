@@ -104,7 +104,10 @@ export async function readManifest(deps: ManifestStoreSource, key: string): Prom
   return read && { body: JSON.parse(read.body) as ManifestBody, etag: read.etag };
 }
 
-/** One holder's view of one manifest: the ETag it last saw, and its token. Create it with raise (or resume). */
+/**
+ * One holder's view of one manifest: the ETag it last saw, and its token. A holder gets one from its lease,
+ * `lease.raiseManifest(deps, place, jobId)`, so the token is the lease's and never carried by hand.
+ */
 export class ManifestWriter {
   private etag: string | undefined;
   private last: ManifestBody | undefined;
@@ -127,6 +130,7 @@ export class ManifestWriter {
    * our token, conditional on the version we read (or on its absence).
    * @returns the writer, and the manifest as raised (the chunks committed before are kept)
    * @throws FencedOutError if the manifest carries a higher token
+   * @internal a holder raises through its lease (`lease.raiseManifest`)
    */
   static raise(deps: ManifestDeps, place: ManifestPlace, jobId: string, token: number): Promise<{ writer: ManifestWriter; body: ManifestBody }>;
   /** @internal */
@@ -154,6 +158,7 @@ export class ManifestWriter {
   /**
    * A writer for a holder that raised the manifest in another process (the workflow's next Lambda). It knows no
    * ETag yet, so its first commit reads the manifest and refuses to go on unless it still carries our token.
+   * @internal the chunk function's context gives the run's manifest already resumed
    */
   static resume(deps: ManifestDeps, place: ManifestPlace, jobId: string, token: number): ManifestWriter;
   /** @internal */

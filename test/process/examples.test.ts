@@ -11,7 +11,7 @@ import path from 'node:path';
 import { exitedAfterOutput } from '../../verify/chaos/worker-process';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
-import { FencedOutError, fenceOn, readManifest, systemClock } from '../../lib/core';
+import { FencedOutError, ManifestWriter, fenceOn, readManifest, systemClock } from '../../lib/core';
 import { heldFence } from '../../lib/core/aws/fence';
 import { writeBatch } from '../../lib/core/batch';
 import { namespace, type Namespace } from '../support/stack';
@@ -124,15 +124,26 @@ test('fenced-update: the guarded Update lands once per holder; a stale writer in
   assert.deepEqual(await account(), { pk: 'acct#42', balance: 20, last_token: 2 }, 'nothing of the stale credit landed');
 });
 
-test('manifest-commit: created, then raised and committed If-Match by the next holder; the stale commit is refused; readers see only named objects', async () => {
+test('manifest-commit: created, then raised and committed If-Match by the next holder; a stale commit is refused; readers see only named objects', async () => {
   const ns = await namespace();
+  const s3 = { s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock };
+  const place = { key: 'exports/2026-09-28/manifest.json', chunkPrefix: 'exports/2026-09-28/chunks/' };
+  // A writer still on token `token` (it paused before a newer holder raised the manifest) commits a stray chunk.
+  const staleCommit = (token: number) =>
+    ManifestWriter.resume(s3, place, 'export#2026-09-28', token)
+      .commitChunk(9, { key: 'stray', etag: '"x"', token, records: 1 })
+      .then(
+        () => 'landed',
+        (err: unknown) => (err instanceof FencedOutError ? 'fenced-out' : String(err)),
+      );
   const first = await runExample(ns, 'manifest-commit.ts', 'worker-1');
   assert.equal(first.code, 0, first.stderr);
-  assert.deepEqual(first.summary, { holder: 'worker-1', token: 1, staleWriterRefused: true, manifestToken: 1, chunks: ['00', '01'] });
+  assert.deepEqual(first.summary, { holder: 'worker-1', token: 1, manifestToken: 1, chunks: ['00', '01'] });
+  assert.equal(await staleCommit(0), 'fenced-out', 'a token below the manifest cannot commit');
   const second = await runExample(ns, 'manifest-commit.ts', 'worker-2');
   assert.equal(second.code, 0, second.stderr);
-  assert.equal(second.summary.staleWriterRefused, true, 'worker-1, still on token 1, cannot commit over token 2');
-  const manifest = await readManifest({ s3: ns.clients.s3, bucket: ns.bucket }, 'exports/2026-09-28/manifest.json');
+  assert.equal(await staleCommit(1), 'fenced-out', 'worker-1, still on token 1, cannot commit over token 2');
+  const manifest = await readManifest(s3, place.key);
   assert.equal(manifest?.body.token, 2);
   assert.equal(manifest?.body.state, 'DONE');
   assert.deepEqual(

@@ -295,7 +295,7 @@ export const awsModel: Measurement = {
       capacity = { transaction: tx.ConsumedCapacity, renew: renew.ConsumedCapacity, chunkProgress: progress.ConsumedCapacity };
       // per-transaction latency (one in flight), after the JVM has warmed up on two chunks
       for (const c of [0, 1]) for (const b of chunkBatches(plan, c)) await writeInvoices(deps, Keys.chunkFence(job, c), 3, b);
-      const { writer } = await ManifestWriter.raise(
+      const { writer } = await ManifestWriter.raiseAt(
         { s3: stack.clients.s3, bucket: ns.bucket, clock: systemClock },
         Keys.manifestPlace(date),
         job,
@@ -310,7 +310,7 @@ export const awsModel: Measurement = {
         const t0 = performance.now();
         const object = await writer.putChunkObject(c, [...renderChunkLines(plan, c, 3)].join(''));
         const { first, end } = chunkRange(plan, c);
-        await writer.commitChunk(c, { key: object.key, etag: object.etag, token: 3, records: end - first });
+        await writer.commitChunk(c, { key: object.key, etag: object.etag, records: end - first });
         await fence.markChunkDone(deps, job, 3, c);
         tailMs.push(performance.now() - t0);
       }

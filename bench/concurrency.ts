@@ -148,7 +148,7 @@ async function writePathNight(stack: SharedStack, invoices: number, concurrency:
           }
           const object = await night.manifest.putChunkObject(chunk, [...renderChunkLines(plan, chunk, lease.token)].join(''));
           const { first, end } = chunkRange(plan, chunk);
-          await night.manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, records: end - first });
+          await night.manifest.commitChunk(chunk, { key: object.key, etag: object.etag, records: end - first });
           await fence.markChunkDone(fenceDeps, jobId, lease.token, chunk);
         }
       }),

@@ -239,7 +239,7 @@ async function billOverlapped(deps: BillingDeps, date: string, worker: string, c
         const object = await night.manifest.putChunkObject(chunk, [...renderChunkLines(plan, chunk, lease.token)].join(''));
         lease.check();
         const { first, end } = chunkRange(plan, chunk);
-        await night.manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, records: end - first });
+        await night.manifest.commitChunk(chunk, { key: object.key, etag: object.etag, records: end - first });
         await fence.markChunkDone(fdeps, jobId, lease.token, chunk);
       })();
       tail.catch(() => undefined); // surfaced by the await below

@@ -1,10 +1,10 @@
 // The fence on S3, which has no "greater than": each holder writes its objects under keys carrying its token, and
 // commits by rewriting one manifest conditionally: created with If-None-Match: *, then rewritten with If-Match on the
 // ETag it last saw. Readers trust only what the manifest names. The lease raises the manifest to its own token
-// (`lease.raiseManifest`), so a holder whose token is stale finds its commit refused.
+// (`ManifestWriter.raise(..., lease)`), so a holder whose token is stale finds its commit refused.
 //
 // Stores: FENCEPOST_TEST_DYNAMODB and FENCEPOST_TEST_S3 (tables and bucket made by local/provision.ts).
-import { localClients, readManifest, systemClock, tableNames, withLease, type ManifestPlace } from '../lib/core';
+import { ManifestWriter, localClients, readManifest, systemClock, tableNames, withLease, type ManifestPlace } from '../lib/core';
 
 const clients = localClients({
   dynamodb: process.env.FENCEPOST_TEST_DYNAMODB ?? 'http://127.0.0.1:8000',
@@ -20,11 +20,11 @@ async function main(): Promise<void> {
   const deps = { ddb: clients.ddb, table: tables.locks, clock: systemClock };
   const summary = await withLease(deps, job, holder, {}, async (lease) => {
     // 1. Raise the manifest's token first: If-None-Match: * creates it; if it exists, read it and rewrite it If-Match.
-    const { writer } = await lease.act(() => lease.raiseManifest(s3, place, job));
+    const { writer } = await lease.act(() => ManifestWriter.raise(s3, place, job, lease));
     for (const chunk of [0, 1]) {
       // 2. The object under our token's key (nobody else writes it), then the commit: If-Match on our last ETag.
       const object = await lease.act(() => writer.putChunkObject(chunk, `${JSON.stringify({ chunk, holder, token: lease.token })}\n`));
-      await lease.act(() => writer.commitChunk(chunk, { ...object, token: lease.token, records: 1 }));
+      await lease.act(() => writer.commitChunk(chunk, { ...object, records: 1 }));
     }
     await lease.act(() => writer.markDone());
     const manifest = await readManifest(s3, place.key); // what readers trust

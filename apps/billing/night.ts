@@ -211,7 +211,7 @@ export function billWork(
     lease.check();
     await hooks?.afterCheck?.({ step: 'chunk-commit', chunk });
     const { first, end } = chunkRange(plan, chunk);
-    await manifest.commitChunk(chunk, { key: object.key, etag: object.etag, token: lease.token, records: end - first }).catch((err) => {
+    await manifest.commitChunk(chunk, { key: object.key, etag: object.etag, records: end - first }).catch((err) => {
       if (err instanceof FencedOutError) events.emit('commit-rejected', { token: lease.token, chunk, fence: err.fence });
       throw err;
     });

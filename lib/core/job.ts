@@ -199,7 +199,7 @@ export async function raiseRun(deps: RunDeps, run: JobRun, lease: Lease): Promis
   const manifestDeps = manifestDepsOf(deps);
   if (manifestDeps) {
     lease.check();
-    ({ writer: manifest } = await ManifestWriter.raise(manifestDeps, run.keys.manifestPlace(run.date), run.keys.job(run.date), lease.token));
+    ({ writer: manifest } = await ManifestWriter.raise(manifestDeps, run.keys.manifestPlace(run.date), run.keys.job(run.date), lease));
     deps.events.emit('manifest-raised', { token: lease.token });
   }
   const chunksToDo = Array.from({ length: run.chunks }, (_, c) => c).filter((c) => !chunksDone.has(c));

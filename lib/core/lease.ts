@@ -13,7 +13,6 @@
 import { createHash } from 'node:crypto';
 import { heldFence, type Fence, type HeldFence } from './aws/fence';
 import { lockStoreOf, type DocumentClient, type LockStoreSource } from './aws/lock-store';
-import { ManifestWriter, type ManifestBody, type ManifestDeps, type ManifestPlace } from './manifest';
 import { type Clock, type ClockTimer, wallIso } from './clock';
 import type { LeaseConfig } from './config';
 import { backoffOf, fullJitterMs, isTransient, newRvn, retryTransient } from './conditions';
@@ -270,8 +269,8 @@ export class Lease {
   private readonly store: LockStore;
 
   /**
-   * A lease is made by its claim (`claim`, `withLease`, `resume`, an election's campaign), never from a bare epoch: the
-   * epoch is the token its fences carry.
+   * A lease is made by the code that claims or takes one up (`claim`, `withLease`, `resume` and its renewal, an
+   * election's campaign, the handover's flip), never by a user from a bare epoch: the epoch is the token its fences carry.
    */
   private constructor(
     private readonly deps: LeaseDeps,
@@ -290,7 +289,8 @@ export class Lease {
 
   /**
    * The lease `holder` holds on `key` at `epoch`, its stop time counted from `sentAt` (-Infinity: none until its first
-   * renewal lands), for the code that made the claim: the claim here, the election's campaign, the handover's flip.
+   * renewal lands), for the code that claims or takes one up (claim, resume, releaseClaimed here; the election's
+   * campaign; the handover's flip; a benchmark's claimant).
    * @internal
    */
   static held(deps: LeaseDeps, key: string, holder: string, epoch: number, config: LeaseConfig, sentAt: number): Lease {
@@ -341,16 +341,6 @@ export class Lease {
    */
   fenced(fence: Fence): HeldFence {
     return heldFence(fence, this.token);
-  }
-
-  /**
-   * Raise the manifest at `place` to this lease's token first (If-None-Match: * to create it, else If-Match on the
-   * version read), and get the writer that commits chunks to it under that token.
-   * @returns the writer, and the manifest as raised (the chunks committed before are kept)
-   * @throws FencedOutError if the manifest carries a higher token
-   */
-  raiseManifest(deps: ManifestDeps, place: ManifestPlace, jobId: string): Promise<{ writer: ManifestWriter; body: ManifestBody }> {
-    return ManifestWriter.raise(deps, place, jobId, this.token);
   }
 
   /**

@@ -28,6 +28,7 @@ import { manifestStoreOf, type ManifestStoreSource, type S3Client } from './aws/
 import { type Clock, wallIso } from './clock';
 import { fullJitterMs } from './conditions';
 import { FencedOutError } from './errors';
+import type { Lease } from './lease';
 import type { ManifestStore } from './store/manifest';
 
 /** Where one job's manifest and chunk objects live in the bucket. */
@@ -105,8 +106,8 @@ export async function readManifest(deps: ManifestStoreSource, key: string): Prom
 }
 
 /**
- * One holder's view of one manifest: the ETag it last saw, and its token. A holder gets one from its lease,
- * `lease.raiseManifest(deps, place, jobId)`, so the token is the lease's and never carried by hand.
+ * One holder's view of one manifest: the ETag it last saw, and its token. A holder gets one by raising the manifest
+ * with its lease (`ManifestWriter.raise(deps, place, jobId, lease)`), so the token is the lease's, never carried by hand.
  */
 export class ManifestWriter {
   private etag: string | undefined;
@@ -126,16 +127,25 @@ export class ManifestWriter {
   }
 
   /**
-   * Raise the manifest's token first: read it, refuse if it carries a higher token, then rewrite it with
-   * our token, conditional on the version we read (or on its absence).
+   * Raise the manifest to the lease's token first: read it, refuse if it carries a higher token, then rewrite it with
+   * the lease's token, conditional on the version read (If-None-Match: * when there is none).
+   * @param lease - the holder's lease: its token is what the manifest is raised to, and what the writer commits under
    * @returns the writer, and the manifest as raised (the chunks committed before are kept)
    * @throws FencedOutError if the manifest carries a higher token
-   * @internal a holder raises through its lease (`lease.raiseManifest`)
    */
-  static raise(deps: ManifestDeps, place: ManifestPlace, jobId: string, token: number): Promise<{ writer: ManifestWriter; body: ManifestBody }>;
+  static raise(deps: ManifestDeps, place: ManifestPlace, jobId: string, lease: Lease): Promise<{ writer: ManifestWriter; body: ManifestBody }>;
   /** @internal */
-  static raise(deps: ManifestStoreDeps, place: ManifestPlace, jobId: string, token: number): Promise<{ writer: ManifestWriter; body: ManifestBody }>;
-  static async raise(
+  static raise(deps: ManifestStoreDeps, place: ManifestPlace, jobId: string, lease: Lease): Promise<{ writer: ManifestWriter; body: ManifestBody }>;
+  static raise(deps: ManifestStoreDeps, place: ManifestPlace, jobId: string, lease: Lease): Promise<{ writer: ManifestWriter; body: ManifestBody }> {
+    return ManifestWriter.raiseAt(deps, place, jobId, lease.token);
+  }
+
+  /**
+   * The raise at `token`, for code that holds a token and no lease (an election's leader, which stamps its epoch; the
+   * tests and benchmarks of stale tokens).
+   * @internal
+   */
+  static async raiseAt(
     deps: ManifestStoreDeps,
     place: ManifestPlace,
     jobId: string,
@@ -174,10 +184,14 @@ export class ManifestWriter {
     return { key, etag };
   }
 
-  /** Commit a chunk: rewrite the manifest naming its object, If-Match on the ETag we last saw. @throws FencedOutError */
-  async commitChunk(chunk: number, entry: ManifestChunk): Promise<void> {
+  /**
+   * Commit a chunk: rewrite the manifest naming its object, If-Match on the ETag we last saw. The entry carries this
+   * writer's token (the one it raised the manifest to), not one the caller passes.
+   * @throws FencedOutError
+   */
+  async commitChunk(chunk: number, entry: Omit<ManifestChunk, 'token'>): Promise<void> {
     const name = String(chunk).padStart(2, '0');
-    await this.update((current) => ({ ...current!, chunks: { ...current!.chunks, [name]: entry } }));
+    await this.update((current) => ({ ...current!, chunks: { ...current!.chunks, [name]: { ...entry, token: this.token } } }));
   }
 
   /** Mark the manifest DONE, If-Match on the ETag we last saw. @throws FencedOutError */

@@ -131,7 +131,7 @@ test('manifest-commit: created, then raised and committed If-Match by the next h
   // A writer still on token `token` (it paused before a newer holder raised the manifest) commits a stray chunk.
   const staleCommit = (token: number) =>
     ManifestWriter.resume(s3, place, 'export#2026-09-28', token)
-      .commitChunk(9, { key: 'stray', etag: '"x"', token, records: 1 })
+      .commitChunk(9, { key: 'stray', etag: '"x"', records: 1 })
       .then(
         () => 'landed',
         (err: unknown) => (err instanceof FencedOutError ? 'fenced-out' : String(err)),
@@ -142,6 +142,7 @@ test('manifest-commit: created, then raised and committed If-Match by the next h
   assert.equal(await staleCommit(0), 'fenced-out', 'a token below the manifest cannot commit');
   const second = await runExample(ns, 'manifest-commit.ts', 'worker-2');
   assert.equal(second.code, 0, second.stderr);
+  assert.deepEqual(second.summary, { holder: 'worker-2', token: 2, manifestToken: 2, chunks: ['00', '01'] });
   assert.equal(await staleCommit(1), 'fenced-out', 'worker-1, still on token 1, cannot commit over token 2');
   const manifest = await readManifest(s3, place.key);
   assert.equal(manifest?.body.token, 2);

@@ -158,8 +158,9 @@ test('an interrupted raise (job row + chunk 0 raised, chunks 1 and 2 not yet): t
   // A (token 1) raised everything, wrote chunk 0's first batch and chunk 1's first batch, then froze.
   const a = await takeLease(ns, 'A', config);
   await fence.raise(d, JOB, a.token, 'A', 3);
-  const aManifest = (await ManifestWriter.raise({ s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock }, Keys.manifestPlace(DATE), JOB, a.token))
-    .writer;
+  const aManifest = (
+    await ManifestWriter.raiseAt({ s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock }, Keys.manifestPlace(DATE), JOB, a.token)
+  ).writer;
   await writeInvoices(d, chunkFence(0), a.token, batches(0)[0]);
   await writeInvoices(d, chunkFence(1), a.token, batches(1)[0]);
   await a.release(); // (stands for "A's lease ran out": B may claim at once)
@@ -178,7 +179,7 @@ test('an interrupted raise (job row + chunk 0 raised, chunks 1 and 2 not yet): t
   // is raised). That is the same history as A writing it before B's claim: correct invoices, each once.
   assert.equal((await writeInvoices(d, chunkFence(1), a.token, batches(1)[1])).recorded, 99);
   const object = await aManifest.putChunkObject(1, [...renderChunkLines(plan, 1, a.token)].join(''));
-  await aManifest.commitChunk(1, { key: object.key, etag: object.etag, token: a.token, records: 198 });
+  await aManifest.commitChunk(1, { key: object.key, etag: object.etag, records: 198 });
   await fence.markChunkDone(d, JOB, a.token, 1); // a whole chunk, committed: A may record it done
 
   // B resumes its raise: it learns chunk 1 is done from the old chunk item, and from now on A is refused everywhere.
@@ -190,8 +191,9 @@ test('an interrupted raise (job row + chunk 0 raised, chunks 1 and 2 not yet): t
 
   // B finishes the night on the billing path: manifest raise, the chunks left (0 and 2), complete.
   const deps = billingDeps(ns, 'B');
-  const bManifest = (await ManifestWriter.raise({ s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock }, Keys.manifestPlace(DATE), JOB, b.token))
-    .writer;
+  const bManifest = (
+    await ManifestWriter.raiseAt({ s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock }, Keys.manifestPlace(DATE), JOB, b.token)
+  ).writer;
   const r0 = await billChunk(deps, b, bManifest, DATE, config, 0);
   assert.deepEqual([r0.recorded, r0.alreadyRecorded], [99, 99], "chunk 0: A's first batch already recorded");
   const r2 = await billChunk(deps, b, bManifest, DATE, config, 2);

@@ -15,16 +15,16 @@ const PLACE: ManifestPlace = { key: 'jobs/2026-09-28/manifest.json', chunkPrefix
 test('raise creates the manifest; a newer raise fences the older writer out of its commit with a 412', async () => {
   const ns = await namespace();
   const deps = { s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock };
-  const { writer: a } = await ManifestWriter.raise(deps, PLACE, 'job', 7);
+  const { writer: a } = await ManifestWriter.raiseAt(deps, PLACE, 'job', 7);
   const objA = await a.putChunkObject(1, 'a\n');
-  await a.commitChunk(1, { ...objA, token: 7, records: 1 });
+  await a.commitChunk(1, { ...objA, records: 1 });
 
-  const { writer: b, body } = await ManifestWriter.raise(deps, PLACE, 'job', 12);
+  const { writer: b, body } = await ManifestWriter.raiseAt(deps, PLACE, 'job', 12);
   assert.equal(body.token, 12);
   assert.deepEqual(Object.keys(body.chunks), ['01'], 'the new holder keeps what was committed before');
 
   const stray = await a.putChunkObject(2, 'late\n'); // A's stray object lands under A's own key ...
-  await assert.rejects(a.commitChunk(2, { ...stray, token: 7, records: 1 }), (err) => {
+  await assert.rejects(a.commitChunk(2, { ...stray, records: 1 }), (err) => {
     assert.ok(err instanceof FencedOutError);
     assert.equal(err.resource, 'manifest');
     assert.equal(err.fence, 12);
@@ -38,20 +38,20 @@ test('raise creates the manifest; a newer raise fences the older writer out of i
   );
 
   const objB = await b.putChunkObject(2, 'b\n');
-  await b.commitChunk(2, { ...objB, token: 12, records: 1 });
-  await assert.rejects(ManifestWriter.raise(deps, PLACE, 'job', 11), FencedOutError, 'a lower token cannot raise it');
+  await b.commitChunk(2, { ...objB, records: 1 });
+  await assert.rejects(ManifestWriter.raiseAt(deps, PLACE, 'job', 11), FencedOutError, 'a lower token cannot raise it');
 });
 
 test('two commits by the same holder at once both land (a 412 on our own token re-reads and merges)', async () => {
   const ns = await namespace();
   const deps = { s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock };
-  const { writer } = await ManifestWriter.raise(deps, PLACE, 'job', 3);
-  const { writer: twin } = await ManifestWriter.raise(deps, PLACE, 'job', 3);
+  const { writer } = await ManifestWriter.raiseAt(deps, PLACE, 'job', 3);
+  const { writer: twin } = await ManifestWriter.raiseAt(deps, PLACE, 'job', 3);
   await Promise.all(
     [0, 1, 2, 3].map(async (c) => {
       const w = c % 2 ? twin : writer;
       const o = await w.putChunkObject(c, `${c}\n`);
-      await w.commitChunk(c, { ...o, token: 3, records: 1 });
+      await w.commitChunk(c, { ...o, records: 1 });
     }),
   );
   const m = await readManifest(deps, PLACE.key);
@@ -91,16 +91,13 @@ async function racyS3(conflictWindowMs: number) {
 
 test('a 409 ConditionalRequestConflict is retried by reading again: two commits at once both land', async () => {
   const { deps, answers } = await racyS3(150);
-  const { writer } = await ManifestWriter.raise(deps, PLACE, 'job', 4);
+  const { writer } = await ManifestWriter.raiseAt(deps, PLACE, 'job', 4);
   const twin = ManifestWriter.resume(deps, PLACE, 'job', 4);
-  await twin.commitChunk(0, { key: 'k0', etag: '"e0"', token: 4, records: 1 }); // learns the ETag
-  await writer.commitChunk(1, { key: 'k1', etag: '"e1"', token: 4, records: 1 }); // 412 on its stale ETag, merges
+  await twin.commitChunk(0, { key: 'k0', etag: '"e0"', records: 1 }); // learns the ETag
+  await writer.commitChunk(1, { key: 'k1', etag: '"e1"', records: 1 }); // 412 on its stale ETag, merges
   answers.length = 0;
   // Both hold the current ETag now; the second to complete lands inside the first's commit window: 409.
-  await Promise.all([
-    twin.commitChunk(2, { key: 'k2', etag: '"e2"', token: 4, records: 1 }),
-    writer.commitChunk(3, { key: 'k3', etag: '"e3"', token: 4, records: 1 }),
-  ]);
+  await Promise.all([twin.commitChunk(2, { key: 'k2', etag: '"e2"', records: 1 }), writer.commitChunk(3, { key: 'k3', etag: '"e3"', records: 1 })]);
   assert.ok(answers.includes('ConditionalRequestConflict'), `a 409 happened (answers: ${answers.join(', ')})`);
   const m = await readManifest(deps, PLACE.key);
   assert.deepEqual(Object.keys(m!.body.chunks).sort(), ['00', '01', '02', '03'], 'nothing lost');
@@ -109,7 +106,7 @@ test('a 409 ConditionalRequestConflict is retried by reading again: two commits 
 
 test('a missing manifest is created with If-None-Match: * and never read first (404 or 403 alike); an existing one is read only after the 412', async () => {
   const { deps, calls, answers } = await racyS3(5);
-  const first = await ManifestWriter.raise(deps, PLACE, 'job', 2);
+  const first = await ManifestWriter.raiseAt(deps, PLACE, 'job', 2);
   assert.deepEqual(
     first.body.raisedBy.map((r) => r.token),
     [2],
@@ -121,7 +118,7 @@ test('a missing manifest is created with If-None-Match: * and never read first (
   );
   assert.deepEqual(answers, []);
   calls.length = 0;
-  const second = await ManifestWriter.raise(deps, PLACE, 'job', 3);
+  const second = await ManifestWriter.raiseAt(deps, PLACE, 'job', 3);
   assert.deepEqual(
     calls.map((c) => c.operation),
     ['PutObject', 'GetObject', 'PutObject'],
@@ -132,12 +129,12 @@ test('a missing manifest is created with If-None-Match: * and never read first (
     second.body.raisedBy.map((r) => r.token),
     [2, 3],
   );
-  await assert.rejects(first.writer.commitChunk(0, { key: 'k', etag: '"e"', token: 2, records: 1 }), FencedOutError);
+  await assert.rejects(first.writer.commitChunk(0, { key: 'k', etag: '"e"', records: 1 }), FencedOutError);
 });
 
 test('two raises of a missing manifest at once: one creates it, the other reads it after its 412 or 409 and raises over it', async () => {
   const { deps } = await racyS3(150);
-  const [a, b] = await Promise.allSettled([ManifestWriter.raise(deps, PLACE, 'job', 5), ManifestWriter.raise(deps, PLACE, 'job', 6)]);
+  const [a, b] = await Promise.allSettled([ManifestWriter.raiseAt(deps, PLACE, 'job', 5), ManifestWriter.raiseAt(deps, PLACE, 'job', 6)]);
   assert.equal(b.status, 'fulfilled', 'the higher token always raises');
   const m = await readManifest(deps, PLACE.key);
   assert.equal(m!.body.token, 6);
@@ -160,25 +157,25 @@ test('the same fence on the in-memory store: a newer raise fences the older writ
     return out;
   };
   const deps = { store, clock, random: () => 0.5 };
-  const raising = ManifestWriter.raise(deps, PLACE, 'job', 4);
+  const raising = ManifestWriter.raiseAt(deps, PLACE, 'job', 4);
   await clock.runUntilIdle();
   const { writer } = await raising;
   const twin = ManifestWriter.resume(deps, PLACE, 'job', 4);
   // Both commit at once: the second completes inside the first's commit window (409), backs off, reads, merges.
   const both = Promise.all([
-    writer.commitChunk(0, { key: 'k0', etag: '"e0"', token: 4, records: 1 }),
-    twin.commitChunk(1, { key: 'k1', etag: '"e1"', token: 4, records: 1 }),
+    writer.commitChunk(0, { key: 'k0', etag: '"e0"', records: 1 }),
+    twin.commitChunk(1, { key: 'k1', etag: '"e1"', records: 1 }),
   ]);
   await clock.runUntilIdle();
   await both;
   assert.ok(refusals.includes('conflict'), `a 409 happened (refusals: ${refusals.join(', ')})`);
   assert.deepEqual(Object.keys((await readManifest(deps, PLACE.key))!.body.chunks).sort(), ['00', '01'], 'nothing lost');
 
-  const raisingB = ManifestWriter.raise(deps, PLACE, 'job', 9);
+  const raisingB = ManifestWriter.raiseAt(deps, PLACE, 'job', 9);
   await clock.runUntilIdle();
   await raisingB;
   const late = assert.rejects(
-    writer.commitChunk(2, { key: 'k2', etag: '"e2"', token: 4, records: 1 }),
+    writer.commitChunk(2, { key: 'k2', etag: '"e2"', records: 1 }),
     (err) => err instanceof FencedOutError && err.fence === 9,
   );
   await clock.runUntilIdle();

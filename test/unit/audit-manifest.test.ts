@@ -13,10 +13,10 @@ test('checkManifest on the in-memory store: every named object present and uncha
   const clock = new VirtualClock();
   const store = new MemoryManifestStore();
   const deps = { store, clock };
-  const { writer } = await ManifestWriter.raise(deps, PLACE, 'job', 5);
+  const { writer } = await ManifestWriter.raiseAt(deps, PLACE, 'job', 5);
   for (const chunk of [0, 1]) {
     const o = await writer.putChunkObject(chunk, `${chunk}\n`);
-    await writer.commitChunk(chunk, { ...o, token: 5, records: 1 });
+    await writer.commitChunk(chunk, { ...o, records: 1 });
   }
   await writer.markDone();
   const state = async (): Promise<FencedJobState> => ({

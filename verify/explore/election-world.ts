@@ -407,7 +407,7 @@ export async function runElectionSchedule(
             hooks: stopCheck(actor, actorClock, () => leadership.stopAtMs),
           });
           const bucketOf = { store: scheduler.wrap(observedBucket(actor), actor), clock: actorClock, random };
-          const { writer: manifest } = await leadership.act(() => ManifestWriter.raise(bucketOf, MANIFEST, s.role, epoch));
+          const { writer: manifest } = await leadership.act(() => ManifestWriter.raiseAt(bucketOf, MANIFEST, s.role, epoch));
           for (let act = 0; act < s.acts && !lost; act++) {
             await actorClock.sleep(s.actPeriodMs);
             // Serve as leader: an act with no store call, which stops only when onLost says so (the watchdog's
@@ -421,7 +421,7 @@ export async function runElectionSchedule(
             await leadership.act(async () => {
               const entry = await ledger.append({ act });
               const { key, etag } = await manifest.putChunkObject(entry.version, `${name} act ${act}\n`);
-              await manifest.commitChunk(entry.version, { key, token: epoch, records: 1, etag });
+              await manifest.commitChunk(entry.version, { key, records: 1, etag });
             });
           }
           scheduler.log(`${actor.name} ends its term`);

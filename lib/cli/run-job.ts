@@ -150,7 +150,7 @@ interface RunSummary {
   readonly seconds: number;
 }
 
-export async function runJob(values: Record<string, unknown>): Promise<number> {
+export async function runCommand(values: Record<string, unknown>): Promise<number> {
   const o = runOptionsOf(values, process.cwd());
   const cli = o.app === undefined ? undefined : cdkCli(process.cwd());
   const missing = [

@@ -14,7 +14,7 @@ import { provision } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
 import { REPOSITORY_COMMANDS, USER_HELP, localBanner } from './user-help';
 import { bumpEpochs } from '../core/restore';
-import { RUN_EXPECTS, runJob, runOptions } from './run-job';
+import { RUN_EXPECTS, runCommand, runOptions } from './run-job';
 import { EXIT, bumpOptions, localOptions, parseOptions, userCommandOptions, USER_EXPECTS, type BumpOptions, type StoreTarget } from './parse';
 
 type Out = (text: string) => void;
@@ -232,7 +232,11 @@ const userParse = (command: keyof typeof userCommandOptions) => (args: string[])
 export const USER_COMMANDS = {
   local: { help: USER_HELP.local, run: local, parse: userParse('local') },
   'bump-epochs': { help: USER_HELP.bump, run: bump, parse: userParse('bump-epochs') },
-  run: { help: USER_HELP.run, run: runJob, parse: (args: string[]) => parseOptions('run', runOptions, { ...USER_EXPECTS, ...RUN_EXPECTS }, args) },
+  run: {
+    help: USER_HELP.run,
+    run: runCommand,
+    parse: (args: string[]) => parseOptions('run', runOptions, { ...USER_EXPECTS, ...RUN_EXPECTS }, args),
+  },
 } as const satisfies Record<string, Command>;
 
 /** The packaged command: the user's commands; a repository command is named as such, with where to run it. */

@@ -11,7 +11,7 @@ import type { Observation } from './observe';
 import { fromEnvironment, invoke, metrics, runInput, type RuntimeSource } from './runtime';
 
 /** The Claim step, made from a runtime source. */
-export const claim = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; sighting?: Observation }) =>
+export const claimStep = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; sighting?: Observation }) =>
   invoke('claim', runtime, async (rt) => {
     const { jobDate, holder } = runInput(event);
     const key = rt.job.lock(jobDate);
@@ -30,4 +30,4 @@ export const claim = (runtime: RuntimeSource) => (event: { jobDate?: unknown; ho
     return { claimed: true as const, token };
   });
 
-export const handler = claim(fromEnvironment());
+export const handler = claimStep(fromEnvironment());

@@ -10,7 +10,7 @@ import { Metric } from '../core/observability';
 import { fromEnvironment, invoke, metrics, runInput, type RuntimeSource } from './runtime';
 
 /** The Complete step, made from a runtime source. */
-export const complete = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
+export const completeStep = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
   invoke('complete', runtime, async (rt) => {
     const { jobDate, holder, token } = runInput(event, { token: true });
     const lease = await resume(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease);
@@ -26,4 +26,4 @@ export const complete = (runtime: RuntimeSource) => (event: { jobDate?: unknown;
     return { outcome: 'completed' as const, token };
   });
 
-export const handler = complete(fromEnvironment());
+export const handler = completeStep(fromEnvironment());

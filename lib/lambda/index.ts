@@ -4,15 +4,15 @@
  * own environment). The local runner's source mode makes them from a runtime of its own (lib/local/workflow.ts). The
  * chunk function is the job's own (fencedChunkHandler), not one of these.
  */
-import { claim } from './claim';
-import { complete } from './complete';
-import { observe } from './observe';
-import { prepare } from './prepare';
-import { raise } from './raise';
-import { release } from './release';
+import { claimStep } from './claim';
+import { completeStep } from './complete';
+import { observeStep } from './observe';
+import { prepareStep } from './prepare';
+import { raiseStep } from './raise';
+import { releaseStep } from './release';
 import type { RuntimeSource } from './runtime';
-import { sweepSight } from './sweep-sight';
-import { sweepVerify } from './sweep-verify';
+import { sweepSightStep } from './sweep-sight';
+import { sweepVerifyStep } from './sweep-verify';
 
 /**
  * The handlers, made from `runtime`: each builds nothing until its first invocation asks the source.
@@ -20,14 +20,14 @@ import { sweepVerify } from './sweep-verify';
  */
 export function makeHandlers(runtime: RuntimeSource) {
   return {
-    prepare: prepare(runtime),
-    observe: observe(runtime),
-    claim: claim(runtime),
-    raise: raise(runtime),
-    complete: complete(runtime),
-    release: release(runtime),
-    'sweep-sight': sweepSight(runtime),
-    'sweep-verify': sweepVerify(runtime),
+    prepare: prepareStep(runtime),
+    observe: observeStep(runtime),
+    claim: claimStep(runtime),
+    raise: raiseStep(runtime),
+    complete: completeStep(runtime),
+    release: releaseStep(runtime),
+    'sweep-sight': sweepSightStep(runtime),
+    'sweep-verify': sweepVerifyStep(runtime),
   } as const;
 }
 

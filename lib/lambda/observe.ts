@@ -63,7 +63,7 @@ export function observation(
 }
 
 /** The Observe step, made from a runtime source. */
-export const observe = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; previous?: Partial<Observation> }) =>
+export const observeStep = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; previous?: Partial<Observation> }) =>
   invoke('observe', runtime, async (rt): Promise<Observation> => {
     const { jobDate } = runInput(event);
     const key = rt.job.lock(jobDate);
@@ -78,4 +78,4 @@ export const observe = (runtime: RuntimeSource) => (event: { jobDate?: unknown; 
     return o;
   });
 
-export const handler = observe(fromEnvironment());
+export const handler = observeStep(fromEnvironment());

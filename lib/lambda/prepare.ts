@@ -25,10 +25,10 @@ export function jobDateOf(input: PrepareInput['input'], timeZone: string): strin
 }
 
 /** The Prepare step, made from a runtime source. */
-export const prepare = (runtime: RuntimeSource) => (event: PrepareInput) =>
+export const prepareStep = (runtime: RuntimeSource) => (event: PrepareInput) =>
   invoke('prepare', runtime, async (rt) => {
     if (typeof event?.holder !== 'string' || event.holder === '') throw new ConfigError(['holder (the execution name) is required']);
     return { jobDate: jobDateOf(event.input, rt.scheduleTimeZone), holder: event.holder };
   });
 
-export const handler = prepare(fromEnvironment());
+export const handler = prepareStep(fromEnvironment());

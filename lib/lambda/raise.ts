@@ -12,7 +12,7 @@ import { Metric } from '../core/observability';
 import { fromEnvironment, invoke, metrics, runInput, type RuntimeSource } from './runtime';
 
 /** The RaiseFence step, made from a runtime source. */
-export const raise = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
+export const raiseStep = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
   invoke('raise', runtime, async (rt) => {
     const { jobDate, holder, token } = runInput(event, { token: true });
     const lease = await resume(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease);
@@ -32,4 +32,4 @@ export const raise = (runtime: RuntimeSource) => (event: { jobDate?: unknown; ho
     }
   });
 
-export const handler = raise(fromEnvironment());
+export const handler = raiseStep(fromEnvironment());

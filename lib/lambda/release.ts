@@ -6,7 +6,7 @@ import { releaseClaimed } from '../core/lease';
 import { fromEnvironment, invoke, runInput, type RuntimeSource } from './runtime';
 
 /** The release step of the failure paths, made from a runtime source. */
-export const release = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
+export const releaseStep = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
   invoke('release', runtime, async (rt) => {
     const { jobDate, holder } = runInput(event);
     const token = Number(event.token);
@@ -14,4 +14,4 @@ export const release = (runtime: RuntimeSource) => (event: { jobDate?: unknown; 
     return { released: await releaseClaimed(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease) };
   });
 
-export const handler = release(fromEnvironment());
+export const handler = releaseStep(fromEnvironment());

@@ -6,7 +6,7 @@ import { sightClaimed } from '../core/sweeper';
 import { fromEnvironment, invoke, type RuntimeSource } from './runtime';
 
 /** The SightClaimed step, made from a runtime source. */
-export const sweepSight = (runtime: RuntimeSource) => () =>
+export const sweepSightStep = (runtime: RuntimeSource) => () =>
   invoke('sweep-sight', runtime, async (rt) => {
     const { sightings } = await sightClaimed(rt.sweeperDeps, rt.lease);
     return {
@@ -16,4 +16,4 @@ export const sweepSight = (runtime: RuntimeSource) => () =>
     };
   });
 
-export const handler = sweepSight(fromEnvironment());
+export const handler = sweepSightStep(fromEnvironment());

@@ -27,7 +27,7 @@ export function requeueRunName(jobDate: string, fence: number, sweep: string): s
 }
 
 /** The VerifyAndRequeue step, made from a runtime source. */
-export const sweepVerify = (runtime: RuntimeSource) => (event: { sighted?: { sightings?: ClaimSighting[] }; sweep?: string }) =>
+export const sweepVerifyStep = (runtime: RuntimeSource) => (event: { sighted?: { sightings?: ClaimSighting[] }; sweep?: string }) =>
   invoke('sweep-verify', runtime, async (rt) => {
     const sweep = event?.sweep;
     if (typeof sweep !== 'string' || sweep.length === 0) throw new ConfigError(["sweep (the sweeper's execution name) is required"]);
@@ -66,4 +66,4 @@ export const sweepVerify = (runtime: RuntimeSource) => (event: { sighted?: { sig
     return { orphans: d.orphans.length, storm: d.storm, requeued, deferred: d.deferred, alive: d.alive, givenUp: d.givenUp.map((o) => o.jobId) };
   });
 
-export const handler = sweepVerify(fromEnvironment());
+export const handler = sweepVerifyStep(fromEnvironment());

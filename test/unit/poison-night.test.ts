@@ -22,7 +22,7 @@ import { METRICS_NAMESPACE, Metric, serviceName } from '../../lib/core/observabi
 import { requeue, sightClaimed } from '../../lib/core/sweeper';
 import { Env } from '../../lib/lambda/env';
 import { createRuntime, metrics } from '../../lib/lambda/runtime';
-import { sweepVerify } from '../../lib/lambda/sweep-verify';
+import { sweepVerifyStep } from '../../lib/lambda/sweep-verify';
 import { FencedJob, type FencedJobProps } from '../../lib/constructs/index';
 import { noDynamo } from '../support/no-dynamo';
 
@@ -65,7 +65,7 @@ test('VerifyAndRequeue gives up on a night re-queued maxRequeuesPerRun times: it
   await fence.raise(rt.fenceDeps, keys.job(DATE), l.token, 'first-run', 1);
   const sweeperDeps = rt.sweeperDeps;
   for (let i = 0; i < BOUND; i++) assert.ok(await requeue(sweeperDeps, (await sightClaimed(sweeperDeps, rt.lease)).sightings[0]));
-  const verify = sweepVerify(() => rt);
+  const verify = sweepVerifyStep(() => rt);
   const one = async () => {
     const { sightings } = await sightClaimed(sweeperDeps, rt.lease);
     await clock.advance(LEASE_DEFAULTS.leaseMs);

@@ -18,7 +18,7 @@ import { claim } from '../../lib/core/lease';
 import type { Clients } from '../../lib/core/aws/clients';
 import type { FenceItem } from '../../lib/core/store/jobs';
 import { Env } from '../../lib/lambda/env';
-import { raise } from '../../lib/lambda/raise';
+import { raiseStep } from '../../lib/lambda/raise';
 import { createRuntime, lazily } from '../../lib/lambda/runtime';
 import { noDynamo } from '../support/no-dynamo';
 import { resolveJoin } from '../../lib/local/workflow';
@@ -94,7 +94,7 @@ async function raiseOnVirtualTime(options: { throttleAfterResume?: boolean } = {
       return out;
     };
   }
-  const outcome = raise(source)({ jobDate: DATE, holder: 'holder-a', token: lease.token }).then(
+  const outcome = raiseStep(source)({ jobDate: DATE, holder: 'holder-a', token: lease.token }).then(
     (value) => ({ value }),
     (error: Error) => ({ error }),
   );

@@ -188,6 +188,42 @@ async function main(): Promise<void> {
 main().finally(() => clients.destroy());
 `;
 
+/**
+ * What the package's declarations refuse: every way to pair a bare token with a fence by hand. Type-checked with the
+ * consumer program (each line must be an error, or tsc fails on its unused @ts-expect-error), never run.
+ */
+const NO_BARE_TOKENS = `
+import { Lease, ManifestWriter, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from 'fencepost';
+
+export function typesOnly(): void {
+  const clients = localClients({ dynamodb: 'http://127.0.0.1:1' });
+  const tables = tableNames('types-');
+  const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: 'k' } });
+  const deps = { ddb: clients.ddb, table: tables.locks, clock: systemClock };
+  const bucket = { s3: clients.s3, bucket: 'b', clock: systemClock };
+  const place = { key: 'm.json', chunkPrefix: 'c/' };
+  // @ts-expect-error a fence has no raise(token): it is raised through the fence a lease holds
+  void fence.raise(1);
+  // @ts-expect-error nor guard(token)
+  void fence.guard(1);
+  // @ts-expect-error the writer takes the fence a lease holds, not a fence and a token
+  void writeFenced(fence, 1, [], { table: 't' });
+  // @ts-expect-error nor a hand-made { fence, token }
+  void writeFenced({ fence, token: 1 }, [], { table: 't' });
+  // @ts-expect-error a lease comes from its claim, never from a bare epoch
+  void new Lease(deps, 'k', 'h', 7, { leaseMs: 3, renewMs: 1, marginMs: 0, claimBudget: 1 }, 0);
+  // @ts-expect-error the manifest is raised with the lease, not with a token
+  void ManifestWriter.raise(bucket, place, 'j', 7);
+  // What compiles: the token reaches the fence and the manifest only through the lease.
+  void withLease(deps, 'k', 'h', {}, async (lease) => {
+    const held = lease.fenced(fence);
+    await held.raise();
+    await writeFenced(held, [{ pk: 'a' }], { table: 't' });
+    await ManifestWriter.raise(bucket, place, 'j', lease);
+  });
+}
+`;
+
 /** The app `cdk init` makes in a folder of this name: bin/nightly-report.ts, lib/nightly-report-stack.ts (the README's). */
 const project = path.join(work, 'nightly-report');
 let tarball = '';
@@ -310,6 +346,7 @@ test(
     const sdk = await readmeSays('npm install @aws-sdk/client-dynamodb');
     assert.equal(sdk.code, 0, sdk.out);
     writeFileSync(path.join(project, 'main.ts'), CONSUMER);
+    writeFileSync(path.join(project, 'no-bare-tokens.ts'), NO_BARE_TOKENS);
     const tsc = await typecheckProject(project);
     assert.equal(tsc.code, 0, `the app does not type-check against the package's declarations (skipLibCheck off):\n${tsc.out}`);
     const ns = await namespace();

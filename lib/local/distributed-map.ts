@@ -1,7 +1,7 @@
 /**
  * The local runner (aws-local-stepfunctions) has no Distributed Map: it knows neither ProcessorConfig's DISTRIBUTED
  * mode nor ItemReader, ItemBatcher, ResultWriter or the tolerated-failure fields. `toLocalDefinition` turns the
- * synthesized definition into one it can execute with the same behaviour for what the billing workflow uses: a
+ * synthesized definition into one it can execute with the same behaviour for what FencedJob's workflow uses: a
  * DISTRIBUTED Map over ItemsPath becomes an inline Map with the same ItemProcessor states, ItemsPath, ItemSelector,
  * MaxConcurrency, ResultPath/ResultSelector/OutputPath, Retry and Catch (its error routing translated, below).
  * Anything whose meaning would change is refused with an error that names the state and the field.

@@ -8,7 +8,7 @@ import { createDescribedTables } from '../core/aws/provision';
 import { TABLES, type TableDescription } from '../core/schema';
 
 /**
- * The tables (the library's two unless told: an app passes its own list, apps/billing BILLING_TABLES) and the bucket.
+ * The tables (the library's two unless told: an app passes its own list) and the bucket.
  */
 export async function provision(
   ddb: DynamoDBClient,

@@ -17,8 +17,8 @@
  * tests that must step through the core library (fault hooks placed between a stop-time check and a write);
  * everything else runs the bundles.
  *
- * Which stack runs is the caller's (a WorkflowApp: how to build the stack and find its fenced job; apps/billing/app.ts
- * is the billing one): the local runner imports neither the constructs nor the handlers.
+ * Which stack runs is the caller's (a WorkflowApp: how to build the stack and find its fenced job; each reference app
+ * has one): the local runner imports neither the constructs nor the handlers.
  *
  * aws-local-stepfunctions 3.0.0 declares Node >= 22 and calls Promise.withResolvers, which Node 20 lacks: the
  * polyfill below is installed in this local runner only (the functions themselves run on the runtime's Node).
@@ -60,7 +60,7 @@ const onDemand = createRequire(__filename);
 const PLACEHOLDER = 'arn:aws:lambda:us-east-1:000000000000:function:';
 const LOCAL_ARN = { account: '000000000000', region: 'us-east-1' };
 
-/** A stack that holds a fenced job, as the local runner builds and runs it (apps/billing/app.ts is the billing one). */
+/** A stack that holds a fenced job, as the local runner builds and runs it (each reference app under apps/ has one). */
 export interface WorkflowApp {
   /** Names the synth cache's entries. */
   readonly name: string;
@@ -79,7 +79,7 @@ interface WorkflowStack {
   readonly job: IConstruct;
   /** The orphan sweeper's state machine. */
   readonly sweeper: IConstruct;
-  /** The tables, by the name a local run gives them (any names: billing's locks, jobs, invoices; reindex's four). */
+  /** The tables, by the name a local run gives them (any names: the lock and job tables, and the job's own). */
   readonly tables: Readonly<Record<string, IConstruct>>;
   /** The manifest bucket; none for a job whose chunks write no manifest. */
   readonly bucket?: IConstruct;
@@ -402,7 +402,7 @@ function localStateMachineArn(logicalId: string): string {
 export type LambdaCode = 'bundle' | 'source';
 
 export interface LocalExecution {
-  /** The stack whose job runs (apps/billing/app.ts billingApp). */
+  /** The stack whose job runs (a reference app's WorkflowApp). */
   readonly app: WorkflowApp;
   /** Clients for the embedded stack (source mode injects them into the handlers). */
   readonly clients: Clients;
@@ -417,7 +417,7 @@ export interface LocalExecution {
   /** The execution's name: the lease's holder. Unique per execution, as in AWS. */
   readonly name: string;
   readonly input: Json;
-  /** Context overrides for the synth (leaseMs, invoices, chunkSize, …), validated like cdk.json. */
+  /** Context overrides for the synth (leaseMs, the job's own sizes, …), validated like cdk.json. */
   readonly settings?: Json;
   readonly onEvent?: EventListener;
   /** Told of each call the local Step Functions makes: a task's Lambda Invoke, the sweeper's StartExecution (lib/local/call-log.ts). */

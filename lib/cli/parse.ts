@@ -90,9 +90,9 @@ export const REPEATED_SEPARATOR = '\n';
 /**
  * Parse a command's arguments against its `options`, with what each value option `expects` and, for a command that
  * takes words besides options, what they are (`words`). Node's strict parseArgs explains a bad option in up to three
- * lines that suggest `--opt=-XYZ` (and refuses `--chunks -5` as "ambiguous"), so the tokens are checked here
+ * lines that suggest `--opt=-XYZ` (and refuses `--lease-ms -5` as "ambiguous"), so the tokens are checked here
  * instead: one line per bad option, naming it and what it expects. A value starting with '-' is taken when it is a number (so
- * `--chunks -5` reaches the range check and `--seed -5` works), refused when it looks like an option.
+ * `--lease-ms -5` reaches the range check and `--seed -5` works), refused when it looks like an option.
  */
 export function parseOptions(
   command: string,

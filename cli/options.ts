@@ -4,7 +4,7 @@
  * it. The token and value checkers, and the options of the commands the package ships too, are lib/cli/parse.ts.
  */
 import { hostname } from 'node:os';
-import { validateDate, validateLeaseConfig, type LeaseConfig } from '../lib/core/config';
+import { inWords, validateDate, validateLeaseConfig, type LeaseConfig } from '../lib/core/config';
 import { nameProblems } from '../lib/election/election';
 import { HANDOVER_DEFAULTS, handoverProblems, type HandoverConfig } from '../lib/election/handover';
 import { DEFAULTS, validateBillingConfig, type BillingConfig } from '../apps/billing/settings';
@@ -191,6 +191,21 @@ export function parseCommand<C extends CommandName>(command: C, args: string[]):
 /** Chunk tasks in flight at once when `run` is not told otherwise: one, as the stack's default (apps/billing/config.ts). */
 export const DEFAULT_CHUNK_CONCURRENCY = 1;
 
+/** The flag that sets each setting the library, the billing app and the handover check name in their problems. */
+const FLAGS: Readonly<Record<string, string>> = {
+  leaseMs: '--lease-ms',
+  renewMs: '--renew-ms',
+  marginMs: '--margin-ms',
+  claimBudget: '--claim-budget',
+  invoices: '--invoices',
+  chunkSize: '--chunk-size',
+  putsPerTransaction: '--puts-per-transaction',
+  waitMarginMs: '--wait-margin-ms',
+};
+
+/** A settings problem said in the command's words: each setting by its flag. */
+const inFlags = (problem: string) => inWords(problem, FLAGS);
+
 export interface RunOptions extends StoreTarget {
   readonly engine: Engine;
   readonly chunkConcurrency: number;
@@ -226,7 +241,7 @@ export function runOptions(values: Record<string, unknown>): RunOptions {
   try {
     config = validateBillingConfig(partial);
   } catch (err) {
-    problems.push(...(err as ConfigError).problems.map((p) => `--${p}`));
+    problems.push(...(err as ConfigError).problems.map(inFlags));
   }
   const engine = (values.engine as string | undefined) ?? DEFAULT_ENGINE;
   if (!ENGINES.includes(engine as Engine)) problems.push(`--engine must be one of ${ENGINES.join(', ')}, got ${JSON.stringify(engine)}`);
@@ -423,7 +438,7 @@ export function electOptions(values: Record<string, unknown>): ElectOptions {
       marginMs: intOption(values, 'margin-ms', problems),
     });
   } catch (err) {
-    problems.push(...(err as ConfigError).problems.map((p) => `--${p}`));
+    problems.push(...(err as ConfigError).problems.map(inFlags));
   }
   const work = ledgerWork(values, problems);
   if (problems.length > 0) throw new ConfigError(problems);
@@ -464,7 +479,7 @@ export function handoverOptions(values: Record<string, unknown>): HandoverOption
   };
   // Every bad option at once, as `run` lists them: the settings are checked whatever the names' problems; only a
   // number that did not parse is left out (its default would stand in for it and mislead).
-  if (problems.length === unparsed) problems.push(...handoverProblems(config).map((p) => `--${p}`));
+  if (problems.length === unparsed) problems.push(...handoverProblems(config).map(inFlags));
   const work = ledgerWork(values, problems);
   if (problems.length > 0) throw new ConfigError(problems);
   return { ...target, ...work, role, writer, config };

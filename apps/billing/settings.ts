@@ -32,11 +32,11 @@ export function validateBillingConfig(input: Partial<BillingConfig>): BillingCon
   const c: BillingConfig = { ...DEFAULTS, ...given };
   const problems = leaseProblems(c);
   positiveInteger(problems, 'invoices', c.invoices);
-  positiveInteger(problems, 'chunk-size', c.chunkSize);
-  positiveInteger(problems, 'puts-per-transaction', c.putsPerTransaction);
+  positiveInteger(problems, 'chunkSize', c.chunkSize);
+  positiveInteger(problems, 'putsPerTransaction', c.putsPerTransaction);
   if (c.putsPerTransaction > MAX_PUTS_PER_TRANSACTION) {
     problems.push(
-      `puts-per-transaction (${c.putsPerTransaction}) must be at most ${MAX_PUTS_PER_TRANSACTION}: a transaction holds 100 actions and one is the fence check`,
+      `putsPerTransaction (${c.putsPerTransaction}) must be at most ${MAX_PUTS_PER_TRANSACTION}: a transaction holds 100 actions and one is the fence check`,
     );
   }
   if (problems.length > 0) throw new ConfigError(problems);

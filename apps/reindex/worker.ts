@@ -18,6 +18,7 @@ import {
   Events,
   LEASE_DEFAULTS,
   dateProblem,
+  inWords,
   leaseProblems,
   localClients,
   systemClock,
@@ -81,7 +82,9 @@ function parse(argv: string[]): Run {
     marginMs: integer('margin-ms', 0),
     claimBudget: integer('claim-budget', 1),
   };
-  if (problems.length === 0) problems.push(...leaseProblems(lease).map((p) => `--${p}`)); // their relations: renew <= lease / 3, …
+  // Their relations (renew <= lease / 3, …), each setting said as its flag.
+  const flags = { leaseMs: '--lease-ms', renewMs: '--renew-ms', marginMs: '--margin-ms', claimBudget: '--claim-budget' };
+  if (problems.length === 0) problems.push(...leaseProblems(lease).map((p) => inWords(p, flags)));
   const endpoint = values['dynamodb-endpoint'] ?? process.env.FENCEPOST_TEST_DYNAMODB;
   if (!endpoint) problems.push('no DynamoDB endpoint: pass --dynamodb-endpoint or set FENCEPOST_TEST_DYNAMODB');
   if (problems.length > 0) throw new ConfigError(problems);

@@ -264,14 +264,6 @@ export interface FencedJobProps extends Omit<OptionalSettings, 'leaseMs' | 'rene
   readonly outputs?: boolean;
 }
 
-/** The core reports lease problems under the CLI's flag names; say them as the settings' names. */
-const FLAG_TO_SETTING: Record<string, string> = {
-  'lease-ms': 'leaseMs',
-  'renew-ms': 'renewMs',
-  'margin-ms': 'marginMs',
-  'claim-budget': 'claimBudget',
-};
-
 /** The workflow's own state names: the chunk step may not take one. */
 const STATE_NAMES = new Set([
   'Prepare',
@@ -309,7 +301,7 @@ const positiveInteger = (n: number) => Number.isSafeInteger(n) && n >= 1;
  * @returns the problems; empty when the settings are valid
  */
 export function fencedJobProblems(s: Omit<FencedJobSettings, 'chunks'> & { readonly chunks: number | undefined }, wording?: ChunkWording): string[] {
-  const problems = leaseProblems(s).map((p) => p.replace(/\b[a-z]+(?:-[a-z]+)+\b/g, (word) => FLAG_TO_SETTING[word] ?? word));
+  const problems = leaseProblems(s);
   if (s.chunks !== undefined && !positiveInteger(s.chunks)) problems.push(`chunks must be a positive integer, got ${s.chunks}`);
   if (!positiveInteger(s.chunkOutputBytes)) problems.push(`chunkOutputBytes must be a positive integer, got ${s.chunkOutputBytes}`);
   if (s.chunkMs !== undefined && !(s.chunkMs > 0)) problems.push(`chunkDuration must be positive, got ${s.chunkMs} ms`);

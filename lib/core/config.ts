@@ -68,26 +68,38 @@ function positiveInteger(problems: string[], name: string, value: number): void 
 }
 
 /**
- * The relation checks client-go makes for its lease settings, in our words: every problem, or none.
+ * The relation checks client-go makes for its lease settings, in our words: every problem, or none. Each problem names
+ * the settings as LeaseConfig does (leaseMs, renewMs, …); a layer with words of its own for them (the command's
+ * flags, the constructs' props, the functions' environment variables) says them in its words with `inWords`.
  * @returns one sentence per problem; empty when the settings are sound
  */
 export function leaseProblems(c: LeaseConfig): string[] {
   const problems: string[] = [];
-  positiveInteger(problems, 'lease-ms', c.leaseMs);
-  positiveInteger(problems, 'renew-ms', c.renewMs);
-  positiveInteger(problems, 'claim-budget', c.claimBudget);
-  if (!Number.isSafeInteger(c.marginMs) || c.marginMs < 0) problems.push(`margin-ms must be a non-negative integer, got ${c.marginMs}`);
+  positiveInteger(problems, 'leaseMs', c.leaseMs);
+  positiveInteger(problems, 'renewMs', c.renewMs);
+  positiveInteger(problems, 'claimBudget', c.claimBudget);
+  if (!Number.isSafeInteger(c.marginMs) || c.marginMs < 0) problems.push(`marginMs must be a non-negative integer, got ${c.marginMs}`);
   if (problems.length === 0) {
     if (c.renewMs * 3 > c.leaseMs)
-      problems.push(`renew-ms (${c.renewMs}) must be at most lease-ms / 3 (${Math.floor(c.leaseMs / 3)}): the holder renews every lease/3`);
-    if (c.marginMs >= c.leaseMs) problems.push(`margin-ms (${c.marginMs}) must be less than lease-ms (${c.leaseMs})`);
+      problems.push(`renewMs (${c.renewMs}) must be at most leaseMs / 3 (${Math.floor(c.leaseMs / 3)}): the holder renews every lease/3`);
+    if (c.marginMs >= c.leaseMs) problems.push(`marginMs (${c.marginMs}) must be less than leaseMs (${c.leaseMs})`);
     else if (c.leaseMs - c.marginMs <= c.renewMs) {
       problems.push(
-        `lease-ms - margin-ms (${c.leaseMs - c.marginMs}) must exceed renew-ms (${c.renewMs}), or the stop time passes before the next renewal`,
+        `leaseMs - marginMs (${c.leaseMs - c.marginMs}) must exceed renewMs (${c.renewMs}), or the stop time passes before the next renewal`,
       );
     }
   }
   return problems;
+}
+
+/**
+ * A problem said in a layer's own words: every setting name in it (a whole word, such as `leaseMs`) that `words` has
+ * is replaced by its word there (`--lease-ms`, `leaseDuration`, `FENCEPOST_LEASE_MS`).
+ * @param problem - a problem that names settings as their config objects do
+ * @param words - the layer's word for each setting it has one for
+ */
+export function inWords(problem: string, words: Readonly<Record<string, string>>): string {
+  return problem.replace(/\b[a-z][A-Za-z]*\b/g, (name) => (Object.hasOwn(words, name) ? words[name] : name));
 }
 
 /**

@@ -27,7 +27,7 @@ export { heldFence } from './aws/fence';
 export { chunkObjectKey } from './manifest';
 
 // Configuration, events, metrics, retries, the schema
-export { MAX_PUTS_PER_TRANSACTION, dateProblem, leaseProblems } from './config';
+export { MAX_PUTS_PER_TRANSACTION, dateProblem, inWords, leaseProblems } from './config';
 export { Events, type EventListener } from './events';
 export { Metric } from './observability';
 export { retryTransient } from './conditions';

@@ -43,7 +43,7 @@ export const HANDOVER_DEFAULTS: HandoverConfig = { leaseMs: 10_000, renewMs: 3_0
 export function handoverProblems(c: HandoverConfig): string[] {
   const problems = leaseProblems(c);
   if (!Number.isSafeInteger(c.waitMarginMs) || c.waitMarginMs < 0)
-    problems.push(`wait-margin-ms must be a non-negative integer, got ${c.waitMarginMs}`);
+    problems.push(`waitMarginMs must be a non-negative integer, got ${c.waitMarginMs}`);
   return problems;
 }
 

@@ -15,7 +15,7 @@ import { SFNClient, StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { type Clock, systemClock } from '../core/clock';
 import { ClockOffsetEstimator, offsetBeyondErrorMs } from '../core/clock-offset';
 import { isTransient } from '../core/conditions';
-import { validateDate, validateLeaseConfig, type LeaseConfig } from '../core/config';
+import { inWords, validateDate, validateLeaseConfig, type LeaseConfig } from '../core/config';
 import { ConfigError, FencepostError } from '../core/errors';
 import { Events, type EventListener, type EventName } from '../core/events';
 import type { FenceDeps } from '../core/fence';
@@ -132,15 +132,28 @@ export function optionalNumber(environment: Environment, name: string): number |
   return environment[name] === undefined ? undefined : Number(environment[name]);
 }
 
+/** The variable that sets each lease setting: a problem with one names the variable. */
+const LEASE_VARIABLES = { leaseMs: Env.leaseMs, renewMs: Env.renewMs, marginMs: Env.marginMs, claimBudget: Env.claimBudget } as const;
+
+/** The lease settings from the environment, defaults for those not set. @throws ConfigError naming the variables */
+function leaseFromEnvironment(env: Environment): LeaseConfig {
+  try {
+    return validateLeaseConfig({
+      leaseMs: optionalNumber(env, Env.leaseMs),
+      renewMs: optionalNumber(env, Env.renewMs),
+      marginMs: optionalNumber(env, Env.marginMs),
+      claimBudget: optionalNumber(env, Env.claimBudget),
+    });
+  } catch (err) {
+    if (err instanceof ConfigError) throw new ConfigError(err.problems.map((p) => inWords(p, LEASE_VARIABLES)));
+    throw err;
+  }
+}
+
 /** The runtime for one process. @throws ConfigError for a missing or invalid variable */
 export function createRuntime(options: RuntimeOptions): Runtime {
   const env = options.environment;
-  const lease = validateLeaseConfig({
-    leaseMs: optionalNumber(env, Env.leaseMs),
-    renewMs: optionalNumber(env, Env.renewMs),
-    marginMs: optionalNumber(env, Env.marginMs),
-    claimBudget: optionalNumber(env, Env.claimBudget),
-  });
+  const lease = leaseFromEnvironment(env);
   const chunks = Number(required(env, Env.chunks));
   if (!Number.isSafeInteger(chunks) || chunks < 1) throw new ConfigError([`${Env.chunks} must be a positive integer, got ${env[Env.chunks]}`]);
   const job = jobKeys(required(env, Env.jobName));

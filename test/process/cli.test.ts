@@ -185,7 +185,7 @@ test('several bad options: one line each, every one named', async () => {
 test('bad input: lease settings that contradict each other are all listed', () =>
   refusedWithNothingWritten(
     ['run', '--date', '2026-09-28', '--renew-ms', '5000', '--invoices', 'many'],
-    /--invoices must be an integer[\s\S]*renew-ms \(5000\) must be at most lease-ms \/ 3/,
+    /--invoices must be an integer[\s\S]*--renew-ms \(5000\) must be at most --lease-ms \/ 3/,
   ));
 
 test('help: fencepost --help and run --help explain the commands, options and exit codes', async () => {
@@ -392,14 +392,14 @@ test('elect, leader and handover refuse bad input in one line each, with nothing
   await refusedWithNothingWritten(['elect', '--role', 'a/b'], /fencepost elect: --role must be 1-64 characters/);
   await refusedWithNothingWritten(
     ['elect', '--role', 'r', '--lease-ms', '900', '--renew-ms', '400'],
-    /renew-ms \(400\) must be at most lease-ms \/ 3/,
+    /--renew-ms \(400\) must be at most --lease-ms \/ 3/,
   );
   await refusedWithNothingWritten(['elect', '--role', 'r', '--entries', '-1'], /--entries must be 0 or more/);
   await refusedWithNothingWritten(['leader'], /fencepost leader: --role is required/);
   await refusedWithNothingWritten(['handover', '--role', 'p', '--wait-margin-ms', '-5'], /wait-margin-ms must be a non-negative integer/);
   await refusedWithNothingWritten(
     ['handover', '--role', 'p', '--lease-ms', '1000', '--margin-ms', '1000', '--renew-ms', '300'],
-    /margin-ms \(1000\) must be less than lease-ms/,
+    /--margin-ms \(1000\) must be less than --lease-ms/,
   );
   await refusedWithNothingWritten(['handover', '--role', 'p', '--writer', 'bad name'], /--writer must be 1-64 characters/);
 });
@@ -414,7 +414,7 @@ test('handover, like run, lists every bad option at once (role, writer and numbe
   for (const expected of [
     /--role must be/,
     /--wait-margin-ms must be a non-negative integer, got -1/,
-    /--margin-ms \(1000\) must be less than lease-ms/,
+    /--margin-ms \(1000\) must be less than --lease-ms/,
   ])
     assert.equal(lines.filter((l) => expected.test(l)).length, 1, `${expected} once among:\n${r.stderr}`);
   assert.ok(

@@ -95,7 +95,7 @@ test('bad settings are a ConfigError before anything is written', async () => {
   const d = deps(ns, 'A');
   await assert.rejects(
     withLease(d, 'job#1', 'A', { leaseMs: 1000, renewMs: 600 }, async () => 'never'),
-    (err) => err instanceof ConfigError && /renew-ms \(600\) must be at most lease-ms \/ 3/.test(err.message),
+    (err) => err instanceof ConfigError && /renewMs \(600\) must be at most leaseMs \/ 3/.test(err.message),
   );
   assert.equal(await readLock(d, 'job#1'), undefined, 'no lock item was written');
 });

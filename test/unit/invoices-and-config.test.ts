@@ -2,7 +2,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chunkBatches, chunkCount, invoiceAt, transactionsPerChunk, transactionsPerNight, type NightPlan } from '../../apps/billing/invoices';
-import { dateProblem } from '../../lib/core/config';
+import { dateProblem, inWords, validateLeaseConfig } from '../../lib/core/config';
+import { createRuntime } from '../../lib/lambda/runtime';
+import { runOptions } from '../../cli/options';
 import { DEFAULTS, validateBillingConfig } from '../../apps/billing/settings';
 import { ConfigError } from '../../lib/core/errors';
 
@@ -55,14 +57,36 @@ test('bad configuration is refused with every problem listed at once', () => {
     },
   );
   assert.equal(problems.length, 3, problems.join('\n'));
-  assert.match(problems.join('\n'), /puts-per-transaction \(100\) must be at most 99/);
-  assert.match(problems.join('\n'), /chunk-size must be a positive integer/);
-  assert.match(problems.join('\n'), /renew-ms \(5000\) must be at most lease-ms \/ 3/);
-  assert.throws(() => validateBillingConfig({ marginMs: 10_000 }), /margin-ms \(10000\) must be less than lease-ms/);
+  assert.match(problems.join('\n'), /putsPerTransaction \(100\) must be at most 99/);
+  assert.match(problems.join('\n'), /chunkSize must be a positive integer/);
+  assert.match(problems.join('\n'), /renewMs \(5000\) must be at most leaseMs \/ 3/);
+  assert.throws(() => validateBillingConfig({ marginMs: 10_000 }), /marginMs \(10000\) must be less than leaseMs/);
 });
 
 test('dates: only real calendar dates in YYYY-MM-DD', () => {
   assert.equal(dateProblem('2026-09-28'), undefined);
   assert.equal(dateProblem('2028-02-29'), undefined);
   for (const bad of ['2026-9-28', '2026-02-30', '2026-13-01', '28-09-2026', '', 'tomorrow']) assert.ok(dateProblem(bad), bad);
+});
+
+test('one rule, each layer in its own words: the library names LeaseConfig’s fields, the command its flags, the functions their variables', () => {
+  const problemsOf = (f: () => unknown): readonly string[] => {
+    try {
+      f();
+    } catch (err) {
+      assert.ok(err instanceof ConfigError, String(err));
+      return err.problems;
+    }
+    assert.fail('refused');
+  };
+  const relation = (renew: string, lease: string) => new RegExp(`^${renew} \\(5000\\) must be at most ${lease} / 3 \\(3333\\)`);
+  const library = problemsOf(() => validateLeaseConfig({ leaseMs: 10_000, renewMs: 5_000 }));
+  assert.match(library.join('\n'), relation('renewMs', 'leaseMs'));
+  const command = problemsOf(() => runOptions({ 'lease-ms': '10000', 'renew-ms': '5000' }));
+  assert.equal(command.filter((p) => relation('--renew-ms', '--lease-ms').test(p)).length, 1, command.join('\n'));
+  const functions = problemsOf(() => createRuntime({ environment: { FENCEPOST_LEASE_MS: '10000', FENCEPOST_RENEW_MS: '5000' } }));
+  assert.match(functions.join('\n'), relation('FENCEPOST_RENEW_MS', 'FENCEPOST_LEASE_MS'));
+  // A word the layer has no other word for is left as it is, and only whole words are replaced.
+  assert.equal(inWords('leaseMs - marginMs (1) must exceed renewMs (2)', { leaseMs: 'L', marginMs: 'M' }), 'L - M (1) must exceed renewMs (2)');
+  assert.equal(inWords('leaseMsX and xleaseMs', { leaseMs: 'L' }), 'leaseMsX and xleaseMs');
 });

@@ -1,5 +1,5 @@
 /**
- * The reference's billing story, replayed with real processes on the embedded stack (Part 0, Part 12):
+ * The reference's billing story, replayed with real processes on the embedded stack:
  *
  *   1. A holds the job;                                   4. B dies holding it (SIGKILL);
  *   2. A freezes (SIGSTOP, right after a passed check);   5. the sweeper finds the orphan through the sparse index,

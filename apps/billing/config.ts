@@ -16,15 +16,15 @@ export const CONTEXT_KEY = 'fencepost';
 
 /** The settings of the billing job, as cdk.json names them. */
 export interface StackConfig {
-  /** How long a lease lasts without renewal. @default 10000 (Part 0) */
+  /** How long a lease lasts without renewal. @default 10000 */
   readonly leaseMs: number;
-  /** How often the holder renews; at most leaseMs / 3. @default 3000 (Part 0) */
+  /** How often the holder renews; at most leaseMs / 3, so two renewals can fail before the lease runs out. @default 3000 */
   readonly renewMs: number;
-  /** Stop time = sent_at + lease - margin. @default 2000 (Part 2) */
+  /** Stop time = sent_at + lease - margin: the margin covers clock rate error and a late act. @default 2000 */
   readonly marginMs: number;
-  /** Invoices in one night. @default 50000 (Part 0) */
+  /** Invoices in one night. @default 50000 */
   readonly invoices: number;
-  /** Invoices per chunk (one Lambda invocation each). @default 5000 (Part 0: 10 chunks of 5,000) */
+  /** Invoices per chunk (one Lambda invocation each). @default 5000 (10 chunks of 5,000) */
   readonly chunkSize: number;
   /** Chunks the workflow runs at once: 1..40 inline, 1..10,000 as a Distributed Map. @default 1 */
   readonly chunkConcurrency: number;

@@ -1,7 +1,7 @@
 /**
  * The night's invoices: a deterministic generator (same date → same ids, customers and amounts, on every machine,
  * so a holder that redoes a chunk writes exactly what an earlier holder wrote) and the chunking arithmetic
- * (Part 5: 5,000 ÷ 99 = 50.5 → 51 transactions per chunk; 10 × 51 = 510 a night).
+ * (5,000 ÷ 99 = 50.5 → 51 transactions per chunk; 10 × 51 = 510 a night).
  *
  * Invoices are produced one chunk at a time and one batch at a time, so memory stays flat however big the night.
  */

@@ -19,7 +19,7 @@ export const Keys = {
   invoice: (date: string, index: number, width: number) => `inv#${date}#${String(index).padStart(width, '0')}`,
   invoicePrefix: (date: string) => `inv#${date}#`,
   manifest: billing.manifest,
-  /** A chunk's object includes the writer's token, so two holders never write the same key (Part 4, "on S3"). */
+  /** A chunk's object includes the writer's token, so two holders never write the same key: S3 has no conditional check across objects to fence them with. */
   chunkObject: (date: string, chunk: number, token: number) => chunkObjectKey(billing.manifestPlace(date).chunkPrefix, chunk, token),
   chunkPrefix: (date: string) => billing.manifestPlace(date).chunkPrefix,
   /** Where one night's manifest and chunk objects live (lib/core/manifest.ts is told, it does not know billing). */

@@ -149,7 +149,7 @@ export function invoiceTransaction(
 }
 
 /**
- * Raise the fence first (Part 4): core's raiseRun (the job row, then every chunk fence, then the manifest).
+ * Raise the fence first, so a stale holder's later writes are refused: core's raiseRun (the job row, then every chunk fence, then the manifest).
  * Throws AlreadyDoneError for a DONE night and FencedOutError if a higher token got there first.
  */
 export async function raiseNight(deps: BillingDeps, lease: Lease, date: string, config: BillingConfig): Promise<RaisedNight> {

@@ -6,15 +6,15 @@ import { ConfigError, LEASE_DEFAULTS, MAX_PUTS_PER_TRANSACTION, leaseProblems, t
 
 /** The billing job's settings: the lease's, and the size of the night. */
 export interface BillingConfig extends LeaseConfig {
-  /** Invoices in the night. @default 50000 (Part 0) */
+  /** Invoices in the night. @default 50000 (the billing night the design is sized for) */
   readonly invoices: number;
-  /** Invoices per chunk. @default 5000 (Part 0: 10 chunks of 5,000) */
+  /** Invoices per chunk. @default 5000 (10 chunks of 5,000) */
   readonly chunkSize: number;
-  /** Puts per transaction, next to the one ConditionCheck on the fence. @default 99 (Part 5: 100 actions at most) */
+  /** Puts per transaction, next to the one ConditionCheck on the fence. @default 99 (a DynamoDB transaction holds 100 actions at most) */
   readonly putsPerTransaction: number;
 }
 
-/** The billing job's defaults: the lease's, and Part 0's night of 50,000 invoices in 10 chunks. */
+/** The billing job's defaults: the lease's, and a night of 50,000 invoices in 10 chunks. */
 export const DEFAULTS: BillingConfig = {
   ...LEASE_DEFAULTS,
   invoices: 50_000,

@@ -4,7 +4,7 @@
  *
  * Each update is its own TransactWriteItems of exactly two items: the held chunk fence's `guard()` (a ConditionCheck
  * `fence <= token`) and the Update. Both land or neither, so an update lands only while the chunk's fence still
- * accepts the holder's token (reference Part 4; docs/DESIGN.md § Chunk fences).
+ * accepts the holder's token (docs/DESIGN.md § Chunk fences).
  *
  * Run directly in one process (`runNight`: the library's runJob claims, raises the job row and every chunk fence,
  * runs `reindexChunk` on each chunk still to do, marks it done, completes) or as a FencedJob (its workflow claims,
@@ -96,7 +96,7 @@ async function indexProduct(deps: ReindexDeps, lease: Lease, fence: HeldFence, d
   // so a retry of one that landed without its answer writes the same entry again.
   await retryTransient({ sleep: (ms) => deps.clock.sleep(ms) }, async () => {
     try {
-      // The check before the act (Part 2) keeps overlap rare; the guard beside the Update is what makes it safe.
+      // The stop-time check before the act keeps overlap rare; the guard beside the Update is what makes it safe.
       await lease.act(() => deps.ddb.send(new TransactWriteItemsCommand({ TransactItems: [fence.guard(), update] })));
     } catch (err) {
       throw fence.fencedOut(err) ?? err; // the guard sits at position 0

@@ -49,3 +49,14 @@ test("no 'night' in the package's source but its simulator: a job's run is a run
   );
   assert.deepEqual(found, [], 'lines that call a run a night');
 });
+
+test('no code comment sends its reader to a Part of the reference text: it says the reason itself (docs/DESIGN.md may cite the Parts)', () => {
+  const files = ['lib', 'apps', 'cli', 'bin', 'verify'].flatMap(sources);
+  assert.ok(files.length > 100, `the checker sees the code: ${files.length} files`);
+  const found = files.flatMap((f) =>
+    readFileSync(path.join(ROOT, f), 'utf8')
+      .split('\n')
+      .flatMap((line, i) => (/\bPart \d+\b/.test(line) ? [`${f}:${i + 1}: ${line.trim()}`] : [])),
+  );
+  assert.deepEqual(found, [], 'lines that cite a Part instead of its reason');
+});

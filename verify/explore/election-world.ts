@@ -329,7 +329,7 @@ export async function runElectionSchedule(
     random,
   });
 
-  /** The harness's own check right after every passed stop-time check (Part 2's promise): no act at or past the stop time. */
+  /** The harness's own check right after every passed stop-time check (the check's promise): no act at or past the stop time. */
   const stopCheck = (actor: Actor, actorClock: Clock, stopAtMs: () => number): RunHooks => ({
     afterCheck: () => {
       const now = actorClock.monotonicMs();
@@ -338,7 +338,7 @@ export async function runElectionSchedule(
   });
 
   // The broken variant sidecar-heartbeat: a crashed candidate's item is renewed on, by a sidecar that outlived it,
-  // as long as it is still the candidate's (reference Part 10: the heartbeat must come from the process doing the work).
+  // as long as it is still the candidate's (the heartbeat must come from the process doing the work, or a dead worker keeps its lease).
   const sidecar = (name: string): void => {
     const seq = grants.findLast((g) => g.actor === name && g.key === roleKey(s.role))?.epoch;
     if (seq === undefined) return;

@@ -7,7 +7,7 @@
  *   raise-after      a holder raises each chunk fence only after its first write into the chunk;
  *   requeue-before-start  the sweeper's old order (issue 18 defect 1): record the re-queue by taking the row OUT of
  *                    the sparse index (state QUEUED, claim_shard removed), and only THEN start the new run;
- *   claim-on-wall-clock   the reference's naive lease (Part 5): `lease_until` written from the writer's wall clock,
+ *   claim-on-wall-clock   the naive lease, timed by wall clocks: `lease_until` written from the writer's wall clock,
  *                    the claim conditional on `attribute_not_exists(holder) OR lease_until < :claimant_now_minus_margin`,
  *                    instead of a full lease's wait on an unchanged rvn;
  *   fence-lt         THE fence comparison (lib/core/aws/job-store.ts FENCE_CLAUSE, `fence <= :t`) written `fence < :t`:

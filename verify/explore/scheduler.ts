@@ -37,7 +37,7 @@ export interface FaultPlan {
   readonly twice?: readonly string[];
   /**
    * Where a kind of fault weighs `weight` kinds instead of one, to reach a rare case more often: a pause at the write
-   * right after a passed stop-time check (the gap that makes a stale holder, Part 4), StartExecution delivered twice.
+   * right after a passed stop-time check (the gap that makes a stale holder), StartExecution delivered twice.
    * @default none
    */
   readonly emphasis?: readonly { readonly methods: readonly string[]; readonly kind: FaultKind; readonly weight: number }[];

@@ -474,7 +474,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
     for (let from = 0; from < s.items; from += s.batch) {
       await c.runtime.clock.sleep(s.batchWorkMs);
       c.lease.check();
-      // The check's promise (Part 2): no act once the holder's own clock reached its stop time.
+      // The check's promise: no act once the holder's own clock reached its stop time.
       if (clock.monotonicMs() >= c.lease.stopAtMs)
         violations.push(`${actor.name} acted at ${clock.monotonicMs()} ms, past its stop time ${c.lease.stopAtMs} ms`);
       const puts = Array.from({ length: Math.min(s.batch, s.items - from) }, (_, i) => ({

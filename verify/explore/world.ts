@@ -130,7 +130,7 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
       for (let from = 0; from < s.items; from += s.batch) {
         await actorClock.sleep(s.batchWorkMs);
         lease.check();
-        // The check's promise (Part 2): no act once the holder's own clock reached its stop time.
+        // The check's promise: no act once the holder's own clock reached its stop time.
         if (clock.monotonicMs() >= lease.stopAtMs)
           violations.push(`${actor.name} acted at ${clock.monotonicMs()} ms, past its stop time ${lease.stopAtMs} ms`);
         acts.push({ actor: actor.name, token: lease.token, atMs: clock.monotonicMs(), step: `chunk ${chunk} batch ${from / s.batch}` });

@@ -29,7 +29,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
-import { LEASE_DEFAULTS, leaseProblems } from '../core/config';
+import { LEASE_DEFAULTS, inWords, leaseProblems } from '../core/config';
 import { ConfigError } from '../core/errors';
 import { SWEEPER_DEFAULTS } from '../core/sweeper';
 import { JOB_NAME_PATTERN, jobKeys } from '../core/job-keys';
@@ -503,7 +503,7 @@ const TIME_SETTING = /\b(leaseMs|renewMs|marginMs|clockOffsetAlarmMs)\b/;
  */
 function inPropsWords(problem: string): string {
   const name = (setting: string) => TIME_PROPS[setting as TimeSetting];
-  return problem
+  const withUnits = problem
     .replace(
       new RegExp(`^${TIME_SETTING.source} must be a (positive|non-negative) integer, got (.+)$`),
       (_, setting: string, sign: string, got: string) => `${name(setting)} must be a whole, ${sign} number of milliseconds, got ${got} ms`,
@@ -511,8 +511,8 @@ function inPropsWords(problem: string): string {
     .replace(
       new RegExp(`${TIME_SETTING.source}((?: [-/] \\w+)*) \\((\\d+)\\)`, 'g'),
       (_, setting: string, rest: string, n: string) => `${setting}${rest} (${n} ms)`,
-    )
-    .replace(new RegExp(TIME_SETTING.source, 'g'), (setting) => name(setting));
+    );
+  return inWords(withUnits, TIME_PROPS);
 }
 
 /** A scheduled job fenced end to end: tables, bucket, workflow, schedules, sweeper, alarms. */

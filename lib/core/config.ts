@@ -70,7 +70,7 @@ function positiveInteger(problems: string[], name: string, value: number): void 
 /**
  * The relation checks client-go makes for its lease settings, in our words: every problem, or none. Each problem names
  * the settings as LeaseConfig does (leaseMs, renewMs, …); a layer with words of its own for them (the command's
- * flags, the constructs' props, the functions' environment variables) says them in its words with `inWords`.
+ * flags, the functions' environment variables, FencedJob's props) says them in its words with `inWords`.
  * @returns one sentence per problem; empty when the settings are sound
  */
 export function leaseProblems(c: LeaseConfig): string[] {

@@ -138,12 +138,9 @@ const LEASE_VARIABLES = { leaseMs: Env.leaseMs, renewMs: Env.renewMs, marginMs: 
 /** The lease settings from the environment, defaults for those not set. @throws ConfigError naming the variables */
 function leaseFromEnvironment(env: Environment): LeaseConfig {
   try {
-    return validateLeaseConfig({
-      leaseMs: optionalNumber(env, Env.leaseMs),
-      renewMs: optionalNumber(env, Env.renewMs),
-      marginMs: optionalNumber(env, Env.marginMs),
-      claimBudget: optionalNumber(env, Env.claimBudget),
-    });
+    return validateLeaseConfig(
+      Object.fromEntries(Object.entries(LEASE_VARIABLES).map(([setting, variable]) => [setting, optionalNumber(env, variable)])),
+    );
   } catch (err) {
     if (err instanceof ConfigError) throw new ConfigError(err.problems.map((p) => inWords(p, LEASE_VARIABLES)));
     throw err;

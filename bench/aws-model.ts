@@ -35,6 +35,8 @@ import { readStackConfig } from '../apps/billing/config';
 import { FencepostStack } from '../apps/billing/stack';
 // Also installs the Promise.withResolvers polyfill aws-local-stepfunctions needs on Node 20.
 import { synthesizeWorkflow } from '../lib/local/workflow';
+import { DynamoJobStore } from '../lib/core/aws/job-store';
+import { S3ManifestStore } from '../lib/core/aws/manifest-store';
 
 // ---------------------------------------------------------------- item sizes (AWS: "Item sizes and capacity unit consumption")
 
@@ -264,7 +266,7 @@ export const awsModel: Measurement = {
       const batch: Invoice[] = chunkBatches(plan, 9).next().value!;
       const tx = await ddb.send(
         new TransactWriteItemsCommand({
-          ...invoiceTransaction({ ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock }, job, 3, batch),
+          ...invoiceTransaction({ jobs: new DynamoJobStore(ddb, ns.tables.jobs), invoices: ns.tables.invoices, clock: systemClock }, job, 3, batch),
           ReturnConsumedCapacity: 'INDEXES',
         }),
       );
@@ -279,7 +281,7 @@ export const awsModel: Measurement = {
         }),
       );
       // Each chunk has its own fence item (docs/DESIGN.md, "Chunk fences"); its progress is recorded on it.
-      const deps = { ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+      const deps = { jobs: new DynamoJobStore(ddb, ns.tables.jobs), invoices: ns.tables.invoices, clock: systemClock };
       const measureChunks = ctx.quick ? [2] : [2, 3, 4, 5];
       await fence.raiseChunkFences(deps, job, 3, [0, 1, 7, ...measureChunks]);
       const progress = await ddb.send(
@@ -296,7 +298,7 @@ export const awsModel: Measurement = {
       // per-transaction latency (one in flight), after the JVM has warmed up on two chunks
       for (const c of [0, 1]) for (const b of chunkBatches(plan, c)) await writeInvoices(deps, Keys.chunkFence(job, c), 3, b);
       const { writer } = await ManifestWriter.raiseAt(
-        { s3: stack.clients.s3, bucket: ns.bucket, clock: systemClock },
+        { manifests: new S3ManifestStore(stack.clients.s3, ns.bucket), clock: systemClock },
         Keys.manifestPlace(date),
         job,
         3,

@@ -11,7 +11,7 @@
  *        --date D --worker W --invoices N
  */
 import { parseArgs } from 'node:util';
-import { billChunk, completeNight, raiseNight, type BillingDeps } from '../apps/billing/night';
+import { billChunk, type BillingDeps, billingDeps, completeNight, raiseNight } from '../apps/billing/night';
 import { systemClock } from '../lib/core/clock';
 import { type LeaseConfig } from '../lib/core/config';
 import { validateBillingConfig } from '../apps/billing/settings';
@@ -54,17 +54,10 @@ async function main(): Promise<void> {
   const worker = values.worker ?? `baseline-${process.pid}`;
   const events = new Events(worker, systemClock).on((e) => process.stdout.write(JSON.stringify(e) + '\n'));
   const config = validateBillingConfig({ invoices: Number(values.invoices ?? 50_000) });
-  const deps: BillingDeps = {
-    ddb: clients.ddb,
-    s3: clients.s3,
-    tables: tableNames(values['table-prefix']),
-    bucket: values.bucket!,
-    clock: systemClock,
-    events,
-  };
+  const deps: BillingDeps = billingDeps(clients, tableNames(values['table-prefix']), values.bucket!, systemClock, events);
   const date = values.date!;
   try {
-    const lease = await claimOncePerLease({ ddb: deps.ddb, table: deps.tables.locks, clock: deps.clock, events }, Keys.lock(date), worker, config);
+    const lease = await claimOncePerLease({ locks: deps.locks, clock: deps.clock, events }, Keys.lock(date), worker, config);
     lease.startHeartbeat();
     const night = await raiseNight(deps, lease, date, config);
     for (const chunk of night.chunksToDo) await billChunk(deps, lease, night.manifest, date, config, chunk);

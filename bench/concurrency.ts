@@ -16,8 +16,8 @@
  * Full mode: 1,000,000 invoices per night (200 chunks of 5,000); --quick: 50,000. One round: a night of a million
  * is long, and the figures of interest (conflicts, retries) are counts, not noise-prone timings.
  */
-import { audit } from '../apps/billing/audit';
-import { completeNight, raiseNight, writeInvoices, type BillingDeps } from '../apps/billing/night';
+import { audit, auditDeps } from '../apps/billing/audit';
+import { type BillingDeps, billingDeps, completeNight, raiseNight, writeInvoices } from '../apps/billing/night';
 import { systemClock } from '../lib/core/clock';
 import { DEFAULT_BACKOFF, isTransient } from '../lib/core/conditions';
 import { DEFAULTS, type BillingConfig } from '../apps/billing/settings';
@@ -29,6 +29,8 @@ import { Keys } from '../apps/billing/keys';
 import { localClients } from '../lib/core/aws/clients';
 import { startDynamoDbProxy, type DynamoDbProxyStats } from '../lib/local/dynamodb-proxy';
 import { fmt, freshDate, newReport, runToEnd, spawnCli, table, type BenchContext, type Measurement, type SharedStack } from './common';
+import { DynamoLockStore } from '../lib/core/aws/lock-store';
+import { DynamoJobStore } from '../lib/core/aws/job-store';
 
 const WINDOW_MS = 5;
 
@@ -77,7 +79,7 @@ async function workflowNight(stack: SharedStack, invoices: number, concurrency: 
     // Events come from several processes (one per function environment): time the night on this process's clock.
     const seconds = (completed.seenAtMs - observe.seenAtMs) / 1000;
     const batches = batchesOf({ date, invoices, chunkSize: DEFAULTS.chunkSize, putsPerTransaction: 99 });
-    const report = await audit({ ddb: stack.clients.ddb, s3: stack.clients.s3, tables: ns.tables, bucket: ns.bucket }, date, invoices);
+    const report = await audit(auditDeps(stack.clients, ns.tables, ns.bucket), date, invoices);
     return {
       label: `workflow, ${concurrency} chunk${concurrency > 1 ? 's' : ''} at once`,
       seconds,
@@ -106,17 +108,10 @@ async function writePathNight(stack: SharedStack, invoices: number, concurrency:
     const date = freshDate();
     const jobId = Keys.job(date);
     const config: BillingConfig = { ...DEFAULTS, invoices, leaseMs: 60_000, renewMs: 10_000, marginMs: 10_000 };
-    const deps: BillingDeps = {
-      ddb: clients.ddb,
-      s3: clients.s3,
-      tables: ns.tables,
-      bucket: ns.bucket,
-      clock: systemClock,
-      events: new Events('bench', systemClock),
-    };
-    const fenceDeps = { ddb: clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+    const deps: BillingDeps = billingDeps(clients, ns.tables, ns.bucket, systemClock, new Events('bench', systemClock));
+    const fenceDeps = { jobs: new DynamoJobStore(clients.ddb, ns.tables.jobs), invoices: ns.tables.invoices, clock: systemClock };
     const lease = await claim(
-      { ddb: clients.ddb, table: ns.tables.locks, clock: systemClock, events: deps.events },
+      { locks: new DynamoLockStore(clients.ddb, ns.tables.locks), clock: systemClock, events: deps.events },
       Keys.lock(date),
       'bench',
       config,
@@ -156,7 +151,7 @@ async function writePathNight(stack: SharedStack, invoices: number, concurrency:
     const seconds = (performance.now() - t0) / 1000;
     await completeNight(deps, lease, night.manifest, date);
     await lease.release();
-    const report = await audit({ ddb: stack.clients.ddb, s3: stack.clients.s3, tables: ns.tables, bucket: ns.bucket }, date, invoices);
+    const report = await audit(auditDeps(stack.clients, ns.tables, ns.bucket), date, invoices);
     return {
       label: `write path, ${concurrency} at once, every batch checks ${checks === 'chunk fence' ? "its chunk's fence item" : 'the job row'}`,
       seconds,

@@ -19,6 +19,7 @@ import { Election, type ElectionReads, type Leadership } from '../lib/election/e
 import { Events } from '../lib/core/events';
 import { pollMsOf } from '../lib/core/lease';
 import { fmt, kill, newReport, spawnCli, table, type BenchContext, type Measurement } from './common';
+import { DynamoLockStore } from '../lib/core/aws/lock-store';
 
 const CONFIG: LeaseConfig = { leaseMs: 2000, renewMs: 600, marginMs: 400, claimBudget: 30 };
 const total = (r: ElectionReads) => r.join + r.role + Object.values(r.predecessors).reduce((a, b) => a + b, 0);
@@ -51,7 +52,7 @@ async function oneDeparture(ctx: BenchContext, n: number): Promise<Departure> {
         if (e.event === 'campaign') joined();
         if (e.event === 'leading') entry.ledAt = performance.now();
       });
-      const deps = { ddb: stack.clients.ddb, table: ns.tables.locks, clock: systemClock, events };
+      const deps = { locks: new DynamoLockStore(stack.clients.ddb, ns.tables.locks), clock: systemClock, events };
       const entry: (typeof waiting)[number] = {
         name,
         reads,

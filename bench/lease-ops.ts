@@ -19,6 +19,7 @@ import { Events } from '../lib/core/events';
 import { claim, type Lease } from '../lib/core/lease';
 import { Attr } from '../lib/core/schema';
 import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement } from './common';
+import { DynamoLockStore } from '../lib/core/aws/lock-store';
 
 async function pool<T>(items: readonly T[], inFlight: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
@@ -46,7 +47,7 @@ export const leaseOps: Measurement = {
     const ns = await stack.namespace('lo');
     try {
       const config = validateBillingConfig({});
-      const deps = { ddb: stack.clients.ddb, table: ns.tables.locks, clock: systemClock, events: new Events('bench', systemClock) };
+      const deps = { locks: new DynamoLockStore(stack.clients.ddb, ns.tables.locks), clock: systemClock, events: new Events('bench', systemClock) };
       const keys = Array.from({ length: holders }, (_, i) => `lease#${String(i).padStart(4, '0')}`);
       const leases: Lease[] = new Array(holders);
       const c0 = performance.now();

@@ -23,7 +23,8 @@ import type { Socket } from 'node:net';
 import path from 'node:path';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
-import { runBilling, raiseNight, completeNight, invoiceTransaction, writeInvoices, type BillingDeps } from '../apps/billing/night';
+import { type BillingDeps, billingDeps, completeNight, invoiceTransaction, raiseNight, runBilling, writeInvoices } from '../apps/billing/night';
+import type { BillingTables } from '../apps/billing/schema';
 import { systemClock } from '../lib/core/clock';
 import { validateBillingConfig, type BillingConfig } from '../apps/billing/settings';
 import { Events, type FencepostEvent } from '../lib/core/events';
@@ -48,6 +49,7 @@ import {
   type SharedStack,
 } from './common';
 import { pct } from './night';
+import { DynamoJobStore } from '../lib/core/aws/job-store';
 
 interface CallStats {
   calls: number;
@@ -162,13 +164,13 @@ async function clientCpu(plan: NightPlan, reps: number): Promise<Record<string, 
   ];
   const ways: Record<string, () => Promise<void>> = {
     'fence.writeBatch, AttributeValues built directly (today)': async () => {
-      const deps = { ddb: doc, jobs: tables.jobs, invoices: tables.invoices, clock: systemClock };
+      const deps = { jobs: new DynamoJobStore(doc, tables.jobs), invoices: tables.invoices, clock: systemClock };
       for (const b of batches) await writeInvoices(deps, job, 12, b);
     },
     'document client marshalling, with the token (before)': async () => {
       for (const b of batches) {
         const token = invoiceTransaction(
-          { ddb: doc, jobs: tables.jobs, invoices: tables.invoices, clock: systemClock },
+          { jobs: new DynamoJobStore(doc, tables.jobs), invoices: tables.invoices, clock: systemClock },
           job,
           12,
           b,
@@ -208,8 +210,8 @@ async function countingSockets<T>(body: () => Promise<T>): Promise<{ result: T; 
   }
 }
 
-function depsOf(clients: Clients, tables: BillingDeps['tables'], bucket: string, events: Events): BillingDeps {
-  return { ddb: clients.ddb, s3: clients.s3, tables, bucket, clock: systemClock, events };
+function depsOf(clients: Clients, tables: BillingTables, bucket: string, events: Events): BillingDeps {
+  return billingDeps(clients, tables, bucket, systemClock, events);
 }
 
 /**
@@ -220,11 +222,11 @@ function depsOf(clients: Clients, tables: BillingDeps['tables'], bucket: string,
 async function billOverlapped(deps: BillingDeps, date: string, worker: string, config: BillingConfig): Promise<number> {
   const plan: NightPlan = { date, invoices: config.invoices, chunkSize: config.chunkSize, putsPerTransaction: config.putsPerTransaction };
   const jobId = Keys.job(date);
-  const lease = await claim({ ddb: deps.ddb, table: deps.tables.locks, clock: deps.clock, events: deps.events }, Keys.lock(date), worker, config);
+  const lease = await claim(deps, Keys.lock(date), worker, config);
   lease.startHeartbeat();
   try {
     const night = await raiseNight(deps, lease, date, config);
-    const fdeps = { ddb: deps.ddb, jobs: deps.tables.jobs, invoices: deps.tables.invoices, clock: deps.clock };
+    const fdeps = deps;
     let tail: Promise<void> = Promise.resolve();
     let transactions = 0;
     for (const chunk of night.chunksToDo) {

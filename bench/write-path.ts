@@ -29,6 +29,7 @@ import type { BillingTables as TableNames } from '../apps/billing/schema';
 import { Keys } from '../apps/billing/keys';
 import type { Clients } from '../lib/core/aws/clients';
 import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement, type SharedStack } from './common';
+import { DynamoJobStore } from '../lib/core/aws/job-store';
 
 const DATE = '2026-09-28';
 const JOB = Keys.job(DATE);
@@ -59,7 +60,7 @@ function bareItems(t: TableNames, batch: readonly Invoice[]): TransactWriteItem[
 
 const variants: Record<string, Variant> = {
   async fenced(c, t, plan) {
-    const deps = { ddb: c.ddb, jobs: t.jobs, invoices: t.invoices, clock: systemClock };
+    const deps = { jobs: new DynamoJobStore(c.ddb, t.jobs), invoices: t.invoices, clock: systemClock };
     let n = 0;
     for (const batch of allBatches(plan)) n += (await writeInvoices(deps, JOB, TOKEN, batch)).transactions;
     return n;

@@ -8,14 +8,15 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { systemClock } from '../lib/core/clock';
-import { Election, ledgerKey, observeRole, type ElectionReads, type Leadership } from '../lib/election/election';
+import { Election, ledgerKey, observeRole, type ElectionDeps, type ElectionReads, type Leadership } from '../lib/election/election';
 import { EpochFence, LedgerWriter } from '../lib/election/epoch-fence';
 import { FencedOutError, LeaseLostError, StopTimePassedError } from '../lib/core/errors';
 import { Events, type FencepostEvent } from '../lib/core/events';
 import { handover, writerLedgerKey, type Writer } from '../lib/election/handover';
-import type { LeaseDeps } from '../lib/core/lease';
 import { tableNames } from '../lib/core/schema';
 import type { Clients } from '../lib/core/aws/clients';
+import { DynamoLedgerStore } from '../lib/core/aws/ledger-store';
+import { DynamoLockStore } from '../lib/core/aws/lock-store';
 import { instrumentRun } from './instrumentation';
 import { EXIT, type ElectOptions, type HandoverOptions, type LeaderOptions, type LedgerWork, type StoreTarget } from './options';
 
@@ -127,8 +128,8 @@ function ledgerRun(o: StoreTarget & LedgerWork & { role: string }, name: string,
   const events = eventsFor(name, o, out, err);
   // Nothing, unless a module loaded before the CLI instruments the process (the test harness's faults).
   const { hooks } = instrumentRun({ worker: name, engine: 'direct', clients, events });
-  const deps: LeaseDeps = { ddb: clients.ddb, table: tables.locks, clock: systemClock, events };
-  const fence = new EpochFence({ ddb: clients.ddb, table: tables.jobs, clock: systemClock }, fenceKey);
+  const deps: ElectionDeps = { locks: new DynamoLockStore(clients.ddb, tables.locks), clock: systemClock, events };
+  const fence = new EpochFence({ ledger: new DynamoLedgerStore(clients.ddb, tables.jobs), clock: systemClock }, fenceKey);
   const summary: LedgerSummary = { role: o.role, name, outcome: 'stopped', appended: 0 };
   return { events, hooks, deps, fence, summary, stop: stopSignal() };
 }
@@ -174,8 +175,8 @@ export async function electCommand(o: ElectOptions, clients: Clients, out: Out, 
 /** `fencepost leader`: who leads the role, with which epoch, the queue, and the ledger's head. */
 export async function leaderCommand(o: LeaderOptions, clients: Clients, out: Out): Promise<number> {
   const tables = tableNames(o.tablePrefix);
-  const view = await observeRole({ ddb: clients.ddb, table: tables.locks }, o.role);
-  const ledger = await new EpochFence({ ddb: clients.ddb, table: tables.jobs, clock: systemClock }, ledgerKey(o.role)).head();
+  const view = await observeRole({ locks: new DynamoLockStore(clients.ddb, tables.locks) }, o.role);
+  const ledger = await new EpochFence({ ledger: new DynamoLedgerStore(clients.ddb, tables.jobs), clock: systemClock }, ledgerKey(o.role)).head();
   if (o.json) out(JSON.stringify({ ...view, ledger }));
   else
     out(

@@ -7,6 +7,7 @@
  */
 import { runBilling, type BillingDeps, type BillingSummary, type Outcome } from '../apps/billing/night';
 import type { BillingConfig } from '../apps/billing/settings';
+import type { BillingTables } from '../apps/billing/schema';
 import { ClaimBudgetExhaustedError, InfrastructureError } from '../lib/core/errors';
 import type { FencepostEvent } from '../lib/core/events';
 import { Keys } from '../apps/billing/keys';
@@ -30,6 +31,9 @@ export interface EngineRun {
   readonly clients: Clients;
   /** The stores' endpoints (the workflow's bundled functions are pointed at them). */
   readonly endpoints: Endpoints;
+  /** The tables and the bucket, by name: the workflow's functions are given the names, and build their own stores. */
+  readonly tables: BillingTables;
+  readonly bucket: string;
   /** Hooks at the instrumented points, from outside the product only (cli/instrumentation.ts). */
   readonly hooks?: RunHooks;
   /** The workflow's task code (cli/instrumentation.ts). @default 'bundle' */
@@ -67,15 +71,15 @@ export async function runDirect(deps: BillingDeps, run: EngineRun): Promise<Bill
   return runBilling(deps, { date: run.date, worker: run.worker, config: run.config, hooks: run.hooks });
 }
 
-export async function runStepFunctions(deps: BillingDeps, run: EngineRun): Promise<BillingSummary> {
+export async function runStepFunctions(deps: Pick<BillingDeps, 'clock' | 'events'>, run: EngineRun): Promise<BillingSummary> {
   const started = deps.clock.monotonicMs();
   const { listener, summary } = summaryFromEvents(Keys.job(run.date), run.worker);
   const result = await runWorkflowLocally({
     app: billingApp,
     clients: run.clients,
     endpoints: run.endpoints,
-    tables: deps.tables,
-    bucket: deps.bucket,
+    tables: run.tables,
+    bucket: run.bucket,
     name: run.worker,
     lambdaCode: run.lambdaCode ?? 'bundle',
     // The repository's test run keeps a call log for the IAM proof; the workflow's Invokes go to it too.

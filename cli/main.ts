@@ -4,8 +4,8 @@
  * exit codes. The package ships the user's part of it only (lib/cli/user.ts, lib/cli/bin.ts): no billing app, no harness.
  */
 import { systemClock } from '../lib/core/clock';
-import type { BillingSummary } from '../apps/billing/night';
-import { audit, type AuditReport } from '../apps/billing/audit';
+import { billingDeps, type BillingSummary } from '../apps/billing/night';
+import { audit, auditDeps, type AuditReport } from '../apps/billing/audit';
 import { Events, type EventListener } from '../lib/core/events';
 import { runChaos } from '../verify/chaos/chaos';
 import { playStory, storyLease, storyTable, takeoverLease } from '../verify/story';
@@ -70,8 +70,20 @@ function run(values: Values): Promise<number> {
     if (!o.json && !o.events) stream.on(progressBar(o.config.invoices));
     // Nothing, unless a module loaded before the CLI instrumented the process (the test harness's faults).
     const { hooks, lambdaCode } = instrumentRun({ worker: o.worker, engine: o.engine, clients, events });
-    const deps = { ddb: clients.ddb, s3: clients.s3, tables: billingTables(o.tablePrefix), bucket: o.bucket, clock: systemClock, events };
-    const night = { date: o.date, worker: o.worker, config: o.config, chunkConcurrency: o.chunkConcurrency, clients, endpoints, hooks, lambdaCode };
+    const tables = billingTables(o.tablePrefix);
+    const deps = billingDeps(clients, tables, o.bucket, systemClock, events);
+    const night = {
+      date: o.date,
+      worker: o.worker,
+      config: o.config,
+      chunkConcurrency: o.chunkConcurrency,
+      clients,
+      endpoints,
+      tables,
+      bucket: o.bucket,
+      hooks,
+      lambdaCode,
+    };
     let summary: BillingSummary;
     try {
       summary = o.engine === 'direct' ? await runDirect(deps, night) : await runStepFunctions(deps, night);
@@ -79,7 +91,8 @@ function run(values: Values): Promise<number> {
       stream.close(); // the summary point, or the error's
     }
     // Without endpoints the stack is ours alone, so check the night before it goes away.
-    const report: AuditReport | undefined = o.audit && !o.endpoints ? await audit(deps, o.date, o.config.invoices) : undefined;
+    const report: AuditReport | undefined =
+      o.audit && !o.endpoints ? await audit(auditDeps(clients, tables, o.bucket), o.date, o.config.invoices) : undefined;
     if (o.json) out(JSON.stringify(report ? { ...summary, audit: report } : summary));
     else if (!o.events) {
       out(summaryTable(summary, report));
@@ -96,7 +109,7 @@ function auditCommand(values: Values): Promise<number> {
   const tables = billingTables(o.tablePrefix);
   const needs = { tables: Object.values(tables), bucket: o.bucket, namedBy: '--table-prefix and --bucket' };
   return withExistingStores(o, needs, async (clients) => {
-    const report = await audit({ ddb: clients.ddb, s3: clients.s3, tables, bucket: o.bucket }, o.date, o.invoices);
+    const report = await audit(auditDeps(clients, tables, o.bucket), o.date, o.invoices);
     out(o.json ? JSON.stringify(report) : auditTable(report));
     return report.ok ? EXIT.ok : EXIT.auditFailed;
   });

@@ -11,6 +11,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import path from 'node:path';
 import type { Clients } from '../lib/core/aws/clients';
+import { awsStores } from '../lib/core/aws/stores';
 import { systemClock } from '../lib/core/clock';
 import { Events } from '../lib/core/events';
 import { tableNames } from '../lib/core/schema';
@@ -73,10 +74,7 @@ export async function sweepCommand(o: SweepOptions, clients: Clients, out: (t: s
   const tables = tableNames(o.tablePrefix);
   const events = new Events(`sweeper-${process.pid}`, systemClock);
   if (o.events) events.on((e) => out(JSON.stringify(e)));
-  const sweeper = new Sweeper(
-    { job: Keys.keys.name, ddb: clients.ddb, jobs: tables.jobs, locks: tables.locks, clock: systemClock, events },
-    o.sweeper,
-  );
+  const sweeper = new Sweeper({ job: Keys.keys.name, ...awsStores(clients, tables), clock: systemClock, events }, o.sweeper);
   const runs: Promise<SweepRun>[] = [];
   // Called before the re-queue record: a sweep that dies after it leaves the row as it was, for the next sweep.
   const start = (jobId: string) => {

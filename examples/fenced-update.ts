@@ -4,7 +4,7 @@
 //
 // Stores: FENCEPOST_TEST_DYNAMODB (tables made by local/provision.ts, prefix FENCEPOST_EXAMPLE_PREFIX).
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
-import { fenceOn, localClients, systemClock, tableNames, withLease, type HeldFence } from '../lib/core';
+import { DynamoFenceStore, DynamoLockStore, fenceOn, localClients, systemClock, tableNames, withLease, type HeldFence } from '../lib/core';
 
 const clients = localClients({ dynamodb: process.env.FENCEPOST_TEST_DYNAMODB ?? 'http://127.0.0.1:8000', s3: process.env.FENCEPOST_TEST_S3 ?? '' });
 const tables = tableNames(process.env.FENCEPOST_EXAMPLE_PREFIX ?? 'example-');
@@ -27,9 +27,15 @@ async function credit(fence: HeldFence): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const deps = { ddb: clients.ddb, table: tables.locks, clock: systemClock };
+  const deps = { locks: new DynamoLockStore(clients.ddb, tables.locks), clock: systemClock };
   const summary = await withLease(deps, `ledger#${account}`, holder, {}, async (lease) => {
-    const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: `ledger#${account}` }, clock: systemClock, resource: 'ledger' });
+    const fence = fenceOn({
+      fences: new DynamoFenceStore(clients.ddb),
+      table: tables.jobs,
+      key: { pk: `ledger#${account}` },
+      clock: systemClock,
+      resource: 'ledger',
+    });
     const held = lease.fenced(fence); // the fence, with this lease's token
     await lease.act(() => held.raise()); // the fence first
     await lease.act(() => credit(held)); // then the update, checked and guarded

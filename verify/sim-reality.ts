@@ -18,7 +18,7 @@ import type { FencepostEvent } from '../lib/core/events';
 import { jobKeys } from '../lib/core/job-keys';
 import { runJob, type ChunkWork } from '../lib/core/job';
 import type { SimRow } from '../lib/sim/engine';
-import { NO_DDB, REAL_TABLES, RealWorld, sweeperOn, type RealWorker } from '../lib/sim/real';
+import { RealWorld, sweeperOn, type RealWorker } from '../lib/sim/real';
 import { STORY_NIGHT, storyLease, takeoverLease } from './story';
 
 const CHUNKS = Math.ceil(STORY_NIGHT.invoices / STORY_NIGHT.chunkSize);
@@ -83,7 +83,7 @@ export async function predictStory(timeScale: number): Promise<StoryPrediction> 
     };
   const start = (w: RealWorker, before: (chunk: number, batch: number) => Promise<void> | void = () => undefined) =>
     void runJob(
-      { ddb: NO_DDB, tables: REAL_TABLES, clock: w, events: w.events, store: w.jobs, lockStore: w.locks, random: () => 0.5 },
+      { ...w.deps, random: () => 0.5 },
       { keys, date: DATE, chunks: CHUNKS, holder: w.name, config: w === C ? cConfig : config },
       work(w, before),
     ).catch(() => undefined);

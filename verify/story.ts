@@ -11,7 +11,7 @@
  * and margins shrink in proportion, so the story runs faster than real time with the same shape; C keeps the
  * reference's own (takeoverLease).
  */
-import { audit, type AuditReport } from '../apps/billing/audit';
+import { audit, auditDeps, type AuditReport } from '../apps/billing/audit';
 import { type LeaseConfig } from '../lib/core/config';
 import { DEFAULTS } from '../apps/billing/settings';
 import { billingTables as tableNames } from '../apps/billing/schema';
@@ -222,7 +222,7 @@ export async function playStory(endpoints: Endpoints, clients: Clients, timeScal
   // The sweeper exits once C has: C's outcome (completed, or lost) is in its events.
   await s.exited;
 
-  const report = await audit({ ddb: clients.ddb, s3: clients.s3, tables: tableNames(prefix), bucket }, DATE, INVOICES);
+  const report = await audit(auditDeps(clients, tableNames(prefix), bucket), DATE, INVOICES);
   return { rows, audit: report, seconds: Math.round(performance.now() - t0) / 1000 };
 }
 

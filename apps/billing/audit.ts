@@ -5,10 +5,12 @@
  *   2. no invoice token above the fence it met.
  * It only reads; it may scan (it runs rarely and must see everything).
  */
-import type { S3Client } from '@aws-sdk/client-s3';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import {
   Attr,
+  DynamoJobStore,
+  DynamoLockStore,
+  S3ManifestStore,
   checkChunkFences,
   checkChunksDone,
   checkEpoch,
@@ -18,6 +20,8 @@ import {
   scanAll,
   verdict,
   type AuditCheck,
+  type Clients,
+  type FencedJobDeps,
   type FencedJobState,
 } from '../../lib/core/internal';
 import { InvoiceAttr, type BillingTables } from './schema';
@@ -125,11 +129,19 @@ function checkInvoiceTokens(scan: InvoiceScan, s: Pick<FencedJobState, 'job'>): 
 
 // ─── The billing night's audit ───────────────────────────────────────────────────────────────────────────────────
 
-export interface AuditDeps {
-  readonly ddb: DynamoDBDocumentClient;
-  readonly s3: S3Client;
-  readonly tables: BillingTables;
-  readonly bucket: string;
+/** What the audit reads: the night's stores, and the invoice table with its client (billing's own table has no store). */
+export interface AuditDeps extends FencedJobDeps {
+  readonly invoices: { readonly ddb: DynamoDBDocumentClient; readonly invoices: string };
+}
+
+/** The audit's deps on DynamoDB and S3: the stores built from the clients and the tables' and bucket's names. */
+export function auditDeps(clients: Pick<Clients, 'ddb' | 's3'>, tables: BillingTables, bucket: string): AuditDeps {
+  return {
+    locks: new DynamoLockStore(clients.ddb, tables.locks),
+    jobs: new DynamoJobStore(clients.ddb, tables.jobs),
+    manifests: new S3ManifestStore(clients.s3, bucket),
+    invoices: { ddb: clients.ddb, invoices: tables.invoices },
+  };
 }
 
 export interface AuditReport {
@@ -146,17 +158,16 @@ export interface AuditReport {
 
 /** Audit one billing night: every check above, generic and billing's, in invariant order. */
 export async function audit(deps: AuditDeps, date: string, invoices: number): Promise<AuditReport> {
-  const fenced = { ddb: deps.ddb, s3: deps.s3, bucket: deps.bucket, jobs: deps.tables.jobs, locks: deps.tables.locks };
-  const s = await readFencedJob(fenced, { jobId: Keys.job(date), lockKey: Keys.lock(date), manifest: Keys.manifestPlace(date) });
-  const scan = await scanInvoices({ ddb: deps.ddb, invoices: deps.tables.invoices }, date, invoices);
+  const s = await readFencedJob(deps, { jobId: Keys.job(date), lockKey: Keys.lock(date), manifest: Keys.manifestPlace(date) });
+  const scan = await scanInvoices(deps.invoices, date, invoices);
   const checks = [
     checkInvoicesOnce(scan),
     checkNoneMissing(scan, s),
     checkChunksDone(s),
     checkInvoiceTokens(scan, s),
     checkChunkFences(s),
-    await checkManifest(fenced, s),
-    await checkSparseIndex(fenced, s),
+    await checkManifest(deps, s),
+    await checkSparseIndex(deps, s),
     checkEpoch(s, Object.keys(tokensOf(scan)).map(Number)),
   ];
   return {

@@ -9,10 +9,11 @@
  * fence: a write carrying a lower token is refused by the store, whatever the holder believes.
  */
 import type { TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
-import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
-import type { S3Client } from '@aws-sdk/client-s3';
 import {
   FencedOutError,
+  S3ManifestStore,
+  DynamoJobStore,
+  DynamoLockStore,
   completeRun,
   fencedTransaction,
   heldFence,
@@ -22,12 +23,14 @@ import {
   runJob,
   writeBatch,
   type ChunkWork,
+  type Clients,
   type Clock,
   type Events,
   type HeldFence,
   type FenceDeps,
   type JobRun,
   type Lease,
+  type ManifestStore,
   type ManifestWriter,
   type Outcome,
   type RunDeps,
@@ -40,13 +43,24 @@ import type { BillingConfig } from './settings';
 
 export type { Outcome };
 
-export interface BillingDeps {
-  readonly ddb: DynamoDBDocumentClient;
-  readonly s3: S3Client;
-  readonly tables: BillingTables;
-  readonly bucket: string;
-  readonly clock: Clock;
-  readonly events: Events;
+/** What a billing night needs: core's run deps (its stores, the clock, the events), the manifest, the invoice table. */
+export interface BillingDeps extends RunDeps {
+  /** The night's manifest bucket's store: billing always keeps a manifest. */
+  readonly manifests: ManifestStore;
+  /** The invoice table's name: the fenced batches put the invoices there. */
+  readonly invoices: string;
+}
+
+/** Billing's deps on DynamoDB and S3: the stores built once from the clients and the tables' and bucket's names. */
+export function billingDeps(clients: Pick<Clients, 'ddb' | 's3'>, tables: BillingTables, bucket: string, clock: Clock, events: Events): BillingDeps {
+  return {
+    locks: new DynamoLockStore(clients.ddb, tables.locks),
+    jobs: new DynamoJobStore(clients.ddb, tables.jobs),
+    manifests: new S3ManifestStore(clients.s3, bucket),
+    invoices: tables.invoices,
+    clock,
+    events,
+  };
 }
 
 export interface BillingRun {
@@ -91,17 +105,6 @@ function planOf(date: string, config: BillingConfig): NightPlan {
 /** The night as core's run: billing's keys, the date, the night's chunks. */
 function nightRun(date: string, config: BillingConfig): JobRun {
   return { keys: Keys.keys, date, chunks: chunkCount(planOf(date, config)) };
-}
-
-/** Billing's stores as core's run needs them: the lock and job tables, the manifest bucket. */
-function runDepsOf(deps: BillingDeps): RunDeps {
-  return {
-    ddb: deps.ddb,
-    tables: { locks: deps.tables.locks, jobs: deps.tables.jobs },
-    clock: deps.clock,
-    events: deps.events,
-    manifests: { s3: deps.s3, bucket: deps.bucket },
-  };
 }
 
 /** What writing invoices under a job's fence needs: the job's fences, and the invoice table. */
@@ -153,7 +156,7 @@ export function invoiceTransaction(
  * Throws AlreadyDoneError for a DONE night and FencedOutError if a higher token got there first.
  */
 export async function raiseNight(deps: BillingDeps, lease: Lease, date: string, config: BillingConfig): Promise<RaisedNight> {
-  const raised = await raiseRun(runDepsOf(deps), nightRun(date, config), lease);
+  const raised = await raiseRun(deps, nightRun(date, config), lease);
   return { chunksToDo: [...raised.chunksToDo], manifest: raised.manifest!, previousFence: raised.previous?.fence };
 }
 
@@ -230,19 +233,19 @@ export function billChunk(
   chunk: number,
   hooks?: RunHooks,
 ): Promise<ChunkResult> {
-  const work = billWork(deps.events, deps.tables.invoices, date, config);
-  return runChunk(runDepsOf(deps), { keys: Keys.keys, date }, { lease, manifest, chunk, hooks }, work);
+  const work = billWork(deps.events, deps.invoices, date, config);
+  return runChunk(deps, { keys: Keys.keys, date }, { lease, manifest, chunk, hooks }, work);
 }
 
 /** Complete (core's completeRun): once every chunk fence item says done, the manifest DONE, then the job row. */
 export function completeNight(deps: BillingDeps, lease: Lease, manifest: ManifestWriter, date: string, hooks?: RunHooks): Promise<void> {
-  return completeRun(runDepsOf(deps), { keys: Keys.keys, date }, lease, { manifest, hooks });
+  return completeRun(deps, { keys: Keys.keys, date }, lease, { manifest, hooks });
 }
 
 /** The direct engine: the whole night in this process (core's runJob with billing's work). */
 export async function runBilling(deps: BillingDeps, run: BillingRun): Promise<BillingSummary> {
   const night = { ...nightRun(run.date, run.config), holder: run.worker, config: run.config, hooks: run.hooks };
-  const s = await runJob(runDepsOf(deps), night, billWork(deps.events, deps.tables.invoices, run.date, run.config));
+  const s = await runJob(deps, night, billWork(deps.events, deps.invoices, run.date, run.config));
   const sum = (f: (r: ChunkResult) => number) => s.results.reduce((n, r) => n + f(r), 0);
   return {
     jobId: s.jobId,

@@ -28,6 +28,7 @@ import {
   type LeaseConfig,
   type RunDeps,
   type RunSummary,
+  type Stores,
 } from '../../lib/core/internal';
 import { productKey, runKeys, type ReindexTables } from './schema';
 
@@ -49,10 +50,14 @@ export function chunkCount(plan: Pick<ReindexPlan, 'items' | 'chunkSize'>): numb
 /** What the job reports as it goes, beside the library's events (claims, raises, completion): one JSON line each. */
 type Progress = { readonly event: 'updated'; readonly token: number; readonly chunk: number; readonly item: string };
 
-/** What the job needs, injected: the store, its tables, the clock; where to report. */
+/**
+ * What the job's own work needs, injected: its own two tables and their client (it writes them in its own
+ * transactions, each with the chunk fence's guard), the clock; where to report. The lease and the fences are the
+ * library's, on the stores runNight is given.
+ */
 export interface ReindexDeps {
   readonly ddb: DynamoDBDocumentClient;
-  readonly tables: ReindexTables;
+  readonly tables: Pick<ReindexTables, 'source' | 'index'>;
   /** Times the lease, the stop time and the retry backoff. */
   readonly clock: Clock;
   /** The library's events: sightings, claims, renewals, raises, losses, completion. */
@@ -157,12 +162,19 @@ export interface NightSummary {
 /**
  * Run one night in this process (the library's runJob): claim the lease (clock-free), raise the job row and then
  * every chunk fence before writing anything, run the chunks not recorded done, mark the job row DONE, release.
+ * @param stores - the lock and job tables' stores: the lease and the fences
  * @param config - lease timing (validateLeaseConfig)
  * @returns the summary; a lost lease, a fenced-out write or a live holder of a RUNNING night is an outcome, not an error
  * @throws ClaimBudgetExhaustedError (a live holder of a night not RUNNING under it), or a store failure
  */
-export async function runNight(deps: ReindexDeps, holder: string, plan: ReindexPlan, config: LeaseConfig): Promise<NightSummary> {
-  const runDeps: RunDeps = { ddb: deps.ddb, tables: deps.tables, clock: deps.clock, events: deps.events }; // no manifest: DynamoDB only
+export async function runNight(
+  stores: Pick<Stores, 'locks' | 'jobs'>,
+  deps: ReindexDeps,
+  holder: string,
+  plan: ReindexPlan,
+  config: LeaseConfig,
+): Promise<NightSummary> {
+  const runDeps: RunDeps = { locks: stores.locks, jobs: stores.jobs, clock: deps.clock, events: deps.events }; // no manifest: DynamoDB only
   const run = { keys: runKeys, date: plan.date, chunks: chunkCount(plan), holder, config };
   const s = await runJob(runDeps, run, ({ lease, fence, chunk }) => reindexChunk(deps, lease, fence, plan, chunk));
   return {

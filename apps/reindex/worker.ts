@@ -15,6 +15,7 @@
 import { parseArgs } from 'node:util';
 import {
   ConfigError,
+  awsStores,
   Events,
   LEASE_DEFAULTS,
   dateProblem,
@@ -108,8 +109,10 @@ async function main(argv: string[]): Promise<number> {
   // Renewals are routine; claims, sightings, losses and releases say what the holder is doing.
   const events = new Events(run.holder, systemClock).on((e) => e.event !== 'renew' && report(e));
   try {
-    const deps = { ddb: clients.ddb, tables: reindexTables(run.prefix), clock: systemClock, events, progress: report };
-    const summary = await runNight(deps, run.holder, run.plan, run.lease);
+    const tables = reindexTables(run.prefix);
+    const stores = awsStores(clients, tables);
+    const deps = { ddb: clients.ddb, tables, clock: systemClock, events, progress: report };
+    const summary = await runNight(stores, deps, run.holder, run.plan, run.lease);
     process.stdout.write(`${JSON.stringify(summary)}\n`);
     return summary.outcome === 'completed' || summary.outcome === 'already-done' ? EXIT.ok : EXIT.lost;
   } catch (err) {

@@ -1,7 +1,7 @@
 // What the fence is for: a holder that pauses past its lease (a GC pause, a frozen VM) wakes up still believing it
 // holds the lease, and writes. A newer holder raised the fence meanwhile: the store refuses the write, and none of it
 // lands.
-import { FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from 'fencepost';
+import { DynamoFenceStore, DynamoLockStore, FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from 'fencepost';
 
 const clients = localClients({ dynamodb: process.env.DYNAMODB_ENDPOINT! });
 const tables = tableNames('reminders-');
@@ -11,8 +11,8 @@ const job = `reminders#${night}`;
 const config = { leaseMs: 2000, renewMs: 500, marginMs: 500 };
 
 async function main(): Promise<void> {
-  const deps = { ddb: clients.ddb, table: tables.locks, clock: systemClock };
-  const fence = fenceOn({ ddb: clients.ddb, table: tables.jobs, key: { pk: job } });
+  const deps = { locks: new DynamoLockStore(clients.ddb, tables.locks), clock: systemClock };
+  const fence = fenceOn({ fences: new DynamoFenceStore(clients.ddb), table: tables.jobs, key: { pk: job } });
   await withLease(deps, job, 'pauses', config, async (paused) => {
     await paused.fenced(fence).raise();
     await paused.stopHeartbeat(); // it pauses: a frozen process renews nothing, so its lease runs out

@@ -15,6 +15,7 @@ import { performance } from 'node:perf_hooks';
 import { ScanCommand } from '@aws-sdk/client-dynamodb';
 import { localClients, type Clients, type Endpoints } from '../core/aws/clients';
 import { createTablesFrom } from '../core/aws/provision';
+import { DynamoJobStore } from '../core/aws/job-store';
 import { dateIn, dateProblem } from '../core/config';
 import { ConfigError, InfrastructureError } from '../core/errors';
 import { readChunkFences, readJob } from '../core/fence';
@@ -238,7 +239,7 @@ async function runNight(job: AssemblyJob, date: string, clients: Clients, endpoi
   });
   const localName = (role: string) => tables.find((t) => t.role === role)!.name;
   const jobId = jobKeys(job.name).job(date);
-  const store = { ddb: clients.ddb, jobs: localName('jobs') };
+  const store = { jobs: new DynamoJobStore(clients.ddb, localName('jobs')) };
   const row = await readJob(store, jobId);
   const done = (await readChunkFences(store, jobId, job.chunks)).filter((c) => c?.done_by !== undefined).length;
   const counts = await Promise.all(

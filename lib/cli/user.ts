@@ -9,6 +9,7 @@ import { DEFAULT_BUCKET, DEFAULT_TABLE_PREFIX, TABLES, tableNames, type TableDes
 import { awsClients, localClients, type Clients, type Endpoints } from '../core/aws/clients';
 import { HeadBucketCommand } from '@aws-sdk/client-s3';
 import { absentTables } from '../core/aws/table-check';
+import { DynamoLockStore } from '../core/aws/lock-store';
 import { declaredRange, missingPeers } from '../local/peers';
 import { provision } from '../local/provision';
 import { startEmbeddedStack, type EmbeddedStack } from '../local/stack';
@@ -169,7 +170,7 @@ async function bump(values: Values): Promise<number> {
 async function bumpOn(o: BumpOptions, locks: string, clients: Clients): Promise<number> {
   // First, so an interrupted run can be resumed under the same id (nothing is raised twice).
   if (!o.dryRun) err(`bump-epochs run id ${o.runId}: if this is interrupted, run it again with --run-id ${o.runId}`);
-  const report = await bumpEpochs({ ddb: clients.ddb, locks }, { by: o.by, runId: o.runId, dryRun: o.dryRun });
+  const report = await bumpEpochs({ locks: new DynamoLockStore(clients.ddb, locks) }, { by: o.by, runId: o.runId, dryRun: o.dryRun });
   if (o.json) out(JSON.stringify(report));
   else {
     out(

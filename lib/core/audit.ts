@@ -11,15 +11,14 @@
  * checkManifest, checkSparseIndex, checkEpoch. A job adds the checks of its own data beside them (each reference
  * app's audit.ts under apps/), built with `verdict` and `scanAll`.
  */
-import type { S3Client } from './aws/manifest-store';
-import { jobStoreOf, type DocumentClient } from './aws/job-store';
 import { claimedRows, jobTableItems, type ChunkFence, type JobRow } from './fence';
 import { chunkFenceKey, claimShard, jobNameOf } from './job-keys';
 import { readLock, type LockItem } from './lease';
-import { manifestStoreOf, type ManifestStoreSource } from './aws/manifest-store';
 import { chunkObjectKey, readManifest, type ManifestBody, type ManifestPlace } from './manifest';
 import { Attr } from './schema';
 import type { JobStore } from './store/jobs';
+import type { LeaseStore } from './store/lock';
+import type { ManifestStore } from './store/manifest';
 
 export { scanAll } from './aws/scan';
 
@@ -47,14 +46,12 @@ export function verdict(invariant: AuditCheck['invariant'], name: string, proble
 
 /** Where a fenced job's state lives: its job table (job row, chunk fence items) and lock table, its manifest bucket. */
 export interface FencedJobDeps {
-  readonly ddb: DocumentClient;
-  readonly s3: S3Client;
-  readonly bucket: string;
-  /** The job table: job rows, chunk fence items, the sparse index. */
-  readonly jobs: string;
-  readonly locks: string;
-  /** The job store. @default the DynamoDB one on `ddb` and `jobs` */
-  readonly store?: JobStore;
+  /** The job table's store: job rows, chunk fence items, the sparse index. */
+  readonly jobs: JobStore;
+  /** The lock table's store. */
+  readonly locks: LeaseStore;
+  /** The manifest bucket's store. */
+  readonly manifests: ManifestStore;
 }
 
 /** Which job: its job row's key, its lock item's key, and where its manifest and chunk objects live. */
@@ -79,9 +76,9 @@ export interface FencedJobState {
 
 /** Read a fenced job's state for the generic checks: its rows, its lock, its manifest, and the job table once. */
 export async function readFencedJob(deps: FencedJobDeps, ref: FencedJobRef): Promise<FencedJobState> {
-  const store = jobStoreOf(deps);
+  const store = deps.jobs;
   const job = await store.readJob(ref.jobId);
-  const lock = await readLock({ ddb: deps.ddb, table: deps.locks }, ref.lockKey);
+  const lock = await readLock(deps, ref.lockKey);
   const manifest = (await readManifest(deps, ref.manifest.key))?.body;
   const jobRows: JobRow[] = [];
   const chunkFences = new Map<number, ChunkFence>();
@@ -139,8 +136,8 @@ export function checkChunkFences(s: FencedJobState): AuditCheck {
  * every chunk. Why: the manifest is S3's copy of the fence (docs/DESIGN.md, "Where each rule lives"); a reader trusts
  * only what it names, so a name a fenced-out holder committed, or a missing object, would be read as the run's data.
  */
-export async function checkManifest(deps: ManifestStoreSource, s: FencedJobState): Promise<AuditCheck> {
-  const store = manifestStoreOf(deps);
+export async function checkManifest(deps: Pick<FencedJobDeps, 'manifests'>, s: FencedJobState): Promise<AuditCheck> {
+  const store = deps.manifests;
   const fence = s.job?.fence;
   const done = s.job?.state === 'DONE';
   const m = s.manifest;
@@ -176,16 +173,13 @@ export async function checkManifest(deps: ManifestStoreSource, s: FencedJobState
  * "The sweeper"); a RUNNING row missing from it is an orphan nobody would ever re-queue, and a finished row left in it
  * would be re-queued and re-run. Every job's shard the table's rows name is read.
  */
-export async function checkSparseIndex(
-  deps: { readonly ddb: DocumentClient; readonly jobs: string; readonly store?: JobStore },
-  s: FencedJobState,
-): Promise<AuditCheck> {
+export async function checkSparseIndex(deps: Pick<FencedJobDeps, 'jobs'>, s: FencedJobState): Promise<AuditCheck> {
   const problems: string[] = [];
   const indexed = new Set<string>();
   const requeued: string[] = [];
   const shards = new Set([s.ref.jobId, ...s.jobRows.map((r) => r.pk)].map((pk) => claimShard(jobNameOf(pk))));
   for (const shard of shards)
-    for await (const row of claimedRows(jobStoreOf(deps), shard)) {
+    for await (const row of claimedRows(deps.jobs, shard)) {
       indexed.add(String(row[Attr.pk]));
       const pk = String(row[Attr.pk]);
       // Re-queued runs, named for a person: one the sweeper gave up on (its bound reached) waits here for them.

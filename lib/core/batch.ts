@@ -23,7 +23,7 @@ import { ConfigError, FenceNotRaisedError, FencedOutError } from './errors';
 import { Attr } from './schema';
 import type { AttributeValue } from './aws/document-client';
 import type { HeldFence } from './aws/fence';
-import { AwsFenceStore } from './aws/job-store';
+import { DynamoFenceStore } from './aws/job-store';
 import type { BatchPut, DocumentItem } from './store/jobs';
 
 /** One item to record once under the fence. */
@@ -120,9 +120,9 @@ export async function writeBatch(held: HeldFence, puts: readonly FencedPut[]): P
  * @param call - names the writeBatch call that sends it @default none: the token follows the request alone
  * @throws ConfigError for more than 99 puts: a transaction holds 100 actions and one is the fence's check
  */
-export function fencedTransaction(held: HeldFence, puts: readonly FencedPut[], call?: string): ReturnType<typeof AwsFenceStore.transaction> {
+export function fencedTransaction(held: HeldFence, puts: readonly FencedPut[], call?: string): ReturnType<typeof DynamoFenceStore.transaction> {
   const batch = batchPuts(puts);
-  return AwsFenceStore.transaction(held.fence.item, held.token, batch, requestToken(held, puts, call));
+  return DynamoFenceStore.transaction(held.fence.item, held.token, batch, requestToken(held, puts, call));
 }
 
 /**

@@ -17,7 +17,6 @@
  * believes. A rejection by a fence means: you have lost the lock; stop and discard local state.
  */
 import { Fence } from './aws/fence';
-import { jobStoreOf, type DocumentClient } from './aws/job-store';
 import { type Clock, wallIso } from './clock';
 import { backoffOf, retryTransient } from './conditions';
 import { AlreadyDoneError, FencedOutError, RunIncompleteError } from './errors';
@@ -40,21 +39,14 @@ export interface Raised {
 /** At most this many single-item requests of one raise or read in flight at once. */
 const FENCE_ITEMS_IN_FLIGHT = 10;
 
-/**
- * What a job's fences need: the job table (job rows and chunk fence items), the clock for backoffs. The store is
- * the DynamoDB one on `ddb` and `jobs` unless `store` is given (jobStoreOf, lib/core/aws/job-store.ts).
- */
+/** What a job's fences need: the job table's store (job rows and chunk fence items), the clock for backoffs. */
 export interface FenceDeps {
-  /** The document client. */
-  readonly ddb: DocumentClient;
-  /** The job table. */
-  readonly jobs: string;
+  /** The job table's store. */
+  readonly jobs: JobStore;
   /** Times the retry backoff. */
   readonly clock: Clock;
   /** Jitter source for the retry backoff (docs/DESIGN.md "Retry classification"). @default Math.random */
   readonly random?: () => number;
-  /** The job store. @default the DynamoDB one on `ddb` and `jobs` */
-  readonly store?: JobStore;
 }
 
 /**
@@ -64,19 +56,18 @@ export interface FenceDeps {
 export function jobFence(deps: FenceDeps, fenceKey: string): Fence {
   const resource = fenceKey.includes('#chunk#') ? 'chunk-fence' : 'job-row';
   return new Fence({
-    ddb: deps.ddb,
-    table: deps.jobs,
+    fences: deps.jobs,
+    table: deps.jobs.table,
     key: { [Attr.pk]: fenceKey },
     clock: deps.clock,
     random: deps.random,
     resource,
-    store: jobStoreOf(deps),
   });
 }
 
 /** The job row, read strongly consistent (undefined: never raised). */
-export function readJob(deps: Pick<FenceDeps, 'ddb' | 'jobs' | 'store'>, jobId: string): Promise<JobRow | undefined> {
-  return jobStoreOf(deps).readJob(jobId);
+export function readJob(deps: Pick<FenceDeps, 'jobs'>, jobId: string): Promise<JobRow | undefined> {
+  return deps.jobs.readJob(jobId);
 }
 
 /**
@@ -105,7 +96,7 @@ export async function raise(deps: FenceDeps, jobId: string, token: number, owner
  * claimed_since), so no claim can exist without being findable by the sweeper. Returns the old row.
  */
 export async function raiseJobRow(deps: FenceDeps, jobId: string, token: number, owner: string, chunkCount: number): Promise<JobRow | undefined> {
-  const store = jobStoreOf(deps);
+  const store = deps.jobs;
   // A transient failure (TransactionConflictException: a transaction held the row) is sent again: the condition
   // still holds if the first try landed, because equal is accepted.
   const out = await retryTransient(backoffOf(deps), () =>
@@ -141,17 +132,13 @@ export async function raiseChunkFences(
 }
 
 /** The run's chunk fence items, read strongly consistent (undefined: never raised). */
-export async function readChunkFences(
-  deps: Pick<FenceDeps, 'ddb' | 'jobs' | 'store'>,
-  jobId: string,
-  chunkCount: number,
-): Promise<(ChunkFence | undefined)[]> {
-  const store = jobStoreOf(deps);
+export async function readChunkFences(deps: Pick<FenceDeps, 'jobs'>, jobId: string, chunkCount: number): Promise<(ChunkFence | undefined)[]> {
+  const store = deps.jobs;
   const items = new Array<ChunkFence | undefined>(chunkCount);
   await eachBounded(
     Array.from({ length: chunkCount }, (_, c) => c),
     async (c) => {
-      items[c] = (await store.readFence({ table: store.jobs, key: { [Attr.pk]: chunkFenceKey(jobId, c) } })) as ChunkFence | undefined;
+      items[c] = (await store.readFence({ table: store.table, key: { [Attr.pk]: chunkFenceKey(jobId, c) } })) as ChunkFence | undefined;
     },
   );
   return items;
@@ -170,7 +157,7 @@ async function eachBounded<T>(items: readonly T[], act: (item: T) => Promise<voi
  * conditional write, fence = token (the chunk's fence is still ours). Chunks never write the job row.
  */
 export async function markChunkDone(deps: FenceDeps, jobId: string, token: number, chunk: number): Promise<void> {
-  const store = jobStoreOf(deps);
+  const store = deps.jobs;
   // Safe to send again: SET done_by = our token leaves the item as one landed try would.
   const out = await retryTransient(backoffOf(deps), () => store.markChunkDone(chunkFenceKey(jobId, chunk), token));
   if (!out.ok) throw new FencedOutError('chunk-fence', token, out.current?.fence);
@@ -183,7 +170,7 @@ export async function markChunkDone(deps: FenceDeps, jobId: string, token: numbe
  * @param beforeDone - what must be DONE before the row (the manifest): run once every chunk is found done
  */
 export async function complete(deps: FenceDeps, jobId: string, token: number, beforeDone?: () => Promise<void>): Promise<void> {
-  const store = jobStoreOf(deps);
+  const store = deps.jobs;
   const row = await store.readJob(jobId);
   if (row?.fence !== token || row.owner_token !== token) throw new FencedOutError('job-row', token, row?.fence);
   const chunks = await readChunkFences(deps, jobId, row.chunk_count ?? 0);

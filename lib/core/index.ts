@@ -14,8 +14,9 @@
  *   restore   `bumpEpochs`: after a point-in-time restore of the lock table, every epoch is raised above any the
  *             restore may have rolled back.
  *
- * `createTables` creates the two tables; `localClients` / `awsClients` make the clients. Everything is injected
- * (clients, clock, events): nothing here knows Lambda, CDK or a CLI.
+ * Stores: every function is given the stores it uses (`awsStores(clients, names)` builds the DynamoDB and S3 ones
+ * from the clients `awsClients` / `localClients` make; `createTables` creates the two tables). Everything is injected
+ * (stores, clock, events): nothing here knows Lambda, CDK or a CLI.
  *
  * @packageDocumentation
  */
@@ -47,9 +48,20 @@ export {
   StopTimePassedError,
 } from './errors';
 
+// The stores, on AWS (lib/core/aws/), behind the interfaces every function takes (lib/core/store/)
+export { awsStores, type StoreNames } from './aws/stores';
+export { DynamoLockStore } from './aws/lock-store';
+export { DynamoFenceStore, DynamoJobStore } from './aws/job-store';
+export { S3ManifestStore } from './aws/manifest-store';
+// The store interfaces, and the items and outcomes they speak in: a store of your own implements them
+export type * from './store/stores';
+export type * from './store/lock';
+export type * from './store/jobs';
+export type * from './store/manifest';
+
 // Clocks, clients, tables
 export { systemClock, type Clock } from './clock';
 export { awsClients, localClients, type Clients } from './aws/clients';
 export type { DocumentClient } from './aws/document-client';
-export { tableNames, type TableNames } from './schema';
+export { tableNames, type JobState, type TableNames } from './schema';
 export { createTables } from './aws/provision';

@@ -44,5 +44,6 @@ export {
   scanAll,
   verdict,
   type AuditCheck,
+  type FencedJobDeps,
   type FencedJobState,
 } from './audit';

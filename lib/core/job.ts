@@ -18,8 +18,6 @@
  * holder lands, and DONE never stands over a chunk not recorded done. What it does not: the lease keeps overlap
  * rare, never absent, so chunk work must write through the chunk's fence and be safe to redo.
  */
-import type { DocumentClient } from './aws/job-store';
-import type { ManifestStoreSource } from './aws/manifest-store';
 import type { Clock } from './clock';
 import type { LeaseConfig } from './config';
 import { AlreadyDoneError, ClaimBudgetExhaustedError, FencedOutError, LeaseLostError, StopTimePassedError } from './errors';
@@ -27,10 +25,11 @@ import type { Events } from './events';
 import * as fences from './fence';
 import type { Fence, HeldFence, JobRow } from './fence';
 import type { JobStore } from './store/jobs';
-import type { LockStore } from './store/lock';
+import type { LeaseStore } from './store/lock';
+import type { ManifestStore } from './store/manifest';
 import type { JobKeys } from './job-keys';
 import { claim, type Lease } from './lease';
-import { ManifestWriter, type ManifestStoreDeps } from './manifest';
+import { ManifestWriter, type ManifestDeps } from './manifest';
 import { releaseQuietly } from './with-lease';
 
 /**
@@ -81,24 +80,20 @@ export function runningUnder(row: Pick<fences.JobRow, 'state' | 'fence'> | undef
   return row?.state === 'RUNNING' && lockEpoch !== undefined && row.fence === lockEpoch;
 }
 
-/** What a run needs, injected: the store and its two tables, the clock, the events; the manifest bucket if any. */
+/** What a run needs, injected: the stores of its lock table, job table and (if any) manifest bucket, the clock, the events. */
 export interface RunDeps {
-  /** The document client every read and write goes through (unless `store` is given, for the job table's). */
-  readonly ddb: DocumentClient;
-  /** The lock table (the lease) and the job table (job rows and chunk fence items). */
-  readonly tables: { readonly locks: string; readonly jobs: string };
+  /** The lock table's store: the lease is claimed and renewed there. */
+  readonly locks: LeaseStore;
+  /** The job table's store: job rows and chunk fence items. */
+  readonly jobs: JobStore;
+  /** The manifest bucket's store. @default none: a job without a manifest (DynamoDB only) */
+  readonly manifests?: ManifestStore;
   /** Times the lease, the stop time and the retry backoffs. */
   readonly clock: Clock;
   /** Where the run's milestones go (fence-raised, completed, already-done, …). */
   readonly events: Events;
-  /** The manifest's store, or its bucket and client. @default none: a job without a manifest (DynamoDB only) */
-  readonly manifests?: ManifestStoreSource;
   /** Jitter source for the retry backoffs. @default Math.random */
   readonly random?: () => number;
-  /** The job store (job rows, chunk fences). @default the DynamoDB one on `ddb` and `tables.jobs` */
-  readonly store?: JobStore;
-  /** The lock store the lease is claimed and renewed in. @default the DynamoDB one on `ddb` and `tables.locks` */
-  readonly lockStore?: LockStore;
 }
 
 /** Which run: the job's keys, the date, and how many chunks it has. */
@@ -140,16 +135,8 @@ export interface ChunkContext {
 /** A job's work on one chunk. It must write through `fence` and be safe to redo (a new holder redoes the chunk). */
 export type ChunkWork<R> = (context: ChunkContext) => Promise<R>;
 
-const fenceDepsOf = (deps: Pick<RunDeps, 'ddb' | 'tables' | 'clock' | 'random' | 'store'>): fences.FenceDeps => ({
-  ddb: deps.ddb,
-  jobs: deps.tables.jobs,
-  clock: deps.clock,
-  random: deps.random,
-  ...(deps.store ? { store: deps.store } : {}),
-});
-
-const manifestDepsOf = (deps: RunDeps): ManifestStoreDeps | undefined =>
-  deps.manifests ? { ...deps.manifests, clock: deps.clock, random: deps.random } : undefined;
+const manifestDepsOf = (deps: RunDeps): ManifestDeps | undefined =>
+  deps.manifests ? { manifests: deps.manifests, clock: deps.clock, random: deps.random } : undefined;
 
 /**
  * The fence of one chunk of a run: its own item beside the job row (`<jobId>#chunk#07`).
@@ -157,12 +144,8 @@ const manifestDepsOf = (deps: RunDeps): ManifestStoreDeps | undefined =>
  * @param run - which run
  * @param chunk - the chunk's number, from 0
  */
-export function chunkFence(
-  deps: Pick<RunDeps, 'ddb' | 'tables' | 'clock' | 'random' | 'store'>,
-  run: Pick<JobRun, 'keys' | 'date'>,
-  chunk: number,
-): Fence {
-  return fences.jobFence(fenceDepsOf(deps), run.keys.chunkFence(run.date, chunk));
+export function chunkFence(deps: fences.FenceDeps, run: Pick<JobRun, 'keys' | 'date'>, chunk: number): Fence {
+  return fences.jobFence(deps, run.keys.chunkFence(run.date, chunk));
 }
 
 /**
@@ -170,8 +153,8 @@ export function chunkFence(
  * @param deps - the store and the job table
  * @param run - which run
  */
-function readRun(deps: Pick<RunDeps, 'ddb' | 'tables' | 'store'>, run: Pick<JobRun, 'keys' | 'date'>): Promise<JobRow | undefined> {
-  return fences.readJob({ ddb: deps.ddb, jobs: deps.tables.jobs, ...(deps.store ? { store: deps.store } : {}) }, run.keys.job(run.date));
+function readRun(deps: Pick<RunDeps, 'jobs'>, run: Pick<JobRun, 'keys' | 'date'>): Promise<JobRow | undefined> {
+  return fences.readJob(deps, run.keys.job(run.date));
 }
 
 /**
@@ -184,9 +167,7 @@ function readRun(deps: Pick<RunDeps, 'ddb' | 'tables' | 'store'>, run: Pick<JobR
 export async function raiseRun(deps: RunDeps, run: JobRun, lease: Lease): Promise<RaisedRun> {
   // The stop time before every write, the job row's and each chunk fence's: a raise of many chunks takes longer
   // than a stop time, and the holder renews meanwhile (its heartbeat) or stops there.
-  const { job: previous, chunksDone } = await fences.raise(fenceDepsOf(deps), run.keys.job(run.date), lease.token, lease.holder, run.chunks, () =>
-    lease.check(),
-  );
+  const { job: previous, chunksDone } = await fences.raise(deps, run.keys.job(run.date), lease.token, lease.holder, run.chunks, () => lease.check());
   const done = [...chunksDone].sort((a, b) => a - b);
   deps.events.emit('fence-raised', {
     token: lease.token,
@@ -221,13 +202,8 @@ export function resumeManifest(deps: RunDeps, run: Pick<JobRun, 'keys' | 'date'>
  * the job row, so concurrent chunks never touch a common item.
  * @throws FencedOutError when a newer holder raised the chunk's fence
  */
-function markChunkDone(
-  deps: Pick<RunDeps, 'ddb' | 'tables' | 'clock' | 'random' | 'store'>,
-  run: Pick<JobRun, 'keys' | 'date'>,
-  token: number,
-  chunk: number,
-): Promise<void> {
-  return fences.markChunkDone(fenceDepsOf(deps), run.keys.job(run.date), token, chunk);
+function markChunkDone(deps: fences.FenceDeps, run: Pick<JobRun, 'keys' | 'date'>, token: number, chunk: number): Promise<void> {
+  return fences.markChunkDone(deps, run.keys.job(run.date), token, chunk);
 }
 
 /**
@@ -264,7 +240,7 @@ export async function completeRun(
   const manifest = options.manifest ?? resumeManifest(deps, run, lease.token);
   const jobId = run.keys.job(run.date);
   // The stop time again once every chunk fence is read (thousands of reads), before the writes that say DONE.
-  await fences.complete(fenceDepsOf(deps), jobId, lease.token, async () => {
+  await fences.complete(deps, jobId, lease.token, async () => {
     lease.check();
     await manifest?.markDone();
   });
@@ -338,19 +314,7 @@ export async function runJob<R>(deps: RunDeps, run: DirectRun, work: ChunkWork<R
   // 1. Claim, clock-free; renew from this process while working.
   let lease: Lease;
   try {
-    lease = await claim(
-      {
-        ddb: deps.ddb,
-        table: deps.tables.locks,
-        clock: deps.clock,
-        events: deps.events,
-        random: deps.random,
-        ...(deps.lockStore ? { store: deps.lockStore } : {}),
-      },
-      run.keys.lock(run.date),
-      run.holder,
-      run.config,
-    );
+    lease = await claim(deps, run.keys.lock(run.date), run.holder, run.config);
   } catch (err) {
     // A live holder outlasted the budget: a duplicate start if that holder is the one running it, else a problem.
     if (!(err instanceof ClaimBudgetExhaustedError) || !runningUnder(await readRun(deps, run), err.epoch)) throw err;

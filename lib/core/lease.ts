@@ -12,30 +12,22 @@
  */
 import { createHash } from 'node:crypto';
 import { heldFence, type Fence, type HeldFence } from './aws/fence';
-import { lockStoreOf, type DocumentClient, type LockStoreSource } from './aws/lock-store';
 import { type Clock, type ClockTimer, wallIso } from './clock';
 import type { LeaseConfig } from './config';
 import { backoffOf, fullJitterMs, isTransient, newRvn, retryTransient } from './conditions';
 import { ClaimBudgetExhaustedError, ConfigError, LeaseLostError, StopTimePassedError } from './errors';
 import type { Events } from './events';
-import { EPOCH_FLOOR_KEY, type ClaimOn, type LockItem, type LockStore } from './store/lock';
+import { EPOCH_FLOOR_KEY, type ClaimOn, type LockItem, type LeaseStore } from './store/lock';
 
 export type { LockItem } from './store/lock';
 
 /**
- * What the lease functions need, injected: the document client and lock table the DynamoDB lock store is built on
- * (lib/core/aws/lock-store.ts lockStoreOf), or a `store` that overrides it; the clock that times every duration; the events.
+ * What the lease functions need, injected: the lock store (one item per lease key, never TTL'd), the clock that
+ * times every duration, the events.
  */
 export interface LeaseDeps {
-  /** The document client for the lock table. */
-  readonly ddb: DocumentClient;
-  /** The lock table (one item per lease key, partition key `pk`, never TTL'd). */
-  readonly table: string;
-  /**
-   * The lock store to use instead of the DynamoDB one on `ddb` and `table` (the in-memory store, in tests).
-   * @internal
-   */
-  readonly store?: LockStore;
+  /** The lock table's store: `awsStores(...).locks`, or `new DynamoLockStore(ddb, table)`. */
+  readonly locks: LeaseStore;
   /** Times every duration (waits, renewals, stop times) on its monotonic clock. */
   readonly clock: Clock;
   /**
@@ -51,8 +43,8 @@ export interface LeaseDeps {
  * A strongly consistent read of the lock item: the authority's current view. Undefined if the key was never claimed.
  * It says who held the lease when the store answered, nothing about now: never act on it, claim.
  */
-export async function readLock(deps: LockStoreSource, key: string): Promise<LockItem | undefined> {
-  return lockStoreOf(deps).read(key);
+export async function readLock(deps: Pick<LeaseDeps, 'locks'>, key: string): Promise<LockItem | undefined> {
+  return deps.locks.read(key);
 }
 
 /** What a claimant saw, and how long it must wait before claiming: a full lease if anyone holds it. */
@@ -71,7 +63,7 @@ export interface Sighting {
  * Read the lock item and say what a claimant must do about it: claim at once (free), or watch its rvn for the
  * holder's declared lease (`waitMs`). One read; the caller times the watch (nextClaimStep).
  */
-export async function sight(deps: LockStoreSource, key: string, config: Pick<LeaseConfig, 'leaseMs'>): Promise<Sighting> {
+export async function sight(deps: Pick<LeaseDeps, 'locks'>, key: string, config: Pick<LeaseConfig, 'leaseMs'>): Promise<Sighting> {
   const seen = await readLock(deps, key);
   if (seen?.holder === undefined) return { epoch: seen?.epoch, waitMs: 0 };
   return { holder: seen.holder, epoch: seen.epoch, seenRvn: seen.rvn, waitMs: seen.lease_ms ?? config.leaseMs };
@@ -88,7 +80,7 @@ export async function sight(deps: LockStoreSource, key: string, config: Pick<Lea
  * a zombie of an earlier run under the same name would then share our token.
  */
 export async function tryClaim(
-  deps: LockStoreSource & Pick<LeaseDeps, 'clock' | 'random'>,
+  deps: Pick<LeaseDeps, 'locks' | 'clock' | 'random'>,
   key: string,
   holder: string,
   config: Pick<LeaseConfig, 'leaseMs'>,
@@ -99,7 +91,7 @@ export async function tryClaim(
   // first. Free (released): the item and its epoch stay. Held: the rvn seen must be unchanged.
   const on: ClaimOn =
     sighting.seenRvn !== undefined ? { rvn: sighting.seenRvn } : sighting.epoch === undefined ? { epoch: undefined } : { free: true };
-  return claimOnce(lockStoreOf(deps), deps, key, on, { holder, leaseMs: config.leaseMs, rvn: claimRvn });
+  return claimOnce(deps.locks, deps, key, on, { holder, leaseMs: config.leaseMs, rvn: claimRvn });
 }
 
 /**
@@ -111,7 +103,7 @@ export async function tryClaim(
  * @throws ConfigError for the epoch floor's key (nothing written)
  */
 export async function claimOnce(
-  store: LockStore,
+  store: LeaseStore,
   deps: Pick<LeaseDeps, 'clock' | 'random'>,
   key: string,
   on: ClaimOn,
@@ -266,7 +258,7 @@ export class Lease {
   private lost: Error | undefined;
   private timer: ClockTimer | undefined;
   private inFlight: Promise<void> | undefined;
-  private readonly store: LockStore;
+  private readonly store: LeaseStore;
 
   /**
    * A lease is made by the code that claims or takes one up (`claim`, `withLease`, `resume` and its renewal, an
@@ -284,7 +276,7 @@ export class Lease {
   ) {
     this.token = epoch;
     this.stopAt = this.stopTimeFrom(sentAt);
-    this.store = lockStoreOf(deps);
+    this.store = deps.locks;
   }
 
   /**
@@ -365,7 +357,7 @@ export class Lease {
     for (let retry = 0; ; retry++) {
       const sentAt = this.deps.clock.monotonicMs(); // 1. read BEFORE sending
       if (this.granted && this.overAt(sentAt)) throw this.lost;
-      let out: Awaited<ReturnType<LockStore['renew']>>;
+      let out: Awaited<ReturnType<LeaseStore['renew']>>;
       try {
         out = await this.store.renew(this.key, this.holding, newRvn(), wallIso(this.deps.clock));
       } catch (err) {

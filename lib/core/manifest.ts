@@ -21,10 +21,9 @@
  * one holder's own concurrent commits beyond "each lands once".
  *
  * Where the manifest and its chunk objects live is the caller's (`ManifestPlace`): a job passes its own keys. Every
- * S3 request goes through a ManifestStore (lib/core/store/manifest.ts): the S3 one built from `s3` and `bucket`, or the
- * one given as `store` (the in-memory one, lib/testing/manifest-store.ts, keeps S3's rules).
+ * S3 request goes through the ManifestStore it is given (lib/core/store/manifest.ts): the S3 one, or the in-memory one
+ * (lib/testing/manifest-store.ts), which keeps S3's rules.
  */
-import { manifestStoreOf, type ManifestStoreSource, type S3Client } from './aws/manifest-store';
 import { type Clock, wallIso } from './clock';
 import { fullJitterMs } from './conditions';
 import { FencedOutError } from './errors';
@@ -70,18 +69,10 @@ export interface ManifestBody {
   readonly raisedBy: ReadonlyArray<{ readonly token: number; readonly at: string }>;
 }
 
-/**
- * What the manifest needs, injected: where the objects live (an S3 client and bucket, or a `store`), and the clock
- * that times the 409 backoff.
- */
-export type ManifestStoreDeps = ManifestStoreSource & Pick<ManifestDeps, 'clock' | 'random'>;
-
-/** What the manifest needs, injected: the S3 client and bucket the objects live in, and the clock that times the 409 backoff. */
+/** What the manifest needs, injected: the store the objects live in, and the clock that times the 409 backoff. */
 export interface ManifestDeps {
-  /** The S3 client. */
-  readonly s3: S3Client;
-  /** The bucket the manifest and the chunk objects live in. */
-  readonly bucket: string;
+  /** The bucket's store, where the manifest and the chunk objects live: `new S3ManifestStore(s3, bucket)`. */
+  readonly manifests: ManifestStore;
   /** Times the 409 backoff. */
   readonly clock: Clock;
   /** Jitter source for the 409 backoff. @defaultValue Math.random */
@@ -97,11 +88,8 @@ const MAX_MERGES = 20;
  * Read the manifest at `key` (an auditor's or a reader's read; holders never learn "missing" from a read, see above).
  * @returns the body and its ETag, or undefined on 404 NoSuchKey (a 403 without s3:ListBucket is thrown)
  */
-export function readManifest(deps: Pick<ManifestDeps, 's3' | 'bucket'>, key: string): Promise<{ body: ManifestBody; etag: string } | undefined>;
-/** @internal */
-export function readManifest(deps: ManifestStoreSource, key: string): Promise<{ body: ManifestBody; etag: string } | undefined>;
-export async function readManifest(deps: ManifestStoreSource, key: string): Promise<{ body: ManifestBody; etag: string } | undefined> {
-  const read = await manifestStoreOf(deps).get(key);
+export async function readManifest(deps: Pick<ManifestDeps, 'manifests'>, key: string): Promise<{ body: ManifestBody; etag: string } | undefined> {
+  const read = await deps.manifests.get(key);
   return read && { body: JSON.parse(read.body) as ManifestBody, etag: read.etag };
 }
 
@@ -115,7 +103,7 @@ export class ManifestWriter {
   private readonly store: ManifestStore;
 
   private constructor(
-    private readonly deps: ManifestStoreDeps,
+    private readonly deps: ManifestDeps,
     /** Where the manifest and the chunk objects live. */
     readonly place: ManifestPlace,
     /** The job the manifest belongs to. */
@@ -123,7 +111,7 @@ export class ManifestWriter {
     /** This writer's token: what it raised the manifest to. */
     readonly token: number,
   ) {
-    this.store = manifestStoreOf(deps);
+    this.store = deps.manifests;
   }
 
   /**
@@ -133,10 +121,7 @@ export class ManifestWriter {
    * @returns the writer, and the manifest as raised (the chunks committed before are kept)
    * @throws FencedOutError if the manifest carries a higher token
    */
-  static raise(deps: ManifestDeps, place: ManifestPlace, jobId: string, lease: Lease): Promise<{ writer: ManifestWriter; body: ManifestBody }>;
-  /** @internal */
-  static raise(deps: ManifestStoreDeps, place: ManifestPlace, jobId: string, lease: Lease): Promise<{ writer: ManifestWriter; body: ManifestBody }>;
-  static raise(deps: ManifestStoreDeps, place: ManifestPlace, jobId: string, lease: Lease): Promise<{ writer: ManifestWriter; body: ManifestBody }> {
+  static raise(deps: ManifestDeps, place: ManifestPlace, jobId: string, lease: Lease): Promise<{ writer: ManifestWriter; body: ManifestBody }> {
     return ManifestWriter.raiseAt(deps, place, jobId, lease.token);
   }
 
@@ -146,7 +131,7 @@ export class ManifestWriter {
    * @internal
    */
   static async raiseAt(
-    deps: ManifestStoreDeps,
+    deps: ManifestDeps,
     place: ManifestPlace,
     jobId: string,
     token: number,
@@ -170,10 +155,7 @@ export class ManifestWriter {
    * ETag yet, so its first commit reads the manifest and refuses to go on unless it still carries our token.
    * @internal the chunk function's context gives the run's manifest already resumed
    */
-  static resume(deps: ManifestDeps, place: ManifestPlace, jobId: string, token: number): ManifestWriter;
-  /** @internal */
-  static resume(deps: ManifestStoreDeps, place: ManifestPlace, jobId: string, token: number): ManifestWriter;
-  static resume(deps: ManifestStoreDeps, place: ManifestPlace, jobId: string, token: number): ManifestWriter {
+  static resume(deps: ManifestDeps, place: ManifestPlace, jobId: string, token: number): ManifestWriter {
     return new ManifestWriter(deps, place, jobId, token);
   }
 
@@ -210,7 +192,7 @@ export class ManifestWriter {
     let conflicts = 0;
     for (let attempt = 0; attempt < MAX_MERGES; attempt++) {
       if (step === 'read') {
-        const read = await readManifest({ store: this.store }, this.place.key);
+        const read = await readManifest({ manifests: this.store }, this.place.key);
         this.last = read?.body;
         this.etag = read?.etag;
         const fence = this.last?.token ?? 0;

@@ -16,8 +16,7 @@
  * repeated or resumed after a crash without bumping any item twice. Nothing is deleted; holders are left as they
  * are (a restored holder's renewals now fail on the epoch, and a claimant waits out its lease as usual).
  */
-import { lockStoreOf, type DocumentClient } from './aws/lock-store';
-import { EPOCH_FLOOR_KEY, type LockStore } from './store/lock';
+import { EPOCH_FLOOR_KEY, type RestoreStore } from './store/lock';
 
 /** The default bump: far above any token the runs since a backup can have handed out. */
 export const DEFAULT_BUMP = 1_000_000;
@@ -52,17 +51,8 @@ export interface BumpReport {
  * Does not guarantee anything about holders that keep writing with a restored token until the bump: run it before
  * the restored table is used.
  */
-export function bumpEpochs(deps: { ddb: DocumentClient; locks: string }, opts: { by: number; runId: string; dryRun: boolean }): Promise<BumpReport>;
-/** @internal */
-export function bumpEpochs(
-  deps: { ddb: DocumentClient; locks: string; store?: LockStore },
-  opts: { by: number; runId: string; dryRun: boolean },
-): Promise<BumpReport>;
-export async function bumpEpochs(
-  deps: { ddb: DocumentClient; locks: string; store?: LockStore },
-  opts: { by: number; runId: string; dryRun: boolean },
-): Promise<BumpReport> {
-  const store = lockStoreOf({ ddb: deps.ddb, table: deps.locks, store: deps.store });
+export async function bumpEpochs(deps: { readonly locks: RestoreStore }, opts: { by: number; runId: string; dryRun: boolean }): Promise<BumpReport> {
+  const store = deps.locks;
   const report: { -readonly [K in keyof BumpReport]: BumpReport[K] } = {
     runId: opts.runId,
     by: opts.by,
@@ -104,7 +94,7 @@ export async function bumpEpochs(
 }
 
 /** The floor first: from this write on, every item created starts above every epoch the restored table may repeat. */
-async function raiseFloor(store: LockStore, by: number, runId: string): Promise<BumpReport['floor']> {
+async function raiseFloor(store: RestoreStore, by: number, runId: string): Promise<BumpReport['floor']> {
   const out = await store.raiseFloor(by, runId);
   if (out.ok) return { from: out.from, to: out.from + by, alreadyRaised: false };
   const floor = await store.readFloor();

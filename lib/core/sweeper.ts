@@ -27,7 +27,6 @@
  * they are never in the index; a re-queue leaves them as they are, and the next holder raises the job row first and
  * then every chunk fence, learning the progress from them.
  */
-import { jobStoreOf, type DocumentClient } from './aws/job-store';
 import type { Clock } from './clock';
 import { LEASE_DEFAULTS } from './config';
 import type { Events } from './events';
@@ -35,7 +34,7 @@ import { claimedRows } from './fence';
 import { claimShard } from './job-keys';
 import { readLock } from './lease';
 import type { JobStore } from './store/jobs';
-import type { LockStore } from './store/lock';
+import type { LeaseStore } from './store/lock';
 import type { SweepReport } from './sweep-report';
 
 export type { SweepReport } from './sweep-report';
@@ -76,12 +75,10 @@ export const SWEEPER_DEFAULTS: SweeperConfig = {
 export interface SweeperDeps {
   /** The job it sweeps, by name: it reads only that job's claimed rows (jobs sharing a job table each have a sweeper). */
   readonly job: string;
-  /** The document client for both tables. */
-  readonly ddb: DocumentClient;
-  /** The job table: its sparse `claimed` index and its rows. */
-  readonly jobs: string;
-  /** The lock table: the lock items the sweeper sights. */
-  readonly locks: string;
+  /** The job table's store: its sparse `claimed` index and its rows. */
+  readonly jobs: JobStore;
+  /** The lock table's store: the lock items the sweeper sights. */
+  readonly locks: LeaseStore;
   /** Times the full lease between two sightings, on its monotonic clock. */
   readonly clock: Clock;
   /**
@@ -89,16 +86,6 @@ export interface SweeperDeps {
    * @internal
    */
   readonly events?: Events;
-  /**
-   * The job store (the sparse index, the re-queue). @defaultValue the DynamoDB one on `ddb` and `jobs`
-   * @internal
-   */
-  readonly store?: JobStore;
-  /**
-   * The lock store the sweeper reads the lock items from. @defaultValue the DynamoDB one on `ddb` and `locks`
-   * @internal
-   */
-  readonly lockStore?: LockStore;
 }
 
 /** One look at one claimed row and its lock. JSON-safe: the cloud passes it through a Wait state. */
@@ -122,10 +109,10 @@ export async function sightClaimed(
 ): Promise<{ sightings: ClaimSighting[]; itemsRead: number }> {
   const sightings: ClaimSighting[] = [];
   let itemsRead = 0;
-  for await (const row of claimedRows(jobStoreOf(deps), claimShard(deps.job))) {
+  for await (const row of claimedRows(deps.jobs, claimShard(deps.job))) {
     itemsRead += 2; // the index row and its lock item
     // The job row and its lock share the key (<name>#<date>, lib/core/job-keys.ts): a row's key is its lock's key.
-    const lock = await readLock({ ddb: deps.ddb, table: deps.locks, ...(deps.lockStore ? { store: deps.lockStore } : {}) }, row.pk);
+    const lock = await readLock(deps, row.pk);
     sightings.push({
       jobId: row.pk,
       ownerToken: Number(row.owner_token),
@@ -165,10 +152,10 @@ function isStorm(orphans: number, claimed: number, config: Pick<SweeperConfig, '
  * @internal
  */
 export async function requeue(
-  deps: Pick<SweeperDeps, 'ddb' | 'jobs' | 'store'>,
+  deps: Pick<SweeperDeps, 'jobs'>,
   orphan: Pick<ClaimSighting, 'jobId' | 'ownerToken' | 'fence' | 'requeues'>,
 ): Promise<boolean> {
-  const out = await jobStoreOf(deps).requeue(orphan.jobId, orphan);
+  const out = await deps.jobs.requeue(orphan.jobId, orphan);
   return out.ok;
 }
 

@@ -22,13 +22,15 @@
  * wakes up believing it leads until its stop time; two processes may each believe they lead for up to a lease. Only
  * the resource can refuse the deposed one: write through an EpochFence (lib/election/epoch-fence.ts).
  */
-import { lockStoreOf, type LockStoreSource } from '../core/aws/lock-store';
 import type { LeaseConfig } from '../core/config';
 import { backoffOf, newRvn, retryTransient } from '../core/conditions';
 import { wallIso, type ClockTimer } from '../core/clock';
 import { ConfigError } from '../core/errors';
 import { Lease, nextClaimStep, type LeaseDeps, type Watch } from '../core/lease';
-import type { LockStore, RemoveOn, RoleItem } from '../core/store/lock';
+import type { LeaseStore, RemoveOn, RoleItem, RoleStore } from '../core/store/lock';
+
+/** What an election needs: the lease's deps, with a lock store that also keeps the role and its candidate queue. */
+export type ElectionDeps = Omit<LeaseDeps, 'locks'> & { readonly locks: LeaseStore & RoleStore };
 
 /** Who leads a role, as the store says now: the lowest live candidate (it may be gone and not yet found so). */
 export interface LeaderView {
@@ -90,17 +92,17 @@ export function nameProblems(kind: 'role' | 'candidate', name: string): string[]
  * Every duration (polls, the watch, renewals, stop times) is timed on `deps.clock`'s monotonic clock.
  */
 export class Election {
-  private readonly store: LockStore;
+  private readonly store: ElectionDeps['locks'];
 
   constructor(
-    private readonly deps: LeaseDeps,
+    private readonly deps: ElectionDeps,
     /** The role's name: one leader at a time leads it. */
     readonly role: string,
     private readonly config: LeaseConfig,
   ) {
     const problems = nameProblems('role', role);
     if (problems.length > 0) throw new ConfigError(problems);
-    this.store = lockStoreOf(deps);
+    this.store = deps.locks;
   }
 
   /**
@@ -227,7 +229,7 @@ export class Election {
  * removed by us" (a watch then finds the item gone; a resign finds it no longer ours).
  */
 async function removeFromQueue(
-  store: LockStore,
+  store: RoleStore,
   deps: Pick<LeaseDeps, 'clock' | 'random'>,
   role: string,
   seq: number,
@@ -242,8 +244,8 @@ async function removeFromQueue(
  * out (two strongly consistent reads, no campaign needed). The leader it names may be gone and not yet found so;
  * never act on it: campaign.
  */
-export async function observeRole(deps: LockStoreSource, role: string): Promise<LeaderView> {
-  const store = lockStoreOf(deps);
+export async function observeRole(deps: Pick<ElectionDeps, 'locks'>, role: string): Promise<LeaderView> {
+  const store = deps.locks;
   const item = await store.readRole(roleKey(role));
   const queue = [...(item?.members ?? [])].sort((a, b) => a - b);
   const lastEpoch = Number(item?.epoch ?? 0);
@@ -268,7 +270,7 @@ export class Leadership {
   private resigned = false;
 
   constructor(
-    private readonly deps: LeaseDeps,
+    private readonly deps: ElectionDeps,
     /** The role led. */
     readonly role: string,
     /** This candidate's name. */
@@ -318,7 +320,7 @@ export class Leadership {
     this.resigned = true;
     this.watchdog?.cancel();
     await this.lease.stopHeartbeat();
-    const removed = await removeFromQueue(lockStoreOf(this.deps), this.deps, this.role, this.epoch, { holder: this.candidate, epoch: this.epoch });
+    const removed = await removeFromQueue(this.deps.locks, this.deps, this.role, this.epoch, { holder: this.candidate, epoch: this.epoch });
     if (removed) this.deps.events?.emit('resigned', { role: this.role, candidate: this.candidate, epoch: this.epoch });
     return removed;
   }

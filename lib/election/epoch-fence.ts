@@ -13,7 +13,6 @@
  * a handover does).
  */
 import { createHash } from 'node:crypto';
-import { ledgerStoreOf, type LedgerStoreSource } from '../core/aws/ledger-store';
 import { type Clock, wallIso } from '../core/clock';
 import { retryTransient } from '../core/conditions';
 import { FencedOutError, VersionConflictError } from '../core/errors';
@@ -24,15 +23,17 @@ import type { LedgerEntry, LedgerHead, LedgerStore } from '../core/store/ledger'
 export type { LedgerEntry, LedgerHead } from '../core/store/ledger';
 
 /**
- * Where the fence item and its ledger live (a DynamoDB client and the consumer's table, partition key `pk`, the fence
- * item and the entries side by side in it; or a `store`), and what times the retries.
+ * Where the fence item and its ledger live (the ledger's store: on DynamoDB, the consumer's table, partition key `pk`,
+ * the fence item and the entries side by side in it), and what times the retries.
  */
-export type EpochFenceTarget = LedgerStoreSource & {
+export interface EpochFenceTarget {
+  /** The ledger's store: `new DynamoLedgerStore(ddb, table)`, or the in-memory one. */
+  readonly ledger: LedgerStore;
   /** Times the backoff of a retried transaction; its wall clock stamps `written_at` (informational). */
   readonly clock: Clock;
   /** Jitter source for the backoff. @default Math.random */
   readonly random?: () => number;
-};
+}
 
 /** The key of a ledger entry: the fence item's key and the version, zero-padded so entries sort in version order. */
 export function entryKey(fenceKey: string, version: number): string {
@@ -49,7 +50,7 @@ export class EpochFence {
     /** The fence item's key (`ledger/<role>` for an election's ledger). */
     readonly key: string,
   ) {
-    this.store = ledgerStoreOf(target);
+    this.store = target.ledger;
   }
 
   /** A strongly consistent read of the fence item: what the store has accepted so far. */

@@ -18,7 +18,6 @@
  * believes (a paused one may wake up past its stop time with a write in hand). What it does not: that nothing is
  * lost in the gap; if the old writer died at the flip, nothing is written for lease + waitMargin.
  */
-import { lockStoreOf } from '../core/aws/lock-store';
 import { leaseProblems, type LeaseConfig } from '../core/config';
 import { newRvn } from '../core/conditions';
 import { ConfigError } from '../core/errors';
@@ -91,7 +90,7 @@ export async function handover(
   const problems = [...nameProblems('role', role), ...nameProblems('candidate', writer), ...handoverProblems(config)];
   if (problems.length > 0) throw new ConfigError(problems);
   const key = writerKey(role);
-  const store = lockStoreOf(deps);
+  const store = deps.locks;
   for (;;) {
     const seen = await store.read(key);
     const sentAt = deps.clock.monotonicMs(); // before the flip: our stop time never starts after it landed

@@ -97,14 +97,14 @@ export function chunkHandlerOn<R extends object>(
       if (!Number.isInteger(chunk) || chunk < 0 || chunk >= rt.chunks)
         throw new ConfigError([`chunk must be 0..${rt.chunks - 1}, got ${JSON.stringify(event?.chunk)}`]);
       // 2. Renew first.
-      const lease = await resume(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease);
+      const lease = await resume(rt.deps, rt.job.lock(jobDate), holder, token, rt.lease);
       // 3. Renew from the process doing the work.
       lease.startHeartbeat();
       try {
         // 4. The work, then the done mark on the chunk's fence item.
         const run = { keys: rt.job, date: jobDate };
-        const manifest = resumeManifest(rt.runDeps, run, token);
-        const result = await runChunk(rt.runDeps, run, { lease, manifest, chunk, hooks: rt.hooks }, (c) =>
+        const manifest = resumeManifest(rt.deps, run, token);
+        const result = await runChunk(rt.deps, run, { lease, manifest, chunk, hooks: rt.hooks }, (c) =>
           work({ ...c, chunks: rt.chunks, date: jobDate, env: rt.environment, runtime: rt }),
         );
         metrics.addMetric(Metric.chunksCommitted, MetricUnit.Count, 1);

@@ -23,7 +23,7 @@ export const claimStep = (runtime: RuntimeSource) => (event: { jobDate?: unknown
       waitMs: seen?.watch?.unchangedMs ?? 0,
     };
     const claimRvn = claimRvnFor(holder, { seenRvn: sighting.seenRvn, epoch: sighting.epoch }, seen?.attempt ?? 0);
-    const token = await tryClaim(rt.leaseDeps, key, holder, rt.lease, sighting, claimRvn);
+    const token = await tryClaim(rt.deps, key, holder, rt.lease, sighting, claimRvn);
     if (token === undefined) return { claimed: false as const };
     if (sighting.waitMs > 0) metrics.addMetric(Metric.takeoverWaitMs, MetricUnit.Milliseconds, sighting.waitMs);
     rt.events.emit('claim', { key, token, waitedMs: sighting.waitMs });

@@ -13,11 +13,11 @@ import { fromEnvironment, invoke, metrics, runInput, type RuntimeSource } from '
 export const completeStep = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
   invoke('complete', runtime, async (rt) => {
     const { jobDate, holder, token } = runInput(event, { token: true });
-    const lease = await resume(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease);
+    const lease = await resume(rt.deps, rt.job.lock(jobDate), holder, token, rt.lease);
     // Renew while it reads every chunk fence: thousands of reads can take longer than a stop time.
     lease.startHeartbeat();
     try {
-      await completeRun(rt.runDeps, { keys: rt.job, date: jobDate }, lease, { hooks: rt.hooks });
+      await completeRun(rt.deps, { keys: rt.job, date: jobDate }, lease, { hooks: rt.hooks });
     } finally {
       await lease.stopHeartbeat();
     }

@@ -20,3 +20,9 @@ export type { LeaseConfig } from '../core/config';
 export type { Fence, FenceTarget, HeldFence } from '../core/fence';
 export type { ManifestBody, ManifestChunk, ManifestDeps, ManifestPlace, ManifestWriter } from '../core/manifest';
 export type { Clock } from '../core/clock';
+// The stores those deps name (a lease's lock store, a fence's job store, a manifest's bucket), so a chunk's work can
+// read them and a test can hand in its own.
+export type * from '../core/store/lock';
+export type * from '../core/store/jobs';
+export type * from '../core/store/manifest';
+export type { JobState } from '../core/schema';

@@ -67,8 +67,8 @@ export const observeStep = (runtime: RuntimeSource) => (event: { jobDate?: unkno
   invoke('observe', runtime, async (rt): Promise<Observation> => {
     const { jobDate } = runInput(event);
     const key = rt.job.lock(jobDate);
-    const job = await readJob(rt.fenceDeps, rt.job.job(jobDate));
-    const s = await sight(rt.leaseDeps, key, rt.lease);
+    const job = await readJob(rt.deps, rt.job.job(jobDate));
+    const s = await sight(rt.deps, key, rt.lease);
     const { newRvn, ...o } = observation(event.previous, job?.state === 'DONE', s, rt.lease, runningUnder(job, s.epoch));
     if (newRvn) rt.events.emit('sighted', { key, holder: s.holder, epoch: s.epoch, rvn: s.seenRvn, waitMs: s.waitMs, attempt: o.attempt });
     if (o.anotherHolder) {

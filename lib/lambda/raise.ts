@@ -15,12 +15,12 @@ import { fromEnvironment, invoke, metrics, runInput, type RuntimeSource } from '
 export const raiseStep = (runtime: RuntimeSource) => (event: { jobDate?: unknown; holder?: unknown; token?: unknown }) =>
   invoke('raise', runtime, async (rt) => {
     const { jobDate, holder, token } = runInput(event, { token: true });
-    const lease = await resume(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease);
+    const lease = await resume(rt.deps, rt.job.lock(jobDate), holder, token, rt.lease);
     // Renew from this process while it raises: a run of thousands of chunk fences takes longer than a stop time
     // (docs/DESIGN.md "The gap between renewals"), and raiseRun checks the stop time before every write.
     lease.startHeartbeat();
     try {
-      const raised = await raiseRun(rt.runDeps, { keys: rt.job, date: jobDate, chunks: rt.chunks }, lease);
+      const raised = await raiseRun(rt.deps, { keys: rt.job, date: jobDate, chunks: rt.chunks }, lease);
       return { alreadyDone: false, chunks: [...raised.chunksToDo] };
     } catch (err) {
       if (!(err instanceof AlreadyDoneError)) throw err;

@@ -11,7 +11,7 @@ export const releaseStep = (runtime: RuntimeSource) => (event: { jobDate?: unkno
     const { jobDate, holder } = runInput(event);
     const token = Number(event.token);
     if (!Number.isSafeInteger(token) || token < 1) return { released: false };
-    return { released: await releaseClaimed(rt.leaseDeps, rt.job.lock(jobDate), holder, token, rt.lease) };
+    return { released: await releaseClaimed(rt.deps, rt.job.lock(jobDate), holder, token, rt.lease) };
   });
 
 export const handler = releaseStep(fromEnvironment());

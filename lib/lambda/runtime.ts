@@ -18,16 +18,12 @@ import { isTransient } from '../core/conditions';
 import { inWords, validateDate, validateLeaseConfig, type LeaseConfig } from '../core/config';
 import { ConfigError, FencepostError } from '../core/errors';
 import { Events, type EventListener, type EventName } from '../core/events';
-import type { FenceDeps } from '../core/fence';
 import { outcomeOf, type RunDeps, type RunHooks } from '../core/job';
 import { jobKeys, type JobKeys } from '../core/job-keys';
-import type { LeaseDeps } from '../core/lease';
-import type { ManifestStoreDeps } from '../core/manifest';
-import type { JobStore } from '../core/store/jobs';
-import type { LockStore } from '../core/store/lock';
-import type { ManifestStore } from '../core/store/manifest';
+import type { Stores } from '../core/store/stores';
 import type { SweeperDeps } from '../core/sweeper';
 import { awsClients, measureClockOffset, type Clients } from '../core/aws/clients';
+import { awsStores } from '../core/aws/stores';
 import { METRICS_NAMESPACE, Metric } from '../core/observability';
 import { Env } from './env';
 import { withSourceStack } from './source-stack';
@@ -63,24 +59,11 @@ export interface RuntimeOptions {
    * @default - DynamoDB and S3 through `clients`
    * @internal
    */
-  readonly stores?: RuntimeStores;
+  readonly stores?: Stores;
   /** Times every duration and backoff. @default systemClock */
   readonly clock?: Clock;
   /** Jitter source for the retry backoffs. @default Math.random */
   readonly random?: () => number;
-}
-
-/**
- * The lock item, the job table and the manifest bucket, as the core's store interfaces.
- * @internal
- */
-export interface RuntimeStores {
-  /** The lock items (the lease). */
-  readonly locks: LockStore;
-  /** Job rows, chunk fences, the sparse index. */
-  readonly jobs: JobStore;
-  /** The run's manifest. */
-  readonly manifests: ManifestStore;
 }
 
 /** One process's view of the job: its settings, keys and clients. */
@@ -93,12 +76,11 @@ export interface Runtime {
   /** Chunks in one run (FENCEPOST_CHUNKS). */
   readonly chunks: number;
   readonly lease: LeaseConfig;
-  readonly leaseDeps: LeaseDeps;
-  readonly fenceDeps: FenceDeps;
-  /** Undefined for a job without a manifest (no FENCEPOST_BUCKET). */
-  readonly manifestDeps: ManifestStoreDeps | undefined;
-  /** What core's run functions take (lib/core/job.ts): the store, both tables, the clock, the events, the bucket. */
-  readonly runDeps: RunDeps;
+  /**
+   * What core's lease, fence and run functions take: the stores (the lock table's, the job table's, the manifest
+   * bucket's, absent without FENCEPOST_BUCKET), the clock, the events.
+   */
+  readonly deps: RunDeps;
   /** What the sweeper's looks and re-queues take (lib/core/sweeper.ts): the sparse index and the lock items. */
   readonly sweeperDeps: SweeperDeps;
   /** The time zone a scheduled start's date is read in. */
@@ -160,9 +142,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
 
   const clients = options.clients ?? traced(awsClients());
   const clock = options.clock ?? systemClock;
-  const { stores, random } = options;
+  const { random } = options;
   const offset = new ClockOffsetEstimator();
-  if (!stores) {
+  if (!options.stores) {
     measureClockOffset(clients.raw, clock, offset);
     measureClockOffset(clients.s3, clock, offset);
   }
@@ -171,7 +153,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     else logger.info(e.event, { ...e });
   });
   if (options.onEvent) events.on(options.onEvent);
-  const manifests = stores ? { store: stores.manifests } : bucket ? { s3: clients.s3, bucket } : undefined;
+  const stores = options.stores ?? awsStores(clients, { ...tables, bucket });
   let sfn = options.sfn;
   return {
     clients,
@@ -180,11 +162,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     job,
     chunks,
     lease,
-    leaseDeps: { ddb: clients.ddb, table: tables.locks, clock, events, store: stores?.locks, random },
-    fenceDeps: { ddb: clients.ddb, jobs: tables.jobs, clock, store: stores?.jobs, random },
-    manifestDeps: manifests && { ...manifests, clock, random },
-    runDeps: { ddb: clients.ddb, tables, clock, events, manifests, store: stores?.jobs, lockStore: stores?.locks, random },
-    sweeperDeps: { job: job.name, ddb: clients.ddb, jobs: tables.jobs, locks: tables.locks, clock, store: stores?.jobs, lockStore: stores?.locks },
+    deps: { ...stores, clock, events, random },
+    sweeperDeps: { job: job.name, locks: stores.locks, jobs: stores.jobs, clock },
     scheduleTimeZone: env[Env.scheduleTimeZone] ?? 'UTC',
     environment: env,
     offset,

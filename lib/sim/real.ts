@@ -11,8 +11,8 @@
  * clock, so a write sent just before a pause meets the store after it.
  */
 import { VirtualClock, type Clock, type ClockTimer } from '../core/clock';
-import type { DocumentClient } from '../core/aws/job-store';
 import { Events, type FencepostEvent } from '../core/events';
+import type { RunDeps } from '../core/job';
 import { MemoryJobStore } from '../testing/job-store';
 import { MemoryLedgerStore } from '../testing/ledger-store';
 import { MemoryLockStore } from '../testing/lock-store';
@@ -21,11 +21,6 @@ import type { LedgerStore } from '../core/store/ledger';
 import type { LockStore } from '../core/store/lock';
 import { Sweeper, SWEEPER_DEFAULTS } from '../core/sweeper';
 import type { SimRow, TimelineMark } from './engine';
-
-/** Tables of the world (the stores are in memory; the names only key their items). */
-export const REAL_TABLES = { locks: 'locks', jobs: 'jobs' } as const;
-/** No DynamoDB client: every call goes to the in-memory stores. */
-export const NO_DDB = undefined as unknown as DocumentClient;
 
 /** An event as the world recorded it: the code's own event, at the virtual time it was emitted. */
 export interface WorldEvent {
@@ -61,6 +56,11 @@ export class RealWorker implements Clock {
     this.jobs = this.gated(world.jobs, world.storeDelayMs);
     this.locks = this.gated(world.locks, 0, () => this.cut);
     this.ledgers = this.gated(world.ledgers, 0);
+  }
+
+  /** What the real code is given on this worker: its gated stores, its clock, its events. */
+  get deps(): RunDeps & { readonly locks: LockStore } {
+    return { locks: this.locks, jobs: this.jobs, clock: this, events: this.events };
   }
 
   monotonicMs(): number {
@@ -161,16 +161,13 @@ export class RealWorker implements Clock {
  * `leaseMs` as the one declared.
  */
 export function sweeperOn(w: RealWorker, leaseMs: number, job: string): Sweeper {
-  return new Sweeper(
-    { job, ddb: NO_DDB, jobs: REAL_TABLES.jobs, locks: REAL_TABLES.locks, clock: w, events: w.events, store: w.jobs, lockStore: w.locks },
-    { ...SWEEPER_DEFAULTS, leaseMs },
-  );
+  return new Sweeper({ ...w.deps, job }, { ...SWEEPER_DEFAULTS, leaseMs });
 }
 
 /** The world: one virtual clock, the in-memory stores, the workers, and what they did. */
 export class RealWorld {
   readonly clock = new VirtualClock();
-  readonly jobs = new MemoryJobStore({ clock: this.clock, jobs: REAL_TABLES.jobs });
+  readonly jobs = new MemoryJobStore({ clock: this.clock, jobs: 'jobs' });
   /** The lock store (the in-memory one unless the scenario gives its own, a TTL'd table for one). */
   readonly locks: LockStore;
   /** The epoch ledgers a writer appends to (the handover's store). */

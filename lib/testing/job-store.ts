@@ -98,7 +98,7 @@ interface IndexVersion {
 
 /** The job store in memory, keeping DynamoDB's rules (see the file's opening). */
 export class MemoryJobStore implements JobStore {
-  readonly jobs: string;
+  readonly table: string;
   private readonly items = new Map<string, Item>();
   /** Item keys held by a transaction in flight. */
   private readonly held = new Set<string>();
@@ -108,7 +108,7 @@ export class MemoryJobStore implements JobStore {
   private readonly index = new Map<string, IndexVersion[]>();
 
   constructor(private readonly options: MemoryJobStoreOptions) {
-    this.jobs = options.jobs;
+    this.table = options.jobs;
     this.tokens = new RequestTokens(options.clock);
   }
 
@@ -145,16 +145,16 @@ export class MemoryJobStore implements JobStore {
       [Attr.claimShard]: r.shard,
       [Attr.claimedSince]: r.claimedSince,
     };
-    return this.update<JobRow>(this.jobs, { [Attr.pk]: jobId }, (old) => unraisedOrNotLower(old, r.token) && notDone(old), set);
+    return this.update<JobRow>(this.table, { [Attr.pk]: jobId }, (old) => unraisedOrNotLower(old, r.token) && notDone(old), set);
   }
 
   async markChunkDone(chunkKey: string, token: number): Promise<Conditional<ChunkFence>> {
-    return this.update<ChunkFence>(this.jobs, { [Attr.pk]: chunkKey }, (old) => old?.[Attr.fence] === token, { [Attr.doneBy]: token });
+    return this.update<ChunkFence>(this.table, { [Attr.pk]: chunkKey }, (old) => old?.[Attr.fence] === token, { [Attr.doneBy]: token });
   }
 
   async complete(jobId: string, token: number): Promise<Conditional<JobRow>> {
     const stillOwner = (old: Item | undefined) => old?.[Attr.fence] === token && old?.[Attr.ownerToken] === token;
-    return this.update<JobRow>(this.jobs, { [Attr.pk]: jobId }, stillOwner, { [Attr.state]: 'DONE' }, [Attr.claimShard, Attr.claimedSince]);
+    return this.update<JobRow>(this.table, { [Attr.pk]: jobId }, stillOwner, { [Attr.state]: 'DONE' }, [Attr.claimShard, Attr.claimedSince]);
   }
 
   async requeue(jobId: string, seen: RequeueSighting): Promise<Conditional<JobRow>> {
@@ -164,7 +164,7 @@ export class MemoryJobStore implements JobStore {
       old?.[Attr.fence] === seen.fence &&
       (old?.[Attr.requeues] ?? 0) === seen.requeues &&
       (seen.requeues !== 0 || old?.[Attr.requeues] === undefined);
-    return this.update<JobRow>(this.jobs, { [Attr.pk]: jobId }, asSighted, { [Attr.requeues]: seen.requeues + 1 });
+    return this.update<JobRow>(this.table, { [Attr.pk]: jobId }, asSighted, { [Attr.requeues]: seen.requeues + 1 });
   }
 
   /** One conditional UpdateItem: SET `set`, REMOVE `remove`, if `condition` holds on the old item; ALL_OLD either way. */
@@ -183,7 +183,7 @@ export class MemoryJobStore implements JobStore {
     const next: Item = { ...old, ...key, ...set };
     for (const name of remove) delete next[name];
     this.items.set(k, next);
-    if (table === this.jobs) this.indexed(next);
+    if (table === this.table) this.indexed(next);
     return { ok: true, old: copy(old) as T | undefined };
   }
 
@@ -214,7 +214,7 @@ export class MemoryJobStore implements JobStore {
   }
 
   async scanPage(start?: string): Promise<Page<Item>> {
-    const items = this.dump(this.jobs);
+    const items = this.dump(this.table);
     const order = (i: Item) => JSON.stringify([String(i[Attr.pk])]);
     items.sort((a, b) => order(a).localeCompare(order(b)));
     return this.page(items, order, start);
@@ -283,7 +283,7 @@ export class MemoryJobStore implements JobStore {
   }
 
   private jobKey(jobId: string): string {
-    return keyOf(this.jobs, { [Attr.pk]: jobId });
+    return keyOf(this.table, { [Attr.pk]: jobId });
   }
 }
 

@@ -32,7 +32,8 @@ import { FENCED_JOB_DEFAULTS, FencedJob, type FencedJobProps } from '../../lib/c
 import { runWorkflowLocally } from '../../lib/local/workflow';
 import { namespace, type Namespace } from '../support/stack';
 import { startWorker } from '../support/worker';
-import { noDynamo } from '../support/no-dynamo';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
+import { DynamoJobStore } from '../../lib/core/aws/job-store';
 
 const DATE = '2026-10-02';
 const CHUNKS = 4;
@@ -43,8 +44,14 @@ const budgetSeconds = (settings.claimBudget * settings.leaseMs) / 1000;
 async function firstHolder(ns: Namespace, running: boolean): Promise<Lease> {
   const events = new Events('first', systemClock);
   const config = { ...DEFAULTS, ...settings };
-  const lease = await claim({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events }, Keys.lock(DATE), 'first', config);
-  if (running) await raiseFence({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, clock: systemClock }, Keys.job(DATE), lease.token, 'first', CHUNKS);
+  const lease = await claim(
+    { locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks), clock: systemClock, events },
+    Keys.lock(DATE),
+    'first',
+    config,
+  );
+  if (running)
+    await raiseFence({ jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs), clock: systemClock }, Keys.job(DATE), lease.token, 'first', CHUNKS);
   return lease;
 }
 
@@ -54,7 +61,7 @@ async function firstHolder(ns: Namespace, running: boolean): Promise<Lease> {
  * the waiter observes, a live holder, not this process's own stop-time rule.
  */
 async function renewFirst(ns: Namespace, first: Lease): Promise<void> {
-  await resume({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock }, first.key, first.holder, first.token, {
+  await resume({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks), clock: systemClock }, first.key, first.holder, first.token, {
     ...DEFAULTS,
     ...settings,
   });
@@ -122,8 +129,8 @@ test("direct engine: runJob against a RUNNING night's live holder returns outcom
   const store = new MemoryJobStore({ clock, jobs: 'jobs' });
   const lockStore = new MemoryLockStore();
   const config = { ...DEFAULTS, ...settings };
-  const first = await claim({ ddb: noDynamo, table: 'locks', store: lockStore, clock }, Keys.lock(DATE), 'first', config); // at 0
-  await raiseFence({ ddb: noDynamo, jobs: 'jobs', clock, store }, Keys.job(DATE), first.token, 'first', CHUNKS);
+  const first = await claim({ locks: lockStore, clock }, Keys.lock(DATE), 'first', config); // at 0
+  await raiseFence({ jobs: store, clock }, Keys.job(DATE), first.token, 'first', CHUNKS);
   first.startHeartbeat(); // alive: a new rvn every renewMs
   const poll = pollMsOf(config);
   const startAt = poll / 2; // the waiter's sightings never fall at the instant of a renewal
@@ -132,7 +139,7 @@ test("direct engine: runJob against a RUNNING night's live holder returns outcom
   const heard: FencepostEvent[] = [];
   const events = new Events('second', clock).on((e) => void heard.push(e));
   const second = runJob(
-    { ddb: noDynamo, tables: { locks: 'locks', jobs: 'jobs' }, clock, events, store, lockStore },
+    { locks: lockStore, jobs: store, clock, events },
     { keys: Keys.keys, date: DATE, chunks: CHUNKS, holder: 'second', config },
     async () => assert.fail('the second holder must not work on a chunk'),
   ).finally(() => (endedAt = clock.monotonicMs()));

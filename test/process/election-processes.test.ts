@@ -14,6 +14,7 @@ import { writerLedgerKey } from '../../lib/election/handover';
 import { fakeClock } from '../../verify/chaos/chaos';
 import { startProcess, type SeenEvent, type WorkerOptions, type WorkerProcess } from '../../verify/chaos/worker-process';
 import { namespace, type Namespace } from '../support/stack';
+import { DynamoLedgerStore } from '../../lib/core/aws/ledger-store';
 
 const LEASE = { leaseMs: 1000, renewMs: 300, marginMs: 200 };
 const POLL_MS = Math.max(100, LEASE.leaseMs / 20);
@@ -77,7 +78,7 @@ const stopAll = async (ws: WorkerProcess[]) => {
 };
 
 async function ledger(ns: Namespace, key: string) {
-  const fence = new EpochFence({ ddb: ns.clients.ddb, table: ns.tables.jobs, clock: systemClock }, key);
+  const fence = new EpochFence({ ledger: new DynamoLedgerStore(ns.clients.ddb, ns.tables.jobs), clock: systemClock }, key);
   const [entries, head] = await Promise.all([fence.entries(), fence.head()]);
   return { entries, head, violations: ledgerViolations(entries, head) };
 }

@@ -22,6 +22,7 @@ import { runWorkflowLocally, synthesizeWorkflow, type LocalResult, type LocalExe
 import { billingApp } from '../../apps/billing/app';
 import { LocalLambdas, type DeployedFunction } from '../../lib/local/lambda-runner';
 import { namespace, type Namespace } from '../support/stack';
+import { DynamoJobStore } from '../../lib/core/aws/job-store';
 
 const DATE = '2026-09-28';
 const SETTINGS = { leaseMs: 3000, renewMs: 1000, marginMs: 1000, invoices: 400, chunkSize: 200, clockOffsetAlarmMs: 250 };
@@ -127,7 +128,7 @@ test('the fences raised under the holder: BillChunk throws FencedOutError → Lo
       afterTask: async (state) => {
         if (state !== 'RaiseFence') return;
         // What a newer holder's raise does to the chunk fences (the lock item still names us: our renewals pass).
-        const deps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+        const deps = { jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs), invoices: ns.tables.invoices, clock: systemClock };
         const ours = Number((await readJob(deps, Keys.job(DATE)))?.fence);
         await raiseChunkFences(deps, Keys.job(DATE), ours + 1, [0, 1]);
       },

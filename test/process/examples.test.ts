@@ -15,6 +15,8 @@ import { FencedOutError, ManifestWriter, fenceOn, readManifest, systemClock } fr
 import { heldFence } from '../../lib/core/aws/fence';
 import { writeBatch } from '../../lib/core/batch';
 import { namespace, type Namespace } from '../support/stack';
+import { DynamoFenceStore } from '../../lib/core/aws/job-store';
+import { S3ManifestStore } from '../../lib/core/aws/manifest-store';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 
@@ -72,7 +74,12 @@ test('chunked-job: the first holder records every line; the next redoes the job 
     "every line kept the first holder's token",
   );
   // worker-1, paused with token 1, wakes up and writes one more line: the job's fence (now 2) refuses it.
-  const fence = fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: 'report#2026-09-28' }, clock: systemClock });
+  const fence = fenceOn({
+    fences: new DynamoFenceStore(ns.clients.ddb),
+    table: ns.tables.jobs,
+    key: { pk: 'report#2026-09-28' },
+    clock: systemClock,
+  });
   const late = { table: ns.tables.jobs, item: { pk: { S: 'report#2026-09-28#line#999' }, token: { N: '1' } } };
   await assert.rejects(writeBatch(heldFence(fence, 1), [late]), (err) => err instanceof FencedOutError && err.fence === 2);
   assert.equal((await linesOf()).length, 150, 'nothing of the stale batch landed');
@@ -80,7 +87,9 @@ test('chunked-job: the first holder records every line; the next redoes the job 
 
 test('chunked-job: a holder whose token is below the fence (a newer holder raised it) stops at its raise, writing nothing', async () => {
   const ns = await namespace();
-  await fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: 'report#2026-09-28' }, clock: systemClock }).raise(7);
+  await fenceOn({ fences: new DynamoFenceStore(ns.clients.ddb), table: ns.tables.jobs, key: { pk: 'report#2026-09-28' }, clock: systemClock }).raise(
+    7,
+  );
   const run = await runExample(ns, 'chunked-job.ts', 'worker-1');
   assert.equal(run.code, 3, run.stderr);
   assert.equal(run.summary.fencedOut, true, JSON.stringify(run.summary));
@@ -105,7 +114,13 @@ test('fenced-update: the guarded Update lands once per holder; a stale writer in
   assert.deepEqual(await account(), { pk: 'acct#42', balance: 20, last_token: 2 }, 'two credits, one per holder');
   // worker-1, paused holding token 1, wakes up and sends its credit again: the guard at position 0 refuses it.
   const stale = heldFence(
-    fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: 'ledger#acct#42' }, clock: systemClock, resource: 'ledger' }),
+    fenceOn({
+      fences: new DynamoFenceStore(ns.clients.ddb),
+      table: ns.tables.jobs,
+      key: { pk: 'ledger#acct#42' },
+      clock: systemClock,
+      resource: 'ledger',
+    }),
     1,
   );
   const update = {
@@ -126,7 +141,7 @@ test('fenced-update: the guarded Update lands once per holder; a stale writer in
 
 test('manifest-commit: created, then raised and committed If-Match by the next holder; a stale commit is refused; readers see only named objects', async () => {
   const ns = await namespace();
-  const s3 = { s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock };
+  const s3 = { manifests: new S3ManifestStore(ns.clients.s3, ns.bucket), clock: systemClock };
   const place = { key: 'exports/2026-09-28/manifest.json', chunkPrefix: 'exports/2026-09-28/chunks/' };
   // A writer still on token `token` (it paused before a newer holder raised the manifest) commits a stray chunk.
   const staleCommit = (token: number) =>

@@ -25,6 +25,7 @@ import { startDynamoDbProxy, type DynamoDbProxy } from '../../lib/local/dynamodb
 import { startLocalS3, type LocalS3 } from '../../lib/local/s3-server';
 import { endpoints, unusedNames } from '../support/stack';
 import { exitedAfterOutput, runCli } from '../support/worker';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
 
 const T = { timeout: 120_000 };
 
@@ -133,7 +134,7 @@ async function deployment(): Promise<{ prefix: string; bucket: string }> {
   const { prefix, bucket } = unusedNames();
   await provisionBilling(direct!.raw, direct!.s3, prefix, bucket);
   const tables = billingTables(prefix);
-  const deps = { ddb: direct!.ddb, table: tables.locks, clock: systemClock, events: new Events('T', systemClock) };
+  const deps = { locks: new DynamoLockStore(direct!.ddb, tables.locks), clock: systemClock, events: new Events('T', systemClock) };
   for (const d of ['2026-09-27', '2026-09-28'])
     await (await claim(deps, Keys.lock(d), 'A', { leaseMs: 300, renewMs: 100, marginMs: 100, claimBudget: 30 })).release();
   return { prefix, bucket };

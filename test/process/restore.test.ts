@@ -12,6 +12,8 @@ import { bumpEpochs } from '../../lib/core/restore';
 import { Keys } from '../../apps/billing/keys';
 import { namespace } from '../support/stack';
 import { exitedAfterOutput, runCli, storeArgs } from '../support/worker';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
+import { DynamoJobStore } from '../../lib/core/aws/job-store';
 
 const lease = { ...DEFAULTS, leaseMs: 300, renewMs: 100, marginMs: 100 };
 
@@ -19,8 +21,8 @@ test('a restored lock item repeats an old token; after bump-epochs no token can 
   const ns = await namespace();
   const date = '2026-09-28';
   const key = Keys.lock(date);
-  const leaseDeps = { ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events: new Events('T', systemClock) };
-  const fenceDeps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, clock: systemClock };
+  const leaseDeps = { locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks), clock: systemClock, events: new Events('T', systemClock) };
+  const fenceDeps = { jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs), clock: systemClock };
   const take = async (who: string) => {
     const l = await claim(leaseDeps, key, who, lease);
     await fence.raise(fenceDeps, Keys.job(date), l.token, who, 1);
@@ -42,19 +44,19 @@ test('a restored lock item repeats an old token; after bump-epochs no token can 
   );
   await e.release();
 
-  const dry = await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by: 1_000_000, runId: 'r1', dryRun: true });
+  const dry = await bumpEpochs({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks) }, { by: 1_000_000, runId: 'r1', dryRun: true });
   assert.deepEqual(dry.changed, [{ key, from: 3, to: 1_000_003 }]);
   assert.deepEqual(dry.floor, { from: 0, to: 1_000_000, alreadyRaised: false }, 'the floor it would raise (never raised: from 0)');
   const unchanged = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { pk: key }, ConsistentRead: true }));
   assert.equal(unchanged.Item!.epoch, 3, 'a dry run writes nothing');
 
-  const bumped = await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by: 1_000_000, runId: 'r1', dryRun: false });
+  const bumped = await bumpEpochs({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks) }, { by: 1_000_000, runId: 'r1', dryRun: false });
   assert.deepEqual(bumped.changed, [{ key, from: 3, to: 1_000_003 }]);
   assert.deepEqual(bumped.floor, dry.floor, 'the floor raised as the dry run said');
-  const again = await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by: 1_000_000, runId: 'r1', dryRun: false });
+  const again = await bumpEpochs({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks) }, { by: 1_000_000, runId: 'r1', dryRun: false });
   assert.deepEqual([again.changed.length, again.alreadyBumped], [0, [key]], 'the same run id never bumps twice (resumable)');
   assert.deepEqual(again.floor, { from: bumped.floor.to, to: bumped.floor.to, alreadyRaised: true });
-  const dryAgain = await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by: 1_000_000, runId: 'r1', dryRun: true });
+  const dryAgain = await bumpEpochs({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks) }, { by: 1_000_000, runId: 'r1', dryRun: true });
   assert.deepEqual(dryAgain.floor, again.floor, 'a dry run finds the floor this run raised');
 
   const f = await claim(leaseDeps, key, 'F', lease);
@@ -69,7 +71,7 @@ test('a restored lock item repeats an old token; after bump-epochs no token can 
 
 test('fencepost bump-epochs --dry-run then for real, on the CLI', async () => {
   const ns = await namespace();
-  const leaseDeps = { ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events: new Events('T', systemClock) };
+  const leaseDeps = { locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks), clock: systemClock, events: new Events('T', systemClock) };
   for (const d of ['2026-09-27', '2026-09-28']) await (await claim(leaseDeps, Keys.lock(d), 'A', lease)).release();
   const cli = async (args: string[]) => {
     const child = runCli(['bump-epochs', ...storeArgs(ns), ...args]);

@@ -14,9 +14,10 @@ import { readManifest } from '../../lib/core/manifest';
 import { Attr } from '../../lib/core/schema';
 import { Keys } from '../../apps/billing/keys';
 import { systemClock } from '../../lib/core/clock';
-import { audit } from '../../apps/billing/audit';
+import { audit, auditDeps } from '../../apps/billing/audit';
 import { namespace, type Namespace } from '../support/stack';
 import { startWorker } from '../support/worker';
+import { S3ManifestStore } from '../../lib/core/aws/manifest-store';
 
 const DATE = '2026-09-28';
 const LEASE_MS = 3_000;
@@ -52,7 +53,7 @@ async function invoicesByToken(ns: Namespace): Promise<Map<string, number>> {
 }
 
 async function auditNight(ns: Namespace) {
-  return audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 2000);
+  return audit(auditDeps(ns.clients, ns.tables, ns.bucket), DATE, 2000);
 }
 
 for (const engine of ['direct', 'stepfunctions']) {
@@ -119,7 +120,7 @@ for (const engine of ['direct', 'stepfunctions']) {
     assert.equal(await a.exited, 3);
     assert.equal(await b.exited, 0, b.stderr.join('\n'));
 
-    const deps = { s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock };
+    const deps = { manifests: new S3ManifestStore(ns.clients.s3, ns.bucket), clock: systemClock };
     const manifest = await readManifest(deps, Keys.manifest(DATE));
     assert.equal(manifest!.body.chunks['01'].key, Keys.chunkObject(DATE, 1, 2), "chunk 1 is B's object");
     assert.equal(manifest!.body.chunks['00'].key, Keys.chunkObject(DATE, 0, 1), "chunk 0 stays A's: committed before the pause");

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
-import { audit } from '../../apps/billing/audit';
+import { audit, auditDeps } from '../../apps/billing/audit';
 import { exitedAfterOutput } from '../../verify/chaos/worker-process';
 import { runSweeperLocally, runWorkflowLocally, synthesizeWorkflow } from '../../lib/local/workflow';
 import { billingApp } from '../../apps/billing/app';
@@ -21,6 +21,8 @@ import { requeueRunName } from '../../lib/lambda/sweep-verify';
 import { namespace, type Namespace } from '../support/stack';
 import { spawn } from 'node:child_process';
 import { startWorker } from '../support/worker';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
+import { DynamoJobStore } from '../../lib/core/aws/job-store';
 
 const DATE = '2026-09-28';
 const night = [
@@ -41,7 +43,7 @@ const night = [
 ];
 
 async function auditNight(ns: Namespace) {
-  return audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 2000);
+  return audit(auditDeps(ns.clients, ns.tables, ns.bucket), DATE, 2000);
 }
 
 test('a whole night through the synthesized workflow completes and the audit holds', async () => {
@@ -149,11 +151,11 @@ test("the synthesized sweeper, on its bundles, re-queues a dead holder's night a
   // A holder claims and raises the fence, then dies: no renewal ever again.
   const settings = { leaseMs: 2000, renewMs: 500, marginMs: 500, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 125 };
   const events = new Events('dead', systemClock);
-  const held = await claim({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events }, Keys.lock(DATE), 'dead', {
+  const held = await claim({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks), clock: systemClock, events }, Keys.lock(DATE), 'dead', {
     ...DEFAULTS,
     ...settings,
   });
-  await raiseFence({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, clock: systemClock }, Keys.job(DATE), held.token, 'dead', 4);
+  await raiseFence({ jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs), clock: systemClock }, Keys.job(DATE), held.token, 'dead', 4);
   const r = await runSweeperLocally({
     app: billingApp,
     clients: ns.clients,
@@ -168,18 +170,18 @@ test("the synthesized sweeper, on its bundles, re-queues a dead holder's night a
   assert.equal(r.started.length, 1, 'one billing run started for the re-queued night');
   assert.equal(r.started[0].name, requeueRunName(DATE, held.token, 'sweep'), 'named after the night, the fence seen and the sweep');
   assert.equal(r.started[0].result.endState, 'Completed', JSON.stringify(r.started[0].result));
-  const report = await audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 2000);
+  const report = await audit(auditDeps(ns.clients, ns.tables, ns.bucket), DATE, 2000);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
 });
 
 /** A holder that claims and raises the fence for the night, then dies: no renewal ever again. */
 async function deadHolder(ns: Namespace, settings: { leaseMs: number; renewMs: number; marginMs: number }) {
   const events = new Events('dead', systemClock);
-  const held = await claim({ ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events }, Keys.lock(DATE), 'dead', {
+  const held = await claim({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks), clock: systemClock, events }, Keys.lock(DATE), 'dead', {
     ...DEFAULTS,
     ...settings,
   });
-  await raiseFence({ ddb: ns.clients.ddb, jobs: ns.tables.jobs, clock: systemClock }, Keys.job(DATE), held.token, 'dead', 4);
+  await raiseFence({ jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs), clock: systemClock }, Keys.job(DATE), held.token, 'dead', 4);
   return held;
 }
 

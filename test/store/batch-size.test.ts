@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { fenceOn, heldFence } from '../../lib/core/aws/fence';
-import { AwsFenceStore } from '../../lib/core/aws/job-store';
+import { DynamoFenceStore } from '../../lib/core/aws/job-store';
 import { writeFenced } from '../../lib/core/batch';
 import { MAX_PUTS_PER_TRANSACTION } from '../../lib/core/config';
 import { ConfigError } from '../../lib/core/errors';
@@ -27,7 +27,7 @@ const unique = (what: string) => `${what}-${randomBytes(4).toString('hex')}`;
 
 /** A fence on a fresh job-table item whose store notes the puts of every transaction it is sent. */
 function notedFence(ns: Namespace, sent: number[]) {
-  const store = new AwsFenceStore(ns.clients.ddb);
+  const store = new DynamoFenceStore(ns.clients.ddb);
   const noting: FenceStore = {
     raiseFence: (...a) => store.raiseFence(...a),
     readFence: (...a) => store.readFence(...a),
@@ -36,7 +36,7 @@ function notedFence(ns: Namespace, sent: number[]) {
       return store.recordBatch(fence, token, puts, requestToken);
     },
   };
-  return fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: unique('fence') }, resource: 'report', store: noting });
+  return fenceOn({ fences: noting, table: ns.tables.jobs, key: { pk: unique('fence') }, resource: 'report' });
 }
 
 /** Every item of a table, by key (a consistent scan: the store's own view, not the writer's report). */

@@ -9,7 +9,7 @@ import { describe, test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { fenceOn, heldFence, type Fence } from '../../lib/core/aws/fence';
-import { AwsFenceStore } from '../../lib/core/aws/job-store';
+import { DynamoFenceStore } from '../../lib/core/aws/job-store';
 import { writeBatch, writeFenced } from '../../lib/core/batch';
 import { VirtualClock } from '../../lib/core/clock';
 import { MAX_PUTS_PER_TRANSACTION } from '../../lib/core/config';
@@ -17,7 +17,6 @@ import { ConfigError, FenceNotRaisedError, FencedOutError } from '../../lib/core
 import { MemoryJobStore } from '../../lib/testing/job-store';
 import type { FenceStore } from '../../lib/core/store/jobs';
 import { namespace } from '../support/stack';
-import { noDynamo } from '../support/no-dynamo';
 
 const T = { timeout: 120_000 };
 const unique = (what: string) => `${what}-${randomBytes(4).toString('hex')}`;
@@ -70,30 +69,18 @@ const worlds: Record<string, () => Promise<World>> = {
     return {
       records: 'records',
       fence: (sent, on) =>
-        fenceOn({
-          ddb: noDynamo,
-          table: 'jobs',
-          key: { pk: unique('fence') },
-          clock: new VirtualClock(),
-          store: on ? on(store) : noting(store, sent),
-        }),
+        fenceOn({ fences: on ? on(store) : noting(store, sent), table: 'jobs', key: { pk: unique('fence') }, clock: new VirtualClock() }),
       read: (table, pk) => store.readFence({ table, key: { pk } }),
     };
   },
   'dynamodb-local': async () => {
     const ns = await namespace();
-    const store = new AwsFenceStore(ns.clients.ddb);
+    const store = new DynamoFenceStore(ns.clients.ddb);
     return {
       records: ns.tables.invoices,
       // No clock given: the system clock is the default.
       fence: (sent, on) =>
-        fenceOn({
-          ddb: ns.clients.ddb,
-          table: ns.tables.jobs,
-          key: { pk: unique('fence') },
-          resource: 'report',
-          store: on ? on(store) : noting(store, sent),
-        }),
+        fenceOn({ fences: on ? on(store) : noting(store, sent), table: ns.tables.jobs, key: { pk: unique('fence') }, resource: 'report' }),
       read: (table, pk) => store.readFence({ table, key: { pk } }),
     };
   },
@@ -204,7 +191,7 @@ for (const [name, make] of Object.entries(worlds)) {
           'the first two transactions landed, nothing after',
         );
         // The next holder (token 5) raises the same fence and redoes the write.
-        const redo = fenceOn({ ...dying.target, store: alive });
+        const redo = fenceOn({ ...dying.target, fences: alive! });
         await redo.raise(5);
         const r = await writeFenced(heldFence(redo, 5), items, { table: w.records });
         assert.deepEqual(r.alreadyRecorded, items.slice(0, cut), "each item recorded once: the dead holder's come back listed");

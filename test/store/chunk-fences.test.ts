@@ -7,8 +7,8 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { TransactionCanceledException } from '@aws-sdk/client-dynamodb';
 import { QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { audit } from '../../apps/billing/audit';
-import { billChunk, completeNight, raiseNight, writeInvoices, type BillingDeps, type InvoiceWriteDeps } from '../../apps/billing/night';
+import { audit, auditDeps } from '../../apps/billing/audit';
+import { billChunk, type BillingDeps, billingDeps, completeNight, type InvoiceWriteDeps, raiseNight, writeInvoices } from '../../apps/billing/night';
 import { systemClock } from '../../lib/core/clock';
 import { DEFAULT_BACKOFF, classifyCancellation } from '../../lib/core/conditions';
 import { DEFAULTS, type BillingConfig } from '../../apps/billing/settings';
@@ -25,22 +25,25 @@ import { localClients, type Clients } from '../../lib/core/aws/clients';
 import { sightClaimed } from '../../lib/core/sweeper';
 import { startDynamoDbProxy } from '../../lib/local/dynamodb-proxy';
 import { namespace, type Namespace } from '../support/stack';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
+import { DynamoJobStore } from '../../lib/core/aws/job-store';
+import { S3ManifestStore } from '../../lib/core/aws/manifest-store';
 
 const DATE = '2026-09-28';
 const JOB = Keys.job(DATE);
 const chunkFence = (c: number) => Keys.chunkFence(JOB, c);
 
 function fenceDeps(ns: Namespace, clients: Clients = ns.clients): InvoiceWriteDeps {
-  return { ddb: clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+  return { jobs: new DynamoJobStore(clients.ddb, ns.tables.jobs), invoices: ns.tables.invoices, clock: systemClock };
 }
 
-function billingDeps(ns: Namespace, worker: string, clients: Clients = ns.clients): BillingDeps {
-  return { ddb: clients.ddb, s3: clients.s3, tables: ns.tables, bucket: ns.bucket, clock: systemClock, events: new Events(worker, systemClock) };
+function nightDeps(ns: Namespace, worker: string, clients: Clients = ns.clients): BillingDeps {
+  return billingDeps(clients, ns.tables, ns.bucket, systemClock, new Events(worker, systemClock));
 }
 
 async function takeLease(ns: Namespace, worker: string, config: BillingConfig, clients: Clients = ns.clients) {
   return claim(
-    { ddb: clients.ddb, table: ns.tables.locks, clock: systemClock, events: new Events(worker, systemClock) },
+    { locks: new DynamoLockStore(clients.ddb, ns.tables.locks), clock: systemClock, events: new Events(worker, systemClock) },
     Keys.lock(DATE),
     worker,
     config,
@@ -85,7 +88,12 @@ test('the raise creates every chunk fence at the first token, raises them all fo
   );
   assert.deepEqual(await indexedRows(ns), [JOB], 'only the job row is claimed: chunk fence items carry no claim_shard');
   const { sightings } = await sightClaimed(
-    { job: Keys.keys.name, ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock },
+    {
+      job: Keys.keys.name,
+      jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs),
+      locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks),
+      clock: systemClock,
+    },
     { leaseMs: 1000 },
   );
   assert.deepEqual(
@@ -159,7 +167,12 @@ test('an interrupted raise (job row + chunk 0 raised, chunks 1 and 2 not yet): t
   const a = await takeLease(ns, 'A', config);
   await fence.raise(d, JOB, a.token, 'A', 3);
   const aManifest = (
-    await ManifestWriter.raiseAt({ s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock }, Keys.manifestPlace(DATE), JOB, a.token)
+    await ManifestWriter.raiseAt(
+      { manifests: new S3ManifestStore(ns.clients.s3, ns.bucket), clock: systemClock },
+      Keys.manifestPlace(DATE),
+      JOB,
+      a.token,
+    )
   ).writer;
   await writeInvoices(d, chunkFence(0), a.token, batches(0)[0]);
   await writeInvoices(d, chunkFence(1), a.token, batches(1)[0]);
@@ -190,9 +203,14 @@ test('an interrupted raise (job row + chunk 0 raised, chunks 1 and 2 not yet): t
   await assert.rejects(fence.markChunkDone(d, JOB, a.token, 2), FencedOutError);
 
   // B finishes the night on the billing path: manifest raise, the chunks left (0 and 2), complete.
-  const deps = billingDeps(ns, 'B');
+  const deps = nightDeps(ns, 'B');
   const bManifest = (
-    await ManifestWriter.raiseAt({ s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock }, Keys.manifestPlace(DATE), JOB, b.token)
+    await ManifestWriter.raiseAt(
+      { manifests: new S3ManifestStore(ns.clients.s3, ns.bucket), clock: systemClock },
+      Keys.manifestPlace(DATE),
+      JOB,
+      b.token,
+    )
   ).writer;
   const r0 = await billChunk(deps, b, bManifest, DATE, config, 0);
   assert.deepEqual([r0.recorded, r0.alreadyRecorded], [99, 99], "chunk 0: A's first batch already recorded");
@@ -204,7 +222,7 @@ test('an interrupted raise (job row + chunk 0 raised, chunks 1 and 2 not yet): t
   const tokens = await invoiceTokens(ns);
   assert.equal(tokens.size, 594);
   assert.equal([...tokens.values()].filter((t) => t === 1).length, 99 + 198, "A's token on chunk 0's first batch and all of chunk 1");
-  const report = await audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, 594);
+  const report = await audit(auditDeps(ns.clients, ns.tables, ns.bucket), DATE, 594);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
   assert.equal(report.state, 'DONE');
 });
@@ -223,7 +241,7 @@ async function concurrentNight(shared: boolean) {
   });
   const config: BillingConfig = { ...DEFAULTS, invoices: 4 * 297, chunkSize: 297 }; // 4 chunks of 3 transactions
   const plan: NightPlan = { date: DATE, invoices: config.invoices, chunkSize: config.chunkSize, putsPerTransaction: 99 };
-  const deps = billingDeps(ns, 'H', clients);
+  const deps = nightDeps(ns, 'H', clients);
   const lease = await takeLease(ns, 'H', config, clients);
   lease.startHeartbeat();
   const night = await raiseNight(deps, lease, DATE, config);
@@ -259,7 +277,7 @@ test('concurrent chunks of one holder through the conflict proxy: with chunk fen
   assert.ok(own.results.every((r) => r.recorded === 297 && r.alreadyRecorded === 0));
   await completeNight(own.deps, own.lease, own.night.manifest, DATE);
   await own.lease.release();
-  const report = await audit({ ddb: own.ns.clients.ddb, s3: own.ns.clients.s3, tables: own.ns.tables, bucket: own.ns.bucket }, DATE, 4 * 297);
+  const report = await audit(auditDeps(own.ns.clients, own.ns.tables, own.ns.bucket), DATE, 4 * 297);
   assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
   assert.equal(report.state, 'DONE');
 

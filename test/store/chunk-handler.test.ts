@@ -21,6 +21,8 @@ import { Env } from '../../lib/lambda/env';
 import { createRuntime, lazily } from '../../lib/lambda/runtime';
 import { noDynamo } from '../support/no-dynamo';
 import { namespace } from '../support/stack';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
+import { DynamoJobStore } from '../../lib/core/aws/job-store';
 
 /** A job that is not billing, in a number of chunks that is no default. */
 const environment = {
@@ -41,8 +43,8 @@ test("the chunk's work is given its chunk, the run's chunk count from FENCEPOST_
   const source = lazily(() => createRuntime({ environment, clients, stores, clock }));
   const rt = source();
   // The workflow's steps before the chunk: a holder claims the lease and raises every fence (RaiseFence).
-  const lease = await claim(rt.leaseDeps, rt.job.lock(DATE), 'holder-a', rt.lease);
-  await raiseRun(rt.runDeps, { keys: rt.job, date: DATE, chunks: rt.chunks }, lease);
+  const lease = await claim(rt.deps, rt.job.lock(DATE), 'holder-a', rt.lease);
+  await raiseRun(rt.deps, { keys: rt.job, date: DATE, chunks: rt.chunks }, lease);
 
   const handler = chunkHandlerOn(source, async (c) => ({
     given: {
@@ -91,13 +93,17 @@ test("the public handler, on its function's own environment, gives the work the 
   try {
     const events = new Events('test', systemClock);
     const lease = await claim(
-      { ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events },
+      { locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks), clock: systemClock, events },
       keys.lock(DATE),
       'holder-a',
       LEASE_DEFAULTS,
     );
     const tables = { locks: ns.tables.locks, jobs: ns.tables.jobs };
-    await raiseRun({ ddb: ns.clients.ddb, tables, clock: systemClock, events }, { keys, date: DATE, chunks: 3 }, lease);
+    await raiseRun(
+      { locks: new DynamoLockStore(ns.clients.ddb, tables.locks), jobs: new DynamoJobStore(ns.clients.ddb, tables.jobs), clock: systemClock, events },
+      { keys, date: DATE, chunks: 3 },
+      lease,
+    );
     let given: string[] = [];
     const handler = fencedChunkHandler(async (c) => {
       given = Object.keys(c).sort();

@@ -10,8 +10,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { audit } from '../../apps/billing/audit';
-import { runBilling } from '../../apps/billing/night';
+import { audit, auditDeps } from '../../apps/billing/audit';
+import { billingDeps, runBilling } from '../../apps/billing/night';
 import { DEFAULTS } from '../../apps/billing/settings';
 import { Keys } from '../../apps/billing/keys';
 import { systemClock, VirtualClock } from '../../lib/core/clock';
@@ -25,11 +25,14 @@ import { pollMsOf, readLock } from '../../lib/core/lease';
 import { readManifest } from '../../lib/core/manifest';
 import { bumpEpochs } from '../../lib/core/restore';
 import { EPOCH_FLOOR_KEY } from '../../lib/core/store/lock';
-import { AwsLockStore } from '../../lib/core/aws/lock-store';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
 import { localClients, type Clients } from '../../lib/core/aws/clients';
 import { Sweeper } from '../../lib/core/sweeper';
 import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { namespace, type Namespace } from '../support/stack';
+import { DynamoJobStore } from '../../lib/core/aws/job-store';
+import { DynamoLedgerStore } from '../../lib/core/aws/ledger-store';
+import { S3ManifestStore } from '../../lib/core/aws/manifest-store';
 
 const DATE = '2026-09-28';
 const night = { ...DEFAULTS, leaseMs: 600, renewMs: 150, marginMs: 150, invoices: 198, chunkSize: 99, putsPerTransaction: 99 };
@@ -80,7 +83,7 @@ function onClock<C extends Pick<Clients, 'ddb' | 's3'>>(clients: C, clock: Virtu
 
 function billing(ns: Namespace, clients: Clients, worker: string, clock: Clock = systemClock) {
   const c = clock instanceof VirtualClock ? onClock(clients, clock) : clients;
-  return { ddb: c.ddb, s3: c.s3, tables: ns.tables, bucket: ns.bucket, clock, events: new Events(worker, clock) };
+  return billingDeps(c, ns.tables, ns.bucket, clock, new Events(worker, clock));
 }
 
 /** Run `work` on virtual time: the clock fires every timer it sets until none is left (the run is over). */
@@ -94,7 +97,7 @@ async function untilIdle<T>(clock: VirtualClock, work: Promise<T>): Promise<T> {
   return work;
 }
 
-const auditNight = (ns: Namespace) => audit({ ddb: ns.clients.ddb, s3: ns.clients.s3, tables: ns.tables, bucket: ns.bucket }, DATE, night.invoices);
+const auditNight = (ns: Namespace) => audit(auditDeps(ns.clients, ns.tables, ns.bucket), DATE, night.invoices);
 
 test('dies between the manifest DONE and the job row DONE: the row stays RUNNING in the index, the sweeper re-queues it, the next holder completes', async () => {
   const ns = await namespace();
@@ -102,12 +105,17 @@ test('dies between the manifest DONE and the job row DONE: the row stays RUNNING
   const a = dyingClients(ns, isDoneWrite, 'before');
   await assert.rejects(untilIdle(clock, runBilling(billing(ns, a, 'A', clock), { date: DATE, worker: 'A', config: night })), { name: 'ProcessDied' });
   a.destroy();
-  const manifest = await readManifest({ s3: ns.clients.s3, bucket: ns.bucket }, Keys.manifestPlace(DATE).key);
+  const manifest = await readManifest({ manifests: new S3ManifestStore(ns.clients.s3, ns.bucket) }, Keys.manifestPlace(DATE).key);
   assert.equal(manifest?.body.state, 'DONE', 'the manifest says DONE first');
-  const row = await fence.readJob({ ddb: ns.clients.ddb, jobs: ns.tables.jobs }, Keys.job(DATE));
+  const row = await fence.readJob({ jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs) }, Keys.job(DATE));
   assert.deepEqual([row?.state, row?.claim_shard !== undefined], ['RUNNING', true], 'the row is RUNNING and findable');
   const sweeper = new Sweeper(
-    { job: Keys.keys.name, ddb: onClock(ns.clients, clock).ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock },
+    {
+      job: Keys.keys.name,
+      jobs: new DynamoJobStore(onClock(ns.clients, clock).ddb, ns.tables.jobs),
+      locks: new DynamoLockStore(onClock(ns.clients, clock).ddb, ns.tables.locks),
+      clock,
+    },
     { leaseMs: night.leaseMs, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10, maxRequeuesPerRun: 5 },
   );
   const started: string[] = [];
@@ -147,9 +155,13 @@ test('dies between its claim (epoch + 1) and the raise of the job row: no claim 
   const a = dyingClients(ns, isJobRowRaise, 'before');
   await assert.rejects(untilIdle(clock, runBilling(billing(ns, a, 'A', clock), { date: DATE, worker: 'A', config: night })), { name: 'ProcessDied' });
   a.destroy();
-  const lock = await readLock({ ddb: ns.clients.ddb, table: ns.tables.locks }, Keys.lock(DATE));
+  const lock = await readLock({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks) }, Keys.lock(DATE));
   assert.equal(lock?.holder, 'A', 'A claimed the lease ...');
-  assert.equal(await fence.readJob({ ddb: ns.clients.ddb, jobs: ns.tables.jobs }, Keys.job(DATE)), undefined, '... and raised nothing');
+  assert.equal(
+    await fence.readJob({ jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs) }, Keys.job(DATE)),
+    undefined,
+    '... and raised nothing',
+  );
   const b = await untilIdle(clock, runBilling(billing(ns, ns.clients, 'B', clock), { date: DATE, worker: 'B', config: night }));
   assert.equal(b.outcome, 'completed');
   assert.equal(b.token, Number(lock?.epoch) + 1, "B claimed after A's lease lapsed, with the next epoch");
@@ -171,13 +183,15 @@ test('the restore bump stopped half way: the same run id again bumps only the re
   const diesAt = 2;
   let bumps = 0;
   const dying = dyingClients(ns, (command, input) => isItemBump(command, input) && ++bumps === diesAt, 'after');
-  await assert.rejects(bumpEpochs({ ddb: dying.ddb, locks: ns.tables.locks }, { by, runId: 'restore-1', dryRun: false }), { name: 'ProcessDied' });
+  await assert.rejects(bumpEpochs({ locks: new DynamoLockStore(dying.ddb, ns.tables.locks) }, { by, runId: 'restore-1', dryRun: false }), {
+    name: 'ProcessDied',
+  });
   dying.destroy();
   const half = await epochs();
   const bumped = [...before.keys()].filter((k) => half.get(k) !== before.get(k)).sort();
   assert.equal(bumped.length, diesAt, `the bump died after its item ${diesAt} landed`);
   for (const k of bumped) assert.equal(half.get(k), before.get(k)! + by);
-  const again = await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by, runId: 'restore-1', dryRun: false });
+  const again = await bumpEpochs({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks) }, { by, runId: 'restore-1', dryRun: false });
   assert.deepEqual([...again.alreadyBumped].sort(), bumped, 'the items the first try bumped are not bumped again');
   assert.equal(again.changed.length, before.size - diesAt);
   const after = await epochs();
@@ -188,15 +202,17 @@ test('the restore bump dies between its two steps, after the floor and before th
   const ns = await namespace();
   const before = new Map(['a', 'b', 'c'].map((k, i) => [`restore-test/${k}`, 5 * (i + 1)]));
   for (const [pk, epoch] of before) await ns.clients.ddb.send(new PutCommand({ TableName: ns.tables.locks, Item: { pk, epoch } }));
-  const store = new AwsLockStore(ns.clients.ddb, ns.tables.locks);
+  const store = new DynamoLockStore(ns.clients.ddb, ns.tables.locks);
   const floor = await store.readFloor();
   const by = 1_000_000;
   const dying = dyingClients(ns, isFloorRaise, 'after');
-  await assert.rejects(bumpEpochs({ ddb: dying.ddb, locks: ns.tables.locks }, { by, runId: 'restore-1', dryRun: false }), { name: 'ProcessDied' });
+  await assert.rejects(bumpEpochs({ locks: new DynamoLockStore(dying.ddb, ns.tables.locks) }, { by, runId: 'restore-1', dryRun: false }), {
+    name: 'ProcessDied',
+  });
   dying.destroy();
   assert.equal(await store.readFloor(), floor + by, 'the floor is raised: every new key starts above it ...');
   for (const [pk, epoch] of before) assert.equal((await store.read(pk))?.epoch, epoch, `... but ${pk} is not bumped: the table is not ready`);
-  const again = await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by, runId: 'restore-1', dryRun: false });
+  const again = await bumpEpochs({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks) }, { by, runId: 'restore-1', dryRun: false });
   assert.deepEqual(again.floor, { from: floor + by, to: floor + by, alreadyRaised: true }, 'the floor is not raised twice');
   assert.deepEqual(again.changed.map((c) => c.key).sort(), [...before.keys()].sort());
   for (const [pk, epoch] of before) assert.equal((await store.read(pk))?.epoch, epoch + by, `${pk} bumped exactly once`);
@@ -212,8 +228,8 @@ test("handover: the new writer dies between its flip and its epoch bump; the nex
   const writer = (clients: Clients, name: string) => {
     const c = onClock(clients, clock);
     return {
-      deps: { ddb: c.ddb, table: ns.tables.locks, clock, events: new Events(name, clock) },
-      fence: new EpochFence({ ddb: c.ddb, table: ns.tables.jobs, clock }, writerLedgerKey(role)),
+      deps: { locks: new DynamoLockStore(c.ddb, ns.tables.locks), clock, events: new Events(name, clock) },
+      fence: new EpochFence({ ledger: new DynamoLedgerStore(c.ddb, ns.tables.jobs), clock }, writerLedgerKey(role)),
     };
   };
   const a = await handover(writer(ns.clients, 'A').deps, role, 'A', config, writer(ns.clients, 'A').fence); // nobody held it: no wait

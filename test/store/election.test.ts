@@ -17,12 +17,13 @@ import { Events, type FencepostEvent } from '../../lib/core/events';
 import { pollMsOf } from '../../lib/core/lease';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import type { LockStore } from '../../lib/core/store/lock';
-import { noDynamo } from '../support/no-dynamo';
 import { bumpEpochs } from '../../lib/core/restore';
 import { localClients } from '../../lib/core/aws/clients';
 import { startDynamoDbProxy } from '../../lib/local/dynamodb-proxy';
 import { namespace, type Namespace } from '../support/stack';
 import { onVirtualTime } from '../support/virtual-time';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
+import { DynamoLedgerStore } from '../../lib/core/aws/ledger-store';
 
 const fast: LeaseConfig = { leaseMs: 900, renewMs: 250, marginMs: 200, claimBudget: 3 };
 
@@ -30,12 +31,11 @@ async function setup(t: TestContext) {
   const ns = await namespace();
   const seen: FencepostEvent[] = [];
   const deps = (name: string) => ({
-    ddb: ns.clients.ddb,
-    table: ns.tables.locks,
+    locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks),
     clock: systemClock,
     events: new Events(name, systemClock).on((e) => seen.push(e)),
   });
-  const fence = new EpochFence({ ddb: ns.clients.ddb, table: ns.tables.jobs, clock: systemClock }, 'ledger/pacer');
+  const fence = new EpochFence({ ledger: new DynamoLedgerStore(ns.clients.ddb, ns.tables.jobs), clock: systemClock }, 'ledger/pacer');
   return { ns, seen, deps, fence, ...campaignsEndWith(t) };
 }
 
@@ -62,7 +62,7 @@ function campaignsEndWith(t: TestContext) {
 function virtual(ns: Namespace, seen: FencepostEvent[]) {
   const clock = new VirtualClock();
   const store = onVirtualTime(ns.clients.ddb, clock);
-  const deps = { ddb: store.ddb, table: ns.tables.locks, clock, events: new Events('A', clock).on((e) => seen.push(e)) };
+  const deps = { locks: new DynamoLockStore(store.ddb, ns.tables.locks), clock, events: new Events('A', clock).on((e) => seen.push(e)) };
   return { clock, store, deps };
 }
 
@@ -92,7 +92,7 @@ function memoryElection(role: string) {
       },
     });
   const election = (name: string) =>
-    new Election({ ddb: noDynamo, table: 'locks', store: storeOf(name), clock, events: new Events(name, clock).on((e) => seen.push(e)) }, role, fast);
+    new Election({ locks: storeOf(name), clock, events: new Events(name, clock).on((e) => seen.push(e)) }, role, fast);
   const at = (event: FencepostEvent['event'], worker: string) => seen.find((e) => e.event === event && e.worker === worker)?.monoMs;
   return { clock, store, seen, election, at, kill: (name: string) => void dead.add(name) };
 }
@@ -278,7 +278,7 @@ test('the restore bump raises the role counter, so every later leader has an epo
   const { deps, ns, campaign } = await setup(t);
   const a = await campaign(new Election(deps('A'), 'writer', fast), 'A');
   await a.resign();
-  await bumpEpochs({ ddb: ns.clients.ddb, locks: ns.tables.locks }, { by: 1_000_000, runId: 'restore-1', dryRun: false });
+  await bumpEpochs({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks) }, { by: 1_000_000, runId: 'restore-1', dryRun: false });
   const b = await campaign(new Election(deps('B'), 'writer', fast), 'B');
   assert.equal(b.epoch, 1_000_002, 'the counter was 1, bumped to 1,000,001; the next candidate takes 1,000,002');
   await b.resign();
@@ -298,8 +298,7 @@ test('a removal cancelled for a transient reason is sent again: a resign that me
   const clients = localClients({ dynamodb: proxy.endpoint });
   try {
     const deps = (name: string) => ({
-      ddb: clients.ddb,
-      table: ns.tables.locks,
+      locks: new DynamoLockStore(clients.ddb, ns.tables.locks),
       clock: systemClock,
       events: new Events(name, systemClock).on((e) => seen.push(e)),
     });

@@ -20,13 +20,14 @@ import { Attr, JOB_TABLE } from '../../lib/core/schema';
 import { claimShard } from '../../lib/core/job-keys';
 import { Keys } from '../../apps/billing/keys';
 import { namespace, type Namespace } from '../support/stack';
+import { DynamoFenceStore, DynamoJobStore } from '../../lib/core/aws/job-store';
 
 const DATE = '2026-09-28';
 const JOB = Keys.job(DATE);
 const plan: NightPlan = { date: DATE, invoices: 1_000, chunkSize: 500, putsPerTransaction: 99 };
 
 function fenceDeps(ns: Namespace): InvoiceWriteDeps {
-  return { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+  return { jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs), invoices: ns.tables.invoices, clock: systemClock };
 }
 
 async function invoiceTokens(ns: Namespace): Promise<Map<string, number>> {
@@ -164,8 +165,7 @@ test('a transaction cancelled for TransactionConflict on the fence check is retr
   );
   const slept: number[] = [];
   const d: InvoiceWriteDeps = {
-    ddb: client.ddb,
-    jobs: ns.tables.jobs,
+    jobs: new DynamoJobStore(client.ddb, ns.tables.jobs),
     invoices: ns.tables.invoices,
     random: () => 0.5,
     clock: {
@@ -202,7 +202,12 @@ test('two batches of one holder ConditionCheck the job row at once: through the 
     await proxy.stop();
   });
   const sent = tokensOnTheWire(client);
-  const d: InvoiceWriteDeps = { ddb: client.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock, random: () => 0.5 };
+  const d: InvoiceWriteDeps = {
+    jobs: new DynamoJobStore(client.ddb, ns.tables.jobs),
+    invoices: ns.tables.invoices,
+    clock: systemClock,
+    random: () => 0.5,
+  };
   const [b0, b1] = [...chunkBatches(plan, 0)];
   await fence.raise(d, JOB, 9, 'A', 2);
   const [r0, r1] = await Promise.all([writeInvoices(d, JOB, 9, b0), writeInvoices(d, JOB, 9, b1)]);
@@ -219,7 +224,13 @@ test('two batches of one holder ConditionCheck the job row at once: through the 
 
 test('a fence of your own, on any item: raise returns the old item; equal accepted, higher moves it, lower refused by name', async () => {
   const ns = await namespace();
-  const f = fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: 'orders#7' }, clock: systemClock, resource: 'orders' });
+  const f = fenceOn({
+    fences: new DynamoFenceStore(ns.clients.ddb),
+    table: ns.tables.jobs,
+    key: { pk: 'orders#7' },
+    clock: systemClock,
+    resource: 'orders',
+  });
   assert.equal(await f.raise(3, { owner: 'A' }), undefined, 'the first raise creates the fence item');
   assert.deepEqual(await f.raise(3), { pk: 'orders#7', fence: 3, owner: 'A' }, 'equal: accepted, returning what it replaced');
   assert.equal((await f.raise(5, { owner: 'B' }))?.fence, 3);
@@ -233,7 +244,7 @@ test('a fence of your own, on any item: raise returns the old item; equal accept
 test("guard(token) in the caller's own TransactWriteItems with an Update: lands while the fence accepts the token, refused (typed) once a higher one raised it", async () => {
   const ns = await namespace();
   const ddb = ns.clients.ddb;
-  const f = fenceOn({ ddb, table: ns.tables.jobs, key: { pk: 'accounts#fence' }, clock: systemClock });
+  const f = fenceOn({ fences: new DynamoFenceStore(ddb), table: ns.tables.jobs, key: { pk: 'accounts#fence' }, clock: systemClock });
   await ddb.send(new PutCommand({ TableName: ns.tables.invoices, Item: { pk: 'acct#1', balance: 100 } }));
   const credit = (token: number) =>
     ddb.send(
@@ -274,7 +285,13 @@ test("guard(token) in the caller's own TransactWriteItems with an Update: lands 
 
 test('the generic fenced batch on DynamoDB Local: any items, in two tables; a redo lists what was already recorded; a lower token writes nothing', async () => {
   const ns = await namespace();
-  const f = fenceOn({ ddb: ns.clients.ddb, table: ns.tables.jobs, key: { pk: 'ledger#fence' }, clock: systemClock, resource: 'ledger' });
+  const f = fenceOn({
+    fences: new DynamoFenceStore(ns.clients.ddb),
+    table: ns.tables.jobs,
+    key: { pk: 'ledger#fence' },
+    clock: systemClock,
+    resource: 'ledger',
+  });
   const put = (table: string, id: string, token: number) => ({ table, item: { pk: { S: id }, token: { N: String(token) } } });
   await f.raise(1);
   const first = await writeBatch(heldFence(f, 1), [put(ns.tables.invoices, 'e#1', 1), put(ns.tables.jobs, 'e#2', 1)]);

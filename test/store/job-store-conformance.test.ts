@@ -25,7 +25,7 @@ import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { UpdateTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
-import { AwsJobStore } from '../../lib/core/aws/job-store';
+import { DynamoJobStore } from '../../lib/core/aws/job-store';
 import { ConfigError } from '../../lib/core/errors';
 import { systemClock, VirtualClock } from '../../lib/core/clock';
 import { isTransient } from '../../lib/core/conditions';
@@ -38,8 +38,8 @@ import { localClients } from '../../lib/core/aws/clients';
 import type { BatchPut, FenceItem, JobRow, JobStore, RowRaise } from '../../lib/core/store/jobs';
 import { sightClaimed, type SweeperDeps } from '../../lib/core/sweeper';
 import { startDynamoDbProxy, type DynamoDbProxy } from '../../lib/local/dynamodb-proxy';
-import { noDynamo } from '../support/no-dynamo';
 import { namespace } from '../support/stack';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
 
 const T = { timeout: 60_000 };
 /** Wide enough that "still in flight" holds on two loaded cores (as test/store/dynamodb-proxy.test.ts). */
@@ -114,7 +114,7 @@ const worlds: Record<string, () => Promise<World>> = {
     return {
       store: settled,
       records: 'records',
-      deps: (job) => ({ ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock, store, lockStore, job }),
+      deps: (job) => ({ jobs: store, locks: lockStore, clock, job }),
       clock,
       close: async () => {},
       expiring: async () => ({ store: new MemoryJobStore({ clock, jobs: 'expiring-jobs', timeToLive: 'expires' }), name: 'expiring-jobs' }),
@@ -133,7 +133,7 @@ const worlds: Record<string, () => Promise<World>> = {
     const ns = await namespace();
     const proxy: DynamoDbProxy = await startDynamoDbProxy({ target: ns.endpoints.dynamodb, conflictWindowMs: WINDOW_MS });
     const clients = localClients({ dynamodb: proxy.endpoint });
-    const store = new AwsJobStore(clients.ddb, ns.tables.jobs);
+    const store = new DynamoJobStore(clients.ddb, ns.tables.jobs);
     return {
       close: async () => {
         clients.destroy();
@@ -146,10 +146,15 @@ const worlds: Record<string, () => Promise<World>> = {
         await other.clients.raw.send(
           new UpdateTimeToLiveCommand({ TableName, TimeToLiveSpecification: { Enabled: true, AttributeName: 'expires' } }),
         );
-        return { store: new AwsJobStore(clients.ddb, TableName), name: TableName };
+        return { store: new DynamoJobStore(clients.ddb, TableName), name: TableName };
       },
       records: ns.tables.invoices,
-      deps: (job) => ({ ddb: clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock, job }),
+      deps: (job) => ({
+        jobs: new DynamoJobStore(clients.ddb, ns.tables.jobs),
+        locks: new DynamoLockStore(clients.ddb, ns.tables.locks),
+        clock: systemClock,
+        job,
+      }),
       inFlight: async (act) => {
         const before = proxy.stats().requests;
         const running = act(store);
@@ -217,7 +222,7 @@ for (const [name, make] of Object.entries(worlds)) {
 
     test('chunk fences: raise (never raised or not above), the old item back; done only while the fence is ours', T, async () => {
       const chunk = `${unique('job')}#chunk#00`;
-      const item = fenceIn(w.store.jobs, chunk);
+      const item = fenceIn(w.store.table, chunk);
       assert.deepEqual(await w.store.raiseFence(item, 4, { chunk: 0 }), { ok: true, old: undefined });
       assert.deepEqual(await w.store.markChunkDone(chunk, 4), { ok: true, old: { pk: chunk, chunk: 0, fence: 4 } });
       const raised = await w.store.raiseFence(item, 6, { chunk: 0 });
@@ -227,14 +232,14 @@ for (const [name, make] of Object.entries(worlds)) {
       const low = await w.store.raiseFence(item, 5);
       assert.ok(!low.ok && low.current?.fence === 6);
       assert.deepEqual(await w.store.readFence(item), { pk: chunk, chunk: 0, fence: 6, done_by: 4 });
-      assert.equal(await w.store.readFence(fenceIn(w.store.jobs, unique('never'))), undefined);
+      assert.equal(await w.store.readFence(fenceIn(w.store.table, unique('never'))), undefined);
     });
 
     // Sparse index (bp-indexes-general-sparse-indexes.html), eventually consistent (GSI.html#GSI.Reads).
     test('the sparse index holds exactly the RUNNING rows: in with the raise, out with complete; never a chunk', T, async () => {
       const [a, b, c] = [unique('a'), unique('b'), unique('c')];
       for (const job of [a, b, c]) await w.store.raiseJob(job, raiseOf(2));
-      await w.store.raiseFence(fenceIn(w.store.jobs, `${a}#chunk#00`), 2, { chunk: 0 });
+      await w.store.raiseFence(fenceIn(w.store.table, `${a}#chunk#00`), 2, { chunk: 0 });
       const ours = async () => (await allClaimed(w.store)).map((r) => r.pk).filter((pk) => [a, b, c].some((j) => pk.startsWith(j)));
       await w.settleIndex(async () => (await ours()).length === 3);
       assert.deepEqual((await ours()).sort(), [a, b, c].sort(), 'three rows (pages followed to the end), no chunk item');
@@ -276,7 +281,7 @@ for (const [name, make] of Object.entries(worlds)) {
 
     // TransactWriteItems: all or nothing, reasons in request order (API_TransactWriteItems.html).
     test('a batch under the fence: recorded; already-recorded puts by position, and then nothing else written', T, async () => {
-      const fence = fenceIn(w.store.jobs, unique('fence'));
+      const fence = fenceIn(w.store.table, unique('fence'));
       await w.store.raiseFence(fence, 3);
       const [p1, p2, p3] = [unique('r'), unique('r'), unique('r')];
       assert.deepEqual(await w.store.recordBatch(fence, 3, [put(w.records, p1)], unique('tok')), { kind: 'recorded' });
@@ -288,7 +293,7 @@ for (const [name, make] of Object.entries(worlds)) {
 
     // ConditionCheck with ReturnValuesOnConditionCheckFailure ALL_OLD (API_TransactWriteItems.html).
     test('a batch below the fence, or under a fence never raised, is fenced out with the fence item that won; nothing written', T, async () => {
-      const fence = fenceIn(w.store.jobs, unique('fence'));
+      const fence = fenceIn(w.store.table, unique('fence'));
       const p = unique('r');
       const unraised = await w.store.recordBatch(fence, 1, [put(w.records, p)], unique('tok'));
       assert.equal(unraised.kind, 'fenced-out');
@@ -302,7 +307,7 @@ for (const [name, make] of Object.entries(worlds)) {
 
     // ClientRequestToken (API_TransactWriteItems.html#DDB-TransactWriteItems-request-ClientRequestToken).
     test('ClientRequestToken: the same request again is a success that writes nothing; another request with it is refused', T, async () => {
-      const fence = fenceIn(w.store.jobs, unique('fence'));
+      const fence = fenceIn(w.store.table, unique('fence'));
       await w.store.raiseFence(fence, 1);
       const token = unique('tok');
       const p = unique('r');
@@ -326,7 +331,7 @@ for (const [name, make] of Object.entries(worlds)) {
     // Transaction conflict handling (transaction-apis.html#transaction-conflict-handling); DynamoDB Local serialises
     // transactions, the conflict proxy emulates the conflict (test/store/dynamodb-proxy.test.ts).
     test('two transactions on the same fence item: the second is cancelled with TransactionConflict at it, and may be sent again', T, async () => {
-      const fence = fenceIn(w.store.jobs, unique('fence'));
+      const fence = fenceIn(w.store.table, unique('fence'));
       await w.store.raiseFence(fence, 2);
       const [p1, p2] = [unique('r'), unique('r')];
       const first = await w.inFlight((store) => store.recordBatch(fence, 2, [put(w.records, p1)], unique('tok')));
@@ -344,7 +349,7 @@ for (const [name, make] of Object.entries(worlds)) {
     });
 
     test('a single-item write on an item a transaction holds fails with TransactionConflictException; a read does not', T, async () => {
-      const fence = fenceIn(w.store.jobs, unique('fence'));
+      const fence = fenceIn(w.store.table, unique('fence'));
       await w.store.raiseFence(fence, 2);
       const first = await w.inFlight((store) => store.recordBatch(fence, 2, [put(w.records, unique('r'))], unique('tok')));
       const err = await thrown(w.store.raiseFence(fence, 3));

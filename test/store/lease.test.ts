@@ -18,7 +18,7 @@ import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { EPOCH_FLOOR_KEY, type LockStore } from '../../lib/core/store/lock';
 import { namespace } from '../support/stack';
 import { onVirtualTime } from '../support/virtual-time';
-import { onLockStore } from '../support/no-dynamo';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
 
 const fast: LeaseConfig = { ...DEFAULTS, leaseMs: 900, renewMs: 300, marginMs: 200, claimBudget: 3 };
 
@@ -26,7 +26,7 @@ async function deps(worker: string): Promise<LeaseDeps & { seen: FencepostEvent[
   const clock = systemClock;
   const ns = await namespace();
   const seen: FencepostEvent[] = [];
-  return { ddb: ns.clients.ddb, table: ns.tables.locks, clock, events: new Events(worker, clock).on((e) => seen.push(e)), seen };
+  return { locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks), clock, events: new Events(worker, clock).on((e) => seen.push(e)), seen };
 }
 
 test('a free lock is claimed at once with epoch 1; release keeps the item and the epoch; the next claim gets epoch 2', async () => {
@@ -46,7 +46,7 @@ test('a free lock is claimed at once with epoch 1; release keeps the item and th
 
 test("the epoch floor's key is no lease: a claim of it is refused with a clear error, and nothing is written", async () => {
   const store = new MemoryLockStore();
-  const d = onLockStore(store, new VirtualClock());
+  const d = { locks: store, clock: new VirtualClock() };
   await store.raiseFloor(10, 'r1');
   const before = await store.read(EPOCH_FLOOR_KEY);
   await assert.rejects(
@@ -93,7 +93,7 @@ test('clock-free claim: a claimant that keeps seeing the rvn change never claims
   // Virtual time on the in-memory lock store: the instant B gives up, and what it saw on the way, are exact.
   const clock = new VirtualClock();
   const store = new MemoryLockStore();
-  const a = await claim(onLockStore(store, clock), 'k', 'A', fast); // at 0
+  const a = await claim({ locks: store, clock }, 'k', 'A', fast); // at 0
   a.startHeartbeat(); // A renews at renewMs, 2 × renewMs, ...: the rvn keeps changing
   const config = { ...fast, claimBudget: 2 };
   const poll = pollMsOf(config);
@@ -101,7 +101,7 @@ test('clock-free claim: a claimant that keeps seeing the rvn change never claims
   await clock.advance(startAt);
   const bSeen: FencepostEvent[] = [];
   let gaveUpAt: number | undefined;
-  const b = claim(onLockStore(store, clock, { events: new Events('B', clock).on((e) => bSeen.push(e)) }), 'k', 'B', config).then(
+  const b = claim({ locks: store, clock, events: new Events('B', clock).on((e) => bSeen.push(e)) }, 'k', 'B', config).then(
     (lease) => lease,
     (err: unknown) => {
       gaveUpAt = clock.monotonicMs();
@@ -140,7 +140,7 @@ test("a holder that stops renewing is taken over one full lease after its last r
   // Virtual time on the in-memory lock store: the takeover instant is exact, on any machine.
   const clock = new VirtualClock();
   const store = new MemoryLockStore();
-  const d = onLockStore(store, clock);
+  const d = { locks: store, clock };
   const a = await claim(d, 'k', 'A', fast); // at 0
   a.startHeartbeat(); // A renews at renewMs, 2 × renewMs, ...
   const bSeen: FencepostEvent[] = [];
@@ -203,7 +203,7 @@ test('the check before every action: stop time = sent_at + lease − margin, ren
   // count from when the request was sent, never from its answer.
   const clock = new VirtualClock({ monotonicMs: 5_000 });
   const answerMs = 40;
-  const d = onLockStore(answeredLate(new MemoryLockStore(), clock, answerMs), clock);
+  const d = { locks: answeredLate(new MemoryLockStore(), clock, answerMs), clock };
   const claimSentAt = clock.monotonicMs();
   const claiming = claim(d, 'k', 'A', fast);
   await clock.advance(answerMs);
@@ -234,7 +234,7 @@ test('the heartbeat stops at the stop time: no renewal is sent after it, whether
     const ns = await namespace();
     const clock = new VirtualClock();
     const store = onVirtualTime(ns.clients.ddb, clock);
-    const d: LeaseDeps = { ddb: store.ddb, table: ns.tables.locks, clock, random: () => 0.99, events: new Events('A', clock) };
+    const d: LeaseDeps = { locks: new DynamoLockStore(store.ddb, ns.tables.locks), clock, random: () => 0.99, events: new Events('A', clock) };
     const a = await claim(d, 'k', 'A', fast);
     a.startHeartbeat();
     await clock.advance(fast.renewMs); // the first renewal is sent at renewMs and answered in time
@@ -268,8 +268,8 @@ test('durations ignore the wall clock: a holder whose wall clock steps back 3 s 
     after: (ms, fn) => clock.after(ms, fn),
   };
   const store = new MemoryLockStore();
-  const b = await claim(onLockStore(store, stepped), 'b', 'B', fast);
-  const control = await claim(onLockStore(store, clock), 'c', 'C', fast);
+  const b = await claim({ locks: store, clock: stepped }, 'b', 'B', fast);
+  const control = await claim({ locks: store, clock }, 'c', 'C', fast);
   b.startHeartbeat();
   control.startHeartbeat();
   const stepAt = fast.renewMs + fast.renewMs / 2; // between two renewals
@@ -328,7 +328,7 @@ test('a lost lease is reported once: two renewals in flight when another holder 
   // (on real time a slow store could push them past it, where they are refused locally and meet no loss at all).
   const clock = new VirtualClock();
   const seen: FencepostEvent[] = [];
-  const d = onLockStore(new MemoryLockStore(), clock, { events: new Events('A', clock).on((e) => seen.push(e)) });
+  const d = { locks: new MemoryLockStore(), clock, events: new Events('A', clock).on((e) => seen.push(e)) };
   const a = await claim(d, 'k', 'A', fast);
   // B takes the lock over A's rvn, as a claimant that watched it unchanged for a full lease would.
   const b = await tryClaim(d, 'k', 'B', fast, await sight(d, 'k', fast));
@@ -343,12 +343,12 @@ test("resume: a first renewal that gets no answer is the store's transient error
   for (const fault of ['throttled', 'answer lost'] as const) {
     const clock = new VirtualClock();
     const store = new MemoryLockStore({ clock });
-    const d = onLockStore(store, clock);
+    const d = { locks: store, clock };
     const claimed = await claim(d, 'k', 'A', fast);
     let failNext = true;
     const flaky: LeaseDeps = {
       ...d,
-      store: new Proxy(store, {
+      locks: new Proxy(store, {
         get: (t, prop, receiver) =>
           prop !== 'renew'
             ? (Reflect.get(t, prop, receiver) as unknown)

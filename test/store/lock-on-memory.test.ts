@@ -10,20 +10,21 @@ import type { DocumentClient } from '../../lib/core/aws/lock-store';
 import { DEFAULT_BACKOFF } from '../../lib/core/conditions';
 import { VirtualClock, systemClock } from '../../lib/core/clock';
 import type { LeaseConfig } from '../../lib/core/config';
-import { Election } from '../../lib/election/election';
+import { Election, type ElectionDeps } from '../../lib/election/election';
 import { EpochFence } from '../../lib/election/epoch-fence';
 import { handover, writerLedgerKey, HANDOVER_DEFAULTS } from '../../lib/election/handover';
-import { claim, pollMsOf, readLock, releaseClaimed, type LeaseDeps } from '../../lib/core/lease';
+import { claim, pollMsOf, readLock, releaseClaimed } from '../../lib/core/lease';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { namespace } from '../support/stack';
-import { onLockStore } from '../support/no-dynamo';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
+import { DynamoLedgerStore } from '../../lib/core/aws/ledger-store';
 
 const fast: LeaseConfig = { leaseMs: 900, renewMs: 250, marginMs: 200, claimBudget: 3 };
 
-function onMemory(): { clock: VirtualClock; deps: LeaseDeps; store: MemoryLockStore } {
+function onMemory(): { clock: VirtualClock; deps: ElectionDeps; store: MemoryLockStore } {
   const clock = new VirtualClock();
   const store = new MemoryLockStore();
-  return { clock, store, deps: onLockStore(store, clock, { random: () => 0.5 }) };
+  return { clock, store, deps: { locks: store, clock, random: () => 0.5 } };
 }
 
 test('claim on the memory store: a silent holder is claimed over a lease after its rvn was first seen, not before; its release then changes nothing', async () => {
@@ -74,11 +75,11 @@ test("the handover's flip lands, its answer is lost: the flip is the claim, so i
       return out;
     },
   } as unknown as DocumentClient;
-  const deps: LeaseDeps = { ddb, table: ns.tables.locks, clock: systemClock, random: () => 0 };
-  const fence = new EpochFence({ ddb: ns.clients.ddb, table: ns.tables.jobs, clock: systemClock }, writerLedgerKey('payments'));
+  const deps: ElectionDeps = { locks: new DynamoLockStore(ddb, ns.tables.locks), clock: systemClock, random: () => 0 };
+  const fence = new EpochFence({ ledger: new DynamoLedgerStore(ns.clients.ddb, ns.tables.jobs), clock: systemClock }, writerLedgerKey('payments'));
   const writer = await handover(deps, 'payments', 'W', HANDOVER_DEFAULTS, fence);
   assert.equal(lost, 1, 'the flip landed and its answer was lost');
-  const item = await readLock({ ddb: ns.clients.ddb, table: ns.tables.locks }, 'writer/payments');
+  const item = await readLock({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks) }, 'writer/payments');
   assert.equal(writer.epoch, item?.epoch, "the writer's epoch is the one the flip wrote");
   assert.equal(item?.epoch, 1, 'flipped once, not twice');
   assert.equal(item?.holder, 'W');

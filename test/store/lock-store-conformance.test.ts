@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { UpdateTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
 import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ConfigError } from '../../lib/core/errors';
-import { AwsLockStore, type DocumentClient } from '../../lib/core/aws/lock-store';
+import { DynamoLockStore, type DocumentClient } from '../../lib/core/aws/lock-store';
 import { cancellationReasons, isTransient } from '../../lib/core/conditions';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { bumpEpochs } from '../../lib/core/restore';
@@ -46,7 +46,7 @@ const subjects: Subject[] = [
       const ns = await namespace();
       const TableName = ns.tables.locks;
       return {
-        store: new AwsLockStore(proxied!, TableName),
+        store: new DynamoLockStore(proxied!, TableName),
         items: async () => (await ns.clients.ddb.send(new ScanCommand({ TableName, ConsistentRead: true }))).Items ?? [],
         load: async (items) => {
           for (const Item of items) await ns.clients.ddb.send(new PutCommand({ TableName, Item }));
@@ -59,7 +59,7 @@ const subjects: Subject[] = [
       await ns.clients.raw.send(new UpdateTimeToLiveCommand({ TableName, TimeToLiveSpecification: { Enabled: true, AttributeName: 'expires' } }));
       return {
         name: TableName,
-        store: new AwsLockStore(proxied!, TableName),
+        store: new DynamoLockStore(proxied!, TableName),
         items: async () => (await ns.clients.ddb.send(new ScanCommand({ TableName, ConsistentRead: true }))).Items ?? [],
         load: async () => assert.fail('not used'),
       };
@@ -99,7 +99,7 @@ before(async () => {
     client.destroy();
     await proxy.stop();
   };
-  aws = new AwsLockStore(client.ddb, ns.tables.locks);
+  aws = new DynamoLockStore(client.ddb, ns.tables.locks);
   proxied = client.ddb;
 });
 
@@ -359,8 +359,7 @@ for (const subject of subjects) {
       const floor = Number(backup.find((item) => item.pk === EPOCH_FLOOR_KEY)?.epoch ?? 0);
       const by = 100;
       assert.ok(by > before);
-      const bump = () =>
-        bumpEpochs({ ddb: undefined as unknown as DocumentClient, locks: 'locks', store: restored.store }, { by, runId: 'r1', dryRun: false });
+      const bump = () => bumpEpochs({ locks: restored.store }, { by, runId: 'r1', dryRun: false });
       const report = await bump();
 
       const first = await take(restored, k);

@@ -9,12 +9,13 @@ import { MemoryManifestStore } from '../../lib/testing/manifest-store';
 import { FencedOutError } from '../../lib/core/errors';
 import { ManifestWriter, readManifest, type ManifestPlace } from '../../lib/core/manifest';
 import { namespace } from '../support/stack';
+import { S3ManifestStore } from '../../lib/core/aws/manifest-store';
 
 const PLACE: ManifestPlace = { key: 'jobs/2026-09-28/manifest.json', chunkPrefix: 'jobs/2026-09-28/chunks/' };
 
 test('raise creates the manifest; a newer raise fences the older writer out of its commit with a 412', async () => {
   const ns = await namespace();
-  const deps = { s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock };
+  const deps = { manifests: new S3ManifestStore(ns.clients.s3, ns.bucket), clock: systemClock };
   const { writer: a } = await ManifestWriter.raiseAt(deps, PLACE, 'job', 7);
   const objA = await a.putChunkObject(1, 'a\n');
   await a.commitChunk(1, { ...objA, records: 1 });
@@ -44,7 +45,7 @@ test('raise creates the manifest; a newer raise fences the older writer out of i
 
 test('two commits by the same holder at once both land (a 412 on our own token re-reads and merges)', async () => {
   const ns = await namespace();
-  const deps = { s3: ns.clients.s3, bucket: ns.bucket, clock: systemClock };
+  const deps = { manifests: new S3ManifestStore(ns.clients.s3, ns.bucket), clock: systemClock };
   const { writer } = await ManifestWriter.raiseAt(deps, PLACE, 'job', 3);
   const { writer: twin } = await ManifestWriter.raiseAt(deps, PLACE, 'job', 3);
   await Promise.all(
@@ -86,7 +87,7 @@ async function racyS3(conflictWindowMs: number) {
     s3.destroy();
     await server.stop();
   });
-  return { deps: { s3, bucket: 'racy', clock: systemClock, random: () => 0.5 }, calls, answers };
+  return { deps: { manifests: new S3ManifestStore(s3, 'racy'), clock: systemClock, random: () => 0.5 }, calls, answers };
 }
 
 test('a 409 ConditionalRequestConflict is retried by reading again: two commits at once both land', async () => {
@@ -156,7 +157,7 @@ test('the same fence on the in-memory store: a newer raise fences the older writ
     if (!out.ok) refusals.push(out.reason);
     return out;
   };
-  const deps = { store, clock, random: () => 0.5 };
+  const deps = { manifests: store, clock, random: () => 0.5 };
   const raising = ManifestWriter.raiseAt(deps, PLACE, 'job', 4);
   await clock.runUntilIdle();
   const { writer } = await raising;

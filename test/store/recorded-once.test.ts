@@ -28,6 +28,7 @@ import { localClients, type Clients } from '../../lib/core/aws/clients';
 import type * as Runtime from '../../lib/lambda/runtime';
 import { runWorkflowLocally } from '../../lib/local/workflow';
 import { namespace } from '../support/stack';
+import { DynamoJobStore } from '../../lib/core/aws/job-store';
 
 const T = { timeout: 180_000 };
 const DATE = '2026-09-28';
@@ -70,7 +71,7 @@ test(
 
 test('a fenced batch sent again by another call (a retried chunk) counts its items as already recorded, not recorded again', T, async () => {
   const ns = await namespace();
-  const deps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, clock: systemClock };
+  const deps = { jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs), clock: systemClock };
   const jobId = `count#${randomBytes(4).toString('hex')}`;
   await raiseChunkFences(deps, jobId, 1, [0]);
   const fence = jobFence(deps, chunkFenceKey(jobId, 0));

@@ -24,7 +24,8 @@ import { Keys } from '../../apps/billing/keys';
 import { jobKeys } from '../../lib/core/job-keys';
 import { Sweeper, isOrphan, requeue, sightClaimed, type SweeperConfig } from '../../lib/core/sweeper';
 import { namespace, type Namespace } from '../support/stack';
-import { noDynamo } from '../support/no-dynamo';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
+import { DynamoJobStore } from '../../lib/core/aws/job-store';
 
 const lease: LeaseConfig = { ...DEFAULTS, leaseMs: 600, renewMs: 150, marginMs: 150 };
 const sweeperConfig: SweeperConfig = { leaseMs: 600, stormShare: 0.5, stormMinimum: 3, maxRequeuesPerSweep: 10, maxRequeuesPerRun: 3 };
@@ -32,10 +33,15 @@ const sweeperConfig: SweeperConfig = { leaseMs: 600, stormShare: 0.5, stormMinim
 /** The sweeper and holders on DynamoDB Local, in real time. */
 function deps(ns: Namespace, worker = 'W') {
   const events = new Events(worker, systemClock);
-  const leaseDeps: LeaseDeps = { ddb: ns.clients.ddb, table: ns.tables.locks, clock: systemClock, events };
-  const fenceDeps: InvoiceWriteDeps = { ddb: ns.clients.ddb, jobs: ns.tables.jobs, invoices: ns.tables.invoices, clock: systemClock };
+  const leaseDeps: LeaseDeps = { locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks), clock: systemClock, events };
+  const fenceDeps: InvoiceWriteDeps = { jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs), invoices: ns.tables.invoices, clock: systemClock };
   const sweeper = new Sweeper(
-    { job: Keys.keys.name, ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock },
+    {
+      job: Keys.keys.name,
+      jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs),
+      locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks),
+      clock: systemClock,
+    },
     sweeperConfig,
   );
   return { leaseDeps, fenceDeps, sweeper };
@@ -60,10 +66,10 @@ function memoryWorld() {
   const clock = new VirtualClock();
   const store = new MemoryJobStore({ clock, jobs: 'jobs' });
   const lockStore = new MemoryLockStore();
-  const leaseDeps = (worker: string): LeaseDeps => ({ ddb: noDynamo, table: 'locks', store: lockStore, clock, events: new Events(worker, clock) });
-  const fenceDeps: InvoiceWriteDeps = { ddb: noDynamo, jobs: 'jobs', invoices: ITEMS, clock, store };
+  const leaseDeps = (worker: string): LeaseDeps => ({ locks: lockStore, clock, events: new Events(worker, clock) });
+  const fenceDeps: InvoiceWriteDeps = { jobs: store, invoices: ITEMS, clock };
   /** A new sweeper process: no sightings in memory. */
-  const sweeper = () => new Sweeper({ job: Keys.keys.name, ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock, store, lockStore }, sweeperConfig);
+  const sweeper = () => new Sweeper({ job: Keys.keys.name, jobs: store, locks: lockStore, clock }, sweeperConfig);
   /** A claim that may wait out a lease: the clock runs until it lands (nothing else may keep timers set). */
   const claimNow = async (date: string, name: string): Promise<Lease> => {
     const claiming = claim(leaseDeps(name), Keys.lock(date), name, lease);
@@ -89,7 +95,7 @@ function memoryWorld() {
    */
   const runNight = async (date: string, worker: string, items = 99): Promise<RunSummary<number>> => {
     const running = runJob(
-      { ddb: noDynamo, tables: { locks: 'locks', jobs: 'jobs' }, clock, events: new Events(worker, clock), store, lockStore },
+      { locks: lockStore, jobs: store, clock, events: new Events(worker, clock) },
       { keys: Keys.keys, date, chunks: 1, holder: worker, config: lease },
       async ({ lease: l, fence: f, chunk }) => {
         const puts = Array.from({ length: items }, (_, i) => ({
@@ -116,7 +122,7 @@ function memoryWorld() {
    */
   const poisonRun = async (date: string, worker: string): Promise<void> => {
     const running = runJob(
-      { ddb: noDynamo, tables: { locks: 'locks', jobs: 'jobs' }, clock, events: new Events(worker, clock), store, lockStore },
+      { locks: lockStore, jobs: store, clock, events: new Events(worker, clock) },
       { keys: Keys.keys, date, chunks: 1, holder: worker, config: lease },
       () => Promise.reject(new Error('AccessDeniedException: the chunk may not write its table')),
     ).then(
@@ -160,10 +166,7 @@ test("two jobs on one job table: each job's sweeper sights and re-queues its own
     await fence.raise(w.fenceDeps, k.job(date), l.token, l.holder, 1);
   }
   for (const k of jobs) {
-    const sweeper = new Sweeper(
-      { ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock: w.clock, store: w.store, lockStore: w.lockStore, job: k.name },
-      sweeperConfig,
-    );
+    const sweeper = new Sweeper({ jobs: w.store, locks: w.lockStore, clock: w.clock, job: k.name }, sweeperConfig);
     const report = await w.sweepTwice(sweeper);
     assert.deepEqual([report.claimed, report.requeued], [1, [k.job(date)]], `${k.name}'s sweeper: its one claimed row, re-queued`);
   }
@@ -175,10 +178,7 @@ test("the re-queued event names the dead holder's token as the row does (ownerTo
   const dead = await w.holder(date, 'B', false);
   const heard: FencepostEvent[] = [];
   const events = new Events('sweeper', w.clock).on((e) => void heard.push(e));
-  const sweeper = new Sweeper(
-    { job: Keys.keys.name, ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock: w.clock, store: w.store, lockStore: w.lockStore, events },
-    sweeperConfig,
-  );
+  const sweeper = new Sweeper({ job: Keys.keys.name, jobs: w.store, locks: w.lockStore, clock: w.clock, events }, sweeperConfig);
   await w.sweepTwice(sweeper);
   const requeued = heard.filter((e) => e.event === 'requeued');
   assert.deepEqual(
@@ -193,10 +193,10 @@ test('a live holder is never swept: its renewals change the rvn between sighting
   const clock = new VirtualClock();
   const store = new MemoryJobStore({ clock, jobs: 'jobs' });
   const lockStore = new MemoryLockStore();
-  const sweeper = new Sweeper({ job: Keys.keys.name, ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock, store, lockStore }, sweeperConfig);
+  const sweeper = new Sweeper({ job: Keys.keys.name, jobs: store, locks: lockStore, clock }, sweeperConfig);
   const date = '2026-09-28';
-  const a = await claim({ ddb: noDynamo, table: 'locks', store: lockStore, clock }, Keys.lock(date), 'A', lease);
-  await fence.raise({ ddb: noDynamo, jobs: 'jobs', clock, store }, Keys.job(date), a.token, 'A', 1);
+  const a = await claim({ locks: lockStore, clock }, Keys.lock(date), 'A', lease);
+  await fence.raise({ jobs: store, clock }, Keys.job(date), a.token, 'A', 1);
   a.startHeartbeat(); // A renews every renewMs, several times a lease
   const first = await sweeper.sweep();
   assert.deepEqual([first.claimed, first.pending, first.skippedAlive], [1, 1, 0], 'the first sighting only notes the rvn');
@@ -268,7 +268,7 @@ test('a re-queue racing a takeover does nothing: its condition names the owner a
   const w = memoryWorld();
   const date = '2026-09-28';
   await w.holder(date, 'B', false);
-  const sweeperDeps = { job: Keys.keys.name, ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock: w.clock, store: w.store, lockStore: w.lockStore };
+  const sweeperDeps = { job: Keys.keys.name, jobs: w.store, locks: w.lockStore, clock: w.clock };
   const { sightings } = await sightClaimed(sweeperDeps, sweeperConfig);
   const c = await w.claimNow(date, 'C'); // C takes over and raises in between
   await fence.raise(w.fenceDeps, Keys.job(date), c.token, 'C', 1);
@@ -430,7 +430,12 @@ test('a re-queue is recorded once per sighting: a retried record loses, and the 
   const { fenceDeps } = deps(ns);
   const date = '2026-09-28';
   await holder(ns, date, 'B');
-  const sweeperDeps = { job: Keys.keys.name, ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock };
+  const sweeperDeps = {
+    job: Keys.keys.name,
+    jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs),
+    locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks),
+    clock: systemClock,
+  };
   const [seen] = (await sightClaimed(sweeperDeps, sweeperConfig)).sightings;
   assert.equal(await requeue(sweeperDeps, seen), true);
   assert.equal(await requeue(sweeperDeps, seen), false, 'a retried step that re-uses its sighting records nothing more');
@@ -450,10 +455,7 @@ async function sweepPoisonNight(w: ReturnType<typeof memoryWorld>, date: string,
   const reports = [];
   for (let i = 0; i < sweeps; i++) {
     const started: string[] = [];
-    const sweeper = new Sweeper(
-      { job: Keys.keys.name, ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock: w.clock, store: w.store, lockStore: w.lockStore, events },
-      sweeperConfig,
-    );
+    const sweeper = new Sweeper({ job: Keys.keys.name, jobs: w.store, locks: w.lockStore, clock: w.clock, events }, sweeperConfig);
     reports.push(await w.sweepTwice(sweeper, (jobId) => void started.push(jobId)));
     for (const jobId of started) {
       starts.push(jobId);
@@ -511,7 +513,12 @@ test('a night given up is re-armed by removing its requeues (the documented upda
   const { fenceDeps, sweeper } = deps(ns);
   const date = '2026-09-28';
   await holder(ns, date, 'B'); // raised and died
-  const sweeperDeps = { job: Keys.keys.name, ddb: ns.clients.ddb, jobs: ns.tables.jobs, locks: ns.tables.locks, clock: systemClock };
+  const sweeperDeps = {
+    job: Keys.keys.name,
+    jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs),
+    locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks),
+    clock: systemClock,
+  };
   for (let i = 0; i < sweeperConfig.maxRequeuesPerRun; i++) {
     const [seen] = (await sightClaimed(sweeperDeps, sweeperConfig)).sightings;
     assert.equal(await requeue(sweeperDeps, seen), true, 'the conditional record of each re-queue');

@@ -23,6 +23,8 @@ import { withLease } from '../../lib/core/with-lease';
 import type { AwsCall } from '../../lib/local/call-log';
 import { startDynamoDbProxy } from '../../lib/local/dynamodb-proxy';
 import { endpoints } from '../support/stack';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
+import { DynamoJobStore } from '../../lib/core/aws/job-store';
 
 const T = { timeout: 120_000 };
 const lease = { leaseMs: 1500, renewMs: 500, marginMs: 300, claimBudget: 30 };
@@ -63,7 +65,7 @@ test('a TTL on the lock table: createTables refuses it, and withLease refuses to
   const { locks } = await createTables(c, prefix);
   await enableTtl(c.raw, locks);
   await refused(createTables(c, prefix), locks, /TTL/);
-  const deps = { ddb: c.ddb, table: locks, clock: systemClock, events: new Events('A', systemClock) };
+  const deps = { locks: new DynamoLockStore(c.ddb, locks), clock: systemClock, events: new Events('A', systemClock) };
   let tokens = 0;
   await refused(
     withLease(deps, 'night#2026-09-28', 'A', lease, async () => void tokens++),
@@ -80,7 +82,7 @@ test('a TTL on the job table: the raise is refused before the fence is written',
   const { jobs } = await createTables(c, prefix);
   await enableTtl(c.raw, jobs);
   await refused(createTables(c, prefix), jobs, /TTL/);
-  await refused(fence.raise({ ddb: c.ddb, jobs, clock: systemClock }, 'night#2026-09-28', 1, 'A', 2), jobs, /TTL/);
+  await refused(fence.raise({ jobs: new DynamoJobStore(c.ddb, jobs), clock: systemClock }, 'night#2026-09-28', 1, 'A', 2), jobs, /TTL/);
   assert.deepEqual(await items(c, jobs), [], 'no job row or chunk fence written');
 });
 
@@ -132,7 +134,7 @@ test('a lock table with the wrong key: the claim is refused, naming the table an
     const prefix = fresh();
     const { locks } = tableNames(prefix);
     await c.raw.send(new CreateTableCommand(wrongTable(locks, change)));
-    const deps = { ddb: c.ddb, table: locks, clock: systemClock, events: new Events('A', systemClock) };
+    const deps = { locks: new DynamoLockStore(c.ddb, locks), clock: systemClock, events: new Events('A', systemClock) };
     await refused(claim(deps, 'night#2026-09-28', 'A', lease), locks, /partition key pk \(S\)/);
     await refused(createTables(c, prefix), locks, /partition key pk \(S\)/);
   }
@@ -144,7 +146,7 @@ test('a job table without the sparse index, or with it wrong: the raise is refus
     const prefix = fresh();
     const { jobs } = tableNames(prefix);
     await c.raw.send(new CreateTableCommand(wrongTable(jobs, change)));
-    await refused(fence.raise({ ddb: c.ddb, jobs, clock: systemClock }, 'night#2026-09-28', 1, 'A', 2), jobs, /claimed/);
+    await refused(fence.raise({ jobs: new DynamoJobStore(c.ddb, jobs), clock: systemClock }, 'night#2026-09-28', 1, 'A', 2), jobs, /claimed/);
     assert.deepEqual(await items(c, jobs), [], 'nothing written');
   }
 });
@@ -157,10 +159,10 @@ test('once per process per table: many claims and raises describe each table onc
   try {
     const { locks, jobs } = await createTables(c, fresh());
     seen.length = 0;
-    const deps = { ddb: c.ddb, table: locks, clock: systemClock, events: new Events('A', systemClock) };
+    const deps = { locks: new DynamoLockStore(c.ddb, locks), clock: systemClock, events: new Events('A', systemClock) };
     for (let n = 0; n < 3; n++) {
       const l = await claim(deps, `night#2026-09-2${n}`, 'A', lease);
-      await fence.raise({ ddb: c.ddb, jobs, clock: systemClock }, `night#2026-09-2${n}`, l.token, 'A', 1);
+      await fence.raise({ jobs: new DynamoJobStore(c.ddb, jobs), clock: systemClock }, `night#2026-09-2${n}`, l.token, 'A', 1);
       await l.release();
     }
     const described = seen.filter((s) => s.operation.startsWith('Describe')).map((s) => `${s.operation} ${s.table}`);

@@ -12,20 +12,25 @@ import { writeBatch } from '../../lib/core/batch';
 import { MemoryJobStore } from '../../lib/testing/job-store';
 import { withLease } from '../../lib/core/with-lease';
 import { namespace, type Namespace } from '../support/stack';
-import { noDynamo, onLockStore } from '../support/no-dynamo';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
 
 const fast = { leaseMs: 1500, renewMs: 500, marginMs: 300 };
 
 function deps(ns: Namespace, worker: string, ddb: DynamoDBDocumentClient = ns.clients.ddb): LeaseDeps & { seen: FencepostEvent[] } {
   const seen: FencepostEvent[] = [];
-  return { ddb, table: ns.tables.locks, clock: systemClock, events: new Events(worker, systemClock).on((e) => seen.push(e)), seen };
+  return {
+    locks: new DynamoLockStore(ddb, ns.tables.locks),
+    clock: systemClock,
+    events: new Events(worker, systemClock).on((e) => seen.push(e)),
+    seen,
+  };
 }
 
 test('withLease claims, renews from this process while the work runs, releases, and returns what the work returned', async () => {
   // Virtual time on the in-memory lock store: the heartbeat's renewals are counted exactly, on any machine.
   const clock = new VirtualClock();
   const seen: FencepostEvent[] = [];
-  const d = onLockStore(new MemoryLockStore(), clock, { events: new Events('A', clock).on((e) => seen.push(e)) });
+  const d = { locks: new MemoryLockStore(), clock, events: new Events('A', clock).on((e) => seen.push(e)) };
   const workMs = 3 * fast.renewMs + 100; // longer than the lease would last without renewals; not a multiple of renewMs
   let done = false;
   const running = withLease(d, 'job#1', 'A', fast, async (lease) => {
@@ -105,8 +110,8 @@ test('what withLease does not promise: a paused holder still believes it holds t
   const clock = new VirtualClock();
   const lockStore = new MemoryLockStore();
   const jobs = new MemoryJobStore({ clock, jobs: 'jobs' });
-  const lockDeps = (worker: string): LeaseDeps => ({ ddb: noDynamo, table: 'locks', store: lockStore, clock, events: new Events(worker, clock) });
-  const fenceOf = () => fenceOn({ ddb: noDynamo, table: 'jobs', key: { pk: 'job#1' }, clock, store: jobs });
+  const lockDeps = (worker: string): LeaseDeps => ({ locks: lockStore, clock, events: new Events(worker, clock) });
+  const fenceOf = () => fenceOn({ fences: jobs, table: 'jobs', key: { pk: 'job#1' }, clock });
   const lateWrite = { table: 'invoices', item: { pk: { S: 'inv#1' } } };
   let resumeA!: () => void;
   let aFrozen!: () => void;

@@ -12,7 +12,7 @@ const PLACE: ManifestPlace = { key: 'jobs/2026-09-28/manifest.json', chunkPrefix
 test('checkManifest on the in-memory store: every named object present and unchanged is ok; a changed or a missing one is named', async () => {
   const clock = new VirtualClock();
   const store = new MemoryManifestStore();
-  const deps = { store, clock };
+  const deps = { manifests: store, clock };
   const { writer } = await ManifestWriter.raiseAt(deps, PLACE, 'job', 5);
   for (const chunk of [0, 1]) {
     const o = await writer.putChunkObject(chunk, `${chunk}\n`);

@@ -12,7 +12,6 @@ import { raiseJobRow, readJob } from '../../lib/core/fence';
 import { claimShard, jobKeys } from '../../lib/core/job-keys';
 import { MemoryJobStore } from '../../lib/testing/job-store';
 import type { JobRow } from '../../lib/core/store/jobs';
-import { noDynamo } from '../support/no-dynamo';
 
 const DATE = '2026-09-28';
 const [audited, other] = ['exports', 'reminders'].map(jobKeys);
@@ -20,7 +19,7 @@ const [audited, other] = ['exports', 'reminders'].map(jobKeys);
 function world() {
   const clock = new VirtualClock();
   const store = new MemoryJobStore({ clock, jobs: 'jobs' });
-  const deps = { ddb: noDynamo, jobs: 'jobs', clock, store };
+  const deps = { jobs: store, clock };
   /** The audited job's state as readFencedJob gives it: its row, and every job row of the table. */
   const stateOf = async (): Promise<FencedJobState> => {
     const rows = await Promise.all([audited, other].map((k) => readJob(deps, k.job(DATE))));

@@ -22,6 +22,7 @@ import { writeInvoices, type InvoiceWriteDeps } from '../../apps/billing/night';
 import { ConfigError, FenceNotRaisedError, FencedOutError } from '../../lib/core/errors';
 import { fenceOn } from '../../lib/core/fence';
 import { chunkBatches } from '../../apps/billing/invoices';
+import { DynamoFenceStore, DynamoJobStore } from '../../lib/core/aws/job-store';
 
 const meta = { httpStatusCode: 400, requestId: 'test', attempts: 1, totalRetryDelay: 0 };
 
@@ -161,8 +162,7 @@ describe('the fenced batch decides by reason (a scripted store: no DynamoDB)', (
   const clock = (slept: number[]): Clock => ({ ...noTimers, sleep: async (ms) => void slept.push(ms) });
 
   const depsOf = (ddb: DynamoDBDocumentClient, slept: number[]): InvoiceWriteDeps => ({
-    ddb,
-    jobs: 'jobs',
+    jobs: new DynamoJobStore(ddb, 'jobs'),
     invoices: 'inv',
     clock: clock(slept),
     random: () => 0.5,
@@ -229,7 +229,7 @@ describe('the generic fenced batch: typed outcomes, and the 99-put limit (a scri
 
   test('any items, in any tables: the already-recorded ones are listed (the very objects passed), the rest recorded', async () => {
     const { ddb, sent } = scripted(cancelled('None', 'None', 'ConditionalCheckFailed', 'None'));
-    const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock });
+    const f = fenceOn({ fences: new DynamoFenceStore(ddb), table: 'orders', key: { pk: 'order#7' }, clock });
     const puts = [put('ledger', 'a'), put('audit', 'b'), put('ledger', 'c')];
     const r = await writeBatch(heldFence(f, 4), puts);
     assert.deepEqual(r.alreadyRecorded, [puts[1]], 'position 2 is the second put');
@@ -253,7 +253,7 @@ describe('the generic fenced batch: typed outcomes, and the 99-put limit (a scri
     const err = cancelled('ConditionalCheckFailed', 'None');
     err.CancellationReasons![0].Item = { pk: { S: 'order#7' }, fence: { N: '9' } };
     const { ddb, sent } = scripted(err);
-    const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock, resource: 'order' });
+    const f = fenceOn({ fences: new DynamoFenceStore(ddb), table: 'orders', key: { pk: 'order#7' }, clock, resource: 'order' });
     await assert.rejects(
       writeBatch(heldFence(f, 4), [put('ledger', 'a')]),
       (e) => e instanceof FencedOutError && e.resource === 'order' && e.fence === 9 && e.token === 4,
@@ -263,7 +263,7 @@ describe('the generic fenced batch: typed outcomes, and the 99-put limit (a scri
 
   test('more than 99 puts is a ConfigError before anything is sent; 99 is sent as one transaction of 100 actions', async () => {
     const { ddb, sent } = scripted();
-    const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock });
+    const f = fenceOn({ fences: new DynamoFenceStore(ddb), table: 'orders', key: { pk: 'order#7' }, clock });
     const many = Array.from({ length: 100 }, (_, i) => put('ledger', `p${i}`));
     await assert.rejects(writeBatch(heldFence(f, 1), many), (e) => e instanceof ConfigError && /at most 99 puts/.test(e.message));
     assert.equal(sent.length, 0, 'nothing sent');
@@ -274,7 +274,7 @@ describe('the generic fenced batch: typed outcomes, and the 99-put limit (a scri
 
   test("the ClientRequestToken is the call's own and follows the whole request: another call, content or token, another one", async () => {
     const { ddb, sent } = scripted();
-    const f = fenceOn({ ddb, table: 'orders', key: { pk: 'order#7' }, clock });
+    const f = fenceOn({ fences: new DynamoFenceStore(ddb), table: 'orders', key: { pk: 'order#7' }, clock });
     await writeBatch(heldFence(f, 1), [put('ledger', 'a')]);
     await writeBatch(heldFence(f, 1), [put('ledger', 'a')]); // a retried chunk: a replay of the first would count its puts again
     await writeBatch(heldFence(f, 1), [{ table: 'ledger', item: { pk: { S: 'a' }, note: { S: 'other' } } }]);

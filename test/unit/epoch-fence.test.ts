@@ -13,7 +13,7 @@ const open = { check() {} };
 
 test('a deposed writer is refused once its successor raised the fence; the ledger has no gap and epochs never go down', async () => {
   const clock = new VirtualClock();
-  const fence = new EpochFence({ store: new MemoryLedgerStore(clock), clock }, KEY);
+  const fence = new EpochFence({ ledger: new MemoryLedgerStore(clock), clock }, KEY);
   const one = new LedgerWriter(fence, open, 1, 'A', 0);
   await one.append({ n: 1 });
   await fence.raise(2);
@@ -59,7 +59,7 @@ test('a transient failure of an append is retried by the retry helper: the same 
     },
   };
   const random = () => 0.5;
-  const fence = new EpochFence({ store, clock, random }, KEY);
+  const fence = new EpochFence({ ledger: store, clock, random }, KEY);
   const started = clock.monotonicMs();
   const appending = fence.append(1, 1, 'A');
   await clock.runUntilIdle();

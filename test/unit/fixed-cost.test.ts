@@ -19,7 +19,6 @@ import { claim } from '../../lib/core/lease';
 import { MemoryJobStore } from '../../lib/testing/job-store';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { SWEEPER_DEFAULTS, Sweeper } from '../../lib/core/sweeper';
-import { noDynamo } from '../support/no-dynamo';
 
 /** An untyped JSON document (a template): the assertions check its shape. */
 type Json = ReturnType<typeof JSON.parse>;
@@ -88,9 +87,9 @@ test('liveness outside the window: a night orphaned at noon (a run started by ha
   const MINUTE = 60_000;
   const noon = 12 * 60;
   // Virtual time 0 is noon of the day after the night: a run started by hand claims, raises and dies.
-  const leaseDeps = { ddb: noDynamo, table: 'locks', store: lockStore, clock, events: new Events('by-hand', clock) };
+  const leaseDeps = { locks: lockStore, clock, events: new Events('by-hand', clock) };
   const dead = await claim(leaseDeps, keys.lock(date), 'by-hand', LEASE_DEFAULTS);
-  await fence.raise({ ddb: noDynamo, jobs: 'jobs', clock, store }, keys.job(date), dead.token, 'by-hand', 1);
+  await fence.raise({ jobs: store, clock }, keys.job(date), dead.token, 'by-hand', 1);
   const started: number[] = [];
   // One sweep per minute the schedule fires: its own execution, sighting, waiting a lease, sighting again.
   for (let minute = noon; started.length === 0 && minute < noon + 2 * 1440; minute++) {
@@ -98,7 +97,7 @@ test('liveness outside the window: a night orphaned at noon (a run started by ha
       await clock.advance(MINUTE);
       continue;
     }
-    const sweeper = new Sweeper({ job: keys.name, ddb: noDynamo, jobs: 'jobs', locks: 'locks', clock, store, lockStore }, SWEEPER_DEFAULTS);
+    const sweeper = new Sweeper({ job: keys.name, jobs: store, locks: lockStore, clock }, SWEEPER_DEFAULTS);
     await sweeper.sweep();
     await clock.advance(LEASE_DEFAULTS.leaseMs);
     const r = await sweeper.sweep();
@@ -112,13 +111,13 @@ test('liveness outside the window: a night orphaned at noon (a run started by ha
     "nothing sweeps it outside the window; the window's first sweep re-queues it (the row stayed in the index)",
   );
   const run = runJob(
-    { ddb: noDynamo, tables: { locks: 'locks', jobs: 'jobs' }, clock, events: new Events('requeued', clock), store, lockStore },
+    { locks: lockStore, jobs: store, clock, events: new Events('requeued', clock) },
     { keys, date, chunks: 1, holder: 'requeued', config: LEASE_DEFAULTS },
     async () => 1,
   );
   await clock.runUntilIdle(1_000);
   assert.equal((await run).outcome, 'completed');
-  assert.equal((await fence.readJob({ ddb: noDynamo, jobs: 'jobs', store }, keys.job(date)))?.state, 'DONE');
+  assert.equal((await fence.readJob({ jobs: store }, keys.job(date)))?.state, 'DONE');
 });
 
 test('docs/PERFORMANCE.md holds the fixed-cost table bench/fixed-cost.ts computes from the synthesized template', async () => {

@@ -61,8 +61,8 @@ test('VerifyAndRequeue gives up on a night re-queued maxRequeuesPerRun times: it
   const rt = createRuntime({ environment, clients: { ddb: noDynamo } as unknown as Clients, stores, clock, sfn });
   // The night's run raised and died, and its re-queues reached the bound (each the sweeper's conditional record).
   const keys = jobKeys(JOB);
-  const l = await claim(rt.leaseDeps, keys.lock(DATE), 'first-run', LEASE_DEFAULTS);
-  await fence.raise(rt.fenceDeps, keys.job(DATE), l.token, 'first-run', 1);
+  const l = await claim(rt.deps, keys.lock(DATE), 'first-run', LEASE_DEFAULTS);
+  await fence.raise(rt.deps, keys.job(DATE), l.token, 'first-run', 1);
   const sweeperDeps = rt.sweeperDeps;
   for (let i = 0; i < BOUND; i++) assert.ok(await requeue(sweeperDeps, (await sightClaimed(sweeperDeps, rt.lease)).sightings[0]));
   const verify = sweepVerifyStep(() => rt);

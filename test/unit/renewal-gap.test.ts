@@ -83,7 +83,7 @@ async function raiseOnVirtualTime(options: { throttleAfterResume?: boolean } = {
     }),
   );
   const rt = source();
-  const lease = await claim(rt.leaseDeps, rt.job.lock(DATE), 'holder-a', rt.lease);
+  const lease = await claim(rt.deps, rt.job.lock(DATE), 'holder-a', rt.lease);
   // The raise in its own process (RaiseFence), as the workflow starts it: it renews first, then raises.
   if (options.throttleAfterResume) {
     const renew = locks.renew.bind(locks);

@@ -28,8 +28,9 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { audit } from '../../apps/billing/audit';
+import { audit, auditDeps } from '../../apps/billing/audit';
 import { readJob } from '../../lib/core/fence';
+import { DynamoJobStore } from '../../lib/core/aws/job-store';
 import { chunkBatches, chunkCount, transactionsPerChunk } from '../../apps/billing/invoices';
 import { billingTables as tableNames } from '../../apps/billing/schema';
 import { provisionBilling as provision } from '../billing-stores';
@@ -224,7 +225,7 @@ function sweeper(ctx: Ctx, everyMs: number): WorkerProcess {
 }
 
 async function jobState(ctx: Ctx): Promise<string | undefined> {
-  return (await readJob({ ddb: ctx.o.clients.ddb, jobs: tableNames(ctx.prefix).jobs }, Keys.job(DATE)))?.state;
+  return (await readJob({ jobs: new DynamoJobStore(ctx.o.clients.ddb, tableNames(ctx.prefix).jobs) }, Keys.job(DATE)))?.state;
 }
 
 async function waitDone(ctx: Ctx, timeoutMs: number): Promise<number | undefined> {
@@ -584,7 +585,7 @@ async function runSchedule(o: ChaosOptions, index: number, seed: number, kind: K
   }
   // Invariants 1–4 on the stores, and 6: once the faults stop, the night is DONE.
   await ctx.stopProxy?.();
-  const report = await audit({ ddb: o.clients.ddb, s3: o.clients.s3, tables: tableNames(ctx.prefix), bucket: ctx.bucket }, DATE, ctx.invoices);
+  const report = await audit(auditDeps(o.clients, tableNames(ctx.prefix), ctx.bucket), DATE, ctx.invoices);
   for (const c of report.checks) if (!c.ok) ctx.violations.push(`invariant ${c.invariant}: ${c.name}: ${c.detail}`);
   if (report.state !== 'DONE') ctx.violations.push(`invariant 6: the night ended ${report.state ?? 'never claimed'}, not DONE`);
   const tokens = new Set(ctx.workers.flatMap((w) => w.events.filter((e) => e.event === 'claim').map((e) => e.token)));

@@ -28,6 +28,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { systemClock } from '../../lib/core/clock';
 import { ledgerKey } from '../../lib/election/election';
+import { DynamoLedgerStore } from '../../lib/core/aws/ledger-store';
 import { EpochFence, ledgerViolations, type LedgerEntry, type LedgerHead } from '../../lib/election/epoch-fence';
 import { tableNames } from '../../lib/core/schema';
 import { provision } from '../../lib/local/provision';
@@ -602,7 +603,7 @@ export async function runElectionSchedule(
     );
   }
 
-  const fence = new EpochFence({ ddb: o.clients.ddb, table: tableNames(prefix).jobs, clock: systemClock }, ledgerKey(ROLE));
+  const fence = new EpochFence({ ledger: new DynamoLedgerStore(o.clients.ddb, tableNames(prefix).jobs), clock: systemClock }, ledgerKey(ROLE));
   const [entries, head] = await Promise.all([fence.entries(), fence.head()]);
   const runs: CandidateRun[] = candidates.map((c) => ({
     name: c.name,

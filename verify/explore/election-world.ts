@@ -23,14 +23,13 @@
  *   sidecar-heartbeat   a crashed candidate's item is renewed on by a sidecar that outlived it.
  */
 import { VirtualClock, type Clock } from '../../lib/core/clock';
-import type { DocumentClient } from '../../lib/core/aws/lock-store';
 import { DEFAULT_BACKOFF, newRvn } from '../../lib/core/conditions';
 import type { LeaseConfig } from '../../lib/core/config';
-import { candidateKey, Election, Leadership, ledgerKey, roleKey } from '../../lib/election/election';
+import { candidateKey, Election, Leadership, ledgerKey, roleKey, type ElectionDeps } from '../../lib/election/election';
 import { EpochFence, LedgerWriter, ledgerViolations } from '../../lib/election/epoch-fence';
 import { handover, writerLedgerKey, type HandoverConfig, type Writer } from '../../lib/election/handover';
 import type { RunHooks } from '../../lib/core/job';
-import { pollMsOf, type LeaseDeps } from '../../lib/core/lease';
+import { pollMsOf } from '../../lib/core/lease';
 import { ManifestWriter, type ManifestBody } from '../../lib/core/manifest';
 import { MemoryLedgerStore } from '../../lib/testing/ledger-store';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
@@ -321,10 +320,8 @@ export async function runElectionSchedule(
     return actor;
   };
 
-  const depsOf = (actor: Actor, actorClock: Clock): LeaseDeps => ({
-    ddb: undefined as unknown as DocumentClient,
-    table: 'locks',
-    store: locksFor(actor),
+  const depsOf = (actor: Actor, actorClock: Clock): ElectionDeps => ({
+    locks: locksFor(actor),
     clock: actorClock,
     random,
   });
@@ -401,12 +398,12 @@ export async function runElectionSchedule(
         const epoch = leadership.epoch;
         scheduler.log(`${actor.name} leads with epoch ${epoch}`);
         try {
-          const fence = new EpochFence({ store: scheduler.wrap(observedLedgers(actor), actor), clock: actorClock, random }, ledgerKey(s.role));
+          const fence = new EpochFence({ ledger: scheduler.wrap(observedLedgers(actor), actor), clock: actorClock, random }, ledgerKey(s.role));
           const head = await fence.head();
           const ledger = new LedgerWriter(fence, leadership, epoch, name, head.version, {
             hooks: stopCheck(actor, actorClock, () => leadership.stopAtMs),
           });
-          const bucketOf = { store: scheduler.wrap(observedBucket(actor), actor), clock: actorClock, random };
+          const bucketOf = { manifests: scheduler.wrap(observedBucket(actor), actor), clock: actorClock, random };
           const { writer: manifest } = await leadership.act(() => ManifestWriter.raiseAt(bucketOf, MANIFEST, s.role, epoch));
           for (let act = 0; act < s.acts && !lost; act++) {
             await actorClock.sleep(s.actPeriodMs);
@@ -448,7 +445,7 @@ export async function runElectionSchedule(
     const actor = newActor(name);
     const actorClock = clockOf(actor);
     const deps = depsOf(actor, actorClock);
-    const fence = new EpochFence({ store: scheduler.wrap(observedLedgers(actor), actor), clock: actorClock, random }, writerLedgerKey(s.writerRole));
+    const fence = new EpochFence({ ledger: scheduler.wrap(observedLedgers(actor), actor), clock: actorClock, random }, writerLedgerKey(s.writerRole));
     if (name === 'w2') Object.assign(answered, { requestedAt: clock.monotonicMs(), actor });
     let writer: Writer | undefined;
     const hooks = stopCheck(actor, actorClock, () => writer?.lease.stopAtMs ?? Infinity);
@@ -513,10 +510,7 @@ export async function runElectionSchedule(
       if (broken !== 'restore-no-bump') {
         for (;;) {
           try {
-            const report = await bumpEpochs(
-              { ddb: undefined as unknown as DocumentClient, locks: 'locks', store },
-              { by: DEFAULT_BUMP, runId, dryRun: false },
-            );
+            const report = await bumpEpochs({ locks: store }, { by: DEFAULT_BUMP, runId, dryRun: false });
             scheduler.log(`${actor.name} bumped ${report.changed.length} items, ${report.alreadyBumped.length} already bumped`);
             break;
           } catch (err) {

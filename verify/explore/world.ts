@@ -14,7 +14,6 @@
  * manifest and the epoch ledger (docs/TESTING.md).
  */
 import { type Clock, VirtualClock } from '../../lib/core/clock';
-import type { DocumentClient } from '../../lib/core/aws/job-store';
 import { LEASE_DEFAULTS, type LeaseConfig } from '../../lib/core/config';
 import { Events } from '../../lib/core/events';
 import { writeBatch } from '../../lib/core/batch';
@@ -165,13 +164,11 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
     scheduler.log(`${name} starts`);
     runJob(
       {
-        ddb: undefined as unknown as DocumentClient,
-        tables: { locks: 'locks', jobs: 'jobs' },
+        locks: lockStore,
+        jobs: jobStore,
         clock: actorClock,
         events: new Events(name, actorClock),
         random,
-        store: jobStore,
-        lockStore,
       },
       {
         keys,
@@ -237,12 +234,9 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
     const sweeper = new Sweeper(
       {
         job: keys.name,
-        ddb: undefined as unknown as DocumentClient,
-        jobs: 'jobs',
-        locks: 'locks',
+        jobs: sweepSide.jobs,
+        locks: scheduler.wrap(broken.locks, actor),
         clock: actorClock,
-        store: sweepSide.jobs,
-        lockStore: scheduler.wrap(broken.locks, actor),
       },
       { ...SWEEPER_DEFAULTS, leaseMs: s.lease.leaseMs },
     );

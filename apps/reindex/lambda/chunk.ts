@@ -31,8 +31,6 @@ function planOf(rt: Runtime, date: string): ReindexPlan {
 function reindex({ runtime: rt, env, lease, fence, date, chunk }: RuntimeChunkContext): Promise<ChunkResult> {
   const plan = planOf(rt, date);
   const tables = {
-    locks: rt.leaseDeps.table,
-    jobs: rt.fenceDeps.jobs,
     source: required(env, ReindexEnv.sourceTable),
     index: required(env, ReindexEnv.indexTable),
   };

@@ -25,12 +25,12 @@ import { failedItem } from './conditions';
 import { FenceNotRaisedError, FencedOutError } from '../errors';
 import { Attr } from '../schema';
 import type { FenceItem, FenceStore } from '../store/jobs';
-import { AwsFenceStore, fenceCheck, type DocumentClient } from './job-store';
+import { fenceCheck } from './job-store';
 
 /** Where a fence item lives, and what its raises and guards need. */
 export interface FenceTarget {
-  /** The document client; the fenced batch sends its low-level TransactWriteItems through it too. */
-  readonly ddb: DocumentClient;
+  /** The store the fence item lives in: `new DynamoFenceStore(ddb)` for any DynamoDB table (the job store is one too). */
+  readonly fences: FenceStore;
   /** The table holding the fence item (any table: the item only needs its key and a `fence` number). */
   readonly table: string;
   /** The fence item's primary key: its partition key (and sort key, if the table has one), e.g. `{ pk: 'orders#7' }`. */
@@ -41,11 +41,6 @@ export interface FenceTarget {
   readonly random?: () => number;
   /** The name FencedOutError reports for this fence. @default 'fence' */
   readonly resource?: string;
-  /**
-   * Where raise, read, writeFenced and writeBatch go. @defaultValue the DynamoDB store on `ddb`
-   * @internal
-   */
-  readonly store?: FenceStore;
 }
 
 /**
@@ -79,7 +74,7 @@ export class Fence {
     this.target = { ...target, clock: target.clock ?? systemClock };
     this.resource = target.resource ?? 'fence';
     this.item = { table: target.table, key: target.key };
-    this.store = target.store ?? new AwsFenceStore(target.ddb);
+    this.store = target.fences;
     this.wireKey = marshall(target.key);
   }
 
@@ -133,7 +128,7 @@ export class Fence {
   }
 }
 
-/** A fence bound to one item: `fenceOn({ ddb, table, key })`, then `lease.fenced(fence)` to raise it and write with it. */
+/** A fence bound to one item: `fenceOn({ fences, table, key })`, then `lease.fenced(fence)` to raise it and write with it. */
 export function fenceOn(target: FenceTarget): Fence {
   return new Fence(target);
 }

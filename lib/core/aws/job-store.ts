@@ -84,7 +84,7 @@ async function conditional<T>(ddb: DynamoDBDocumentClient, input: UpdateCommandI
 }
 
 /** The generic fence's operations on DynamoDB: any table, any key. */
-export class AwsFenceStore implements FenceStore {
+export class DynamoFenceStore implements FenceStore {
   constructor(readonly ddb: DynamoDBDocumentClient) {}
 
   raiseFence(item: FenceItem, token: number, set: Readonly<Record<string, unknown>> = {}): Promise<Conditional<Record<string, unknown>>> {
@@ -130,7 +130,7 @@ export class AwsFenceStore implements FenceStore {
 
   async recordBatch(fence: FenceItem, token: number, puts: readonly BatchPut[], requestToken: string): Promise<BatchOutcome> {
     try {
-      await this.ddb.send(new TransactWriteItemsCommand(AwsFenceStore.transaction(fence, token, puts, requestToken)));
+      await this.ddb.send(new TransactWriteItemsCommand(DynamoFenceStore.transaction(fence, token, puts, requestToken)));
       return { kind: 'recorded' };
     } catch (err) {
       // Decided by the reasons, never the exception's name (docs/DESIGN.md "Retry classification"): a conflict
@@ -148,25 +148,25 @@ export class AwsFenceStore implements FenceStore {
 }
 
 /** The job table on DynamoDB: job rows, chunk fence items, the sparse index `claimed`. */
-export class AwsJobStore extends AwsFenceStore implements JobStore {
+export class DynamoJobStore extends DynamoFenceStore implements JobStore {
   constructor(
     ddb: DynamoDBDocumentClient,
-    readonly jobs: string,
+    readonly table: string,
   ) {
     super(ddb);
   }
 
   async readJob(jobId: string): Promise<JobRow | undefined> {
-    const out = await this.ddb.send(new GetCommand({ TableName: this.jobs, Key: { [Attr.pk]: jobId }, ConsistentRead: true }));
+    const out = await this.ddb.send(new GetCommand({ TableName: this.table, Key: { [Attr.pk]: jobId }, ConsistentRead: true }));
     return out.Item as JobRow | undefined;
   }
 
   /** The row enters the sparse index (claim_shard + claimed_since) in the same write as the raise. */
   async raiseJob(jobId: string, raise: RowRaise): Promise<Conditional<JobRow>> {
     // Before the process's first raise: a job table with a TTL, the wrong key or no sparse index is refused unwritten.
-    await checkTableOnce(this.ddb, this.jobs, JOB_TABLE);
+    await checkTableOnce(this.ddb, this.table, JOB_TABLE);
     return conditional<JobRow>(this.ddb, {
-      TableName: this.jobs,
+      TableName: this.table,
       Key: { [Attr.pk]: jobId },
       ConditionExpression: `${unraisedOrNotLower} AND ${notDone}`,
       UpdateExpression:
@@ -187,7 +187,7 @@ export class AwsJobStore extends AwsFenceStore implements JobStore {
 
   markChunkDone(chunkKey: string, token: number): Promise<Conditional<ChunkFence>> {
     return conditional<ChunkFence>(this.ddb, {
-      TableName: this.jobs,
+      TableName: this.table,
       Key: { [Attr.pk]: chunkKey },
       ConditionExpression: stillOurs,
       UpdateExpression: `SET ${Attr.doneBy} = :t`,
@@ -198,7 +198,7 @@ export class AwsJobStore extends AwsFenceStore implements JobStore {
   /** DONE leaves the sparse index in the same write. */
   complete(jobId: string, token: number): Promise<Conditional<JobRow>> {
     return conditional<JobRow>(this.ddb, {
-      TableName: this.jobs,
+      TableName: this.table,
       Key: { [Attr.pk]: jobId },
       ConditionExpression: stillOwner,
       UpdateExpression: `SET #state = :done REMOVE ${Attr.claimShard}, ${Attr.claimedSince}`,
@@ -213,7 +213,7 @@ export class AwsJobStore extends AwsFenceStore implements JobStore {
    */
   requeue(jobId: string, seen: RequeueSighting): Promise<Conditional<JobRow>> {
     return conditional<JobRow>(this.ddb, {
-      TableName: this.jobs,
+      TableName: this.table,
       Key: { [Attr.pk]: jobId },
       ConditionExpression: `${asSighted} AND ${sameCount(seen.requeues)}`,
       UpdateExpression: `SET ${Attr.requeues} = :next`,
@@ -231,7 +231,7 @@ export class AwsJobStore extends AwsFenceStore implements JobStore {
   async claimedPage(shard: string, start?: string): Promise<Page<JobRow>> {
     const page = await this.ddb.send(
       new QueryCommand({
-        TableName: this.jobs,
+        TableName: this.table,
         IndexName: JOB_TABLE.sparseIndex!.name,
         KeyConditionExpression: `${Attr.claimShard} = :shard`,
         ExpressionAttributeValues: { ':shard': shard },
@@ -244,7 +244,7 @@ export class AwsJobStore extends AwsFenceStore implements JobStore {
   async scanPage(start?: string): Promise<Page<Record<string, unknown>>> {
     const out = await this.ddb.send(
       new ScanCommand({
-        TableName: this.jobs,
+        TableName: this.table,
         ConsistentRead: true,
         ExclusiveStartKey: start === undefined ? undefined : (JSON.parse(start) as Record<string, unknown>),
       }),
@@ -255,17 +255,4 @@ export class AwsJobStore extends AwsFenceStore implements JobStore {
 
 function pageOf<T>(items: T[] | undefined, last: Record<string, unknown> | undefined): Page<T> {
   return { items: items ?? [], ...(last ? { next: JSON.stringify(last) } : {}) };
-}
-
-/** What a deps object built before the seam carries: the document client and the job table, and maybe a store. */
-export interface JobStoreDeps {
-  readonly ddb: DocumentClient;
-  readonly jobs: string;
-  /** Overrides the DynamoDB store built from `ddb` and `jobs` (the in-memory one, lib/testing/job-store.ts). */
-  readonly store?: JobStore;
-}
-
-/** The one place a deps object's job store is built: its own `store`, or the DynamoDB one on its client and table. */
-export function jobStoreOf(deps: JobStoreDeps): JobStore {
-  return deps.store ?? new AwsJobStore(deps.ddb, deps.jobs);
 }

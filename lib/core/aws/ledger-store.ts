@@ -16,14 +16,6 @@ import type { ActionReason, AppendOutcome, LedgerEntry, LedgerHead, LedgerStore,
 
 export type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 
-/** Where a ledger store lives: either a store given whole, or a document client and table to build the DynamoDB one. */
-export type LedgerStoreSource = { readonly store: LedgerStore } | { readonly ddb: DynamoDBDocumentClient; readonly table: string };
-
-/** The store a target names: the one given, else the DynamoDB store on its client and table. */
-export function ledgerStoreOf(source: LedgerStoreSource): LedgerStore {
-  return 'store' in source ? source.store : new DynamoLedgerStore(source.ddb, source.table);
-}
-
 /** The fence clause: the store accepts a write whose epoch is at least the highest it has seen (equal is accepted). */
 const EPOCH_CLAUSE = `(attribute_not_exists(${Attr.fence}) OR ${Attr.fence} <= :e)`;
 /** The first entry: no version written yet, so two first writers cannot both write version 1. */

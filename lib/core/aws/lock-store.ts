@@ -27,21 +27,6 @@ import type { DocumentClient } from './document-client';
 
 export type { DocumentClient };
 
-/**
- * Where a lock store comes from: a store given as it is (in memory, or one built before), or the document client and
- * the lock table to build the DynamoDB one from.
- */
-export type LockStoreSource =
-  | { readonly store: LockStore; readonly ddb?: DocumentClient; readonly table?: string }
-  | { readonly store?: LockStore; readonly ddb: DocumentClient; readonly table: string };
-
-/** The store a deps object names: its own `store` if it has one, otherwise the DynamoDB store on its `ddb` and `table`. */
-export function lockStoreOf(source: LockStoreSource): LockStore {
-  if (source.store !== undefined) return source.store;
-  const { ddb, table } = source as { ddb: DocumentClient; table: string };
-  return new AwsLockStore(ddb, table);
-}
-
 const BUMP_RUNS = 'bump_runs';
 
 // Named condition clauses, each with its reason.
@@ -90,7 +75,7 @@ function conditionFailed(err: unknown): boolean {
  * The lock store on a DynamoDB table (LockStore). Guarantees what DynamoDB guarantees of one item: each write lands
  * whole or not at all, on its condition; reads are strongly consistent. Does not retry: transient errors are thrown.
  */
-export class AwsLockStore implements LockStore {
+export class DynamoLockStore implements LockStore {
   constructor(
     private readonly ddb: DocumentClient,
     /** The lock table (partition key `pk`, never TTL'd). */

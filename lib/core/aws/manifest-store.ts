@@ -15,14 +15,6 @@ import type { ManifestStore, PutOutcome, StoredObject } from '../store/manifest'
 
 export type { S3Client } from '@aws-sdk/client-s3';
 
-/** Where a manifest store lives: either a store given whole, or an S3 client and bucket to build the S3 one from. */
-export type ManifestStoreSource = { readonly store: ManifestStore } | { readonly s3: S3Client; readonly bucket: string };
-
-/** The store a deps object names: the one given, else the S3 store on its client and bucket. */
-export function manifestStoreOf(source: ManifestStoreSource): ManifestStore {
-  return 'store' in source ? source.store : new S3ManifestStore(source.s3, source.bucket);
-}
-
 type S3Answer = { name?: string; $metadata?: { httpStatusCode?: number } };
 
 /** 412: the If-None-Match key exists, or the If-Match ETag is not the current one. */

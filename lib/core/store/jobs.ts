@@ -115,8 +115,8 @@ export interface FenceStore {
 
 /** The job table's operations: job rows, chunk fence items (by key), the sparse index of claimed rows. */
 export interface JobStore extends FenceStore {
-  /** The job table: where job rows and chunk fence items live. */
-  readonly jobs: string;
+  /** The job table's name: where job rows and chunk fence items live. */
+  readonly table: string;
   /** The job row, read strongly consistent. */
   readJob(jobId: string): Promise<JobRow | undefined>;
   /** Raise the job row: fence, RUNNING, owner, chunk count, into the sparse index; refused by a higher fence or DONE. */

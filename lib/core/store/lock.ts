@@ -92,10 +92,11 @@ export interface BumpPage {
 }
 
 /**
- * The lock table's operations, each one atomic store operation. Guarantees: a write lands only on its condition, and
- * a failed condition returns the item that won. Does not retry; does not decide anything about time.
+ * The lock table's operations, each one atomic store operation, split by who uses them: the lease (LeaseStore), an
+ * election's role and queue (RoleStore), the restore bump (RestoreStore). Guarantees: a write lands only on its
+ * condition, and a failed condition returns the item that won. Does not retry; does not decide anything about time.
  */
-export interface LockStore {
+export interface LeaseStore {
   /** A strongly consistent read of the lock item; undefined if the key was never written. */
   read(key: string): Promise<LockItem | undefined>;
   /**
@@ -107,7 +108,10 @@ export interface LockStore {
   renew(key: string, holding: Holding, rvn: string, wallIso: string): Promise<WriteOutcome<undefined>>;
   /** Release: clear the holder and write a new rvn, only while `holding` still holds it. The item (its epoch) stays. */
   release(key: string, holding: Holding, rvn: string, wallIso: string): Promise<WriteOutcome<undefined>>;
+}
 
+/** An election's operations on the lock table: its role item and candidate queue (and the floor its first number starts above). */
+export interface RoleStore {
   /** A strongly consistent read of an election's role item. */
   readRole(roleKey: string): Promise<RoleItem | undefined>;
   /**
@@ -118,7 +122,12 @@ export interface LockStore {
   join(request: JoinRequest): Promise<{ readonly ok: boolean }>;
   /** One transaction: delete candidate `seq`'s item on `on`, and take `seq` out of the role's members. Both or neither. */
   removeCandidate(roleKey: string, candidateKey: string, seq: number, on: RemoveOn): Promise<{ readonly ok: boolean }>;
+  /** A strongly consistent read of the epoch floor: 0 if it was never raised. */
+  readFloor(): Promise<number>;
+}
 
+/** The restore bump's operations on the lock table: every item's epoch, and the floor new keys start above. */
+export interface RestoreStore {
   /** One page of the lock table for the restore bump (strongly consistent), from `start` (a previous page's `next`). */
   scanPage(start?: string): Promise<BumpPage>;
   /** Add `by` to the item's epoch and record `runId`, once per run id; `ok: false` if this run already bumped it. */
@@ -128,3 +137,6 @@ export interface LockStore {
   /** Add `by` to the epoch floor (created at `by` if absent) and record `runId`, once per run id; `ok: false` if this run already raised it. */
   raiseFloor(by: number, runId: string): Promise<{ readonly ok: true; readonly from: number } | { readonly ok: false }>;
 }
+
+/** The whole lock table: what its DynamoDB and in-memory implementations hold (one table, three concerns). */
+export interface LockStore extends LeaseStore, RoleStore, RestoreStore {}

@@ -15,7 +15,7 @@ import { WorkerClock } from '../clocks';
 import { Sim, type SimRow, type TimelineMark } from '../engine';
 import { Holder } from '../holder';
 import { DynamoLockItem, ItemClaimant, type ClaimRule } from '../lock-item';
-import { NO_DDB, REAL_TABLES, RealWorld, type RealWorker } from '../real';
+import { RealWorld, type RealWorker } from '../real';
 import { Checks, s, type Scenario } from '../scenario';
 import { Worker } from '../worker';
 import { STORY_TIMING } from './story';
@@ -46,7 +46,7 @@ export const wallStepScenario: Scenario = {
     const world = new RealWorld(0, T.leaseMs, describe);
     const config: LeaseConfig = { ...T, claimBudget: LEASE_DEFAULTS.claimBudget };
     const [B, D] = ['B', 'D'].map((n) => world.worker(n));
-    const deps = (w: RealWorker) => ({ ddb: NO_DDB, table: REAL_TABLES.locks, clock: w, events: w.events, store: w.locks });
+    const deps = (w: RealWorker) => w.deps;
     const key = 'billing#2026-09-28';
     let stopReading = 0;
     let monotonicStop: number | undefined;
@@ -167,7 +167,7 @@ async function playClockFree() {
   const config: LeaseConfig = { ...T, claimBudget: LEASE_DEFAULTS.claimBudget };
   const [A, D] = ['A', 'D'].map((n) => world.worker(n));
   D.wallOffsetMs = D_OFFSET_MS;
-  const deps = (w: RealWorker) => ({ ddb: NO_DDB, table: REAL_TABLES.locks, clock: w, events: w.events, store: w.locks });
+  const deps = (w: RealWorker) => w.deps;
   const key = 'billing#2026-09-28';
   void claim(deps(A), key, 'A', config).then((lease) => lease.startHeartbeat());
   world.at(A_PAUSE.at, () => A.pause(A_PAUSE.ms, 'a GC pause'));

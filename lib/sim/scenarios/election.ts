@@ -11,7 +11,7 @@ import { Election } from '../../election/election';
 import type { FencepostEvent } from '../../core/events';
 import { pollMsOf } from '../../core/lease';
 import type { SimRow } from '../engine';
-import { NO_DDB, REAL_TABLES, RealWorld, type RealWorker } from '../real';
+import { RealWorld, type RealWorker } from '../real';
 import { Checks, s, type Scenario } from '../scenario';
 
 const ROLE = 'pacer';
@@ -49,8 +49,7 @@ export const electionScenario: Scenario = {
   async run() {
     const config: LeaseConfig = { ...LEASE_DEFAULTS };
     const world = new RealWorld(0, config.leaseMs, describe);
-    const election = (w: RealWorker) =>
-      new Election({ ddb: NO_DDB, table: REAL_TABLES.locks, clock: w, events: w.events, store: w.locks, random: () => 0.5 }, ROLE, config);
+    const election = (w: RealWorker) => new Election({ ...w.deps, random: () => 0.5 }, ROLE, config);
     const stop = new AbortController();
     const leaders: { name: string; epoch: number; at: number }[] = [];
     for (const c of CANDIDATES) {

@@ -16,7 +16,7 @@ import { raiseRun } from '../../core/job';
 import { claim, type Lease } from '../../core/lease';
 import { MemoryLockStore } from '../../testing/lock-store';
 import type { SimRow } from '../engine';
-import { NO_DDB, REAL_TABLES, RealWorld, ReplaceableLockStore, type RealWorker } from '../real';
+import { RealWorld, ReplaceableLockStore, type RealWorker } from '../real';
 import { Checks, type Scenario } from '../scenario';
 
 const DATE = '2026-09-28';
@@ -65,11 +65,11 @@ async function playEpochs(ttl: boolean) {
 
   /** Claim (clock-free), then raise the fence first; a refused raise is the fence seeing a token again. */
   const holder = (w: RealWorker) => async () => {
-    const lease = await claim({ ddb: NO_DDB, table: REAL_TABLES.locks, clock: w, events: w.events, store: w.locks }, keys.lock(DATE), w.name, config);
+    const lease = await claim(w.deps, keys.lock(DATE), w.name, config);
     epochs.push(lease.token);
     leases.set(w.name, lease);
     try {
-      await raiseRun({ ddb: NO_DDB, tables: REAL_TABLES, clock: w, events: w.events, store: w.jobs }, { keys, date: DATE, chunks: 1 }, lease);
+      await raiseRun(w.deps, { keys, date: DATE, chunks: 1 }, lease);
     } catch (err) {
       if (!(err instanceof FencedOutError)) throw err;
       refused.push({ who: w.name, token: lease.token, fence: err.fence });

@@ -11,7 +11,7 @@ import { handover, HANDOVER_DEFAULTS, type HandoverConfig } from '../../election
 import { EpochFence } from '../../election/epoch-fence';
 import type { FencepostEvent } from '../../core/events';
 import { Rng, type SimRow } from '../engine';
-import { NO_DDB, REAL_TABLES, RealWorld, type RealWorker } from '../real';
+import { RealWorld, type RealWorker } from '../real';
 import { Checks, s, type Scenario } from '../scenario';
 
 const ROLE = 'payments';
@@ -42,8 +42,8 @@ async function playHandover(oldRate: number, newRate: number, config: HandoverCo
   const [old, neu] = ['old writer', 'new writer'].map((n) => world.worker(n));
   old.rate = oldRate;
   neu.rate = newRate;
-  const deps = (w: RealWorker) => ({ ddb: NO_DDB, table: REAL_TABLES.locks, clock: w, events: w.events, store: w.locks, random: () => 0.5 });
-  const fence = (w: RealWorker) => new EpochFence({ store: w.ledgers, clock: w, random: () => 0.5 }, `ledger/writer/${ROLE}`);
+  const deps = (w: RealWorker) => ({ ...w.deps, random: () => 0.5 });
+  const fence = (w: RealWorker) => new EpochFence({ ledger: w.ledgers, clock: w, random: () => 0.5 }, `ledger/writer/${ROLE}`);
   let flipAt: number | undefined;
   let firstWriteAt: number | undefined;
   let oldStop: number | undefined;

@@ -21,7 +21,7 @@ import { jobKeys } from '../../core/job-keys';
 import { runJob, type ChunkWork, type RunSummary } from '../../core/job';
 import { pollMsOf } from '../../core/lease';
 import type { SimRow } from '../engine';
-import { NO_DDB, REAL_TABLES, RealWorld, sweeperOn, type RealWorker } from '../real';
+import { RealWorld, sweeperOn, type RealWorker } from '../real';
 import { Checks, s, type Scenario, type ScenarioInput, type ScenarioResult } from '../scenario';
 
 /** What the story assumes. Times and durations in ms of virtual time. */
@@ -183,15 +183,13 @@ async function playNight(i: NightInputs) {
 
   const start = (w: RealWorker, pauseAt?: { chunk: number; ms: number }) => {
     world.log(w.name, 'starts the night');
-    void runJob(
-      { ddb: NO_DDB, tables: REAL_TABLES, clock: w, events: w.events, store: w.jobs, lockStore: w.locks, random: () => 0.5 },
-      { keys, date: DATE, chunks: i.chunks, holder: w.name, config },
-      work(w, pauseAt),
-    ).then((summary) => {
-      summaries.set(w.name, summary);
-      if (summary.outcome === 'completed') done = true;
-      world.log(w.name, `ends: ${summary.outcome}`, { token: summary.token, note: summary.reason });
-    });
+    void runJob({ ...w.deps, random: () => 0.5 }, { keys, date: DATE, chunks: i.chunks, holder: w.name, config }, work(w, pauseAt)).then(
+      (summary) => {
+        summaries.set(w.name, summary);
+        if (summary.outcome === 'completed') done = true;
+        world.log(w.name, `ends: ${summary.outcome}`, { token: summary.token, note: summary.reason });
+      },
+    );
   };
 
   const [A, B, C, sweeperWorker] = ['A', 'B', 'C', 'sweeper'].map((n) => world.worker(n));

@@ -20,7 +20,7 @@ import { claim, type Lease } from '../../core/lease';
 import { MemoryLockStore } from '../../testing/lock-store';
 import { bumpEpochs, DEFAULT_BUMP } from '../../core/restore';
 import type { SimRow, TimelineMark } from '../engine';
-import { NO_DDB, REAL_TABLES, RealWorld, ReplaceableLockStore, type RealWorker } from '../real';
+import { RealWorld, ReplaceableLockStore, type RealWorker } from '../real';
 import { Checks, type Scenario } from '../scenario';
 
 const DATE = '2026-09-28';
@@ -68,9 +68,9 @@ async function playRestore(bump: number) {
   const tokens: Record<string, number> = {};
   const leases = new Map<string, Lease>();
   let backupEpoch: number | undefined;
-  const jobDeps = (w: RealWorker) => ({ ddb: NO_DDB, tables: REAL_TABLES, clock: w, events: w.events, store: w.jobs, random: () => 0.5 });
+  const jobDeps = (w: RealWorker) => ({ ...w.deps, random: () => 0.5 });
   const take = async (w: RealWorker) => {
-    const lease = await claim({ ddb: NO_DDB, table: REAL_TABLES.locks, clock: w, events: w.events, store: w.locks }, KEYS.lock(DATE), w.name, config);
+    const lease = await claim(w.deps, KEYS.lock(DATE), w.name, config);
     tokens[w.name] = lease.token;
     leases.set(w.name, lease);
     await raiseRun(jobDeps(w), RUN, lease);
@@ -121,10 +121,7 @@ async function playRestore(bump: number) {
         if (out.ok) await restored.release(KEYS.lock(DATE), { holder: 'backup', epoch: Number(out.item.epoch) }, `r${e}x`, '');
       }
       if (bump === 0) return;
-      const report = await bumpEpochs(
-        { ddb: NO_DDB, locks: REAL_TABLES.locks, store: operator.locks },
-        { by: bump, runId: 'restore-1', dryRun: false },
-      );
+      const report = await bumpEpochs({ locks: operator.locks }, { by: bump, runId: 'restore-1', dryRun: false });
       world.log('operator', `bump-epochs: every epoch + ${bump.toLocaleString('en-US')}`, {
         note: report.changed.map((c) => `${c.from} → ${c.to}`).join(', '),
       });

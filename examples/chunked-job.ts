@@ -4,30 +4,21 @@
 // first token can no longer write.
 //
 // Stores: FENCEPOST_TEST_DYNAMODB (tables made by local/provision.ts, prefix FENCEPOST_EXAMPLE_PREFIX).
-import {
-  DynamoFenceStore,
-  DynamoLockStore,
-  FencedOutError,
-  fenceOn,
-  localClients,
-  systemClock,
-  tableNames,
-  withLease,
-  writeFenced,
-} from '../lib/core';
+import { awsStores, FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from '../lib/core';
 
 const clients = localClients({ dynamodb: process.env.FENCEPOST_TEST_DYNAMODB ?? 'http://127.0.0.1:8000', s3: process.env.FENCEPOST_TEST_S3 ?? '' });
 const tables = tableNames(process.env.FENCEPOST_EXAMPLE_PREFIX ?? 'example-');
+const stores = awsStores(clients, tables); // the lock and job tables' stores, built once
 const holder = process.argv[2] ?? 'worker-1';
 const job = 'report#2026-09-28';
 /** The job's records, as plain items: 3 chunks of 50 lines. */
 const lines = (token: number) => Array.from({ length: 150 }, (_, i) => ({ pk: `${job}#line#${i}`, amount: 100 + (i % 50), token }));
 
 async function main(): Promise<void> {
-  const deps = { locks: new DynamoLockStore(clients.ddb, tables.locks), clock: systemClock };
+  const deps = { locks: stores.locks, clock: systemClock };
   const summary = await withLease(deps, job, holder, {}, async (lease) => {
     console.error(`${holder} claimed token ${lease.token}`);
-    const fence = fenceOn({ fences: new DynamoFenceStore(clients.ddb), table: tables.jobs, key: { pk: job }, resource: 'report' });
+    const fence = fenceOn({ fences: stores.jobs, table: tables.jobs, key: { pk: job }, resource: 'report' });
     // 1. Raise the fence before anything else: from now on no lower token writes here, whatever its holder believes.
     const held = lease.fenced(fence); // the fence, with this lease's token: what the holder raises and writes with
     await lease.act(() => held.raise({ owner: holder }));

@@ -4,10 +4,11 @@
 //
 // Stores: FENCEPOST_TEST_DYNAMODB (tables made by local/provision.ts, prefix FENCEPOST_EXAMPLE_PREFIX).
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
-import { DynamoFenceStore, DynamoLockStore, fenceOn, localClients, systemClock, tableNames, withLease, type HeldFence } from '../lib/core';
+import { awsStores, fenceOn, localClients, systemClock, tableNames, withLease, type HeldFence } from '../lib/core';
 
 const clients = localClients({ dynamodb: process.env.FENCEPOST_TEST_DYNAMODB ?? 'http://127.0.0.1:8000', s3: process.env.FENCEPOST_TEST_S3 ?? '' });
 const tables = tableNames(process.env.FENCEPOST_EXAMPLE_PREFIX ?? 'example-');
+const stores = awsStores(clients, tables); // the lock and job tables' stores, built once
 const holder = process.argv[2] ?? 'worker-1';
 const account = 'acct#42';
 
@@ -27,10 +28,10 @@ async function credit(fence: HeldFence): Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const deps = { locks: new DynamoLockStore(clients.ddb, tables.locks), clock: systemClock };
+  const deps = { locks: stores.locks, clock: systemClock };
   const summary = await withLease(deps, `ledger#${account}`, holder, {}, async (lease) => {
     const fence = fenceOn({
-      fences: new DynamoFenceStore(clients.ddb),
+      fences: stores.jobs,
       table: tables.jobs,
       key: { pk: `ledger#${account}` },
       clock: systemClock,

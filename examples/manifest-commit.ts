@@ -4,30 +4,21 @@
 // (`ManifestWriter.raise(..., lease)`), so a holder whose token is stale finds its commit refused.
 //
 // Stores: FENCEPOST_TEST_DYNAMODB and FENCEPOST_TEST_S3 (tables and bucket made by local/provision.ts).
-import {
-  DynamoLockStore,
-  ManifestWriter,
-  S3ManifestStore,
-  localClients,
-  readManifest,
-  systemClock,
-  tableNames,
-  withLease,
-  type ManifestPlace,
-} from '../lib/core';
+import { awsStores, ManifestWriter, localClients, readManifest, systemClock, tableNames, withLease, type ManifestPlace } from '../lib/core';
 
 const clients = localClients({
   dynamodb: process.env.FENCEPOST_TEST_DYNAMODB ?? 'http://127.0.0.1:8000',
   s3: process.env.FENCEPOST_TEST_S3 ?? 'http://127.0.0.1:9000',
 });
 const tables = tableNames(process.env.FENCEPOST_EXAMPLE_PREFIX ?? 'example-');
-const s3 = { manifests: new S3ManifestStore(clients.s3, process.env.FENCEPOST_EXAMPLE_BUCKET ?? 'example-manifests'), clock: systemClock };
+const stores = awsStores(clients, { ...tables, bucket: process.env.FENCEPOST_EXAMPLE_BUCKET ?? 'example-manifests' });
+const s3 = { manifests: stores.manifests, clock: systemClock };
 const holder = process.argv[2] ?? 'worker-1';
 const job = 'export#2026-09-28';
 const place: ManifestPlace = { key: 'exports/2026-09-28/manifest.json', chunkPrefix: 'exports/2026-09-28/chunks/' };
 
 async function main(): Promise<void> {
-  const deps = { locks: new DynamoLockStore(clients.ddb, tables.locks), clock: systemClock };
+  const deps = { locks: stores.locks, clock: systemClock };
   const summary = await withLease(deps, job, holder, {}, async (lease) => {
     // 1. Raise the manifest's token first: If-None-Match: * creates it; if it exists, read it and rewrite it If-Match.
     const { writer } = await lease.act(() => ManifestWriter.raise(s3, place, job, lease));

@@ -1,12 +1,12 @@
-// Create the tables a fenced job needs: the library's lock and job tables (`createTables`, idempotent) and your own
+// Create the tables a fenced job needs: the library's lock and job tables (`store.createTables`, idempotent) and your own
 // table for the job's records. Against `npx fencepost local` here; in AWS, `awsClients()` instead of `localClients`.
 import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
-import { createTables, localClients } from 'fencepost';
+import { localClients, store } from 'fencepost';
 
 const clients = localClients({ dynamodb: process.env.DYNAMODB_ENDPOINT! }); // the dynamodbEndpoint it printed
 
 async function main(): Promise<void> {
-  const tables = await createTables(clients, 'reminders-'); // reminders-locks, reminders-jobs
+  const tables = await store.createTables(clients, 'reminders-'); // reminders-locks, reminders-jobs
   await clients.raw.send(
     new CreateTableCommand({
       TableName: 'reminders-sent', // yours: one item per reminder sent

@@ -1,18 +1,19 @@
 // What the fence is for: a holder that pauses past its lease (a GC pause, a frozen VM) wakes up still believing it
 // holds the lease, and writes. A newer holder raised the fence meanwhile: the store refuses the write, and none of it
 // lands.
-import { DynamoFenceStore, DynamoLockStore, FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from 'fencepost';
+import { awsStores, FencedOutError, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from 'fencepost';
 
 const clients = localClients({ dynamodb: process.env.DYNAMODB_ENDPOINT! });
 const tables = tableNames('reminders-');
+const stores = awsStores(clients, tables); // the lock and job tables' stores, built once
 const night = process.argv[2] ?? '2026-12-01';
 const job = `reminders#${night}`;
 // A short lease, so the next holder waits 2 s for it to run out rather than the default 10 s.
 const config = { leaseMs: 2000, renewMs: 500, marginMs: 500 };
 
 async function main(): Promise<void> {
-  const deps = { locks: new DynamoLockStore(clients.ddb, tables.locks), clock: systemClock };
-  const fence = fenceOn({ fences: new DynamoFenceStore(clients.ddb), table: tables.jobs, key: { pk: job } });
+  const deps = { locks: stores.locks, clock: systemClock };
+  const fence = fenceOn({ fences: stores.jobs, table: tables.jobs, key: { pk: job } });
   await withLease(deps, job, 'pauses', config, async (paused) => {
     await paused.fenced(fence).raise();
     await paused.stopHeartbeat(); // it pauses: a frozen process renews nothing, so its lease runs out

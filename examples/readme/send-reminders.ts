@@ -1,16 +1,17 @@
 // The smallest complete fenced job: claim the night's lease, raise the night's fence to the lease's token FIRST, then
 // write through the fence. Run it twice: the second holder gets token 2 and finds every reminder already sent.
-import { DynamoFenceStore, DynamoLockStore, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from 'fencepost';
+import { awsStores, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from 'fencepost';
 
 const clients = localClients({ dynamodb: process.env.DYNAMODB_ENDPOINT! });
 const tables = tableNames('reminders-');
+const stores = awsStores(clients, tables); // the lock and job tables' stores, built once
 const night = process.argv[2] ?? '2026-12-01';
 const job = `reminders#${night}`; // one lease and one fence per night
 
 async function main(): Promise<void> {
-  const deps = { locks: new DynamoLockStore(clients.ddb, tables.locks), clock: systemClock }; // the lock table's store
+  const deps = { locks: stores.locks, clock: systemClock };
   const result = await withLease(deps, job, `worker-${process.pid}`, {}, async (lease) => {
-    const fence = fenceOn({ fences: new DynamoFenceStore(clients.ddb), table: tables.jobs, key: { pk: job } });
+    const fence = fenceOn({ fences: stores.jobs, table: tables.jobs, key: { pk: job } });
     const held = lease.fenced(fence); // the fence, with this lease's token: what this holder raises and writes with
     await lease.act(() => held.raise()); // first: from now on no lower token writes here
     const reminders = ['ana', 'bo', 'cy'].map((user) => ({ pk: `${night}#${user}`, user, token: lease.token }));

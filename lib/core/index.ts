@@ -48,20 +48,12 @@ export {
   StopTimePassedError,
 } from './errors';
 
-// The stores, on AWS (lib/core/aws/), behind the interfaces every function takes (lib/core/store/)
-export { awsStores, type StoreNames } from './aws/stores';
-export { DynamoLockStore } from './aws/lock-store';
-export { DynamoFenceStore, DynamoJobStore } from './aws/job-store';
-export { S3ManifestStore } from './aws/manifest-store';
-// The store interfaces, and the items and outcomes they speak in: a store of your own implements them
-export type * from './store/stores';
-export type * from './store/lock';
-export type * from './store/jobs';
-export type * from './store/manifest';
+// The stores: built once from the clients (awsStores), injected into every function; the interfaces and their AWS
+// implementations in the `store` namespace (lib/core/stores.ts), for a store of your own
+export { awsStores } from './aws/stores';
+export * as store from './stores';
 
 // Clocks, clients, tables
 export { systemClock, type Clock } from './clock';
 export { awsClients, localClients, type Clients } from './aws/clients';
-export type { DocumentClient } from './aws/document-client';
-export { tableNames, type JobState, type TableNames } from './schema';
-export { createTables } from './aws/provision';
+export { tableNames, type TableNames } from './schema';

@@ -26,7 +26,7 @@ export type { LockItem } from './store/lock';
  * times every duration, the events.
  */
 export interface LeaseDeps {
-  /** The lock table's store: `awsStores(...).locks`, or `new DynamoLockStore(ddb, table)`. */
+  /** The lock table's store: `awsStores(...).locks`, or one of your own (`store.LeaseStore`). */
   readonly locks: LeaseStore;
   /** Times every duration (waits, renewals, stop times) on its monotonic clock. */
   readonly clock: Clock;

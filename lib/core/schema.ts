@@ -34,6 +34,7 @@ export const Attr = {
   token: 'token',
 } as const;
 
+/** Where a job's run stands: RUNNING under a holder's token, or DONE. (QUEUED: not raised yet; the library never writes it, a row not yet raised has no state.) */
 export type JobState = 'QUEUED' | 'RUNNING' | 'DONE';
 
 /** A key attribute of a table or index: its name and DynamoDB type. */

@@ -20,9 +20,6 @@ export type { LeaseConfig } from '../core/config';
 export type { Fence, FenceTarget, HeldFence } from '../core/fence';
 export type { ManifestBody, ManifestChunk, ManifestDeps, ManifestPlace, ManifestWriter } from '../core/manifest';
 export type { Clock } from '../core/clock';
-// The stores those deps name (a lease's lock store, a fence's job store, a manifest's bucket), so a chunk's work can
-// read them and a test can hand in its own.
-export type * from '../core/store/lock';
-export type * from '../core/store/jobs';
-export type * from '../core/store/manifest';
-export type { JobState } from '../core/schema';
+// The stores those deps name (a lease's lock store, a fence's job store, a manifest's bucket): the core's namespace.
+export type * as store from '../core/stores';
+export type { TableNames } from '../core/schema';

@@ -99,9 +99,18 @@ test('every top-level export of every entry is documented', () => {
   assert.deepEqual(undocumented, [], 'exports without a comment saying what they are and what they guarantee');
 });
 
-/** The names an API report declares at its top level: one `export …` line each (API Extractor writes one per name). */
+/**
+ * The names an API report declares at its top level: one `export …` line each (API Extractor writes one per name, and
+ * one per overload of a function: counted once), and `declare namespace X`, how it writes an `export * as X`.
+ */
 function exportedNames(report: string): string[] {
+  let lastFunction: string | undefined;
   return report.split('\n').flatMap((line) => {
+    const overload = /^export (?:declare )?function (\w+)/.exec(line)?.[1];
+    if (overload !== undefined && overload === lastFunction) return [];
+    lastFunction = overload ?? (line.startsWith('export ') ? undefined : lastFunction);
+    const namespace = /^declare namespace (\w+)/.exec(line);
+    if (namespace) return [namespace[1]];
     const m = /^export (?:declare )?(?:abstract )?(?:class|const|function|interface|type|enum|namespace|let|var) (\w+)/.exec(line);
     if (m) return [m[1]];
     const list = /^export \{ ?([^}]*)\}/.exec(line);

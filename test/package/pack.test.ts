@@ -153,7 +153,7 @@ const typecheckProject = (project: string) => runAsUser('npx', ['--no', '--', 't
 /** What a user writes: TypeScript, importing the package by name, type-checked against the installed declarations. */
 const CONSUMER = `
 import { TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
-import { DynamoFenceStore, FencedOutError, awsStores, fenceOn, localClients, systemClock, tableNames, withLease, type HeldFence } from 'fencepost';
+import { FencedOutError, awsStores, fenceOn, localClients, systemClock, tableNames, withLease, type HeldFence } from 'fencepost';
 import { SCENARIOS, WHAT_IF_DEFAULTS, whatIf } from 'fencepost/sim';
 
 const clients = localClients({ dynamodb: process.env.FENCEPOST_TEST_DYNAMODB!, s3: process.env.FENCEPOST_TEST_S3! });
@@ -162,7 +162,7 @@ const tables = tableNames(process.env.PACK_PREFIX!);
 async function main(): Promise<void> {
   const deps = { ...awsStores(clients, tables), clock: systemClock }; // the stores, built once from the clients
   const config = { leaseMs: 3000, renewMs: 1000, marginMs: 500 };
-  const fence = fenceOn({ fences: new DynamoFenceStore(clients.ddb), table: tables.jobs, key: { pk: 'pack#job' }, clock: systemClock });
+  const fence = fenceOn({ fences: deps.jobs, table: tables.jobs, key: { pk: 'pack#job' }, clock: systemClock });
   const put = (pk: string, token: number) => ({ TableName: tables.jobs, Item: { pk: { S: pk }, token: { N: String(token) } } });
   // A guarded put of your own: the held fence's guard() beside it, its fencedOut() reading a refusal.
   const send = (held: HeldFence, pk: string) =>
@@ -193,14 +193,18 @@ main().finally(() => clients.destroy());
  * consumer program (each line must be an error, or tsc fails on its unused @ts-expect-error), never run.
  */
 const NO_BARE_TOKENS = `
-import { DynamoFenceStore, DynamoLockStore, Lease, ManifestWriter, S3ManifestStore, fenceOn, localClients, systemClock, tableNames, withLease, writeFenced } from 'fencepost';
+import { Lease, ManifestWriter, awsStores, fenceOn, localClients, store, systemClock, tableNames, withLease, writeFenced } from 'fencepost';
 
 export function typesOnly(): void {
   const clients = localClients({ dynamodb: 'http://127.0.0.1:1' });
   const tables = tableNames('types-');
-  const fence = fenceOn({ fences: new DynamoFenceStore(clients.ddb), table: tables.jobs, key: { pk: 'k' } });
-  const deps = { locks: new DynamoLockStore(clients.ddb, tables.locks), clock: systemClock };
-  const bucket = { manifests: new S3ManifestStore(clients.s3, 'b'), clock: systemClock };
+  const stores = awsStores(clients, { ...tables, bucket: 'b' });
+  // The store namespace names the interface each caller takes: a store of your own implements it.
+  const fences: store.FenceStore = stores.jobs;
+  const locks: store.LeaseStore = stores.locks;
+  const fence = fenceOn({ fences, table: tables.jobs, key: { pk: 'k' } });
+  const deps = { locks, clock: systemClock };
+  const bucket = { manifests: stores.manifests, clock: systemClock };
   const place = { key: 'm.json', chunkPrefix: 'c/' };
   // @ts-expect-error a fence has no raise(token): it is raised through the fence a lease holds
   void fence.raise(1);

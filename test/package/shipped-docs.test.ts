@@ -97,6 +97,10 @@ function exported(): { names: Set<string>; members: Set<string>; declarations: M
       names.add(m[1]);
       declarations.set(m[1], (declarations.get(m[1]) ?? '') + text.slice(m.index, starts[i + 1]?.index ?? text.length));
     });
+    // A namespace (`export * as X`, written `declare namespace X { export { A, B } }`): X, and its members by name.
+    for (const m of text.matchAll(/^declare namespace (\w+) \{\n\s+export \{([^}]+)\}/gm)) {
+      for (const name of [m[1], ...m[2].split(',').map((n) => n.trim())]) if (name) [own, names].forEach((s) => s.add(name));
+    }
     // Re-exports (`export { X }`, `export { X as Y }`).
     for (const m of text.matchAll(/^export \{([^}]+)\}/gm)) {
       for (const part of m[1].split(',')) {

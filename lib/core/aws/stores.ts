@@ -2,6 +2,7 @@
  * The stores on AWS, built from the clients and the names of the tables and the bucket: the one place a client meets
  * a table name (lib/core/store/stores.ts says why).
  */
+import type { ManifestStore } from '../store/manifest';
 import type { Stores } from '../store/stores';
 import type { Clients } from './clients';
 import { DynamoJobStore } from './job-store';
@@ -19,10 +20,20 @@ export interface StoreNames {
 }
 
 /**
+ * The DynamoDB lock and job stores, and the S3 manifest store of the bucket named.
+ * @param clients - the document client and the S3 client: `awsClients()` or `localClients(...)`
+ * @param names - the tables (`tableNames(prefix)` gives them) and the bucket
+ */
+export function awsStores(
+  clients: Pick<Clients, 'ddb' | 's3'>,
+  names: StoreNames & { readonly bucket: string },
+): Stores & { readonly manifests: ManifestStore };
+/**
  * The DynamoDB lock and job stores, and the S3 manifest store if a bucket is named.
  * @param clients - the document client (and the S3 client, for a bucket): `awsClients()` or `localClients(...)`
- * @param names - the tables and the bucket (`tableNames(prefix)` gives the tables)
+ * @param names - the tables (`tableNames(prefix)` gives them) and, if the job keeps a manifest, the bucket
  */
+export function awsStores(clients: Pick<Clients, 'ddb' | 's3'>, names: StoreNames): Stores;
 export function awsStores(clients: Pick<Clients, 'ddb' | 's3'>, names: StoreNames): Stores {
   return {
     locks: new DynamoLockStore(clients.ddb, names.locks),

@@ -13,13 +13,21 @@ import type { JobState } from '../schema';
 
 /** A job row as stored: its fence, its state, its owner, and (only while RUNNING) the sparse-index attributes. */
 export interface JobRow {
+  /** The job's key. */
   readonly pk: string;
+  /** The highest token raised on it; absent before the first raise. */
   readonly fence?: number;
+  /** Where its run stands; absent before the first raise. */
   readonly state?: JobState;
+  /** The token of the holder running it (equal to the fence while RUNNING). */
   readonly owner_token?: number;
+  /** That holder's name. */
   readonly owner?: string;
+  /** How many chunks the run has. */
   readonly chunk_count?: number;
+  /** The sparse index's partition key: present only while RUNNING, so only claimed rows are in the index. */
   readonly claim_shard?: string;
+  /** The sparse index's sort key: the raise's wall time, informational; present only while RUNNING. */
   readonly claimed_since?: string;
   /** Re-queues the sweeper recorded on the run (lib/core/sweeper.ts `requeue`); absent until the first. */
   readonly requeues?: number;
@@ -27,8 +35,11 @@ export interface JobRow {
 
 /** A chunk's fence item (docs/DESIGN.md § Chunk fences). Never carries claim_shard or state: never in the sparse index. */
 export interface ChunkFence {
+  /** The chunk fence item's key (its job's key and the chunk's number). */
   readonly pk: string;
+  /** The chunk's number, from 0. */
   readonly chunk: number;
+  /** The highest token raised on the chunk. */
   readonly fence: number;
   /** The token of the holder that recorded this chunk done (after its manifest commit); absent until then. */
   readonly done_by?: number;
@@ -39,6 +50,7 @@ export type Conditional<T> = { readonly ok: true; readonly old: T | undefined } 
 
 /** Where a fence item lives: any table, any key (the item only needs its key and a `fence` number). */
 export interface FenceItem {
+  /** The table it is in. */
   readonly table: string;
   /** Its partition key (and sort key, if the table has one), e.g. `{ pk: 'orders#7' }`. */
   readonly key: Readonly<Record<string, string | number>>;
@@ -77,14 +89,19 @@ export type BatchOutcome =
 
 /** One page of a query or scan, and where the next one starts (undefined: the last page). */
 export interface Page<T> {
+  /** The page's items. */
   readonly items: readonly T[];
+  /** Where the next page starts, to pass back; absent on the last page. */
   readonly next?: string;
 }
 
 /** What raising a job row writes besides the fence. */
 export interface RowRaise {
+  /** The raising lease's token: the new fence and owner token. */
   readonly token: number;
+  /** The raising holder's name. */
   readonly owner: string;
+  /** How many chunks the run has. */
   readonly chunkCount: number;
   /** Informational (wall clock): the sweeper never compares it; also the sparse index's sort key. */
   readonly claimedSince: string;
@@ -94,7 +111,9 @@ export interface RowRaise {
 
 /** What the sweeper saw of a row it re-queues: the write lands only on exactly that row. */
 export interface RequeueSighting {
+  /** The row's owner token when seen. */
   readonly ownerToken: number;
+  /** The row's fence when seen. */
   readonly fence: number;
   /** Re-queues recorded on the row when seen (0: none, the attribute absent). */
   readonly requeues: number;

@@ -46,8 +46,11 @@ export type ClaimOn = { readonly free: true } | { readonly rvn: string } | { rea
 
 /** What a claim writes: the holder, its declared lease, a new rvn, the informational wall time; the epoch goes +1. */
 export interface ClaimWrite {
+  /** Who claims: written as the item's holder. */
   readonly holder: string;
+  /** The lease duration the claimant promises to renew within (what a waiter must see unchanged). */
   readonly leaseMs: number;
+  /** The new record version: a fresh value every write, what a waiter watches for a change. */
   readonly rvn: string;
   /** Informational wall time (renewed_at); no code reads it. */
   readonly wallIso: string;
@@ -55,23 +58,31 @@ export interface ClaimWrite {
 
 /** Who must still hold the lease for a renewal or release to land: the holder and the epoch it was granted. */
 export interface Holding {
+  /** The holder the claim wrote. */
   readonly holder: string;
+  /** The epoch the claim was granted (the lease's fencing token). */
   readonly epoch: number;
 }
 
 /** The role item of an election: the last sequence handed out, and the live sequences. */
 export interface RoleItem {
+  /** The last sequence number handed out; absent before the first join. */
   readonly epoch?: number;
+  /** The sequence numbers of the candidates still in the queue, lowest first. */
   readonly members: readonly number[];
 }
 
 /** A candidate joining an election: the role item's key and the counter it read, its own item's key and contents. */
 export interface JoinRequest {
+  /** The role item's key: one per election. */
   readonly roleKey: string;
   /** The counter as read (undefined: nobody ever joined). The join lands only if it is still this. */
   readonly last: number | undefined;
+  /** The candidate's sequence number: the counter + 1, its place in the queue and its epoch if it leads. */
   readonly seq: number;
+  /** The candidate's own item's key, the one its successor watches. */
   readonly candidateKey: string;
+  /** The candidate's item as written: holder, lease and rvn, as a claim writes them. */
   readonly candidate: ClaimWrite;
 }
 
@@ -80,14 +91,19 @@ export type RemoveOn = { readonly rvn: string } | Holding;
 
 /** One lock item as the restore bump sees it: its epoch and the bump runs already applied to it. */
 export interface BumpView {
+  /** The lock item's key. */
   readonly key: string;
+  /** Its epoch now. */
   readonly epoch: number;
+  /** The run ids of the bumps already applied to it: a rerun of one of them skips the item. */
   readonly bumpRuns: readonly string[];
 }
 
 /** One page of the lock table, and where the next page starts (absent: this was the last). */
 export interface BumpPage {
+  /** The page's lock items. */
   readonly items: readonly BumpView[];
+  /** Where the next page starts, to pass to scanPage; absent on the last page. */
   readonly next?: string;
 }
 

@@ -11,7 +11,9 @@
 
 /** An object as read: its body and the ETag that names this version of it. */
 export interface StoredObject {
+  /** The object's content. */
   readonly body: string;
+  /** The ETag of this version: what a conditional write names with If-Match. */
   readonly etag: string;
 }
 

@@ -10,7 +10,7 @@
  * believed. Dead, nothing of it ever runs again. Store calls take `storeDelayMs` each way on the virtual
  * clock, so a write sent just before a pause meets the store after it.
  */
-import { VirtualClock, type Clock, type ClockTimer } from '../core/clock';
+import { VirtualClock } from '../core/clock';
 import { Events, type FencepostEvent } from '../core/events';
 import type { RunDeps } from '../core/job';
 import { MemoryJobStore } from '../testing/job-store';
@@ -21,6 +21,7 @@ import type { LedgerStore } from '../core/store/ledger';
 import type { LockStore } from '../core/store/lock';
 import { Sweeper, SWEEPER_DEFAULTS } from '../core/sweeper';
 import type { SimRow, TimelineMark } from './engine';
+import { SimProcess, through } from './process';
 
 /** An event as the world recorded it: the code's own event, at the virtual time it was emitted. */
 export interface WorldEvent {
@@ -28,18 +29,10 @@ export interface WorldEvent {
   readonly e: FencepostEvent;
 }
 
-/** One process of the world: a name, a gated clock, gated stores, its events. */
-export class RealWorker implements Clock {
-  private pausedUntil = -Infinity;
-  private dead = false;
-  /** This machine's wall clock minus true time (its monotonic clock has no offset that matters). */
-  wallOffsetMs = 0;
-  /** The monotonic clock's rate error: 0.001 runs 0.1 % fast. Set it before the worker starts. */
-  rate = 0;
+/** One process of the world (lib/sim/process.ts): its clock, its gated stores, its events, what befalls it logged. */
+export class RealWorker extends SimProcess {
   /** Cut off from the lock store: every call from now on gets no answer (a transient timeout), as in a partition. */
   private cut = false;
-  /** Frozen until `wake` (SIGSTOP … SIGCONT): what fell due meanwhile, to run at the wake-up. */
-  private frozen: (() => void)[] | undefined;
   private frozenAt = 0;
   /** The worker's events: the code emits here; the world records them. */
   readonly events: Events;
@@ -49,13 +42,14 @@ export class RealWorker implements Clock {
   readonly ledgers: LedgerStore;
 
   constructor(
-    private readonly world: RealWorld,
-    readonly name: string,
+    private readonly realWorld: RealWorld,
+    name: string,
   ) {
-    this.events = new Events(name, this).on((e) => world.record(e));
-    this.jobs = this.gated(world.jobs, world.storeDelayMs);
-    this.locks = this.gated(world.locks, 0, () => this.cut);
-    this.ledgers = this.gated(world.ledgers, 0);
+    super(name, realWorld.clock);
+    this.events = new Events(name, this).on((e) => realWorld.record(e));
+    this.jobs = this.gated(realWorld.jobs, realWorld.storeDelayMs);
+    this.locks = this.gated(realWorld.locks, 0, () => this.cut);
+    this.ledgers = this.gated(realWorld.ledgers, 0);
   }
 
   /** What the real code is given on this worker: its gated stores, its clock, its events. */
@@ -63,95 +57,53 @@ export class RealWorker implements Clock {
     return { locks: this.locks, jobs: this.jobs, clock: this, events: this.events };
   }
 
-  monotonicMs(): number {
-    return this.world.clock.monotonicMs() * (1 + this.rate);
-  }
-
-  wallMs(): number {
-    return this.world.clock.wallMs() + this.wallOffsetMs;
-  }
-
-  sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => this.after(ms, resolve));
-  }
-
-  /** A timer that a pause delays to the wake-up and a death cancels. */
-  after(ms: number, fn: () => void): ClockTimer {
-    return this.world.clock.after(ms / (1 + this.rate), () => this.run(fn));
-  }
-
   /** From now on the lock store does not answer this worker (its renewals time out): the worst case of a handover. */
   cutOff(): void {
     this.cut = true;
-    this.world.log(this.name, 'cut off from the lock store: its renewals get no answer from now on');
+    this.realWorld.log(this.name, 'cut off from the lock store: its renewals get no answer from now on');
   }
 
   /** Freeze now for `ms`: the pause lands wherever the code is (right after a passed check, in a scenario). */
-  pause(ms: number, why: string): void {
-    const now = this.monotonicMs();
-    this.pausedUntil = now + ms;
-    this.world.log(this.name, `freezes for ${ms / 1000} s`, { note: why });
-    const t = this.world.clock.monotonicMs();
-    this.world.mark({ lane: this.name, kind: 'pause', from: t, to: t + ms / (1 + this.rate), label: `paused ${ms / 1000} s` });
-    this.world.clock.after(ms / (1 + this.rate), () => this.world.log(this.name, 'wakes up, still believing what it believed'));
+  override pause(ms: number, why = ''): void {
+    super.pause(ms);
+    this.realWorld.log(this.name, `freezes for ${ms / 1000} s`, { note: why });
+    const t = this.world.monotonicMs();
+    this.realWorld.mark({ lane: this.name, kind: 'pause', from: t, to: t + ms / (1 + this.rate), label: `paused ${ms / 1000} s` });
+    this.world.after(ms / (1 + this.rate), () => this.realWorld.log(this.name, 'wakes up, still believing what it believed'));
   }
 
   /** Freeze now until `wake` (SIGSTOP): the length is decided by what happens meanwhile. */
-  freeze(why: string): void {
-    this.frozen = [];
-    this.frozenAt = this.world.clock.monotonicMs();
-    this.world.log(this.name, 'freezes', { note: why });
+  override freeze(why = ''): void {
+    super.freeze();
+    this.frozenAt = this.world.monotonicMs();
+    this.realWorld.log(this.name, 'freezes', { note: why });
   }
 
   /** End a freeze (SIGCONT): whatever fell due meanwhile runs now, still believing what it believed. */
-  wake(): void {
-    const due = this.frozen;
-    if (due === undefined) return;
-    this.frozen = undefined;
-    this.world.mark({ lane: this.name, kind: 'pause', from: this.frozenAt, to: this.world.clock.monotonicMs(), label: 'frozen' });
-    this.world.log(this.name, 'wakes up, still believing what it believed');
-    for (const fn of due) this.run(fn);
+  override wake(): void {
+    if (!this.isFrozen) return;
+    this.realWorld.mark({ lane: this.name, kind: 'pause', from: this.frozenAt, to: this.world.monotonicMs(), label: 'frozen' });
+    this.realWorld.log(this.name, 'wakes up, still believing what it believed');
+    super.wake();
   }
 
   /** Die now: nothing of this process runs again (it releases nothing). */
-  crash(): void {
-    this.dead = true;
-    this.world.log(this.name, 'dies (crash)');
-    this.world.mark({ lane: this.name, kind: 'crash', from: this.world.clock.monotonicMs(), label: `${this.name} dies` });
-  }
-
-  private run(fn: () => void): void {
-    if (this.dead) return;
-    if (this.frozen !== undefined) {
-      this.frozen.push(fn);
-      return;
-    }
-    const wait = this.pausedUntil - this.monotonicMs();
-    if (wait > 0) this.world.clock.after(wait / (1 + this.rate), () => this.run(fn));
-    else fn();
-  }
-
-  /** Resolves when this process can go on: at once, at the wake-up if frozen, never if dead. */
-  private gate(): Promise<void> {
-    return new Promise((resolve) => this.run(resolve));
+  override crash(): void {
+    super.crash();
+    this.realWorld.log(this.name, 'dies (crash)');
+    this.realWorld.mark({ lane: this.name, kind: 'crash', from: this.world.monotonicMs(), label: `${this.name} dies` });
   }
 
   /** Every method of the store through the gate, with the network's delay each way; none answered once `cut`. */
   private gated<S extends object>(store: S, delayMs: number, cut = () => false): S {
-    return new Proxy(store, {
-      get: (target, prop, receiver) => {
-        const value = Reflect.get(target, prop, receiver) as unknown;
-        if (typeof value !== 'function') return value;
-        return async (...args: unknown[]) => {
-          await this.gate();
-          if (cut()) throw Object.assign(new Error(`${this.name}: no answer from the store`), { name: 'TimeoutError' });
-          if (delayMs > 0) await this.world.clock.sleep(delayMs);
-          const out = (await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args)) as unknown;
-          if (delayMs > 0) await this.world.clock.sleep(delayMs);
-          await this.gate();
-          return out;
-        };
-      },
+    return through(store, async (_method, _args, apply) => {
+      await this.gate();
+      if (cut()) throw Object.assign(new Error(`${this.name}: no answer from the store`), { name: 'TimeoutError' });
+      if (delayMs > 0) await this.world.sleep(delayMs);
+      const out = await apply();
+      if (delayMs > 0) await this.world.sleep(delayMs);
+      await this.gate();
+      return out;
     });
   }
 }

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { explore, replayCommand, type ExploreSummary } from '../../verify/explore/explore';
 import { MUTATIONS } from '../../verify/explore/mutations';
 import { VirtualClock } from '../../lib/core/clock';
-import { Actor, Scheduler } from '../../verify/explore/scheduler';
+import { Actor } from '../../verify/explore/scheduler';
 import { runSchedule, type ScheduleResult } from '../../verify/explore/world';
 import { WORLD_NAMES, WORLDS, worldOf, worldsFor } from '../../verify/explore/worlds';
 import { parseSimulate, simulate } from '../../cli/simulate';
@@ -100,29 +100,47 @@ test(`the sweeper's old order (QUEUED, out of the index, then start) strands the
   );
 });
 
-test("an actor's wall clock: a step moves it at once, a rate error from then on, and the reading stays continuous", () => {
-  const a = new Actor('a');
-  const wall0 = 1_000_000;
-  assert.equal(a.wallMs(wall0, 0), wall0);
+test("an actor's wall clock: a step moves it at once, a rate error from then on, and the reading stays continuous", async () => {
+  const clock = new VirtualClock();
+  const a = new Actor('a', clock);
+  const wall0 = clock.wallMs();
+  assert.equal(a.wallMs(), wall0);
   a.stepWall(-3_000);
-  assert.equal(a.wallMs(wall0 + 500, 500), wall0 + 500 - 3_000);
-  a.setWallRate(1.5, 1_000);
-  assert.equal(a.wallMs(wall0 + 1_000, 1_000), wall0 + 1_000 - 3_000, 'no jump where the rate changes');
-  assert.equal(a.wallMs(wall0 + 3_000, 3_000), wall0 + 3_000 - 3_000 + 0.5 * 2_000);
-  a.setWallRate(1, 3_000);
-  assert.equal(a.wallMs(wall0 + 5_000, 5_000), wall0 + 5_000 - 3_000 + 0.5 * 2_000, 'the error gained stays');
+  await clock.advance(500);
+  assert.equal(a.wallMs(), wall0 + 500 - 3_000);
+  await clock.advance(500);
+  a.setWallRate(1.5);
+  assert.equal(a.wallMs(), wall0 + 1_000 - 3_000, 'no jump where the rate changes');
+  await clock.advance(2_000);
+  assert.equal(a.wallMs(), wall0 + 3_000 - 3_000 + 0.5 * 2_000);
+  a.setWallRate(1);
+  await clock.advance(2_000);
+  assert.equal(a.wallMs(), wall0 + 5_000 - 3_000 + 0.5 * 2_000, 'the error gained stays');
 });
 
-test("the clock the real code is given reads the actor's own wall clock, and the shared monotonic time", async () => {
+test('the clock the real code is given is the actor: its own wall clock, and the shared monotonic time', async () => {
   const clock = new VirtualClock();
-  const scheduler = new Scheduler(clock, () => 0, { chance: 0, budget: 0, maxPauseMs: 0, windowMs: 0 });
-  const [a, b] = [new Actor('a'), new Actor('b')];
+  const [a, b] = [new Actor('a', clock), new Actor('b', clock)];
   a.stepWall(-14_000);
   await clock.advance(2_000);
-  const [ca, cb] = [scheduler.clockOf(a), scheduler.clockOf(b)];
-  assert.equal(ca.wallMs(), clock.wallMs() - 14_000);
-  assert.equal(cb.wallMs(), clock.wallMs());
-  assert.equal(ca.monotonicMs(), cb.monotonicMs());
+  assert.equal(a.wallMs(), clock.wallMs() - 14_000);
+  assert.equal(b.wallMs(), clock.wallMs());
+  assert.equal(a.monotonicMs(), b.monotonicMs());
+});
+
+test('a paused actor runs nothing until it wakes, a crashed one nothing ever; a timer cancelled while it waits never fires', async () => {
+  const clock = new VirtualClock();
+  const [a, b] = [new Actor('a', clock), new Actor('b', clock)];
+  const fired: string[] = [];
+  a.after(100, () => fired.push(`a at ${clock.monotonicMs()}`));
+  const cancelled = a.after(150, () => fired.push('a cancelled'));
+  b.after(100, () => fired.push(`b at ${clock.monotonicMs()}`));
+  a.pause(500);
+  b.crash();
+  await clock.advance(200);
+  cancelled.cancel(); // it fell due during the pause and waits for the wake-up: cancelling it now still cancels it
+  await clock.advance(1_000);
+  assert.deepEqual(fired, ['a at 500']);
 });
 
 // One exploration of the real code over a fixed range, shared by the tests below: the wall faults and StartExecution

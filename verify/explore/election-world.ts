@@ -306,15 +306,19 @@ export async function runElectionSchedule(
 
   /** The actor's clocks: the scheduler's (timers stand still while it is paused), and a wall clock off and stepped. */
   const clockOf = (actor: Actor): Clock => {
-    const inner = scheduler.clockOf(actor);
     const skew = Math.round((wallRandom() * 2 - 1) * s.wallSkewMs);
     const stepAt = Math.floor(wallRandom() * s.faults.windowMs);
     const step = Math.round((wallRandom() * 2 - 1) * s.wallSkewMs);
-    return { ...inner, wallMs: () => inner.wallMs() + skew + (clock.monotonicMs() >= stepAt ? step : 0) };
+    return {
+      monotonicMs: () => actor.monotonicMs(),
+      wallMs: () => actor.wallMs() + skew + (clock.monotonicMs() >= stepAt ? step : 0),
+      after: (ms, fn) => actor.after(ms, fn),
+      sleep: (ms) => actor.sleep(ms),
+    };
   };
 
   const newActor = (name: string): Actor => {
-    const actor = new Actor(name);
+    const actor = new Actor(name, clock);
     actors.push(actor);
     scheduler.log(`${name} starts`);
     return actor;

@@ -14,9 +14,10 @@
  *   wall-rate the actor's wall clock runs fast or slow by a seeded factor from here on, then the call proceeds;
  *   twice     the request is delivered twice (a retry after a lost response): applied, applied again, the second
  *             answer returned (only the methods in plan.twice).
- * The wall faults change only the actor's own wall reading (clockOf): the monotonic time stays shared and true.
+ * The wall faults change only the actor's own wall reading: the monotonic time stays shared and true.
  */
-import type { Clock, ClockTimer, VirtualClock } from '../../lib/core/clock';
+import type { VirtualClock } from '../../lib/core/clock';
+import { SimProcess, through } from '../../lib/sim/process';
 
 /** A fault the scheduler can inject at a step boundary. */
 export type FaultKind = 'crash' | 'pause' | 'lost' | 'throttle' | 'conflict' | 'wall-step' | 'wall-rate' | 'twice';
@@ -54,35 +55,14 @@ export type Restart = (actor: Actor) => number | undefined;
 /** Store methods that are transactions: where a conflict can be injected. */
 const TRANSACTIONS = new Set(['recordBatch']);
 
-/** One actor: a name, its step count, whether it crashed or is paused, and how far its wall clock is off. */
-export class Actor {
+/**
+ * One actor: a simulated process (lib/sim/process.ts: its clock, its pause, its crash, its wall clock's error) and
+ * its step count. The monotonic time stays shared and true (its rate is 0): the wall faults change only its wall.
+ */
+export class Actor extends SimProcess {
   steps = 0;
-  crashed = false;
-  pausedUntil = -Infinity;
   /** How the actor's run ended ('running' until it does; a crashed actor stays 'running'). */
   outcome = 'running';
-  /** The wall clock's error: an offset, and a rate counted from `wallRateFromMs` (monotonic). */
-  private wallOffsetMs = 0;
-  private wallRate = 1;
-  private wallRateFromMs = 0;
-
-  constructor(readonly name: string) {}
-
-  /** This actor's wall reading, given the true wall time and the monotonic time. */
-  wallMs(trueWallMs: number, monotonicMs: number): number {
-    return trueWallMs + this.wallOffsetMs + (this.wallRate - 1) * (monotonicMs - this.wallRateFromMs);
-  }
-
-  /** Step the wall clock by `byMs` (negative: back). */
-  stepWall(byMs: number): void {
-    this.wallOffsetMs += byMs;
-  }
-
-  /** From monotonic `nowMs` on, the wall clock runs at `rate` (the reading stays continuous). */
-  setWallRate(rate: number, nowMs: number): void {
-    this.wallOffsetMs += (this.wallRate - 1) * (nowMs - this.wallRateFromMs);
-    [this.wallRate, this.wallRateFromMs] = [rate, nowMs];
-  }
 }
 
 interface Parked {
@@ -125,46 +105,19 @@ export class Scheduler {
     this.trace.push(`${this.clock.monotonicMs()} ${line}`);
   }
 
-  /** A store whose every method call is a step boundary of `actor`. `onCall` sees each call as it is applied. */
+  /** A store whose every method call is a step boundary of `actor`: parked for `run` to pick. `onCall` sees each call as it is applied. */
   wrap<T extends object>(target: T, actor: Actor, onCall?: (method: string, args: unknown[], result: unknown) => void): T {
-    return new Proxy(target, {
-      get: (t, prop, receiver) => {
-        const value = Reflect.get(t, prop, receiver) as unknown;
-        if (typeof value !== 'function' || typeof prop !== 'string') return value;
-        return (...args: unknown[]) => {
-          if (actor.crashed) return never;
-          return new Promise((resolve, reject) => {
-            const run = async () => {
-              const result = await (value as (...a: unknown[]) => Promise<unknown>).apply(t, args);
-              onCall?.(prop, args, result);
-              return result;
-            };
-            this.parked.push({ actor, method: prop, run, resolve, reject, faulted: false });
-          });
+    return through(target, (method, args, apply) => {
+      if (actor.crashed) return never;
+      return new Promise((resolve, reject) => {
+        const run = async () => {
+          const result = await apply();
+          onCall?.(method, args, result);
+          return result;
         };
-      },
+        this.parked.push({ actor, method, run, resolve, reject, faulted: false });
+      });
     });
-  }
-
-  /** The actor's view of the clock: its timers fire only while it is alive and not paused; its own wall reading. */
-  clockOf(actor: Actor): Clock {
-    const clock = this.clock;
-    const after = (ms: number, fn: () => void): ClockTimer => {
-      let inner: ClockTimer;
-      const fire = () => {
-        if (actor.crashed) return;
-        if (clock.monotonicMs() < actor.pausedUntil) inner = clock.after(actor.pausedUntil - clock.monotonicMs(), fire);
-        else fn();
-      };
-      inner = clock.after(ms, fire);
-      return { cancel: () => inner.cancel() };
-    };
-    return {
-      monotonicMs: () => clock.monotonicMs(),
-      wallMs: () => actor.wallMs(clock.wallMs(), clock.monotonicMs()),
-      after,
-      sleep: (ms) => new Promise((resolve) => after(ms, resolve)),
-    };
   }
 
   /**
@@ -212,7 +165,7 @@ export class Scheduler {
     }
     call.faulted = true;
     if (fault === 'crash') {
-      actor.crashed = true;
+      actor.crash();
       this.log(`${actor.name} ${method} CRASH at ${point}`);
       const restartMs = this.restart(actor);
       this.faults.push({ kind: fault, point, at: now, until: now + (restartMs ?? 0) });
@@ -220,7 +173,7 @@ export class Scheduler {
     }
     if (fault === 'pause') {
       const ms = Math.floor(this.random() * this.plan.maxPauseMs);
-      actor.pausedUntil = now + ms;
+      actor.pause(ms);
       this.faults.push({ kind: fault, point, at: now, until: now + ms });
       this.log(`${actor.name} ${method} PAUSE ${ms} ms at ${point}`);
       this.clock.after(ms, () => undefined); // time must reach the end of the pause even if nothing else is due
@@ -264,7 +217,7 @@ export class Scheduler {
       this.log(`${actor.name} WALL-STEP ${byMs >= 0 ? '+' : ''}${byMs} ms at ${point}`);
     } else {
       const rate = Math.round((1 + signed * wall.maxRateError) * 1000) / 1000;
-      actor.setWallRate(rate, now);
+      actor.setWallRate(rate);
       this.log(`${actor.name} WALL-RATE x${rate} at ${point}`);
     }
     this.faults.push({ kind, point, at: now, until: now });

@@ -464,7 +464,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
       clients: dummyClients(),
       sfn: sfn as unknown as SFNClient,
       stores: { locks: step(broken.locks, lockCall), jobs: step(observed(actor, view), jobCall), manifests: step(manifests) },
-      clock: scheduler.clockOf(actor),
+      clock: actor,
       random,
     });
   };
@@ -497,7 +497,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
   const attempt = (exec: Execution, state: string, st: StateDef, payload: unknown, view: JobStore): Promise<unknown> => {
     const handler = f.handlerOf[String(st.Resource)];
     if (!handler) throw new Error(`task ${state} invokes no function of the stack: ${String(st.Resource)}`);
-    const actor = new Actor(`${exec.name}/${state}#${++invocationCount}`);
+    const actor = new Actor(`${exec.name}/${state}#${++invocationCount}`, clock);
     const fault = invokeFault();
     const now = clock.monotonicMs();
     // An unanswered invocation's effect lasts until its task's TimeoutSeconds ends it.
@@ -682,7 +682,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
     const exec: Execution = { name, input, status: 'RUNNING' };
     executions.set(name, exec);
     scheduler.log(`${by?.name ?? 'the schedule'} starts execution ${name}`);
-    const view = broken.jobsFor(new Actor(name), (inner) => inner);
+    const view = broken.jobsFor(new Actor(name, clock), (inner) => inner);
     const parsed = JSON.parse(input) as Json;
     states(exec, machines.job, parsed, { Execution: { Name: name, Input: parsed } }, view).then(
       (out) => {

@@ -144,9 +144,9 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
 
   const tokenOf = (name: string): number => grants.filter((g) => g.actor === name).at(-1)?.epoch ?? NaN;
   const startHolder = (name: string): Actor => {
-    const actor = new Actor(name);
+    const actor = new Actor(name, clock);
     actors.push(actor);
-    const actorClock = scheduler.clockOf(actor);
+    const actorClock = actor;
     const jobStore = scheduler.wrap(
       observeJobs(
         actor,
@@ -206,9 +206,9 @@ export async function runSchedule(seed: number, mutation?: Mutation): Promise<Sc
   let sweeperActor: Actor | undefined;
   const executions = new Map<string, Actor>();
   const startSweeper = (): void => {
-    const actor = new Actor(`sweeper-${++sweepers}`);
+    const actor = new Actor(`sweeper-${++sweepers}`, clock);
     sweeperActor = actor;
-    const actorClock = scheduler.clockOf(actor);
+    const actorClock = actor;
     let sweepName = '';
     let sweeps = 0;
     const sfn = scheduler.wrap(

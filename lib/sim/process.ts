@@ -1,0 +1,132 @@
+/**
+ * One simulated process on a world's single virtual clock: the one gate through which both the simulator's real-code
+ * scenarios (lib/sim/real.ts) and the explorer (verify/explore/) run the real code.
+ *
+ * The process is the Clock its code is given: its monotonic clock may run at its own rate, its wall clock may be off,
+ * stepped or drifting. It is also a gate: while it is paused or frozen nothing of it runs (its timers and its store
+ * calls wait, and run when it wakes, still believing what they believed); once crashed, nothing of it runs again.
+ * How its store calls reach the store is the world's choice, through `through`: at once with a network delay (the
+ * scenarios), or parked for a seeded scheduler to pick and perhaps fault (the explorer).
+ */
+import type { Clock, ClockTimer, VirtualClock } from '../core/clock';
+
+export class SimProcess implements Clock {
+  /** Crashed: nothing of it runs again, and it releases nothing. */
+  crashed = false;
+  /** Paused until this time on its own monotonic clock (a GC pause of known length). */
+  pausedUntil = -Infinity;
+  /** The monotonic clock's rate error: 0.001 runs 0.1 % fast. Set it before the process starts. */
+  rate = 0;
+  /** Its wall clock minus true time, besides the drift of `setWallRate`. */
+  wallOffsetMs = 0;
+  private wallRate = 1;
+  private wallRateFromMs = 0;
+  /** Frozen until `wake` (SIGSTOP … SIGCONT): what fell due meanwhile, to run at the wake-up. */
+  private frozen: (() => void)[] | undefined;
+
+  constructor(
+    readonly name: string,
+    /** The world's clock: true time, shared by every process. */
+    readonly world: VirtualClock,
+  ) {}
+
+  monotonicMs(): number {
+    return this.world.monotonicMs() * (1 + this.rate);
+  }
+
+  wallMs(): number {
+    const trueMs = this.world.monotonicMs();
+    return this.world.wallMs() + this.wallOffsetMs + (this.wallRate - 1) * (trueMs - this.wallRateFromMs);
+  }
+
+  sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.after(ms, resolve));
+  }
+
+  /** A timer on its own clock that a pause or a freeze delays to the wake-up and a crash cancels. */
+  after(ms: number, fn: () => void): ClockTimer {
+    let cancelled = false;
+    let timer: ClockTimer | undefined;
+    const once = () => {
+      if (!cancelled) fn();
+    };
+    timer = this.world.after(ms / (1 + this.rate), () => this.run(once, (later) => (timer = later)));
+    return {
+      cancel: () => {
+        cancelled = true;
+        timer?.cancel();
+      },
+    };
+  }
+
+  /** Step its wall clock by `byMs` (negative: back). */
+  stepWall(byMs: number): void {
+    this.wallOffsetMs += byMs;
+  }
+
+  /** From now on its wall clock runs at `rate` (the reading stays continuous: the error gained so far stays). */
+  setWallRate(rate: number): void {
+    const trueMs = this.world.monotonicMs();
+    this.wallOffsetMs += (this.wallRate - 1) * (trueMs - this.wallRateFromMs);
+    [this.wallRate, this.wallRateFromMs] = [rate, trueMs];
+  }
+
+  /** Pause now for `ms` of its own clock: the pause lands wherever its code is. */
+  pause(ms: number): void {
+    this.pausedUntil = this.monotonicMs() + ms;
+  }
+
+  /** Freeze now until `wake` (SIGSTOP): the length is decided by what happens meanwhile. */
+  freeze(): void {
+    this.frozen = [];
+  }
+
+  /** Frozen, until `wake`. */
+  get isFrozen(): boolean {
+    return this.frozen !== undefined;
+  }
+
+  /** End a freeze (SIGCONT): whatever fell due meanwhile runs now. */
+  wake(): void {
+    const due = this.frozen;
+    if (due === undefined) return;
+    this.frozen = undefined;
+    for (const fn of due) this.run(fn);
+  }
+
+  crash(): void {
+    this.crashed = true;
+  }
+
+  /** Resolves when the process can go on: at once, at the wake-up if paused or frozen, never if crashed. */
+  gate(): Promise<void> {
+    return new Promise((resolve) => this.run(resolve));
+  }
+
+  /** Run `fn` now, at the wake-up (`waiting` gets the timer that waits for it), or never once crashed. */
+  private run(fn: () => void, waiting?: (timer: ClockTimer) => void): void {
+    if (this.crashed) return;
+    if (this.frozen !== undefined) {
+      this.frozen.push(fn);
+      return;
+    }
+    const wait = this.pausedUntil - this.monotonicMs();
+    if (wait <= 0) return fn();
+    const timer = this.world.after(wait / (1 + this.rate), () => this.run(fn, waiting));
+    waiting?.(timer);
+  }
+}
+
+/** How one store call reaches the store: `apply` makes the call; the answer is what the caller gets. */
+export type Dispatch = (method: string, args: unknown[], apply: () => Promise<unknown>) => Promise<unknown>;
+
+/** The store with every method call sent through `dispatch` (the world's policy: a gate and a delay, or a scheduler). */
+export function through<S extends object>(store: S, dispatch: Dispatch): S {
+  return new Proxy(store, {
+    get: (target, prop, receiver) => {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (typeof value !== 'function' || typeof prop !== 'string') return value;
+      return (...args: unknown[]) => dispatch(prop, args, () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args));
+    },
+  });
+}

@@ -7,7 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { DEFAULT_BUMP } from '../../lib/core/restore';
-import { ELECTION_MUTATIONS, runElectionSchedule } from '../../verify/explore/election-world';
+import { runElectionSchedule } from '../../verify/explore/election-world';
+import { ELECTION_MUTATIONS } from '../../verify/explore/mutations';
 
 const digest = (trace: readonly string[]) => createHash('sha256').update(trace.join('\n')).digest('hex');
 

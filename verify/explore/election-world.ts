@@ -13,14 +13,8 @@
  * the restored table lacks both), then bumped (bumpEpochs) before it is used. Crashed candidates and a
  * crashed restore are restarted as fresh processes after a seeded delay; a crashed writer is not.
  *
- * Broken variants, applied by the harness only (never the product code), each of which the checks must catch:
- *   epoch-deleted       the role item is deleted when its queue empties, a released lock item is deleted;
- *   restore-no-bump     the restored lock table is used without bumpEpochs;
- *   restore-no-floor    the bump raises the items the restored table holds, not the epoch floor (the old bump);
- *   handover-no-bump    EpochFence.raise does nothing: the flip without the bump;
- *   manifest-blind-put  the manifest commit is an unconditional put, not If-Match on the version read;
- *   watchdog-off        the leadership watchdog is never armed, so onLost never comes;
- *   sidecar-heartbeat   a crashed candidate's item is renewed on by a sidecar that outlived it.
+ * Its broken variants, each of which the checks must catch, are in mutations.ts (ELECTION_MUTATIONS), with every
+ * other world's.
  */
 import { VirtualClock, type Clock } from '../../lib/core/clock';
 import { DEFAULT_BACKOFF, newRvn } from '../../lib/core/conditions';
@@ -41,6 +35,7 @@ import type { ManifestStore } from '../../lib/core/store/manifest';
 import { prng } from '../../lib/core/prng';
 import { Actor, Scheduler } from './scheduler';
 import { epochChecks } from './checks';
+import { applyElectionMutation, ELECTION_MUTATIONS, override, type ElectionMutation } from './mutations';
 import type { ScheduleResult } from './world';
 
 /** The world's settings: the leases, the actors' work, the restore, the faults. */
@@ -82,18 +77,6 @@ const ELECTION_SETTINGS = {
 } as const;
 
 type Settings = typeof ELECTION_SETTINGS;
-
-/** The deliberately broken variants this world applies (harness only) and must catch. */
-export const ELECTION_MUTATIONS = [
-  'epoch-deleted',
-  'restore-no-bump',
-  'restore-no-floor',
-  'handover-no-bump',
-  'manifest-blind-put',
-  'watchdog-off',
-  'sidecar-heartbeat',
-] as const;
-type ElectionMutation = (typeof ELECTION_MUTATIONS)[number];
 
 /** The stores' transactions: where a conflict can be injected. */
 const TRANSACTIONS = new Set(['join', 'removeCandidate', 'append']);
@@ -155,8 +138,6 @@ interface Mark {
   readonly leaders: number;
 }
 
-const override = <T extends object>(target: T, methods: Partial<T>): T =>
-  new Proxy(target, { get: (t, prop, receiver) => (prop in methods ? methods[prop as keyof T] : Reflect.get(t, prop, receiver)) as unknown });
 /** The in-memory lock store keeps its items in a private map: the harness (a restore, a broken variant) reaches behind it. */
 const itemsOf = (store: MemoryLockStore) => (store as unknown as { items: Map<string, Record<string, unknown>> }).items;
 const inFlightOf = (store: MemoryLockStore) => (store as unknown as { inFlight: Set<unknown> }).inFlight;
@@ -173,7 +154,6 @@ export async function runElectionSchedule(
 ): Promise<ScheduleResult> {
   if (mutation !== undefined && !(ELECTION_MUTATIONS as readonly string[]).includes(mutation))
     throw new Error(`unknown election mutation ${mutation}; known: ${ELECTION_MUTATIONS.join(', ')}`);
-  const broken = mutation as ElectionMutation | undefined;
   const s = ELECTION_SETTINGS;
   const random = prng(seed);
   const storeRandom = prng(seed + STREAMS.store);
@@ -213,41 +193,12 @@ export async function runElectionSchedule(
     marks.push({ at: clock.monotonicMs(), pending, leaders });
   };
 
-  // The broken variants that patch the core's classes, undone after the schedule.
-  const undo: (() => void)[] = [];
-  if (broken === 'handover-no-bump') {
-    const raise = Object.getOwnPropertyDescriptor(EpochFence.prototype, 'raise')!;
-    // The flip without the bump: the new writer goes on from the head as it is, the fence left where it was.
-    EpochFence.prototype.raise = function (this: EpochFence) {
-      return this.head();
-    };
-    undo.push(() => Object.defineProperty(EpochFence.prototype, 'raise', raise));
-  }
-  if (broken === 'watchdog-off') {
-    const proto = Leadership.prototype as unknown as { armWatchdog: () => void };
-    const arm = Object.getOwnPropertyDescriptor(proto, 'armWatchdog')!;
-    proto.armWatchdog = () => undefined;
-    undo.push(() => Object.defineProperty(proto, 'armWatchdog', arm));
-  }
+  // The broken variant, if any: its patches of the core's classes are undone after the schedule.
+  const broken = applyElectionMutation(mutation as ElectionMutation | undefined);
 
   /** The lock store one actor sees: every call a step boundary of it, with the broken variant (if any) under it. */
   const locksFor = (actor: Actor): LockStore => {
-    let store: LockStore = lockTable;
-    if (broken === 'epoch-deleted') {
-      store = override(lockTable, {
-        // The role item goes when its queue empties, and a released lock item is deleted: the epoch restarts at 1.
-        removeCandidate: async (rk, ck, seq, on) => {
-          const out = await lockTable.removeCandidate(rk, ck, seq, on);
-          if (out.ok && (await lockTable.readRole(rk))?.members.length === 0) itemsOf(table.current).delete(rk);
-          return out;
-        },
-        release: async (key, holding, rvn, wallIso) => {
-          const out = await lockTable.release(key, holding, rvn, wallIso);
-          if (out.ok) itemsOf(table.current).delete(key);
-          return out;
-        },
-      });
-    }
+    const store = broken.locks(lockTable, () => itemsOf(table.current));
     return scheduler.wrap(store, actor, (method, args, result) => {
       if (method === 'join' && (result as { ok: boolean }).ok) {
         const r = args[0] as JoinRequest;
@@ -297,11 +248,7 @@ export async function runElectionSchedule(
         return out;
       },
     });
-    if (broken !== 'manifest-blind-put') return observed;
-    // The commit without If-Match: whatever version is there, overwrite it.
-    return override(observed, {
-      putIfMatch: async (key, body, type) => ({ ok: true as const, etag: (await observed.put(key, body, type)).etag }),
-    });
+    return broken.bucket(observed);
   };
 
   /** The actor's clocks: the scheduler's (timers stand still while it is paused), and a wall clock off and stepped. */
@@ -364,7 +311,7 @@ export async function runElectionSchedule(
     let leading = false;
     let campaigning = false;
     restarts.set(actor, () => {
-      if (broken === 'sidecar-heartbeat') sidecar(actor.name);
+      if (broken.sidecar) sidecar(actor.name);
       if (campaigning) mark(-1, 0);
       if (leading) mark(0, -1);
       campaigning = leading = false;
@@ -502,16 +449,14 @@ export async function runElectionSchedule(
     const actorClock = clockOf(actor);
     const restored = new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom });
     for (const [k, v] of structuredClone(backup)) itemsOf(restored).set(k, v);
-    // restore-no-floor: the floor is never raised, so a key the backup lacks starts again at 1.
-    const bumped = broken === 'restore-no-floor' ? override(restored as LockStore, { raiseFloor: async () => ({ ok: true, from: 0 }) }) : restored;
-    const store = scheduler.wrap(bumped, actor);
+    const store = scheduler.wrap(broken.restored(restored), actor);
     restarts.set(actor, () => {
       const delay = Math.floor(random() * s.restartWithinMs);
       clock.after(delay, () => startRestore(backup, incarnation + 1));
       return delay;
     });
     const run = async () => {
-      if (broken !== 'restore-no-bump') {
+      if (broken.bumps) {
         for (;;) {
           try {
             const report = await bumpEpochs({ locks: store }, { by: DEFAULT_BUMP, runId, dryRun: false });
@@ -566,7 +511,7 @@ export async function runElectionSchedule(
     clock.monotonicMs() > handoverAt && (!restoring || restoredAt !== undefined) && actors.every((a) => a.crashed || a.outcome !== 'running');
   const horizon = s.faults.windowMs + s.faults.maxPauseMs + workBoundMs(s);
   const finished = await scheduler.run(settled, horizon);
-  for (const u of undo) u();
+  broken.restore();
   const end = clock.monotonicMs();
   const faultsEnd = Math.max(0, scheduler.faultsEndMs, restoredAt ?? 0);
 

@@ -16,6 +16,9 @@
 import type { Clock } from '../../lib/core/clock';
 import type { LeaseConfig } from '../../lib/core/config';
 import { Lease, pollMsOf } from '../../lib/core/lease';
+import { Leadership } from '../../lib/election/election';
+import { EpochFence } from '../../lib/election/epoch-fence';
+import type { ManifestStore } from '../../lib/core/store/manifest';
 import { transactionCanceled } from '../../lib/testing/dynamo-rules';
 import type { MemoryLockStore } from '../../lib/testing/lock-store';
 import { Attr } from '../../lib/core/schema';
@@ -58,7 +61,8 @@ export interface Broken {
 /** Starts a night's new run for an orphan: the run's name comes from the fence the sweeper saw. */
 type StartRun = (jobId: string, orphan: Pick<RequeueSighting, 'fence'>) => Promise<void>;
 
-const override = <T extends object>(target: T, methods: Partial<T>): T =>
+/** `target` with some of its methods replaced: how a broken variant changes a store. */
+export const override = <T extends object>(target: T, methods: Partial<T>): T =>
   new Proxy(target, { get: (t, prop, receiver) => (prop in methods ? methods[prop as keyof T] : Reflect.get(t, prop, receiver)) as unknown });
 
 export function applyMutation(mutation: Mutation | undefined, stores: { readonly locks: LockStore; readonly jobs: JobStore }): Broken {
@@ -240,3 +244,105 @@ type Update = (
   set: Record<string, unknown>,
   remove: readonly string[],
 ) => Conditional<JobRow>;
+
+// ─── The election world's broken variants ───────────────────────────────────────────────────────────────────────
+
+/**
+ * The election world's broken variants (verify/explore/election-world.ts), each applied where that world builds the
+ * part it breaks:
+ *   epoch-deleted       the role item is deleted when its queue empties, a released lock item is deleted;
+ *   restore-no-bump     the restored lock table is used without bumpEpochs;
+ *   restore-no-floor    the bump raises the items the restored table holds, not the epoch floor (the old bump);
+ *   handover-no-bump    EpochFence.raise does nothing: the flip without the bump;
+ *   manifest-blind-put  the manifest commit is an unconditional put, not If-Match on the version read;
+ *   watchdog-off        the leadership watchdog is never armed, so onLost never comes;
+ *   sidecar-heartbeat   a crashed candidate's item is renewed on by a sidecar that outlived it.
+ */
+export const ELECTION_MUTATIONS = [
+  'epoch-deleted',
+  'restore-no-bump',
+  'restore-no-floor',
+  'handover-no-bump',
+  'manifest-blind-put',
+  'watchdog-off',
+  'sidecar-heartbeat',
+] as const;
+export type ElectionMutation = (typeof ELECTION_MUTATIONS)[number];
+
+/** The election world's parts as one schedule sees them, with its broken variant (if any) applied. */
+export interface ElectionBroken {
+  /** The lock table the candidates see, given the table and the map of items behind the table in use now. */
+  locks(table: LockStore, items: () => Map<string, unknown>): LockStore;
+  /** The manifest bucket a leader commits to. */
+  bucket(store: ManifestStore): ManifestStore;
+  /** The restored lock table the restore bumps. */
+  restored(store: LockStore): LockStore;
+  /** The restore bumps the epochs (false: it only puts the backup back). */
+  readonly bumps: boolean;
+  /** A crashed candidate's item is renewed on by a sidecar (the world starts it at the crash). */
+  readonly sidecar: boolean;
+  /** Undo the patches of the core's classes, after the schedule. */
+  restore(): void;
+}
+
+export function applyElectionMutation(mutation: ElectionMutation | undefined): ElectionBroken {
+  const undo: (() => void)[] = [];
+  if (mutation === 'handover-no-bump') {
+    const raise = Object.getOwnPropertyDescriptor(EpochFence.prototype, 'raise')!;
+    // The flip without the bump: the new writer goes on from the head as it is, the fence left where it was.
+    EpochFence.prototype.raise = function (this: EpochFence) {
+      return this.head();
+    };
+    undo.push(() => Object.defineProperty(EpochFence.prototype, 'raise', raise));
+  }
+  if (mutation === 'watchdog-off') {
+    const proto = Leadership.prototype as unknown as { armWatchdog: () => void };
+    const arm = Object.getOwnPropertyDescriptor(proto, 'armWatchdog')!;
+    proto.armWatchdog = () => undefined;
+    undo.push(() => Object.defineProperty(proto, 'armWatchdog', arm));
+  }
+  return {
+    locks: (table, items) =>
+      mutation !== 'epoch-deleted'
+        ? table
+        : override(table, {
+            removeCandidate: async (rk, ck, seq, on) => {
+              const out = await table.removeCandidate(rk, ck, seq, on);
+              if (out.ok && (await table.readRole(rk))?.members.length === 0) items().delete(rk);
+              return out;
+            },
+            release: async (key, holding, rvn, wallIso) => {
+              const out = await table.release(key, holding, rvn, wallIso);
+              if (out.ok) items().delete(key);
+              return out;
+            },
+          }),
+    bucket: (store) =>
+      mutation !== 'manifest-blind-put'
+        ? store
+        : override(store, {
+            // The commit without If-Match: whatever version is there, overwrite it.
+            putIfMatch: async (key, body, type) => ({ ok: true as const, etag: (await store.put(key, body, type)).etag }),
+          }),
+    restored: (store) => (mutation !== 'restore-no-floor' ? store : override(store, { raiseFloor: async () => ({ ok: true, from: 0 }) })),
+    bumps: mutation !== 'restore-no-bump',
+    sidecar: mutation === 'sidecar-heartbeat',
+    restore: () => {
+      for (const u of undo) u();
+    },
+  };
+}
+
+// ─── The workflow world's own broken variants ───────────────────────────────────────────────────────────────────
+
+/**
+ * The workflow world's own (verify/explore/workflow-world.ts applies them to the synthesized definition or to its
+ * interpreter); it also takes the night world's above, but the sweeper's order and the claim on the wall clock.
+ */
+export const WORKFLOW_MUTATIONS = {
+  /** Wait states pass on at once, as an interpreter that ignores SecondsPath would: the claim rule's timer is gone. */
+  'wait-skipped': 'Wait states do not wait',
+  /** The definition's tasks lose TimeoutSeconds: a task whose Lambda never answers waits for ever. */
+  'no-task-timeout': 'Task states have no TimeoutSeconds',
+} as const;
+export type WorkflowMutation = keyof typeof WORKFLOW_MUTATIONS;

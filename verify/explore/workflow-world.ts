@@ -56,7 +56,7 @@ import { createRuntime, type Runtime } from '../../lib/lambda/runtime';
 import { FencedJob } from '../../lib/constructs/fenced-job';
 import { resolveJoin } from '../../lib/local/workflow';
 import { prng } from '../../lib/core/prng';
-import { MUTATIONS, type Mutation, applyMutation } from './mutations';
+import { MUTATIONS, WORKFLOW_MUTATIONS, type Mutation, type WorkflowMutation, applyMutation } from './mutations';
 import { Actor, Scheduler } from './scheduler';
 import { type Accepted, type Grant, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
 import type { ScheduleResult } from './world';
@@ -97,15 +97,6 @@ const BUCKET = 'manifests';
 const JOB_ARN = 'arn:aws:states:us-east-1:000000000000:stateMachine:job';
 /** The index lag's stream: a seed far from the schedules' own seeds. */
 const LAG_STREAM = 0x5eed_0000;
-
-/** The workflow's own broken variants (the harness applies them to the definition or the interpreter). */
-const WORKFLOW_MUTATIONS = {
-  /** Wait states pass on at once, as an interpreter that ignores SecondsPath would: the claim rule's timer is gone. */
-  'wait-skipped': 'Wait states do not wait',
-  /** The definition's tasks lose TimeoutSeconds: a task whose Lambda never answers waits for ever. */
-  'no-task-timeout': 'Task states have no TimeoutSeconds',
-} as const;
-type WorkflowMutation = keyof typeof WORKFLOW_MUTATIONS;
 
 /**
  * Every mutation this world takes: its own, and the core's (mutations.ts) but the sweeper's order (the Sweeper class's)

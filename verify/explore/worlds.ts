@@ -2,7 +2,8 @@
  * The explored worlds, by name: each runs one schedule from its seed (optionally with a broken variant of a rule) and
  * returns what its checks found. `all` picks a world by the seed, so a seed alone still names one schedule exactly.
  */
-import { ELECTION_MUTATIONS, runElectionSchedule } from './election-world';
+import { runElectionSchedule } from './election-world';
+import { ELECTION_MUTATIONS } from './mutations';
 import { MUTATIONS, type Mutation } from './mutations';
 import { runWorkflowSchedule, WORKFLOW_WORLD_MUTATIONS } from './workflow-world';
 import { runSchedule, type ScheduleResult } from './world';

@@ -56,6 +56,7 @@ import { createRuntime, type Runtime } from '../../lib/lambda/runtime';
 import { FencedJob } from '../../lib/constructs/fenced-job';
 import { resolveJoin } from '../../lib/local/workflow';
 import { prng } from '../../lib/core/prng';
+import { interpreter, maxDelayMs, StateError, tasksOf, type MachineDef, type Retrier, type StateDef } from './sfn';
 import { MUTATIONS, WORKFLOW_MUTATIONS, type Mutation, type WorkflowMutation, applyMutation } from './mutations';
 import { Actor, Scheduler } from './scheduler';
 import { type Accepted, type Grant, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
@@ -111,47 +112,6 @@ export const WORKFLOW_WORLD_MUTATIONS = [
 
 // ---------------------------------------------------------------------------------------------------------------
 // The synthesized definitions, once per process.
-
-interface StateDef extends Json {
-  readonly Type: string;
-  readonly Next?: string;
-  readonly End?: boolean;
-  readonly Resource?: string;
-  readonly Parameters?: Json;
-  readonly ItemSelector?: Json;
-  readonly ResultPath?: string | null;
-  readonly OutputPath?: string;
-  readonly TimeoutSeconds?: number;
-  readonly Retry?: readonly Retrier[];
-  readonly Catch?: readonly Catcher[];
-  readonly Result?: unknown;
-  readonly Seconds?: number;
-  readonly SecondsPath?: string;
-  readonly Choices?: readonly Json[];
-  readonly Default?: string;
-  readonly ItemsPath?: string;
-  readonly MaxConcurrency?: number;
-  readonly ItemProcessor?: MachineDef;
-  readonly Iterator?: MachineDef;
-  readonly Error?: string;
-}
-interface Retrier {
-  readonly ErrorEquals: readonly string[];
-  readonly IntervalSeconds?: number;
-  readonly BackoffRate?: number;
-  readonly MaxAttempts?: number;
-  readonly MaxDelaySeconds?: number;
-  readonly JitterStrategy?: string;
-}
-interface Catcher {
-  readonly ErrorEquals: readonly string[];
-  readonly ResultPath?: string | null;
-  readonly Next: string;
-}
-interface MachineDef {
-  readonly StartAt: string;
-  readonly States: Record<string, StateDef>;
-}
 
 /** What the world runs, read from the synthesized FencedJob. */
 interface Flow {
@@ -233,18 +193,6 @@ function rateMs(expression: string): number {
   return Number(m[1]) * { second: 1_000, minute: 60_000, hour: 3_600_000, day: 86_400_000 }[m[2] as 'second'];
 }
 
-function tasksOf(machine: MachineDef): StateDef[] {
-  return Object.values(machine.States).flatMap((st) => {
-    const inner = st.ItemProcessor ?? st.Iterator;
-    return st.Type === 'Task' ? [st] : inner ? tasksOf(inner) : [];
-  });
-}
-
-/** A retrier's cap on one wait (MaxDelaySeconds), in ms; none: no cap. */
-function maxDelayMs(r: Retrier): number {
-  return r.MaxDelaySeconds === undefined ? Infinity : r.MaxDelaySeconds * 1000;
-}
-
 /**
  * The longest wait a task's Retry can schedule: its largest backoff, IntervalSeconds × BackoffRate^(MaxAttempts − 1)
  * up to MaxDelaySeconds, at full length. Once the faults stopped, a task waits out at most one backoff already scheduled: its next attempt
@@ -276,56 +224,6 @@ function livenessBoundMs(f: Flow, s: typeof FLOW_SETTINGS = FLOW_SETTINGS): numb
   const nightMs = s.chunks * Math.ceil(s.items / s.batch) * s.batchWorkMs;
   return retries + s.lease.leaseMs + 2 * (f.sweepPeriodMs + leaseWaitMs) + retries + s.lease.leaseMs + pollMs + nightMs + s.maxIndexLagMs;
 }
-
-// ---------------------------------------------------------------------------------------------------------------
-// The interpreter's paths.
-
-/** A task's or a state's failure, by the name Retry and Catch match. */
-class StateError extends Error {
-  constructor(
-    readonly error: string,
-    readonly detail: string,
-  ) {
-    super(`${error}: ${detail}`);
-  }
-}
-
-interface Context {
-  readonly Execution: { readonly Name: string; readonly Input: unknown };
-  readonly Map?: { readonly Item: { readonly Value: unknown } };
-}
-
-function read(doc: unknown, path: string, context: Context): unknown {
-  const [root, rest] = path.startsWith('$$') ? [context as unknown, path.slice(2)] : [doc, path.slice(1)];
-  if (rest === '') return root;
-  let v = root;
-  for (const part of rest.slice(1).split('.')) v = (v as Json | undefined)?.[part];
-  return v;
-}
-
-function parameters(template: unknown, doc: unknown, context: Context): unknown {
-  if (Array.isArray(template)) return template.map((t) => parameters(t, doc, context));
-  if (template === null || typeof template !== 'object') return template;
-  return Object.fromEntries(
-    Object.entries(template as Json).map(([k, v]) =>
-      k.endsWith('.$') ? [k.slice(0, -2), read(doc, String(v), context)] : [k, parameters(v, doc, context)],
-    ),
-  );
-}
-
-/** ResultPath: null keeps the input, `$` replaces it, `$.a.b` sets a copy's field. */
-function place(doc: unknown, path: string | null | undefined, value: unknown): unknown {
-  if (path === null) return doc;
-  if (path === undefined || path === '$') return value;
-  const out = structuredClone((doc ?? {}) as Json);
-  const parts = path.slice(2).split('.');
-  let at: Json = out;
-  for (const part of parts.slice(0, -1)) at = (at[part] ??= {}) as Json;
-  at[parts.at(-1)!] = value;
-  return out;
-}
-
-const matches = (names: readonly string[], error: string) => names.includes(error) || names.includes('States.ALL');
 
 // ---------------------------------------------------------------------------------------------------------------
 // One schedule.
@@ -548,118 +446,15 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
     });
   };
 
-  /** A task: its attempts under the state's Retry (by error name, with its interval, backoff and full jitter). */
-  const task = async (exec: Execution, state: string, st: StateDef, payload: unknown, view: JobStore): Promise<unknown> => {
-    const retried = (st.Retry ?? []).map(() => 0);
-    for (;;) {
-      try {
-        return await attempt(exec, state, st, payload, view);
-      } catch (err) {
-        if (!(err instanceof StateError)) throw err;
-        const i = (st.Retry ?? []).findIndex((r) => matches(r.ErrorEquals, err.error));
-        const r = st.Retry?.[i];
-        if (!r || retried[i] >= (r.MaxAttempts ?? 3)) throw err;
-        const fullMs = Math.min((r.IntervalSeconds ?? 1) * 1000 * (r.BackoffRate ?? 2) ** retried[i], maxDelayMs(r));
-        const waitMs = r.JitterStrategy === 'FULL' ? Math.floor(random() * fullMs) : fullMs;
-        retried[i]++;
-        scheduler.log(`${exec.name} ${state} retries ${err.error} in ${waitMs} ms`);
-        await clock.sleep(waitMs);
-      }
-    }
-  };
+  // The machines' states, on the world's clock and seed; each task attempt a fresh actor's invocation (attempt above).
+  const stepFunctions = interpreter<JobStore>({
+    attempt,
+    sleep: (ms) => clock.sleep(ms),
+    random,
+    log: (line) => scheduler.log(line),
+    skipWaits: mutation === 'wait-skipped',
+  });
 
-  /** Run a machine's states from StartAt; a Succeed or Fail ends it. */
-  const states = async (
-    exec: Execution,
-    machine: MachineDef,
-    doc: unknown,
-    context: Context,
-    view: JobStore,
-  ): Promise<{ end: string; failed?: string; output: unknown }> => {
-    let name = machine.StartAt;
-    for (;;) {
-      const st = machine.States[name];
-      if (!st) throw new Error(`no state ${name}`);
-      try {
-        switch (st.Type) {
-          case 'Succeed':
-            return { end: name, output: doc };
-          case 'Fail':
-            return { end: name, failed: st.Error ?? 'States.Failed', output: doc };
-          case 'Pass':
-            doc = place(doc, st.ResultPath, st.Result ?? doc);
-            break;
-          case 'Wait': {
-            const seconds = Number(st.Seconds ?? read(doc, String(st.SecondsPath), context));
-            if (mutation !== 'wait-skipped') await clock.sleep(seconds * 1000);
-            break;
-          }
-          case 'Choice': {
-            const chosen = (st.Choices ?? []).find((c) => {
-              const v = read(doc, String(c.Variable), context);
-              if ('BooleanEquals' in c) return v === c.BooleanEquals;
-              if ('NumericEquals' in c) return v === c.NumericEquals;
-              throw new Error(`${name}: a Choice rule this interpreter does not know: ${JSON.stringify(c)}`);
-            });
-            name = String(chosen?.Next ?? st.Default);
-            continue;
-          }
-          case 'Task': {
-            const payload = st.Parameters ? parameters(st.Parameters, doc, context) : doc;
-            const result = await task(exec, name, st, payload, view);
-            doc = place(doc, st.ResultPath, result);
-            if (st.OutputPath) doc = read(doc, st.OutputPath, context);
-            break;
-          }
-          case 'Map':
-            doc = place(doc, st.ResultPath, await map(exec, name, st, doc, context, view));
-            break;
-          default:
-            throw new Error(`${name}: a state type this interpreter does not know: ${st.Type}`);
-        }
-      } catch (err) {
-        if (!(err instanceof StateError)) throw err;
-        const c = (st.Catch ?? []).find((x) => matches(x.ErrorEquals, err.error));
-        if (!c) throw err;
-        scheduler.log(`${exec.name} ${name} caught ${err.error} → ${c.Next}`);
-        doc = place(doc, c.ResultPath, { Error: err.error, Cause: err.detail });
-        name = c.Next;
-        continue;
-      }
-      if (st.End || !st.Next) return { end: name, output: doc };
-      name = st.Next;
-    }
-  };
-
-  /** An inline Map: at most MaxConcurrency iterations at once; the first failure fails it and starts no more. */
-  const map = async (exec: Execution, name: string, st: StateDef, doc: unknown, context: Context, view: JobStore): Promise<unknown[]> => {
-    const items = (read(doc, String(st.ItemsPath ?? '$'), context) ?? []) as unknown[];
-    const processor = (st.ItemProcessor ?? st.Iterator)!;
-    const results: unknown[] = [];
-    let next = 0;
-    let failure: StateError | undefined;
-    const lane = async () => {
-      while (failure === undefined && next < items.length) {
-        const i = next++;
-        const itemContext = { ...context, Map: { Item: { Value: items[i] } } };
-        const input = st.ItemSelector ? parameters(st.ItemSelector, doc, itemContext) : items[i];
-        try {
-          const out = await states(exec, processor, input, itemContext, view);
-          if (out.failed) throw new StateError(out.failed, `${name} iteration ${i} failed`);
-          results[i] = out.output;
-        } catch (err) {
-          if (!(err instanceof StateError)) throw err;
-          failure ??= err;
-        }
-      }
-    };
-    const width = st.MaxConcurrency ? Math.min(st.MaxConcurrency, items.length) : items.length;
-    await Promise.all(Array.from({ length: Math.max(1, width) }, lane));
-    if (failure) throw failure;
-    return results;
-  };
-
-  /** Start an execution of the job's machine; AWS's rule for a name already taken. */
   const startJob = (name: string, input: string, by?: Actor): 'started' | 'existing' => {
     const e = executions.get(name);
     if (e) {
@@ -675,7 +470,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
     scheduler.log(`${by?.name ?? 'the schedule'} starts execution ${name}`);
     const view = broken.jobsFor(new Actor(name, clock), (inner) => inner);
     const parsed = JSON.parse(input) as Json;
-    states(exec, machines.job, parsed, { Execution: { Name: name, Input: parsed } }, view).then(
+    stepFunctions.run(exec, machines.job, parsed, { Execution: { Name: name, Input: parsed } }, view).then(
       (out) => {
         exec.status = out.failed ? 'FAILED' : 'SUCCEEDED';
         exec.end = out.failed ?? out.end;
@@ -697,7 +492,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
     const name = `sweep-${++sweeps}`;
     const exec: Execution = { name, input: '{}', status: 'RUNNING' };
     scheduler.log(`the sweeper's schedule starts ${name}`);
-    states(exec, machines.sweeper, {}, { Execution: { Name: name, Input: {} } }, jobs).then(
+    stepFunctions.run(exec, machines.sweeper, {}, { Execution: { Name: name, Input: {} } }, jobs).then(
       (out) => scheduler.log(`${name} ends at ${out.end}`),
       (err: Error) => scheduler.log(`${name} ends FAILED: ${err instanceof StateError ? err.error : err.message}`),
     );

@@ -1,0 +1,254 @@
+/**
+ * The explorer's Step Functions interpreter: runs the state machines CDK synthesizes for FencedJob (Task with Retry,
+ * Catch and TimeoutSeconds, Pass, Wait, Choice, inline Map, Succeed, Fail) on the world's virtual clock, one task
+ * attempt at a time through the world's `attempt` (which invokes the handler as a fresh actor and may fault the
+ * invoke). It knows only what those definitions use; an unknown state type or Choice rule is an error, not a guess.
+ *
+ * Why a second interpreter beside the embedded stack's (lib/local/workflow.ts, aws-local-stepfunctions): that one runs
+ * on real time and real Lambda processes, as AWS would; the explorer needs every wait, retry backoff and timeout on
+ * one virtual clock, every random draw from the schedule's seed, and a step boundary at each invoke, so a schedule
+ * replays exactly from its seed. test/unit/sfn-interpreter.test.ts pins its semantics to the Step Functions docs.
+ */
+
+type Json = Record<string, unknown>;
+
+export interface StateDef extends Json {
+  readonly Type: string;
+  readonly Next?: string;
+  readonly End?: boolean;
+  readonly Resource?: string;
+  readonly Parameters?: Json;
+  readonly ItemSelector?: Json;
+  readonly ResultPath?: string | null;
+  readonly OutputPath?: string;
+  readonly TimeoutSeconds?: number;
+  readonly Retry?: readonly Retrier[];
+  readonly Catch?: readonly Catcher[];
+  readonly Result?: unknown;
+  readonly Seconds?: number;
+  readonly SecondsPath?: string;
+  readonly Choices?: readonly Json[];
+  readonly Default?: string;
+  readonly ItemsPath?: string;
+  readonly MaxConcurrency?: number;
+  readonly ItemProcessor?: MachineDef;
+  readonly Iterator?: MachineDef;
+  readonly Error?: string;
+}
+export interface Retrier {
+  readonly ErrorEquals: readonly string[];
+  readonly IntervalSeconds?: number;
+  readonly BackoffRate?: number;
+  readonly MaxAttempts?: number;
+  readonly MaxDelaySeconds?: number;
+  readonly JitterStrategy?: string;
+}
+interface Catcher {
+  readonly ErrorEquals: readonly string[];
+  readonly ResultPath?: string | null;
+  readonly Next: string;
+}
+export interface MachineDef {
+  readonly StartAt: string;
+  readonly States: Record<string, StateDef>;
+}
+
+export function tasksOf(machine: MachineDef): StateDef[] {
+  return Object.values(machine.States).flatMap((st) => {
+    const inner = st.ItemProcessor ?? st.Iterator;
+    return st.Type === 'Task' ? [st] : inner ? tasksOf(inner) : [];
+  });
+}
+
+/** A retrier's cap on one wait (MaxDelaySeconds), in ms; none: no cap. */
+export function maxDelayMs(r: Retrier): number {
+  return r.MaxDelaySeconds === undefined ? Infinity : r.MaxDelaySeconds * 1000;
+}
+
+/** A task's or a state's failure, by the name Retry and Catch match. */
+export class StateError extends Error {
+  constructor(
+    readonly error: string,
+    readonly detail: string,
+  ) {
+    super(`${error}: ${detail}`);
+  }
+}
+
+export interface Context {
+  readonly Execution: { readonly Name: string; readonly Input: unknown };
+  readonly Map?: { readonly Item: { readonly Value: unknown } };
+}
+
+function read(doc: unknown, path: string, context: Context): unknown {
+  const [root, rest] = path.startsWith('$$') ? [context as unknown, path.slice(2)] : [doc, path.slice(1)];
+  if (rest === '') return root;
+  let v = root;
+  for (const part of rest.slice(1).split('.')) v = (v as Json | undefined)?.[part];
+  return v;
+}
+
+function parameters(template: unknown, doc: unknown, context: Context): unknown {
+  if (Array.isArray(template)) return template.map((t) => parameters(t, doc, context));
+  if (template === null || typeof template !== 'object') return template;
+  return Object.fromEntries(
+    Object.entries(template as Json).map(([k, v]) =>
+      k.endsWith('.$') ? [k.slice(0, -2), read(doc, String(v), context)] : [k, parameters(v, doc, context)],
+    ),
+  );
+}
+
+/** ResultPath: null keeps the input, `$` replaces it, `$.a.b` sets a copy's field. */
+function place(doc: unknown, path: string | null | undefined, value: unknown): unknown {
+  if (path === null) return doc;
+  if (path === undefined || path === '$') return value;
+  const out = structuredClone((doc ?? {}) as Json);
+  const parts = path.slice(2).split('.');
+  let at: Json = out;
+  for (const part of parts.slice(0, -1)) at = (at[part] ??= {}) as Json;
+  at[parts.at(-1)!] = value;
+  return out;
+}
+
+const matches = (names: readonly string[], error: string) => names.includes(error) || names.includes('States.ALL');
+
+/** What the interpreter needs of its world. */
+export interface InterpreterWorld<V> {
+  /** One attempt of a Task state: its answer, or a StateError named as Step Functions names the failure. */
+  attempt(exec: ExecutionName, state: string, st: StateDef, payload: unknown, view: V): Promise<unknown>;
+  /** Sleeps on the world's virtual clock (a Wait state, a retry's backoff). */
+  sleep(ms: number): Promise<void>;
+  /** The schedule's seeded draws (a retry's full jitter). */
+  random(): number;
+  log(line: string): void;
+  /** Wait states pass at once: the broken variant `wait-skipped`. @default false */
+  readonly skipWaits?: boolean;
+}
+
+/** The execution a state runs in, by name (what the log and the world's attempt name it by). */
+export interface ExecutionName {
+  readonly name: string;
+}
+
+/** How a machine ended: its last state, the error if it failed, and its output. */
+export interface MachineEnd {
+  readonly end: string;
+  readonly failed?: string;
+  readonly output: unknown;
+}
+
+/**
+ * An interpreter over `world`: `run` runs a machine's states from StartAt until a Succeed, a Fail or an End.
+ * `view` is passed through to each attempt untouched (the world's per-execution view of its stores).
+ */
+export function interpreter<V>(world: InterpreterWorld<V>): {
+  run(exec: ExecutionName, machine: MachineDef, doc: unknown, context: Context, view: V): Promise<MachineEnd>;
+} {
+  /** A task: its attempts under the state's Retry (by error name, with its interval, backoff and full jitter). */
+  const task = async (exec: ExecutionName, state: string, st: StateDef, payload: unknown, view: V): Promise<unknown> => {
+    const retried = (st.Retry ?? []).map(() => 0);
+    for (;;) {
+      try {
+        return await world.attempt(exec, state, st, payload, view);
+      } catch (err) {
+        if (!(err instanceof StateError)) throw err;
+        const i = (st.Retry ?? []).findIndex((r) => matches(r.ErrorEquals, err.error));
+        const r = st.Retry?.[i];
+        if (!r || retried[i] >= (r.MaxAttempts ?? 3)) throw err;
+        const fullMs = Math.min((r.IntervalSeconds ?? 1) * 1000 * (r.BackoffRate ?? 2) ** retried[i], maxDelayMs(r));
+        const waitMs = r.JitterStrategy === 'FULL' ? Math.floor(world.random() * fullMs) : fullMs;
+        retried[i]++;
+        world.log(`${exec.name} ${state} retries ${err.error} in ${waitMs} ms`);
+        await world.sleep(waitMs);
+      }
+    }
+  };
+
+  /** Run a machine's states from StartAt; a Succeed or Fail ends it. */
+  const states = async (exec: ExecutionName, machine: MachineDef, doc: unknown, context: Context, view: V): Promise<MachineEnd> => {
+    let name = machine.StartAt;
+    for (;;) {
+      const st = machine.States[name];
+      if (!st) throw new Error(`no state ${name}`);
+      try {
+        switch (st.Type) {
+          case 'Succeed':
+            return { end: name, output: doc };
+          case 'Fail':
+            return { end: name, failed: st.Error ?? 'States.Failed', output: doc };
+          case 'Pass':
+            doc = place(doc, st.ResultPath, st.Result ?? doc);
+            break;
+          case 'Wait': {
+            const seconds = Number(st.Seconds ?? read(doc, String(st.SecondsPath), context));
+            if (!world.skipWaits) await world.sleep(seconds * 1000);
+            break;
+          }
+          case 'Choice': {
+            const chosen = (st.Choices ?? []).find((c) => {
+              const v = read(doc, String(c.Variable), context);
+              if ('BooleanEquals' in c) return v === c.BooleanEquals;
+              if ('NumericEquals' in c) return v === c.NumericEquals;
+              throw new Error(`${name}: a Choice rule this interpreter does not know: ${JSON.stringify(c)}`);
+            });
+            name = String(chosen?.Next ?? st.Default);
+            continue;
+          }
+          case 'Task': {
+            const payload = st.Parameters ? parameters(st.Parameters, doc, context) : doc;
+            const result = await task(exec, name, st, payload, view);
+            doc = place(doc, st.ResultPath, result);
+            if (st.OutputPath) doc = read(doc, st.OutputPath, context);
+            break;
+          }
+          case 'Map':
+            doc = place(doc, st.ResultPath, await map(exec, name, st, doc, context, view));
+            break;
+          default:
+            throw new Error(`${name}: a state type this interpreter does not know: ${st.Type}`);
+        }
+      } catch (err) {
+        if (!(err instanceof StateError)) throw err;
+        const c = (st.Catch ?? []).find((x) => matches(x.ErrorEquals, err.error));
+        if (!c) throw err;
+        world.log(`${exec.name} ${name} caught ${err.error} → ${c.Next}`);
+        doc = place(doc, c.ResultPath, { Error: err.error, Cause: err.detail });
+        name = c.Next;
+        continue;
+      }
+      if (st.End || !st.Next) return { end: name, output: doc };
+      name = st.Next;
+    }
+  };
+
+  /** An inline Map: at most MaxConcurrency iterations at once; the first failure fails it and starts no more. */
+  const map = async (exec: ExecutionName, name: string, st: StateDef, doc: unknown, context: Context, view: V): Promise<unknown[]> => {
+    const items = (read(doc, String(st.ItemsPath ?? '$'), context) ?? []) as unknown[];
+    const processor = (st.ItemProcessor ?? st.Iterator)!;
+    const results: unknown[] = [];
+    let next = 0;
+    let failure: StateError | undefined;
+    const lane = async () => {
+      while (failure === undefined && next < items.length) {
+        const i = next++;
+        const itemContext = { ...context, Map: { Item: { Value: items[i] } } };
+        const input = st.ItemSelector ? parameters(st.ItemSelector, doc, itemContext) : items[i];
+        try {
+          const out = await states(exec, processor, input, itemContext, view);
+          if (out.failed) throw new StateError(out.failed, `${name} iteration ${i} failed`);
+          results[i] = out.output;
+        } catch (err) {
+          if (!(err instanceof StateError)) throw err;
+          failure ??= err;
+        }
+      }
+    };
+    const width = st.MaxConcurrency ? Math.min(st.MaxConcurrency, items.length) : items.length;
+    await Promise.all(Array.from({ length: Math.max(1, width) }, lane));
+    if (failure) throw failure;
+    return results;
+  };
+
+  /** Start an execution of the job's machine; AWS's rule for a name already taken. */
+  return { run: states };
+}

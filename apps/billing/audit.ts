@@ -7,10 +7,8 @@
  */
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import {
+  awsStores,
   Attr,
-  DynamoJobStore,
-  DynamoLockStore,
-  S3ManifestStore,
   checkChunkFences,
   checkChunksDone,
   checkEpoch,
@@ -136,12 +134,7 @@ export interface AuditDeps extends FencedJobDeps {
 
 /** The audit's deps on DynamoDB and S3: the stores built from the clients and the tables' and bucket's names. */
 export function auditDeps(clients: Pick<Clients, 'ddb' | 's3'>, tables: BillingTables, bucket: string): AuditDeps {
-  return {
-    locks: new DynamoLockStore(clients.ddb, tables.locks),
-    jobs: new DynamoJobStore(clients.ddb, tables.jobs),
-    manifests: new S3ManifestStore(clients.s3, bucket),
-    invoices: { ddb: clients.ddb, invoices: tables.invoices },
-  };
+  return { ...awsStores(clients, { locks: tables.locks, jobs: tables.jobs, bucket }), invoices: { ddb: clients.ddb, invoices: tables.invoices } };
 }
 
 export interface AuditReport {

@@ -10,10 +10,8 @@
  */
 import type { TransactWriteItemsCommandInput } from '@aws-sdk/client-dynamodb';
 import {
+  awsStores,
   FencedOutError,
-  S3ManifestStore,
-  DynamoJobStore,
-  DynamoLockStore,
   completeRun,
   fencedTransaction,
   heldFence,
@@ -53,14 +51,7 @@ export interface BillingDeps extends RunDeps {
 
 /** Billing's deps on DynamoDB and S3: the stores built once from the clients and the tables' and bucket's names. */
 export function billingDeps(clients: Pick<Clients, 'ddb' | 's3'>, tables: BillingTables, bucket: string, clock: Clock, events: Events): BillingDeps {
-  return {
-    locks: new DynamoLockStore(clients.ddb, tables.locks),
-    jobs: new DynamoJobStore(clients.ddb, tables.jobs),
-    manifests: new S3ManifestStore(clients.s3, bucket),
-    invoices: tables.invoices,
-    clock,
-    events,
-  };
+  return { ...awsStores(clients, { locks: tables.locks, jobs: tables.jobs, bucket }), invoices: tables.invoices, clock, events };
 }
 
 export interface BillingRun {

@@ -7,9 +7,6 @@
 export * from './index';
 // The store namespace's names, unqualified, for the repository's own layers.
 export * from './stores';
-export { DynamoLockStore } from './aws/lock-store';
-export { DynamoJobStore } from './aws/job-store';
-export { S3ManifestStore } from './aws/manifest-store';
 
 // A fenced job's run: its keys, its fences raised first, its chunks, its completion, the direct engine (lib/core/job.ts)
 export { chunkFenceKey, jobKeys } from './job-keys';

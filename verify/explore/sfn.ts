@@ -10,6 +10,8 @@
  * replays exactly from its seed. test/unit/sfn-interpreter.test.ts pins its semantics to the Step Functions docs.
  */
 
+import type { Retrier as TemplateRetrier } from '../../lib/constructs/renewal-gap';
+
 type Json = Record<string, unknown>;
 
 export interface StateDef extends Json {
@@ -35,12 +37,8 @@ export interface StateDef extends Json {
   readonly Iterator?: MachineDef;
   readonly Error?: string;
 }
-export interface Retrier {
-  readonly ErrorEquals: readonly string[];
-  readonly IntervalSeconds?: number;
-  readonly BackoffRate?: number;
-  readonly MaxAttempts?: number;
-  readonly MaxDelaySeconds?: number;
+/** A retrier: the fields that time its waits (as the constructs read them), and its jitter. */
+export interface Retrier extends TemplateRetrier {
   readonly JitterStrategy?: string;
 }
 interface Catcher {

@@ -25,8 +25,7 @@ import { claimShard } from '../lib/core/job-keys';
 import { BILLING_JOB as BILLING } from '../apps/billing/keys';
 import { itemSize, jobRow, lockItem } from './aws-model';
 import { fmt, fmtStat, newReport, rotate, stat, table, type BenchContext, type Measurement, type Namespace, type SharedStack } from './common';
-import { DynamoLockStore } from '../lib/core/aws/lock-store';
-import { DynamoJobStore } from '../lib/core/aws/job-store';
+import { awsStores } from '../lib/core/aws/stores';
 
 const INDEX = JOB_TABLE.sparseIndex!.name;
 
@@ -172,22 +171,10 @@ export const sweeper: Measurement = {
         }
         const key = `${claimed}`;
         results[key] = { query: [], 'query+verify': [], scan: [], 'Sweeper.sweep': [] };
-        const sw = new Sweeper({
-          job: BILLING,
-          jobs: new DynamoJobStore(stack.clients.ddb, ns.tables.jobs),
-          locks: new DynamoLockStore(stack.clients.ddb, ns.tables.locks),
-          clock: systemClock,
-        });
+        const sweeperDeps = { job: BILLING, ...awsStores(stack.clients, ns.tables), clock: systemClock };
+        const sw = new Sweeper(sweeperDeps);
         // What the cloud sweeper's SightClaimed Lambda returns into the state machine's data (256 KB at most).
-        const { sightings } = await sightClaimed(
-          {
-            job: BILLING,
-            jobs: new DynamoJobStore(stack.clients.ddb, ns.tables.jobs),
-            locks: new DynamoLockStore(stack.clients.ddb, ns.tables.locks),
-            clock: systemClock,
-          },
-          { leaseMs: 10_000 },
-        );
+        const { sightings } = await sightClaimed(sweeperDeps, { leaseMs: 10_000 });
         const payload = JSON.stringify({ claimed: sightings.length, sightings, waitSeconds: 10 });
         payloadBytesPerRow = Buffer.byteLength(payload) / sightings.length;
         for (const v of VARIANTS) await run(v, sw); // warm-up

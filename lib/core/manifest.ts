@@ -71,7 +71,7 @@ export interface ManifestBody {
 
 /** What the manifest needs, injected: the store the objects live in, and the clock that times the 409 backoff. */
 export interface ManifestDeps {
-  /** The bucket's store, where the manifest and the chunk objects live: `new S3ManifestStore(s3, bucket)`. */
+  /** The bucket's store, where the manifest and the chunk objects live: on S3 `awsStores(...).manifests`. */
   readonly manifests: ManifestStore;
   /** Times the 409 backoff. */
   readonly clock: Clock;

@@ -27,16 +27,16 @@ export class SimProcess implements Clock {
   constructor(
     readonly name: string,
     /** The world's clock: true time, shared by every process. */
-    readonly world: VirtualClock,
+    readonly trueClock: VirtualClock,
   ) {}
 
   monotonicMs(): number {
-    return this.world.monotonicMs() * (1 + this.rate);
+    return this.trueClock.monotonicMs() * (1 + this.rate);
   }
 
   wallMs(): number {
-    const trueMs = this.world.monotonicMs();
-    return this.world.wallMs() + this.wallOffsetMs + (this.wallRate - 1) * (trueMs - this.wallRateFromMs);
+    const trueMs = this.trueClock.monotonicMs();
+    return this.trueClock.wallMs() + this.wallOffsetMs + (this.wallRate - 1) * (trueMs - this.wallRateFromMs);
   }
 
   sleep(ms: number): Promise<void> {
@@ -50,7 +50,7 @@ export class SimProcess implements Clock {
     const once = () => {
       if (!cancelled) fn();
     };
-    timer = this.world.after(ms / (1 + this.rate), () => this.run(once, (later) => (timer = later)));
+    timer = this.trueClock.after(ms / (1 + this.rate), () => this.run(once, (later) => (timer = later)));
     return {
       cancel: () => {
         cancelled = true;
@@ -66,7 +66,7 @@ export class SimProcess implements Clock {
 
   /** From now on its wall clock runs at `rate` (the reading stays continuous: the error gained so far stays). */
   setWallRate(rate: number): void {
-    const trueMs = this.world.monotonicMs();
+    const trueMs = this.trueClock.monotonicMs();
     this.wallOffsetMs += (this.wallRate - 1) * (trueMs - this.wallRateFromMs);
     [this.wallRate, this.wallRateFromMs] = [rate, trueMs];
   }
@@ -112,7 +112,7 @@ export class SimProcess implements Clock {
     }
     const wait = this.pausedUntil - this.monotonicMs();
     if (wait <= 0) return fn();
-    const timer = this.world.after(wait / (1 + this.rate), () => this.run(fn, waiting));
+    const timer = this.trueClock.after(wait / (1 + this.rate), () => this.run(fn, waiting));
     waiting?.(timer);
   }
 }

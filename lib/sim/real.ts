@@ -42,14 +42,14 @@ export class RealWorker extends SimProcess {
   readonly ledgers: LedgerStore;
 
   constructor(
-    private readonly realWorld: RealWorld,
+    private readonly world: RealWorld,
     name: string,
   ) {
-    super(name, realWorld.clock);
-    this.events = new Events(name, this).on((e) => realWorld.record(e));
-    this.jobs = this.gated(realWorld.jobs, realWorld.storeDelayMs);
-    this.locks = this.gated(realWorld.locks, 0, () => this.cut);
-    this.ledgers = this.gated(realWorld.ledgers, 0);
+    super(name, world.clock);
+    this.events = new Events(name, this).on((e) => world.record(e));
+    this.jobs = this.gated(world.jobs, world.storeDelayMs);
+    this.locks = this.gated(world.locks, 0, () => this.cut);
+    this.ledgers = this.gated(world.ledgers, 0);
   }
 
   /** What the real code is given on this worker: its gated stores, its clock, its events. */
@@ -60,38 +60,38 @@ export class RealWorker extends SimProcess {
   /** From now on the lock store does not answer this worker (its renewals time out): the worst case of a handover. */
   cutOff(): void {
     this.cut = true;
-    this.realWorld.log(this.name, 'cut off from the lock store: its renewals get no answer from now on');
+    this.world.log(this.name, 'cut off from the lock store: its renewals get no answer from now on');
   }
 
   /** Freeze now for `ms`: the pause lands wherever the code is (right after a passed check, in a scenario). */
   override pause(ms: number, why = ''): void {
     super.pause(ms);
-    this.realWorld.log(this.name, `freezes for ${ms / 1000} s`, { note: why });
-    const t = this.world.monotonicMs();
-    this.realWorld.mark({ lane: this.name, kind: 'pause', from: t, to: t + ms / (1 + this.rate), label: `paused ${ms / 1000} s` });
-    this.world.after(ms / (1 + this.rate), () => this.realWorld.log(this.name, 'wakes up, still believing what it believed'));
+    this.world.log(this.name, `freezes for ${ms / 1000} s`, { note: why });
+    const t = this.trueClock.monotonicMs();
+    this.world.mark({ lane: this.name, kind: 'pause', from: t, to: t + ms / (1 + this.rate), label: `paused ${ms / 1000} s` });
+    this.trueClock.after(ms / (1 + this.rate), () => this.world.log(this.name, 'wakes up, still believing what it believed'));
   }
 
   /** Freeze now until `wake` (SIGSTOP): the length is decided by what happens meanwhile. */
   override freeze(why = ''): void {
     super.freeze();
-    this.frozenAt = this.world.monotonicMs();
-    this.realWorld.log(this.name, 'freezes', { note: why });
+    this.frozenAt = this.trueClock.monotonicMs();
+    this.world.log(this.name, 'freezes', { note: why });
   }
 
   /** End a freeze (SIGCONT): whatever fell due meanwhile runs now, still believing what it believed. */
   override wake(): void {
     if (!this.isFrozen) return;
-    this.realWorld.mark({ lane: this.name, kind: 'pause', from: this.frozenAt, to: this.world.monotonicMs(), label: 'frozen' });
-    this.realWorld.log(this.name, 'wakes up, still believing what it believed');
+    this.world.mark({ lane: this.name, kind: 'pause', from: this.frozenAt, to: this.trueClock.monotonicMs(), label: 'frozen' });
+    this.world.log(this.name, 'wakes up, still believing what it believed');
     super.wake();
   }
 
   /** Die now: nothing of this process runs again (it releases nothing). */
   override crash(): void {
     super.crash();
-    this.realWorld.log(this.name, 'dies (crash)');
-    this.realWorld.mark({ lane: this.name, kind: 'crash', from: this.world.monotonicMs(), label: `${this.name} dies` });
+    this.world.log(this.name, 'dies (crash)');
+    this.world.mark({ lane: this.name, kind: 'crash', from: this.trueClock.monotonicMs(), label: `${this.name} dies` });
   }
 
   /** Every method of the store through the gate, with the network's delay each way; none answered once `cut`. */
@@ -99,9 +99,9 @@ export class RealWorker extends SimProcess {
     return through(store, async (_method, _args, apply) => {
       await this.gate();
       if (cut()) throw Object.assign(new Error(`${this.name}: no answer from the store`), { name: 'TimeoutError' });
-      if (delayMs > 0) await this.world.sleep(delayMs);
+      if (delayMs > 0) await this.trueClock.sleep(delayMs);
       const out = await apply();
-      if (delayMs > 0) await this.world.sleep(delayMs);
+      if (delayMs > 0) await this.trueClock.sleep(delayMs);
       await this.gate();
       return out;
     });

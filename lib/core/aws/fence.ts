@@ -29,7 +29,7 @@ import { fenceCheck } from './job-store';
 
 /** Where a fence item lives, and what its raises and guards need. */
 export interface FenceTarget {
-  /** The store the fence item lives in: `new DynamoFenceStore(ddb)` for any DynamoDB table (the job store is one too). */
+  /** The store the fence item lives in: on DynamoDB `awsStores(...).jobs`, which fences an item of any table. */
   readonly fences: FenceStore;
   /** The table holding the fence item (any table: the item only needs its key and a `fence` number). */
   readonly table: string;

@@ -16,7 +16,12 @@ import { startProcess, type SeenEvent, type WorkerOptions, type WorkerProcess } 
 import { namespace, type Namespace } from '../support/stack';
 import { DynamoLedgerStore } from '../../lib/core/aws/ledger-store';
 
-const LEASE = { leaseMs: 1000, renewMs: 300, marginMs: 200 };
+/**
+ * Every candidate's and writer's lease. Short, so a takeover takes seconds; but a renewal has 1.7 s to be answered
+ * before the holder's stop time, so a loaded machine (candidates starting at once on two busy cores, other test files
+ * beside) does not depose a leader on its own before the fault a test injects. A 1 s lease left 0.5 s, and did.
+ */
+const LEASE = { leaseMs: 2500, renewMs: 500, marginMs: 300 };
 const POLL_MS = Math.max(100, LEASE.leaseMs / 20);
 const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
 
@@ -31,11 +36,6 @@ const stores = (ns: Namespace) => [
   ns.bucket,
 ];
 const leaseArgs = (l: typeof LEASE) => ['--lease-ms', String(l.leaseMs), '--renew-ms', String(l.renewMs), '--margin-ms', String(l.marginMs)];
-/**
- * For the test that starts four candidates at once while the leader works: their start-up loads both cores, and the
- * leader's renewals must keep up meanwhile (1.2 s of slack per renewal, not 0.5 s), or it stops at its stop time.
- */
-const ROOMY_LEASE = { leaseMs: 2000, renewMs: 500, marginMs: 300 };
 
 /** Every process a test started: whatever happens, none outlives the file. */
 const started: WorkerProcess[] = [];
@@ -51,9 +51,9 @@ function track(w: WorkerProcess): WorkerProcess {
   return w;
 }
 
-function candidate(ns: Namespace, role: string, name: string, options: WorkerOptions = {}, every = '100ms', lease = LEASE): WorkerProcess {
+function candidate(ns: Namespace, role: string, name: string, options: WorkerOptions = {}, every = '100ms'): WorkerProcess {
   return track(
-    startProcess(['elect', ...stores(ns), '--role', role, '--candidate', name, ...leaseArgs(lease), '--every', every, '--events', '--json'], options),
+    startProcess(['elect', ...stores(ns), '--role', role, '--candidate', name, ...leaseArgs(LEASE), '--every', every, '--events', '--json'], options),
   );
 }
 
@@ -90,9 +90,9 @@ test(
     const ns = await namespace();
     // A stops itself right after the check of its 50th append (about 5 s after it leads): by then B-E have queued,
     // even with four processes starting at once on two busy cores.
-    const a = candidate(ns, 'pacer', 'A', { faults: { sigstop: 'append:50' } }, '100ms', ROOMY_LEASE);
+    const a = candidate(ns, 'pacer', 'A', { faults: { sigstop: 'append:50' } });
     await a.waitFor((e) => e.event === 'leading', 60_000);
-    const joined = ['B', 'C', 'D', 'E'].map((n) => candidate(ns, 'pacer', n, {}, '100ms', ROOMY_LEASE));
+    const joined = ['B', 'C', 'D', 'E'].map((n) => candidate(ns, 'pacer', n));
     for (const w of joined) await w.waitFor((e) => e.event === 'campaign', 60_000);
     // They joined at once, so the queue's order is the order their joins landed: name them by sequence.
     const seqOf = (w: WorkerProcess) => Number(w.events.find((e) => e.event === 'campaign')!.seq);
@@ -104,7 +104,7 @@ test(
       'all four queued while A was still leading',
     );
     // 2.5 leases stopped, on this process's clock.
-    await new Promise((r) => setTimeout(r, 2.5 * ROOMY_LEASE.leaseMs - (performance.now() - fault.seenAtMs)));
+    await new Promise((r) => setTimeout(r, 2.5 * LEASE.leaseMs - (performance.now() - fault.seenAtMs)));
     const [b, c, d, e] = others;
     const bLeads = await b.waitFor((x) => x.event === 'leading', 30_000);
     await b.waitFor((x) => x.event === 'appended', 30_000); // B's first write raised the fence

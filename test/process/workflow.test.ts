@@ -25,6 +25,12 @@ import { DynamoLockStore } from '../../lib/core/aws/lock-store';
 import { DynamoJobStore } from '../../lib/core/aws/job-store';
 
 const DATE = '2026-09-28';
+/**
+ * The workers' lease: a holder loses it only when a test stops it (a renewal has 6 s to be answered, which a loaded
+ * machine does not miss; the 3 s lease this replaced left 2 s, and runs failed on it), and a second worker waits it out
+ * in 8 s.
+ */
+const LEASE_MS = 8000;
 const night = [
   '--date',
   DATE,
@@ -33,7 +39,7 @@ const night = [
   '--chunk-size',
   '500',
   '--lease-ms',
-  '3000',
+  String(LEASE_MS),
   '--renew-ms',
   '1000',
   '--margin-ms',
@@ -85,7 +91,7 @@ test('a holder process paused past its lease between two chunk tasks is stopped;
   const b = startWorker(ns, [...night, '--worker', 'exec-b']);
   const claimed = await b.waitFor((e) => e.event === 'claim');
   assert.equal(claimed.token, 2);
-  assert.ok(Number(claimed.waitedMs) >= 3000, "B waited out A's lease in its Wait state");
+  assert.ok(Number(claimed.waitedMs) >= LEASE_MS, "B waited out A's lease in its Wait state");
   await b.waitFor((e) => e.event === 'fence-raised');
   a.child.kill('SIGCONT');
   assert.equal(await a.exited, 3, 'A ends as lost, quietly, with the lost exit code');
@@ -146,34 +152,6 @@ test('bad state-machine input fails at validation with nothing written', async (
   assert.equal(objects.KeyCount ?? 0, 0, 'the bucket is empty');
 });
 
-test("the synthesized sweeper, on its bundles, re-queues a dead holder's night and starts a billing run that completes it", async () => {
-  const ns = await namespace();
-  // A holder claims and raises the fence, then dies: no renewal ever again.
-  const settings = { leaseMs: 2000, renewMs: 500, marginMs: 500, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 125 };
-  const events = new Events('dead', systemClock);
-  const held = await claim({ locks: new DynamoLockStore(ns.clients.ddb, ns.tables.locks), clock: systemClock, events }, Keys.lock(DATE), 'dead', {
-    ...DEFAULTS,
-    ...settings,
-  });
-  await raiseFence({ jobs: new DynamoJobStore(ns.clients.ddb, ns.tables.jobs), clock: systemClock }, Keys.job(DATE), held.token, 'dead', 4);
-  const r = await runSweeperLocally({
-    app: billingApp,
-    clients: ns.clients,
-    endpoints: ns.endpoints,
-    onCall: ns.onCall,
-    tables: ns.tables,
-    bucket: ns.bucket,
-    settings,
-  });
-  assert.equal(r.status, 'SUCCEEDED', `${r.error}: ${r.cause}`);
-  assert.equal(r.endState, 'Swept');
-  assert.equal(r.started.length, 1, 'one billing run started for the re-queued night');
-  assert.equal(r.started[0].name, requeueRunName(DATE, held.token, 'sweep'), 'named after the night, the fence seen and the sweep');
-  assert.equal(r.started[0].result.endState, 'Completed', JSON.stringify(r.started[0].result));
-  const report = await audit(auditDeps(ns.clients, ns.tables, ns.bucket), DATE, 2000);
-  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
-});
-
 /** A holder that claims and raises the fence for the night, then dies: no renewal ever again. */
 async function deadHolder(ns: Namespace, settings: { leaseMs: number; renewMs: number; marginMs: number }) {
   const events = new Events('dead', systemClock);
@@ -185,7 +163,14 @@ async function deadHolder(ns: Namespace, settings: { leaseMs: number; renewMs: n
   return held;
 }
 
-const sweepSettings = { leaseMs: 2000, renewMs: 500, marginMs: 500, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 125 };
+/**
+ * The dead holder's lease is short, so a sweep waits it out in 2 s (the sweeper waits the lease its lock item declares).
+ * The re-queued runs take the default lease with a short renewal: nothing waits their lease out, and a 2 s lease left
+ * a renewal 1.5 s to be answered, which a loaded machine missed (the run stopped at its stop time, though every part
+ * of it was right).
+ */
+const deadLease = { leaseMs: 2000, renewMs: 500, marginMs: 500 };
+const sweepSettings = { leaseMs: 10_000, renewMs: 1000, marginMs: 1000, invoices: 2000, chunkSize: 500, clockOffsetAlarmMs: 125 };
 const sweepOn = (ns: Namespace, name: string) => ({
   app: billingApp,
   clients: ns.clients,
@@ -197,9 +182,22 @@ const sweepOn = (ns: Namespace, name: string) => ({
   name,
 });
 
+test("the synthesized sweeper, on its bundles, re-queues a dead holder's night and starts a billing run that completes it", async () => {
+  const ns = await namespace();
+  const held = await deadHolder(ns, deadLease);
+  const r = await runSweeperLocally(sweepOn(ns, 'sweep'));
+  assert.equal(r.status, 'SUCCEEDED', `${r.error}: ${r.cause}`);
+  assert.equal(r.endState, 'Swept');
+  assert.equal(r.started.length, 1, 'one billing run started for the re-queued night');
+  assert.equal(r.started[0].name, requeueRunName(DATE, held.token, 'sweep'), 'named after the night, the fence seen and the sweep');
+  assert.equal(r.started[0].result.endState, 'Completed', JSON.stringify(r.started[0].result));
+  const report = await audit(auditDeps(ns.clients, ns.tables, ns.bucket), DATE, 2000);
+  assert.ok(report.ok, JSON.stringify(report.checks, null, 1));
+});
+
 test('crash answer: a sweep whose StartExecution is refused writes nothing, so the next sweep still starts the night and it completes', async () => {
   const ns = await namespace();
-  const held = await deadHolder(ns, sweepSettings);
+  const held = await deadHolder(ns, deadLease);
   const first = await runSweeperLocally({ ...sweepOn(ns, 'sweep-1'), refuseStart: (call) => (call === 1 ? { when: 'before' } : undefined) });
   assert.equal(first.status, 'FAILED', 'VerifyAndRequeue fails on the refused start (ExecutionLimitExceeded is not retried)');
   assert.equal(first.started.length, 0, 'nothing was started');
@@ -217,7 +215,7 @@ test('crash answer: a sweep whose StartExecution is refused writes nothing, so t
 
 test('crash answer: a sweep that dies right after its StartExecution landed leaves a night its run completes; the next sweep finds nothing', async () => {
   const ns = await namespace();
-  const held = await deadHolder(ns, sweepSettings);
+  const held = await deadHolder(ns, deadLease);
   // The start lands, then the function fails before anything after it: as if it died there.
   const first = await runSweeperLocally({ ...sweepOn(ns, 'sweep-1'), refuseStart: (call) => (call === 1 ? { when: 'after' } : undefined) });
   assert.equal(first.status, 'FAILED');
@@ -234,7 +232,7 @@ test('crash answer: a sweep that dies right after its StartExecution landed leav
 
 test('crash answer: a StartExecution whose answer was lost is sent again with the same name and input, and meets the same execution', async () => {
   const ns = await namespace();
-  const held = await deadHolder(ns, sweepSettings);
+  const held = await deadHolder(ns, deadLease);
   // The start lands, its answer is a throttle: the SDK sends it again, and Step Functions answers with the open execution.
   const r = await runSweeperLocally({
     ...sweepOn(ns, 'sweep-1'),
@@ -253,7 +251,7 @@ test('crash answer: a StartExecution whose answer was lost is sent again with th
 
 test('crash answer: a re-queued run that dies before its raise leaves the night findable: the next sweep starts a new run (a new name), and it completes', async () => {
   const ns = await namespace();
-  await deadHolder(ns, sweepSettings);
+  await deadHolder(ns, deadLease);
   const first = await runSweeperLocally({ ...sweepOn(ns, 'sweep-1'), killStarted: () => true });
   assert.equal(first.status, 'SUCCEEDED', `${first.error}: ${first.cause}`);
   assert.deepEqual(

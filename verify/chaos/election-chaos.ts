@@ -218,8 +218,10 @@ export async function runElectionSchedule(
   const notes: string[] = [];
   const count = (kind: string, n = 1) => void (faults[kind] = (faults[kind] ?? 0) + n);
 
-  const leaseMs = 600 + Math.floor(random() * 401);
-  const renewMs = Math.round(leaseMs / 3.5);
+  // Short leases keep a schedule short; each renewal still has at least 400 ms to be answered before its stop time,
+  // so a loaded machine rarely deposes a candidate on its own (the 600 ms leases this replaced left 180 ms).
+  const leaseMs = 900 + Math.floor(random() * 501);
+  const renewMs = Math.round(leaseMs / 4);
   const marginMs = 150 + Math.floor(random() * 101);
   const everyMs = 40 + Math.floor(random() * 61);
   const initial = 3 + Math.floor(random() * 3);
@@ -397,6 +399,22 @@ export async function runElectionSchedule(
       });
     return c;
   };
+  /**
+   * The queue a kill needs (`n` live candidates, the leader among them), made to happen: while fewer are queued (some
+   * left on their own, as a short lease can pass on a loaded machine), one joins, so the kill is injected every time.
+   * Bounded: a machine that deposes every newcomer before the kill ends it with nothing injected, and the note says so.
+   */
+  const queuedAtLeast = async (n: number, why: string): Promise<Candidate[] | undefined> => {
+    for (let joins = 0; joins <= 2 * n; joins++) {
+      await needLeader(why);
+      const q = queued();
+      if (q.length >= n) return q;
+      const name = `C${joined++}`;
+      notes.push(`${name} joined ${why}: ${q.length} queued, ${n} needed`);
+      await join(name);
+    }
+    return undefined;
+  };
   /** The moment of a leader fault: after a few more appends of the leader, and a delay shorter than the period. */
   const moment = async (leader: Candidate, step: Step) => {
     const seen = leader.w.events.filter((e) => e.event === 'appended').length;
@@ -506,12 +524,11 @@ export async function runElectionSchedule(
           break;
         }
         case 'kill-middle': {
-          await needLeader('before killing a middle candidate');
-          const q = queued();
-          const middle = q.slice(1, -1);
+          const q = await queuedAtLeast(NEEDS['kill-middle'], 'before killing a middle candidate');
+          const middle = q?.slice(1, -1) ?? [];
           const target = middle.find((c) => c.name === step.targets[0]) ?? (middle.length > 0 ? pick(middle) : undefined);
-          if (!target) {
-            notes.push(`no middle candidate to kill (${q.length} queued)`);
+          if (!q || !target) {
+            notes.push(`no middle candidate to kill (${q?.length ?? queued().length} queued)`);
             break;
           }
           const seq = seqOf(target)!;
@@ -538,8 +555,7 @@ export async function runElectionSchedule(
           break;
         }
         case 'kill-several': {
-          await needLeader('before killing several');
-          const q = queued();
+          const q = (await queuedAtLeast(NEEDS['kill-several'], 'before killing several')) ?? queued();
           const chosen = step.targets.map(byName).filter((c): c is Candidate => c !== undefined && q.includes(c));
           for (const c of q) if (chosen.length < 2 && !chosen.includes(c)) chosen.push(c);
           const victims = chosen.slice(0, Math.max(0, q.length - 1));

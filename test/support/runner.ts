@@ -11,6 +11,7 @@
  *   names the file it interrupts and stops that file's process; SIGKILL follows if it does not exit.
  */
 import { spawn } from 'node:child_process';
+import { setPriority } from 'node:os';
 import path from 'node:path';
 import { exitedAfterOutput } from '../../verify/chaos/worker-process';
 
@@ -35,6 +36,8 @@ export interface BatchOptions {
   readonly deadline: number;
   /** Pass the runner's output through to this process's stdout (the run's log). @default true */
   readonly echo?: boolean;
+  /** The files' scheduling priority (`nice`), inherited by every process they start. @default 0 */
+  readonly nice?: number;
 }
 
 export interface BatchResult {
@@ -56,6 +59,7 @@ export async function runBatch(files: string[], options: BatchOptions): Promise<
     stdio: ['ignore', 'pipe', 'inherit'],
     env: { ...inherited, ...options.env, FENCEPOST_TEST_LINGER_MS: String(options.lingerMs ?? 30_000), NODE_NO_WARNINGS: '1' },
   });
+  if (options.nice && child.pid !== undefined) setPriority(child.pid, options.nice);
   let output = '';
   child.stdout!.on('data', (d: Buffer) => {
     if (options.echo !== false) process.stdout.write(d);

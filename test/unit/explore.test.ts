@@ -9,7 +9,8 @@ import { explore, replayCommand, type ExploreSummary } from '../../verify/explor
 import { MUTATIONS } from '../../verify/explore/mutations';
 import { VirtualClock } from '../../lib/core/clock';
 import { Actor } from '../../verify/explore/scheduler';
-import { runSchedule, type ScheduleResult } from '../../verify/explore/world';
+import { runSchedule } from '../../verify/explore/night-world';
+import type { ScheduleResult } from '../../verify/explore/world';
 import { WORLD_NAMES, WORLDS, worldOf, worldsFor } from '../../verify/explore/worlds';
 import { parseSimulate, simulate } from '../../cli/simulate';
 import { ConfigError } from '../../lib/core/errors';

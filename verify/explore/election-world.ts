@@ -510,7 +510,7 @@ export async function runElectionSchedule(
   const settled = () =>
     clock.monotonicMs() > handoverAt && (!restoring || restoredAt !== undefined) && actors.every((a) => a.crashed || a.outcome !== 'running');
   const horizon = s.faults.windowMs + s.faults.maxPauseMs + workBoundMs(s);
-  const finished = await scheduler.run(settled, horizon);
+  const finished = (await scheduler.run(settled, horizon, Infinity)) === 'done';
   broken.restore();
   const end = clock.monotonicMs();
   const faultsEnd = Math.max(0, scheduler.faultsEndMs, restoredAt ?? 0);

@@ -52,6 +52,9 @@ export interface FaultPlan {
  */
 export type Restart = (actor: Actor) => number | undefined;
 
+/** Why `Scheduler.run` stopped: the world said done, nothing is due before the horizon, or the turn limit. */
+export type RunEnd = 'done' | 'horizon' | 'turns';
+
 /** Store methods that are transactions: where a conflict can be injected. */
 const TRANSACTIONS = new Set(['recordBatch']);
 
@@ -123,16 +126,16 @@ export class Scheduler {
   /**
    * Run until `done()` says so or the virtual time passes `untilMs`: settle, then step one parked call, or move the
    * clock to the next timer when nothing is runnable.
-   * @param maxSteps - stop after this many turns (a loop that takes no virtual time would otherwise never end) @default no limit
-   * @returns false if time or steps ran out first
+   * @param maxTurns - stop after this many turns: a loop that takes no virtual time would otherwise never end
+   * @returns why it stopped: done, the horizon passed (nothing due before it), or the turns ran out
    */
-  async run(done: () => boolean, untilMs: number, maxSteps = Infinity): Promise<boolean> {
-    for (let steps = 0; ; steps++) {
+  async run(done: () => boolean, untilMs: number, maxTurns: number): Promise<RunEnd> {
+    for (let turns = 0; ; turns++) {
       await new Promise<void>((resolve) => setImmediate(resolve));
-      if (done()) return true;
-      if (steps >= maxSteps) {
-        this.log(`stopped after ${maxSteps} turns: the actors loop without time passing`);
-        return false;
+      if (done()) return 'done';
+      if (turns >= maxTurns) {
+        this.log(`stopped after ${maxTurns} turns: the actors loop without time passing`);
+        return 'turns';
       }
       const now = this.clock.monotonicMs();
       const ready = this.parked.filter((p) => !p.actor.crashed && p.actor.pausedUntil <= now);
@@ -143,7 +146,7 @@ export class Scheduler {
         continue;
       }
       const next = this.nextDue();
-      if (next === undefined || next > untilMs) return false;
+      if (next === undefined || next > untilMs) return 'horizon';
       await this.clock.advance(next - now);
     }
   }

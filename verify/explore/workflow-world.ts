@@ -517,7 +517,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
   // Done when the night is, every execution closed and every invocation returned; or when nothing can happen any
   // more: all that, with the night never raised (no sweep sees it) and no trigger still to come: stranded, a violation.
   const settled = () => [...running].every((a) => a.crashed);
-  await scheduler.run(() => closed() && settled() && triggered && (doneAt !== undefined || !raised), horizon);
+  await scheduler.run(() => closed() && settled() && triggered && (doneAt !== undefined || !raised), horizon, Infinity);
   sweeping = false;
   broken.restore();
 

@@ -4,9 +4,10 @@
  */
 import { runElectionSchedule } from './election-world';
 import { ELECTION_MUTATIONS } from './mutations';
-import { MUTATIONS, type Mutation } from './mutations';
+import { MUTATIONS } from './mutations';
 import { runWorkflowSchedule, WORKFLOW_WORLD_MUTATIONS } from './workflow-world';
-import { runSchedule, type ScheduleResult } from './world';
+import { NIGHT_WORLD } from './night-world';
+import { runWorld, type ScheduleResult } from './world';
 
 interface World {
   /** What the world runs, for `--help` and the summary. */
@@ -17,9 +18,9 @@ interface World {
 
 export const WORLDS = {
   night: {
-    about: 'runJob, the lease and the local Sweeper (verify/explore/world.ts)',
+    about: 'runJob, the lease and the local Sweeper (verify/explore/night-world.ts)',
     mutations: MUTATIONS,
-    run: (seed: number, mutation?: string) => runSchedule(seed, mutation as Mutation | undefined),
+    run: (seed: number, mutation?: string) => runWorld(NIGHT_WORLD, seed, mutation),
   },
   workflow: {
     about: "the job's and the sweeper's Lambda handlers under their synthesized state machines (workflow-world.ts)",

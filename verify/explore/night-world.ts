@@ -1,0 +1,369 @@
+/**
+ * The night world (issue 19 item 4): the REAL core (lib/core/job.ts runJob, lib/core/sweeper.ts Sweeper, the lease, the
+ * fenced batch) on the in-memory stores and one VirtualClock, interleaved at every store call by the seeded
+ * scheduler (scheduler.ts), then checked from the stores' final state and the trace. Read top to bottom: its
+ * settings, its setup, its actors, its checks; world.ts runs it.
+ *
+ * The world: one night of a small generic job, `chunks` chunks of `items` items written `batch` at a time with the
+ * real fenced batch (writeBatch). Actors: holder-1 starts the night at 0; holder-2, a duplicate trigger, starts it
+ * again later; the sweeper sweeps every `sweepPeriodMs` and starts a new holder for each night it re-queues (its
+ * StartExecution is a step boundary, named as the cloud's sweeper names it, and idempotent by name as AWS's is); a
+ * crashed sweeper is replaced by a fresh one after a seeded delay. Each actor reads its own wall clock, which the
+ * scheduler can step or make run fast or slow; the monotonic time stays shared and true.
+ *
+ * Not explored here: the workflow's Lambda handlers under Step Functions' semantics, election and handover, the
+ * manifest and the epoch ledger (docs/TESTING.md).
+ */
+import { type Clock, VirtualClock } from '../../lib/core/clock';
+import { LEASE_DEFAULTS, type LeaseConfig } from '../../lib/core/config';
+import { Events } from '../../lib/core/events';
+import { writeBatch } from '../../lib/core/batch';
+import { jobKeys } from '../../lib/core/job-keys';
+import { runJob, type ChunkWork } from '../../lib/core/job';
+import { pollMsOf } from '../../lib/core/lease';
+import { MemoryJobStore } from '../../lib/testing/job-store';
+import { MemoryLockStore } from '../../lib/testing/lock-store';
+import type { JobStore } from '../../lib/core/store/jobs';
+import type { LockStore, WriteOutcome } from '../../lib/core/store/lock';
+import { Sweeper, SWEEPER_DEFAULTS } from '../../lib/core/sweeper';
+import { DEFAULT_BACKOFF } from '../../lib/core/conditions';
+import { prng } from '../../lib/core/prng';
+import { requeueRunName } from '../../lib/lambda/sweep-verify';
+import { type Broken, type Mutation, applyMutation } from './mutations';
+import { Actor, Scheduler } from './scheduler';
+import { type Accepted, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
+import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
+
+/** The world's settings: the night's size, the lease, the sweeper, the faults. */
+const EXPLORE_SETTINGS = {
+  chunks: 3,
+  items: 4,
+  batch: 2,
+  /** The work before each batch (computing it) takes this long on the holder's clock: a night is not instant. */
+  batchWorkMs: 1_000,
+  lease: { ...LEASE_DEFAULTS, claimBudget: 4 } satisfies LeaseConfig,
+  sweepPeriodMs: 5_000,
+  /** The duplicate trigger starts within this long after the first (EventBridge's duplicates come close together). */
+  duplicateWithinMs: 5_000,
+  /** Each schedule's sparse index lags its table by up to a seeded share of this (each change a seeded part of that). */
+  maxIndexLagMs: 3_000,
+  /** A crashed sweeper is replaced by a fresh one within this long. */
+  sweeperRestartWithinMs: 10_000,
+  faults: {
+    chance: 0.15,
+    budget: 4,
+    maxPauseMs: 20_000,
+    windowMs: 40_000,
+    // Exaggerated (an NTP step is rarely seconds, a drift rarely 1%) so a night of a minute meets them.
+    wall: { maxStepMs: 15_000, maxRateError: 0.5 },
+    twice: ['startExecution'],
+    // Steering (docs/TESTING.md): a pause weighs 4 at the fenced write, right after a passed stop-time check (the
+    // gap that makes a stale holder); StartExecution's second delivery weighs 3; a lock read (a claimant's poll,
+    // twenty a lease) is faulted at a quarter of the chance.
+    emphasis: [
+      { methods: ['recordBatch'], kind: 'pause', weight: 4 },
+      { methods: ['startExecution'], kind: 'twice', weight: 3 },
+    ],
+    seldomAt: { methods: ['read'], share: 0.25 },
+  },
+} as const;
+
+/**
+ * How long after the last fault's effect ended the night must be DONE: a sweep to see the orphan, a full lease and
+ * a sweep more to see it unchanged, the new holder's wait of a full lease on the dead holder's rvn (to the poll after
+ * it), the longest retry backoff still running, and the index's lag (the orphaned row reaches the sparse index up to
+ * one lag late), and the night's own work (store calls take no virtual time; computing each batch does).
+ */
+function livenessBoundMs(s: typeof EXPLORE_SETTINGS = EXPLORE_SETTINGS): number {
+  const backoff = DEFAULT_BACKOFF.capMs * DEFAULT_BACKOFF.retries;
+  const night = s.chunks * Math.ceil(s.items / s.batch) * s.batchWorkMs;
+  return 2 * s.sweepPeriodMs + 2 * s.lease.leaseMs + pollMsOf(s.lease) + backoff + s.maxIndexLagMs + night;
+}
+
+/** The index lag's stream: a seed far from the schedules' own seeds. */
+const LAG_STREAM = 0x5eed_0000;
+
+const DATE = '2026-09-28';
+const ITEMS = 'items';
+
+// ─── Setup: one schedule's state ─────────────────────────────────────────────────────────────────────────────────
+
+/** One schedule of the night: its clock, streams, scheduler and stores, and what the actors record for the checks. */
+interface Night extends WorldState {
+  readonly random: () => number;
+  readonly clock: VirtualClock;
+  /** How a crashed actor is restarted (the sweeper, by a fresh one), set as each starts. */
+  readonly restarts: Map<Actor, () => number | undefined>;
+  readonly indexLagMs: number;
+  readonly jobs: MemoryJobStore;
+  readonly locks: LockStore;
+  readonly keys: ReturnType<typeof jobKeys>;
+  readonly jobId: string;
+  readonly broken: Broken;
+  /** Every accepted batch with its token and the fence's value as it stood (checks.ts). */
+  readonly accepted: Accepted[];
+  readonly seenRequests: Set<string>;
+  /** Each successful claim: who, which key, its epoch, and when the store applied it. */
+  readonly grants: { actor: string; key: string; epoch: number; atMs: number }[];
+  /** Each act a holder made right after its stop-time check passed: its token, and when. */
+  readonly acts: { actor: string; token: number; atMs: number; step: string }[];
+  /** The holders started, to know when all have ended. */
+  readonly holders: Actor[];
+  /** When the night's complete took effect. */
+  doneAt: number | undefined;
+}
+
+function setup(seed: number, mutation: string | undefined): Night {
+  const s = EXPLORE_SETTINGS;
+  const random = prng(seed);
+  const clock = new VirtualClock();
+  const restarts = new Map<Actor, () => number | undefined>();
+  const scheduler = new Scheduler(clock, random, s.faults, (actor) => restarts.get(actor)?.());
+  // The index's lag draws from its own stream of the seed, so the scheduler's draws stay as they were.
+  const lagRandom = prng(seed + LAG_STREAM);
+  const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
+  const jobs = new MemoryJobStore({ clock, jobs: 'jobs', indexLagMs, random: lagRandom });
+  const locks: LockStore = new MemoryLockStore({ clock });
+  const keys = jobKeys('explore');
+  return {
+    random,
+    clock,
+    scheduler,
+    restarts,
+    indexLagMs,
+    jobs,
+    locks,
+    keys,
+    jobId: keys.job(DATE),
+    broken: applyMutation(mutation as Mutation | undefined, { locks, jobs }),
+    violations: [],
+    accepted: [],
+    seenRequests: new Set(),
+    grants: [],
+    acts: [],
+    holders: [],
+    doneAt: undefined,
+  };
+}
+
+// ─── Actors: the holders, the duplicate trigger, the sweeper ─────────────────────────────────────────────────────
+
+function actors(w: Night): void {
+  const s = EXPLORE_SETTINGS;
+  const { clock, scheduler, random, jobs, keys, broken, violations, acts, grants } = w;
+
+  // Every accepted batch with its token and the fence's value as it stood (checks.ts).
+  const batchLog = { accepted: w.accepted, seenRequests: w.seenRequests, violations, log: (line: string) => scheduler.log(line) };
+  const observeJobs = (actor: Actor, inner: JobStore): JobStore => recordingBatches(actor.name, inner, jobs, batchLog);
+
+  const work =
+    (actor: Actor, actorClock: Clock): ChunkWork<number> =>
+    async ({ lease, fence, chunk }) => {
+      for (let from = 0; from < s.items; from += s.batch) {
+        await actorClock.sleep(s.batchWorkMs);
+        lease.check();
+        // The check's promise: no act once the holder's own clock reached its stop time.
+        if (clock.monotonicMs() >= lease.stopAtMs)
+          violations.push(`${actor.name} acted at ${clock.monotonicMs()} ms, past its stop time ${lease.stopAtMs} ms`);
+        acts.push({ actor: actor.name, token: lease.token, atMs: clock.monotonicMs(), step: `chunk ${chunk} batch ${from / s.batch}` });
+        const puts = Array.from({ length: Math.min(s.batch, s.items - from) }, (_, i) => ({
+          table: ITEMS,
+          item: { pk: { S: `item#${chunk}#${from + i}` }, token: { N: String(lease.token) } },
+        }));
+        await writeBatch(fence, puts);
+      }
+      return chunk;
+    };
+
+  const tokenOf = (name: string): number => grants.filter((g) => g.actor === name).at(-1)?.epoch ?? NaN;
+  const startHolder = (name: string): Actor => {
+    const actor = new Actor(name, clock);
+    w.holders.push(actor);
+    const actorClock = actor;
+    const jobStore = scheduler.wrap(
+      observeJobs(
+        actor,
+        broken.jobsFor(actor, (inner) => scheduler.wrap(inner, actor)),
+      ),
+      actor,
+      (method, _args, result) => {
+        if (method === 'complete' && (result as { ok: boolean }).ok) w.doneAt ??= clock.monotonicMs();
+      },
+    );
+    const lockStore = scheduler.wrap(broken.locksFor(actorClock, s.lease), actor, (method, args, result) => {
+      const out = result as WriteOutcome;
+      if (method === 'claim' && out.ok) grants.push({ actor: name, key: String(args[0]), epoch: Number(out.item.epoch), atMs: clock.monotonicMs() });
+    });
+    scheduler.log(`${name} starts`);
+    runJob(
+      {
+        locks: lockStore,
+        jobs: jobStore,
+        clock: actorClock,
+        events: new Events(name, actorClock),
+        random,
+      },
+      {
+        keys,
+        date: DATE,
+        chunks: s.chunks,
+        holder: name,
+        config: s.lease,
+        hooks: { afterCheck: (p) => void acts.push({ actor: name, token: tokenOf(name), atMs: clock.monotonicMs(), step: p.step }) },
+      },
+      work(actor, actorClock),
+    ).then(
+      (summary) => {
+        actor.outcome = summary.outcome;
+        scheduler.log(`${name} ends ${summary.outcome}${summary.token === undefined ? '' : ` token ${summary.token}`}`);
+      },
+      (err: Error) => {
+        actor.outcome = `error ${err.name}`;
+        scheduler.log(`${name} ends with ${err.name}: ${err.message}`);
+      },
+    );
+    return actor;
+  };
+
+  // The sweeper: one process sweeping every period; for each night it re-queues it starts a new holder (its
+  // StartExecution, a step boundary of its own) and then records the re-queue. A crashed sweeper is replaced, after
+  // a seeded delay, by a fresh Sweeper with no memory of its sightings, as a restarted process would be.
+  // StartExecution as AWS answers it: a new name starts a run; the same name and input again (a retry after a lost
+  // response, or the request delivered twice) starts nothing: the same execution while it is open,
+  // ExecutionAlreadyExists once it closed, which the sweeper's startRun takes as its own earlier start
+  // (lib/lambda/runtime.ts). Each run is named as the cloud's sweeper names it (requeueRunName: the night, the fence
+  // seen, the sweep); a sweep that failed is retried under the same name, as Step Functions' Retry reruns the step.
+  let holders = 0;
+  let sweepers = 0;
+  const executions = new Map<string, Actor>();
+  const startSweeper = (): void => {
+    const actor = new Actor(`sweeper-${++sweepers}`, clock);
+    const actorClock = actor;
+    w.restarts.set(actor, () => {
+      const delay = Math.floor(random() * s.sweeperRestartWithinMs);
+      clock.after(delay, startSweeper);
+      return delay;
+    });
+    let sweepName = '';
+    let sweeps = 0;
+    const sfn = scheduler.wrap(
+      {
+        startExecution: async (name: string) => {
+          const open = executions.get(name);
+          if (open !== undefined) {
+            scheduler.log(`${actor.name} start ${name}: exists (${open.name}, ${open.outcome}), nothing started`);
+            return;
+          }
+          scheduler.log(`${actor.name} starts a new run ${name}`);
+          executions.set(name, startHolder(`holder-${++holders}`));
+        },
+      },
+      actor,
+    );
+    const sweepSide = broken.sweeperFor(
+      actor,
+      (inner) => scheduler.wrap(inner, actor),
+      jobs,
+      (_id, orphan) => sfn.startExecution(requeueRunName(DATE, orphan.fence, sweepName)),
+    );
+    const sweeper = new Sweeper(
+      {
+        job: keys.name,
+        jobs: sweepSide.jobs,
+        locks: scheduler.wrap(broken.locks, actor),
+        clock: actorClock,
+      },
+      { ...SWEEPER_DEFAULTS, leaseMs: s.lease.leaseMs },
+    );
+    let failed = false;
+    const sweepLoop = (): void => {
+      if (!failed) sweepName = `${actor.name}#${++sweeps}`;
+      sweeper
+        .sweep(sweepSide.start)
+        .then(
+          (report) => {
+            failed = false;
+            report.requeued.forEach((id) => scheduler.log(`${actor.name} recorded the re-queue of ${id}`));
+          },
+          (err: Error) => {
+            failed = true;
+            scheduler.log(`${actor.name}: sweep ${sweepName} failed: ${err.name}`);
+          },
+        )
+        .finally(() => actorClock.after(s.sweepPeriodMs, sweepLoop));
+    };
+    scheduler.log(`${actor.name} starts`);
+    actorClock.after(s.sweepPeriodMs, sweepLoop);
+  };
+
+  scheduler.log(`the sparse index lags by up to ${w.indexLagMs} ms`);
+  startHolder(`holder-${++holders}`);
+  // Drawn after the first holder started (its start draws too), as it always was: a schedule replays from its seed.
+  const duplicateAt = Math.floor(random() * s.duplicateWithinMs);
+  clock.after(duplicateAt, () => startHolder(`holder-${++holders}`));
+  startSweeper();
+}
+
+// ─── Checks: safety, from the trace and the stores' final state, then liveness ───────────────────────────────────
+
+/** Two holders at once: an act by a holder after a newer token was granted. */
+function twoHolders(w: Night): string[] {
+  // The lease's promise (lib/core/lease.ts Lease): while check() passes, no other claim can have been granted; the
+  // claim waits a full lease on the rvn.
+  const out: string[] = [];
+  for (const a of w.acts) {
+    const newer = w.grants.find((g) => g.key === w.jobId && g.epoch > a.token && g.atMs <= a.atMs);
+    if (newer)
+      out.push(
+        `two holders at once: ${a.actor} acted (${a.step}) at ${a.atMs} ms with token ${a.token}, after ${newer.actor} was granted token ${newer.epoch} at ${newer.atMs} ms`,
+      );
+  }
+  return out;
+}
+
+/** Liveness: a night that was raised is DONE within the bound once the faults stopped. */
+async function doneInTime(w: Night): Promise<string[]> {
+  const row = await w.jobs.readJob(w.jobId);
+  if (row === undefined) return []; // never raised: no sweep can see it (counted as neverRaised)
+  const deadline = Math.max(0, w.scheduler.faultsEndMs) + livenessBoundMs();
+  if (w.doneAt === undefined)
+    return [`the night is ${row.state} at ${w.clock.monotonicMs()} ms, never DONE (faults ended at ${w.scheduler.faultsEndMs} ms)`];
+  if (w.doneAt > deadline) return [`the night was DONE at ${w.doneAt} ms, after the bound ${deadline} ms`];
+  return [];
+}
+
+const checks: readonly Check<Night>[] = [
+  { name: 'batches: none below its fence or a newer one, each item once', check: (w) => acceptedChecks(w.accepted) },
+  { name: 'never two holders at once', check: twoHolders },
+  { name: 'epochs never repeat', check: (w) => epochChecks(w.grants) },
+  {
+    name: 'a DONE night is whole',
+    check: (w) =>
+      doneChecks(
+        w.jobs,
+        { jobId: w.jobId, date: DATE, chunks: EXPLORE_SETTINGS.chunks, items: EXPLORE_SETTINGS.items, itemsTable: ITEMS, jobsTable: 'jobs' },
+        w.keys,
+      ),
+  },
+  { name: 'liveness: a raised night is DONE within the bound', check: doneInTime },
+];
+
+// ─── The world ───────────────────────────────────────────────────────────────────────────────────────────────────
+
+export const NIGHT_WORLD: World<Night> = {
+  setup,
+  actors,
+  // The night is DONE and every holder has ended (or crashed).
+  done: (w) => w.doneAt !== undefined && w.holders.every((a) => a.crashed || a.outcome !== 'running'),
+  horizonMs: () => EXPLORE_SETTINGS.faults.windowMs + EXPLORE_SETTINGS.faults.maxPauseMs + livenessBoundMs(),
+  // A schedule takes a few hundred turns (under 250 in 300 seeds, every mutation included).
+  maxTurns: 20_000,
+  checks,
+  end: async (w) => {
+    const row = await w.jobs.readJob(w.jobId);
+    return { line: `end: night ${row?.state ?? 'never raised'}`, state: row?.state };
+  },
+};
+
+/** Run one schedule of the night world from its seed (optionally with a broken variant of a rule) and check it. */
+export const runSchedule = (seed: number, mutation?: Mutation): Promise<ScheduleResult> => runWorld(NIGHT_WORLD, seed, mutation);

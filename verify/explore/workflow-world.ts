@@ -30,6 +30,8 @@
  * stopped).
  * Liveness covers every night started, raised or not: a night whose executions all ended before its raise is
  * stranded (the trigger was delivered once, the sweeper sees only raised rows).
+ *
+ * The file reads top to bottom: settings, the synthesized definitions, setup, actors, checks; world.ts runs it.
  */
 import './quiet-lambda';
 import { App, type CfnElement, Duration, Stack } from 'aws-cdk-lib';
@@ -57,10 +59,10 @@ import { FencedJob } from '../../lib/constructs/fenced-job';
 import { resolveJoin } from '../../lib/local/workflow';
 import { prng } from '../../lib/core/prng';
 import { interpreter, maxDelayMs, StateError, tasksOf, type MachineDef, type Retrier, type StateDef } from './sfn';
-import { MUTATIONS, WORKFLOW_MUTATIONS, type Mutation, type WorkflowMutation, applyMutation } from './mutations';
+import { MUTATIONS, WORKFLOW_MUTATIONS, type Broken, type Mutation, type WorkflowMutation, applyMutation } from './mutations';
 import { Actor, Scheduler } from './scheduler';
 import { type Accepted, type Grant, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
-import type { ScheduleResult } from './world';
+import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
 
 type Json = Record<string, unknown>;
 
@@ -226,7 +228,7 @@ function livenessBoundMs(f: Flow, s: typeof FLOW_SETTINGS = FLOW_SETTINGS): numb
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// One schedule.
+// Setup: one schedule's state.
 
 interface Execution {
   readonly name: string;
@@ -242,16 +244,45 @@ interface InvokeFault {
   readonly at: number;
 }
 
-/**
- * Run one schedule of the workflow world from its seed, optionally with a broken variant, and check it.
- * @param mutation - one of WORKFLOW_WORLD_MUTATIONS
- */
-export async function runWorkflowSchedule(seed: number, mutation?: string): Promise<ScheduleResult> {
+/** One schedule of the workflow world: its clock, streams, scheduler, stores and machines, and what the actors record for the checks. */
+interface Workflow extends WorldState {
+  readonly f: Flow;
+  /** livenessBoundMs of the definitions. */
+  readonly bound: number;
+  readonly random: () => number;
+  readonly clock: VirtualClock;
+  /** How each running invocation's task is answered when its process crashes, set as each starts. */
+  readonly invocations: Map<Actor, (error: string) => void>;
+  readonly indexLagMs: number;
+  readonly jobs: MemoryJobStore;
+  readonly manifests: MemoryManifestStore;
+  readonly keys: ReturnType<typeof jobKeys>;
+  readonly jobId: string;
+  readonly broken: Broken;
+  /** The definitions as this schedule runs them (the no-task-timeout mutation strips the job's TimeoutSeconds). */
+  readonly machines: { readonly job: MachineDef; readonly sweeper: MachineDef };
+  readonly skipWaits: boolean;
+  readonly accepted: Accepted[];
+  readonly seenRequests: Set<string>;
+  readonly grants: Grant[];
+  /** Per lock key, the last write that held it: who, and when it was applied (a lease runs from there). */
+  readonly lastHold: Map<string, { holder: string; at: number } | undefined>;
+  readonly invokeFaults: InvokeFault[];
+  readonly executions: Map<string, Execution>;
+  /** Invocations whose handler has not returned: a zombie's write in flight still lands before the schedule ends. */
+  readonly running: Set<Actor>;
+  /** When the job row's complete took effect (the row is the authority). */
+  doneAt: number | undefined;
+  raised: boolean;
+  /** Every delivery of the nightly trigger has come. */
+  triggered: boolean;
+}
+
+function setup(seed: number, mutation: string | undefined): Workflow {
   if (mutation !== undefined && !(WORKFLOW_WORLD_MUTATIONS as readonly string[]).includes(mutation))
     throw new Error(`unknown mutation ${mutation}: one of ${WORKFLOW_WORLD_MUTATIONS.join(', ')}`);
   const f = flow();
   const s = FLOW_SETTINGS;
-  const bound = livenessBoundMs(f);
   const random = prng(seed);
   const clock = new VirtualClock();
   const invocations = new Map<Actor, (error: string) => void>();
@@ -264,30 +295,47 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
   const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
   const jobs = new MemoryJobStore({ clock, jobs: TABLES.jobs, indexLagMs, random: lagRandom });
   const locks = new MemoryLockStore({ clock });
-  const manifests = new MemoryManifestStore();
   const keys = jobKeys('explore');
-  const jobId = keys.job(DATE);
   const core = (MUTATIONS as readonly string[]).includes(mutation ?? '') ? (mutation as Mutation) : undefined;
-  const broken = applyMutation(core, { locks, jobs });
-  const machines = {
-    job: mutation === 'no-task-timeout' ? without(f.job, 'TimeoutSeconds') : f.job,
-    sweeper: f.sweeper,
+  return {
+    f,
+    bound: livenessBoundMs(f),
+    random,
+    clock,
+    scheduler,
+    invocations,
+    indexLagMs,
+    jobs,
+    manifests: new MemoryManifestStore(),
+    keys,
+    jobId: keys.job(DATE),
+    broken: applyMutation(core, { locks, jobs }),
+    machines: { job: mutation === 'no-task-timeout' ? without(f.job, 'TimeoutSeconds') : f.job, sweeper: f.sweeper },
+    skipWaits: mutation === 'wait-skipped',
+    violations: [],
+    accepted: [],
+    seenRequests: new Set(),
+    grants: [],
+    lastHold: new Map(),
+    invokeFaults: [],
+    executions: new Map(),
+    running: new Set(),
+    doneAt: undefined,
+    raised: false,
+    triggered: false,
   };
+}
 
-  const violations: string[] = [];
-  const accepted: Accepted[] = [];
-  const seenRequests = new Set<string>();
-  const grants: Grant[] = [];
-  /** Per lock key, the last write that held it: who, and when it was applied (a lease runs from there). */
-  const lastHold = new Map<string, { holder: string; at: number } | undefined>();
-  const invokeFaults: InvokeFault[] = [];
-  const executions = new Map<string, Execution>();
-  let doneAt: number | undefined;
-  let raised = false;
-  let triggered = false;
-  let sweeping = true;
+/** When the last fault's effect ended: the scheduler's, or this world's own at an invocation. */
+const faultsEndMs = (w: Workflow): number => Math.max(w.scheduler.faultsEndMs, ...w.invokeFaults.map((x) => x.at));
 
-  const faultsEndMs = () => Math.max(scheduler.faultsEndMs, ...invokeFaults.map((x) => x.at));
+// ---------------------------------------------------------------------------------------------------------------
+// Actors: the nightly trigger (once or twice), the sweeper's schedule, and every task's invocation.
+
+function actors(w: Workflow): void {
+  const s = FLOW_SETTINGS;
+  const { f, clock, scheduler, random, jobs, broken, violations, invokeFaults, executions, running } = w;
+
   const invokeFault = (): string | undefined => {
     if (invokeFaults.length >= s.invokeFaults.budget || clock.monotonicMs() > s.faults.windowMs) return undefined;
     if (random() >= s.invokeFaults.chance) return undefined;
@@ -296,7 +344,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
 
   // The job store a holder's invocations see: the mutation's view (one per execution, as a holder's process
   // would keep it), every accepted batch recorded with the fence as it stood (checks.ts).
-  const batchLog = { accepted, seenRequests, violations, log: (line: string) => scheduler.log(line), logRefused: true };
+  const batchLog = { accepted: w.accepted, seenRequests: w.seenRequests, violations, log: (line: string) => scheduler.log(line), logRefused: true };
   const observed = (actor: Actor, inner: JobStore): JobStore => recordingBatches(actor.name, inner, jobs, batchLog);
 
   // Every lock write that took effect: grants (epochs) and how long each holder's lease runs.
@@ -308,20 +356,20 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
     // A claim answers with the item; a renewal is ours by its condition (holder and epoch).
     const holder = String(out.item?.holder ?? (args[1] as { holder?: string } | undefined)?.holder ?? '');
     if (method === 'claim') {
-      const before = lastHold.get(key);
+      const before = w.lastHold.get(key);
       if (before && before.holder !== holder && now < before.at + s.lease.leaseMs)
         violations.push(`${holder} claimed ${key} at ${now} ms while ${before.holder}'s lease ran to ${before.at + s.lease.leaseMs} ms`);
-      grants.push({ actor: holder, key, epoch: Number(out.item.epoch) });
+      w.grants.push({ actor: holder, key, epoch: Number(out.item.epoch) });
       scheduler.log(`${holder} claimed epoch ${Number(out.item.epoch)}`);
     }
-    if (method === 'claim' || method === 'renew') lastHold.set(key, { holder, at: now });
-    if (method === 'release') lastHold.set(key, undefined);
+    if (method === 'claim' || method === 'renew') w.lastHold.set(key, { holder, at: now });
+    if (method === 'release') w.lastHold.set(key, undefined);
   };
 
   // The night is DONE when the job row's complete takes effect (the row is the authority).
   const jobCall = (method: string, _args: unknown[], result: unknown): void => {
-    if (method === 'complete' && (result as { ok: boolean }).ok) doneAt ??= clock.monotonicMs();
-    if (method === 'raiseJob' && (result as { ok: boolean }).ok) raised = true;
+    if (method === 'complete' && (result as { ok: boolean }).ok) w.doneAt ??= clock.monotonicMs();
+    if (method === 'raiseJob' && (result as { ok: boolean }).ok) w.raised = true;
   };
 
   /** One invocation's runtime: a cold process on the schedule's stores, its calls its own step boundaries. */
@@ -352,7 +400,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
       environment: { ...f.environmentOf[handler], [Env.worker]: actor.name },
       clients: dummyClients(),
       sfn: sfn as unknown as SFNClient,
-      stores: { locks: step(broken.locks, lockCall), jobs: step(observed(actor, view), jobCall), manifests: step(manifests) },
+      stores: { locks: step(broken.locks, lockCall), jobs: step(observed(actor, view), jobCall), manifests: step(w.manifests) },
       clock: actor,
       random,
     });
@@ -381,8 +429,6 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
    * timeout or an invoke timeout: nothing stops a Lambda because Step Functions stopped waiting.
    */
   let invocationCount = 0;
-  /** Invocations whose handler has not returned: a zombie's write in flight still lands before the schedule ends. */
-  const running = new Set<Actor>();
   const attempt = (exec: Execution, state: string, st: StateDef, payload: unknown, view: JobStore): Promise<unknown> => {
     const handler = f.handlerOf[String(st.Resource)];
     if (!handler) throw new Error(`task ${state} invokes no function of the stack: ${String(st.Resource)}`);
@@ -402,7 +448,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
         if (answered) return;
         answered = true;
         timer?.cancel();
-        invocations.delete(actor);
+        w.invocations.delete(actor);
         how();
       };
       const fail = (error: string, detail: string) => answer(() => reject(new StateError(error, detail)));
@@ -413,7 +459,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
           })
         : undefined;
       // A process that exits answers the task with the exit, unless no answer reaches the task at all.
-      invocations.set(actor, (error) => (fault === 'no-answer' ? undefined : fail(error, 'the process exited')));
+      w.invocations.set(actor, (error) => (fault === 'no-answer' ? undefined : fail(error, 'the process exited')));
       const timeoutAt = fault === 'timed-out' ? 1 + Math.floor(random() * 3) : undefined;
       let steps = 0;
       const onStep = () => {
@@ -433,13 +479,13 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
         (value) => {
           if (fault === 'no-answer') {
             scheduler.log(`${actor.name} answered; the answer is LOST`);
-            invocations.delete(actor);
+            w.invocations.delete(actor);
             return;
           }
           answer(() => resolve(value));
         },
         (err: Error) => {
-          if (fault === 'no-answer') return void invocations.delete(actor);
+          if (fault === 'no-answer') return void w.invocations.delete(actor);
           fail(err.name, err.message);
         },
       );
@@ -452,7 +498,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
     sleep: (ms) => clock.sleep(ms),
     random,
     log: (line) => scheduler.log(line),
-    skipWaits: mutation === 'wait-skipped',
+    skipWaits: w.skipWaits,
   });
 
   const startJob = (name: string, input: string, by?: Actor): 'started' | 'existing' => {
@@ -470,7 +516,7 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
     scheduler.log(`${by?.name ?? 'the schedule'} starts execution ${name}`);
     const view = broken.jobsFor(new Actor(name, clock), (inner) => inner);
     const parsed = JSON.parse(input) as Json;
-    stepFunctions.run(exec, machines.job, parsed, { Execution: { Name: name, Input: parsed } }, view).then(
+    stepFunctions.run(exec, w.machines.job, parsed, { Execution: { Name: name, Input: parsed } }, view).then(
       (out) => {
         exec.status = out.failed ? 'FAILED' : 'SUCCEEDED';
         exec.end = out.failed ?? out.end;
@@ -488,18 +534,17 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
   /** The sweeper's schedule: an execution of its machine every period. */
   let sweeps = 0;
   const sweep = (): void => {
-    if (!sweeping) return;
     const name = `sweep-${++sweeps}`;
     const exec: Execution = { name, input: '{}', status: 'RUNNING' };
     scheduler.log(`the sweeper's schedule starts ${name}`);
-    stepFunctions.run(exec, machines.sweeper, {}, { Execution: { Name: name, Input: {} } }, jobs).then(
+    stepFunctions.run(exec, w.machines.sweeper, {}, { Execution: { Name: name, Input: {} } }, jobs).then(
       (out) => scheduler.log(`${name} ends at ${out.end}`),
       (err: Error) => scheduler.log(`${name} ends FAILED: ${err instanceof StateError ? err.error : err.message}`),
     );
     clock.after(f.sweepPeriodMs, sweep);
   };
 
-  scheduler.log(`the sparse index lags by up to ${indexLagMs} ms`);
+  scheduler.log(`the sparse index lags by up to ${w.indexLagMs} ms`);
   const trigger = JSON.stringify({ scheduledTime: SCHEDULED_TIME });
   startJob('night-a', trigger);
   if (random() < 0.5) {
@@ -507,46 +552,83 @@ export async function runWorkflowSchedule(seed: number, mutation?: string): Prom
     scheduler.log(`the nightly trigger is delivered again at ${at} ms`);
     clock.after(at, () => {
       startJob('night-b', trigger);
-      triggered = true;
+      w.triggered = true;
     });
-  } else triggered = true;
+  } else w.triggered = true;
   clock.after(f.sweepPeriodMs, sweep);
+}
 
-  const closed = () => [...executions.values()].every((e) => e.status !== 'RUNNING');
-  const horizon = s.faults.windowMs + s.faults.maxPauseMs + bound;
+// ---------------------------------------------------------------------------------------------------------------
+// Checks: safety, from the trace and the stores' final state, then liveness.
+
+/** Liveness: the night the trigger started is DONE, raised or not, within the bound once the faults stopped. */
+async function doneInTime(w: Workflow): Promise<string[]> {
+  const deadline = Math.max(0, faultsEndMs(w)) + w.bound;
+  if (w.doneAt === undefined) {
+    const row = await w.jobs.readJob(w.jobId);
+    return [`the night is ${row?.state ?? 'never raised'} at ${w.clock.monotonicMs()} ms, never DONE (faults ended at ${faultsEndMs(w)} ms)`];
+  }
+  if (w.doneAt > deadline) return [`the night was DONE at ${w.doneAt} ms, after the bound ${deadline} ms`];
+  return [];
+}
+
+/** Liveness: every execution of the job closed (a RUNNING one at the end waits on nothing that will come). */
+function closedInTime(w: Workflow): string[] {
+  const deadline = Math.max(0, faultsEndMs(w)) + w.bound;
+  return [...w.executions.values()]
+    .filter((e) => e.status === 'RUNNING')
+    .map((e) => `execution ${e.name} still RUNNING at ${w.clock.monotonicMs()} ms (bound ${deadline} ms)`);
+}
+
+const checks: readonly Check<Workflow>[] = [
+  { name: 'batches: none below its fence or a newer one, each item once', check: (w) => acceptedChecks(w.accepted) },
+  { name: 'epochs never repeat', check: (w) => epochChecks(w.grants) },
+  {
+    name: 'a DONE night is whole',
+    check: (w) =>
+      doneChecks(
+        w.jobs,
+        { jobId: w.jobId, date: DATE, chunks: FLOW_SETTINGS.chunks, items: FLOW_SETTINGS.items, itemsTable: ITEMS, jobsTable: TABLES.jobs },
+        w.keys,
+      ),
+  },
+  { name: 'liveness: the night is DONE within the bound', check: doneInTime },
+  { name: 'liveness: every execution of the job closed', check: closedInTime },
+];
+
+// ---------------------------------------------------------------------------------------------------------------
+// The world.
+
+export const WORKFLOW_WORLD: World<Workflow> = {
+  setup,
+  actors,
   // Done when the night is, every execution closed and every invocation returned; or when nothing can happen any
   // more: all that, with the night never raised (no sweep sees it) and no trigger still to come: stranded, a violation.
-  const settled = () => [...running].every((a) => a.crashed);
-  await scheduler.run(() => closed() && settled() && triggered && (doneAt !== undefined || !raised), horizon, Infinity);
-  sweeping = false;
-  broken.restore();
+  done: (w) =>
+    [...w.executions.values()].every((e) => e.status !== 'RUNNING') &&
+    [...w.running].every((a) => a.crashed) &&
+    w.triggered &&
+    (w.doneAt !== undefined || !w.raised),
+  horizonMs: (w) => FLOW_SETTINGS.faults.windowMs + FLOW_SETTINGS.faults.maxPauseMs + w.bound,
+  // A schedule takes a few hundred turns (under 450 in 300 seeds, every mutation included).
+  maxTurns: 20_000,
+  checks,
+  end: async (w) => {
+    const row = await w.jobs.readJob(w.jobId);
+    const executions = [...w.executions.values()].map((e) => `${e.name} ${e.status} ${e.end ?? ''}`).join(', ');
+    return {
+      line: `end: night ${row?.state ?? 'never raised'}; ${executions}`,
+      state: row?.state,
+      faults: w.invokeFaults.map((x) => `${x.kind} ${x.point.replace(/@.*/, '')}`),
+    };
+  },
+};
 
-  // Safety, from the trace and the stores' final state.
-  violations.push(...acceptedChecks(accepted));
-  violations.push(...epochChecks(grants));
-  violations.push(
-    ...(await doneChecks(jobs, { jobId, date: DATE, chunks: s.chunks, items: s.items, itemsTable: ITEMS, jobsTable: TABLES.jobs }, keys)),
-  );
-  const row = await jobs.readJob(jobId);
-  // Liveness: the night the trigger started is DONE, raised or not, and every execution of the job closed, within the
-  // bound once the faults stopped.
-  const deadline = Math.max(0, faultsEndMs()) + bound;
-  if (doneAt === undefined)
-    violations.push(`the night is ${row?.state ?? 'never raised'} at ${clock.monotonicMs()} ms, never DONE (faults ended at ${faultsEndMs()} ms)`);
-  else if (doneAt > deadline) violations.push(`the night was DONE at ${doneAt} ms, after the bound ${deadline} ms`);
-  for (const e of executions.values())
-    if (e.status === 'RUNNING') violations.push(`execution ${e.name} still RUNNING at ${clock.monotonicMs()} ms (bound ${deadline} ms)`);
-  scheduler.log(
-    `end: night ${row?.state ?? 'never raised'}; ${[...executions.values()].map((e) => `${e.name} ${e.status} ${e.end ?? ''}`).join(', ')}`,
-  );
-  return {
-    seed,
-    trace: scheduler.trace,
-    violations,
-    crashPoints: [...scheduler.faults.map((x) => `${x.kind} ${x.point}`), ...invokeFaults.map((x) => `${x.kind} ${x.point.replace(/@.*/, '')}`)],
-    state: row?.state,
-  };
-}
+/**
+ * Run one schedule of the workflow world from its seed, optionally with a broken variant, and check it.
+ * @param mutation - one of WORKFLOW_WORLD_MUTATIONS
+ */
+export const runWorkflowSchedule = (seed: number, mutation?: string): Promise<ScheduleResult> => runWorld(WORKFLOW_WORLD, seed, mutation);
 
 /** A definition with `field` removed from every state (the no-task-timeout mutation). */
 function without(machine: MachineDef, field: keyof StateDef): MachineDef {

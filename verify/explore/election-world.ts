@@ -14,7 +14,7 @@
  * crashed restore are restarted as fresh processes after a seeded delay; a crashed writer is not.
  *
  * Its broken variants, each of which the checks must catch, are in mutations.ts (ELECTION_MUTATIONS), with every
- * other world's.
+ * other world's. The file reads top to bottom: settings, setup, actors, checks; world.ts runs it.
  */
 import { VirtualClock, type Clock } from '../../lib/core/clock';
 import { DEFAULT_BACKOFF, newRvn } from '../../lib/core/conditions';
@@ -33,10 +33,10 @@ import type { LedgerStore } from '../../lib/core/store/ledger';
 import type { JoinRequest, LockStore, WriteOutcome } from '../../lib/core/store/lock';
 import type { ManifestStore } from '../../lib/core/store/manifest';
 import { prng } from '../../lib/core/prng';
-import { Actor, Scheduler } from './scheduler';
+import { Actor, type RunEnd, Scheduler } from './scheduler';
 import { epochChecks } from './checks';
-import { applyElectionMutation, ELECTION_MUTATIONS, override, type ElectionMutation } from './mutations';
-import type { ScheduleResult } from './world';
+import { applyElectionMutation, ELECTION_MUTATIONS, override, type ElectionBroken, type ElectionMutation } from './mutations';
+import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
 
 /** The world's settings: the leases, the actors' work, the restore, the faults. */
 const ELECTION_SETTINGS = {
@@ -114,6 +114,9 @@ const STREAMS = { store: 0x0e1e_0000, wall: 0x0e1e_1000, restore: 0x0e1e_2000 } 
 
 const MANIFEST = { key: 'pacer/manifest.json', chunkPrefix: 'pacer/acts/' } as const;
 
+/** The two ledgers: the leaders' (the role's) and the writers'. */
+const LEDGERS = [ledgerKey(ELECTION_SETTINGS.role), writerLedgerKey(ELECTION_SETTINGS.writerRole)] as const;
+
 /** One accepted append, as the ledger store applied it (a replay under the same token is not a second one). */
 interface Accepted {
   readonly ledger: string;
@@ -142,16 +145,53 @@ interface Mark {
 const itemsOf = (store: MemoryLockStore) => (store as unknown as { items: Map<string, Record<string, unknown>> }).items;
 const inFlightOf = (store: MemoryLockStore) => (store as unknown as { inFlight: Set<unknown> }).inFlight;
 
-/**
- * Run one schedule of the election world from its seed (optionally with a broken variant of a rule) and check it.
- * Returns the ScheduleResult of world.ts; `state` names the leaders' ledger and the writers' ledger as they ended.
- */
-export async function runElectionSchedule(
-  seed: number,
-  mutation?: string,
-  /** `backupBeforeUse`: the backup is of the lock table before the role and the writer lease were first used (docs/TESTING.md); drawn when absent. */
-  options: { readonly backupBeforeUse?: boolean } = {},
-): Promise<ScheduleResult> {
+// ─── Setup: one schedule's state ─────────────────────────────────────────────────────────────────────────────────
+
+/** One schedule of the election world: its clock, streams, scheduler and stores, and what the actors record for the checks. */
+interface ElectionState extends WorldState {
+  readonly random: () => number;
+  readonly storeRandom: () => number;
+  readonly wallRandom: () => number;
+  readonly clock: VirtualClock;
+  /** How a crashed process is restarted (candidates and the restore, by fresh ones), set as each starts. */
+  readonly restarts: Map<Actor, () => number | undefined>;
+  /** The lock table, switchable: a restore replaces it with the restored (and bumped) one. */
+  readonly table: { current: MemoryLockStore };
+  /** The table in use when each call is applied (not when it was made). */
+  readonly lockTable: LockStore;
+  readonly ledgers: MemoryLedgerStore;
+  readonly bucket: MemoryManifestStore;
+  readonly broken: ElectionBroken;
+  /** Whether this schedule restores the lock table, and when: drawn from the restore's own stream. */
+  readonly restore: {
+    readonly restoring: boolean;
+    readonly early: boolean;
+    readonly backupAt: number;
+    readonly restoreAfter: number;
+    readonly runId: string;
+  };
+  // What the checks read: epochs handed out, appends accepted, the writers' bumps, manifest writes, the leadership timeline.
+  readonly grants: { actor: string; key: string; epoch: number }[];
+  readonly accepted: Accepted[];
+  readonly bumps: { writer: string; epoch: number; order: number }[];
+  readonly manifestWrites: ManifestWrite[];
+  readonly marks: Mark[];
+  /** w2's handover: when it was asked, by which process, and when it was answered. */
+  readonly handover: { at?: number; requestedAt?: number; actor?: Actor };
+  /** Every process started (candidates, writers, restores), to know when all have ended. */
+  readonly processes: Actor[];
+  /** When w2 asks for the handover (drawn as the actors start). */
+  handoverAt: number;
+  /** When the restored table came into use. */
+  restoredAt: number | undefined;
+}
+
+/** `backupBeforeUse`: the backup is of the lock table before the role and the writer lease were first used (docs/TESTING.md); drawn when absent. */
+interface ElectionOptions {
+  readonly backupBeforeUse?: boolean;
+}
+
+function setup(seed: number, mutation: string | undefined, options: ElectionOptions): ElectionState {
   if (mutation !== undefined && !(ELECTION_MUTATIONS as readonly string[]).includes(mutation))
     throw new Error(`unknown election mutation ${mutation}; known: ${ELECTION_MUTATIONS.join(', ')}`);
   const s = ELECTION_SETTINGS;
@@ -160,12 +200,9 @@ export async function runElectionSchedule(
   const wallRandom = prng(seed + STREAMS.wall);
   const restoreRandom = prng(seed + STREAMS.restore);
   const clock = new VirtualClock();
-  const violations: string[] = [];
-  const actors: Actor[] = [];
   const restarts = new Map<Actor, () => number | undefined>();
   const scheduler = new Scheduler(clock, random, s.faults, (actor) => restarts.get(actor)?.(), TRANSACTIONS);
 
-  // The lock table, switchable: a restore replaces it with the restored (and bumped) one.
   const table = { current: new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom }) };
   // Each call reaches the table in use when it is applied (not when it was made): a call parked across the restore
   // lands on the restored table, as on a table restored in place.
@@ -175,26 +212,56 @@ export async function runElectionSchedule(
       (...args: unknown[]) =>
         (Reflect.get(table.current, prop) as (...a: unknown[]) => unknown).apply(table.current, args),
   });
-  const ledgers = new MemoryLedgerStore(clock);
-  const bucket = new MemoryManifestStore({ clock, commitWindowMs: s.commitWindowMs });
 
-  // What the checks read: epochs handed out, appends accepted, manifest writes, the leadership timeline.
-  const grants: { actor: string; key: string; epoch: number }[] = [];
-  const accepted: Accepted[] = [];
-  const bumps: { writer: string; epoch: number; order: number }[] = [];
-  const manifestWrites: ManifestWrite[] = [];
-  const marks: Mark[] = [];
+  const restoring = restoreRandom() < s.restoreChance;
+  const backupAt = s.backupWindowMs[0] + Math.floor(restoreRandom() * (s.backupWindowMs[1] - s.backupWindowMs[0]));
+  const restoreAfter = Math.floor(restoreRandom() * s.restoreWithinMs);
+  // Drawn after the others, so a schedule with a later backup restores at the same times as before this draw existed.
+  const early = options.backupBeforeUse ?? restoreRandom() < s.earlyBackupChance;
+
+  return {
+    random,
+    storeRandom,
+    wallRandom,
+    clock,
+    scheduler,
+    restarts,
+    table,
+    lockTable,
+    ledgers: new MemoryLedgerStore(clock),
+    bucket: new MemoryManifestStore({ clock, commitWindowMs: s.commitWindowMs }),
+    // The broken variant, if any: its patches of the core's classes are undone after the schedule.
+    broken: applyElectionMutation(mutation as ElectionMutation | undefined),
+    restore: { restoring, early, backupAt, restoreAfter, runId: `restore-${seed}` },
+    violations: [],
+    grants: [],
+    accepted: [],
+    bumps: [],
+    manifestWrites: [],
+    marks: [],
+    handover: {},
+    processes: [],
+    handoverAt: Infinity,
+    restoredAt: undefined,
+  };
+}
+
+// ─── Actors: three candidates, two writers, and the restore ──────────────────────────────────────────────────────
+
+function actors(w: ElectionState): void {
+  const s = ELECTION_SETTINGS;
+  const { clock, scheduler, random, wallRandom, storeRandom, table, lockTable, ledgers, bucket, broken, violations, restarts } = w;
+  const { grants, accepted, bumps, manifestWrites } = w;
+
+  // The leadership timeline: how many campaign, how many lead, at each change. `order` places appends and bumps.
   let order = 0;
   let pending = 0;
   let leaders = 0;
   const mark = (dPending: number, dLeaders: number) => {
     pending += dPending;
     leaders += dLeaders;
-    marks.push({ at: clock.monotonicMs(), pending, leaders });
+    w.marks.push({ at: clock.monotonicMs(), pending, leaders });
   };
-
-  // The broken variant, if any: its patches of the core's classes are undone after the schedule.
-  const broken = applyElectionMutation(mutation as ElectionMutation | undefined);
 
   /** The lock store one actor sees: every call a step boundary of it, with the broken variant (if any) under it. */
   const locksFor = (actor: Actor): LockStore => {
@@ -266,7 +333,7 @@ export async function runElectionSchedule(
 
   const newActor = (name: string): Actor => {
     const actor = new Actor(name, clock);
-    actors.push(actor);
+    w.processes.push(actor);
     scheduler.log(`${name} starts`);
     return actor;
   };
@@ -391,7 +458,7 @@ export async function runElectionSchedule(
   };
 
   // The single writer of `journal`: w1 takes it at 0; w2 asks for the handover at a seeded time.
-  const answered: { at?: number; requestedAt?: number; actor?: Actor } = {};
+  const answered = w.handover;
   const startWriter = (name: 'w1' | 'w2', writes: number): void => {
     const actor = newActor(name);
     const actorClock = clockOf(actor);
@@ -437,13 +504,7 @@ export async function runElectionSchedule(
 
   // The restore: a backup of the lock table at a seeded time, restored later into a new table, bumped (bumpEpochs,
   // one run id, resumed by a fresh process after a crash and re-run after a failure), and only then used.
-  let restoredAt: number | undefined;
-  const restoring = restoreRandom() < s.restoreChance;
-  const backupAt = s.backupWindowMs[0] + Math.floor(restoreRandom() * (s.backupWindowMs[1] - s.backupWindowMs[0]));
-  const restoreAfter = Math.floor(restoreRandom() * s.restoreWithinMs);
-  // Drawn after the others, so a schedule with a later backup restores at the same times as before this draw existed.
-  const early = options.backupBeforeUse ?? restoreRandom() < s.earlyBackupChance;
-  const runId = `restore-${seed}`;
+  const { restoring, early, backupAt, restoreAfter, runId } = w.restore;
   const startRestore = (backup: Map<string, Record<string, unknown>>, incarnation: number): void => {
     const actor = newActor(`restore${incarnation === 1 ? '' : `-${incarnation}`}`);
     const actorClock = clockOf(actor);
@@ -473,7 +534,7 @@ export async function runElectionSchedule(
       const kept = itemsOf(restored);
       table.current = new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom });
       for (const [k, v] of kept) itemsOf(table.current).set(k, v);
-      restoredAt = clock.monotonicMs();
+      w.restoredAt = clock.monotonicMs();
       scheduler.log(`${actor.name}: the restored table is in use`);
     };
     run().then(
@@ -504,60 +565,73 @@ export async function runElectionSchedule(
     clock.after(at, () => startCandidate(n, s.terms));
   }
   startWriter('w1', s.w1Writes);
-  const handoverAt = s.handoverWindowMs[0] + Math.floor(random() * (s.handoverWindowMs[1] - s.handoverWindowMs[0]));
-  clock.after(handoverAt, () => startWriter('w2', s.w2Writes));
+  w.handoverAt = s.handoverWindowMs[0] + Math.floor(random() * (s.handoverWindowMs[1] - s.handoverWindowMs[0]));
+  clock.after(w.handoverAt, () => startWriter('w2', s.w2Writes));
+}
 
-  const settled = () =>
-    clock.monotonicMs() > handoverAt && (!restoring || restoredAt !== undefined) && actors.every((a) => a.crashed || a.outcome !== 'running');
-  const horizon = s.faults.windowMs + s.faults.maxPauseMs + workBoundMs(s);
-  const finished = (await scheduler.run(settled, horizon, Infinity)) === 'done';
-  broken.restore();
-  const end = clock.monotonicMs();
-  const faultsEnd = Math.max(0, scheduler.faultsEndMs, restoredAt ?? 0);
+// ─── Checks: safety, from the trace and the stores' final state, then liveness ───────────────────────────────────
 
-  // Safety: epochs never repeat and only rise, per lock key, across the restore.
-  violations.push(...epochChecks(grants));
-  // No append accepted below the fence; after a writer's bump, none of a lower epoch.
-  for (const a of accepted) {
+/** When the last fault's effect ended, the restore included. */
+const faultsEndMs = (w: ElectionState): number => Math.max(0, w.scheduler.faultsEndMs, w.restoredAt ?? 0);
+
+/** No append accepted below the fence; after a writer's bump, none of a lower epoch. */
+function appendsFenced(w: ElectionState): string[] {
+  const out: string[] = [];
+  for (const a of w.accepted) {
     if (a.epoch < a.fenceBefore)
-      violations.push(`${a.actor}'s append v${a.version} at epoch ${a.epoch} accepted below the fence ${a.fenceBefore} (${a.ledger})`);
-    for (const b of bumps)
-      if (a.ledger === writerLedgerKey(s.writerRole) && a.order > b.order && a.epoch < b.epoch)
-        violations.push(`${a.actor}'s append v${a.version} at epoch ${a.epoch} accepted after ${b.writer}'s handover at epoch ${b.epoch}`);
+      out.push(`${a.actor}'s append v${a.version} at epoch ${a.epoch} accepted below the fence ${a.fenceBefore} (${a.ledger})`);
+    for (const b of w.bumps)
+      if (a.ledger === writerLedgerKey(ELECTION_SETTINGS.writerRole) && a.order > b.order && a.epoch < b.epoch)
+        out.push(`${a.actor}'s append v${a.version} at epoch ${a.epoch} accepted after ${b.writer}'s handover at epoch ${b.epoch}`);
   }
-  // The ledgers: versions 1..n with no gap and none twice, epochs never down, nothing above the fence.
-  const heads: string[] = [];
-  for (const key of [ledgerKey(s.role), writerLedgerKey(s.writerRole)]) {
-    const head = await ledgers.head(key);
-    for (const p of ledgerViolations(await ledgers.entries(key), head)) violations.push(`${key}: ${p}`);
-    heads.push(`${key} v${head.version} epoch ${head.epoch}`);
-  }
-  // The manifest only moves forward: its token never goes down, and no write drops an act an earlier one named.
-  for (let i = 1; i < manifestWrites.length; i++) {
-    const [prev, next] = [manifestWrites[i - 1], manifestWrites[i]];
-    if (next.body.token < prev.body.token)
-      violations.push(`${next.actor} wrote the manifest at token ${next.body.token} over token ${prev.body.token}: it went back`);
-    const dropped = Object.keys(prev.body.chunks).filter((c) => !(c in next.body.chunks));
-    if (dropped.length > 0) violations.push(`${next.actor}'s manifest write dropped act(s) ${dropped.join(', ')} (token ${next.body.token})`);
-  }
-  // Every act the manifest names was appended to the ledger with the same epoch.
-  const last = manifestWrites.at(-1)?.body;
-  const entries = new Map((await ledgers.entries(ledgerKey(s.role))).map((e) => [String(e.version).padStart(2, '0'), e.epoch]));
-  for (const [name, chunk] of Object.entries(last?.chunks ?? {}))
-    if (entries.get(name) !== chunk.token)
-      violations.push(`the manifest names act ${name} at token ${chunk.token}, the ledger has epoch ${entries.get(name)}`);
+  return out;
+}
 
-  // Liveness: once the faults stopped, the role is never without a leader for longer than the bound while someone
-  // campaigns.
-  const bound = electBoundMs(s);
+/** The ledgers: versions 1..n with no gap and none twice, epochs never down, nothing above the fence. */
+async function ledgersWhole(w: ElectionState): Promise<string[]> {
+  const out: string[] = [];
+  for (const key of LEDGERS) {
+    const head = await w.ledgers.head(key);
+    for (const p of ledgerViolations(await w.ledgers.entries(key), head)) out.push(`${key}: ${p}`);
+  }
+  return out;
+}
+
+/** The manifest only moves forward: its token never goes down, and no write drops an act an earlier one named. */
+function manifestForward(w: ElectionState): string[] {
+  const out: string[] = [];
+  for (let i = 1; i < w.manifestWrites.length; i++) {
+    const [prev, next] = [w.manifestWrites[i - 1], w.manifestWrites[i]];
+    if (next.body.token < prev.body.token)
+      out.push(`${next.actor} wrote the manifest at token ${next.body.token} over token ${prev.body.token}: it went back`);
+    const dropped = Object.keys(prev.body.chunks).filter((c) => !(c in next.body.chunks));
+    if (dropped.length > 0) out.push(`${next.actor}'s manifest write dropped act(s) ${dropped.join(', ')} (token ${next.body.token})`);
+  }
+  return out;
+}
+
+/** Every act the manifest names was appended to the ledger with the same epoch. */
+async function manifestInLedger(w: ElectionState): Promise<string[]> {
+  const last = w.manifestWrites.at(-1)?.body;
+  const entries = new Map((await w.ledgers.entries(ledgerKey(ELECTION_SETTINGS.role))).map((e) => [String(e.version).padStart(2, '0'), e.epoch]));
+  return Object.entries(last?.chunks ?? {})
+    .filter(([name, chunk]) => entries.get(name) !== chunk.token)
+    .map(([name, chunk]) => `the manifest names act ${name} at token ${chunk.token}, the ledger has epoch ${entries.get(name)}`);
+}
+
+/** Liveness: once the faults stopped, the role is never without a leader for longer than the bound while someone campaigns. */
+function alwaysLed(w: ElectionState): string[] {
+  const out: string[] = [];
+  const bound = electBoundMs();
+  const faultsEnd = faultsEndMs(w);
   let since: number | undefined;
   const gapEnds = (at: number) => {
     if (since !== undefined && at - Math.max(since, faultsEnd) > bound)
-      violations.push(
+      out.push(
         `nobody led from ${Math.max(since, faultsEnd)} ms to ${at} ms while a candidate campaigned (bound ${bound} ms after the faults ended at ${faultsEnd} ms)`,
       );
   };
-  for (const m of marks) {
+  for (const m of w.marks) {
     const without = m.pending > 0 && m.leaders === 0;
     if (without && since === undefined) since = m.at;
     if (!without && since !== undefined) {
@@ -565,18 +639,73 @@ export async function runElectionSchedule(
       since = undefined;
     }
   }
-  gapEnds(end);
-  // A requested handover completes or is answered within its bound.
-  if (answered.actor !== undefined && !answered.actor.crashed) {
-    const deadline = Math.max(answered.requestedAt!, faultsEnd) + handoverBoundMs(s);
-    if (answered.at === undefined) violations.push(`w2's handover asked at ${answered.requestedAt} ms was never answered`);
-    else if (answered.at > deadline) violations.push(`w2's handover was answered at ${answered.at} ms, after the bound ${deadline} ms`);
-  }
-  if (!finished)
-    for (const a of actors)
-      if (!a.crashed && a.outcome === 'running') violations.push(`${a.name} still running at ${end} ms (faults ended at ${faultsEnd} ms)`);
-
-  const state = heads.join('; ');
-  scheduler.log(`end: ${state}`);
-  return { seed, trace: scheduler.trace, violations, crashPoints: scheduler.faults.map((f) => `${f.kind} ${f.point}`), state };
+  gapEnds(w.clock.monotonicMs());
+  return out;
 }
+
+/** Liveness: a requested handover completes or is answered within its bound. */
+function handoverAnswered(w: ElectionState): string[] {
+  const answered = w.handover;
+  if (answered.actor === undefined || answered.actor.crashed) return [];
+  const deadline = Math.max(answered.requestedAt!, faultsEndMs(w)) + handoverBoundMs();
+  if (answered.at === undefined) return [`w2's handover asked at ${answered.requestedAt} ms was never answered`];
+  if (answered.at > deadline) return [`w2's handover was answered at ${answered.at} ms, after the bound ${deadline} ms`];
+  return [];
+}
+
+/** Liveness: a schedule that did not end by itself names every process still running. */
+function allEnded(w: ElectionState, ended: RunEnd): string[] {
+  if (ended === 'done') return [];
+  const end = w.clock.monotonicMs();
+  return w.processes
+    .filter((a) => !a.crashed && a.outcome === 'running')
+    .map((a) => `${a.name} still running at ${end} ms (faults ended at ${faultsEndMs(w)} ms)`);
+}
+
+const checks: readonly Check<ElectionState>[] = [
+  { name: 'epochs never repeat and only rise, per lock key, across the restore', check: (w) => epochChecks(w.grants) },
+  { name: 'no append below the fence, none of a lower epoch after a bump', check: appendsFenced },
+  { name: 'the ledgers are whole', check: ledgersWhole },
+  { name: 'the manifest only moves forward', check: manifestForward },
+  { name: 'the manifest names only acts the ledger has', check: manifestInLedger },
+  { name: 'liveness: never without a leader for long while someone campaigns', check: alwaysLed },
+  { name: 'liveness: a handover asked is answered in time', check: handoverAnswered },
+  { name: 'liveness: every process ended', check: allEnded },
+];
+
+// ─── The world ───────────────────────────────────────────────────────────────────────────────────────────────────
+
+/** The election world; `options` pins a draw for a test (the early backup). */
+function electionWorld(options: ElectionOptions = {}): World<ElectionState> {
+  return {
+    setup: (seed, mutation) => setup(seed, mutation, options),
+    actors,
+    // The handover was asked, the restore (if any) is in use, and every process has ended (or crashed).
+    done: (w) =>
+      w.clock.monotonicMs() > w.handoverAt &&
+      (!w.restore.restoring || w.restoredAt !== undefined) &&
+      w.processes.every((a) => a.crashed || a.outcome !== 'running'),
+    horizonMs: () => ELECTION_SETTINGS.faults.windowMs + ELECTION_SETTINGS.faults.maxPauseMs + workBoundMs(),
+    // A schedule takes up to about 1,600 turns; sidecar-heartbeat's up to about 33,000 (a sidecar beats to the horizon).
+    maxTurns: 200_000,
+    checks,
+    end: async (w) => {
+      const heads: string[] = [];
+      for (const key of LEDGERS) {
+        const head = await w.ledgers.head(key);
+        heads.push(`${key} v${head.version} epoch ${head.epoch}`);
+      }
+      const state = heads.join('; ');
+      return { line: `end: ${state}`, state };
+    },
+  };
+}
+
+export const ELECTION_WORLD = electionWorld();
+
+/**
+ * Run one schedule of the election world from its seed (optionally with a broken variant of a rule) and check it.
+ * `state` in its result names the leaders' ledger and the writers' ledger as they ended.
+ */
+export const runElectionSchedule = (seed: number, mutation?: string, options: ElectionOptions = {}): Promise<ScheduleResult> =>
+  runWorld(options.backupBeforeUse === undefined ? ELECTION_WORLD : electionWorld(options), seed, mutation);

@@ -1,15 +1,14 @@
 /**
- * The explored worlds, by name: each runs one schedule from its seed (optionally with a broken variant of a rule) and
- * returns what its checks found. `all` picks a world by the seed, so a seed alone still names one schedule exactly.
+ * The explored worlds, by name: each runs one schedule from its seed (optionally with a broken variant of a rule)
+ * through the one driver (world.ts runWorld) and returns what its checks found. `all` picks a world by the seed, so a seed alone still names one schedule exactly.
  */
-import { runElectionSchedule } from './election-world';
-import { ELECTION_MUTATIONS } from './mutations';
-import { MUTATIONS } from './mutations';
-import { runWorkflowSchedule, WORKFLOW_WORLD_MUTATIONS } from './workflow-world';
+import { ELECTION_WORLD } from './election-world';
+import { ELECTION_MUTATIONS, MUTATIONS } from './mutations';
+import { WORKFLOW_WORLD, WORKFLOW_WORLD_MUTATIONS } from './workflow-world';
 import { NIGHT_WORLD } from './night-world';
 import { runWorld, type ScheduleResult } from './world';
 
-interface World {
+interface Entry {
   /** What the world runs, for `--help` and the summary. */
   readonly about: string;
   readonly mutations: readonly string[];
@@ -25,14 +24,14 @@ export const WORLDS = {
   workflow: {
     about: "the job's and the sweeper's Lambda handlers under their synthesized state machines (workflow-world.ts)",
     mutations: WORKFLOW_WORLD_MUTATIONS,
-    run: runWorkflowSchedule,
+    run: (seed: number, mutation?: string) => runWorld(WORKFLOW_WORLD, seed, mutation),
   },
   election: {
     about: 'election, handover, the restore bump, the manifest and the epoch ledger (election-world.ts)',
     mutations: ELECTION_MUTATIONS,
-    run: (seed: number, mutation?: string) => runElectionSchedule(seed, mutation),
+    run: (seed: number, mutation?: string) => runWorld(ELECTION_WORLD, seed, mutation),
   },
-} as const satisfies Record<string, World>;
+} as const satisfies Record<string, Entry>;
 
 export type WorldName = keyof typeof WORLDS;
 export const WORLD_NAMES = Object.keys(WORLDS) as WorldName[];

@@ -89,7 +89,7 @@ const ITEMS = 'items';
 // ─── Setup: one schedule's state ─────────────────────────────────────────────────────────────────────────────────
 
 /** One schedule of the night: its clock, streams, scheduler and stores, and what the actors record for the checks. */
-interface Night extends WorldState {
+interface NightState extends WorldState {
   readonly random: () => number;
   readonly clock: VirtualClock;
   /** How a crashed actor is restarted (the sweeper, by a fresh one), set as each starts. */
@@ -113,7 +113,7 @@ interface Night extends WorldState {
   doneAt: number | undefined;
 }
 
-function setup(seed: number, mutation: string | undefined): Night {
+function setup(seed: number, mutation: string | undefined): NightState {
   const s = EXPLORE_SETTINGS;
   const random = prng(seed);
   const clock = new VirtualClock();
@@ -148,7 +148,7 @@ function setup(seed: number, mutation: string | undefined): Night {
 
 // ─── Actors: the holders, the duplicate trigger, the sweeper ─────────────────────────────────────────────────────
 
-function actors(w: Night): void {
+function actors(w: NightState): void {
   const s = EXPLORE_SETTINGS;
   const { clock, scheduler, random, jobs, keys, broken, violations, acts, grants } = w;
 
@@ -307,7 +307,7 @@ function actors(w: Night): void {
 // ─── Checks: safety, from the trace and the stores' final state, then liveness ───────────────────────────────────
 
 /** Two holders at once: an act by a holder after a newer token was granted. */
-function twoHolders(w: Night): string[] {
+function twoHolders(w: NightState): string[] {
   // The lease's promise (lib/core/lease.ts Lease): while check() passes, no other claim can have been granted; the
   // claim waits a full lease on the rvn.
   const out: string[] = [];
@@ -322,7 +322,7 @@ function twoHolders(w: Night): string[] {
 }
 
 /** Liveness: a night that was raised is DONE within the bound once the faults stopped. */
-async function doneInTime(w: Night): Promise<string[]> {
+async function doneInTime(w: NightState): Promise<string[]> {
   const row = await w.jobs.readJob(w.jobId);
   if (row === undefined) return []; // never raised: no sweep can see it (counted as neverRaised)
   const deadline = Math.max(0, w.scheduler.faultsEndMs) + livenessBoundMs();
@@ -332,7 +332,7 @@ async function doneInTime(w: Night): Promise<string[]> {
   return [];
 }
 
-const checks: readonly Check<Night>[] = [
+const checks: readonly Check<NightState>[] = [
   { name: 'batches: none below its fence or a newer one, each item once', check: (w) => acceptedChecks(w.accepted) },
   { name: 'never two holders at once', check: twoHolders },
   { name: 'epochs never repeat', check: (w) => epochChecks(w.grants) },
@@ -350,7 +350,7 @@ const checks: readonly Check<Night>[] = [
 
 // ─── The world ───────────────────────────────────────────────────────────────────────────────────────────────────
 
-export const NIGHT_WORLD: World<Night> = {
+export const NIGHT_WORLD: World<NightState> = {
   setup,
   actors,
   // The night is DONE and every holder has ended (or crashed).

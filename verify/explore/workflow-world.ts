@@ -245,7 +245,7 @@ interface InvokeFault {
 }
 
 /** One schedule of the workflow world: its clock, streams, scheduler, stores and machines, and what the actors record for the checks. */
-interface Workflow extends WorldState {
+interface WorkflowState extends WorldState {
   readonly f: Flow;
   /** livenessBoundMs of the definitions. */
   readonly bound: number;
@@ -278,7 +278,7 @@ interface Workflow extends WorldState {
   triggered: boolean;
 }
 
-function setup(seed: number, mutation: string | undefined): Workflow {
+function setup(seed: number, mutation: string | undefined): WorkflowState {
   if (mutation !== undefined && !(WORKFLOW_WORLD_MUTATIONS as readonly string[]).includes(mutation))
     throw new Error(`unknown mutation ${mutation}: one of ${WORKFLOW_WORLD_MUTATIONS.join(', ')}`);
   const f = flow();
@@ -327,12 +327,12 @@ function setup(seed: number, mutation: string | undefined): Workflow {
 }
 
 /** When the last fault's effect ended: the scheduler's, or this world's own at an invocation. */
-const faultsEndMs = (w: Workflow): number => Math.max(w.scheduler.faultsEndMs, ...w.invokeFaults.map((x) => x.at));
+const faultsEndMs = (w: WorkflowState): number => Math.max(w.scheduler.faultsEndMs, ...w.invokeFaults.map((x) => x.at));
 
 // ---------------------------------------------------------------------------------------------------------------
 // Actors: the nightly trigger (once or twice), the sweeper's schedule, and every task's invocation.
 
-function actors(w: Workflow): void {
+function actors(w: WorkflowState): void {
   const s = FLOW_SETTINGS;
   const { f, clock, scheduler, random, jobs, broken, violations, invokeFaults, executions, running } = w;
 
@@ -562,7 +562,7 @@ function actors(w: Workflow): void {
 // Checks: safety, from the trace and the stores' final state, then liveness.
 
 /** Liveness: the night the trigger started is DONE, raised or not, within the bound once the faults stopped. */
-async function doneInTime(w: Workflow): Promise<string[]> {
+async function doneInTime(w: WorkflowState): Promise<string[]> {
   const deadline = Math.max(0, faultsEndMs(w)) + w.bound;
   if (w.doneAt === undefined) {
     const row = await w.jobs.readJob(w.jobId);
@@ -573,14 +573,14 @@ async function doneInTime(w: Workflow): Promise<string[]> {
 }
 
 /** Liveness: every execution of the job closed (a RUNNING one at the end waits on nothing that will come). */
-function closedInTime(w: Workflow): string[] {
+function closedInTime(w: WorkflowState): string[] {
   const deadline = Math.max(0, faultsEndMs(w)) + w.bound;
   return [...w.executions.values()]
     .filter((e) => e.status === 'RUNNING')
     .map((e) => `execution ${e.name} still RUNNING at ${w.clock.monotonicMs()} ms (bound ${deadline} ms)`);
 }
 
-const checks: readonly Check<Workflow>[] = [
+const checks: readonly Check<WorkflowState>[] = [
   { name: 'batches: none below its fence or a newer one, each item once', check: (w) => acceptedChecks(w.accepted) },
   { name: 'epochs never repeat', check: (w) => epochChecks(w.grants) },
   {
@@ -599,7 +599,7 @@ const checks: readonly Check<Workflow>[] = [
 // ---------------------------------------------------------------------------------------------------------------
 // The world.
 
-export const WORKFLOW_WORLD: World<Workflow> = {
+export const WORKFLOW_WORLD: World<WorkflowState> = {
   setup,
   actors,
   // Done when the night is, every execution closed and every invocation returned; or when nothing can happen any

@@ -96,7 +96,6 @@ interface NightState extends WorldState {
   readonly restarts: Map<Actor, () => number | undefined>;
   readonly indexLagMs: number;
   readonly jobs: MemoryJobStore;
-  readonly locks: LockStore;
   readonly keys: ReturnType<typeof jobKeys>;
   readonly jobId: string;
   readonly broken: Broken;
@@ -132,7 +131,6 @@ function setup(seed: number, mutation: string | undefined): NightState {
     restarts,
     indexLagMs,
     jobs,
-    locks,
     keys,
     jobId: keys.job(DATE),
     broken: applyMutation(mutation as Mutation | undefined, { locks, jobs }),
@@ -356,7 +354,7 @@ export const NIGHT_WORLD: World<NightState> = {
   // The night is DONE and every holder has ended (or crashed).
   done: (w) => w.doneAt !== undefined && w.holders.every((a) => a.crashed || a.outcome !== 'running'),
   horizonMs: () => EXPLORE_SETTINGS.faults.windowMs + EXPLORE_SETTINGS.faults.maxPauseMs + livenessBoundMs(),
-  // A schedule takes a few hundred turns (under 250 in 300 seeds, every mutation included).
+  // A schedule takes a few hundred turns (under 250 in 300 seeds, and in 100 of each mutation).
   maxTurns: 20_000,
   checks,
   end: async (w) => {

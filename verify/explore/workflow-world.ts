@@ -610,7 +610,7 @@ export const WORKFLOW_WORLD: World<WorkflowState> = {
     w.triggered &&
     (w.doneAt !== undefined || !w.raised),
   horizonMs: (w) => FLOW_SETTINGS.faults.windowMs + FLOW_SETTINGS.faults.maxPauseMs + w.bound,
-  // A schedule takes a few hundred turns (under 450 in 300 seeds, every mutation included).
+  // A schedule takes a few hundred turns (under 450 in 300 seeds, and in 100 of each mutation).
   maxTurns: 20_000,
   checks,
   end: async (w) => {

@@ -63,8 +63,12 @@ export async function runWorld<S extends WorldState>(world: World<S>, seed: numb
   const state = world.setup(seed, mutation);
   world.actors(state);
   const { scheduler } = state;
-  const ended = await scheduler.run(() => world.done(state), world.horizonMs(state), world.maxTurns);
-  state.broken.restore();
+  let ended: RunEnd;
+  try {
+    ended = await scheduler.run(() => world.done(state), world.horizonMs(state), world.maxTurns);
+  } finally {
+    state.broken.restore(); // a broken variant patches shared classes: never leave it on for the next schedule
+  }
   const violations = state.violations;
   if (ended === 'turns')
     violations.push(

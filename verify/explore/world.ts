@@ -1,5 +1,5 @@
 /**
- * What an explored world is, and the one driver that runs any of them (issue 26 item 2). A world is data: its
+ * What an explored world is, and the one driver that runs any of them. A world is data: its
  * settings; a setup that builds one schedule's state from its seed (the clock, the seeded streams, the scheduler, the
  * stores, the records the checks read); the actors it starts on that state; and its named checks of the state the
  * schedule ended in. `runWorld` runs every world the same way, with a turn limit for each.

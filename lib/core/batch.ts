@@ -228,6 +228,8 @@ async function transact(held: HeldFence, puts: readonly BatchPut[], call: string
   // The loop keeps its state across retryTransient's attempts: a transient failure resends the same pending request.
   return retryTransient(backoffOf(fence.target), async () => {
     while (pending.length > 0) {
+      // Every send is an act: a retry's and the rest's after some were found recorded, long after the first.
+      held.check();
       transactions++;
       const request = pending.map((i) => puts[i]);
       const out = await fence.store.recordBatch(fence.item, token, request, requestToken(held, request, call));

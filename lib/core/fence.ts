@@ -78,8 +78,7 @@ export function readJob(deps: Pick<FenceDeps, 'jobs'>, jobId: string): Promise<J
  * unless it is renewed meanwhile, and one that is not stops there rather than writing on
  */
 export async function raise(deps: FenceDeps, jobId: string, token: number, owner: string, chunkCount: number, check?: () => void): Promise<Raised> {
-  check?.();
-  const job = await raiseJobRow(deps, jobId, token, owner, chunkCount);
+  const job = await raiseJobRow(deps, jobId, token, owner, chunkCount, check);
   const old = await raiseChunkFences(
     deps,
     jobId,
@@ -95,13 +94,21 @@ export async function raise(deps: FenceDeps, jobId: string, token: number, owner
  * Step 1 of the raise: the job row. In the same write the row enters the sparse index (claim_shard +
  * claimed_since), so no claim can exist without being findable by the sweeper. Returns the old row.
  */
-export async function raiseJobRow(deps: FenceDeps, jobId: string, token: number, owner: string, chunkCount: number): Promise<JobRow | undefined> {
+export async function raiseJobRow(
+  deps: FenceDeps,
+  jobId: string,
+  token: number,
+  owner: string,
+  chunkCount: number,
+  check: () => void = () => undefined,
+): Promise<JobRow | undefined> {
   const store = deps.jobs;
   // A transient failure (TransactionConflictException: a transaction held the row) is sent again: the condition
-  // still holds if the first try landed, because equal is accepted.
-  const out = await retryTransient(backoffOf(deps), () =>
-    store.raiseJob(jobId, { token, owner, chunkCount, claimedSince: wallIso(deps.clock), shard: claimShard(jobNameOf(jobId)) }),
-  );
+  // still holds if the first try landed, because equal is accepted. Each send checks the stop time first.
+  const out = await retryTransient(backoffOf(deps), () => {
+    check();
+    return store.raiseJob(jobId, { token, owner, chunkCount, claimedSince: wallIso(deps.clock), shard: claimShard(jobNameOf(jobId)) });
+  });
   if (out.ok) return out.old;
   if (out.current?.state === 'DONE') throw new AlreadyDoneError(jobId, out.current.fence);
   throw new FencedOutError('job-row', token, out.current?.fence);
@@ -124,8 +131,7 @@ export async function raiseChunkFences(
   // Safe to send again (a zombie's transaction on this chunk may hold the item): equal is accepted, and a landed try
   // left done_by as it was, so the old item still tells the progress.
   await eachBounded(chunks, async (chunk) => {
-    check?.();
-    const before = await jobFence(deps, chunkFenceKey(jobId, chunk)).raise(token, { [Attr.chunk]: chunk });
+    const before = await jobFence(deps, chunkFenceKey(jobId, chunk)).raise(token, { [Attr.chunk]: chunk }, check);
     old.set(chunk, before as ChunkFence | undefined);
   });
   return old;
@@ -156,10 +162,19 @@ async function eachBounded<T>(items: readonly T[], act: (item: T) => Promise<voi
  * Record a chunk done ON ITS OWN fence item (docs/DESIGN.md § Chunk fences), after its manifest commit: one
  * conditional write, fence = token (the chunk's fence is still ours). Chunks never write the job row.
  */
-export async function markChunkDone(deps: FenceDeps, jobId: string, token: number, chunk: number): Promise<void> {
+export async function markChunkDone(
+  deps: FenceDeps,
+  jobId: string,
+  token: number,
+  chunk: number,
+  check: () => void = () => undefined,
+): Promise<void> {
   const store = deps.jobs;
-  // Safe to send again: SET done_by = our token leaves the item as one landed try would.
-  const out = await retryTransient(backoffOf(deps), () => store.markChunkDone(chunkFenceKey(jobId, chunk), token));
+  // Safe to send again: SET done_by = our token leaves the item as one landed try would. Each send checks first.
+  const out = await retryTransient(backoffOf(deps), () => {
+    check();
+    return store.markChunkDone(chunkFenceKey(jobId, chunk), token);
+  });
   if (!out.ok) throw new FencedOutError('chunk-fence', token, out.current?.fence);
 }
 
@@ -169,7 +184,13 @@ export async function markChunkDone(deps: FenceDeps, jobId: string, token: numbe
  * finds them all stays true): DONE never stands over a missing chunk, whatever ran the chunks.
  * @param beforeDone - what must be DONE before the row (the manifest): run once every chunk is found done
  */
-export async function complete(deps: FenceDeps, jobId: string, token: number, beforeDone?: () => Promise<void>): Promise<void> {
+export async function complete(
+  deps: FenceDeps,
+  jobId: string,
+  token: number,
+  beforeDone?: () => Promise<void>,
+  check: () => void = () => undefined,
+): Promise<void> {
   const store = deps.jobs;
   const row = await store.readJob(jobId);
   if (row?.fence !== token || row.owner_token !== token) throw new FencedOutError('job-row', token, row?.fence);
@@ -177,8 +198,11 @@ export async function complete(deps: FenceDeps, jobId: string, token: number, be
   const notDone = chunks.flatMap((item, c) => (item?.done_by === undefined ? [c] : []));
   if (notDone.length > 0) throw new RunIncompleteError(jobId, notDone);
   await beforeDone?.();
-  // Safe to send again: SET DONE leaves the row as one landed try would.
-  const out = await retryTransient(backoffOf(deps), () => store.complete(jobId, token));
+  // Safe to send again: SET DONE leaves the row as one landed try would. Each send checks the stop time first.
+  const out = await retryTransient(backoffOf(deps), () => {
+    check();
+    return store.complete(jobId, token);
+  });
   if (!out.ok) throw new FencedOutError('job-row', token, out.current?.fence);
 }
 

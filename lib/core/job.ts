@@ -202,8 +202,8 @@ export function resumeManifest(deps: RunDeps, run: Pick<JobRun, 'keys' | 'date'>
  * the job row, so concurrent chunks never touch a common item.
  * @throws FencedOutError when a newer holder raised the chunk's fence
  */
-function markChunkDone(deps: fences.FenceDeps, run: Pick<JobRun, 'keys' | 'date'>, token: number, chunk: number): Promise<void> {
-  return fences.markChunkDone(deps, run.keys.job(run.date), token, chunk);
+function markChunkDone(deps: fences.FenceDeps, run: Pick<JobRun, 'keys' | 'date'>, lease: Lease, chunk: number): Promise<void> {
+  return fences.markChunkDone(deps, run.keys.job(run.date), lease.token, chunk, () => lease.check());
 }
 
 /**
@@ -218,7 +218,9 @@ export async function runChunk<R>(
   work: ChunkWork<R>,
 ): Promise<R> {
   const result = await work({ ...context, fence: context.lease.fenced(chunkFence(deps, run, context.chunk)) });
-  await markChunkDone(deps, run, context.lease.token, context.chunk);
+  // The done mark is a write like the work's, checked before it is sent: the work's last write can be answered past
+  // the stop time.
+  await markChunkDone(deps, run, context.lease, context.chunk);
   return result;
 }
 
@@ -240,10 +242,16 @@ export async function completeRun(
   const manifest = options.manifest ?? resumeManifest(deps, run, lease.token);
   const jobId = run.keys.job(run.date);
   // The stop time again once every chunk fence is read (thousands of reads), before the writes that say DONE.
-  await fences.complete(deps, jobId, lease.token, async () => {
-    lease.check();
-    await manifest?.markDone();
-  });
+  await fences.complete(
+    deps,
+    jobId,
+    lease.token,
+    async () => {
+      lease.check();
+      await manifest?.markDone();
+    },
+    () => lease.check(),
+  );
   deps.events.emit('completed', { token: lease.token, jobId });
 }
 

@@ -332,7 +332,7 @@ export class Lease {
    * not the stop time: check the lease before each write.
    */
   fenced(fence: Fence): HeldFence {
-    return heldFence(fence, this.token);
+    return heldFence(fence, this.token, () => this.check());
   }
 
   /**

@@ -87,9 +87,17 @@ export class Fence {
    * @throws FencedOutError carrying the fence met, when a higher token was raised first
    * @internal a holder raises through its HeldFence (`lease.fenced(fence).raise()`)
    */
-  async raise(token: number, set: Readonly<Record<string, NativeAttributeValue>> = {}): Promise<Record<string, unknown> | undefined> {
+  async raise(
+    token: number,
+    set: Readonly<Record<string, NativeAttributeValue>> = {},
+    check: () => void = () => undefined,
+  ): Promise<Record<string, unknown> | undefined> {
     // Safe to send again (a transaction holding the item answers TransactionConflictException): equal is accepted.
-    const out = await retryTransient(backoffOf(this.target), () => this.store.raiseFence(this.item, token, set));
+    // Each send is an act of the holder's: its stop-time check first, a retry's included.
+    const out = await retryTransient(backoffOf(this.target), () => {
+      check();
+      return this.store.raiseFence(this.item, token, set);
+    });
     if (!out.ok) throw new FencedOutError(this.resource, token, fenceOf(out.current));
     return out.old;
   }
@@ -155,6 +163,11 @@ export interface HeldFence {
    */
   raise(set?: Readonly<Record<string, NativeAttributeValue>>): Promise<Record<string, unknown> | undefined>;
   /**
+   * The holder's stop-time check (its lease's `check`), run before each send through this fence: the raise's, each of
+   * the fenced writer's transactions, and their retries. Past the stop time it throws, and nothing more is sent.
+   */
+  check(): void;
+  /**
    * The ConditionCheck, in the low-level AttributeValue form, for your own TransactWriteItems: the transaction
    * commits only while the fence is not above this token; when it is, DynamoDB cancels the whole transaction with
    * reason ConditionalCheckFailed at this item's position and, with ReturnValuesOnConditionCheckFailure ALL_OLD, the
@@ -175,11 +188,12 @@ export interface HeldFence {
  * carried by hand; this is for the code that has only the token (the reference app's writer, tests of stale tokens).
  * @internal
  */
-export function heldFence(fence: Fence, token: number): HeldFence {
+export function heldFence(fence: Fence, token: number, check: () => void = () => undefined): HeldFence {
   return {
     fence,
     token,
-    raise: (set = {}) => fence.raise(token, set),
+    check,
+    raise: (set = {}) => fence.raise(token, set, check),
     guard: () => fence.guard(token),
     fencedOut: (err, position = 0) => fence.fencedOut(err, token, position),
   };

@@ -32,6 +32,7 @@ import { requeueRunName } from '../../lib/lambda/sweep-verify';
 import { type Broken, type Mutation, applyMutation } from './mutations';
 import { Actor, Scheduler } from './scheduler';
 import { type Accepted, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
+import { CallLog, HOLDER_ACTS, LockHistory, leaseOverlapChecks, stopTimeChecks, tokenOfAct } from './history';
 import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
 
 /** The world's settings: the night's size, the lease, the sweeper, the faults. */
@@ -104,8 +105,10 @@ interface NightState extends WorldState {
   readonly seenRequests: Set<string>;
   /** Each successful claim: who, which key, its epoch, and when the store applied it. */
   readonly grants: { actor: string; key: string; epoch: number; atMs: number }[];
-  /** Each act a holder made right after its stop-time check passed: its token, and when. */
-  readonly acts: { actor: string; token: number; atMs: number; step: string }[];
+  /** Each holder's store calls as it sent them, and when their answers came (history.ts). */
+  readonly calls: CallLog;
+  /** Every lock write the lock store applied (history.ts). */
+  readonly lockWrites: LockHistory;
   /** The holders started, to know when all have ended. */
   readonly holders: Actor[];
   /** When the night's complete took effect. */
@@ -122,7 +125,8 @@ function setup(seed: number, mutation: string | undefined): NightState {
   const lagRandom = prng(seed + LAG_STREAM);
   const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
   const jobs = new MemoryJobStore({ clock, jobs: 'jobs', indexLagMs, random: lagRandom });
-  const locks: LockStore = new MemoryLockStore({ clock });
+  const lockWrites = new LockHistory(clock);
+  const locks: LockStore = lockWrites.observe(new MemoryLockStore({ clock }));
   const keys = jobKeys('explore');
   return {
     random,
@@ -138,7 +142,8 @@ function setup(seed: number, mutation: string | undefined): NightState {
     accepted: [],
     seenRequests: new Set(),
     grants: [],
-    acts: [],
+    calls: new CallLog(clock),
+    lockWrites,
     holders: [],
     doneAt: undefined,
   };
@@ -148,22 +153,18 @@ function setup(seed: number, mutation: string | undefined): NightState {
 
 function actors(w: NightState): void {
   const s = EXPLORE_SETTINGS;
-  const { clock, scheduler, random, jobs, keys, broken, violations, acts, grants } = w;
+  const { clock, scheduler, random, jobs, keys, broken, violations, grants } = w;
 
   // Every accepted batch with its token and the fence's value as it stood (checks.ts).
   const batchLog = { accepted: w.accepted, seenRequests: w.seenRequests, violations, log: (line: string) => scheduler.log(line) };
   const observeJobs = (actor: Actor, inner: JobStore): JobStore => recordingBatches(actor.name, inner, jobs, batchLog);
 
   const work =
-    (actor: Actor, actorClock: Clock): ChunkWork<number> =>
+    (actorClock: Clock): ChunkWork<number> =>
     async ({ lease, fence, chunk }) => {
       for (let from = 0; from < s.items; from += s.batch) {
         await actorClock.sleep(s.batchWorkMs);
         lease.check();
-        // The check's promise: no act once the holder's own clock reached its stop time.
-        if (clock.monotonicMs() >= lease.stopAtMs)
-          violations.push(`${actor.name} acted at ${clock.monotonicMs()} ms, past its stop time ${lease.stopAtMs} ms`);
-        acts.push({ actor: actor.name, token: lease.token, atMs: clock.monotonicMs(), step: `chunk ${chunk} batch ${from / s.batch}` });
         const puts = Array.from({ length: Math.min(s.batch, s.items - from) }, (_, i) => ({
           table: ITEMS,
           item: { pk: { S: `item#${chunk}#${from + i}` }, token: { N: String(lease.token) } },
@@ -173,25 +174,32 @@ function actors(w: NightState): void {
       return chunk;
     };
 
-  const tokenOf = (name: string): number => grants.filter((g) => g.actor === name).at(-1)?.epoch ?? NaN;
   const startHolder = (name: string): Actor => {
     const actor = new Actor(name, clock);
     w.holders.push(actor);
     const actorClock = actor;
-    const jobStore = scheduler.wrap(
-      observeJobs(
+    // Outermost, the observer: what the holder's code sent, and when its answers came (history.ts).
+    const jobStore = w.calls.observe(
+      name,
+      scheduler.wrap(
+        observeJobs(
+          actor,
+          broken.jobsFor(actor, (inner) => scheduler.wrap(inner, actor)),
+        ),
         actor,
-        broken.jobsFor(actor, (inner) => scheduler.wrap(inner, actor)),
+        (method, _args, result) => {
+          if (method === 'complete' && (result as { ok: boolean }).ok) w.doneAt ??= clock.monotonicMs();
+        },
       ),
-      actor,
-      (method, _args, result) => {
-        if (method === 'complete' && (result as { ok: boolean }).ok) w.doneAt ??= clock.monotonicMs();
-      },
     );
-    const lockStore = scheduler.wrap(broken.locksFor(actorClock, s.lease), actor, (method, args, result) => {
-      const out = result as WriteOutcome;
-      if (method === 'claim' && out.ok) grants.push({ actor: name, key: String(args[0]), epoch: Number(out.item.epoch), atMs: clock.monotonicMs() });
-    });
+    const lockStore = w.calls.observe(
+      name,
+      scheduler.wrap(broken.locksFor(actorClock, s.lease), actor, (method, args, result) => {
+        const out = result as WriteOutcome;
+        if (method === 'claim' && out.ok)
+          grants.push({ actor: name, key: String(args[0]), epoch: Number(out.item.epoch), atMs: clock.monotonicMs() });
+      }),
+    );
     scheduler.log(`${name} starts`);
     runJob(
       {
@@ -207,9 +215,8 @@ function actors(w: NightState): void {
         chunks: s.chunks,
         holder: name,
         config: s.lease,
-        hooks: { afterCheck: (p) => void acts.push({ actor: name, token: tokenOf(name), atMs: clock.monotonicMs(), step: p.step }) },
       },
-      work(actor, actorClock),
+      work(actorClock),
     ).then(
       (summary) => {
         actor.outcome = summary.outcome;
@@ -304,16 +311,20 @@ function actors(w: NightState): void {
 
 // ─── Checks: safety, from the trace and the stores' final state, then liveness ───────────────────────────────────
 
-/** Two holders at once: an act by a holder after a newer token was granted. */
+/**
+ * Two holders at once: a holder sent an act (a write carrying its token) after a newer token was granted. The lease's
+ * promise: while its check passes, no other claim can have been granted. From outside: the acts as the holders sent
+ * them, the grants as the store applied them.
+ */
 function twoHolders(w: NightState): string[] {
-  // The lease's promise (lib/core/lease.ts Lease): while check() passes, no other claim can have been granted; the
-  // claim waits a full lease on the rvn.
   const out: string[] = [];
-  for (const a of w.acts) {
-    const newer = w.grants.find((g) => g.key === w.jobId && g.epoch > a.token && g.atMs <= a.atMs);
+  for (const a of w.calls.calls) {
+    if (!HOLDER_ACTS.has(a.method)) continue;
+    const token = tokenOfAct(a);
+    const newer = w.grants.find((g) => g.key === w.jobId && g.epoch > token && g.atMs <= a.sentAt);
     if (newer)
       out.push(
-        `two holders at once: ${a.actor} acted (${a.step}) at ${a.atMs} ms with token ${a.token}, after ${newer.actor} was granted token ${newer.epoch} at ${newer.atMs} ms`,
+        `two holders at once: ${a.actor} sent ${a.method} at ${a.sentAt} ms with token ${token}, after ${newer.actor} was granted token ${newer.epoch} at ${newer.atMs} ms`,
       );
   }
   return out;
@@ -333,6 +344,8 @@ async function doneInTime(w: NightState): Promise<string[]> {
 const checks: readonly Check<NightState>[] = [
   { name: 'batches: none below its fence or a newer one, each item once', check: (w) => acceptedChecks(w.accepted) },
   { name: 'never two holders at once', check: twoHolders },
+  { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, EXPLORE_SETTINGS.lease, HOLDER_ACTS) },
+  { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes) },
   { name: 'epochs never repeat', check: (w) => epochChecks(w.grants) },
   {
     name: 'a DONE night is whole',

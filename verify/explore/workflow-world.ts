@@ -61,6 +61,7 @@ import { prng } from '../../lib/core/prng';
 import { interpreter, maxDelayMs, StateError, tasksOf, type MachineDef, type Retrier, type StateDef } from './sfn';
 import { MUTATIONS, WORKFLOW_MUTATIONS, type Broken, type Mutation, type WorkflowMutation, applyMutation } from './mutations';
 import { Actor, Scheduler } from './scheduler';
+import { CallLog, HOLDER_ACTS, LockHistory, leaseOverlapChecks, stopTimeChecks } from './history';
 import { type Accepted, type Grant, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
 import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
 
@@ -265,8 +266,10 @@ interface WorkflowState extends WorldState {
   readonly accepted: Accepted[];
   readonly seenRequests: Set<string>;
   readonly grants: Grant[];
-  /** Per lock key, the last write that held it: who, and when it was applied (a lease runs from there). */
-  readonly lastHold: Map<string, { holder: string; at: number } | undefined>;
+  /** Each invocation's store calls as it sent them, and when their answers came (history.ts). */
+  readonly calls: CallLog;
+  /** Every lock write the lock store applied (history.ts). */
+  readonly lockWrites: LockHistory;
   readonly invokeFaults: InvokeFault[];
   readonly executions: Map<string, Execution>;
   /** Invocations whose handler has not returned: a zombie's write in flight still lands before the schedule ends. */
@@ -294,7 +297,8 @@ function setup(seed: number, mutation: string | undefined): WorkflowState {
   const lagRandom = prng(seed + LAG_STREAM);
   const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
   const jobs = new MemoryJobStore({ clock, jobs: TABLES.jobs, indexLagMs, random: lagRandom });
-  const locks = new MemoryLockStore({ clock });
+  const lockWrites = new LockHistory(clock);
+  const locks = lockWrites.observe(new MemoryLockStore({ clock }));
   const keys = jobKeys('explore');
   const core = (MUTATIONS as readonly string[]).includes(mutation ?? '') ? (mutation as Mutation) : undefined;
   return {
@@ -316,7 +320,8 @@ function setup(seed: number, mutation: string | undefined): WorkflowState {
     accepted: [],
     seenRequests: new Set(),
     grants: [],
-    lastHold: new Map(),
+    calls: new CallLog(clock),
+    lockWrites,
     invokeFaults: [],
     executions: new Map(),
     running: new Set(),
@@ -347,23 +352,13 @@ function actors(w: WorkflowState): void {
   const batchLog = { accepted: w.accepted, seenRequests: w.seenRequests, violations, log: (line: string) => scheduler.log(line), logRefused: true };
   const observed = (actor: Actor, inner: JobStore): JobStore => recordingBatches(actor.name, inner, jobs, batchLog);
 
-  // Every lock write that took effect: grants (epochs) and how long each holder's lease runs.
-  const lockCall = (method: string, args: unknown[], result: unknown): void => {
+  // Every claim that took effect: the epochs handed out.
+  const lockCall = (method: string, _args: unknown[], result: unknown): void => {
     const out = result as WriteOutcome;
-    if (!out?.ok) return;
-    const key = String(args[0]);
-    const now = clock.monotonicMs();
-    // A claim answers with the item; a renewal is ours by its condition (holder and epoch).
-    const holder = String(out.item?.holder ?? (args[1] as { holder?: string } | undefined)?.holder ?? '');
-    if (method === 'claim') {
-      const before = w.lastHold.get(key);
-      if (before && before.holder !== holder && now < before.at + s.lease.leaseMs)
-        violations.push(`${holder} claimed ${key} at ${now} ms while ${before.holder}'s lease ran to ${before.at + s.lease.leaseMs} ms`);
-      w.grants.push({ actor: holder, key, epoch: Number(out.item.epoch) });
-      scheduler.log(`${holder} claimed epoch ${Number(out.item.epoch)}`);
-    }
-    if (method === 'claim' || method === 'renew') w.lastHold.set(key, { holder, at: now });
-    if (method === 'release') w.lastHold.set(key, undefined);
+    if (method !== 'claim' || !out?.ok) return;
+    const holder = String(out.item.holder);
+    w.grants.push({ actor: holder, key: String(_args[0]), epoch: Number(out.item.epoch) });
+    scheduler.log(`${holder} claimed epoch ${Number(out.item.epoch)}`);
   };
 
   // The night is DONE when the job row's complete takes effect (the row is the authority).
@@ -400,20 +395,22 @@ function actors(w: WorkflowState): void {
       environment: { ...f.environmentOf[handler], [Env.worker]: actor.name },
       clients: dummyClients(),
       sfn: sfn as unknown as SFNClient,
-      stores: { locks: step(broken.locks, lockCall), jobs: step(observed(actor, view), jobCall), manifests: step(w.manifests) },
+      // Outermost, the observer: what the invocation's code sent, and when its answers came (history.ts).
+      stores: {
+        locks: w.calls.observe(actor.name, step(broken.locks, lockCall)),
+        jobs: w.calls.observe(actor.name, step(observed(actor, view), jobCall)),
+        manifests: step(w.manifests),
+      },
       clock: actor,
       random,
     });
   };
 
   // The job's own work on one chunk: a batch at a time through the fence, each batch taking its time.
-  const work = (actor: Actor) => async (c: RuntimeChunkContext) => {
+  const work = async (c: RuntimeChunkContext) => {
     for (let from = 0; from < s.items; from += s.batch) {
       await c.runtime.clock.sleep(s.batchWorkMs);
       c.lease.check();
-      // The check's promise: no act once the holder's own clock reached its stop time.
-      if (clock.monotonicMs() >= c.lease.stopAtMs)
-        violations.push(`${actor.name} acted at ${clock.monotonicMs()} ms, past its stop time ${c.lease.stopAtMs} ms`);
       const puts = Array.from({ length: Math.min(s.batch, s.items - from) }, (_, i) => ({
         table: ITEMS,
         item: { pk: { S: `item#${c.chunk}#${from + i}` }, token: { N: String(c.lease.token) } },
@@ -470,7 +467,7 @@ function actors(w: WorkflowState): void {
       const source = () => runtimeOf(actor, handler, view, onStep);
       const run =
         handler === 'chunk'
-          ? chunkHandlerOn(source, work(actor))
+          ? chunkHandlerOn(source, work)
           : (makeHandlers(source)[handler as keyof ReturnType<typeof makeHandlers>] as (event: unknown) => Promise<unknown>);
       running.add(actor);
       const ran = run(payload as never);
@@ -583,6 +580,8 @@ function closedInTime(w: WorkflowState): string[] {
 const checks: readonly Check<WorkflowState>[] = [
   { name: 'batches: none below its fence or a newer one, each item once', check: (w) => acceptedChecks(w.accepted) },
   { name: 'epochs never repeat', check: (w) => epochChecks(w.grants) },
+  { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, FLOW_SETTINGS.lease, HOLDER_ACTS) },
+  { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes) },
   {
     name: 'a DONE night is whole',
     check: (w) =>

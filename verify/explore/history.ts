@@ -1,0 +1,149 @@
+/**
+ * What the checks read instead of the code under test's own verdicts: the record an outside observer keeps.
+ *
+ * - `CallLog`: each actor's store calls as the actor made them: when it sent each one and when (and whether) its
+ *   answer came back, on the actor's own monotonic clock (in these worlds the shared true time). A stop time is
+ *   computed from it, not read from the lease.
+ * - `LockHistory`: every lock write the lock store applied, when, and for whom: a claim while another holder's lease
+ *   still runs is found in it, not in what the claimant believed.
+ */
+import type { VirtualClock } from '../../lib/core/clock';
+import type { LeaseConfig } from '../../lib/core/config';
+import type { ClaimWrite, Holding, LockStore, WriteOutcome } from '../../lib/core/store/lock';
+import { through } from '../../lib/sim/process';
+
+/** One store call an actor sent. */
+export interface SentCall {
+  readonly actor: string;
+  readonly method: string;
+  readonly args: readonly unknown[];
+  readonly sentAt: number;
+  /** When its answer reached the actor; absent while it has none (a crashed actor's, a paused one's at the end). */
+  answeredAt?: number;
+  /** The answer, if it was one (not an error). */
+  result?: unknown;
+}
+
+/** Each actor's store calls, seen from outside the actor: put `observe` around what the actor's code is given. */
+export class CallLog {
+  readonly calls: SentCall[] = [];
+
+  constructor(private readonly clock: VirtualClock) {}
+
+  /** `store` as `actor`'s code calls it, every call recorded. Not a step boundary: it only watches. */
+  observe<T extends object>(actor: string, store: T): T {
+    return through(store, (method, args, apply) => {
+      const call: SentCall = { actor, method, args, sentAt: this.clock.monotonicMs() };
+      this.calls.push(call);
+      return apply().then((result) => {
+        call.answeredAt = this.clock.monotonicMs();
+        call.result = result;
+        return result;
+      });
+    });
+  }
+}
+
+/** The job-store writes that act for a holder: each carries its token. */
+export const HOLDER_ACTS: ReadonlySet<string> = new Set(['raiseJob', 'raiseFence', 'recordBatch', 'markChunkDone', 'complete']);
+
+/** The token an act carries: its second argument, or the raise's. */
+export function tokenOfAct(call: SentCall): number {
+  const arg = call.args[1];
+  return typeof arg === 'number' ? arg : Number((arg as { token: number }).token);
+}
+
+/** One lock write the store applied. */
+export interface LockWrite {
+  readonly method: 'claim' | 'renew' | 'release';
+  readonly key: string;
+  readonly holder: string;
+  /** The lease the claim wrote (a renewal keeps its claim's). */
+  readonly leaseMs?: number;
+  readonly at: number;
+}
+
+/** The lock store's applied writes: put `observe` around the one store every actor's view ends in. */
+export class LockHistory {
+  readonly writes: LockWrite[] = [];
+
+  constructor(private readonly clock: VirtualClock) {}
+
+  observe(store: LockStore): LockStore {
+    return through(store, (method, args, apply) =>
+      apply().then((result) => {
+        if ((method === 'claim' || method === 'renew' || method === 'release') && (result as WriteOutcome).ok) {
+          const key = String(args[0]);
+          const holder = method === 'claim' ? (args[2] as ClaimWrite).holder : (args[1] as Holding).holder;
+          const leaseMs = method === 'claim' ? (args[2] as ClaimWrite).leaseMs : undefined;
+          this.writes.push({ method, key, holder, leaseMs, at: this.clock.monotonicMs() });
+        }
+        return result;
+      }),
+    );
+  }
+}
+
+/**
+ * No claim while another holder's lease still runs, from the lock's write history: a lease runs from the write
+ * that last claimed or renewed it (applied) for the lease its claim wrote, until then or its release.
+ */
+export function leaseOverlapChecks(writes: readonly LockWrite[]): string[] {
+  const violations: string[] = [];
+  const held = new Map<string, { holder: string; leaseMs: number; at: number }>();
+  for (const w of writes) {
+    const before = held.get(w.key);
+    if (w.method === 'claim' && before && before.holder !== w.holder && w.at < before.at + before.leaseMs)
+      violations.push(`${w.holder} claimed ${w.key} at ${w.at} ms while ${before.holder}'s lease ran to ${before.at + before.leaseMs} ms`);
+    if (w.method === 'release') held.delete(w.key);
+    else if (w.method === 'claim') held.set(w.key, { holder: w.holder, leaseMs: w.leaseMs ?? 0, at: w.at });
+    else if (before?.holder === w.holder) held.set(w.key, { ...before, at: w.at });
+  }
+  return violations;
+}
+
+/**
+ * Each claim or renewal that took effect, by whom, when it was sent and when the holder knew it: answered, or (a claim
+ * whose answer was lost) when its retry found the item holding its own rvn, which counts from the first send.
+ */
+function leaseGrants(calls: readonly SentCall[]): { readonly actor: string; readonly sentAt: number; readonly knownAt: number }[] {
+  const out: { actor: string; sentAt: number; knownAt: number }[] = [];
+  for (const c of calls) {
+    if ((c.method !== 'claim' && c.method !== 'renew') || c.answeredAt === undefined) continue;
+    const answer = c.result as WriteOutcome | undefined;
+    if (answer?.ok) out.push({ actor: c.actor, sentAt: c.sentAt, knownAt: c.answeredAt });
+    else if (c.method === 'claim') {
+      const write = c.args[2] as ClaimWrite;
+      const current = answer?.current as { holder?: unknown; rvn?: unknown } | undefined;
+      if (current?.holder !== write.holder || current?.rvn !== write.rvn) continue;
+      const first = calls.find((o) => o.actor === c.actor && o.method === 'claim' && (o.args[2] as ClaimWrite).rvn === write.rvn)!;
+      out.push({ actor: c.actor, sentAt: first.sentAt, knownAt: c.answeredAt });
+    }
+  }
+  return out;
+}
+
+/**
+ * No act past the holder's stop time, computed from outside: an act (a write carrying the holder's token) sent at
+ * `t` needs a claim or renewal of the holder's own that was answered by `t` and sent no earlier than
+ * `t - (lease - margin)`: the stop time counts from when the last answered renewal was SENT, on the holder's clock.
+ * @param acts - the store methods that act for the holder
+ */
+export function stopTimeChecks(calls: readonly SentCall[], lease: Pick<LeaseConfig, 'leaseMs' | 'marginMs'>, acts: ReadonlySet<string>): string[] {
+  const violations: string[] = [];
+  const renewals = leaseGrants(calls);
+  for (const act of calls) {
+    if (!acts.has(act.method)) continue;
+    const granted = renewals.filter((r) => r.actor === act.actor && r.knownAt <= act.sentAt);
+    if (granted.length === 0) {
+      violations.push(`${act.actor} sent ${act.method} at ${act.sentAt} ms with no claim or renewal of its own answered`);
+      continue;
+    }
+    const stopAt = Math.max(...granted.map((r) => r.sentAt)) + lease.leaseMs - lease.marginMs;
+    if (act.sentAt >= stopAt)
+      violations.push(
+        `${act.actor} sent ${act.method} at ${act.sentAt} ms, past its stop time ${stopAt} ms (its last answered renewal + lease - margin)`,
+      );
+  }
+  return violations;
+}

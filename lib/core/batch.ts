@@ -225,11 +225,13 @@ async function transact(held: HeldFence, puts: readonly BatchPut[], call: string
   let pending = puts.map((_, i) => i);
   const alreadyRecorded: number[] = [];
   let transactions = 0;
+  let sends = 0;
   // The loop keeps its state across retryTransient's attempts: a transient failure resends the same pending request.
   return retryTransient(backoffOf(fence.target), async () => {
     while (pending.length > 0) {
-      // Every send is an act: a retry's and the rest's after some were found recorded, long after the first.
-      held.check();
+      // The first send is the caller's act, checked by the caller; a retry after a backoff, or the rest after some
+      // were found recorded, comes later than the caller's check: the holder's stop time first.
+      if (sends++ > 0) held.check();
       transactions++;
       const request = pending.map((i) => puts[i]);
       const out = await fence.store.recordBatch(fence.item, token, request, requestToken(held, request, call));

@@ -131,6 +131,7 @@ export async function raiseChunkFences(
   // Safe to send again (a zombie's transaction on this chunk may hold the item): equal is accepted, and a landed try
   // left done_by as it was, so the old item still tells the progress.
   await eachBounded(chunks, async (chunk) => {
+    check?.();
     const before = await jobFence(deps, chunkFenceKey(jobId, chunk)).raise(token, { [Attr.chunk]: chunk }, check);
     old.set(chunk, before as ChunkFence | undefined);
   });

@@ -21,7 +21,7 @@ test('a deposed writer is refused once its successor raised the fence; the ledge
   await two.append({ n: 2 });
   await assert.rejects(one.append({ n: 3 }), (err) => err instanceof FencedOutError && err.fence === 2 && err.token === 1);
   await assert.rejects(fence.raise(1), (err) => err instanceof FencedOutError && err.fence === 2);
-  const late = new LedgerWriter(fence, open, 2, 'B2', 0); // behind the head: moves on from the head the store returned
+  const late = new LedgerWriter(fence, open, 2, 'B', 0); // B's writer behind the head: moves on from the head the store returned
   await late.append({ n: 3 });
   assert.equal(late.head, 3);
   const entries = await fence.entries();
@@ -30,7 +30,7 @@ test('a deposed writer is refused once its successor raised the fence; the ledge
     [
       [1, 1, 'A'],
       [2, 2, 'B'],
-      [3, 2, 'B2'],
+      [3, 2, 'B'],
     ],
   );
   assert.deepEqual(ledgerViolations(entries, await fence.head()), []);

@@ -93,9 +93,10 @@ export class Fence {
     check: () => void = () => undefined,
   ): Promise<Record<string, unknown> | undefined> {
     // Safe to send again (a transaction holding the item answers TransactionConflictException): equal is accepted.
-    // Each send is an act of the holder's: its stop-time check first, a retry's included.
+    // The first send is the caller's act, checked by the caller; a retry comes after a backoff it never saw.
+    let sends = 0;
     const out = await retryTransient(backoffOf(this.target), () => {
-      check();
+      if (sends++ > 0) check();
       return this.store.raiseFence(this.item, token, set);
     });
     if (!out.ok) throw new FencedOutError(this.resource, token, fenceOf(out.current));
@@ -163,8 +164,10 @@ export interface HeldFence {
    */
   raise(set?: Readonly<Record<string, NativeAttributeValue>>): Promise<Record<string, unknown> | undefined>;
   /**
-   * The holder's stop-time check (its lease's `check`), run before each send through this fence: the raise's, each of
-   * the fenced writer's transactions, and their retries. Past the stop time it throws, and nothing more is sent.
+   * The holder's stop-time check (its lease's `check`). The first send of a raise or a fenced write is the caller's
+   * act, to check before it (`lease.act`, writeFenced's `check`); every send after it that the library makes on its
+   * own (a retry after a backoff, the batched writer's next transaction) runs this first: past the stop time it
+   * throws, and nothing more is sent.
    */
   check(): void;
   /**

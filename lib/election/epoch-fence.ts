@@ -164,7 +164,8 @@ export class LedgerWriter {
 /**
  * The ledger's invariants, checked from its entries (the fault suite's ledger checker): versions 1..n with no gap and
  * none twice; epochs never go down along the versions, so once an epoch has written, no lower epoch writes again
- * (no write of a deposed leader after its successor's first); and no entry above the fence item's head.
+ * (no write of a deposed leader after its successor's first); each epoch written by one writer only (two leaders
+ * under one epoch pass every fence: only the writer names tell them apart); and no entry above the fence item's head.
  * @returns one sentence per violation; empty when the ledger is sound
  */
 export function ledgerViolations(entries: readonly LedgerEntry[], head: LedgerHead): string[] {
@@ -182,6 +183,10 @@ export function ledgerViolations(entries: readonly LedgerEntry[], head: LedgerHe
       );
     }
   });
+  const writers = new Map<number, Set<string>>();
+  for (const e of entries) writers.set(e.epoch, (writers.get(e.epoch) ?? new Set<string>()).add(e.writer));
+  for (const [epoch, names] of writers)
+    if (names.size > 1) problems.push(`epoch ${epoch} was written by ${[...names].join(' and ')}: two writers under one epoch`);
   if (entries.length !== head.version) problems.push(`the head says version ${head.version}, the ledger holds ${entries.length} entries`);
   const top = entries.at(-1);
   if (top && top.epoch > head.epoch) problems.push(`the last entry's epoch ${top.epoch} is above the fence ${head.epoch}`);

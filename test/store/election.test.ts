@@ -259,12 +259,12 @@ test('the epoch fence: the first write of a new epoch raises it; a lower epoch i
   assert.deepEqual(ledgerViolations(entries, await fence.head()), []);
 });
 
-test('the ledger checker finds a twin version, a gap and an epoch that went down', () => {
-  const e = (version: number, epoch: number, pk = entryKey('ledger/x', version)): LedgerEntry => ({
+test('the ledger checker finds a twin version, a gap, an epoch that went down and two writers under one epoch', () => {
+  const e = (version: number, epoch: number, pk = entryKey('ledger/x', version), writer = `w${epoch}`): LedgerEntry => ({
     pk,
     version,
     epoch,
-    writer: 'w',
+    writer,
     written_at: '',
   });
   assert.deepEqual(ledgerViolations([e(1, 1), e(2, 2)], { epoch: 2, version: 2 }), []);
@@ -272,6 +272,9 @@ test('the ledger checker finds a twin version, a gap and an epoch that went down
   assert.match(ledgerViolations([e(1, 1), e(3, 1)], { epoch: 1, version: 3 }).join('\n'), /a gap or a duplicate/);
   assert.match(ledgerViolations([e(1, 2), e(2, 1)], { epoch: 2, version: 2 }).join('\n'), /written with epoch 1 after version 1 had epoch 2/);
   assert.match(ledgerViolations([e(1, 1)], { epoch: 1, version: 2 }).join('\n'), /head says version 2/);
+  assert.deepEqual(ledgerViolations([e(1, 1, undefined, 'A'), e(2, 2, undefined, 'B'), e(3, 2, undefined, 'C')], { epoch: 2, version: 3 }), [
+    'epoch 2 was written by B and C: two writers under one epoch',
+  ]);
 });
 
 test('the restore bump raises the role counter, so every later leader has an epoch above every old one', async (t) => {

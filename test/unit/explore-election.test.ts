@@ -135,6 +135,13 @@ for (const mutation of ELECTION_MUTATIONS) {
   });
 }
 
+test("no-stop-check is caught from outside: a ledger write sent past its writer's stop time, computed from the sends of its own joins, claims and renewals", async () => {
+  let found: string | undefined;
+  for (let seed = FROM; seed < FROM + 20 && found === undefined; seed++)
+    found = (await runElectionSchedule(seed, 'no-stop-check')).violations.find((v) => / sent (append|raise) at .* past its stop time /.test(v));
+  assert.ok(found, 'no ledger write past its stop time in 20 schedules with the check off');
+});
+
 test('an unknown mutation is refused before anything runs', async () => {
   await assert.rejects(runElectionSchedule(1, 'no-such-rule'), /unknown election mutation no-such-rule/);
 });

@@ -22,7 +22,6 @@ import type { LeaseConfig } from '../../lib/core/config';
 import { candidateKey, Election, Leadership, ledgerKey, roleKey, type ElectionDeps } from '../../lib/election/election';
 import { EpochFence, LedgerWriter, ledgerViolations } from '../../lib/election/epoch-fence';
 import { handover, writerLedgerKey, type HandoverConfig, type Writer } from '../../lib/election/handover';
-import type { RunHooks } from '../../lib/core/job';
 import { pollMsOf } from '../../lib/core/lease';
 import { ManifestWriter, type ManifestBody } from '../../lib/core/manifest';
 import { MemoryLedgerStore } from '../../lib/testing/ledger-store';
@@ -34,6 +33,7 @@ import type { JoinRequest, LockStore, WriteOutcome } from '../../lib/core/store/
 import type { ManifestStore } from '../../lib/core/store/manifest';
 import { prng } from '../../lib/core/prng';
 import { Actor, type RunEnd, Scheduler } from './scheduler';
+import { CallLog, type SentCall, stopTimeChecks } from './history';
 import { epochChecks } from './checks';
 import { applyElectionMutation, ELECTION_MUTATIONS, override, type ElectionBroken, type ElectionMutation } from './mutations';
 import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
@@ -172,6 +172,8 @@ interface ElectionState extends WorldState {
   };
   // What the checks read: epochs handed out, appends accepted, the writers' bumps, manifest writes, the leadership timeline.
   readonly grants: { actor: string; key: string; epoch: number }[];
+  /** Each process's lock and ledger calls as it sent them, and when their answers came (history.ts). */
+  readonly calls: CallLog;
   readonly accepted: Accepted[];
   readonly bumps: { writer: string; epoch: number; order: number }[];
   readonly manifestWrites: ManifestWrite[];
@@ -235,6 +237,7 @@ function setup(seed: number, mutation: string | undefined, options: ElectionOpti
     restore: { restoring, early, backupAt, restoreAfter, runId: `restore-${seed}` },
     violations: [],
     grants: [],
+    calls: new CallLog(clock),
     accepted: [],
     bumps: [],
     manifestWrites: [],
@@ -266,7 +269,7 @@ function actors(w: ElectionState): void {
   /** The lock store one actor sees: every call a step boundary of it, with the broken variant (if any) under it. */
   const locksFor = (actor: Actor): LockStore => {
     const store = broken.locks(lockTable, () => itemsOf(table.current));
-    return scheduler.wrap(store, actor, (method, args, result) => {
+    const stepped = scheduler.wrap(store, actor, (method, args, result) => {
       if (method === 'join' && (result as { ok: boolean }).ok) {
         const r = args[0] as JoinRequest;
         grants.push({ actor: actor.name, key: r.roleKey, epoch: r.seq });
@@ -274,6 +277,7 @@ function actors(w: ElectionState): void {
       if (method === 'claim' && (result as WriteOutcome).ok)
         grants.push({ actor: actor.name, key: String(args[0]), epoch: Number((result as { item: { epoch: number } }).item.epoch) });
     });
+    return w.calls.observe(actor.name, stepped);
   };
 
   // Every append the ledger store accepted, with the fence as it stood just before (the first send only).
@@ -344,14 +348,6 @@ function actors(w: ElectionState): void {
     random,
   });
 
-  /** The harness's own check right after every passed stop-time check (the check's promise): no act at or past the stop time. */
-  const stopCheck = (actor: Actor, actorClock: Clock, stopAtMs: () => number): RunHooks => ({
-    afterCheck: () => {
-      const now = actorClock.monotonicMs();
-      if (now >= stopAtMs()) violations.push(`${actor.name} passed its check at ${now} ms, at or past its stop time ${stopAtMs()} ms`);
-    },
-  });
-
   // The broken variant sidecar-heartbeat: a crashed candidate's item is renewed on, by a sidecar that outlived it,
   // as long as it is still the candidate's (the heartbeat must come from the process doing the work, or a dead worker keeps its lease).
   const sidecar = (name: string): void => {
@@ -416,11 +412,12 @@ function actors(w: ElectionState): void {
         const epoch = leadership.epoch;
         scheduler.log(`${actor.name} leads with epoch ${epoch}`);
         try {
-          const fence = new EpochFence({ ledger: scheduler.wrap(observedLedgers(actor), actor), clock: actorClock, random }, ledgerKey(s.role));
+          const fence = new EpochFence(
+            { ledger: w.calls.observe(actor.name, scheduler.wrap(observedLedgers(actor), actor)), clock: actorClock, random },
+            ledgerKey(s.role),
+          );
           const head = await fence.head();
-          const ledger = new LedgerWriter(fence, leadership, epoch, name, head.version, {
-            hooks: stopCheck(actor, actorClock, () => leadership.stopAtMs),
-          });
+          const ledger = new LedgerWriter(fence, leadership, epoch, name, head.version);
           const bucketOf = { manifests: scheduler.wrap(observedBucket(actor), actor), clock: actorClock, random };
           const { writer: manifest } = await leadership.act(() => ManifestWriter.raiseAt(bucketOf, MANIFEST, s.role, epoch));
           for (let act = 0; act < s.acts && !lost; act++) {
@@ -463,13 +460,15 @@ function actors(w: ElectionState): void {
     const actor = newActor(name);
     const actorClock = clockOf(actor);
     const deps = depsOf(actor, actorClock);
-    const fence = new EpochFence({ ledger: scheduler.wrap(observedLedgers(actor), actor), clock: actorClock, random }, writerLedgerKey(s.writerRole));
+    const fence = new EpochFence(
+      { ledger: w.calls.observe(actor.name, scheduler.wrap(observedLedgers(actor), actor)), clock: actorClock, random },
+      writerLedgerKey(s.writerRole),
+    );
     if (name === 'w2') Object.assign(answered, { requestedAt: clock.monotonicMs(), actor });
     let writer: Writer | undefined;
-    const hooks = stopCheck(actor, actorClock, () => writer?.lease.stopAtMs ?? Infinity);
     const run = async () => {
       try {
-        writer = await handover(deps, s.writerRole, name, s.writer, fence, { hooks });
+        writer = await handover(deps, s.writerRole, name, s.writer, fence);
       } catch (err) {
         if (name === 'w2') answered.at = clock.monotonicMs();
         throw err;
@@ -662,9 +661,32 @@ function allEnded(w: ElectionState, ended: RunEnd): string[] {
     .map((a) => `${a.name} still running at ${end} ms (faults ended at ${faultsEndMs(w)} ms)`);
 }
 
+/**
+ * No ledger write (an append, the handover's bump) sent past its writer's stop time, computed from outside: from the
+ * sends of its own joins, claims and renewals (history.ts). The single writers hold the writer lease; the candidates
+ * their own items' leases.
+ */
+function ledgerWritesInTime(w: ElectionState): string[] {
+  const writer = (c: SentCall) => WRITERS.has(c.actor);
+  return [
+    ...stopTimeChecks(
+      w.calls.calls.filter((c) => !writer(c)),
+      ELECTION_SETTINGS.lease,
+      LEDGER_ACTS,
+    ),
+    ...stopTimeChecks(w.calls.calls.filter(writer), ELECTION_SETTINGS.writer, LEDGER_ACTS),
+  ];
+}
+
+/** The single writers' names; every other process is a candidate. */
+const WRITERS: ReadonlySet<string> = new Set(['w1', 'w2']);
+/** The ledger store's writes. */
+const LEDGER_ACTS: ReadonlySet<string> = new Set(['append', 'raise']);
+
 const checks: readonly Check<ElectionState>[] = [
   { name: 'epochs never repeat and only rise, per lock key, across the restore', check: (w) => epochChecks(w.grants) },
   { name: 'no append below the fence, none of a lower epoch after a bump', check: appendsFenced },
+  { name: 'no ledger write past its stop time', check: ledgerWritesInTime },
   { name: 'the ledgers are whole', check: ledgersWhole },
   { name: 'the manifest only moves forward', check: manifestForward },
   { name: 'the manifest names only acts the ledger has', check: manifestInLedger },

@@ -9,7 +9,7 @@
  */
 import type { VirtualClock } from '../../lib/core/clock';
 import type { LeaseConfig } from '../../lib/core/config';
-import type { ClaimWrite, Holding, LockStore, WriteOutcome } from '../../lib/core/store/lock';
+import type { ClaimWrite, Holding, JoinRequest, LockItem, LockStore, WriteOutcome } from '../../lib/core/store/lock';
 import { through } from '../../lib/sim/process';
 
 /** One store call an actor sent. */
@@ -103,12 +103,31 @@ export function leaseOverlapChecks(writes: readonly LockWrite[]): string[] {
 }
 
 /**
- * Each claim or renewal that took effect, by whom, when it was sent and when the holder knew it: answered, or (a claim
- * whose answer was lost) when its retry found the item holding its own rvn, which counts from the first send.
+ * Each claim, renewal or election join that took effect, by whom, when it was sent and when the holder knew it:
+ * answered, or (its answer lost) when its retry found the item holding its own rvn, counted from the first send.
  */
 function leaseGrants(calls: readonly SentCall[]): { readonly actor: string; readonly sentAt: number; readonly knownAt: number }[] {
   const out: { actor: string; sentAt: number; knownAt: number }[] = [];
   for (const c of calls) {
+    if (c.method === 'join' && c.answeredAt !== undefined) {
+      // A join writes the candidate's own item, its lease from the first send of the request (retries resend it).
+      const request = c.args[0] as JoinRequest;
+      const first = calls.find(
+        (o) => o.actor === c.actor && o.method === 'join' && (o.args[0] as JoinRequest).candidate.rvn === request.candidate.rvn,
+      )!;
+      const known = (c.result as { ok: boolean } | undefined)?.ok
+        ? c.answeredAt
+        : calls.find(
+            (o) =>
+              o.actor === c.actor &&
+              o.method === 'read' &&
+              o.args[0] === request.candidateKey &&
+              o.sentAt >= c.answeredAt! &&
+              (o.result as LockItem | undefined)?.rvn === request.candidate.rvn,
+          )?.answeredAt;
+      if (known !== undefined) out.push({ actor: c.actor, sentAt: first.sentAt, knownAt: known });
+      continue;
+    }
     if ((c.method !== 'claim' && c.method !== 'renew') || c.answeredAt === undefined) continue;
     const answer = c.result as WriteOutcome | undefined;
     if (answer?.ok) out.push({ actor: c.actor, sentAt: c.sentAt, knownAt: c.answeredAt });

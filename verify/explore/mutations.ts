@@ -256,7 +256,9 @@ type Update = (
  *   handover-no-bump    EpochFence.raise does nothing: the flip without the bump;
  *   manifest-blind-put  the manifest commit is an unconditional put, not If-Match on the version read;
  *   watchdog-off        the leadership watchdog is never armed, so onLost never comes;
- *   sidecar-heartbeat   a crashed candidate's item is renewed on by a sidecar that outlived it.
+ *   sidecar-heartbeat   a crashed candidate's item is renewed on by a sidecar that outlived it;
+ *   no-stop-check       the lease's stop-time check does nothing, as in the night world: caught from outside, by the
+ *                       ledger writes sent past their writer's stop time (history.ts).
  */
 export const ELECTION_MUTATIONS = [
   'epoch-deleted',
@@ -266,6 +268,7 @@ export const ELECTION_MUTATIONS = [
   'manifest-blind-put',
   'watchdog-off',
   'sidecar-heartbeat',
+  'no-stop-check',
 ] as const;
 export type ElectionMutation = (typeof ELECTION_MUTATIONS)[number];
 
@@ -294,6 +297,11 @@ export function applyElectionMutation(mutation: ElectionMutation | undefined): E
       return this.head();
     };
     undo.push(() => Object.defineProperty(EpochFence.prototype, 'raise', raise));
+  }
+  if (mutation === 'no-stop-check') {
+    const check = Object.getOwnPropertyDescriptor(Lease.prototype, 'check')!;
+    Lease.prototype.check = () => undefined;
+    undo.push(() => Object.defineProperty(Lease.prototype, 'check', check));
   }
   if (mutation === 'watchdog-off') {
     const proto = Leadership.prototype as unknown as { armWatchdog: () => void };

@@ -342,7 +342,7 @@ async function crash(ctx: Ctx): Promise<void> {
     }
     return;
   }
-  await recoverBySweeper(ctx, killedAt);
+  await recoverBySweeper(ctx, killedAt, Number(a.events.find((e) => e.event === 'claim')?.token));
 }
 
 /**
@@ -350,7 +350,7 @@ async function crash(ctx: Ctx): Promise<void> {
  * Checks that the re-queue comes within one lease plus one sweep period of the sweeper's first sighting, and
  * reports the whole time to DONE (sweeper start-up + that + one run, which waits out the lapsed lease itself).
  */
-async function recoverBySweeper(ctx: Ctx, faultsStoppedAt: number): Promise<void> {
+async function recoverBySweeper(ctx: Ctx, faultsStoppedAt: number, killedToken?: number): Promise<void> {
   if ((await jobState(ctx)) === 'DONE') {
     ctx.notes.push('the night was DONE before the fault: nothing to recover');
     return;
@@ -362,6 +362,13 @@ async function recoverBySweeper(ctx: Ctx, faultsStoppedAt: number): Promise<void
   await s.exited;
   const sweeps = s.events.filter((e) => e.event === 'swept' || e.event === 'sweeper-storm');
   const requeued = s.events.find((e) => e.event === 'requeued');
+  // A holder killed while its complete was on the wire: the request lands after the kill (and after the check above).
+  // The row says whose complete it was: DONE at the killed holder's own token, with nothing re-queued.
+  const row = await readJob({ jobs: new DynamoJobStore(ctx.o.clients.ddb, tableNames(ctx.prefix).jobs) }, Keys.job(DATE));
+  if (!requeued && row?.state === 'DONE' && killedToken !== undefined && row.owner_token === killedToken) {
+    ctx.notes.push(`the killed holder's complete (token ${killedToken}), sent before the kill, landed after it: nothing to recover`);
+    return;
+  }
   if (sweeps.length === 0 || !requeued || doneAt === undefined) {
     ctx.violations.push(`invariant 6: the sweeper did not bring the night to DONE (sweeps ${sweeps.length}, re-queued ${Boolean(requeued)})`);
     return;

@@ -1,6 +1,6 @@
 /**
- * `npm test`: every test file, each in a `node --test` run of its own, side by side in one slot more than the machine
- * has cores (at least three), against one embedded stack (DynamoDB Local behind the conflict proxy + local S3) started
+ * `npm test`: every test file, each in a `node --test` run of its own, side by side in two slots more than the machine
+ * has cores (at least four), against one embedded stack (DynamoDB Local behind the conflict proxy + local S3) started
  * once for the whole run. A file's output is printed whole when it ends, so files run side by side never interleave.
  *
  * The folders under test/ are tiers, by what their files need (docs/REPOSITORY.md § Tests):
@@ -84,13 +84,13 @@ const TEST_LIMIT_MS = 5 * 60_000;
 const RUN_LIMIT_MS = 20 * 60_000;
 
 /**
- * Files side by side: one more than the cores (at least three), or FENCEPOST_TEST_SLOTS. A real-process file mostly
- * waits on real time, so one slot more than the cores uses their idle share (docs/REPOSITORY.md § Tests measures it).
+ * Files side by side: two more than the cores (at least four), or FENCEPOST_TEST_SLOTS. A real-process file mostly
+ * waits on real time, so slots beyond the cores use their idle share (docs/REPOSITORY.md § Tests measures it).
  */
 const SLOTS = slotsOf(process.env.FENCEPOST_TEST_SLOTS);
 
 function slotsOf(value: string | undefined): number {
-  if (value === undefined) return Math.max(3, availableParallelism() + 1);
+  if (value === undefined) return Math.max(4, availableParallelism() + 2);
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1) throw new Error(`FENCEPOST_TEST_SLOTS must be a whole number of at least 1, not ${JSON.stringify(value)}`);
   return n;

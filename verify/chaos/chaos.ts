@@ -224,8 +224,12 @@ function sweeper(ctx: Ctx, everyMs: number): WorkerProcess {
   return w;
 }
 
+async function jobRow(ctx: Ctx) {
+  return readJob({ jobs: new DynamoJobStore(ctx.o.clients.ddb, tableNames(ctx.prefix).jobs) }, Keys.job(DATE));
+}
+
 async function jobState(ctx: Ctx): Promise<string | undefined> {
-  return (await readJob({ jobs: new DynamoJobStore(ctx.o.clients.ddb, tableNames(ctx.prefix).jobs) }, Keys.job(DATE)))?.state;
+  return (await jobRow(ctx))?.state;
 }
 
 async function waitDone(ctx: Ctx, timeoutMs: number): Promise<number | undefined> {
@@ -342,7 +346,8 @@ async function crash(ctx: Ctx): Promise<void> {
     }
     return;
   }
-  await recoverBySweeper(ctx, killedAt, Number(a.events.find((e) => e.event === 'claim')?.token));
+  const claimed = a.events.find((e) => e.event === 'claim');
+  await recoverBySweeper(ctx, killedAt, claimed === undefined ? undefined : Number(claimed.token));
 }
 
 /**
@@ -364,7 +369,7 @@ async function recoverBySweeper(ctx: Ctx, faultsStoppedAt: number, killedToken?:
   const requeued = s.events.find((e) => e.event === 'requeued');
   // A holder killed while its complete was on the wire: the request lands after the kill (and after the check above).
   // The row says whose complete it was: DONE at the killed holder's own token, with nothing re-queued.
-  const row = await readJob({ jobs: new DynamoJobStore(ctx.o.clients.ddb, tableNames(ctx.prefix).jobs) }, Keys.job(DATE));
+  const row = await jobRow(ctx);
   if (!requeued && row?.state === 'DONE' && killedToken !== undefined && row.owner_token === killedToken) {
     ctx.notes.push(`the killed holder's complete (token ${killedToken}), sent before the kill, landed after it: nothing to recover`);
     return;

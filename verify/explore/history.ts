@@ -18,9 +18,9 @@ export interface SentCall {
   readonly method: string;
   readonly args: readonly unknown[];
   readonly sentAt: number;
-  /** When its answer reached the actor; absent while it has none (a crashed actor's, a paused one's at the end). */
+  /** When its answer reached the actor; absent while it has none (a crashed or paused actor's) or it was an error. */
   answeredAt?: number;
-  /** The answer, if it was one (not an error). */
+  /** The answer (absent with `answeredAt`). */
   result?: unknown;
 }
 

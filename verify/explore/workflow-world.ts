@@ -353,11 +353,11 @@ function actors(w: WorkflowState): void {
   const observed = (actor: Actor, inner: JobStore): JobStore => recordingBatches(actor.name, inner, jobs, batchLog);
 
   // Every claim that took effect: the epochs handed out.
-  const lockCall = (method: string, _args: unknown[], result: unknown): void => {
+  const lockCall = (method: string, args: unknown[], result: unknown): void => {
     const out = result as WriteOutcome;
     if (method !== 'claim' || !out?.ok) return;
     const holder = String(out.item.holder);
-    w.grants.push({ actor: holder, key: String(_args[0]), epoch: Number(out.item.epoch) });
+    w.grants.push({ actor: holder, key: String(args[0]), epoch: Number(out.item.epoch) });
     scheduler.log(`${holder} claimed epoch ${Number(out.item.epoch)}`);
   };
 

@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { explore, replayCommand, type ExploreSummary } from '../../verify/explore/explore';
 import { MUTATIONS } from '../../verify/explore/mutations';
 import { VirtualClock } from '../../lib/core/clock';
-import { Actor } from '../../verify/explore/scheduler';
-import { runSchedule } from '../../verify/explore/night-world';
+import { Actor, type PlacedFault } from '../../verify/explore/scheduler';
+import { runSchedule, type NightPlaced } from '../../verify/explore/night-world';
 import type { ScheduleResult } from '../../verify/explore/world';
 import { WORLD_NAMES, WORLDS, worldOf, worldsFor } from '../../verify/explore/worlds';
 import { parseSimulate, simulate } from '../../cli/simulate';
@@ -61,44 +61,54 @@ for (const mutation of MUTATIONS) {
   });
 }
 
-// Seeds that crash the sweeper at the step between its two (found by exploring from seed 42): on the real code
-// after `start`, before the re-queue record (BETWEEN); under requeue-before-start after the QUEUED write, before
-// `start` (BETWEEN_OLD: the old order shifts the sweeper's steps, so it is another seed).
-const BETWEEN = 60;
-const BETWEEN_OLD = 297;
+// Both holders die (holder-1 at its first batch, holder-2, the duplicate trigger, at its first read): the night is
+// left CLAIMED for the sweeper. Placed, not drawn, so every seed has the case.
+const ORPHANED: NightPlaced = {
+  duplicateAtMs: 2_000,
+  faults: [
+    { actor: 'holder-1', method: 'recordBatch', kind: 'crash' },
+    { actor: 'holder-2', method: 'read', kind: 'crash' },
+  ],
+};
+const also = (...faults: PlacedFault[]): NightPlaced => ({ ...ORPHANED, faults: [...ORPHANED.faults, ...faults] });
+const SEEDS = [1, 2, 3];
 
-test(`a sweeper crashed between its start and its re-queue record is replaced by a fresh one, and the run it started makes the night DONE (seed ${BETWEEN})`, async () => {
-  const r = await runSchedule(BETWEEN);
-  const crash = r.trace.findIndex((l) => / sweeper-1 requeue CRASH /.test(l));
-  assert.ok(crash >= 0, `seed ${BETWEEN} no longer crashes sweeper-1 at its re-queue record:\n${r.trace.join('\n')}`);
-  const before = r.trace.slice(0, crash).filter((l) => / sweeper-1 /.test(l));
-  const started = / sweeper-1 starts a new run (\S+)$/.exec(before.at(-1)!);
-  assert.ok(started, `the crash is right after the start: ${before.at(-1)}`);
-  assert.ok(
-    r.trace.slice(crash).some((l) => / sweeper-2 starts$/.test(l)),
-    'a fresh sweeper replaces the dead one',
-  );
-  const holder = r.trace[r.trace.indexOf(before.at(-1)!) + 1].split(' ')[1];
-  assert.ok(
-    r.trace.some((l) => l.includes(` ${holder} ends completed `)),
-    `the run started before the crash (${holder}) completes the night`,
-  );
-  assert.deepEqual(r.violations, []);
-  assert.equal(r.state, 'DONE');
-});
+for (const seed of SEEDS)
+  test(`a sweeper crashed between its start and its re-queue record is replaced by a fresh one, and the run it started makes the night DONE (seed ${seed})`, async () => {
+    const r = await runSchedule(seed, undefined, also({ actor: 'sweeper-1', method: 'requeue', kind: 'crash' }));
+    const crash = r.trace.findIndex((l) => / sweeper-1 requeue CRASH /.test(l));
+    assert.ok(crash >= 0, r.trace.join('\n'));
+    const before = r.trace.slice(0, crash).filter((l) => / sweeper-1 /.test(l));
+    const started = / sweeper-1 starts a new run (\S+)$/.exec(before.at(-1)!);
+    assert.ok(started, `the crash is right after the start: ${before.at(-1)}`);
+    assert.ok(
+      r.trace.slice(crash).some((l) => / sweeper-2 starts$/.test(l)),
+      'a fresh sweeper replaces the dead one',
+    );
+    const holder = r.trace[r.trace.indexOf(before.at(-1)!) + 1].split(' ')[1];
+    assert.ok(
+      r.trace.some((l) => l.includes(` ${holder} ends completed `)),
+      `the run started before the crash (${holder}) completes the night`,
+    );
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+  });
 
-test(`the sweeper's old order (QUEUED, out of the index, then start) strands the night when it dies between the two (seed ${BETWEEN_OLD})`, async () => {
-  assert.deepEqual((await runSchedule(BETWEEN_OLD)).violations, [], 'the same schedule passes on the real code');
-  const r = await runSchedule(BETWEEN_OLD, 'requeue-before-start');
-  const crash = r.trace.findIndex((l) => / sweeper-1 startExecution CRASH /.test(l));
-  assert.ok(crash >= 0, `seed ${BETWEEN_OLD} no longer crashes sweeper-1 at its start:\n${r.trace.join('\n')}`);
-  const before = r.trace.slice(0, crash).filter((l) => / sweeper-1 /.test(l));
-  assert.match(before.at(-1)!, / sweeper-1 requeueOut$/, 'the crash is right after the QUEUED write');
-  assert.equal(r.state, 'QUEUED');
-  assert.ok(
-    r.violations.some((v) => v.includes('never DONE')),
-    `liveness must catch the stranded night: ${JSON.stringify(r.violations)}`,
-  );
+test("the sweeper's old order (QUEUED, out of the index, then start) strands the night when it dies between the two", async () => {
+  for (const seed of SEEDS) {
+    const placed = also({ actor: 'sweeper-1', method: 'startExecution', kind: 'crash' });
+    assert.deepEqual((await runSchedule(seed, undefined, placed)).violations, [], `seed ${seed}: the same schedule passes on the real code`);
+    const r = await runSchedule(seed, 'requeue-before-start', placed);
+    const crash = r.trace.findIndex((l) => / sweeper-1 startExecution CRASH /.test(l));
+    assert.ok(crash >= 0, r.trace.join('\n'));
+    const before = r.trace.slice(0, crash).filter((l) => / sweeper-1 /.test(l));
+    assert.match(before.at(-1)!, / sweeper-1 requeueOut$/, 'the crash is right after the QUEUED write');
+    assert.equal(r.state, 'QUEUED');
+    assert.ok(
+      r.violations.some((v) => v.includes('never DONE')),
+      `liveness must catch the stranded night (seed ${seed}): ${JSON.stringify(r.violations)}`,
+    );
+  }
 });
 
 test("an actor's wall clock: a step moves it at once, a rate error from then on, and the reading stays continuous", async () => {
@@ -144,8 +154,7 @@ test('a paused actor runs nothing until it wakes, a crashed one nothing ever; a 
   assert.deepEqual(fired, ['a at 500']);
 });
 
-// One exploration of the real code over a fixed range, shared by the tests below: the wall faults and StartExecution
-// by name are checked in it (the range is shown to hold them: the tests count them).
+// One exploration of the real code over a fixed range, shared by the tests below (whatever faults its seeds draw).
 const RANGE = { from: 42, schedules: 100 };
 let range: Promise<{ summary: ExploreSummary; results: ScheduleResult[] }> | undefined;
 const exploreRange = () =>
@@ -157,42 +166,58 @@ const exploreRange = () =>
 const LAST = RANGE.from + RANGE.schedules - 1;
 
 // The real code times no duration on the wall clock: stepped and drifting wall clocks change nothing it decides.
-test(`wall-clock steps and rate errors land on holders and sweepers in seeds ${RANGE.from}..${LAST}, and the real code has no violation`, async () => {
-  const { summary, results } = await exploreRange();
-  const hit = new Map<string, Set<string>>();
-  for (const r of results)
-    for (const line of r.trace) {
-      const m = / (holder|sweeper)-\d+ (WALL-STEP|WALL-RATE) /.exec(line);
-      if (m) hit.set(m[2], (hit.get(m[2]) ?? new Set()).add(m[1]));
+// Each fault placed on a holder (at its claim, the moment its lease's end is written) and on the sweeper (at its read
+// of the lock, the moment it judges the lease), back and forward, with the duplicate trigger waiting on the lease.
+const WALL_FAULTS: readonly PlacedFault[][] = (
+  [
+    { kind: 'wall-step', ms: -15_000 },
+    { kind: 'wall-step', ms: 15_000 },
+    { kind: 'wall-rate', rate: 0.5 },
+    { kind: 'wall-rate', rate: 1.5 },
+  ] as const
+).map((f) => [
+  { ...f, actor: 'holder-1', method: 'claim' },
+  { ...f, actor: 'sweeper-1', method: 'read' },
+]);
+
+test('wall-clock steps and rate errors on holders and sweepers: the real code has no violation', async () => {
+  for (const faults of WALL_FAULTS)
+    for (const seed of SEEDS) {
+      for (const placed of [
+        { duplicateAtMs: 2_000, faults },
+        { ...ORPHANED, faults: [...ORPHANED.faults, ...faults] },
+      ]) {
+        const r = await runSchedule(seed, undefined, placed);
+        const landed = r.trace.filter((l) => / (holder|sweeper)-1 WALL-(STEP|RATE) /.test(l)).length;
+        assert.equal(landed, 2, `both wall faults land (seed ${seed}):\n${r.trace.join('\n')}`);
+        assert.deepEqual(r.violations, [], `seed ${seed}, ${JSON.stringify(placed)}`);
+        assert.equal(r.state, 'DONE');
+      }
     }
+});
+
+test(`the real code has no violation in the seeds ${RANGE.from}..${LAST}, whatever faults they draw`, async () => {
+  const { summary } = await exploreRange();
   assert.deepEqual(
     summary.violations.map((v) => [v.replay, v.violations]),
     [],
   );
-  assert.deepEqual([...hit.keys()].sort(), ['WALL-RATE', 'WALL-STEP']);
-  for (const [kind, actors] of hit) assert.deepEqual([...actors].sort(), ['holder', 'sweeper'], `${kind} on both holders and sweepers`);
 });
 
-// Found by exploring from seed 42 (the first catch): holder-1's wall clock steps back before its claim, so the
-// lease_until it writes is already past on holder-2's clock.
-const WALL_CATCH = 99;
+// holder-1's wall clock steps back at its claim, so the lease's end it writes is already past on holder-2's clock.
+const WALL_BACK: NightPlaced = { duplicateAtMs: 2_000, faults: [{ actor: 'holder-1', method: 'claim', kind: 'wall-step', ms: -15_000 }] };
 
-test(`claim-on-wall-clock: a wall clock stepped back lets the naive claim land while the holder still acts, two holders at once; the real claim waits (seed ${WALL_CATCH})`, async () => {
-  const broken = await runSchedule(WALL_CATCH, 'claim-on-wall-clock');
-  assert.ok(
-    broken.trace.some((l) => / WALL-(STEP|RATE) /.test(l)),
-    `the catch is the wall clock's: seed ${WALL_CATCH} has no wall fault:\n${broken.trace.join('\n')}`,
-  );
-  assert.ok(
-    broken.violations.some((v) => v.startsWith('two holders at once')),
-    JSON.stringify(broken.violations),
-  );
-  const honest = await runSchedule(WALL_CATCH);
-  assert.deepEqual(honest.violations, []);
-  assert.ok(
-    honest.trace.some((l) => / WALL-(STEP|RATE) /.test(l)),
-    'the real code meets the same wall fault',
-  );
+test('claim-on-wall-clock: a wall clock stepped back lets the naive claim land while the holder still acts, two holders at once; the real claim waits', async () => {
+  for (const seed of SEEDS) {
+    const broken = await runSchedule(seed, 'claim-on-wall-clock', WALL_BACK);
+    assert.ok(
+      broken.violations.some((v) => v.startsWith('two holders at once')),
+      `seed ${seed}: ${JSON.stringify(broken.violations)}`,
+    );
+    const honest = await runSchedule(seed, undefined, WALL_BACK);
+    assert.ok(honest.trace.some((l) => / holder-1 WALL-STEP -15000 ms at claim@/.test(l)));
+    assert.deepEqual(honest.violations, []);
+  }
 });
 
 test('fence-lt: the holder that raised the fence is refused by it (fenced out at its own token), and the night is never DONE', async () => {
@@ -206,32 +231,38 @@ test('fence-lt: the holder that raised the fence is refused by it (fenced out at
   assert.deepEqual((await runSchedule(42)).violations, []);
 });
 
-// StartExecution as AWS answers it: the same name again starts nothing. The range holds second deliveries of the
-// sweeper's start (TWICE) and sweeps retried under the same name after a failure.
-test(`StartExecution delivered twice or retried under the same name starts one run (seeds ${RANGE.from}..${LAST})`, async () => {
-  const { summary, results } = await exploreRange();
-  let twice = 0;
-  let again = 0;
+// StartExecution as AWS answers it: the same name again starts nothing. Placed: the sweeper's start delivered twice,
+// and a sweep that fails after its start (its re-queue record throttled) retried under the same name.
+test('StartExecution delivered twice or retried under the same name starts one run', async () => {
+  const cases: [PlacedFault, RegExp][] = [
+    [{ actor: 'sweeper-1', method: 'startExecution', kind: 'twice' }, / sweeper-1 startExecution TWICE at /],
+    [{ actor: 'sweeper-1', method: 'requeue', kind: 'throttle' }, / sweeper-1: sweep \S+ failed: ThrottlingException$/],
+  ];
+  for (const [fault, landed] of cases)
+    for (const seed of SEEDS) {
+      const r = await runSchedule(seed, undefined, also(fault));
+      assert.ok(
+        r.trace.some((l) => landed.test(l)),
+        `seed ${seed}: ${fault.kind} lands:\n${r.trace.join('\n')}`,
+      );
+      const started = r.trace.map((l) => / starts a new run (\S+)$/.exec(l)?.[1]).filter((n) => n !== undefined);
+      assert.equal(started.length, 1, `seed ${seed}: one run started: ${started.join(', ')}`);
+      assert.ok(
+        r.trace.some((l) => l.includes(`start ${started[0]}: exists`)),
+        `seed ${seed}: the second start met the first execution:\n${r.trace.join('\n')}`,
+      );
+      assert.deepEqual(r.violations, []);
+      assert.equal(r.state, 'DONE');
+    }
+});
+
+// Every run name started in the range is started once, whatever the seeds draw.
+test(`a run name is started once in the seeds ${RANGE.from}..${LAST}`, async () => {
+  const { results } = await exploreRange();
   for (const r of results) {
     const started = r.trace.map((l) => / starts a new run (\S+)$/.exec(l)?.[1]).filter((n) => n !== undefined);
     assert.equal(new Set(started).size, started.length, `seed ${r.seed}: a run name started twice: ${started.join(', ')}`);
-    for (const [i, line] of r.trace.entries()) {
-      if (!/ startExecution TWICE at /.test(line)) continue;
-      twice++;
-      const name = / starts a new run (\S+)$/.exec(r.trace[i + 1])![1];
-      assert.ok(
-        r.trace.slice(i + 1).some((l) => l.includes(`start ${name}: exists`)),
-        `seed ${r.seed}: the second delivery met the first execution`,
-      );
-    }
-    again += r.trace.filter((l) => /: exists \(/.test(l)).length;
   }
-  assert.deepEqual(
-    summary.violations.map((v) => v.replay),
-    [],
-  );
-  assert.ok(twice > 0, 'the range holds a second delivery');
-  assert.ok(again > twice, 'and a sweep retried under the same name');
 });
 
 // All worlds (the CLI's default): the seed picks the world among those that take the mutation, so the same seed is

@@ -30,7 +30,7 @@ import { DEFAULT_BACKOFF } from '../../lib/core/conditions';
 import { prng } from '../../lib/core/prng';
 import { requeueRunName } from '../../lib/lambda/sweep-verify';
 import { type Broken, type Mutation, applyMutation } from './mutations';
-import { Actor, Scheduler } from './scheduler';
+import { Actor, type Placed, Scheduler } from './scheduler';
 import { type Accepted, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
 import { CallLog, HOLDER_ACTS, LockHistory, leaseOverlapChecks, stopTimeChecks, tokenOfAct } from './history';
 import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
@@ -87,6 +87,11 @@ const LAG_STREAM = 0x5eed_0000;
 const DATE = '2026-09-28';
 const ITEMS = 'items';
 
+/** Faults placed by a test, and when the duplicate trigger comes (absent: it does not). */
+export interface NightPlaced extends Placed {
+  readonly duplicateAtMs?: number;
+}
+
 // ─── Setup: one schedule's state ─────────────────────────────────────────────────────────────────────────────────
 
 /** One schedule of the night: its clock, streams, scheduler and stores, and what the actors record for the checks. */
@@ -113,14 +118,15 @@ interface NightState extends WorldState {
   readonly holders: Actor[];
   /** When the night's complete took effect. */
   doneAt: number | undefined;
+  readonly placed: NightPlaced | undefined;
 }
 
-function setup(seed: number, mutation: string | undefined): NightState {
+function setup(seed: number, mutation: string | undefined, placed?: NightPlaced): NightState {
   const s = EXPLORE_SETTINGS;
   const random = prng(seed);
   const clock = new VirtualClock();
   const restarts = new Map<Actor, () => number | undefined>();
-  const scheduler = new Scheduler(clock, random, s.faults, (actor) => restarts.get(actor)?.());
+  const scheduler = new Scheduler(clock, random, s.faults, (actor) => restarts.get(actor)?.(), undefined, placed);
   // The index's lag draws from its own stream of the seed, so the scheduler's draws stay as they were.
   const lagRandom = prng(seed + LAG_STREAM);
   const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
@@ -146,6 +152,7 @@ function setup(seed: number, mutation: string | undefined): NightState {
     lockWrites,
     holders: [],
     doneAt: undefined,
+    placed,
   };
 }
 
@@ -304,8 +311,8 @@ function actors(w: NightState): void {
   scheduler.log(`the sparse index lags by up to ${w.indexLagMs} ms`);
   startHolder(`holder-${++holders}`);
   // Drawn after the first holder started (its start draws too), as it always was: a schedule replays from its seed.
-  const duplicateAt = Math.floor(random() * s.duplicateWithinMs);
-  clock.after(duplicateAt, () => startHolder(`holder-${++holders}`));
+  const duplicateAt = w.placed ? w.placed.duplicateAtMs : Math.floor(random() * s.duplicateWithinMs);
+  if (duplicateAt !== undefined) clock.after(duplicateAt, () => startHolder(`holder-${++holders}`));
   startSweeper();
 }
 
@@ -361,7 +368,7 @@ const checks: readonly Check<NightState>[] = [
 
 // ─── The world ───────────────────────────────────────────────────────────────────────────────────────────────────
 
-export const NIGHT_WORLD: World<NightState> = {
+export const NIGHT_WORLD: World<NightState, NightPlaced> = {
   setup,
   actors,
   // The night is DONE and every holder has ended (or crashed).
@@ -376,5 +383,6 @@ export const NIGHT_WORLD: World<NightState> = {
   },
 };
 
-/** Run one schedule of the night world from its seed (optionally with a broken variant of a rule) and check it. */
-export const runSchedule = (seed: number, mutation?: Mutation): Promise<ScheduleResult> => runWorld(NIGHT_WORLD, seed, mutation);
+/** Run one schedule of the night world from its seed (optionally with a broken variant of a rule, or placed faults) and check it. */
+export const runSchedule = (seed: number, mutation?: Mutation, placed?: NightPlaced): Promise<ScheduleResult> =>
+  runWorld(NIGHT_WORLD, seed, mutation, placed);

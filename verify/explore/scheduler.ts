@@ -15,6 +15,9 @@
  *   twice     the request is delivered twice (a retry after a lost response): applied, applied again, the second
  *             answer returned (only the methods in plan.twice).
  * The wall faults change only the actor's own wall reading: the monotonic time stays shared and true.
+ *
+ * A test that needs a case places its faults (`placed`) instead of hoping a seed draws them: each lands at the call it
+ * names, in every schedule, and no fault is drawn at random.
  */
 import type { VirtualClock } from '../../lib/core/clock';
 import { SimProcess, through } from '../../lib/sim/process';
@@ -44,6 +47,25 @@ export interface FaultPlan {
   readonly emphasis?: readonly { readonly methods: readonly string[]; readonly kind: FaultKind; readonly weight: number }[];
   /** Store methods where the chance of a fault is this share of `chance` (a claimant's polls: many, and alike). @default none */
   readonly seldomAt?: { readonly methods: readonly string[]; readonly share: number };
+}
+
+/**
+ * A fault placed at a named call: the nth call of `method` by an actor whose name matches `actor`. A pause lasts
+ * `ms`; a wall step moves the wall by `ms` (signed); a wall rate sets the factor `rate`.
+ */
+export interface PlacedFault {
+  readonly actor: string | RegExp;
+  readonly method: string;
+  /** @default 1 (the first matching call) */
+  readonly nth?: number;
+  readonly kind: FaultKind;
+  readonly ms?: number;
+  readonly rate?: number;
+}
+
+/** Faults placed by a test: only these are injected (none is drawn), each once. */
+export interface Placed {
+  readonly faults: readonly PlacedFault[];
 }
 
 /**
@@ -89,6 +111,8 @@ export class Scheduler {
   /** Each fault injected: its kind and crash point `method@step`. */
   readonly faults: { readonly kind: FaultKind; readonly point: string; readonly at: number; readonly until: number }[] = [];
   private readonly parked: Parked[] = [];
+  /** Each placed fault's count of matching calls so far (undefined: faults are drawn, none placed). */
+  private readonly placedSeen: number[] | undefined;
 
   constructor(
     readonly clock: VirtualClock,
@@ -97,7 +121,11 @@ export class Scheduler {
     private readonly restart: Restart = () => undefined,
     /** The store methods that are transactions (a conflict can be injected there). @default the fenced batch's */
     private readonly transactions: ReadonlySet<string> = TRANSACTIONS,
-  ) {}
+    /** Faults placed by a test instead of drawn. */
+    private readonly placed?: Placed,
+  ) {
+    this.placedSeen = placed?.faults.map(() => 0);
+  }
 
   /** The virtual time the last fault's effect ended (its pause included); -Infinity before any. */
   get faultsEndMs(): number {
@@ -158,7 +186,8 @@ export class Scheduler {
   private step(call: Parked): void {
     const { actor, method } = call;
     actor.steps++;
-    const fault = call.faulted ? undefined : this.pickFault(method);
+    const placed = call.faulted ? undefined : this.placedAt(actor, method);
+    const fault = call.faulted ? undefined : this.placedSeen ? placed?.kind : this.pickFault(method);
     const point = `${method}@${actor.steps}`;
     const now = this.clock.monotonicMs();
     if (fault === undefined) {
@@ -175,7 +204,7 @@ export class Scheduler {
       return; // never settles
     }
     if (fault === 'pause') {
-      const ms = Math.floor(this.random() * this.plan.maxPauseMs);
+      const ms = placed?.ms ?? Math.floor(this.random() * this.plan.maxPauseMs);
       actor.pause(ms);
       this.faults.push({ kind: fault, point, at: now, until: now + ms });
       this.log(`${actor.name} ${method} PAUSE ${ms} ms at ${point}`);
@@ -184,7 +213,7 @@ export class Scheduler {
       return;
     }
     if (fault === 'wall-step' || fault === 'wall-rate') {
-      this.shiftWall(actor, fault, point);
+      this.shiftWall(actor, fault, point, placed);
       call.run().then(call.resolve, call.reject);
       return;
     }
@@ -210,20 +239,32 @@ export class Scheduler {
    * A wall-clock fault: a step of up to ±maxStepMs, or a rate of 1 ± up to maxRateError from now on. Its effect on
    * the real code must be none (it times nothing on the wall clock), so it ends where it is injected.
    */
-  private shiftWall(actor: Actor, kind: 'wall-step' | 'wall-rate', point: string): void {
-    const wall = this.plan.wall!;
+  private shiftWall(actor: Actor, kind: 'wall-step' | 'wall-rate', point: string, placed?: PlacedFault): void {
+    const wall = this.plan.wall ?? { maxStepMs: 0, maxRateError: 0 };
     const now = this.clock.monotonicMs();
-    const signed = 2 * this.random() - 1;
+    const signed = placed ? 0 : 2 * this.random() - 1;
     if (kind === 'wall-step') {
-      const byMs = Math.round(signed * wall.maxStepMs);
+      const byMs = placed?.ms ?? Math.round(signed * wall.maxStepMs);
       actor.stepWall(byMs);
       this.log(`${actor.name} WALL-STEP ${byMs >= 0 ? '+' : ''}${byMs} ms at ${point}`);
     } else {
-      const rate = Math.round((1 + signed * wall.maxRateError) * 1000) / 1000;
+      const rate = placed?.rate ?? Math.round((1 + signed * wall.maxRateError) * 1000) / 1000;
       actor.setWallRate(rate);
       this.log(`${actor.name} WALL-RATE x${rate} at ${point}`);
     }
     this.faults.push({ kind, point, at: now, until: now });
+  }
+
+  /** The placed fault due at this call, if any: each placed fault counts its matching calls and lands on the nth. */
+  private placedAt(actor: Actor, method: string): PlacedFault | undefined {
+    const faults = this.placed?.faults ?? [];
+    let due: PlacedFault | undefined;
+    faults.forEach((f, i) => {
+      const named = typeof f.actor === 'string' ? f.actor === actor.name : f.actor.test(actor.name);
+      if (!named || f.method !== method) return;
+      if (++this.placedSeen![i] === (f.nth ?? 1)) due ??= f;
+    });
+    return due;
   }
 
   private pickFault(method: string): FaultKind | undefined {

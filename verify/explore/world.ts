@@ -6,7 +6,7 @@
  *
  * The worlds: night-world.ts, workflow-world.ts, election-world.ts; by name: worlds.ts.
  */
-import type { RunEnd, Scheduler } from './scheduler';
+import type { Placed, RunEnd, Scheduler } from './scheduler';
 
 /** What one schedule did and what its checks found. */
 export interface ScheduleResult {
@@ -38,9 +38,12 @@ export interface Check<S> {
   readonly check: (state: S, ended: RunEnd) => readonly string[] | Promise<readonly string[]>;
 }
 
-export interface World<S extends WorldState> {
-  /** Build one schedule's state from its seed and broken variant; nothing runs yet. */
-  readonly setup: (seed: number, mutation: string | undefined) => S;
+export interface World<S extends WorldState, P extends Placed = Placed> {
+  /**
+   * Build one schedule's state from its seed and broken variant; nothing runs yet. With `placed`, the schedule's
+   * faults and the world's own chance events (a duplicate trigger, a restore) are the placed ones only: none is drawn.
+   */
+  readonly setup: (seed: number, mutation: string | undefined, placed?: P) => S;
   /** Start the actors on that state. */
   readonly actors: (state: S) => void;
   /** The schedule is over (asked after every turn). */
@@ -58,9 +61,14 @@ export interface World<S extends WorldState> {
   readonly end: (state: S) => Promise<{ readonly line: string; readonly state: string | undefined; readonly faults?: readonly string[] }>;
 }
 
-/** Run one schedule of `world` from its seed (optionally with a broken variant) and check it. */
-export async function runWorld<S extends WorldState>(world: World<S>, seed: number, mutation?: string): Promise<ScheduleResult> {
-  const state = world.setup(seed, mutation);
+/** Run one schedule of `world` from its seed (optionally with a broken variant, or with placed faults) and check it. */
+export async function runWorld<S extends WorldState, P extends Placed>(
+  world: World<S, P>,
+  seed: number,
+  mutation?: string,
+  placed?: P,
+): Promise<ScheduleResult> {
+  const state = world.setup(seed, mutation, placed);
   world.actors(state);
   const { scheduler } = state;
   let ended: RunEnd;

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { explore, replayCommand, type ExploreSummary } from '../../verify/explore/explore';
 import { MUTATIONS } from '../../verify/explore/mutations';
 import { VirtualClock } from '../../lib/core/clock';
-import { Actor, type PlacedFault } from '../../verify/explore/scheduler';
+import { Actor, type PlacedFault, Scheduler } from '../../verify/explore/scheduler';
 import { runSchedule, type NightPlaced } from '../../verify/explore/night-world';
 import type { ScheduleResult } from '../../verify/explore/world';
 import { WORLD_NAMES, WORLDS, worldOf, worldsFor } from '../../verify/explore/worlds';
@@ -93,6 +93,30 @@ for (const seed of SEEDS)
     assert.deepEqual(r.violations, []);
     assert.equal(r.state, 'DONE');
   });
+
+test('a sweeper dead between its start and its record, whose started run dies too: the fresh sweeper starts another run, and it makes the night DONE', async () => {
+  for (const seed of SEEDS) {
+    const r = await runSchedule(
+      seed,
+      undefined,
+      also({ actor: 'sweeper-1', method: 'requeue', kind: 'crash' }, { actor: 'holder-3', method: 'recordBatch', kind: 'crash' }),
+    );
+    assert.ok(
+      r.trace.some((l) => / holder-3 recordBatch CRASH /.test(l)),
+      r.trace.join('\n'),
+    );
+    const runs = r.trace.map((l) => / (sweeper-\d+) starts a new run (\S+)$/.exec(l)).filter((m) => m !== null);
+    assert.deepEqual(
+      runs.map((m) => m[1]),
+      ['sweeper-1', 'sweeper-2'],
+      `seed ${seed}: the dead sweeper's run, then the fresh sweeper's`,
+    );
+    assert.notEqual(runs[0][2], runs[1][2], "a new name: the fence the fresh sweeper saw is the dead run's");
+    assert.ok(r.trace.some((l) => / holder-4 ends completed token \d+$/.test(l)));
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+  }
+});
 
 test("the sweeper's old order (QUEUED, out of the index, then start) strands the night when it dies between the two", async () => {
   for (const seed of SEEDS) {
@@ -218,6 +242,61 @@ test('claim-on-wall-clock: a wall clock stepped back lets the naive claim land w
     assert.ok(honest.trace.some((l) => / holder-1 WALL-STEP -15000 ms at claim@/.test(l)));
     assert.deepEqual(honest.violations, []);
   }
+});
+
+// A late answer: the store applies holder-1's claim at once and the answer reaches it 5 s later; its first renewal's
+// answer is 6 s late too. The lease counts its stop time from the send, so holder-1 stops at 8 s; counted from the
+// answer (stop-time-from-answer) it acts on to 13 s, past the lease the store granted from 0.
+const LATE_ANSWERS: NightPlaced = {
+  faults: [
+    { actor: 'holder-1', method: 'claim', kind: 'late', ms: 5_000 },
+    { actor: 'holder-1', method: 'renew', kind: 'late', ms: 6_000 },
+  ],
+};
+
+test('late answers: the stop time counts from the send, so an answer that comes late does not stretch the lease', async () => {
+  for (const seed of SEEDS) {
+    const honest = await runSchedule(seed, undefined, LATE_ANSWERS);
+    assert.ok(
+      honest.trace.some((l) => /^0 holder-1 claim LATE 5000 ms at claim@/.test(l)),
+      honest.trace.join('\n'),
+    );
+    assert.ok(
+      honest.trace.some((l) => / holder-1 ends lost-lease token 1$/.test(l)),
+      `seed ${seed}: holder-1 stops at its stop time`,
+    );
+    assert.deepEqual(honest.violations, []);
+    assert.equal(honest.state, 'DONE');
+    const broken = await runSchedule(seed, 'stop-time-from-answer', LATE_ANSWERS);
+    assert.ok(
+      broken.violations.some((v) => /^holder-1 sent \w+ at \d+ ms, past its stop time 8000 ms/.test(v)),
+      `seed ${seed}: ${JSON.stringify(broken.violations)}`,
+    );
+  }
+});
+
+test("a late answer reaches its actor the given time after the call applied; a crashed actor's never does", async () => {
+  const clock = new VirtualClock();
+  const plan = { chance: 0, budget: 0, maxPauseMs: 0, windowMs: 0 };
+  const scheduler = new Scheduler(clock, () => 0, plan, undefined, undefined, {
+    faults: [
+      { actor: 'a', method: 'write', kind: 'late', ms: 700 },
+      { actor: 'b', method: 'write', kind: 'late', ms: 700 },
+    ],
+  });
+  const applied: string[] = [];
+  const answered: string[] = [];
+  const [a, b] = [new Actor('a', clock), new Actor('b', clock)];
+  for (const actor of [a, b])
+    void scheduler
+      .wrap({ write: async () => void applied.push(`${actor.name} at ${clock.monotonicMs()}`) }, actor)
+      .write()
+      .then(() => answered.push(`${actor.name} at ${clock.monotonicMs()}`));
+  await scheduler.run(() => applied.length === 2 && clock.monotonicMs() >= 100, 100, 100);
+  b.crash();
+  await scheduler.run(() => false, 5_000, 100);
+  assert.deepEqual(applied.sort(), ['a at 0', 'b at 0']);
+  assert.deepEqual(answered, ['a at 700']);
 });
 
 test('fence-lt: the holder that raised the fence is refused by it (fenced out at its own token), and the night is never DONE', async () => {

@@ -11,7 +11,9 @@
  *                    the claim conditional on `attribute_not_exists(holder) OR lease_until < :claimant_now_minus_margin`,
  *                    instead of a full lease's wait on an unchanged rvn;
  *   fence-lt         THE fence comparison (lib/core/aws/job-store.ts FENCE_CLAUSE, `fence <= :t`) written `fence < :t`:
- *                    the batch's check and the raises refuse a token equal to the fence.
+ *                    the batch's check and the raises refuse a token equal to the fence;
+ *   stop-time-from-answer  the lease counts its stop time from when a claim's or renewal's answer arrived, not from
+ *                    when it was sent: an answer that comes late moves the stop time past the lease the store granted.
  */
 import type { Clock } from '../../lib/core/clock';
 import type { LeaseConfig } from '../../lib/core/config';
@@ -34,6 +36,7 @@ export const MUTATIONS = [
   'requeue-before-start',
   'claim-on-wall-clock',
   'fence-lt',
+  'stop-time-from-answer',
 ] as const;
 export type Mutation = (typeof MUTATIONS)[number];
 
@@ -208,6 +211,16 @@ export function applyMutation(mutation: Mutation | undefined, stores: { readonly
           } satisfies Partial<LockStore>);
         },
       };
+    }
+    case 'stop-time-from-answer': {
+      // stopTimeFrom is private: the variant reaches behind it, and ignores the send time it is given.
+      type Counting = { stopTimeFrom(sentAt: number): number; deps: { clock: Clock }; config: LeaseConfig };
+      const proto = Lease.prototype as unknown as Counting;
+      const from = Object.getOwnPropertyDescriptor(proto, 'stopTimeFrom')!;
+      proto.stopTimeFrom = function (this: Counting) {
+        return this.deps.clock.monotonicMs() + this.config.leaseMs - this.config.marginMs;
+      };
+      return { ...plain, restore: () => Object.defineProperty(proto, 'stopTimeFrom', from) };
     }
     case 'fence-lt': {
       // `fence < :t` differs from `fence <= :t` only at equality: refuse exactly that, as the store would refuse it.

@@ -54,6 +54,8 @@ const EXPLORE_SETTINGS = {
     chance: 0.15,
     budget: 4,
     maxPauseMs: 20_000,
+    // An answer up to 6 s late: longer than the margin (2 s), so a stop time counted from the answer overruns.
+    lateMs: 6_000,
     windowMs: 40_000,
     // Exaggerated (an NTP step is rarely seconds, a drift rarely 1%) so a night of a minute meets them.
     wall: { maxStepMs: 15_000, maxRateError: 0.5 },
@@ -63,6 +65,7 @@ const EXPLORE_SETTINGS = {
     // twenty a lease) is faulted at a quarter of the chance.
     emphasis: [
       { methods: ['recordBatch'], kind: 'pause', weight: 4 },
+      { methods: ['claim', 'renew'], kind: 'late', weight: 4 },
       { methods: ['startExecution'], kind: 'twice', weight: 3 },
     ],
     seldomAt: { methods: ['read'], share: 0.25 },

@@ -8,6 +8,8 @@
  *             (so it stops renewing); the world may restart it as a fresh process (`restart`), after a delay;
  *   pause     the whole actor (its calls and its timers) stands still for a virtual time of any length;
  *   lost      the call is applied, then a transient error is thrown: the real retry code sees a lost response;
+ *   late      the call is applied now and its answer reaches the actor up to plan.lateMs later (a slow network on
+ *             the way back): the store's time of the write and the actor's time of the answer differ;
  *   throttle  a ThrottlingException before applying;
  *   conflict  a transaction cancelled with TransactionConflict before applying (transactions only);
  *   wall-step the actor's wall clock steps forward or back by a seeded amount, then the call proceeds (plan.wall);
@@ -23,7 +25,7 @@ import type { VirtualClock } from '../../lib/core/clock';
 import { SimProcess, through } from '../../lib/sim/process';
 
 /** A fault the scheduler can inject at a step boundary. */
-export type FaultKind = 'crash' | 'pause' | 'lost' | 'throttle' | 'conflict' | 'wall-step' | 'wall-rate' | 'twice';
+export type FaultKind = 'crash' | 'pause' | 'lost' | 'late' | 'throttle' | 'conflict' | 'wall-step' | 'wall-rate' | 'twice';
 
 /** How often and how hard to inject. */
 export interface FaultPlan {
@@ -35,6 +37,8 @@ export interface FaultPlan {
   readonly maxPauseMs: number;
   /** No fault is injected after this virtual time. */
   readonly windowMs: number;
+  /** Late answers: the longest delay between a call's apply and its answer, in virtual ms. @default none */
+  readonly lateMs?: number;
   /** Wall-clock faults: a step of up to ±maxStepMs, a rate of 1 ± up to maxRateError. @default none */
   readonly wall?: { readonly maxStepMs: number; readonly maxRateError: number };
   /** Store methods whose request can be delivered twice. @default none */
@@ -51,7 +55,8 @@ export interface FaultPlan {
 
 /**
  * A fault placed at a named call: the nth call of `method` by an actor whose name matches `actor`. A pause lasts
- * `ms`; a wall step moves the wall by `ms` (signed); a wall rate sets the factor `rate`.
+ * `ms`; a late answer comes `ms` after the call applied; a wall step moves the wall by `ms` (signed); a wall rate
+ * sets the factor `rate`.
  */
 export interface PlacedFault {
   readonly actor: string | RegExp;
@@ -217,6 +222,18 @@ export class Scheduler {
       call.run().then(call.resolve, call.reject);
       return;
     }
+    if (fault === 'late') {
+      const ms = placed?.ms ?? Math.floor(this.random() * (this.plan.lateMs ?? 0));
+      this.faults.push({ kind: fault, point, at: now, until: now + ms });
+      this.log(`${actor.name} ${method} LATE ${ms} ms at ${point}`);
+      // On the actor's own timer: a process paused meanwhile reads the answer when it wakes, a crashed one never.
+      const answer = (settle: () => void) => actor.after(ms, settle);
+      call.run().then(
+        (value) => answer(() => call.resolve(value)),
+        (err: unknown) => answer(() => call.reject(err)),
+      );
+      return;
+    }
     this.faults.push({ kind: fault, point, at: now, until: now });
     this.log(`${actor.name} ${method} ${fault.toUpperCase()} at ${point}`);
     if (fault === 'twice') {
@@ -273,6 +290,7 @@ export class Scheduler {
     const chance = plan.seldomAt?.methods.includes(method) ? plan.chance * plan.seldomAt.share : plan.chance;
     if (this.random() >= chance) return undefined;
     const kinds: FaultKind[] = ['pause', 'lost', 'throttle', 'crash'];
+    if (plan.lateMs) kinds.push('late');
     if (this.transactions.has(method)) kinds.push('conflict');
     if (plan.wall) kinds.push('wall-step', 'wall-rate');
     if (plan.twice?.includes(method)) kinds.push('twice');

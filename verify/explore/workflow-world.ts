@@ -104,9 +104,10 @@ const LAG_STREAM = 0x5eed_0000;
 
 /**
  * Every mutation this world takes: its own, and the core's (mutations.ts) but the sweeper's order (the Sweeper class's)
- * and the claim on the wall clock (it needs the night world's wall-clock faults, which this world does not inject).
+ * and the claim on the wall clock and the stop time counted from the answer (they need the night world's wall-clock
+ * faults and late answers, which this world does not inject yet).
  */
-const NOT_HERE = ['requeue-before-start', 'claim-on-wall-clock'] as const;
+const NOT_HERE = ['requeue-before-start', 'claim-on-wall-clock', 'stop-time-from-answer'] as const;
 type NotHere = (typeof NOT_HERE)[number];
 export const WORKFLOW_WORLD_MUTATIONS = [
   ...(Object.keys(WORKFLOW_MUTATIONS) as WorkflowMutation[]),

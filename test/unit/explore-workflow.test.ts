@@ -6,7 +6,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { WORKFLOW_WORLD_MUTATIONS, runWorkflowSchedule } from '../../verify/explore/workflow-world';
+import { WORKFLOW_WORLD_MUTATIONS, runWorkflowSchedule, type WorkflowPlaced } from '../../verify/explore/workflow-world';
+import type { PlacedFault } from '../../verify/explore/scheduler';
 
 const digest = (traces: readonly (readonly string[])[]) => {
   const h = createHash('sha256');
@@ -31,82 +32,88 @@ test('the same seed gives the same trace: 20 schedules from seed 1, run twice, h
   assert.notDeepEqual(first[0].trace, first[1].trace, 'two seeds, two schedules');
 });
 
-test('100 schedules from seed 1 on the real code: no violation (the night the trigger started is DONE in each), and faults at every level were injected', async () => {
+test('100 schedules from seed 1 on the real code: no violation (the night the trigger started is DONE in each)', async () => {
   const results = await schedules(1, 100);
   assert.deepEqual(
     results.filter((r) => r.violations.length > 0).map((r) => [r.seed, r.violations]),
     [],
   );
-  const points = new Set(results.flatMap((r) => r.crashPoints.map((p) => p.split(' ')[0])));
-  for (const kind of ['crash', 'pause', 'lost', 'throttle', 'invoke-throttled', 'invoke-timed-out', 'invoke-no-answer'])
-    assert.ok(points.has(kind), `no ${kind} in 100 schedules: ${[...points].join(', ')}`);
 });
 
-// Seed 31: a process exit in Observe, the first of night-a's tasks to touch the lock, with no duplicate trigger. The
-// night was started and no sweep can see it until it is raised: only the definition's Retry can carry it on.
-const STRANDED = 31;
+// Each case below places the faults it needs (verify/explore/scheduler.ts `Placed`), so it happens on every seed; it
+// runs on these.
+const SEEDS = [1, 2, 3];
+const nightA = (state: string) => new RegExp(`^night-a/${state}#`);
+const sweep1 = (state: string) => new RegExp(`^sweep-1/${state}#`);
 
-test(`a process exit before the raise (seed ${STRANDED}): the step is retried and the night the trigger started is DONE`, async () => {
-  const r = await runWorkflowSchedule(STRANDED);
-  const exit = r.trace.findIndex((l) => / night-a\/(Prepare|Observe|Claim|RaiseFence)#\d+ \w+ CRASH /.test(l));
-  assert.ok(exit >= 0, `seed ${STRANDED} no longer crashes a pre-raise step of night-a:\n${r.trace.join('\n')}`);
-  assert.ok(!r.trace.some((l) => / starts execution night-b$/.test(l)), `seed ${STRANDED} now delivers the trigger twice`);
-  const step = / night-a\/(\w+)#/.exec(r.trace[exit])![1];
-  assert.ok(
-    r.trace.slice(exit).some((l) => new RegExp(` night-a ${step} retries Runtime\\.ExitError in \\d+ ms$`).test(l)),
-    `the definition retries ${step} after its process exited:\n${r.trace.join('\n')}`,
-  );
-  assert.deepEqual(r.violations, []);
-  assert.equal(r.state, 'DONE');
+// A chunk's write paused 200 s: past its task's TimeoutSeconds (90 s) the execution fails while the Lambda runs on;
+// the sweeper re-queues the night, and the re-queued run takes it with a higher token.
+const ZOMBIE_WRITE: PlacedFault = { actor: nightA('RunChunk'), method: 'recordBatch', kind: 'pause', ms: 200_000 };
+
+// A process exit in Observe, the first of night-a's tasks to touch the store, with no duplicate trigger. The night was
+// started and no sweep can see it until it is raised: only the definition's Retry can carry it on.
+test('a process exit before the raise: the step is retried and the night the trigger started is DONE', async () => {
+  for (const seed of SEEDS) {
+    const r = await runWorkflowSchedule(seed, undefined, { faults: [{ actor: nightA('Observe'), method: 'readJob', kind: 'crash' }] });
+    const exit = r.trace.findIndex((l) => / night-a\/Observe#\d+ readJob CRASH /.test(l));
+    assert.ok(exit >= 0, r.trace.join('\n'));
+    assert.ok(!r.trace.some((l) => / starts execution night-b$/.test(l)), 'the trigger came once');
+    assert.ok(
+      r.trace.slice(exit).some((l) => / night-a Observe retries Runtime\.ExitError in \d+ ms$/.test(l)),
+      `the definition retries Observe after its process exited:\n${r.trace.join('\n')}`,
+    );
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+  }
 });
 
-// Seed 29: night-a claims epoch 1, and its RaiseFence process exits at the job row's write (the crash answer "claim,
-// then raise the job row"). The retried RaiseFence takes the lease up again under the same token and raises.
-const RAISE_EXIT = 29;
-
-test(`a RaiseFence process that exits before the job row is written is retried under the same token (seed ${RAISE_EXIT})`, async () => {
-  const r = await runWorkflowSchedule(RAISE_EXIT);
-  const exit = r.trace.findIndex((l) => / night-a\/RaiseFence#\d+ raiseJob CRASH /.test(l));
-  assert.ok(exit >= 0, `seed ${RAISE_EXIT} no longer kills night-a's RaiseFence at the job row:\n${r.trace.join('\n')}`);
-  const claims = r.trace.slice(0, exit).filter((l) => l.endsWith(' night-a claimed epoch 1'));
-  assert.equal(claims.length, 1, 'night-a claimed epoch 1 before its raise died');
-  assert.match(r.trace[exit + 1], / night-a RaiseFence retries Runtime\.ExitError in \d+ ms$/);
-  const raised = r.trace.findIndex((l, i) => i > exit && / night-a\/RaiseFence#\d+ raiseJob$/.test(l));
-  assert.ok(raised > exit, 'the retried RaiseFence writes the job row');
-  assert.ok(
-    r.trace.slice(raised).some((l) => / night-a\/RunChunk#\d+ batch accepted token 1 /.test(l)),
-    "night-a's chunks write under the token it claimed before the exit",
-  );
-  assert.deepEqual(r.violations, []);
-  assert.equal(r.state, 'DONE');
+// night-a claims epoch 1, and its RaiseFence process exits at the job row's write (the crash answer "claim, then raise
+// the job row"). The retried RaiseFence takes the lease up again under the same token and raises.
+test('a RaiseFence process that exits before the job row is written is retried under the same token', async () => {
+  for (const seed of SEEDS) {
+    const r = await runWorkflowSchedule(seed, undefined, { faults: [{ actor: nightA('RaiseFence'), method: 'raiseJob', kind: 'crash' }] });
+    const exit = r.trace.findIndex((l) => / night-a\/RaiseFence#\d+ raiseJob CRASH /.test(l));
+    assert.ok(exit >= 0, r.trace.join('\n'));
+    const claims = r.trace.slice(0, exit).filter((l) => l.endsWith(' night-a claimed epoch 1'));
+    assert.equal(claims.length, 1, 'night-a claimed epoch 1 before its raise died');
+    assert.match(r.trace[exit + 1], / night-a RaiseFence retries Runtime\.ExitError in \d+ ms$/);
+    const raised = r.trace.findIndex((l, i) => i > exit && / night-a\/RaiseFence#\d+ raiseJob$/.test(l));
+    assert.ok(raised > exit, 'the retried RaiseFence writes the job row');
+    assert.ok(
+      r.trace.slice(raised).some((l) => / night-a\/RunChunk#\d+ batch accepted token 1 /.test(l)),
+      "night-a's chunks write under the token it claimed before the exit",
+    );
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+  }
 });
 
-// Seed 59: night-a's claim is paused past Claim's TimeoutSeconds; the retried Claim claims (the same holder: its rvn is
+// night-a's claim is paused 100 s, past Claim's TimeoutSeconds (50 s); the retried Claim claims (the same holder: its rvn is
 // derived from the execution and the sighting) and the night completes. The zombie's claim saw no lock item, so it is
 // conditional on "never claimed": it reaches the store after the night's release and is refused (the item exists).
-const CLAIM_ZOMBIE = 59;
-
-test(`a Claim retried after States.Timeout beside its zombie: one holder billing the night; the zombie's late claim bills nothing (seed ${CLAIM_ZOMBIE})`, async () => {
-  const r = await runWorkflowSchedule(CLAIM_ZOMBIE);
-  const timeout = r.trace.findIndex((l) => / night-a\/Claim#\d+ task TIMEOUT after \d+ s; its Lambda runs on$/.test(l));
-  assert.ok(timeout >= 0, `seed ${CLAIM_ZOMBIE} no longer times night-a's Claim out:\n${r.trace.join('\n')}`);
-  const zombie = / (night-a\/Claim#\d+) task TIMEOUT/.exec(r.trace[timeout])![1];
-  assert.match(r.trace[timeout + 1], / night-a Claim retries States\.Timeout in \d+ ms$/);
-  const grants = r.trace.map((l) => / night-a claimed epoch (\d+)$/.exec(l)).flatMap((m, i) => (m ? [{ i, epoch: Number(m[1]) }] : []));
-  const ended = r.trace.findIndex((l) => / night-a ends SUCCEEDED at Completed$/.test(l));
-  assert.ok(ended > timeout, `night-a completes the night:\n${r.trace.join('\n')}`);
-  const billed = grants.filter((g) => g.i < ended);
-  assert.equal(billed.length, 1, 'one claim before the night ended: the retried one');
-  const zombieClaim = r.trace.findIndex((l, i) => i > ended && l.endsWith(` ${zombie} claim`));
-  assert.ok(zombieClaim > ended, `the zombie's claim reaches the store after the release:\n${r.trace.join('\n')}`);
-  assert.deepEqual(
-    grants.filter((g) => g.i > ended),
-    [],
-    "the zombie's claim (on a lock it saw never claimed) is refused: no epoch after the night's",
-  );
-  assert.ok(!r.trace.slice(ended).some((l) => / batch accepted /.test(l)), 'nothing is written under it');
-  assert.deepEqual(r.violations, []);
-  assert.equal(r.state, 'DONE');
+test("a Claim retried after States.Timeout beside its zombie: one holder billing the night; the zombie's late claim bills nothing", async () => {
+  for (const seed of SEEDS) {
+    const r = await runWorkflowSchedule(seed, undefined, { faults: [{ actor: nightA('Claim'), method: 'claim', kind: 'pause', ms: 100_000 }] });
+    const timeout = r.trace.findIndex((l) => / night-a\/Claim#\d+ task TIMEOUT after \d+ s; its Lambda runs on$/.test(l));
+    assert.ok(timeout >= 0, r.trace.join('\n'));
+    const zombie = / (night-a\/Claim#\d+) task TIMEOUT/.exec(r.trace[timeout])![1];
+    assert.match(r.trace[timeout + 1], / night-a Claim retries States\.Timeout in \d+ ms$/);
+    const grants = r.trace.map((l) => / night-a claimed epoch (\d+)$/.exec(l)).flatMap((m, i) => (m ? [{ i, epoch: Number(m[1]) }] : []));
+    const ended = r.trace.findIndex((l) => / night-a ends SUCCEEDED at Completed$/.test(l));
+    assert.ok(ended > timeout, `night-a completes the night:\n${r.trace.join('\n')}`);
+    const billed = grants.filter((g) => g.i < ended);
+    assert.equal(billed.length, 1, 'one claim before the night ended: the retried one');
+    const zombieClaim = r.trace.findIndex((l, i) => i > ended && l.endsWith(` ${zombie} claim`));
+    assert.ok(zombieClaim > ended, `the zombie's claim reaches the store after the release:\n${r.trace.join('\n')}`);
+    assert.deepEqual(
+      grants.filter((g) => g.i > ended),
+      [],
+      "the zombie's claim (on a lock it saw never claimed) is refused: no epoch after the night's",
+    );
+    assert.ok(!r.trace.slice(ended).some((l) => / batch accepted /.test(l)), 'nothing is written under it');
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+  }
 });
 
 // Each broken variant, applied by the harness only, is caught within `within` schedules from `from` (the first
@@ -136,86 +143,140 @@ for (const mutation of WORKFLOW_WORLD_MUTATIONS) {
 }
 
 test('the workflow variants are caught for their own reason: the Wait that is the claim rule timer, the task timeout', async () => {
-  const skipped = await runWorkflowSchedule(13, 'wait-skipped');
-  assert.ok(
-    skipped.violations.some((v) => /claimed .* while night-a's lease ran to/.test(v)),
-    `a claimant whose Wait states do not wait takes over a live holder:\n${skipped.violations.join('\n')}`,
-  );
-  const untimed = await runWorkflowSchedule(2, 'no-task-timeout');
-  assert.ok(
-    untimed.violations.some((v) => /execution night-a still RUNNING/.test(v)),
-    `without TimeoutSeconds, a task whose Lambda never answers waits for ever:\n${untimed.violations.join('\n')}`,
-  );
-  assert.ok(
-    (await runWorkflowSchedule(2)).trace.some((l) => / night-a\/\w+#\d+ task TIMEOUT after \d+ s/.test(l)),
-    'the same schedule on the real definition: the task times out',
-  );
+  for (const seed of SEEDS) {
+    const skipped = await runWorkflowSchedule(seed, 'wait-skipped', { faults: [], againAtMs: 2_000 });
+    assert.ok(
+      skipped.violations.some((v) => /claimed .* while night-a's lease ran to/.test(v)),
+      `a claimant whose Wait states do not wait takes over a live holder:\n${skipped.violations.join('\n')}`,
+    );
+    const unanswered = { faults: [], invoke: [{ execution: 'night-a', state: 'RunChunk', kind: 'no-answer' }] } as const;
+    const untimed = await runWorkflowSchedule(seed, 'no-task-timeout', unanswered);
+    assert.ok(
+      untimed.violations.some((v) => /execution night-a still RUNNING/.test(v)),
+      `without TimeoutSeconds, a task whose Lambda never answers waits for ever:\n${untimed.violations.join('\n')}`,
+    );
+    const timed = await runWorkflowSchedule(seed, undefined, unanswered);
+    assert.ok(
+      timed.trace.some((l) => / night-a\/RunChunk#\d+ task TIMEOUT after 90 s/.test(l)),
+      'the same schedule on the real definition: the task times out',
+    );
+    assert.deepEqual(timed.violations, []);
+    assert.deepEqual((await runWorkflowSchedule(seed, undefined, { faults: [], againAtMs: 2_000 })).violations, []);
+  }
 });
 
-// Seed 35: a chunk's write is in flight (paused) past its task's TimeoutSeconds; Step Functions moves on while the
-// Lambda runs, a re-queued run takes the night with a higher token, and the zombie's write lands below its fence.
-const ZOMBIE = 35;
-
-test(`a task timeout leaves a zombie holder whose write lands later, and the fence refuses it (seed ${ZOMBIE})`, async () => {
-  const r = await runWorkflowSchedule(ZOMBIE);
-  const timeout = r.trace.findIndex((l) => / (night-\w)\/RunChunk#\d+ task TIMEOUT after \d+ s; its Lambda runs on$/.test(l));
-  assert.ok(timeout >= 0, `seed ${ZOMBIE} no longer times a chunk task out:\n${r.trace.join('\n')}`);
-  const zombie = / (\S+) task TIMEOUT/.exec(r.trace[timeout])![1];
-  const execution = zombie.split('/')[0];
-  const ended = r.trace.findIndex((l, i) => i > timeout && l.includes(` ${execution} ends `));
-  assert.ok(ended > timeout, `the execution moves on after its task's timeout:\n${r.trace.join('\n')}`);
-  const refused = r.trace.findIndex((l, i) => i > ended && l.includes(` ${zombie} batch REFUSED `));
-  assert.ok(refused > ended, `the zombie's write lands after its execution ended, and is refused:\n${r.trace.join('\n')}`);
-  const [, token, fence] = / token (\d+) below fence (\d+) /.exec(r.trace[refused])!;
-  assert.ok(Number(token) < Number(fence), r.trace[refused]);
-  assert.ok(
-    r.trace.slice(0, refused).some((l) => l.endsWith(` claimed epoch ${fence}`)),
-    'the fence it met is a later holder token',
-  );
-  assert.deepEqual(r.violations, []);
-  assert.equal(r.state, 'DONE');
-  // The fence is what refused it: with the fence comparison broken, the same schedule refuses nothing.
-  const broken = await runWorkflowSchedule(ZOMBIE, 'fence-below');
-  assert.ok(!broken.trace.some((l) => l.includes(` ${zombie} batch REFUSED `)));
+// A chunk's write is in flight (paused) past its task's TimeoutSeconds; Step Functions moves on while the Lambda runs,
+// a re-queued run takes the night with a higher token, and the zombie's write lands below its fence.
+test('a task timeout leaves a zombie holder whose write lands later, and the fence refuses it', async () => {
+  for (const seed of SEEDS) {
+    const r = await runWorkflowSchedule(seed, undefined, { faults: [ZOMBIE_WRITE] });
+    const timeout = r.trace.findIndex((l) => / (night-\w)\/RunChunk#\d+ task TIMEOUT after \d+ s; its Lambda runs on$/.test(l));
+    assert.ok(timeout >= 0, r.trace.join('\n'));
+    const zombie = / (\S+) task TIMEOUT/.exec(r.trace[timeout])![1];
+    const execution = zombie.split('/')[0];
+    const ended = r.trace.findIndex((l, i) => i > timeout && l.includes(` ${execution} ends `));
+    assert.ok(ended > timeout, `the execution moves on after its task's timeout:\n${r.trace.join('\n')}`);
+    const refused = r.trace.findIndex((l, i) => i > ended && l.includes(` ${zombie} batch REFUSED `));
+    assert.ok(refused > ended, `the zombie's write lands after its execution ended, and is refused:\n${r.trace.join('\n')}`);
+    const [, token, fence] = / token (\d+) below fence (\d+) /.exec(r.trace[refused])!;
+    assert.ok(Number(token) < Number(fence), r.trace[refused]);
+    assert.ok(
+      r.trace.slice(0, refused).some((l) => l.endsWith(` claimed epoch ${fence}`)),
+      'the fence it met is a later holder token',
+    );
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+    // The fence is what refused it: with the fence comparison broken, the same schedule refuses nothing.
+    const broken = await runWorkflowSchedule(seed, 'fence-below', { faults: [ZOMBIE_WRITE] });
+    assert.ok(!broken.trace.some((l) => l.includes(` ${zombie} batch REFUSED `)));
+  }
 });
 
-test("StartExecution delivered twice, or retried after its answer was lost, is AWS's same execution: one run per name (seeds 34, 471)", async () => {
-  const twice = await runWorkflowSchedule(34);
-  const at = twice.trace.findIndex((l) => / StartExecution (\S+) delivered twice$/.test(l));
-  assert.ok(at >= 0, `seed 34 no longer delivers a StartExecution twice:\n${twice.trace.join('\n')}`);
-  const name = / StartExecution (\S+) delivered twice/.exec(twice.trace[at])![1];
-  assert.match(twice.trace[at + 1], new RegExp(`StartExecution ${name}: the same execution \\(open, same input\\)$`));
-  assert.equal(twice.trace.filter((l) => l.endsWith(`starts execution ${name}`)).length, 1);
+// The night orphaned by the zombie write above; the sweeper's StartExecution of its re-queued run is delivered twice,
+// or its answer is lost and the step retried.
+test("StartExecution delivered twice, or retried after its answer was lost, is AWS's same execution: one run per name", async () => {
+  for (const seed of SEEDS) {
+    const twice = await runWorkflowSchedule(seed, undefined, { faults: [ZOMBIE_WRITE], startTwice: [{ actor: sweep1('VerifyAndRequeue') }] });
+    const at = twice.trace.findIndex((l) => / StartExecution (\S+) delivered twice$/.test(l));
+    assert.ok(at >= 0, twice.trace.join('\n'));
+    const name = / StartExecution (\S+) delivered twice/.exec(twice.trace[at])![1];
+    assert.match(twice.trace[at + 1], new RegExp(`StartExecution ${name}: the same execution \\(open, same input\\)$`));
+    assert.equal(twice.trace.filter((l) => l.endsWith(`starts execution ${name}`)).length, 1);
 
-  const lost = await runWorkflowSchedule(471);
-  const send = lost.trace.findIndex((l) => /\/VerifyAndRequeue#\d+ send LOST /.test(l));
-  assert.ok(send >= 0, `seed 471 no longer loses a StartExecution's answer:\n${lost.trace.join('\n')}`);
-  const started = / starts execution (\S+)$/.exec(lost.trace[send + 1])![1];
-  assert.ok(
-    lost.trace.slice(send + 2).some((l) => l.endsWith(`StartExecution ${started}: the same execution (open, same input)`)),
-    "the retried step's StartExecution meets the execution its lost one started",
-  );
-  assert.equal(lost.trace.filter((l) => l.endsWith(`starts execution ${started}`)).length, 1);
-  for (const r of [twice, lost]) assert.deepEqual(r.violations, []);
+    const lost = await runWorkflowSchedule(seed, undefined, {
+      faults: [ZOMBIE_WRITE, { actor: sweep1('VerifyAndRequeue'), method: 'send', kind: 'lost' }],
+    });
+    const send = lost.trace.findIndex((l) => /\/VerifyAndRequeue#\d+ send LOST /.test(l));
+    assert.ok(send >= 0, lost.trace.join('\n'));
+    const started = / starts execution (\S+)$/.exec(lost.trace[send + 1])![1];
+    assert.ok(
+      lost.trace.slice(send + 2).some((l) => l.endsWith(`StartExecution ${started}: the same execution (open, same input)`)),
+      "the retried step's StartExecution meets the execution its lost one started",
+    );
+    assert.equal(lost.trace.filter((l) => l.endsWith(`starts execution ${started}`)).length, 1);
+    for (const r of [twice, lost]) {
+      assert.deepEqual(r.violations, []);
+      assert.equal(r.state, 'DONE');
+    }
+  }
 });
 
-// Seed 4423: a VerifyAndRequeue whose Invoke timed out runs on and starts the re-queued run; the retried invocation's
-// StartExecution is paused past its task's timeout and lands after that run completed the night. (A started run
-// that dies at its first task, which closed the name sooner, no longer fails: the steps before the raise are retried.)
-const CLOSED_NAME = 4423;
+// A VerifyAndRequeue whose Invoke timed out runs on and starts the re-queued run, its re-queue record paused; the
+// retried invocation sees the night still unrecorded, and its StartExecution, paused 40 s, lands after that run
+// completed the night.
+const CLOSED: WorkflowPlaced = {
+  faults: [
+    ZOMBIE_WRITE,
+    { actor: sweep1('VerifyAndRequeue'), method: 'requeue', kind: 'pause', ms: 100_000 },
+    { actor: sweep1('VerifyAndRequeue'), method: 'send', nth: 2, kind: 'pause', ms: 40_000 },
+  ],
+  invoke: [{ execution: 'sweep-1', state: 'VerifyAndRequeue', kind: 'timed-out', afterStep: 1 }],
+};
 
-test(`a StartExecution for a name whose execution has closed is ExecutionAlreadyExists, taken as its own earlier start (seed ${CLOSED_NAME})`, async () => {
-  const r = await runWorkflowSchedule(CLOSED_NAME);
-  const exists = r.trace.findIndex((l) => / StartExecution (\S+): ExecutionAlreadyExists \((SUCCEEDED|FAILED)\)$/.test(l));
-  assert.ok(exists >= 0, `seed ${CLOSED_NAME} no longer meets a closed execution's name:\n${r.trace.join('\n')}`);
-  const [, by, name] = / (sweep-\d+\/VerifyAndRequeue#\d+) StartExecution (\S+): /.exec(r.trace[exists])!;
-  assert.equal(r.trace.filter((l) => l.endsWith(`starts execution ${name}`)).length, 1, 'no second run under that name');
-  const closed = r.trace.findIndex((l) => l.includes(` ${name} ends `));
-  assert.ok(closed >= 0 && closed < exists, 'the execution it names had closed');
-  assert.ok(
-    r.trace.slice(exists + 1).some((l) => l.endsWith(`${by} requeue`)),
-    'the step takes the name as its own earlier start and goes on to record the re-queue',
-  );
-  assert.deepEqual(r.violations, []);
-  assert.equal(r.state, 'DONE');
+test('a StartExecution for a name whose execution has closed is ExecutionAlreadyExists, taken as its own earlier start', async () => {
+  for (const seed of SEEDS) {
+    const r = await runWorkflowSchedule(seed, undefined, CLOSED);
+    const exists = r.trace.findIndex((l) => / StartExecution (\S+): ExecutionAlreadyExists \((SUCCEEDED|FAILED)\)$/.test(l));
+    assert.ok(exists >= 0, r.trace.join('\n'));
+    const [, by, name] = / (sweep-\d+\/VerifyAndRequeue#\d+) StartExecution (\S+): /.exec(r.trace[exists])!;
+    assert.equal(r.trace.filter((l) => l.endsWith(`starts execution ${name}`)).length, 1, 'no second run under that name');
+    const closed = r.trace.findIndex((l) => l.includes(` ${name} ends `));
+    assert.ok(closed >= 0 && closed < exists, 'the execution it names had closed');
+    assert.ok(
+      r.trace.slice(exists + 1).some((l) => l.endsWith(`${by} requeue`)),
+      'the step takes the name as its own earlier start and goes on to record the re-queue',
+    );
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+  }
+});
+
+// The two rare catches, placed: the zombie's write (above) passes a fence compared wrongly; a chunk paused 20 s at
+// its second renewal, past its stop time, acts on when its stop-time check does nothing.
+test('fence-below and no-stop-check, placed: the zombie write passes the broken fence, the chunk acts past its stop time', async () => {
+  const pausedRenewal: WorkflowPlaced = { faults: [{ actor: nightA('RunChunk'), method: 'renew', nth: 2, kind: 'pause', ms: 20_000 }] };
+  for (const seed of SEEDS) {
+    const below = await runWorkflowSchedule(seed, 'fence-below', { faults: [ZOMBIE_WRITE] });
+    assert.ok(
+      below.violations.some((v) => /^night-a\/RunChunk#\d+'s batch at token 1 passed the fence 2 /.test(v)),
+      JSON.stringify(below.violations),
+    );
+    const unchecked = await runWorkflowSchedule(seed, 'no-stop-check', pausedRenewal);
+    assert.ok(
+      unchecked.violations.some((v) => /^night-a\/RunChunk#\d+ sent \w+ at \d+ ms, past its stop time /.test(v)),
+      JSON.stringify(unchecked.violations),
+    );
+    assert.deepEqual((await runWorkflowSchedule(seed, undefined, pausedRenewal)).violations, []);
+  }
+});
+
+test('an invocation throttled by Lambda is retried by the definition, and the night is DONE', async () => {
+  for (const seed of SEEDS) {
+    const r = await runWorkflowSchedule(seed, undefined, { faults: [], invoke: [{ execution: 'night-a', state: 'RunChunk', kind: 'throttled' }] });
+    const at = r.trace.findIndex((l) => / night-a\/RunChunk#\d+ invoke THROTTLED$/.test(l));
+    assert.ok(at >= 0, r.trace.join('\n'));
+    assert.match(r.trace[at + 1], / night-a RunChunk retries Lambda\.TooManyRequestsException in \d+ ms$/);
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+  }
 });

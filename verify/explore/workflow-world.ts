@@ -60,7 +60,7 @@ import { resolveJoin } from '../../lib/local/workflow';
 import { prng } from '../../lib/core/prng';
 import { interpreter, maxDelayMs, StateError, tasksOf, type MachineDef, type Retrier, type StateDef } from './sfn';
 import { MUTATIONS, WORKFLOW_MUTATIONS, type Broken, type Mutation, type WorkflowMutation, applyMutation } from './mutations';
-import { Actor, Scheduler } from './scheduler';
+import { Actor, type Placed, Scheduler } from './scheduler';
 import { CallLog, HOLDER_ACTS, LockHistory, leaseOverlapChecks, stopTimeChecks } from './history';
 import { type Accepted, type Grant, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
 import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
@@ -239,6 +239,23 @@ interface Execution {
   end?: string;
 }
 
+/**
+ * Faults placed by a test (scheduler.ts `Placed`), and this world's own: the trigger's second delivery (absent: none),
+ * faults at an invocation (the nth attempt of a state in an execution; `timed-out` after the invocation's `afterStep`th
+ * store call, default 1), and StartExecution delivered twice (the nth send by a matching actor).
+ */
+export interface WorkflowPlaced extends Placed {
+  readonly againAtMs?: number;
+  readonly invoke?: readonly {
+    readonly execution: string;
+    readonly state: string;
+    readonly nth?: number;
+    readonly kind: 'throttled' | 'timed-out' | 'no-answer';
+    readonly afterStep?: number;
+  }[];
+  readonly startTwice?: readonly { readonly actor: string | RegExp; readonly nth?: number }[];
+}
+
 /** A fault of this world's own (the scheduler's are at store calls). */
 interface InvokeFault {
   readonly kind: string;
@@ -280,9 +297,10 @@ interface WorkflowState extends WorldState {
   raised: boolean;
   /** Every delivery of the nightly trigger has come. */
   triggered: boolean;
+  readonly placed: WorkflowPlaced | undefined;
 }
 
-function setup(seed: number, mutation: string | undefined): WorkflowState {
+function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlaced): WorkflowState {
   if (mutation !== undefined && !(WORKFLOW_WORLD_MUTATIONS as readonly string[]).includes(mutation))
     throw new Error(`unknown mutation ${mutation}: one of ${WORKFLOW_WORLD_MUTATIONS.join(', ')}`);
   const f = flow();
@@ -290,11 +308,18 @@ function setup(seed: number, mutation: string | undefined): WorkflowState {
   const random = prng(seed);
   const clock = new VirtualClock();
   const invocations = new Map<Actor, (error: string) => void>();
-  const scheduler = new Scheduler(clock, random, s.faults, (actor) => {
-    // A process that dies mid-invocation: Lambda answers the task with the runtime's exit.
-    invocations.get(actor)?.(CRASHED);
-    return undefined;
-  });
+  const scheduler = new Scheduler(
+    clock,
+    random,
+    s.faults,
+    (actor) => {
+      // A process that dies mid-invocation: Lambda answers the task with the runtime's exit.
+      invocations.get(actor)?.(CRASHED);
+      return undefined;
+    },
+    undefined,
+    placed,
+  );
   const lagRandom = prng(seed + LAG_STREAM);
   const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
   const jobs = new MemoryJobStore({ clock, jobs: TABLES.jobs, indexLagMs, random: lagRandom });
@@ -329,6 +354,7 @@ function setup(seed: number, mutation: string | undefined): WorkflowState {
     doneAt: undefined,
     raised: false,
     triggered: false,
+    placed,
   };
 }
 
@@ -342,10 +368,29 @@ function actors(w: WorkflowState): void {
   const s = FLOW_SETTINGS;
   const { f, clock, scheduler, random, jobs, broken, violations, invokeFaults, executions, running } = w;
 
-  const invokeFault = (): string | undefined => {
+  // Placed faults count their matching attempts and sends (the nth lands), as the scheduler's do.
+  const attemptsSeen = new Map<string, number>();
+  const startsSeen = w.placed?.startTwice?.map(() => 0) ?? [];
+  const invokeFault = (exec: string, state: string): { kind: string; afterStep?: number } | undefined => {
+    if (w.placed) {
+      const key = `${exec}/${state}`;
+      const n = (attemptsSeen.get(key) ?? 0) + 1;
+      attemptsSeen.set(key, n);
+      return w.placed.invoke?.find((f) => f.execution === exec && f.state === state && (f.nth ?? 1) === n);
+    }
     if (invokeFaults.length >= s.invokeFaults.budget || clock.monotonicMs() > s.faults.windowMs) return undefined;
     if (random() >= s.invokeFaults.chance) return undefined;
-    return ['throttled', 'timed-out', 'no-answer'][Math.floor(random() * 3)];
+    return { kind: ['throttled', 'timed-out', 'no-answer'][Math.floor(random() * 3)] };
+  };
+  const startTwice = (actor: Actor): boolean => {
+    if (w.placed) {
+      const i = (w.placed.startTwice ?? []).findIndex((f, j) => {
+        const named = typeof f.actor === 'string' ? f.actor === actor.name : f.actor.test(actor.name);
+        return named && ++startsSeen[j] === (f.nth ?? 1);
+      });
+      return i >= 0;
+    }
+    return invokeFaults.length < s.invokeFaults.budget && clock.monotonicMs() <= s.faults.windowMs && random() < s.invokeFaults.chance;
   };
 
   // The job store a holder's invocations see: the mutation's view (one per execution, as a holder's process
@@ -380,7 +425,7 @@ function actors(w: WorkflowState): void {
       send: async (command: { input: { name?: string; input?: string } }) => {
         const { name = '', input = '' } = command.input;
         const out = startJob(name, input, actor);
-        if (invokeFaults.length < s.invokeFaults.budget && clock.monotonicMs() <= s.faults.windowMs && random() < s.invokeFaults.chance) {
+        if (startTwice(actor)) {
           invokeFaults.push({ kind: 'start-twice', point: `StartExecution@${actor.name}`, at: clock.monotonicMs() });
           scheduler.log(`${actor.name} StartExecution ${name} delivered twice`);
           try {
@@ -431,7 +476,8 @@ function actors(w: WorkflowState): void {
     const handler = f.handlerOf[String(st.Resource)];
     if (!handler) throw new Error(`task ${state} invokes no function of the stack: ${String(st.Resource)}`);
     const actor = new Actor(`${exec.name}/${state}#${++invocationCount}`, clock);
-    const fault = invokeFault();
+    const placedFault = invokeFault(exec.name, state);
+    const fault = placedFault?.kind;
     const now = clock.monotonicMs();
     // An unanswered invocation's effect lasts until its task's TimeoutSeconds ends it.
     const effectEnds = fault === 'no-answer' ? now + (st.TimeoutSeconds ?? 0) * 1000 : now;
@@ -458,7 +504,7 @@ function actors(w: WorkflowState): void {
         : undefined;
       // A process that exits answers the task with the exit, unless no answer reaches the task at all.
       w.invocations.set(actor, (error) => (fault === 'no-answer' ? undefined : fail(error, 'the process exited')));
-      const timeoutAt = fault === 'timed-out' ? 1 + Math.floor(random() * 3) : undefined;
+      const timeoutAt = fault !== 'timed-out' ? undefined : w.placed ? (placedFault?.afterStep ?? 1) : 1 + Math.floor(random() * 3);
       let steps = 0;
       const onStep = () => {
         if (++steps !== timeoutAt) return;
@@ -545,10 +591,10 @@ function actors(w: WorkflowState): void {
   scheduler.log(`the sparse index lags by up to ${w.indexLagMs} ms`);
   const trigger = JSON.stringify({ scheduledTime: SCHEDULED_TIME });
   startJob('night-a', trigger);
-  if (random() < 0.5) {
-    const at = Math.floor(random() * s.duplicateWithinMs);
-    scheduler.log(`the nightly trigger is delivered again at ${at} ms`);
-    clock.after(at, () => {
+  const againAt = w.placed ? w.placed.againAtMs : random() < 0.5 ? Math.floor(random() * s.duplicateWithinMs) : undefined;
+  if (againAt !== undefined) {
+    scheduler.log(`the nightly trigger is delivered again at ${againAt} ms`);
+    clock.after(againAt, () => {
       startJob('night-b', trigger);
       w.triggered = true;
     });
@@ -599,7 +645,7 @@ const checks: readonly Check<WorkflowState>[] = [
 // ---------------------------------------------------------------------------------------------------------------
 // The world.
 
-export const WORKFLOW_WORLD: World<WorkflowState> = {
+export const WORKFLOW_WORLD: World<WorkflowState, WorkflowPlaced> = {
   setup,
   actors,
   // Done when the night is, every execution closed and every invocation returned; or when nothing can happen any
@@ -628,7 +674,8 @@ export const WORKFLOW_WORLD: World<WorkflowState> = {
  * Run one schedule of the workflow world from its seed, optionally with a broken variant, and check it.
  * @param mutation - one of WORKFLOW_WORLD_MUTATIONS
  */
-export const runWorkflowSchedule = (seed: number, mutation?: string): Promise<ScheduleResult> => runWorld(WORKFLOW_WORLD, seed, mutation);
+export const runWorkflowSchedule = (seed: number, mutation?: string, placed?: WorkflowPlaced): Promise<ScheduleResult> =>
+  runWorld(WORKFLOW_WORLD, seed, mutation, placed);
 
 /** A definition with `field` removed from every state (the no-task-timeout mutation). */
 function without(machine: MachineDef, field: keyof StateDef): MachineDef {

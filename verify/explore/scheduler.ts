@@ -68,6 +68,27 @@ export interface PlacedFault {
   readonly rate?: number;
 }
 
+/** An actor named by a placed fault: its name, or a pattern its name matches. */
+export const named = (actor: string | RegExp, name: string): boolean => (typeof actor === 'string' ? actor === name : actor.test(name));
+
+/** Placed faults, each counting the events it matches and landing on its nth (1 = the first). */
+export class PlacedCounts<F extends { readonly nth?: number }> {
+  private readonly seen: number[];
+
+  constructor(private readonly faults: readonly F[]) {
+    this.seen = faults.map(() => 0);
+  }
+
+  /** The fault due at this event, if any: every fault that `matches` it counts it. */
+  due(matches: (fault: F) => boolean): F | undefined {
+    let due: F | undefined;
+    this.faults.forEach((f, i) => {
+      if (matches(f) && ++this.seen[i] === (f.nth ?? 1)) due ??= f;
+    });
+    return due;
+  }
+}
+
 /** Faults placed by a test: only these are injected (none is drawn), each once. */
 export interface Placed {
   readonly faults: readonly PlacedFault[];
@@ -116,8 +137,8 @@ export class Scheduler {
   /** Each fault injected: its kind and crash point `method@step`. */
   readonly faults: { readonly kind: FaultKind; readonly point: string; readonly at: number; readonly until: number }[] = [];
   private readonly parked: Parked[] = [];
-  /** Each placed fault's count of matching calls so far (undefined: faults are drawn, none placed). */
-  private readonly placedSeen: number[] | undefined;
+  /** The placed faults and their counts of matching calls (undefined: faults are drawn, none placed). */
+  private readonly placedCounts: PlacedCounts<PlacedFault> | undefined;
 
   constructor(
     readonly clock: VirtualClock,
@@ -127,9 +148,9 @@ export class Scheduler {
     /** The store methods that are transactions (a conflict can be injected there). @default the fenced batch's */
     private readonly transactions: ReadonlySet<string> = TRANSACTIONS,
     /** Faults placed by a test instead of drawn. */
-    private readonly placed?: Placed,
+    placed?: Placed,
   ) {
-    this.placedSeen = placed?.faults.map(() => 0);
+    this.placedCounts = placed && new PlacedCounts(placed.faults);
   }
 
   /** The virtual time the last fault's effect ended (its pause included); -Infinity before any. */
@@ -191,8 +212,8 @@ export class Scheduler {
   private step(call: Parked): void {
     const { actor, method } = call;
     actor.steps++;
-    const placed = call.faulted ? undefined : this.placedAt(actor, method);
-    const fault = call.faulted ? undefined : this.placedSeen ? placed?.kind : this.pickFault(method);
+    const placed = call.faulted ? undefined : this.placedCounts?.due((f) => f.method === method && named(f.actor, actor.name));
+    const fault = call.faulted ? undefined : this.placedCounts ? placed?.kind : this.pickFault(method);
     const point = `${method}@${actor.steps}`;
     const now = this.clock.monotonicMs();
     if (fault === undefined) {
@@ -270,18 +291,6 @@ export class Scheduler {
       this.log(`${actor.name} WALL-RATE x${rate} at ${point}`);
     }
     this.faults.push({ kind, point, at: now, until: now });
-  }
-
-  /** The placed fault due at this call, if any: each placed fault counts its matching calls and lands on the nth. */
-  private placedAt(actor: Actor, method: string): PlacedFault | undefined {
-    const faults = this.placed?.faults ?? [];
-    let due: PlacedFault | undefined;
-    faults.forEach((f, i) => {
-      const named = typeof f.actor === 'string' ? f.actor === actor.name : f.actor.test(actor.name);
-      if (!named || f.method !== method) return;
-      if (++this.placedSeen![i] === (f.nth ?? 1)) due ??= f;
-    });
-    return due;
   }
 
   private pickFault(method: string): FaultKind | undefined {

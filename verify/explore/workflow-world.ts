@@ -60,7 +60,7 @@ import { resolveJoin } from '../../lib/local/workflow';
 import { prng } from '../../lib/core/prng';
 import { interpreter, maxDelayMs, StateError, tasksOf, type MachineDef, type Retrier, type StateDef } from './sfn';
 import { MUTATIONS, WORKFLOW_MUTATIONS, type Broken, type Mutation, type WorkflowMutation, applyMutation } from './mutations';
-import { Actor, type Placed, Scheduler } from './scheduler';
+import { Actor, named, type Placed, PlacedCounts, Scheduler } from './scheduler';
 import { CallLog, HOLDER_ACTS, LockHistory, leaseOverlapChecks, stopTimeChecks } from './history';
 import { type Accepted, type Grant, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
 import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
@@ -369,27 +369,16 @@ function actors(w: WorkflowState): void {
   const { f, clock, scheduler, random, jobs, broken, violations, invokeFaults, executions, running } = w;
 
   // Placed faults count their matching attempts and sends (the nth lands), as the scheduler's do.
-  const attemptsSeen = new Map<string, number>();
-  const startsSeen = w.placed?.startTwice?.map(() => 0) ?? [];
+  const placedInvokes = new PlacedCounts(w.placed?.invoke ?? []);
+  const placedStarts = new PlacedCounts(w.placed?.startTwice ?? []);
   const invokeFault = (exec: string, state: string): { kind: string; afterStep?: number } | undefined => {
-    if (w.placed) {
-      const key = `${exec}/${state}`;
-      const n = (attemptsSeen.get(key) ?? 0) + 1;
-      attemptsSeen.set(key, n);
-      return w.placed.invoke?.find((f) => f.execution === exec && f.state === state && (f.nth ?? 1) === n);
-    }
+    if (w.placed) return placedInvokes.due((f) => f.execution === exec && f.state === state);
     if (invokeFaults.length >= s.invokeFaults.budget || clock.monotonicMs() > s.faults.windowMs) return undefined;
     if (random() >= s.invokeFaults.chance) return undefined;
     return { kind: ['throttled', 'timed-out', 'no-answer'][Math.floor(random() * 3)] };
   };
   const startTwice = (actor: Actor): boolean => {
-    if (w.placed) {
-      const i = (w.placed.startTwice ?? []).findIndex((f, j) => {
-        const named = typeof f.actor === 'string' ? f.actor === actor.name : f.actor.test(actor.name);
-        return named && ++startsSeen[j] === (f.nth ?? 1);
-      });
-      return i >= 0;
-    }
+    if (w.placed) return placedStarts.due((f) => named(f.actor, actor.name)) !== undefined;
     return invokeFaults.length < s.invokeFaults.budget && clock.monotonicMs() <= s.faults.windowMs && random() < s.invokeFaults.chance;
   };
 

@@ -32,7 +32,7 @@ import type { LedgerStore } from '../../lib/core/store/ledger';
 import type { JoinRequest, LockStore, WriteOutcome } from '../../lib/core/store/lock';
 import type { ManifestStore } from '../../lib/core/store/manifest';
 import { prng } from '../../lib/core/prng';
-import { Actor, type RunEnd, Scheduler } from './scheduler';
+import { Actor, type Placed, type RunEnd, Scheduler } from './scheduler';
 import { CallLog, type SentCall, stopTimeChecks } from './history';
 import { epochChecks } from './checks';
 import { applyElectionMutation, ELECTION_MUTATIONS, override, type ElectionBroken, type ElectionMutation } from './mutations';
@@ -186,24 +186,31 @@ interface ElectionState extends WorldState {
   handoverAt: number;
   /** When the restored table came into use. */
   restoredAt: number | undefined;
+  /** What a test placed (undefined: every fault and event is drawn). */
+  readonly placed: ElectionPlaced | undefined;
 }
 
-/** `backupBeforeUse`: the backup is of the lock table before the role and the writer lease were first used (docs/TESTING.md); drawn when absent. */
-interface ElectionOptions {
-  readonly backupBeforeUse?: boolean;
+/** Faults placed by a test, and the world's own events: the restore (absent: none) and when w2 asks for the handover. */
+export interface ElectionPlaced extends Placed {
+  /**
+   * The lock table is backed up at `backupAtMs` and restored `afterMs` later. `early`: the backup is of the table before
+   * the role and the writer lease were first used (docs/TESTING.md); otherwise it waits until both items exist.
+   */
+  readonly restore?: { readonly backupAtMs: number; readonly afterMs: number; readonly early?: boolean };
+  /** When w2 asks for the handover; absent: the middle of the handover window. */
+  readonly handoverAtMs?: number;
 }
 
-function setup(seed: number, mutation: string | undefined, options: ElectionOptions): ElectionState {
+function setup(seed: number, mutation: string | undefined, placed?: ElectionPlaced): ElectionState {
   if (mutation !== undefined && !(ELECTION_MUTATIONS as readonly string[]).includes(mutation))
     throw new Error(`unknown election mutation ${mutation}; known: ${ELECTION_MUTATIONS.join(', ')}`);
   const s = ELECTION_SETTINGS;
   const random = prng(seed);
   const storeRandom = prng(seed + STREAMS.store);
   const wallRandom = prng(seed + STREAMS.wall);
-  const restoreRandom = prng(seed + STREAMS.restore);
   const clock = new VirtualClock();
   const restarts = new Map<Actor, () => number | undefined>();
-  const scheduler = new Scheduler(clock, random, s.faults, (actor) => restarts.get(actor)?.(), TRANSACTIONS);
+  const scheduler = new Scheduler(clock, random, s.faults, (actor) => restarts.get(actor)?.(), TRANSACTIONS, placed);
 
   const table = { current: new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom }) };
   // Each call reaches the table in use when it is applied (not when it was made): a call parked across the restore
@@ -215,11 +222,7 @@ function setup(seed: number, mutation: string | undefined, options: ElectionOpti
         (Reflect.get(table.current, prop) as (...a: unknown[]) => unknown).apply(table.current, args),
   });
 
-  const restoring = restoreRandom() < s.restoreChance;
-  const backupAt = s.backupWindowMs[0] + Math.floor(restoreRandom() * (s.backupWindowMs[1] - s.backupWindowMs[0]));
-  const restoreAfter = Math.floor(restoreRandom() * s.restoreWithinMs);
-  // Drawn after the others, so a schedule with a later backup restores at the same times as before this draw existed.
-  const early = options.backupBeforeUse ?? restoreRandom() < s.earlyBackupChance;
+  const restore = placed ? placedRestore(placed) : drawnRestore(prng(seed + STREAMS.restore));
 
   return {
     random,
@@ -234,7 +237,7 @@ function setup(seed: number, mutation: string | undefined, options: ElectionOpti
     bucket: new MemoryManifestStore({ clock, commitWindowMs: s.commitWindowMs }),
     // The broken variant, if any: its patches of the core's classes are undone after the schedule.
     broken: applyElectionMutation(mutation as ElectionMutation | undefined),
-    restore: { restoring, early, backupAt, restoreAfter, runId: `restore-${seed}` },
+    restore: { ...restore, runId: `restore-${seed}` },
     violations: [],
     grants: [],
     calls: new CallLog(clock),
@@ -246,7 +249,27 @@ function setup(seed: number, mutation: string | undefined, options: ElectionOpti
     processes: [],
     handoverAt: Infinity,
     restoredAt: undefined,
+    placed,
   };
+}
+
+type RestorePlan = Omit<ElectionState['restore'], 'runId'>;
+
+/** The restore drawn from its own stream. */
+function drawnRestore(restoreRandom: () => number): RestorePlan {
+  const s = ELECTION_SETTINGS;
+  const restoring = restoreRandom() < s.restoreChance;
+  const backupAt = s.backupWindowMs[0] + Math.floor(restoreRandom() * (s.backupWindowMs[1] - s.backupWindowMs[0]));
+  const restoreAfter = Math.floor(restoreRandom() * s.restoreWithinMs);
+  // Drawn after the others, so a schedule with a later backup restores at the same times as before this draw existed.
+  const early = restoreRandom() < s.earlyBackupChance;
+  return { restoring, early, backupAt, restoreAfter };
+}
+
+/** The restore a test placed, or none. */
+function placedRestore({ restore }: ElectionPlaced): RestorePlan {
+  if (restore === undefined) return { restoring: false, early: false, backupAt: 0, restoreAfter: 0 };
+  return { restoring: true, early: restore.early ?? false, backupAt: restore.backupAtMs, restoreAfter: restore.afterMs };
 }
 
 // ─── Actors: three candidates, two writers, and the restore ──────────────────────────────────────────────────────
@@ -564,7 +587,8 @@ function actors(w: ElectionState): void {
     clock.after(at, () => startCandidate(n, s.terms));
   }
   startWriter('w1', s.w1Writes);
-  w.handoverAt = s.handoverWindowMs[0] + Math.floor(random() * (s.handoverWindowMs[1] - s.handoverWindowMs[0]));
+  const [from, to] = s.handoverWindowMs;
+  w.handoverAt = w.placed ? (w.placed.handoverAtMs ?? (from + to) / 2) : from + Math.floor(random() * (to - from));
   clock.after(w.handoverAt, () => startWriter('w2', s.w2Writes));
 }
 
@@ -697,37 +721,32 @@ const checks: readonly Check<ElectionState>[] = [
 
 // ─── The world ───────────────────────────────────────────────────────────────────────────────────────────────────
 
-/** The election world; `options` pins a draw for a test (the early backup). */
-function electionWorld(options: ElectionOptions = {}): World<ElectionState> {
-  return {
-    setup: (seed, mutation) => setup(seed, mutation, options),
-    actors,
-    // The handover was asked, the restore (if any) is in use, and every process has ended (or crashed).
-    done: (w) =>
-      w.clock.monotonicMs() > w.handoverAt &&
-      (!w.restore.restoring || w.restoredAt !== undefined) &&
-      w.processes.every((a) => a.crashed || a.outcome !== 'running'),
-    horizonMs: () => ELECTION_SETTINGS.faults.windowMs + ELECTION_SETTINGS.faults.maxPauseMs + workBoundMs(),
-    // A schedule takes up to about 1,600 turns; sidecar-heartbeat's up to about 33,000 (a sidecar beats to the horizon).
-    maxTurns: 200_000,
-    checks,
-    end: async (w) => {
-      const heads: string[] = [];
-      for (const key of LEDGERS) {
-        const head = await w.ledgers.head(key);
-        heads.push(`${key} v${head.version} epoch ${head.epoch}`);
-      }
-      const state = heads.join('; ');
-      return { line: `end: ${state}`, state };
-    },
-  };
-}
-
-export const ELECTION_WORLD = electionWorld();
+export const ELECTION_WORLD: World<ElectionState, ElectionPlaced> = {
+  setup,
+  actors,
+  // The handover was asked, the restore (if any) is in use, and every process has ended (or crashed).
+  done: (w) =>
+    w.clock.monotonicMs() > w.handoverAt &&
+    (!w.restore.restoring || w.restoredAt !== undefined) &&
+    w.processes.every((a) => a.crashed || a.outcome !== 'running'),
+  horizonMs: () => ELECTION_SETTINGS.faults.windowMs + ELECTION_SETTINGS.faults.maxPauseMs + workBoundMs(),
+  // A schedule takes up to about 1,600 turns; sidecar-heartbeat's up to about 33,000 (a sidecar beats to the horizon).
+  maxTurns: 200_000,
+  checks,
+  end: async (w) => {
+    const heads: string[] = [];
+    for (const key of LEDGERS) {
+      const head = await w.ledgers.head(key);
+      heads.push(`${key} v${head.version} epoch ${head.epoch}`);
+    }
+    const state = heads.join('; ');
+    return { line: `end: ${state}`, state };
+  },
+};
 
 /**
- * Run one schedule of the election world from its seed (optionally with a broken variant of a rule) and check it.
- * `state` in its result names the leaders' ledger and the writers' ledger as they ended.
+ * Run one schedule of the election world from its seed (optionally with a broken variant of a rule, or placed faults)
+ * and check it. `state` in its result names the leaders' ledger and the writers' ledger as they ended.
  */
-export const runElectionSchedule = (seed: number, mutation?: string, options: ElectionOptions = {}): Promise<ScheduleResult> =>
-  runWorld(options.backupBeforeUse === undefined ? ELECTION_WORLD : electionWorld(options), seed, mutation);
+export const runElectionSchedule = (seed: number, mutation?: string, placed?: ElectionPlaced): Promise<ScheduleResult> =>
+  runWorld(ELECTION_WORLD, seed, mutation, placed);

@@ -76,10 +76,18 @@ export class EpochFence {
    * one retry helper, the request unchanged with the same token, so a retry of an append that landed but whose answer
    * was lost succeeds without writing twice.
    * @param fields - the entry's own attributes (not pk, epoch, version, writer, written_at)
+   * @param guard - checked before each resend: a retry comes a backoff after the caller's own check, and a writer
+   * past its stop time must not send again (its throw ends the append). @defaultValue none
    * @throws FencedOutError when the fence is above `epoch`: a newer epoch has written; nothing was written
    * @throws VersionConflictError when the head is not at version - 1: read the head again; nothing was written
    */
-  async append(epoch: number, version: number, writer: string, fields: Record<string, unknown> = {}): Promise<LedgerEntry> {
+  async append(
+    epoch: number,
+    version: number,
+    writer: string,
+    fields: Record<string, unknown> = {},
+    guard?: { check(): void },
+  ): Promise<LedgerEntry> {
     const entry: LedgerEntry = {
       ...fields,
       pk: entryKey(this.key, version),
@@ -94,7 +102,11 @@ export class EpochFence {
       .digest('hex')
       .slice(0, 36);
     const backoff = { sleep: (ms: number) => this.target.clock.sleep(ms), random: this.target.random };
-    const out = await retryTransient(backoff, () => this.store.append(this.key, entry, token));
+    let sends = 0;
+    const out = await retryTransient(backoff, () => {
+      if (sends++ > 0) guard?.check();
+      return this.store.append(this.key, entry, token);
+    });
     if (out.ok) return entry;
     const fence = out.current?.epoch;
     if (fence !== undefined && fence > epoch) throw new FencedOutError(this.key, epoch, fence);
@@ -146,7 +158,7 @@ export class LedgerWriter {
       await this.deps.hooks?.afterCheck?.({ step: 'append', batch: this.appended + 1 });
       const version = this.version + 1;
       try {
-        const entry = await this.fence.append(this.epoch, version, this.writer, fields);
+        const entry = await this.fence.append(this.epoch, version, this.writer, fields, this.guard);
         this.version = version;
         this.appended++;
         this.deps.events?.emit('appended', { key: this.fence.key, epoch: this.epoch, version, writtenAt: entry.written_at });

@@ -69,3 +69,37 @@ test('a transient failure of an append is retried by the retry helper: the same 
   assert.equal(clock.monotonicMs() - started, fullJitterMs(0, random), 'one backoff, on the injected clock');
   assert.deepEqual(await fence.entries(), [entry], 'written once');
 });
+
+test("a writer's append retried after a transient failure is checked again first: no resend once the writer must stop", async () => {
+  const clock = new VirtualClock();
+  const inner = new MemoryLedgerStore(clock);
+  let sends = 0;
+  // Every send lands, and its answer is lost: without a check before the resend, the writer sends past its stop time.
+  const store: LedgerStore = {
+    head: (k) => inner.head(k),
+    raise: (k, e) => inner.raise(k, e),
+    entries: (k) => inner.entries(k),
+    async append(k, entry, token) {
+      sends++;
+      await inner.append(k, entry, token);
+      throw Object.assign(new Error('injected: the answer was lost'), { name: 'TimeoutError' });
+    },
+  };
+  const stopAtMs = 1;
+  const stopped = new Error('past the stop time');
+  const guard = {
+    checks: 0,
+    check() {
+      this.checks++;
+      if (clock.monotonicMs() >= stopAtMs) throw stopped;
+    },
+  };
+  const fence = new EpochFence({ ledger: store, clock, random: () => 1 }, KEY);
+  const writer = new LedgerWriter(fence, guard, 1, 'A', 0);
+  const refused = assert.rejects(writer.append({ n: 1 }), (err) => err === stopped);
+  await clock.runUntilIdle();
+  await refused;
+  // One send, at 0 ms; the retry's backoff ends past the stop time, and its check refuses before the resend.
+  assert.equal(sends, 1);
+  assert.equal(guard.checks, 2);
+});

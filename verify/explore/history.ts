@@ -102,12 +102,21 @@ export function leaseOverlapChecks(writes: readonly LockWrite[]): string[] {
   return violations;
 }
 
+/** A claim, renewal or join that took effect: when it was sent, when its holder knew it, and whether it starts a lease. */
+interface Grant {
+  readonly actor: string;
+  readonly sentAt: number;
+  readonly knownAt: number;
+  /** A claim or a join starts a lease; a renewal extends the one held. */
+  readonly starts: boolean;
+}
+
 /**
  * Each claim, renewal or election join that took effect, by whom, when it was sent and when the holder knew it:
  * answered, or (its answer lost) when its retry found the item holding its own rvn, counted from the first send.
  */
-function leaseGrants(calls: readonly SentCall[]): { readonly actor: string; readonly sentAt: number; readonly knownAt: number }[] {
-  const out: { actor: string; sentAt: number; knownAt: number }[] = [];
+function leaseGrants(calls: readonly SentCall[]): Grant[] {
+  const out: Grant[] = [];
   for (const c of calls) {
     if (c.method === 'join' && c.answeredAt !== undefined) {
       // A join writes the candidate's own item, its lease from the first send of the request (retries resend it).
@@ -125,27 +134,47 @@ function leaseGrants(calls: readonly SentCall[]): { readonly actor: string; read
               o.sentAt >= c.answeredAt! &&
               (o.result as LockItem | undefined)?.rvn === request.candidate.rvn,
           )?.answeredAt;
-      if (known !== undefined) out.push({ actor: c.actor, sentAt: first.sentAt, knownAt: known });
+      if (known !== undefined) out.push({ actor: c.actor, sentAt: first.sentAt, knownAt: known, starts: true });
       continue;
     }
     if ((c.method !== 'claim' && c.method !== 'renew') || c.answeredAt === undefined) continue;
     const answer = c.result as WriteOutcome | undefined;
-    if (answer?.ok) out.push({ actor: c.actor, sentAt: c.sentAt, knownAt: c.answeredAt });
+    if (answer?.ok) out.push({ actor: c.actor, sentAt: c.sentAt, knownAt: c.answeredAt, starts: c.method === 'claim' });
     else if (c.method === 'claim') {
       const write = c.args[2] as ClaimWrite;
       const current = answer?.current as { holder?: unknown; rvn?: unknown } | undefined;
       if (current?.holder !== write.holder || current?.rvn !== write.rvn) continue;
       const first = calls.find((o) => o.actor === c.actor && o.method === 'claim' && (o.args[2] as ClaimWrite).rvn === write.rvn)!;
-      out.push({ actor: c.actor, sentAt: first.sentAt, knownAt: c.answeredAt });
+      out.push({ actor: c.actor, sentAt: first.sentAt, knownAt: c.answeredAt, starts: true });
     }
   }
   return out;
 }
 
 /**
+ * A holder's stop time at `t`, from its grants known by then (in the order it knew them): a claim or join starts it
+ * at its send + `spanMs`; a renewal answered before the stop time moves it on from the renewal's send; one answered
+ * at or after it moves nothing, and no later renewal does either: past its stop time the lease is over in that
+ * process for good. A renewal with no lease before it (a lease taken up in another process) starts one.
+ */
+function stopTimeAt(grants: readonly Grant[], t: number, spanMs: number): number {
+  let stopAt = -Infinity;
+  let over = false;
+  for (const g of [...grants].sort((a, b) => a.knownAt - b.knownAt)) {
+    if (g.knownAt > t) break;
+    const own = g.sentAt + spanMs;
+    if (g.starts || stopAt === -Infinity) [stopAt, over] = [own, false];
+    else if (over || g.knownAt >= stopAt) over = true;
+    else stopAt = Math.max(stopAt, own);
+  }
+  return stopAt;
+}
+
+/**
  * No act past the holder's stop time, computed from outside: an act (a write carrying the holder's token) sent at
- * `t` needs a claim or renewal of the holder's own that was answered by `t` and sent no earlier than
- * `t - (lease - margin)`: the stop time counts from when the last answered renewal was SENT, on the holder's clock.
+ * `t` needs a claim or renewal of the holder's own that was answered by `t`, before the stop time then standing, and
+ * sent no earlier than `t - (lease - margin)`: the stop time counts from when a renewal was SENT, on the holder's
+ * clock (stopTimeAt).
  * @param acts - the store methods that act for the holder
  */
 export function stopTimeChecks(calls: readonly SentCall[], lease: Pick<LeaseConfig, 'leaseMs' | 'marginMs'>, acts: ReadonlySet<string>): string[] {
@@ -153,15 +182,15 @@ export function stopTimeChecks(calls: readonly SentCall[], lease: Pick<LeaseConf
   const renewals = leaseGrants(calls);
   for (const act of calls) {
     if (!acts.has(act.method)) continue;
-    const granted = renewals.filter((r) => r.actor === act.actor && r.knownAt <= act.sentAt);
-    if (granted.length === 0) {
-      violations.push(`${act.actor} sent ${act.method} at ${act.sentAt} ms with no claim or renewal of its own answered`);
-      continue;
-    }
-    const stopAt = Math.max(...granted.map((r) => r.sentAt)) + lease.leaseMs - lease.marginMs;
-    if (act.sentAt >= stopAt)
+    const stopAt = stopTimeAt(
+      renewals.filter((r) => r.actor === act.actor),
+      act.sentAt,
+      lease.leaseMs - lease.marginMs,
+    );
+    if (stopAt === -Infinity) violations.push(`${act.actor} sent ${act.method} at ${act.sentAt} ms with no claim or renewal of its own answered`);
+    else if (act.sentAt >= stopAt)
       violations.push(
-        `${act.actor} sent ${act.method} at ${act.sentAt} ms, past its stop time ${stopAt} ms (its last answered renewal + lease - margin)`,
+        `${act.actor} sent ${act.method} at ${act.sentAt} ms, past its stop time ${stopAt} ms (its last renewal answered in time + lease - margin)`,
       );
   }
   return violations;

@@ -296,6 +296,31 @@ test("a late answer reaches its actor the given time after the call applied; a c
   assert.deepEqual(answered, ['a at 700']);
 });
 
+test("steering by chance: an actor's first call of a method is faulted at `share` times the chance, its later calls at the chance", async () => {
+  const clock = new VirtualClock();
+  // The chance is 0.1, and 10 × 0.1 = 1 at each actor's first write.
+  const plan = { chance: 0.1, budget: 100, maxPauseMs: 0, windowMs: 1_000, chanceAt: [{ methods: ['write'], share: 10, first: true }] };
+  // Every draw 0.5: above the chance of 0.1, below the first write's 1 (its kind: a throttle, the third of four).
+  const scheduler = new Scheduler(clock, () => 0.5, plan);
+  const actors = ['a', 'b'].map((name) => new Actor(name, clock));
+  for (const actor of actors) {
+    const store = scheduler.wrap({ write: async () => undefined }, actor);
+    void store
+      .write()
+      .catch(() => undefined)
+      .then(() => store.write());
+  }
+  await scheduler.run(() => false, 500, 100);
+  assert.deepEqual(
+    scheduler.faults.map((f) => `${f.kind} ${f.point}`),
+    ['throttle write@1', 'throttle write@1'],
+  );
+  assert.deepEqual(
+    actors.map((a) => a.calls.get('write')),
+    [2, 2],
+  );
+});
+
 test('fence-lt: the holder that raised the fence is refused by it (fenced out at its own token), and the night is never DONE', async () => {
   const r = await runSchedule(42, 'fence-lt');
   const fencedOut = r.trace.filter((l) => / ends fenced-out token /.test(l));

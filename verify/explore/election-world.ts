@@ -70,7 +70,20 @@ const ELECTION_SETTINGS = {
   earlyBackupChance: 0.25,
   /** Each actor's wall clock is off by up to this much, and stepped once by up to this much (nothing may decide on it). */
   wallSkewMs: 3_600_000,
-  faults: { chance: 0.05, budget: 6, maxPauseMs: 15_000, windowMs: 25_000 },
+  /**
+   * An answer up to 5 s late: longer than the margin (1 s), so a stop time counted from the answer overruns; it weighs
+   * 4 at the leases' own calls (a join is a candidate's claim), and the call that starts a stop time is faulted at
+   * four times the chance.
+   */
+  faults: {
+    chance: 0.05,
+    budget: 6,
+    maxPauseMs: 15_000,
+    lateMs: 5_000,
+    windowMs: 25_000,
+    emphasis: [{ methods: ['join', 'claim', 'renew'], kind: 'late', weight: 4 }],
+    chanceAt: [{ methods: ['join', 'claim'], share: 4, first: true }],
+  },
   /** The store's transaction window (MemoryLockStore conflictWindowMs) and the bucket's commit window (409s). */
   conflictWindowMs: 20,
   commitWindowMs: 20,

@@ -212,16 +212,8 @@ export function applyMutation(mutation: Mutation | undefined, stores: { readonly
         },
       };
     }
-    case 'stop-time-from-answer': {
-      // stopTimeFrom is private: the variant reaches behind it, and ignores the send time it is given.
-      type Counting = { stopTimeFrom(sentAt: number): number; deps: { clock: Clock }; config: LeaseConfig };
-      const proto = Lease.prototype as unknown as Counting;
-      const from = Object.getOwnPropertyDescriptor(proto, 'stopTimeFrom')!;
-      proto.stopTimeFrom = function (this: Counting) {
-        return this.deps.clock.monotonicMs() + this.config.leaseMs - this.config.marginMs;
-      };
-      return { ...plain, restore: () => Object.defineProperty(proto, 'stopTimeFrom', from) };
-    }
+    case 'stop-time-from-answer':
+      return { ...plain, restore: stopTimeFromAnswer() };
     case 'fence-lt': {
       // `fence < :t` differs from `fence <= :t` only at equality: refuse exactly that, as the store would refuse it.
       const equal = (item: { readonly [Attr.fence]?: unknown } | undefined, token: number) =>
@@ -282,6 +274,7 @@ export const ELECTION_MUTATIONS = [
   'watchdog-off',
   'sidecar-heartbeat',
   'no-stop-check',
+  'stop-time-from-answer',
 ] as const;
 export type ElectionMutation = (typeof ELECTION_MUTATIONS)[number];
 
@@ -301,6 +294,21 @@ export interface ElectionBroken {
   restore(): void;
 }
 
+/**
+ * The variant stop-time-from-answer, in every world: the lease's stop time counted from when the answer came, not
+ * from the send. stopTimeFrom is private: the variant reaches behind it, and ignores the send time it is given.
+ * @returns the undo
+ */
+function stopTimeFromAnswer(): () => void {
+  type Counting = { stopTimeFrom(sentAt: number): number; deps: { clock: Clock }; config: LeaseConfig };
+  const proto = Lease.prototype as unknown as Counting;
+  const from = Object.getOwnPropertyDescriptor(proto, 'stopTimeFrom')!;
+  proto.stopTimeFrom = function (this: Counting) {
+    return this.deps.clock.monotonicMs() + this.config.leaseMs - this.config.marginMs;
+  };
+  return () => Object.defineProperty(proto, 'stopTimeFrom', from);
+}
+
 export function applyElectionMutation(mutation: ElectionMutation | undefined): ElectionBroken {
   const undo: (() => void)[] = [];
   if (mutation === 'handover-no-bump') {
@@ -316,6 +324,7 @@ export function applyElectionMutation(mutation: ElectionMutation | undefined): E
     Lease.prototype.check = () => undefined;
     undo.push(() => Object.defineProperty(Lease.prototype, 'check', check));
   }
+  if (mutation === 'stop-time-from-answer') undo.push(stopTimeFromAnswer());
   if (mutation === 'watchdog-off') {
     const proto = Leadership.prototype as unknown as { armWatchdog: () => void };
     const arm = Object.getOwnPropertyDescriptor(proto, 'armWatchdog')!;

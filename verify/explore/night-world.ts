@@ -54,21 +54,25 @@ const EXPLORE_SETTINGS = {
     chance: 0.15,
     budget: 4,
     maxPauseMs: 20_000,
-    // An answer up to 6 s late: longer than the margin (2 s), so a stop time counted from the answer overruns.
-    lateMs: 6_000,
+    // An answer up to 10 s late: longer than the margin (2 s), so a stop time counted from the answer overruns.
+    lateMs: 10_000,
     windowMs: 40_000,
     // Exaggerated (an NTP step is rarely seconds, a drift rarely 1%) so a night of a minute meets them.
     wall: { maxStepMs: 15_000, maxRateError: 0.5 },
     twice: ['startExecution'],
     // Steering (docs/TESTING.md): a pause weighs 4 at the fenced write, right after a passed stop-time check (the
-    // gap that makes a stale holder); StartExecution's second delivery weighs 3; a lock read (a claimant's poll,
-    // twenty a lease) is faulted at a quarter of the chance.
+    // gap that makes a stale holder); a late answer 4 at the lease's calls; StartExecution's second delivery 3. A
+    // holder's first claim (its answer starts the stop time) is faulted at 4 times the chance; a lock read (a
+    // claimant's poll, twenty a lease) at a quarter of it.
     emphasis: [
       { methods: ['recordBatch'], kind: 'pause', weight: 4 },
       { methods: ['claim', 'renew'], kind: 'late', weight: 4 },
       { methods: ['startExecution'], kind: 'twice', weight: 3 },
     ],
-    seldomAt: { methods: ['read'], share: 0.25 },
+    chanceAt: [
+      { methods: ['read'], share: 0.25 },
+      { methods: ['claim'], share: 4, first: true },
+    ],
   },
 } as const;
 

@@ -49,8 +49,12 @@ export interface FaultPlan {
    * @default none
    */
   readonly emphasis?: readonly { readonly methods: readonly string[]; readonly kind: FaultKind; readonly weight: number }[];
-  /** Store methods where the chance of a fault is this share of `chance` (a claimant's polls: many, and alike). @default none */
-  readonly seldomAt?: { readonly methods: readonly string[]; readonly share: number };
+  /**
+   * Store methods where the chance of a fault is `share` times `chance`: less at a claimant's polls (many, and alike),
+   * more at the call whose answer starts a process's stop time (`first`: only an actor's first call of the method,
+   * as a claim or the renewal a process takes a lease up with). The first entry that matches applies. @default none
+   */
+  readonly chanceAt?: readonly { readonly methods: readonly string[]; readonly share: number; readonly first?: boolean }[];
 }
 
 /**
@@ -112,6 +116,8 @@ const TRANSACTIONS = new Set(['recordBatch']);
  */
 export class Actor extends SimProcess {
   steps = 0;
+  /** How many calls of each store method the actor has made. */
+  readonly calls = new Map<string, number>();
   /** How the actor's run ended ('running' until it does; a crashed actor stays 'running'). */
   outcome = 'running';
 }
@@ -212,8 +218,10 @@ export class Scheduler {
   private step(call: Parked): void {
     const { actor, method } = call;
     actor.steps++;
+    const nth = (actor.calls.get(method) ?? 0) + 1;
+    actor.calls.set(method, nth);
     const placed = call.faulted ? undefined : this.placedCounts?.due((f) => f.method === method && named(f.actor, actor.name));
-    const fault = call.faulted ? undefined : this.placedCounts ? placed?.kind : this.pickFault(method);
+    const fault = call.faulted ? undefined : this.placedCounts ? placed?.kind : this.pickFault(method, nth);
     const point = `${method}@${actor.steps}`;
     const now = this.clock.monotonicMs();
     if (fault === undefined) {
@@ -293,10 +301,12 @@ export class Scheduler {
     this.faults.push({ kind, point, at: now, until: now });
   }
 
-  private pickFault(method: string): FaultKind | undefined {
+  /** @param nth - which call of `method` this is, for the actor making it (1: its first) */
+  private pickFault(method: string, nth: number): FaultKind | undefined {
     const plan = this.plan;
     if (this.faults.length >= plan.budget || this.clock.monotonicMs() > plan.windowMs) return undefined;
-    const chance = plan.seldomAt?.methods.includes(method) ? plan.chance * plan.seldomAt.share : plan.chance;
+    const at = plan.chanceAt?.find((c) => c.methods.includes(method) && (!c.first || nth === 1));
+    const chance = plan.chance * (at?.share ?? 1);
     if (this.random() >= chance) return undefined;
     const kinds: FaultKind[] = ['pause', 'lost', 'throttle', 'crash'];
     if (plan.lateMs) kinds.push('late');

@@ -42,6 +42,11 @@ export class CallLog {
       });
     });
   }
+
+  /** An act of `actor`'s that makes no store call (a leader serving), recorded as sent now, with no answer. */
+  act(actor: string, what: string): void {
+    this.calls.push({ actor, method: what, args: [], sentAt: this.clock.monotonicMs() });
+  }
 }
 
 /** The job-store writes that act for a holder: each carries its token. */

@@ -137,7 +137,7 @@ function setup(seed: number, mutation: string | undefined, placed?: NightPlaced)
   // The index's lag draws from its own stream of the seed, so the scheduler's draws stay as they were.
   const lagRandom = prng(seed + LAG_STREAM);
   const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
-  const jobs = new MemoryJobStore({ clock, jobs: 'jobs', indexLagMs, random: lagRandom });
+  const jobs = new MemoryJobStore({ clock, jobs: 'jobs', indexLagMs, random: lagRandom, pageSize: 1 });
   const lockWrites = new LockHistory(clock);
   const locks: LockStore = lockWrites.observe(new MemoryLockStore({ clock }));
   const keys = jobKeys('explore');

@@ -338,7 +338,7 @@ function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlac
   );
   const lagRandom = prng(seed + LAG_STREAM);
   const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
-  const jobs = new MemoryJobStore({ clock, jobs: TABLES.jobs, indexLagMs, random: lagRandom });
+  const jobs = new MemoryJobStore({ clock, jobs: TABLES.jobs, indexLagMs, random: lagRandom, pageSize: 1 });
   const lockWrites = new LockHistory(clock);
   const locks = lockWrites.observe(new MemoryLockStore({ clock }));
   const keys = jobKeys('explore');

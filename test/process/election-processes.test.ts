@@ -84,7 +84,7 @@ async function ledger(ns: Namespace, key: string) {
 }
 
 test(
-  '5 candidates: the leader stopped between a check and an append for 2.5 leases; exactly one successor leads with a higher epoch; the old leader is refused; no read herd',
+  '5 candidates: the leader stopped between a check and an append until its successor has written; exactly one successor leads with a higher epoch; the old leader is refused; no read herd',
   { timeout: 180_000 },
   async () => {
     const ns = await namespace();
@@ -92,7 +92,8 @@ test(
     // even with four processes starting at once on two busy cores.
     const a = candidate(ns, 'pacer', 'A', { faults: { sigstop: 'append:50' } });
     await a.waitFor((e) => e.event === 'leading', 60_000);
-    const joined = ['B', 'C', 'D', 'E'].map((n) => candidate(ns, 'pacer', n));
+    // Whichever of them leads stops itself after the check of its second append (below).
+    const joined = ['B', 'C', 'D', 'E'].map((n) => candidate(ns, 'pacer', n, { faults: { sigstop: 'append:2' } }));
     for (const w of joined) await w.waitFor((e) => e.event === 'campaign', 60_000);
     // They joined at once, so the queue's order is the order their joins landed: name them by sequence.
     const seqOf = (w: WorkerProcess) => Number(w.events.find((e) => e.event === 'campaign')!.seq);
@@ -103,12 +104,19 @@ test(
       others.every((w) => w.events.find((e) => e.event === 'campaign')!.seenAtMs < fault.seenAtMs),
       'all four queued while A was still leading',
     );
-    // 2.5 leases stopped, on this process's clock.
-    await new Promise((r) => setTimeout(r, 2.5 * LEASE.leaseMs - (performance.now() - fault.seenAtMs)));
+    // A stays stopped until B, its successor, has written: B leads a lease after A's last renewal at the soonest, its
+    // first write raises the fence, and it stops itself after the check of its second, so nothing of B's is in flight
+    // when A sends. (B running on, A's send could meet B's next transaction on the fence item, be cancelled with
+    // TransactionConflict, and A stop by its stop time before resending: safe, but not the fence's answer.)
     const [b, c, d, e] = others;
     const bLeads = await b.waitFor((x) => x.event === 'leading', 30_000);
-    await b.waitFor((x) => x.event === 'appended', 30_000); // B's first write raised the fence
+    await b.waitFor((x) => x.event === 'appended', 30_000);
+    await b.waitFor((x) => x.event === 'fault', 30_000);
+    const lastRenew = a.events.filter((x) => x.event === 'renew').at(-1)!;
+    assert.ok(performance.now() - lastRenew.seenAtMs > LEASE.leaseMs, 'A was stopped past its lease');
     a.child.kill('SIGCONT');
+    await a.waitFor((x) => x.event === 'append-refused', 30_000);
+    b.child.kill('SIGCONT'); // at once: B's lease runs while it is stopped
     const aCode = await a.exited;
 
     // Exactly one successor leads, with a higher epoch; the rest still queue behind it.
@@ -293,10 +301,14 @@ test('handover from a writer stopped between a check and a write: its held write
   const ns = await namespace();
   const w1 = handoverWriter(ns, 'W1', { faults: { sigstop: 'append:10' } });
   await w1.waitFor((e) => e.event === 'fault', 60_000);
-  const w2 = handoverWriter(ns, 'W2');
+  // W2 bumps, then stops itself after the check of its first write: W1's held write meets the bumped fence alone (W2's
+  // write in flight beside it could cancel W1's with TransactionConflict, and W1 stop by its stop time before resending).
+  const w2 = handoverWriter(ns, 'W2', { faults: { sigstop: 'append:1' } });
   const bumped = await w2.waitFor((e) => e.event === 'epoch-bumped', 60_000);
+  await w2.waitFor((e) => e.event === 'fault', 30_000);
   w1.child.kill('SIGCONT');
   const refused = await w1.waitFor((e) => e.event === 'append-refused', 30_000);
+  w2.child.kill('SIGCONT');
   assert.equal(refused.event === 'append-refused' && refused.fence, 2);
   assert.equal(await w1.exited, 3);
   await w2.waitFor((e: SeenEvent) => e.event === 'appended', 30_000);

@@ -67,12 +67,12 @@ test(
     // a leader fault whose leader left on its own hits the next one).
     assert.ok((f['pause-in-gap'] ?? 0) > 0, 'a leader stopped itself between a check and an append');
     assert.ok((f['kill-leader'] ?? 0) + (f['kill-middle'] ?? 0) + (f['kill-several'] ?? 0) > 0, 'candidates were killed');
-    // A leader stopped in the gap is continued only after its successor's first append: its append is refused, every time.
-    for (const r of report.results) {
-      const gaps = r.faults['pause-in-gap'] ?? 0;
-      assert.ok(r.fencedRejections >= gaps, `seed ${r.seed}: ${gaps} leaders stopped in the gap, ${r.fencedRejections} appends refused`);
-      if (gaps > 0) assert.ok(r.takeovers >= 1, `seed ${r.seed}: a leader stopped in the gap was succeeded`);
-    }
+    // A leader stopped in the gap is continued only after its successor's first append, and nothing it held lands: the
+    // checker (0 violations) sees it refused by the fence or, when its send met the successor's next transaction
+    // (TransactionConflict), stopped by its stop time before resending. The fence's refusal itself is driven in
+    // test/process/election-processes.test.ts, where the successor stops so the held write meets the fence alone.
+    for (const r of report.results)
+      if ((r.faults['pause-in-gap'] ?? 0) > 0) assert.ok(r.takeovers >= 1, `seed ${r.seed}: a leader stopped in the gap was succeeded`);
   },
 );
 

@@ -10,6 +10,13 @@
  */
 import type { Clock, ClockTimer, VirtualClock } from '../core/clock';
 
+/**
+ * Floating-point error, not time: a duration converted from a clock of its own rate to true time can end an ulp short
+ * on that clock, and code that then waits the ulp again would never move the clock. So a converted wait is this much
+ * longer, and a pause this much short of its end is over.
+ */
+const ROUNDING_MS = 1e-6;
+
 export class SimProcess implements Clock {
   /** Crashed: nothing of it runs again, and it releases nothing. */
   crashed = false;
@@ -23,6 +30,8 @@ export class SimProcess implements Clock {
   private wallRateFromMs = 0;
   /** Frozen until `wake` (SIGSTOP … SIGCONT): what fell due meanwhile, to run at the wake-up. */
   private frozen: (() => void)[] | undefined;
+  /** What fell due during the pause, to run at its end. */
+  private held: (() => void)[] = [];
 
   constructor(
     readonly name: string,
@@ -46,17 +55,21 @@ export class SimProcess implements Clock {
   /** A timer on its own clock that a pause or a freeze delays to the wake-up and a crash cancels. */
   after(ms: number, fn: () => void): ClockTimer {
     let cancelled = false;
-    let timer: ClockTimer | undefined;
     const once = () => {
       if (!cancelled) fn();
     };
-    timer = this.trueClock.after(ms / (1 + this.rate), () => this.run(once, (later) => (timer = later)));
+    const timer = this.trueClock.after(this.trueMsOf(ms), () => this.run(once));
     return {
       cancel: () => {
         cancelled = true;
-        timer?.cancel();
+        timer.cancel();
       },
     };
+  }
+
+  /** The true time after which its own monotonic clock has moved at least `ms` (exactly `ms` when it runs true). */
+  trueMsOf(ms: number): number {
+    return this.rate === 0 || ms <= 0 ? ms : ms / (1 + this.rate) + ROUNDING_MS;
   }
 
   /** Step its wall clock by `byMs` (negative: back). */
@@ -81,6 +94,11 @@ export class SimProcess implements Clock {
     this.frozen = [];
   }
 
+  /** Paused now (until `pausedUntil` on its own clock). */
+  get isPaused(): boolean {
+    return this.pausedUntil - this.monotonicMs() > ROUNDING_MS;
+  }
+
   /** Frozen, until `wake`. */
   get isFrozen(): boolean {
     return this.frozen !== undefined;
@@ -103,17 +121,26 @@ export class SimProcess implements Clock {
     return new Promise((resolve) => this.run(resolve));
   }
 
-  /** Run `fn` now, at the wake-up (`waiting` gets the timer that waits for it), or never once crashed. */
-  private run(fn: () => void, waiting?: (timer: ClockTimer) => void): void {
+  /**
+   * Run `fn` now, at the wake-up, or never once crashed. What falls due during a pause is held, in the order it fell
+   * due, and run together at the pause's end, as a process's overdue timers run in their order when it wakes.
+   */
+  private run(fn: () => void): void {
     if (this.crashed) return;
     if (this.frozen !== undefined) {
       this.frozen.push(fn);
       return;
     }
-    const wait = this.pausedUntil - this.monotonicMs();
-    if (wait <= 0) return fn();
-    const timer = this.trueClock.after(wait / (1 + this.rate), () => this.run(fn, waiting));
-    waiting?.(timer);
+    if (!this.isPaused) return fn();
+    this.held.push(fn);
+    if (this.held.length === 1) this.trueClock.after(this.trueMsOf(this.pausedUntil - this.monotonicMs()), () => this.release());
+  }
+
+  /** The pause is over (or was made longer, and what is held waits on): run what it held. */
+  private release(): void {
+    const due = this.held;
+    this.held = [];
+    for (const fn of due) this.run(fn);
   }
 }
 

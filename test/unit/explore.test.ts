@@ -8,6 +8,8 @@ import assert from 'node:assert/strict';
 import { explore, replayCommand, type ExploreSummary } from '../../verify/explore/explore';
 import { MUTATIONS } from '../../verify/explore/mutations';
 import { VirtualClock } from '../../lib/core/clock';
+import { LEASE_DEFAULTS } from '../../lib/core/config';
+import { leaseOverlapChecks, type LockWrite, rateErrorCovered } from '../../verify/explore/history';
 import { Actor, type PlacedFault, Scheduler } from '../../verify/explore/scheduler';
 import { runSchedule, type NightPlaced } from '../../verify/explore/night-world';
 import type { ScheduleResult } from '../../verify/explore/world';
@@ -269,6 +271,72 @@ test('late answers: the stop time counts from the send, so an answer that comes 
       broken.violations.some((v) => /^holder-1 sent \w+ at \d+ ms, past its stop time 8000 ms/.test(v)),
       `seed ${seed}: ${JSON.stringify(broken.violations)}`,
     );
+  }
+});
+
+// holder-1 claims at 0 and every renewal it sends is throttled, so its lease runs out at its claim + lease - margin on
+// its own clock; holder-2 (the duplicate, from 1 ms) claims a lease after it last saw holder-1's item change, on a
+// clock that runs true. A pause at holder-1's 5th batch pushes its last batch past holder-2's claim in true time.
+const SLOW_HOLDER = (rate: number): NightPlaced => ({
+  duplicateAtMs: 1,
+  rates: [{ actor: 'holder-1', rate }],
+  faults: [
+    ...Array.from({ length: 40 }, (_, i): PlacedFault => ({ actor: 'holder-1', method: 'renew', nth: i + 1, kind: 'throttle' })),
+    { actor: 'holder-1', method: 'recordBatch', nth: 5, kind: 'pause', ms: 1_500 },
+  ],
+});
+
+test('monotonic rate errors: a holder slow by half of what the margin covers, no violation; slow by three times that, it acts after the next claim', async () => {
+  const covered = rateErrorCovered(LEASE_DEFAULTS);
+  for (const seed of SEEDS) {
+    const within = await runSchedule(seed, undefined, SLOW_HOLDER(-covered / 2));
+    assert.ok(within.trace.includes(`0 holder-1 MONO-RATE x${1 - covered / 2}`), within.trace.slice(0, 5).join('\n'));
+    assert.deepEqual(within.violations, [], `seed ${seed}`);
+    assert.equal(within.state, 'DONE');
+    const beyond = await runSchedule(seed, undefined, SLOW_HOLDER(-3 * covered));
+    assert.ok(
+      beyond.violations.some((v) => /^two holders at once: holder-1 sent \w+ at [\d.]+ ms with token 1, after holder-2 claimed token 2/.test(v)),
+      `seed ${seed}: ${JSON.stringify(beyond.violations)}`,
+    );
+    // Its own rule held: on its own clock it never acted past its stop time. Only the true time shows the overlap.
+    assert.ok(!beyond.violations.some((v) => /past its stop time/.test(v)), JSON.stringify(beyond.violations));
+  }
+});
+
+test('the rate error the margin covers: a slow holder stops (lease - margin) / (1 - r) after its send, no later than a fast claimant claims, lease / (1 + r)', () => {
+  const lease = { leaseMs: 10_000, marginMs: 2_000 };
+  const r = rateErrorCovered(lease);
+  assert.ok(Math.abs((lease.leaseMs - lease.marginMs) / (1 - r) - lease.leaseMs / (1 + r)) < 1e-9, `r = ${r}: the two meet`);
+  const slower = r * 1.01;
+  assert.ok((lease.leaseMs - lease.marginMs) / (1 - slower) > lease.leaseMs / (1 + slower), 'past it, they overlap');
+});
+
+test("the lease overlap check allows a claimant's clock fast by up to the rate error given, and no more", () => {
+  const claimAt = (at: number): LockWrite[] => [
+    { method: 'claim', key: 'k', holder: 'a', leaseMs: 10_000, epoch: 1, at: 0 },
+    { method: 'claim', key: 'k', holder: 'b', leaseMs: 10_000, epoch: 2, at },
+  ];
+  assert.deepEqual(leaseOverlapChecks(claimAt(10_000)), []);
+  assert.equal(leaseOverlapChecks(claimAt(9_999)).length, 1);
+  assert.deepEqual(leaseOverlapChecks(claimAt(10_000 / 1.05), 0.05), []);
+  assert.equal(leaseOverlapChecks(claimAt(10_000 / 1.05 - 1), 0.05).length, 1);
+});
+
+test("a paused actor's overdue timers run at its wake-up in the order they fell due, whatever its clock's rate; a timer set then runs after them", async () => {
+  for (const rate of [0, 0.0076, -0.3]) {
+    const clock = new VirtualClock();
+    const a = new Actor('a', clock);
+    a.rate = rate;
+    const fired: string[] = [];
+    a.after(100, () => {
+      fired.push('first');
+      a.after(0, () => fired.push('set at the wake-up'));
+    });
+    a.after(300, () => fired.push('second'));
+    a.pause(1_000);
+    await clock.advance(2_000);
+    assert.deepEqual(fired, ['first', 'second', 'set at the wake-up'], `rate ${rate}`);
+    assert.ok(a.monotonicMs() >= 1_000);
   }
 });
 

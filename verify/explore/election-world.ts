@@ -33,15 +33,19 @@ import type { JoinRequest, LockStore, WriteOutcome } from '../../lib/core/store/
 import type { ManifestStore } from '../../lib/core/store/manifest';
 import { prng } from '../../lib/core/prng';
 import { Actor, type Placed, type RunEnd, Scheduler } from './scheduler';
-import { CallLog, type SentCall, stopTimeChecks } from './history';
+import { CallLog, rateErrorCovered, type SentCall, stopTimeChecks } from './history';
 import { epochChecks } from './checks';
 import { applyElectionMutation, ELECTION_MUTATIONS, override, type ElectionBroken, type ElectionMutation } from './mutations';
 import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
 
+/** The candidates' lease, and the writers' (a handover waits its lease + the wait margin from the flip). */
+const LEASE = { leaseMs: 4_000, renewMs: 1_000, marginMs: 1_000, claimBudget: 30 } satisfies LeaseConfig;
+const WRITER = { leaseMs: 4_000, renewMs: 1_000, marginMs: 0, waitMarginMs: 1_000, claimBudget: 30 } satisfies HandoverConfig;
+
 /** The world's settings: the leases, the actors' work, the restore, the faults. */
 const ELECTION_SETTINGS = {
   role: 'pacer',
-  lease: { leaseMs: 4_000, renewMs: 1_000, marginMs: 1_000, claimBudget: 30 } satisfies LeaseConfig,
+  lease: LEASE,
   candidates: 3,
   /** Each candidate process leads this many terms (a failed campaign is not a term), then ends. */
   terms: 2,
@@ -55,7 +59,7 @@ const ELECTION_SETTINGS = {
   /** A crashed candidate (or restore) is replaced by a fresh process within this long. */
   restartWithinMs: 5_000,
   writerRole: 'journal',
-  writer: { leaseMs: 4_000, renewMs: 1_000, marginMs: 0, waitMarginMs: 1_000, claimBudget: 30 } satisfies HandoverConfig,
+  writer: WRITER,
   /** w1 writes this many entries, one a period; w2 this many after its handover. */
   w1Writes: 12,
   w2Writes: 3,
@@ -83,6 +87,14 @@ const ELECTION_SETTINGS = {
     windowMs: 25_000,
     emphasis: [{ methods: ['join', 'claim', 'renew'], kind: 'late', weight: 4 }],
     chanceAt: [{ methods: ['join', 'claim'], share: 4, first: true }],
+    // Each process's monotonic clock runs fast or slow by up to half of what the tighter margin covers: the
+    // candidates', or the handover's (the new writer waits lease + wait margin from the flip, the old one stops at
+    // its lease with no margin: a lease of lease + wait margin with a margin of the wait margin).
+    monoRate:
+      Math.min(
+        rateErrorCovered(LEASE),
+        rateErrorCovered({ leaseMs: WRITER.leaseMs + WRITER.waitMarginMs, marginMs: WRITER.waitMarginMs + WRITER.marginMs }),
+      ) / 2,
   },
   /** Items per scan page: small, so the restore's bump pages through its scan (and dies between pages). */
   pageSize: 2,
@@ -107,7 +119,7 @@ const BACKOFF_TOTAL_MS = DEFAULT_BACKOFF.capMs * DEFAULT_BACKOFF.retries;
  */
 function electBoundMs(s: Settings = ELECTION_SETTINGS): number {
   const deadAhead = s.faults.budget + s.candidates;
-  return (deadAhead + 1) * (s.lease.leaseMs + pollMsOf(s.lease)) + BACKOFF_TOTAL_MS;
+  return ((deadAhead + 1) * (s.lease.leaseMs + pollMsOf(s.lease)) + BACKOFF_TOTAL_MS) / (1 - s.faults.monoRate);
 }
 
 /**
@@ -115,17 +127,17 @@ function electBoundMs(s: Settings = ELECTION_SETTINGS): number {
  * the wait margin from the flip, and the longest backoff of the flip and of the bump.
  */
 function handoverBoundMs(s: Settings = ELECTION_SETTINGS): number {
-  return s.writer.leaseMs + s.writer.waitMarginMs + 2 * BACKOFF_TOTAL_MS;
+  return (s.writer.leaseMs + s.writer.waitMarginMs + 2 * BACKOFF_TOTAL_MS) / (1 - s.faults.monoRate);
 }
 
 /** Every process's work once the faults stopped: each candidate's terms, one after another, and the writers'. */
 function workBoundMs(s: Settings = ELECTION_SETTINGS): number {
-  const term = (s.acts + 1) * s.actPeriodMs + electBoundMs(s);
-  return s.candidates * s.maxCampaigns * term + handoverBoundMs(s) + (s.w1Writes + s.w2Writes) * s.writePeriodMs;
+  const term = ((s.acts + 1) * s.actPeriodMs) / (1 - s.faults.monoRate) + electBoundMs(s);
+  return s.candidates * s.maxCampaigns * term + handoverBoundMs(s) + ((s.w1Writes + s.w2Writes) * s.writePeriodMs) / (1 - s.faults.monoRate);
 }
 
 /** Streams of a schedule's seed kept apart from the scheduler's, so adding one leaves the others' draws as they were. */
-const STREAMS = { store: 0x0e1e_0000, wall: 0x0e1e_1000, restore: 0x0e1e_2000 } as const;
+const STREAMS = { store: 0x0e1e_0000, wall: 0x0e1e_1000, restore: 0x0e1e_2000, rate: 0x0e1e_3000 } as const;
 
 const MANIFEST = { key: 'pacer/manifest.json', chunkPrefix: 'pacer/acts/' } as const;
 
@@ -167,6 +179,8 @@ interface ElectionState extends WorldState {
   readonly random: () => number;
   readonly storeRandom: () => number;
   readonly wallRandom: () => number;
+  /** Draws each process's monotonic rate error as it starts. */
+  readonly rates: () => number;
   readonly clock: VirtualClock;
   /** How a crashed process is restarted (candidates and the restore, by fresh ones), set as each starts. */
   readonly restarts: Map<Actor, () => number | undefined>;
@@ -243,6 +257,7 @@ function setup(seed: number, mutation: string | undefined, placed?: ElectionPlac
     random,
     storeRandom,
     wallRandom,
+    rates: prng(seed + STREAMS.rate),
     clock,
     scheduler,
     restarts,
@@ -315,7 +330,7 @@ function actors(w: ElectionState): void {
       if (method === 'claim' && (result as WriteOutcome).ok)
         grants.push({ actor: actor.name, key: String(args[0]), epoch: Number((result as { item: { epoch: number } }).item.epoch) });
     });
-    return w.calls.observe(actor.name, stepped);
+    return w.calls.observe(actor, stepped);
   };
 
   // Every append the ledger store accepted, with the fence as it stood just before (the first send only).
@@ -374,7 +389,7 @@ function actors(w: ElectionState): void {
   };
 
   const newActor = (name: string): Actor => {
-    const actor = new Actor(name, clock);
+    const actor = scheduler.actor(name, w.rates);
     w.processes.push(actor);
     scheduler.log(`${name} starts`);
     return actor;
@@ -451,7 +466,7 @@ function actors(w: ElectionState): void {
         scheduler.log(`${actor.name} leads with epoch ${epoch}`);
         try {
           const fence = new EpochFence(
-            { ledger: w.calls.observe(actor.name, scheduler.wrap(observedLedgers(actor), actor)), clock: actorClock, random },
+            { ledger: w.calls.observe(actor, scheduler.wrap(observedLedgers(actor), actor)), clock: actorClock, random },
             ledgerKey(s.role),
           );
           const head = await fence.head();
@@ -465,7 +480,7 @@ function actors(w: ElectionState): void {
             await new Promise<void>((resolve) => actorClock.after(0, resolve));
             if (lost) break;
             // Recorded as the leader's act; the check computes its stop time from outside (ledgerWritesInTime).
-            w.calls.act(actor.name, 'serve');
+            w.calls.act(actor, 'serve');
             // One act, checked once before it starts (Leadership.act): the append (checked again by the ledger
             // writer, and fenced), the act's object, and its commit to the manifest (fenced by If-Match).
             await leadership.act(async () => {
@@ -499,7 +514,7 @@ function actors(w: ElectionState): void {
     const actorClock = clockOf(actor);
     const deps = depsOf(actor, actorClock);
     const fence = new EpochFence(
-      { ledger: w.calls.observe(actor.name, scheduler.wrap(observedLedgers(actor), actor)), clock: actorClock, random },
+      { ledger: w.calls.observe(actor, scheduler.wrap(observedLedgers(actor), actor)), clock: actorClock, random },
       writerLedgerKey(s.writerRole),
     );
     if (name === 'w2') Object.assign(answered, { requestedAt: clock.monotonicMs(), actor });

@@ -24,7 +24,7 @@ import { pollMsOf } from '../../lib/core/lease';
 import { MemoryJobStore } from '../../lib/testing/job-store';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import type { JobStore } from '../../lib/core/store/jobs';
-import type { LockStore, WriteOutcome } from '../../lib/core/store/lock';
+import type { LockStore } from '../../lib/core/store/lock';
 import { Sweeper, SWEEPER_DEFAULTS } from '../../lib/core/sweeper';
 import { DEFAULT_BACKOFF } from '../../lib/core/conditions';
 import { prng } from '../../lib/core/prng';
@@ -32,7 +32,17 @@ import { requeueRunName } from '../../lib/lambda/sweep-verify';
 import { type Broken, type Mutation, applyMutation } from './mutations';
 import { Actor, type Placed, Scheduler } from './scheduler';
 import { type Accepted, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
-import { CallLog, HOLDER_ACTS, LockHistory, leaseOverlapChecks, stopTimeChecks, tokenOfAct } from './history';
+import {
+  CallLog,
+  FenceHistory,
+  fenceOrderChecks,
+  HOLDER_ACTS,
+  LockHistory,
+  leaseOverlapChecks,
+  rateErrorCovered,
+  stopTimeChecks,
+  twoHoldersChecks,
+} from './history';
 import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
 
 /** The world's settings: the night's size, the lease, the sweeper, the faults. */
@@ -60,6 +70,8 @@ const EXPLORE_SETTINGS = {
     // Exaggerated (an NTP step is rarely seconds, a drift rarely 1%) so a night of a minute meets them.
     wall: { maxStepMs: 15_000, maxRateError: 0.5 },
     twice: ['startExecution'],
+    // Each process's monotonic clock runs fast or slow by up to half of what the margin covers.
+    monoRate: rateErrorCovered(LEASE_DEFAULTS) / 2,
     // Steering (docs/TESTING.md): a pause weighs 4 at the fenced write, right after a passed stop-time check (the
     // gap that makes a stale holder); a late answer 4 at the lease's calls; StartExecution's second delivery 3. A
     // holder's first claim (its answer starts the stop time) is faulted at 4 times the chance; a lock read (a
@@ -85,11 +97,13 @@ const EXPLORE_SETTINGS = {
 function livenessBoundMs(s: typeof EXPLORE_SETTINGS = EXPLORE_SETTINGS): number {
   const backoff = DEFAULT_BACKOFF.capMs * DEFAULT_BACKOFF.retries;
   const night = s.chunks * Math.ceil(s.items / s.batch) * s.batchWorkMs;
-  return 2 * s.sweepPeriodMs + 2 * s.lease.leaseMs + pollMsOf(s.lease) + backoff + s.maxIndexLagMs + night;
+  // Every wait is timed on its process's clock: one running slow stretches it by up to 1 / (1 - monoRate).
+  return (2 * s.sweepPeriodMs + 2 * s.lease.leaseMs + pollMsOf(s.lease) + backoff + s.maxIndexLagMs + night) / (1 - s.faults.monoRate);
 }
 
-/** The index lag's stream: a seed far from the schedules' own seeds. */
+/** The index lag's stream and the clocks' rates' stream: seeds far from the schedules' own seeds. */
 const LAG_STREAM = 0x5eed_0000;
+const RATE_STREAM = 0x5eed_1000;
 
 const DATE = '2026-09-28';
 const ITEMS = 'items';
@@ -108,6 +122,8 @@ interface NightState extends WorldState {
   /** How a crashed actor is restarted (the sweeper, by a fresh one), set as each starts. */
   readonly restarts: Map<Actor, () => number | undefined>;
   readonly indexLagMs: number;
+  /** Draws each process's monotonic rate error as it starts. */
+  readonly rates: () => number;
   readonly jobs: MemoryJobStore;
   readonly keys: ReturnType<typeof jobKeys>;
   readonly jobId: string;
@@ -115,12 +131,12 @@ interface NightState extends WorldState {
   /** Every accepted batch with its token and the fence's value as it stood (checks.ts). */
   readonly accepted: Accepted[];
   readonly seenRequests: Set<string>;
-  /** Each successful claim: who, which key, its epoch, and when the store applied it. */
-  readonly grants: { actor: string; key: string; epoch: number; atMs: number }[];
   /** Each holder's store calls as it sent them, and when their answers came (history.ts). */
   readonly calls: CallLog;
   /** Every lock write the lock store applied (history.ts). */
   readonly lockWrites: LockHistory;
+  /** Every fence raised and batch accepted that the job store applied (history.ts). */
+  readonly fenceWrites: FenceHistory;
   /** The holders started, to know when all have ended. */
   readonly holders: Actor[];
   /** When the night's complete took effect. */
@@ -137,7 +153,8 @@ function setup(seed: number, mutation: string | undefined, placed?: NightPlaced)
   // The index's lag draws from its own stream of the seed, so the scheduler's draws stay as they were.
   const lagRandom = prng(seed + LAG_STREAM);
   const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
-  const jobs = new MemoryJobStore({ clock, jobs: 'jobs', indexLagMs, random: lagRandom, pageSize: 1 });
+  const fenceWrites = new FenceHistory(clock);
+  const jobs = fenceWrites.observe(new MemoryJobStore({ clock, jobs: 'jobs', indexLagMs, random: lagRandom, pageSize: 1 }));
   const lockWrites = new LockHistory(clock);
   const locks: LockStore = lockWrites.observe(new MemoryLockStore({ clock }));
   const keys = jobKeys('explore');
@@ -147,6 +164,7 @@ function setup(seed: number, mutation: string | undefined, placed?: NightPlaced)
     scheduler,
     restarts,
     indexLagMs,
+    rates: prng(seed + RATE_STREAM),
     jobs,
     keys,
     jobId: keys.job(DATE),
@@ -154,9 +172,9 @@ function setup(seed: number, mutation: string | undefined, placed?: NightPlaced)
     violations: [],
     accepted: [],
     seenRequests: new Set(),
-    grants: [],
     calls: new CallLog(clock),
     lockWrites,
+    fenceWrites,
     holders: [],
     doneAt: undefined,
     placed,
@@ -167,7 +185,7 @@ function setup(seed: number, mutation: string | undefined, placed?: NightPlaced)
 
 function actors(w: NightState): void {
   const s = EXPLORE_SETTINGS;
-  const { clock, scheduler, random, jobs, keys, broken, violations, grants } = w;
+  const { clock, scheduler, random, jobs, keys, broken, violations } = w;
 
   // Every accepted batch with its token and the fence's value as it stood (checks.ts).
   const batchLog = { accepted: w.accepted, seenRequests: w.seenRequests, violations, log: (line: string) => scheduler.log(line) };
@@ -189,12 +207,12 @@ function actors(w: NightState): void {
     };
 
   const startHolder = (name: string): Actor => {
-    const actor = new Actor(name, clock);
+    const actor = scheduler.actor(name, w.rates);
     w.holders.push(actor);
     const actorClock = actor;
     // Outermost, the observer: what the holder's code sent, and when its answers came (history.ts).
     const jobStore = w.calls.observe(
-      name,
+      actor,
       scheduler.wrap(
         observeJobs(
           actor,
@@ -206,14 +224,7 @@ function actors(w: NightState): void {
         },
       ),
     );
-    const lockStore = w.calls.observe(
-      name,
-      scheduler.wrap(broken.locksFor(actorClock, s.lease), actor, (method, args, result) => {
-        const out = result as WriteOutcome;
-        if (method === 'claim' && out.ok)
-          grants.push({ actor: name, key: String(args[0]), epoch: Number(out.item.epoch), atMs: clock.monotonicMs() });
-      }),
-    );
+    const lockStore = w.calls.observe(actor, scheduler.wrap(broken.locksFor(actorClock, s.lease), actor));
     scheduler.log(`${name} starts`);
     runJob(
       {
@@ -256,7 +267,7 @@ function actors(w: NightState): void {
   let sweepers = 0;
   const executions = new Map<string, Actor>();
   const startSweeper = (): void => {
-    const actor = new Actor(`sweeper-${++sweepers}`, clock);
+    const actor = scheduler.actor(`sweeper-${++sweepers}`, w.rates);
     const actorClock = actor;
     w.restarts.set(actor, () => {
       const delay = Math.floor(random() * s.sweeperRestartWithinMs);
@@ -325,25 +336,6 @@ function actors(w: NightState): void {
 
 // ─── Checks: safety, from the trace and the stores' final state, then liveness ───────────────────────────────────
 
-/**
- * Two holders at once: a holder sent an act (a write carrying its token) after a newer token was granted. The lease's
- * promise: while its check passes, no other claim can have been granted. From outside: the acts as the holders sent
- * them, the grants as the store applied them.
- */
-function twoHolders(w: NightState): string[] {
-  const out: string[] = [];
-  for (const a of w.calls.calls) {
-    if (!HOLDER_ACTS.has(a.method)) continue;
-    const token = tokenOfAct(a);
-    const newer = w.grants.find((g) => g.key === w.jobId && g.epoch > token && g.atMs <= a.sentAt);
-    if (newer)
-      out.push(
-        `two holders at once: ${a.actor} sent ${a.method} at ${a.sentAt} ms with token ${token}, after ${newer.actor} was granted token ${newer.epoch} at ${newer.atMs} ms`,
-      );
-  }
-  return out;
-}
-
 /** Liveness: a night that was raised is DONE within the bound once the faults stopped. */
 async function doneInTime(w: NightState): Promise<string[]> {
   const row = await w.jobs.readJob(w.jobId);
@@ -357,10 +349,11 @@ async function doneInTime(w: NightState): Promise<string[]> {
 
 const checks: readonly Check<NightState>[] = [
   { name: 'batches: none below its fence or a newer one, each item once', check: (w) => acceptedChecks(w.accepted) },
-  { name: 'never two holders at once', check: twoHolders },
+  { name: "batches: each under its fence as raised, from the store's writes", check: (w) => fenceOrderChecks(w.fenceWrites.writes) },
+  { name: 'never two holders at once', check: (w) => twoHoldersChecks(w.calls.calls, w.lockWrites, w.jobId, HOLDER_ACTS) },
   { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, EXPLORE_SETTINGS.lease, HOLDER_ACTS) },
-  { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes) },
-  { name: 'epochs never repeat', check: (w) => epochChecks(w.grants) },
+  { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes, EXPLORE_SETTINGS.faults.monoRate) },
+  { name: 'epochs never repeat', check: (w) => epochChecks(w.lockWrites.claims()) },
   {
     name: 'a DONE night is whole',
     check: (w) =>

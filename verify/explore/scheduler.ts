@@ -16,7 +16,9 @@
  *   wall-rate the actor's wall clock runs fast or slow by a seeded factor from here on, then the call proceeds;
  *   twice     the request is delivered twice (a retry after a lost response): applied, applied again, the second
  *             answer returned (only the methods in plan.twice).
- * The wall faults change only the actor's own wall reading: the monotonic time stays shared and true.
+ * The wall faults change only the actor's own wall reading. Each actor's monotonic clock may also run at a rate of
+ * its own (plan.monoRate, drawn as the actor starts): every duration it times (its waits, its stop time, a pause)
+ * is on that clock, and the checks read its own readings for its own rules and the true time between actors.
  *
  * A test that needs a case places its faults (`placed`) instead of hoping a seed draws them: each lands at the call it
  * names, in every schedule, and no fault is drawn at random.
@@ -43,6 +45,11 @@ export interface FaultPlan {
   readonly wall?: { readonly maxStepMs: number; readonly maxRateError: number };
   /** Store methods whose request can be delivered twice. @default none */
   readonly twice?: readonly string[];
+  /**
+   * Monotonic rate errors: each actor's monotonic clock runs at 1 + r, r drawn as it starts within ±monoRate (a
+   * world keeps this within what its margin covers: history.ts rateErrorCovered). @default none (every clock true)
+   */
+  readonly monoRate?: number;
   /**
    * Where a kind of fault weighs `weight` kinds instead of one, to reach a rare case more often: a pause at the write
    * right after a passed stop-time check (the gap that makes a stale holder), StartExecution delivered twice.
@@ -96,6 +103,8 @@ export class PlacedCounts<F extends { readonly nth?: number }> {
 /** Faults placed by a test: only these are injected (none is drawn), each once. */
 export interface Placed {
   readonly faults: readonly PlacedFault[];
+  /** Monotonic rate errors of the actors named (the first that matches); every other actor's clock runs true. */
+  readonly rates?: readonly { readonly actor: string | RegExp; readonly rate: number }[];
 }
 
 /**
@@ -111,8 +120,8 @@ export type RunEnd = 'done' | 'horizon' | 'turns';
 const TRANSACTIONS = new Set(['recordBatch']);
 
 /**
- * One actor: a simulated process (lib/sim/process.ts: its clock, its pause, its crash, its wall clock's error) and
- * its step count. The monotonic time stays shared and true (its rate is 0): the wall faults change only its wall.
+ * One actor: a simulated process (lib/sim/process.ts: its clock and its clock's rate, its pause, its crash, its wall
+ * clock's error) and its step count. Made by `Scheduler.actor`, which sets its rate.
  */
 export class Actor extends SimProcess {
   steps = 0;
@@ -157,6 +166,22 @@ export class Scheduler {
     placed?: Placed,
   ) {
     this.placedCounts = placed && new PlacedCounts(placed.faults);
+    this.placedRates = placed?.rates;
+  }
+
+  private readonly placedRates: Placed['rates'];
+
+  /**
+   * A new actor (a fresh process) on this clock. Its monotonic rate error: the placed one for its name, none when
+   * faults are placed, else one drawn by `draw` (a stream of its own, so no other draw moves) within ±plan.monoRate.
+   */
+  actor(name: string, draw: () => number): Actor {
+    const actor = new Actor(name, this.clock);
+    const max = this.plan.monoRate ?? 0;
+    const placedRate = this.placedRates?.find((r) => named(r.actor, name))?.rate;
+    actor.rate = placedRate ?? (this.placedCounts || max === 0 ? 0 : Math.round((2 * draw() - 1) * max * 10_000) / 10_000);
+    if (actor.rate !== 0) this.log(`${name} MONO-RATE x${1 + actor.rate}`);
+    return actor;
   }
 
   /** The virtual time the last fault's effect ended (its pause included); -Infinity before any. */
@@ -198,7 +223,7 @@ export class Scheduler {
         return 'turns';
       }
       const now = this.clock.monotonicMs();
-      const ready = this.parked.filter((p) => !p.actor.crashed && p.actor.pausedUntil <= now);
+      const ready = this.parked.filter((p) => !p.actor.crashed && !p.actor.isPaused);
       if (ready.length > 0) {
         const call = ready[Math.floor(this.random() * ready.length)];
         this.parked.splice(this.parked.indexOf(call), 1);
@@ -240,9 +265,10 @@ export class Scheduler {
     if (fault === 'pause') {
       const ms = placed?.ms ?? Math.floor(this.random() * this.plan.maxPauseMs);
       actor.pause(ms);
-      this.faults.push({ kind: fault, point, at: now, until: now + ms });
+      this.faults.push({ kind: fault, point, at: now, until: now + actor.trueMsOf(ms) });
       this.log(`${actor.name} ${method} PAUSE ${ms} ms at ${point}`);
-      this.clock.after(ms, () => undefined); // time must reach the end of the pause even if nothing else is due
+      // Time must reach the end of the pause even if nothing else is due: `ms` on the actor's clock.
+      this.clock.after(actor.trueMsOf(ms), () => undefined);
       this.parked.push(call);
       return;
     }
@@ -253,7 +279,7 @@ export class Scheduler {
     }
     if (fault === 'late') {
       const ms = placed?.ms ?? Math.floor(this.random() * (this.plan.lateMs ?? 0));
-      this.faults.push({ kind: fault, point, at: now, until: now + ms });
+      this.faults.push({ kind: fault, point, at: now, until: now + actor.trueMsOf(ms) });
       this.log(`${actor.name} ${method} LATE ${ms} ms at ${point}`);
       // On the actor's own timer: a process paused meanwhile reads the answer when it wakes, a crashed one never.
       const answer = (settle: () => void) => actor.after(ms, settle);

@@ -61,8 +61,18 @@ import { prng } from '../../lib/core/prng';
 import { interpreter, maxDelayMs, StateError, tasksOf, type MachineDef, type Retrier, type StateDef } from './sfn';
 import { MUTATIONS, WORKFLOW_MUTATIONS, type Broken, type Mutation, type WorkflowMutation, applyMutation } from './mutations';
 import { Actor, named, type Placed, PlacedCounts, Scheduler } from './scheduler';
-import { CallLog, HOLDER_ACTS, LockHistory, leaseOverlapChecks, stopTimeChecks } from './history';
-import { type Accepted, type Grant, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
+import {
+  CallLog,
+  FenceHistory,
+  fenceOrderChecks,
+  HOLDER_ACTS,
+  LockHistory,
+  leaseOverlapChecks,
+  rateErrorCovered,
+  stopTimeChecks,
+  twoHoldersChecks,
+} from './history';
+import { type Accepted, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
 import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
 
 type Json = Record<string, unknown>;
@@ -93,6 +103,8 @@ const FLOW_SETTINGS = {
     maxPauseMs: 240_000,
     lateMs: 10_000,
     windowMs: 120_000,
+    // Each invocation's monotonic clock runs fast or slow by up to half of what the margin covers.
+    monoRate: rateErrorCovered(LEASE_DEFAULTS) / 2,
     emphasis: [
       { methods: ['recordBatch'], kind: 'pause', weight: 4 },
       { methods: ['claim', 'renew'], kind: 'late', weight: 8 },
@@ -115,8 +127,9 @@ const ITEMS = 'items';
 const TABLES = { locks: 'locks', jobs: 'jobs' } as const;
 const BUCKET = 'manifests';
 const JOB_ARN = 'arn:aws:states:us-east-1:000000000000:stateMachine:job';
-/** The index lag's stream: a seed far from the schedules' own seeds. */
+/** The index lag's stream and the clocks' rates' stream: seeds far from the schedules' own seeds. */
 const LAG_STREAM = 0x5eed_0000;
+const RATE_STREAM = 0x5eed_1000;
 
 /**
  * Every mutation this world takes: its own, and the core's (mutations.ts) but the sweeper's order (the Sweeper class's)
@@ -242,7 +255,9 @@ function livenessBoundMs(f: Flow, s: typeof FLOW_SETTINGS = FLOW_SETTINGS): numb
   const leaseWaitMs = Math.ceil(s.lease.leaseMs / 1000) * 1000;
   const pollMs = Math.max(1, Math.ceil(pollMsOf(s.lease) / 1000)) * 1000;
   const nightMs = s.chunks * Math.ceil(s.items / s.batch) * s.batchWorkMs;
-  return retries + s.lease.leaseMs + 2 * (f.sweepPeriodMs + leaseWaitMs) + retries + s.lease.leaseMs + pollMs + nightMs + s.maxIndexLagMs;
+  const bound = retries + s.lease.leaseMs + 2 * (f.sweepPeriodMs + leaseWaitMs) + retries + s.lease.leaseMs + pollMs + nightMs + s.maxIndexLagMs;
+  // An invocation times its work on its own clock: one running slow stretches it by up to 1 / (1 - monoRate).
+  return bound / (1 - s.faults.monoRate);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -284,6 +299,8 @@ interface WorkflowState extends WorldState {
   readonly f: Flow;
   /** livenessBoundMs of the definitions. */
   readonly bound: number;
+  /** Draws each invocation's monotonic rate error as it starts. */
+  readonly rates: () => number;
   readonly random: () => number;
   readonly clock: VirtualClock;
   /** How each running invocation's task is answered when its process crashes, set as each starts. */
@@ -299,11 +316,12 @@ interface WorkflowState extends WorldState {
   readonly skipWaits: boolean;
   readonly accepted: Accepted[];
   readonly seenRequests: Set<string>;
-  readonly grants: Grant[];
   /** Each invocation's store calls as it sent them, and when their answers came (history.ts). */
   readonly calls: CallLog;
   /** Every lock write the lock store applied (history.ts). */
   readonly lockWrites: LockHistory;
+  /** Every fence raised and batch accepted that the job store applied (history.ts). */
+  readonly fenceWrites: FenceHistory;
   readonly invokeFaults: InvokeFault[];
   readonly executions: Map<string, Execution>;
   /** Invocations whose handler has not returned: a zombie's write in flight still lands before the schedule ends. */
@@ -338,7 +356,9 @@ function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlac
   );
   const lagRandom = prng(seed + LAG_STREAM);
   const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
-  const jobs = new MemoryJobStore({ clock, jobs: TABLES.jobs, indexLagMs, random: lagRandom, pageSize: 1 });
+  const rates = prng(seed + RATE_STREAM);
+  const fenceWrites = new FenceHistory(clock);
+  const jobs = fenceWrites.observe(new MemoryJobStore({ clock, jobs: TABLES.jobs, indexLagMs, random: lagRandom, pageSize: 1 }));
   const lockWrites = new LockHistory(clock);
   const locks = lockWrites.observe(new MemoryLockStore({ clock }));
   const keys = jobKeys('explore');
@@ -347,6 +367,7 @@ function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlac
     f,
     bound: livenessBoundMs(f),
     random,
+    rates,
     clock,
     scheduler,
     invocations,
@@ -361,9 +382,9 @@ function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlac
     violations: [],
     accepted: [],
     seenRequests: new Set(),
-    grants: [],
     calls: new CallLog(clock),
     lockWrites,
+    fenceWrites,
     invokeFaults: [],
     executions: new Map(),
     running: new Set(),
@@ -403,13 +424,11 @@ function actors(w: WorkflowState): void {
   const batchLog = { accepted: w.accepted, seenRequests: w.seenRequests, violations, log: (line: string) => scheduler.log(line), logRefused: true };
   const observed = (actor: Actor, inner: JobStore): JobStore => recordingBatches(actor.name, inner, jobs, batchLog);
 
-  // Every claim that took effect: the epochs handed out.
-  const lockCall = (method: string, args: unknown[], result: unknown): void => {
+  // Every claim that took effect, in the trace (the lock history keeps them for the checks).
+  const lockCall = (method: string, _args: unknown[], result: unknown): void => {
     const out = result as WriteOutcome;
     if (method !== 'claim' || !out?.ok) return;
-    const holder = String(out.item.holder);
-    w.grants.push({ actor: holder, key: String(args[0]), epoch: Number(out.item.epoch) });
-    scheduler.log(`${holder} claimed epoch ${Number(out.item.epoch)}`);
+    scheduler.log(`${String(out.item.holder)} claimed epoch ${Number(out.item.epoch)}`);
   };
 
   // The night is DONE when the job row's complete takes effect (the row is the authority).
@@ -448,8 +467,8 @@ function actors(w: WorkflowState): void {
       sfn: sfn as unknown as SFNClient,
       // Outermost, the observer: what the invocation's code sent, and when its answers came (history.ts).
       stores: {
-        locks: w.calls.observe(actor.name, step(broken.locks, lockCall)),
-        jobs: w.calls.observe(actor.name, step(observed(actor, view), jobCall)),
+        locks: w.calls.observe(actor, step(broken.locks, lockCall)),
+        jobs: w.calls.observe(actor, step(observed(actor, view), jobCall)),
         manifests: step(w.manifests),
       },
       clock: actor,
@@ -480,7 +499,7 @@ function actors(w: WorkflowState): void {
   const attempt = (exec: Execution, state: string, st: StateDef, payload: unknown, view: JobStore): Promise<unknown> => {
     const handler = f.handlerOf[String(st.Resource)];
     if (!handler) throw new Error(`task ${state} invokes no function of the stack: ${String(st.Resource)}`);
-    const actor = new Actor(`${exec.name}/${state}#${++invocationCount}`, clock);
+    const actor = scheduler.actor(`${exec.name}/${state}#${++invocationCount}`, w.rates);
     const placedFault = invokeFault(exec.name, state);
     const fault = placedFault?.kind;
     const now = clock.monotonicMs();
@@ -631,9 +650,11 @@ function closedInTime(w: WorkflowState): string[] {
 
 const checks: readonly Check<WorkflowState>[] = [
   { name: 'batches: none below its fence or a newer one, each item once', check: (w) => acceptedChecks(w.accepted) },
-  { name: 'epochs never repeat', check: (w) => epochChecks(w.grants) },
+  { name: "batches: each under its fence as raised, from the store's writes", check: (w) => fenceOrderChecks(w.fenceWrites.writes) },
+  { name: 'never two holders at once', check: (w) => twoHoldersChecks(w.calls.calls, w.lockWrites, w.jobId, HOLDER_ACTS) },
+  { name: 'epochs never repeat', check: (w) => epochChecks(w.lockWrites.claims()) },
   { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, FLOW_SETTINGS.lease, HOLDER_ACTS) },
-  { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes) },
+  { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes, FLOW_SETTINGS.faults.monoRate) },
   {
     name: 'a DONE night is whole',
     check: (w) =>

@@ -90,7 +90,11 @@ export class VirtualClock implements Clock {
 
   /** Calls `fn` when the virtual time reaches now + `ms`, unless cancelled first. */
   after(ms: number, fn: () => void): ClockTimer {
-    const entry: Due = { at: this.now + Math.max(0, ms), seq: this.seq++, fn };
+    // A wait of more than nothing moves time, as a real timer's does, even one too short to move a fractional `now`
+    // (10,000 ms summed from polls can fall an ulp short): else code that waits out the rest would loop in no time.
+    let at = this.now + Math.max(0, ms);
+    if (ms > 0 && at === this.now) at = this.now + Math.max(Math.abs(this.now) * Number.EPSILON, Number.MIN_VALUE);
+    const entry: Due = { at, seq: this.seq++, fn };
     this.due.push(entry);
     return {
       cancel: () => {

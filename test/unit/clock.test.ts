@@ -53,6 +53,20 @@ test('a tracked call takes no virtual time: the clock waits for its answer befor
   assert.deepEqual(order, ['answered@10', 'next@10', 'later@11']);
 });
 
+// The claim's rvn wait sums its polls' intervals; from a fractional start the sum can fall a fraction of an ulp short
+// of the lease, and the rest it then waits is too short to move `now`: time must still move, as a real timer's does.
+test('a positive wait moves time even when it is too short to move a fractional now', async () => {
+  const clock = new VirtualClock({ monotonicMs: 34_502.59728031118 });
+  const now = clock.monotonicMs();
+  const rest = 3e-12;
+  assert.equal(now + rest, now, 'too short to move now in floating point');
+  const slept = clock.sleep(rest);
+  await clock.runUntilIdle();
+  await slept;
+  assert.ok(clock.monotonicMs() > now, 'time moved');
+  assert.equal(clock.timers, 0);
+});
+
 test('runUntilIdle fires timers until none is left, and says so when one keeps re-arming', async () => {
   const clock = new VirtualClock();
   let ticks = 0;

@@ -340,6 +340,68 @@ test("a paused actor's overdue timers run at its wake-up in the order they fell 
   }
 });
 
+// AWS's other answers to a transaction: a 500, the batch applied before it or not (a 500 may or may not have applied
+// the request), and a cancellation for throttling. Each is retried with the same request token by the real code.
+const SERVER_ERRORS: NightPlaced = {
+  faults: [
+    { actor: 'holder-1', method: 'recordBatch', nth: 1, kind: 'server-error', applied: true },
+    { actor: 'holder-1', method: 'recordBatch', nth: 3, kind: 'server-error', applied: false },
+    { actor: 'holder-1', method: 'recordBatch', nth: 5, kind: 'throttle-cancel' },
+  ],
+};
+
+test('a 500 on the fenced batch, applied or not, and a transaction cancelled for throttling: retried, each item recorded once, the night DONE', async () => {
+  for (const seed of SEEDS) {
+    const r = await runSchedule(seed, undefined, SERVER_ERRORS);
+    for (const line of [
+      / holder-1 recordBatch SERVER-ERROR \(applied\) at /,
+      / holder-1 recordBatch SERVER-ERROR \(not applied\) at /,
+      / holder-1 recordBatch THROTTLE-CANCEL at /,
+    ])
+      assert.ok(
+        r.trace.some((l) => line.test(l)),
+        `seed ${seed}: ${String(line)}\n${r.trace.join('\n')}`,
+      );
+    assert.deepEqual(r.violations, [], `seed ${seed}`);
+    assert.equal(r.state, 'DONE');
+    assert.ok(
+      r.trace.some((l) => / holder-1 ends completed token 1$/.test(l)),
+      `seed ${seed}: holder-1 rode through all three`,
+    );
+  }
+});
+
+// A request slow on the way there: holder-1's first batch, sent after a passed check, is on the wire 15 s while
+// holder-1's renewals are all throttled; holder-2 (from 1 ms) claims once holder-1's lease is over, raises the fences,
+// and only then does the batch reach the store.
+const SLOW_WRITE: NightPlaced = {
+  duplicateAtMs: 1,
+  faults: [
+    ...Array.from({ length: 40 }, (_, i): PlacedFault => ({ actor: 'holder-1', method: 'renew', nth: i + 1, kind: 'throttle' })),
+    { actor: 'holder-1', method: 'recordBatch', nth: 1, kind: 'slow', ms: 15_000 },
+  ],
+};
+
+test('a write slow on the wire lands after the next holder raised the fence: refused by the fence; with fence-below, accepted and caught', async () => {
+  for (const seed of SEEDS) {
+    const r = await runSchedule(seed, undefined, SLOW_WRITE);
+    assert.ok(
+      r.trace.some((l) => /^1000 holder-1 recordBatch SLOW 15000 ms at /.test(l)),
+      r.trace.join('\n'),
+    );
+    const landed = r.trace.findIndex((l) => / holder-1 recordBatch applied \(sent earlier\)$/.test(l));
+    const raised = r.trace.findIndex((l) => / holder-2 raiseFence$/.test(l));
+    assert.ok(raised >= 0 && landed > raised, `seed ${seed}: the batch lands after holder-2 raised a fence`);
+    assert.deepEqual(r.violations, [], `seed ${seed}`);
+    assert.equal(r.state, 'DONE');
+    const broken = await runSchedule(seed, 'fence-below', SLOW_WRITE);
+    assert.ok(
+      broken.violations.some((v) => /^holder-1's batch at token 1 (passed the fence 2|accepted below the fence 2)/.test(v)),
+      `seed ${seed}: ${JSON.stringify(broken.violations)}`,
+    );
+  }
+});
+
 test("a late answer reaches its actor the given time after the call applied; a crashed actor's never does", async () => {
   const clock = new VirtualClock();
   const plan = { chance: 0, budget: 0, maxPauseMs: 0, windowMs: 0 };

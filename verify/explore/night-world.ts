@@ -14,6 +14,7 @@
  * Not explored here: the workflow's Lambda handlers under Step Functions' semantics, election and handover, the
  * manifest and the epoch ledger (docs/TESTING.md).
  */
+import './quiet-lambda'; // first: before lib/lambda loads Powertools
 import { type Clock, VirtualClock } from '../../lib/core/clock';
 import { LEASE_DEFAULTS, type LeaseConfig } from '../../lib/core/config';
 import { Events } from '../../lib/core/events';
@@ -72,13 +73,15 @@ const EXPLORE_SETTINGS = {
     twice: ['startExecution'],
     // Each process's monotonic clock runs fast or slow by up to half of what the margin covers.
     monoRate: rateErrorCovered(LEASE_DEFAULTS) / 2,
-    // Steering (docs/TESTING.md): a pause weighs 4 at the fenced write, right after a passed stop-time check (the
-    // gap that makes a stale holder); a late answer 4 at the lease's calls; StartExecution's second delivery 3. A
-    // holder's first claim (its answer starts the stop time) is faulted at 4 times the chance; a lock read (a
-    // claimant's poll, twenty a lease) at a quarter of it.
+    // Steering (docs/TESTING.md): a pause weighs 6 at the fenced write, right after a passed stop-time check (the
+    // gap that makes a stale holder); a delay 4 at the lease's calls; a wall step 3 at a claim (a claimant's wall
+    // clock far from the holder's); StartExecution's second delivery 3. A holder's first claim (its answer starts
+    // the stop time) is faulted at 4 times the chance; a lock read (a claimant's poll, twenty a lease) at a quarter
+    // of it.
     emphasis: [
-      { methods: ['recordBatch'], kind: 'pause', weight: 4 },
+      { methods: ['recordBatch'], kind: 'pause', weight: 6 },
       { methods: ['claim', 'renew'], kind: 'late', weight: 4 },
+      { methods: ['claim'], kind: 'wall-step', weight: 3 },
       { methods: ['startExecution'], kind: 'twice', weight: 3 },
     ],
     chanceAt: [

@@ -10,8 +10,13 @@
  *   lost      the call is applied, then a transient error is thrown: the real retry code sees a lost response;
  *   late      the call is applied now and its answer reaches the actor up to plan.lateMs later (a slow network on
  *             the way back): the store's time of the write and the actor's time of the answer differ;
+ *   slow      the call is on the wire up to plan.lateMs before it is applied, then answered (a slow network on the
+ *             way there): the actor runs on meanwhile, and the request lands even if its sender died since;
  *   throttle  a ThrottlingException before applying;
+ *   server-error  an InternalServerError (HTTP 500), the call applied before it or not (a seeded coin: an error
+ *             on the server's side does not say which, so the retry must be safe either way);
  *   conflict  a transaction cancelled with TransactionConflict before applying (transactions only);
+ *   throttle-cancel  a transaction cancelled with the reason ThrottlingError before applying (transactions only);
  *   wall-step the actor's wall clock steps forward or back by a seeded amount, then the call proceeds (plan.wall);
  *   wall-rate the actor's wall clock runs fast or slow by a seeded factor from here on, then the call proceeds;
  *   twice     the request is delivered twice (a retry after a lost response): applied, applied again, the second
@@ -27,7 +32,8 @@ import type { VirtualClock } from '../../lib/core/clock';
 import { SimProcess, through } from '../../lib/sim/process';
 
 /** A fault the scheduler can inject at a step boundary. */
-export type FaultKind = 'crash' | 'pause' | 'lost' | 'late' | 'throttle' | 'conflict' | 'wall-step' | 'wall-rate' | 'twice';
+export type FaultKind =
+  'crash' | 'pause' | 'lost' | 'late' | 'slow' | 'throttle' | 'server-error' | 'conflict' | 'throttle-cancel' | 'wall-step' | 'wall-rate' | 'twice';
 
 /** How often and how hard to inject. */
 export interface FaultPlan {
@@ -77,6 +83,8 @@ export interface PlacedFault {
   readonly kind: FaultKind;
   readonly ms?: number;
   readonly rate?: number;
+  /** A server error's request applied before the error (true) or not (false). @default the scheduler's coin */
+  readonly applied?: boolean;
 }
 
 /** An actor named by a placed fault: its name, or a pattern its name matches. */
@@ -139,6 +147,8 @@ interface Parked {
   readonly reject: (err: unknown) => void;
   /** Already faulted once (a paused call resumes without a second fault). */
   faulted: boolean;
+  /** On the wire (a slow call): applied when picked, whatever its sender's state, and answered through its timers. */
+  sent?: boolean;
 }
 
 const never = new Promise<never>(() => undefined);
@@ -223,7 +233,7 @@ export class Scheduler {
         return 'turns';
       }
       const now = this.clock.monotonicMs();
-      const ready = this.parked.filter((p) => !p.actor.crashed && !p.actor.isPaused);
+      const ready = this.parked.filter((p) => p.sent || (!p.actor.crashed && !p.actor.isPaused));
       if (ready.length > 0) {
         const call = ready[Math.floor(this.random() * ready.length)];
         this.parked.splice(this.parked.indexOf(call), 1);
@@ -242,6 +252,15 @@ export class Scheduler {
 
   private step(call: Parked): void {
     const { actor, method } = call;
+    if (call.sent) {
+      this.log(`${actor.name} ${method} applied (sent earlier)`);
+      // The answer goes through the actor's timers: a paused actor reads it when it wakes, a crashed one never.
+      call.run().then(
+        (value) => actor.after(0, () => call.resolve(value)),
+        (err: unknown) => actor.after(0, () => call.reject(err)),
+      );
+      return;
+    }
     actor.steps++;
     const nth = (actor.calls.get(method) ?? 0) + 1;
     actor.calls.set(method, nth);
@@ -289,7 +308,22 @@ export class Scheduler {
       );
       return;
     }
+    if (fault === 'slow') {
+      const ms = placed?.ms ?? Math.floor(this.random() * (this.plan.lateMs ?? 0));
+      this.faults.push({ kind: fault, point, at: now, until: now + ms });
+      this.log(`${actor.name} ${method} SLOW ${ms} ms at ${point}`);
+      this.clock.after(ms, () => this.parked.push({ ...call, sent: true }));
+      return;
+    }
     this.faults.push({ kind: fault, point, at: now, until: now });
+    if (fault === 'server-error') {
+      const applied = placed?.applied ?? this.random() < 0.5;
+      this.log(`${actor.name} ${method} SERVER-ERROR (${applied ? 'applied' : 'not applied'}) at ${point}`);
+      const err = transient('InternalServerError', `explore: ${method}: internal server error`, { $metadata: { httpStatusCode: 500 } });
+      if (applied) call.run().then(() => call.reject(err), call.reject);
+      else call.reject(err);
+      return;
+    }
     this.log(`${actor.name} ${method} ${fault.toUpperCase()} at ${point}`);
     if (fault === 'twice') {
       call
@@ -300,6 +334,10 @@ export class Scheduler {
       call.run().then(() => call.reject(transient('TimeoutError', `explore: the response to ${method} was lost`)), call.reject);
     } else if (fault === 'throttle') {
       call.reject(transient('ThrottlingException', `explore: ${method} throttled`));
+    } else if (fault === 'throttle-cancel') {
+      call.reject(
+        transient('TransactionCanceledException', 'explore: transaction throttled', { CancellationReasons: [{ Code: 'ThrottlingError' }] }),
+      );
     } else {
       call.reject(
         transient('TransactionCanceledException', 'explore: transaction conflict', { CancellationReasons: [{ Code: 'TransactionConflict' }] }),
@@ -341,6 +379,13 @@ export class Scheduler {
     if (plan.twice?.includes(method)) kinds.push('twice');
     for (const e of plan.emphasis ?? [])
       if (e.methods.includes(method) && kinds.includes(e.kind)) for (let i = 1; i < e.weight; i++) kinds.push(e.kind);
-    return kinds[Math.floor(this.random() * kinds.length)];
+    const kind = kinds[Math.floor(this.random() * kinds.length)];
+    // A delay is one kind: on the way back (late) or on the way there (slow).
+    if (kind === 'late') return this.random() < 0.5 ? 'late' : 'slow';
+    if (kind !== 'throttle') return kind;
+    // The store's error answers are one kind among the others, so adding one leaves every other kind's share alone:
+    // a 500 or a throttle, and at a transaction also a cancellation for throttling.
+    const answers: FaultKind[] = this.transactions.has(method) ? ['server-error', 'throttle-cancel', 'throttle'] : ['server-error', 'throttle'];
+    return answers[Math.floor(this.random() * answers.length)];
   }
 }

@@ -94,9 +94,12 @@ export class SimProcess implements Clock {
     this.frozen = [];
   }
 
-  /** Paused now (until `pausedUntil` on its own clock). */
+  /**
+   * Paused now: until `pausedUntil` on its own clock, and after it until what fell due during the pause has run
+   * (nothing of it may run before its overdue timers, whatever else falls due at the pause's end).
+   */
   get isPaused(): boolean {
-    return this.pausedUntil - this.monotonicMs() > ROUNDING_MS;
+    return this.held.length > 0 || this.pausedUntil - this.monotonicMs() > ROUNDING_MS;
   }
 
   /** Frozen, until `wake`. */
@@ -133,11 +136,15 @@ export class SimProcess implements Clock {
     }
     if (!this.isPaused) return fn();
     this.held.push(fn);
-    if (this.held.length === 1) this.trueClock.after(this.trueMsOf(this.pausedUntil - this.monotonicMs()), () => this.release());
+    if (this.held.length === 1) this.trueClock.after(this.trueMsOf(Math.max(0, this.pausedUntil - this.monotonicMs())), () => this.release());
   }
 
-  /** The pause is over (or was made longer, and what is held waits on): run what it held. */
+  /** The pause is over (or was made longer, and what is held waits on): run what it held, in order. */
   private release(): void {
+    if (this.pausedUntil - this.monotonicMs() > ROUNDING_MS) {
+      this.trueClock.after(this.trueMsOf(this.pausedUntil - this.monotonicMs()), () => this.release()); // made longer
+      return;
+    }
     const due = this.held;
     this.held = [];
     for (const fn of due) this.run(fn);

@@ -51,11 +51,17 @@ function track(w: WorkerProcess): WorkerProcess {
   return w;
 }
 
-function candidate(ns: Namespace, role: string, name: string, options: WorkerOptions = {}, every = '100ms'): WorkerProcess {
+function candidate(ns: Namespace, role: string, name: string, options: WorkerOptions = {}, every = '100ms', lease = LEASE): WorkerProcess {
   return track(
-    startProcess(['elect', ...stores(ns), '--role', role, '--candidate', name, ...leaseArgs(LEASE), '--every', every, '--events', '--json'], options),
+    startProcess(['elect', ...stores(ns), '--role', role, '--candidate', name, ...leaseArgs(lease), '--every', every, '--events', '--json'], options),
   );
 }
+
+/**
+ * For the test whose successor stops itself while the old leader is continued and refused: the successor's lease
+ * runs meanwhile, and 4.5 s between its renewals' sends and its stop time leave a loaded machine time for that.
+ */
+const LONG_LEASE = { leaseMs: 6000, renewMs: 1000, marginMs: 500 };
 
 /** The summary line `--json` prints last: the candidate's outcome and what it read, by item. */
 function summaryOf(w: WorkerProcess): {
@@ -90,10 +96,10 @@ test(
     const ns = await namespace();
     // A stops itself right after the check of its 50th append (about 5 s after it leads): by then B-E have queued,
     // even with four processes starting at once on two busy cores.
-    const a = candidate(ns, 'pacer', 'A', { faults: { sigstop: 'append:50' } });
+    const a = candidate(ns, 'pacer', 'A', { faults: { sigstop: 'append:50' } }, '100ms', LONG_LEASE);
     await a.waitFor((e) => e.event === 'leading', 60_000);
     // Whichever of them leads stops itself after the check of its second append (below).
-    const joined = ['B', 'C', 'D', 'E'].map((n) => candidate(ns, 'pacer', n, { faults: { sigstop: 'append:2' } }));
+    const joined = ['B', 'C', 'D', 'E'].map((n) => candidate(ns, 'pacer', n, { faults: { sigstop: 'append:2' } }, '100ms', LONG_LEASE));
     for (const w of joined) await w.waitFor((e) => e.event === 'campaign', 60_000);
     // They joined at once, so the queue's order is the order their joins landed: name them by sequence.
     const seqOf = (w: WorkerProcess) => Number(w.events.find((e) => e.event === 'campaign')!.seq);
@@ -113,10 +119,14 @@ test(
     await b.waitFor((x) => x.event === 'appended', 30_000);
     await b.waitFor((x) => x.event === 'fault', 30_000);
     const lastRenew = a.events.filter((x) => x.event === 'renew').at(-1)!;
-    assert.ok(performance.now() - lastRenew.seenAtMs > LEASE.leaseMs, 'A was stopped past its lease');
+    assert.ok(performance.now() - lastRenew.seenAtMs > LONG_LEASE.leaseMs, 'A was stopped past its lease');
     a.child.kill('SIGCONT');
     await a.waitFor((x) => x.event === 'append-refused', 30_000);
     b.child.kill('SIGCONT'); // at once: B's lease runs while it is stopped
+    const bStopped = b.events.find((x) => x.event === 'fault')!;
+    const bRenewed = b.events.filter((x) => x.event === 'renew' && x.seenAtMs < bStopped.seenAtMs).at(-1);
+    const budget = LONG_LEASE.leaseMs - LONG_LEASE.marginMs - (bStopped.seenAtMs - (bRenewed?.seenAtMs ?? bStopped.seenAtMs));
+    assert.ok(performance.now() - bStopped.seenAtMs < budget, `B was stopped within its lease's budget (${budget.toFixed(0)} ms)`);
     const aCode = await a.exited;
 
     // Exactly one successor leads, with a higher epoch; the rest still queue behind it.

@@ -333,11 +333,27 @@ test("a paused actor's overdue timers run at its wake-up in the order they fell 
       a.after(0, () => fired.push('set at the wake-up'));
     });
     a.after(300, () => fired.push('second'));
+    a.after(1_000, () => fired.push('due at the end'));
     a.pause(1_000);
     await clock.advance(2_000);
-    assert.deepEqual(fired, ['first', 'second', 'set at the wake-up'], `rate ${rate}`);
+    const at = (what: string) => fired.indexOf(what);
+    assert.ok(at('first') === 0 && at('second') === 1, `rate ${rate}: ${fired.join(', ')}`);
+    assert.ok(at('set at the wake-up') > at('second') && at('due at the end') > at('second'), `rate ${rate}: ${fired.join(', ')}`);
+    if (rate === 0) assert.deepEqual(fired, ['first', 'second', 'due at the end', 'set at the wake-up']);
     assert.ok(a.monotonicMs() >= 1_000);
   }
+});
+
+test('a pause made longer while timers are held holds them to its new end', async () => {
+  const clock = new VirtualClock();
+  const a = new Actor('a', clock);
+  const fired: number[] = [];
+  a.after(100, () => fired.push(clock.monotonicMs()));
+  a.pause(500);
+  await clock.advance(200);
+  a.pause(1_000); // from 200: to 1,200
+  await clock.advance(2_000);
+  assert.deepEqual(fired, [1_200]);
 });
 
 // AWS's other answers to a transaction: a 500, the batch applied before it or not (a 500 may or may not have applied
@@ -392,6 +408,7 @@ test('a write slow on the wire lands after the next holder raised the fence: ref
     const landed = r.trace.findIndex((l) => / holder-1 recordBatch applied \(sent earlier\)$/.test(l));
     const raised = r.trace.findIndex((l) => / holder-2 raiseFence$/.test(l));
     assert.ok(raised >= 0 && landed > raised, `seed ${seed}: the batch lands after holder-2 raised a fence`);
+    assert.match(r.trace[landed + 1], / holder-1 batch REFUSED token 1 below fence 2 explore#2026-09-28#chunk#00$/, `seed ${seed}`);
     assert.deepEqual(r.violations, [], `seed ${seed}`);
     assert.equal(r.state, 'DONE');
     const broken = await runSchedule(seed, 'fence-below', SLOW_WRITE);

@@ -191,7 +191,7 @@ function actors(w: NightState): void {
   const { clock, scheduler, random, jobs, keys, broken, violations } = w;
 
   // Every accepted batch with its token and the fence's value as it stood (checks.ts).
-  const batchLog = { accepted: w.accepted, seenRequests: w.seenRequests, violations, log: (line: string) => scheduler.log(line) };
+  const batchLog = { accepted: w.accepted, seenRequests: w.seenRequests, violations, log: (line: string) => scheduler.log(line), logRefused: true };
   const observeJobs = (actor: Actor, inner: JobStore): JobStore => recordingBatches(actor.name, inner, jobs, batchLog);
 
   const work =

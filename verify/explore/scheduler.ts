@@ -162,6 +162,8 @@ export class Scheduler {
   /** Each fault injected: its kind and crash point `method@step`. */
   readonly faults: { readonly kind: FaultKind; readonly point: string; readonly at: number; readonly until: number }[] = [];
   private readonly parked: Parked[] = [];
+  /** Slow requests sent and not yet applied. */
+  private onTheWire = 0;
   /** The placed faults and their counts of matching calls (undefined: faults are drawn, none placed). */
   private readonly placedCounts: PlacedCounts<PlacedFault> | undefined;
 
@@ -227,7 +229,8 @@ export class Scheduler {
   async run(done: () => boolean, untilMs: number, maxTurns: number): Promise<RunEnd> {
     for (let turns = 0; ; turns++) {
       await new Promise<void>((resolve) => setImmediate(resolve));
-      if (done()) return 'done';
+      // Not done while a request is still on the wire: it lands whatever its sender did since, and the checks see it.
+      if (done() && this.onTheWire === 0) return 'done';
       if (turns >= maxTurns) {
         this.log(`stopped after ${maxTurns} turns: the actors loop without time passing`);
         return 'turns';
@@ -253,6 +256,7 @@ export class Scheduler {
   private step(call: Parked): void {
     const { actor, method } = call;
     if (call.sent) {
+      this.onTheWire--;
       this.log(`${actor.name} ${method} applied (sent earlier)`);
       // The answer goes through the actor's timers: a paused actor reads it when it wakes, a crashed one never.
       call.run().then(
@@ -312,6 +316,7 @@ export class Scheduler {
       const ms = placed?.ms ?? Math.floor(this.random() * (this.plan.lateMs ?? 0));
       this.faults.push({ kind: fault, point, at: now, until: now + ms });
       this.log(`${actor.name} ${method} SLOW ${ms} ms at ${point}`);
+      this.onTheWire++;
       this.clock.after(ms, () => this.parked.push({ ...call, sent: true }));
       return;
     }

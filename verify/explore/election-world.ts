@@ -89,7 +89,7 @@ const ELECTION_SETTINGS = {
     chanceAt: [{ methods: ['join', 'claim'], share: 4, first: true }],
     // Each process's monotonic clock runs fast or slow by up to half of what the tighter margin covers: the
     // candidates', or the handover's (the new writer waits lease + wait margin from the flip, the old one stops at
-    // its lease with no margin: a lease of lease + wait margin with a margin of the wait margin).
+    // its lease - margin: as a lease of lease + wait margin with a margin of wait margin + margin).
     monoRate:
       Math.min(
         rateErrorCovered(LEASE),

@@ -166,6 +166,8 @@ export class Scheduler {
   private onTheWire = 0;
   /** The placed faults and their counts of matching calls (undefined: faults are drawn, none placed). */
   private readonly placedCounts: PlacedCounts<PlacedFault> | undefined;
+  /** The placed monotonic rates (undefined: drawn, or none when faults are placed). */
+  private readonly placedRates: Placed['rates'];
 
   constructor(
     readonly clock: VirtualClock,
@@ -180,8 +182,6 @@ export class Scheduler {
     this.placedCounts = placed && new PlacedCounts(placed.faults);
     this.placedRates = placed?.rates;
   }
-
-  private readonly placedRates: Placed['rates'];
 
   /**
    * A new actor (a fresh process) on this clock. Its monotonic rate error: the placed one for its name, none when

@@ -7,7 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { DEFAULT_BUMP } from '../../lib/core/restore';
-import { type ElectionPlaced, runElectionSchedule } from '../../verify/explore/election-world';
+import { type ElectionPlaced, oneTermAtATime, runElectionSchedule } from '../../verify/explore/election-world';
+import { type SentCall, stopTimeChecks } from '../../verify/explore/history';
 import { ELECTION_MUTATIONS } from '../../verify/explore/mutations';
 
 const digest = (trace: readonly string[]) => createHash('sha256').update(trace.join('\n')).digest('hex');
@@ -197,6 +198,54 @@ test("no-stop-check is caught from outside: a ledger write sent past its writer'
   for (let seed = FROM; seed < FROM + 20 && found === undefined; seed++)
     found = (await runElectionSchedule(seed, 'no-stop-check')).violations.find((v) => / sent (append|raise) at .* past its stop time /.test(v));
   assert.ok(found, 'no ledger write past its stop time in 20 schedules with the check off');
+});
+
+test('never two terms at once: an act of an older epoch sent after a newer epoch acted is caught, per ledger', () => {
+  const act = (actor: string, method: string, key: string, epoch: number, trueSentAt: number): SentCall => ({
+    actor,
+    method,
+    args: method === 'append' ? [key, { epoch }, 'token'] : [key, epoch],
+    sentAt: trueSentAt,
+    trueSentAt,
+  });
+  const inOrder = [act('c1', 'serve', 'ledger/r', 1, 10), act('c1', 'append', 'ledger/r', 1, 20), act('c2', 'append', 'ledger/r', 2, 30)];
+  assert.deepEqual(oneTermAtATime(inOrder), []);
+  // Another ledger's epochs are its own: a writer's epoch 1 after the leaders' epoch 2 is no overlap.
+  assert.deepEqual(oneTermAtATime([...inOrder, act('w1', 'append', 'writers/j', 1, 40)]), []);
+  const late = oneTermAtATime([...inOrder, act('c1', 'serve', 'ledger/r', 1, 35)]);
+  assert.equal(late.length, 1);
+  assert.match(late[0], /^two terms at once on ledger\/r: c1 sent serve with epoch 1 at 35 ms, after c2 acted with epoch 2 at 30 ms$/);
+});
+
+test('a join learnt late (its answer lost, found by a read after the candidate joined again) does not move the stop time back', () => {
+  const lease = { leaseMs: 4_000, marginMs: 1_000 };
+  const join = (seq: number, rvn: string, sentAt: number, answer?: { at: number; ok: boolean }): SentCall => ({
+    actor: 'c2',
+    method: 'join',
+    args: [{ roleKey: 'election/r', seq, candidateKey: `election/r/${seq}`, candidate: { holder: 'c2', rvn } }],
+    sentAt,
+    trueSentAt: sentAt,
+    ...(answer ? { answeredAt: answer.at, result: { ok: answer.ok } } : {}),
+  });
+  const call = (method: string, args: unknown[], sentAt: number, answeredAt?: number, result?: unknown): SentCall => ({
+    actor: 'c2',
+    method,
+    args,
+    sentAt,
+    trueSentAt: sentAt,
+    ...(answeredAt === undefined ? {} : { answeredAt, result }),
+  });
+  const calls: SentCall[] = [
+    join(5, 'r5', 0), // applied, its answer lost
+    join(5, 'r5', 40, { at: 40, ok: false }), // the resend finds its own item: refused
+    join(6, 'r6', 60, { at: 60, ok: true }), // the candidate joins again
+    call('renew', ['election/r/6', { holder: 'c2', epoch: 6 }], 2_000, 2_000, { ok: true }),
+    call('read', ['election/r/5'], 100, 4_500, { rvn: 'r5' }), // the lost join found, late
+    call('serve', ['ledger/r', 6], 4_800),
+  ];
+  assert.deepEqual(stopTimeChecks(calls, lease, new Set(['serve'])), [], 'served within the seq-6 lease, renewed at 2 s');
+  const unrenewed = calls.filter((c) => c.method !== 'renew');
+  assert.equal(stopTimeChecks(unrenewed, lease, new Set(['serve'])).length, 1, 'without the renewal, 4.8 s is past 60 ms + 3 s');
 });
 
 test('an unknown mutation is refused before anything runs', async () => {

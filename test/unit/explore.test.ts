@@ -356,22 +356,22 @@ test('a pause made longer while timers are held holds them to its new end', asyn
   assert.deepEqual(fired, [1_200]);
 });
 
-// AWS's other answers to a transaction: a 500, the batch applied before it or not (a 500 may or may not have applied
-// the request), and a cancellation for throttling. Each is retried with the same request token by the real code.
+// AWS's other answers to a transaction: a 500 after the batch was applied, a 503 before it was, and a cancellation
+// for throttling (an error on the server's side does not say whether the request was applied). Each is retried with the same request token by the real code.
 const SERVER_ERRORS: NightPlaced = {
   faults: [
-    { actor: 'holder-1', method: 'recordBatch', nth: 1, kind: 'server-error', applied: true },
-    { actor: 'holder-1', method: 'recordBatch', nth: 3, kind: 'server-error', applied: false },
+    { actor: 'holder-1', method: 'recordBatch', nth: 1, kind: 'server-error', applied: true, status: 500 },
+    { actor: 'holder-1', method: 'recordBatch', nth: 3, kind: 'server-error', applied: false, status: 503 },
     { actor: 'holder-1', method: 'recordBatch', nth: 5, kind: 'throttle-cancel' },
   ],
 };
 
-test('a 500 on the fenced batch, applied or not, and a transaction cancelled for throttling: retried, each item recorded once, the night DONE', async () => {
+test('a 500 on the fenced batch after it applied, a 503 before, and a transaction cancelled for throttling: retried, each item recorded once, the night DONE', async () => {
   for (const seed of SEEDS) {
     const r = await runSchedule(seed, undefined, SERVER_ERRORS);
     for (const line of [
-      / holder-1 recordBatch SERVER-ERROR \(applied\) at /,
-      / holder-1 recordBatch SERVER-ERROR \(not applied\) at /,
+      / holder-1 recordBatch SERVER-ERROR 500 \(applied\) at /,
+      / holder-1 recordBatch SERVER-ERROR 503 \(not applied\) at /,
       / holder-1 recordBatch THROTTLE-CANCEL at /,
     ])
       assert.ok(

@@ -20,7 +20,7 @@ import { VirtualClock, type Clock } from '../../lib/core/clock';
 import { DEFAULT_BACKOFF, newRvn } from '../../lib/core/conditions';
 import type { LeaseConfig } from '../../lib/core/config';
 import { candidateKey, Election, Leadership, ledgerKey, roleKey, type ElectionDeps } from '../../lib/election/election';
-import { EpochFence, LedgerWriter, ledgerViolations } from '../../lib/election/epoch-fence';
+import { EpochFence, type LedgerEntry, LedgerWriter, ledgerViolations } from '../../lib/election/epoch-fence';
 import { handover, writerLedgerKey, type HandoverConfig, type Writer } from '../../lib/election/handover';
 import { pollMsOf } from '../../lib/core/lease';
 import { ManifestWriter, type ManifestBody } from '../../lib/core/manifest';
@@ -480,7 +480,7 @@ function actors(w: ElectionState): void {
             await new Promise<void>((resolve) => actorClock.after(0, resolve));
             if (lost) break;
             // Recorded as the leader's act; the check computes its stop time from outside (ledgerWritesInTime).
-            w.calls.act(actor, 'serve');
+            w.calls.act(actor, 'serve', [ledgerKey(s.role), epoch]);
             // One act, checked once before it starts (Leadership.act): the append (checked again by the ledger
             // writer, and fenced), the act's object, and its commit to the manifest (fenced by If-Match).
             await leadership.act(async () => {
@@ -737,10 +737,38 @@ const WRITERS: ReadonlySet<string> = new Set(['w1', 'w2']);
 /** The ledger store's writes, and a leader's service (an act with no store call, recorded by the world). */
 const LEDGER_ACTS: ReadonlySet<string> = new Set(['append', 'raise', 'serve']);
 
+/**
+ * Never two leaders (or two single writers) at once: per ledger, no act of an epoch sent, in true time, after an act of
+ * a higher epoch was sent. A leader acts only while its lease runs and its successor only once that lease is over, so
+ * every act of a term comes before the next term's first. From outside: the acts as the processes sent them (a held
+ * act the fence then refuses counts when it was sent, before the pause that held it).
+ *
+ * A restored lock table forgets who holds what: from the moment it is in use, two processes can each believe they
+ * lead, and only the fence keeps the ledger right (the checks above). So the lease's promise is checked on the acts
+ * sent before `until` (when the restored table came into use), and on all of them in a schedule with no restore.
+ */
+export function oneTermAtATime(calls: readonly SentCall[], until = Infinity): string[] {
+  const out: string[] = [];
+  const newest = new Map<string, { readonly epoch: number; readonly actor: string; readonly at: number }>();
+  const acts = calls.filter((c) => LEDGER_ACTS.has(c.method) && c.trueSentAt < until).sort((a, b) => a.trueSentAt - b.trueSentAt);
+  for (const a of acts) {
+    const key = String(a.args[0]);
+    const epoch = a.method === 'append' ? Number((a.args[1] as LedgerEntry).epoch) : Number(a.args[1]);
+    const top = newest.get(key);
+    if (top && epoch < top.epoch)
+      out.push(
+        `two terms at once on ${key}: ${a.actor} sent ${a.method} with epoch ${epoch} at ${a.trueSentAt} ms, after ${top.actor} acted with epoch ${top.epoch} at ${top.at} ms`,
+      );
+    if (!top || epoch > top.epoch) newest.set(key, { epoch, actor: a.actor, at: a.trueSentAt });
+  }
+  return out;
+}
+
 const checks: readonly Check<ElectionState>[] = [
   { name: 'epochs never repeat and only rise, per lock key, across the restore', check: (w) => epochChecks(w.grants) },
   { name: 'no append below the fence, none of a lower epoch after a bump', check: appendsFenced },
   { name: 'no ledger write and no service as leader past its stop time', check: ledgerWritesInTime },
+  { name: 'never two leaders, nor two writers, at once (until a restore)', check: (w) => oneTermAtATime(w.calls.calls, w.restoredAt) },
   { name: 'the ledgers are whole', check: ledgersWhole },
   { name: 'the manifest only moves forward', check: manifestForward },
   { name: 'the manifest names only acts the ledger has', check: manifestInLedger },

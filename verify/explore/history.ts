@@ -53,8 +53,8 @@ export class CallLog {
   }
 
   /** An act of `actor`'s that makes no store call (a leader serving), recorded as sent now, with no answer. */
-  act(actor: Observed, what: string): void {
-    this.sent(actor, what, []);
+  act(actor: Observed, what: string, args: readonly unknown[] = []): void {
+    this.sent(actor, what, args);
   }
 
   private sent(actor: Observed, method: string, args: readonly unknown[]): SentCall {
@@ -277,11 +277,15 @@ function leaseGrants(calls: readonly SentCall[]): Grant[] {
  */
 function stopTimeAt(grants: readonly Grant[], t: number, spanMs: number): number {
   let stopAt = -Infinity;
+  let startedAt = -Infinity;
   let over = false;
   for (const g of [...grants].sort((a, b) => a.knownAt - b.knownAt)) {
     if (g.knownAt > t) break;
     const own = g.sentAt + spanMs;
-    if (g.starts || stopAt === -Infinity) [stopAt, over] = [own, false];
+    // A lease started by a later send replaces the one held; an older start learnt late (a join whose answer was
+    // lost, found by a read after the process had joined again) is a lease the process no longer acts under.
+    if (g.starts && g.sentAt < startedAt) continue;
+    if (g.starts || stopAt === -Infinity) [stopAt, over, startedAt] = [own, false, g.sentAt];
     else if (over || g.knownAt >= stopAt) over = true;
     else stopAt = Math.max(stopAt, own);
   }

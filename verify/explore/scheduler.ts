@@ -13,8 +13,8 @@
  *   slow      the call is on the wire up to plan.lateMs before it is applied, then answered (a slow network on the
  *             way there): the actor runs on meanwhile, and the request lands even if its sender died since;
  *   throttle  a ThrottlingException before applying;
- *   server-error  an InternalServerError (HTTP 500), the call applied before it or not (a seeded coin: an error
- *             on the server's side does not say which, so the retry must be safe either way);
+ *   server-error  an InternalServerError (HTTP 500) or ServiceUnavailable (503), the call applied before it or not
+ *             (a seeded coin: an error on the server's side does not say which, so the retry must be safe either way);
  *   conflict  a transaction cancelled with TransactionConflict before applying (transactions only);
  *   throttle-cancel  a transaction cancelled with the reason ThrottlingError before applying (transactions only);
  *   wall-step the actor's wall clock steps forward or back by a seeded amount, then the call proceeds (plan.wall);
@@ -85,6 +85,8 @@ export interface PlacedFault {
   readonly rate?: number;
   /** A server error's request applied before the error (true) or not (false). @default the scheduler's coin */
   readonly applied?: boolean;
+  /** A server error's status: 500 (InternalServerError) or 503 (ServiceUnavailable). @default the scheduler's coin */
+  readonly status?: 500 | 503;
 }
 
 /** An actor named by a placed fault: its name, or a pattern its name matches. */
@@ -323,8 +325,10 @@ export class Scheduler {
     this.faults.push({ kind: fault, point, at: now, until: now });
     if (fault === 'server-error') {
       const applied = placed?.applied ?? this.random() < 0.5;
-      this.log(`${actor.name} ${method} SERVER-ERROR (${applied ? 'applied' : 'not applied'}) at ${point}`);
-      const err = transient('InternalServerError', `explore: ${method}: internal server error`, { $metadata: { httpStatusCode: 500 } });
+      const status = placed?.status ?? (this.random() < 0.5 ? 500 : 503);
+      this.log(`${actor.name} ${method} SERVER-ERROR ${status} (${applied ? 'applied' : 'not applied'}) at ${point}`);
+      const [name, text] = status === 500 ? ['InternalServerError', 'internal server error'] : ['ServiceUnavailable', 'service unavailable'];
+      const err = transient(name, `explore: ${method}: ${text}`, { $metadata: { httpStatusCode: status } });
       if (applied) call.run().then(() => call.reject(err), call.reject);
       else call.reject(err);
       return;

@@ -94,7 +94,7 @@ const FLOW_SETTINGS = {
   /**
    * The scheduler's faults at store calls; a pause long enough passes a task's TimeoutSeconds. An answer up to 10 s
    * late: longer than the margin (2 s), so a stop time counted from the answer overruns. Steering (docs/TESTING.md):
-   * a pause weighs 4 at the fenced write, a late answer 8 at the lease's calls, and an invocation's first claim or
+   * a pause weighs 8 at the fenced write, a delay 8 at the lease's calls, and an invocation's first claim or
    * renewal (its answer starts the invocation's stop time) is faulted at 6 times the chance.
    */
   faults: {
@@ -106,7 +106,7 @@ const FLOW_SETTINGS = {
     // Each invocation's monotonic clock runs fast or slow by up to half of what the margin covers.
     monoRate: rateErrorCovered(LEASE_DEFAULTS) / 2,
     emphasis: [
-      { methods: ['recordBatch'], kind: 'pause', weight: 4 },
+      { methods: ['recordBatch'], kind: 'pause', weight: 8 },
       { methods: ['claim', 'renew'], kind: 'late', weight: 8 },
     ],
     chanceAt: [{ methods: ['claim', 'renew'], share: 6, first: true }],

@@ -99,7 +99,12 @@ export class SimProcess implements Clock {
    * (nothing of it may run before its overdue timers, whatever else falls due at the pause's end).
    */
   get isPaused(): boolean {
-    return this.held.length > 0 || this.pausedUntil - this.monotonicMs() > ROUNDING_MS;
+    return this.held.length > 0 || this.pauseLeftMs > ROUNDING_MS;
+  }
+
+  /** What is left of the pause, on its own clock (none left: zero or less). */
+  private get pauseLeftMs(): number {
+    return this.pausedUntil - this.monotonicMs();
   }
 
   /** Frozen, until `wake`. */
@@ -136,15 +141,16 @@ export class SimProcess implements Clock {
     }
     if (!this.isPaused) return fn();
     this.held.push(fn);
-    if (this.held.length === 1) this.trueClock.after(this.trueMsOf(Math.max(0, this.pausedUntil - this.monotonicMs())), () => this.release());
+    if (this.held.length === 1) this.releaseAtPauseEnd();
+  }
+
+  private releaseAtPauseEnd(): void {
+    this.trueClock.after(this.trueMsOf(this.pauseLeftMs), () => this.release());
   }
 
   /** The pause is over (or was made longer, and what is held waits on): run what it held, in order. */
   private release(): void {
-    if (this.pausedUntil - this.monotonicMs() > ROUNDING_MS) {
-      this.trueClock.after(this.trueMsOf(this.pausedUntil - this.monotonicMs()), () => this.release()); // made longer
-      return;
-    }
+    if (this.pauseLeftMs > ROUNDING_MS) return this.releaseAtPauseEnd(); // made longer
     const due = this.held;
     this.held = [];
     for (const fn of due) this.run(fn);

@@ -210,8 +210,8 @@ export function leaseOverlapChecks(writes: readonly LockWrite[], maxRateError = 
   const held = new Map<string, { holder: string; leaseMs: number; at: number }>();
   for (const w of writes) {
     const before = held.get(w.key);
-    const runsTo = before && before.at + before.leaseMs / (1 + maxRateError);
-    if (w.method === 'claim' && before && runsTo !== undefined && before.holder !== w.holder && w.at < runsTo)
+    const runsTo = before ? before.at + before.leaseMs / (1 + maxRateError) : -Infinity;
+    if (w.method === 'claim' && before && before.holder !== w.holder && w.at < runsTo)
       violations.push(`${w.holder} claimed ${w.key} at ${w.at} ms while ${before.holder}'s lease ran to ${runsTo} ms`);
     if (w.method === 'release') held.delete(w.key);
     else if (w.method === 'claim') held.set(w.key, { holder: w.holder, leaseMs: w.leaseMs ?? 0, at: w.at });

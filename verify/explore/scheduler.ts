@@ -158,6 +158,10 @@ const never = new Promise<never>(() => undefined);
 const transient = (name: string, message: string, extra: Record<string, unknown> = {}): Error =>
   Object.assign(new Error(message), { name, $metadata: { httpStatusCode: 400 } }, extra);
 
+/** A transaction cancelled before it applied, with one cancellation reason. */
+const cancelled = (reason: string, what: string): Error =>
+  transient('TransactionCanceledException', `explore: transaction ${what}`, { CancellationReasons: [{ Code: reason }] });
+
 /** The seeded scheduler over one virtual clock (see the file's opening). */
 export class Scheduler {
   readonly trace: string[] = [];
@@ -303,7 +307,7 @@ export class Scheduler {
       return;
     }
     if (fault === 'late') {
-      const ms = placed?.ms ?? Math.floor(this.random() * (this.plan.lateMs ?? 0));
+      const ms = this.delayMs(placed);
       this.faults.push({ kind: fault, point, at: now, until: now + actor.trueMsOf(ms) });
       this.log(`${actor.name} ${method} LATE ${ms} ms at ${point}`);
       // On the actor's own timer: a process paused meanwhile reads the answer when it wakes, a crashed one never.
@@ -315,7 +319,7 @@ export class Scheduler {
       return;
     }
     if (fault === 'slow') {
-      const ms = placed?.ms ?? Math.floor(this.random() * (this.plan.lateMs ?? 0));
+      const ms = this.delayMs(placed);
       this.faults.push({ kind: fault, point, at: now, until: now + ms });
       this.log(`${actor.name} ${method} SLOW ${ms} ms at ${point}`);
       this.onTheWire++;
@@ -344,14 +348,15 @@ export class Scheduler {
     } else if (fault === 'throttle') {
       call.reject(transient('ThrottlingException', `explore: ${method} throttled`));
     } else if (fault === 'throttle-cancel') {
-      call.reject(
-        transient('TransactionCanceledException', 'explore: transaction throttled', { CancellationReasons: [{ Code: 'ThrottlingError' }] }),
-      );
+      call.reject(cancelled('ThrottlingError', 'throttled'));
     } else {
-      call.reject(
-        transient('TransactionCanceledException', 'explore: transaction conflict', { CancellationReasons: [{ Code: 'TransactionConflict' }] }),
-      );
+      call.reject(cancelled('TransactionConflict', 'conflict'));
     }
+  }
+
+  /** A delay's length, for a late answer or a slow request: the placed one, or drawn up to plan.lateMs. */
+  private delayMs(placed: PlacedFault | undefined): number {
+    return placed?.ms ?? Math.floor(this.random() * (this.plan.lateMs ?? 0));
   }
 
   /**

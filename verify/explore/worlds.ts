@@ -2,7 +2,6 @@
  * The explored worlds, by name: each runs one schedule from its seed (optionally with a broken variant of a rule)
  * through the one driver (world.ts runWorld) and returns what its checks found. `all` picks a world by the seed, so a seed alone still names one schedule exactly.
  */
-import './quiet-lambda'; // first: before lib/lambda loads Powertools
 import { ELECTION_WORLD } from './election-world';
 import { ELECTION_MUTATIONS, MUTATIONS } from './mutations';
 import { WORKFLOW_WORLD, WORKFLOW_WORLD_MUTATIONS } from './workflow-world';

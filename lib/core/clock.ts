@@ -67,6 +67,8 @@ export class VirtualClock implements Clock {
   private seq = 0;
   private readonly due: Due[] = [];
   private readonly pending = new Set<Promise<unknown>>();
+  /** Some work was tracked: real I/O is in play, so settling lets the event loop turn. */
+  private tracked = false;
 
   constructor(start: { readonly monotonicMs?: number; readonly wallMs?: number } = {}) {
     this.now = start.monotonicMs ?? 0;
@@ -106,6 +108,7 @@ export class VirtualClock implements Clock {
 
   /** Work the clock must wait for before it moves (a store call): it takes no virtual time. */
   track<T>(work: Promise<T>): Promise<T> {
+    this.tracked = true;
     this.pending.add(work);
     const done = () => void this.pending.delete(work);
     work.then(done, done);
@@ -130,7 +133,7 @@ export class VirtualClock implements Clock {
     const until = this.now + ms;
     while (await this.fireNext(until));
     this.now = until;
-    await this.settle();
+    await this.settled();
   }
 
   /**
@@ -144,7 +147,7 @@ export class VirtualClock implements Clock {
 
   /** Let the woken code run until it waits again, then fire the earliest timer due by `until`, if any. */
   private async fireNext(until: number): Promise<boolean> {
-    await this.settle();
+    await this.settled();
     let next: Due | undefined;
     for (const d of this.due) if (d.at <= until && (next === undefined || d.at < next.at || (d.at === next.at && d.seq < next.seq))) next = d;
     if (next === undefined) return false;
@@ -154,11 +157,25 @@ export class VirtualClock implements Clock {
     return true;
   }
 
-  /** Run what is runnable: promise continuations, and the tracked calls until each is answered. */
-  private async settle(): Promise<void> {
+  /**
+   * Resolves once nothing is runnable without moving time: every promise continuation has run, and every tracked
+   * call has been answered. A clock that never tracked real work waits only for the continuations to run out (a tick
+   * runs after them all), many times cheaper than a turn of the event loop; one that did lets the loop turn, so real
+   * I/O lands.
+   */
+  async settled(): Promise<void> {
     do {
       await Promise.allSettled([...this.pending]);
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      await (this.tracked ? turn() : continuationsRun());
     } while (this.pending.size > 0);
   }
 }
+
+/** Resolves after one turn of the event loop (timers and I/O callbacks due run first). */
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/**
+ * Resolves once every promise continuation queued so far, and every one they queue, has run: Node runs its tick
+ * queue only when the microtask queue is empty.
+ */
+const continuationsRun = () => new Promise<void>((resolve) => process.nextTick(resolve));

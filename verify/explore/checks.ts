@@ -54,7 +54,7 @@ export function epochChecks(grants: readonly Grant[]): string[] {
 
 /** A DONE night has every item stored and every chunk fence recorded done. */
 export async function doneChecks(
-  jobs: JobStore & { dump(table: string): readonly unknown[] },
+  jobs: JobStore & { dump(table: string): readonly unknown[] | Promise<readonly unknown[]> },
   night: {
     readonly jobId: string;
     readonly date: string;
@@ -68,7 +68,7 @@ export async function doneChecks(
   const violations: string[] = [];
   const row = await jobs.readJob(night.jobId);
   if (row?.state !== 'DONE') return violations;
-  const stored = jobs.dump(night.itemsTable).length;
+  const stored = (await jobs.dump(night.itemsTable)).length;
   if (stored !== night.chunks * night.items) violations.push(`DONE with ${stored} items stored, the night has ${night.chunks * night.items}`);
   for (let c = 0; c < night.chunks; c++) {
     const fence = await jobs.readFence({ table: night.jobsTable, key: { pk: keys.chunkFence(night.date, c) } });

@@ -109,7 +109,31 @@ const LAG_STREAM = 0x5eed_0000;
 const RATE_STREAM = 0x5eed_1000;
 
 const DATE = '2026-09-28';
-const ITEMS = 'items';
+
+/**
+ * The stores one schedule runs on: the in-memory ones (with the sparse index's lag and a page of one row, so every
+ * query runs its pagination path), or lib/core/aws's on DynamoDB Local (dynamo.ts), the same schedules over every
+ * shipped condition expression.
+ */
+export interface NightStores {
+  readonly locks: LockStore;
+  /** The job table's store, and every item a table holds (the checks count the night's items). */
+  readonly jobs: JobStore & { dump(table: string): readonly unknown[] | Promise<readonly unknown[]> };
+  /** The table the night's items are written to. */
+  readonly items: string;
+  /** How far the sparse index lags its table at most (0: DynamoDB Local's, read at once). */
+  readonly indexLagMs: number;
+}
+
+/** Builds one schedule's stores on its clock, given the sparse index's lag drawn for it (a memory store's only). */
+export type NightStoresOf = (clock: VirtualClock, lag: { readonly indexLagMs: number; readonly random: () => number }) => NightStores;
+
+const memoryStores: NightStoresOf = (clock, lag) => ({
+  locks: new MemoryLockStore({ clock }),
+  jobs: new MemoryJobStore({ clock, jobs: 'jobs', indexLagMs: lag.indexLagMs, random: lag.random, pageSize: 1 }),
+  items: 'items',
+  indexLagMs: lag.indexLagMs,
+});
 
 /** Faults placed by a test, and when the duplicate trigger comes (absent: it does not). */
 export interface NightPlaced extends Placed {
@@ -127,7 +151,8 @@ interface NightState extends WorldState {
   readonly indexLagMs: number;
   /** Draws each process's monotonic rate error as it starts. */
   readonly rates: () => number;
-  readonly jobs: MemoryJobStore;
+  readonly jobs: NightStores['jobs'];
+  readonly items: string;
   readonly keys: ReturnType<typeof jobKeys>;
   readonly jobId: string;
   readonly broken: Broken;
@@ -147,7 +172,7 @@ interface NightState extends WorldState {
   readonly placed: NightPlaced | undefined;
 }
 
-function setup(seed: number, mutation: string | undefined, placed?: NightPlaced): NightState {
+function setup(storesOf: NightStoresOf, seed: number, mutation: string | undefined, placed?: NightPlaced): NightState {
   const s = EXPLORE_SETTINGS;
   const random = prng(seed);
   const clock = new VirtualClock();
@@ -156,19 +181,21 @@ function setup(seed: number, mutation: string | undefined, placed?: NightPlaced)
   // The index's lag draws from its own stream of the seed, so the scheduler's draws stay as they were.
   const lagRandom = prng(seed + LAG_STREAM);
   const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
+  const stores = storesOf(clock, { indexLagMs, random: lagRandom });
   const fenceWrites = new FenceHistory(clock);
-  const jobs = fenceWrites.observe(new MemoryJobStore({ clock, jobs: 'jobs', indexLagMs, random: lagRandom, pageSize: 1 }));
+  const jobs = fenceWrites.observe(stores.jobs);
   const lockWrites = new LockHistory(clock);
-  const locks: LockStore = lockWrites.observe(new MemoryLockStore({ clock }));
+  const locks: LockStore = lockWrites.observe(stores.locks);
   const keys = jobKeys('explore');
   return {
     random,
     clock,
     scheduler,
     restarts,
-    indexLagMs,
+    indexLagMs: stores.indexLagMs,
     rates: prng(seed + RATE_STREAM),
     jobs,
+    items: stores.items,
     keys,
     jobId: keys.job(DATE),
     broken: applyMutation(mutation as Mutation | undefined, { locks, jobs }),
@@ -201,7 +228,7 @@ function actors(w: NightState): void {
         await actorClock.sleep(s.batchWorkMs);
         lease.check();
         const puts = Array.from({ length: Math.min(s.batch, s.items - from) }, (_, i) => ({
-          table: ITEMS,
+          table: w.items,
           item: { pk: { S: `item#${chunk}#${from + i}` }, token: { N: String(lease.token) } },
         }));
         await writeBatch(fence, puts);
@@ -362,7 +389,7 @@ const checks: readonly Check<NightState>[] = [
     check: (w) =>
       doneChecks(
         w.jobs,
-        { jobId: w.jobId, date: DATE, chunks: EXPLORE_SETTINGS.chunks, items: EXPLORE_SETTINGS.items, itemsTable: ITEMS, jobsTable: 'jobs' },
+        { jobId: w.jobId, date: DATE, chunks: EXPLORE_SETTINGS.chunks, items: EXPLORE_SETTINGS.items, itemsTable: w.items, jobsTable: w.jobs.table },
         w.keys,
       ),
   },
@@ -371,8 +398,9 @@ const checks: readonly Check<NightState>[] = [
 
 // ─── The world ───────────────────────────────────────────────────────────────────────────────────────────────────
 
-export const NIGHT_WORLD: World<NightState, NightPlaced> = {
-  setup,
+/** The night world on the stores `storesOf` builds: in memory (NIGHT_WORLD), or on DynamoDB Local (dynamo.ts). */
+export const nightWorld = (storesOf: NightStoresOf): World<NightState, NightPlaced> => ({
+  setup: (seed, mutation, placed) => setup(storesOf, seed, mutation, placed),
   actors,
   // The night is DONE and every holder has ended (or crashed).
   done: (w) => w.doneAt !== undefined && w.holders.every((a) => a.crashed || a.outcome !== 'running'),
@@ -384,7 +412,9 @@ export const NIGHT_WORLD: World<NightState, NightPlaced> = {
     const row = await w.jobs.readJob(w.jobId);
     return { line: `end: night ${row?.state ?? 'never raised'}`, state: row?.state };
   },
-};
+});
+
+export const NIGHT_WORLD = nightWorld(memoryStores);
 
 /** Run one schedule of the night world from its seed (optionally with a broken variant of a rule, or placed faults) and check it. */
 export const runSchedule = (seed: number, mutation?: Mutation, placed?: NightPlaced): Promise<ScheduleResult> =>

@@ -234,7 +234,8 @@ export class Scheduler {
    */
   async run(done: () => boolean, untilMs: number, maxTurns: number): Promise<RunEnd> {
     for (let turns = 0; ; turns++) {
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      // Every continuation has run, and every real store call (a world on DynamoDB Local) has been answered.
+      await this.clock.settled();
       // Not done while a request is still on the wire: it lands whatever its sender did since, and the checks see it.
       if (done() && this.onTheWire === 0) return 'done';
       if (turns >= maxTurns) {

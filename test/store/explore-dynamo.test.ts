@@ -1,0 +1,83 @@
+/**
+ * The explorer's DynamoDB Local tier (verify/explore/dynamo.ts): the night world's schedules with lib/core/aws's lock
+ * and job stores on DynamoDB Local (behind the conflict proxy), the clock virtual, every call a step of the seeded
+ * scheduler and faulted there. Every condition expression the night sends runs under the faults; and with the sparse
+ * index's lag at 0 (DynamoDB Local's index does not lag), each schedule must run line for line as on the in-memory
+ * stores: a difference is the memory stores parting from DynamoDB's behaviour.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { localClients, type Clients } from '../../lib/core/aws/clients';
+import { MemoryJobStore } from '../../lib/testing/job-store';
+import { MemoryLockStore } from '../../lib/testing/lock-store';
+import { DYNAMO_MUTATIONS, runNightOnDynamo } from '../../verify/explore/dynamo';
+import type { Mutation } from '../../verify/explore/mutations';
+import { nightWorld, type NightPlaced } from '../../verify/explore/night-world';
+import { runWorld, type ScheduleResult } from '../../verify/explore/world';
+import { endpoints } from '../support/stack';
+
+/** The memory stores as DynamoDB Local behaves: no index lag (a page of one row still runs every query's paging). */
+const MEMORY_NO_LAG = nightWorld((clock) => ({
+  locks: new MemoryLockStore({ clock }),
+  jobs: new MemoryJobStore({ clock, jobs: 'jobs', pageSize: 1 }),
+  items: 'items',
+  indexLagMs: 0,
+}));
+
+/** Schedules from this seed (not one the docs' tables use). */
+const FROM = 7_301;
+const SCHEDULES = 120;
+
+let clients: Clients;
+/** This file's tables: each schedule's are `<prefix><seed>-*`, created before it runs and deleted after. */
+const prefix = `e${randomBytes(4).toString('hex')}-`;
+before(async () => void (clients = localClients(await endpoints())));
+after(() => clients.destroy());
+
+async function both(seed: number, mutation?: Mutation, placed?: NightPlaced): Promise<{ dynamo: ScheduleResult; memory: ScheduleResult }> {
+  const dynamo = await runNightOnDynamo(clients, `${prefix}${seed}${mutation ?? ''}-`, seed, mutation, { placed });
+  const memory = await runWorld(MEMORY_NO_LAG, seed, mutation, placed);
+  return { dynamo, memory };
+}
+
+test(`${SCHEDULES} schedules of the night on DynamoDB Local: no violation, and each runs as on the memory stores`, async () => {
+  const faults = new Map<string, number>();
+  for (let seed = FROM; seed < FROM + SCHEDULES; seed++) {
+    const { dynamo, memory } = await both(seed);
+    assert.deepEqual(dynamo.violations, [], `seed ${seed} on DynamoDB Local:\n${dynamo.trace.join('\n')}`);
+    assert.deepEqual(dynamo.trace, memory.trace, `seed ${seed}: DynamoDB Local and the memory stores parted`);
+    for (const p of dynamo.crashPoints) faults.set(p.split(' ')[0], (faults.get(p.split(' ')[0]) ?? 0) + 1);
+  }
+  // What the schedules put the AWS stores through, for the log (not a condition: the schedules are drawn).
+  console.log(`faults injected over ${SCHEDULES} schedules: ${JSON.stringify(Object.fromEntries(faults))}`);
+});
+
+test('the fence comparison broken where it ships (`fence < :t` sent to DynamoDB) is caught; the same schedule passes unbroken', async () => {
+  // No fault: every batch is written at the token its fence was raised to, which `fence < :t` refuses.
+  const placed: NightPlaced = { faults: [] };
+  const honest = await both(1, undefined, placed);
+  assert.deepEqual(honest.dynamo.violations, []);
+  assert.equal(honest.dynamo.state, 'DONE');
+  const broken = await both(1, 'fence-lt', placed);
+  assert.ok(
+    broken.dynamo.trace.some((l) => / holder-1 batch REFUSED token 1 below fence 1 /.test(l)),
+    broken.dynamo.trace.join('\n'),
+  );
+  assert.ok(broken.dynamo.violations.length > 0, 'a night whose every batch is refused must fail a check');
+  // The memory stores' variant of the same bug (verify/explore/mutations.ts) behaves as the real expression does.
+  assert.deepEqual(broken.dynamo.trace, broken.memory.trace);
+  assert.deepEqual(broken.dynamo.violations, broken.memory.violations);
+});
+
+// The broken variants run above the store: each must break the night on DynamoDB Local as on the memory stores, so
+// the memory tier's catch rates stand for the AWS stores too.
+const PER_MUTATION = 8;
+test(`each broken variant that runs on any store behaves on DynamoDB Local as on the memory stores (${PER_MUTATION} schedules each)`, async () => {
+  for (const mutation of DYNAMO_MUTATIONS)
+    for (let seed = FROM; seed < FROM + PER_MUTATION; seed++) {
+      const { dynamo, memory } = await both(seed, mutation);
+      assert.deepEqual(dynamo.trace, memory.trace, `${mutation} seed ${seed}: DynamoDB Local and the memory stores parted`);
+      assert.deepEqual(dynamo.violations, memory.violations, `${mutation} seed ${seed}`);
+    }
+});

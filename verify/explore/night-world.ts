@@ -63,7 +63,7 @@ const EXPLORE_SETTINGS = {
   sweeperRestartWithinMs: 10_000,
   faults: {
     chance: 0.15,
-    budget: 4,
+    budget: 5,
     maxPauseMs: 20_000,
     // An answer up to 10 s late: longer than the margin (2 s), so a stop time counted from the answer overruns.
     lateMs: 10_000,
@@ -75,18 +75,22 @@ const EXPLORE_SETTINGS = {
     monoRate: rateErrorCovered(LEASE_DEFAULTS) / 2,
     // Steering (docs/TESTING.md): a pause weighs 6 at the fenced write, right after a passed stop-time check (the
     // gap that makes a stale holder); a delay 4 at the lease's calls; a wall step 3 at a claim (a claimant's wall
-    // clock far from the holder's); StartExecution's second delivery 3. A holder's first claim (its answer starts
-    // the stop time) is faulted at 4 times the chance; a lock read (a claimant's poll, twenty a lease) at a quarter
-    // of it.
+    // clock far from the holder's); at the sweeper's StartExecution, its second delivery 3 and a crash 6 (the crash
+    // between the two steps of a re-queue: start, then record). A holder's first claim (its answer starts the stop
+    // time) and a StartExecution (a few a night, each after a full lease of sightings) are faulted at 4 times the
+    // chance; a lock read (a claimant's poll, twenty a lease) at a quarter of it. Five faults a schedule, so one is
+    // still left by the time a sweeper re-queues.
     emphasis: [
       { methods: ['recordBatch'], kind: 'pause', weight: 6 },
       { methods: ['claim', 'renew'], kind: 'late', weight: 4 },
       { methods: ['claim'], kind: 'wall-step', weight: 3 },
       { methods: ['startExecution'], kind: 'twice', weight: 3 },
+      { methods: ['startExecution'], kind: 'crash', weight: 6 },
     ],
     chanceAt: [
       { methods: ['read'], share: 0.25 },
       { methods: ['claim'], share: 4, first: true },
+      { methods: ['startExecution'], share: 4 },
     ],
   },
 } as const;

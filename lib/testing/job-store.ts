@@ -225,7 +225,8 @@ export class MemoryJobStore implements JobStore {
     const rest = from < 0 ? [] : sorted.slice(from);
     const size = this.options.pageSize ?? 100;
     const items = rest.slice(0, size);
-    return rest.length > size ? { items, next: order(items[items.length - 1]) } : { items };
+    // As DynamoDB's Limit: a full page ends with a key to go on from, even when nothing follows it.
+    return items.length === size ? { items, next: order(items[items.length - 1]) } : { items };
   }
 
   // ─── The fenced batch: one transaction ─────────────────────────────────────────────────────────────────────────

@@ -15,6 +15,8 @@
  *    https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-indexes-general-sparse-indexes.html
  *  - A GSI is eventually consistent, no consistent read:
  *    https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/GSI.html#GSI.Reads
+ *  - Pages: a query that reaches its Limit stops there with a LastEvaluatedKey, which "does not necessarily mean that
+ *    there is more data": https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Query.Pagination.html
  *
  * Where DynamoDB Local does not follow AWS, the AWS side of a test says so: the conflict proxy emulates
  * TransactionConflict (DynamoDB Local serialises transactions; test/store/dynamodb-proxy.test.ts); DynamoDB Local's GSI is
@@ -48,6 +50,8 @@ const WINDOW_MS = 500;
 /** What each store's run of the suite is given. */
 interface World {
   readonly store: JobStore;
+  /** The same table, two items a page (the memory store's pageSize, DynamoDB's Limit). */
+  readonly pagedBy2: JobStore;
   /** A table for the batch's puts (partition key `pk`). */
   readonly records: string;
   /** Start `act`, and resolve once it is in flight (its transaction holds its items), with its answer to come. */
@@ -75,11 +79,12 @@ const raiseOf = (token: number, owner = 'A', chunkCount = 2): RowRaise => ({
   shard: SHARD,
 });
 const put = (table: string, pk: string, note = 'x'): BatchPut => ({ table, item: { pk: { S: pk }, note: { S: note } }, keyAttribute: 'pk' });
-async function allClaimed(store: JobStore): Promise<JobRow[]> {
+const allClaimed = (store: JobStore): Promise<JobRow[]> => allClaimedOf(store, SHARD);
+async function allClaimedOf(store: JobStore, shard: string): Promise<JobRow[]> {
   const rows: JobRow[] = [];
   let next: string | undefined;
   do {
-    const page = await store.claimedPage(SHARD, next);
+    const page = await store.claimedPage(shard, next);
     rows.push(...page.items);
     next = page.next;
   } while (next !== undefined);
@@ -113,6 +118,7 @@ const worlds: Record<string, () => Promise<World>> = {
     const lockStore = new MemoryLockStore();
     return {
       store: settled,
+      pagedBy2: store,
       records: 'records',
       deps: (job) => ({ jobs: store, locks: lockStore, clock, job }),
       clock,
@@ -140,6 +146,7 @@ const worlds: Record<string, () => Promise<World>> = {
         await proxy.stop();
       },
       store,
+      pagedBy2: new DynamoJobStore(clients.ddb, ns.tables.jobs, 2),
       expiring: async () => {
         const other = await namespace();
         const TableName = other.tables.jobs;
@@ -259,6 +266,16 @@ for (const [name, make] of Object.entries(worlds)) {
       );
       assert.deepEqual(await sighted(reminders), [reminders.job(date)], "the reminders sweeper sights its own row, and no other job's");
       assert.deepEqual(await sighted(exports), [exports.job(date)], "the exports sweeper sights its own row, and no other job's");
+    });
+
+    test('a full page ends with a LastEvaluatedKey even when nothing follows: the next page is empty and ends the query', T, async () => {
+      const shard = unique('shard');
+      for (const job of [unique('job'), unique('job')]) await w.store.raiseJob(job, { ...raiseOf(1), shard });
+      await w.settleIndex(async () => (await allClaimedOf(w.store, shard)).length === 2);
+      const first = await w.pagedBy2.claimedPage(shard);
+      assert.equal(first.items.length, 2);
+      assert.notEqual(first.next, undefined, 'the Limit was reached: a key to go on from');
+      assert.deepEqual(await w.pagedBy2.claimedPage(shard, first.next), { items: [] }, 'then an empty last page');
     });
 
     test("the sweeper's re-queue only counts, on exactly the row it saw: RUNNING, owner, fence and count", T, async () => {

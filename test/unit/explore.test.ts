@@ -120,6 +120,37 @@ test('a sweeper dead between its start and its record, whose started run dies to
   }
 });
 
+test('two nights orphaned at once: the sweeper pages through both claimed rows (a page is one row), re-queues each, and both end DONE', async () => {
+  for (const seed of SEEDS) {
+    // holder-1 (tonight) dies at its first batch, holder-2 (yesterday's, started beside it) at its first batch, and
+    // holder-3 (tonight's duplicate trigger) at its first read: two claimed rows are left for the sweeper.
+    const placed: NightPlaced = {
+      duplicateAtMs: 2_000,
+      yesterday: true,
+      faults: [
+        { actor: 'holder-1', method: 'recordBatch', kind: 'crash' },
+        { actor: 'holder-2', method: 'recordBatch', kind: 'crash' },
+        { actor: 'holder-3', method: 'read', kind: 'crash' },
+      ],
+    };
+    const r = await runSchedule(seed, undefined, placed);
+    assert.ok(
+      r.trace.some((l) => / holder-2 starts 2026-09-27$/.test(l)),
+      r.trace.join('\n'),
+    );
+    // One pass of the sweeper reads the shard page by page: two of its queries at the same virtual time.
+    const pages = r.trace.filter((l) => / sweeper-1 claimedPage$/.test(l)).map((l) => l.split(' ')[0]);
+    assert.ok(
+      pages.some((at, k) => pages.indexOf(at) !== k),
+      `a pass reads a second page: ${pages.join(', ')}`,
+    );
+    const runs = r.trace.map((l) => / starts a new run requeue-(\d{4}-\d\d-\d\d)-/.exec(l)?.[1]).filter((d) => d !== undefined);
+    assert.deepEqual(new Set(runs), new Set(['2026-09-28', '2026-09-27']), 'each night is re-queued');
+    assert.equal(r.trace.at(-1)!.replace(/^\S+ /, ''), 'end: night DONE, 2026-09-27 DONE');
+    assert.deepEqual(r.violations, []);
+  }
+});
+
 test("the sweeper's old order (QUEUED, out of the index, then start) strands the night when it dies between the two", async () => {
   for (const seed of SEEDS) {
     const placed = also({ actor: 'sweeper-1', method: 'startExecution', kind: 'crash' });

@@ -61,6 +61,8 @@ export async function doneChecks(
     readonly chunks: number;
     readonly items: number;
     readonly itemsTable: string;
+    /** The night's items are those whose `pk` starts with this (other nights' share the table). @default every item */
+    readonly itemPrefix?: string;
     readonly jobsTable: string;
   },
   keys: ReturnType<typeof jobKeys>,
@@ -68,7 +70,8 @@ export async function doneChecks(
   const violations: string[] = [];
   const row = await jobs.readJob(night.jobId);
   if (row?.state !== 'DONE') return violations;
-  const stored = (await jobs.dump(night.itemsTable)).length;
+  const prefix = night.itemPrefix ?? '';
+  const stored = (await jobs.dump(night.itemsTable)).filter((i) => String((i as { pk?: unknown }).pk).startsWith(prefix)).length;
   if (stored !== night.chunks * night.items) violations.push(`DONE with ${stored} items stored, the night has ${night.chunks * night.items}`);
   for (let c = 0; c < night.chunks; c++) {
     const fence = await jobs.readFence({ table: night.jobsTable, key: { pk: keys.chunkFence(night.date, c) } });

@@ -6,8 +6,8 @@
  *
  * Each schedule gets tables of its own (created before, deleted after). What differs from the memory stores: the
  * sparse index is read consistently at once (DynamoDB Local's index does not lag, AWS's does: the memory tier draws
- * the lag), and the job store's query pages at DynamoDB's 1 MB, so a night's few rows come in one page. With no lag,
- * a schedule's trace is the same on both stores, line for line (test/store/explore-dynamo.test.ts).
+ * the lag). With no lag, a schedule's trace is the same on both stores, line for line
+ * (test/store/explore-dynamo.test.ts); both page the sparse index a row at a time.
  *
  * The broken variants that reach behind the in-memory stores (epoch-deleted, requeue-before-start,
  * claim-on-wall-clock) are not run here. `fence-lt` is broken where it ships: the fence comparison is rewritten in
@@ -86,7 +86,8 @@ export async function runNightOnDynamo(
   const tables = [LOCK_TABLE, JOB_TABLE, ITEMS_TABLE];
   await createDescribedTables(clients.raw, prefix, tables);
   const world = nightWorld((clock) => {
-    const jobs = new DynamoJobStore(clients.ddb, prefix + JOB_TABLE.suffix);
+    // A page of one row, as the memory tier's: the sweeper's query runs its paging path.
+    const jobs = new DynamoJobStore(clients.ddb, prefix + JOB_TABLE.suffix, 1);
     const stores: NightStores = {
       locks: onClock(new DynamoLockStore(clients.ddb, prefix + LOCK_TABLE.suffix), clock),
       jobs: onClock(Object.assign(jobs, { dump: (table: string) => scanAll(clients.ddb, table) }), clock),

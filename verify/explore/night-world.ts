@@ -61,6 +61,11 @@ const EXPLORE_SETTINGS = {
   maxIndexLagMs: 3_000,
   /** A crashed sweeper is replaced by a fresh one within this long. */
   sweeperRestartWithinMs: 10_000,
+  /**
+   * The share of schedules where yesterday's night runs too, from the start: two claimed rows in the job's shard of
+   * the sparse index, so the sweeper's query pages (a page is one row) and each of its passes meets two nights.
+   */
+  twoNightsShare: 0.25,
   faults: {
     chance: 0.15,
     budget: 5,
@@ -74,23 +79,27 @@ const EXPLORE_SETTINGS = {
     // Each process's monotonic clock runs fast or slow by up to half of what the margin covers.
     monoRate: rateErrorCovered(LEASE_DEFAULTS) / 2,
     // Steering (docs/TESTING.md): a pause weighs 6 at the fenced write, right after a passed stop-time check (the
-    // gap that makes a stale holder); a delay 4 at the lease's calls; a wall step 3 at a claim (a claimant's wall
-    // clock far from the holder's); at the sweeper's StartExecution, its second delivery 3 and a crash 6 (the crash
-    // between the two steps of a re-queue: start, then record). A holder's first claim (its answer starts the stop
-    // time) and a StartExecution (a few a night, each after a full lease of sightings) are faulted at 4 times the
-    // chance; a lock read (a claimant's poll, twenty a lease) at a quarter of it. Five faults a schedule, so one is
-    // still left by the time a sweeper re-queues.
+    // gap that makes a stale holder); a delay 4 at the lease's calls; a wall step 3 at a claim and at a lock read (a
+    // claimant's wall clock far from the holder's, before it judges the lease); at the sweeper's StartExecution, its
+    // second delivery 3 and a crash 8 (the crash between the two steps of a re-queue: start, then record). The chance
+    // of a fault: 6 times at a StartExecution (a few a night, each after a full lease of sightings), 4 times at a
+    // holder's first claim (its answer starts the stop time), twice at a fenced write, a quarter at a lock read (a
+    // claimant's poll, twenty a lease) and at the sweeper's query (two pages a pass, every pass). Five faults a
+    // schedule, so one is still left by the time a sweeper re-queues.
     emphasis: [
       { methods: ['recordBatch'], kind: 'pause', weight: 6 },
       { methods: ['claim', 'renew'], kind: 'late', weight: 4 },
       { methods: ['claim'], kind: 'wall-step', weight: 3 },
+      { methods: ['read'], kind: 'wall-step', weight: 3 },
       { methods: ['startExecution'], kind: 'twice', weight: 3 },
-      { methods: ['startExecution'], kind: 'crash', weight: 6 },
+      { methods: ['startExecution'], kind: 'crash', weight: 8 },
     ],
     chanceAt: [
       { methods: ['read'], share: 0.25 },
+      { methods: ['claimedPage'], share: 0.25 },
       { methods: ['claim'], share: 4, first: true },
-      { methods: ['startExecution'], share: 4 },
+      { methods: ['startExecution'], share: 6 },
+      { methods: ['recordBatch'], share: 2 },
     ],
   },
 } as const;
@@ -111,8 +120,12 @@ function livenessBoundMs(s: typeof EXPLORE_SETTINGS = EXPLORE_SETTINGS): number 
 /** The index lag's stream and the clocks' rates' stream: seeds far from the schedules' own seeds. */
 const LAG_STREAM = 0x5eed_0000;
 const RATE_STREAM = 0x5eed_1000;
+/** Whether yesterday's night runs too: a stream of its own, so no other draw moves. */
+const NIGHTS_STREAM = 0x5eed_2000;
 
+/** Tonight's night, and yesterday's (in the schedules where it runs too). */
 const DATE = '2026-09-28';
+const YESTERDAY = '2026-09-27';
 
 /**
  * The stores one schedule runs on: the in-memory ones (with the sparse index's lag and a page of one row, so every
@@ -139,9 +152,19 @@ const memoryStores: NightStoresOf = (clock, lag) => ({
   indexLagMs: lag.indexLagMs,
 });
 
-/** Faults placed by a test, and when the duplicate trigger comes (absent: it does not). */
+/** Faults placed by a test, when the duplicate trigger comes (absent: it does not), and whether yesterday runs too. */
 export interface NightPlaced extends Placed {
   readonly duplicateAtMs?: number;
+  /** @default false */
+  readonly yesterday?: boolean;
+}
+
+/** One night of the job: its row, the holders started for it, when its complete took effect. */
+interface Night {
+  readonly date: string;
+  readonly jobId: string;
+  readonly holders: Actor[];
+  doneAt: number | undefined;
 }
 
 // ─── Setup: one schedule's state ─────────────────────────────────────────────────────────────────────────────────
@@ -158,7 +181,8 @@ interface NightState extends WorldState {
   readonly jobs: NightStores['jobs'];
   readonly items: string;
   readonly keys: ReturnType<typeof jobKeys>;
-  readonly jobId: string;
+  /** Tonight's night first, then yesterday's if it runs too. */
+  readonly nights: readonly Night[];
   readonly broken: Broken;
   /** Every accepted batch with its token and the fence's value as it stood (checks.ts). */
   readonly accepted: Accepted[];
@@ -169,10 +193,6 @@ interface NightState extends WorldState {
   readonly lockWrites: LockHistory;
   /** Every fence raised and batch accepted that the job store applied (history.ts). */
   readonly fenceWrites: FenceHistory;
-  /** The holders started, to know when all have ended. */
-  readonly holders: Actor[];
-  /** When the night's complete took effect. */
-  doneAt: number | undefined;
   readonly placed: NightPlaced | undefined;
 }
 
@@ -191,6 +211,8 @@ function setup(storesOf: NightStoresOf, seed: number, mutation: string | undefin
   const lockWrites = new LockHistory(clock);
   const locks: LockStore = lockWrites.observe(stores.locks);
   const keys = jobKeys('explore');
+  const yesterday = placed ? placed.yesterday === true : prng(seed + NIGHTS_STREAM)() < s.twoNightsShare;
+  const night = (date: string): Night => ({ date, jobId: keys.job(date), holders: [], doneAt: undefined });
   return {
     random,
     clock,
@@ -201,7 +223,7 @@ function setup(storesOf: NightStoresOf, seed: number, mutation: string | undefin
     jobs,
     items: stores.items,
     keys,
-    jobId: keys.job(DATE),
+    nights: yesterday ? [night(DATE), night(YESTERDAY)] : [night(DATE)],
     broken: applyMutation(mutation as Mutation | undefined, { locks, jobs }),
     violations: [],
     accepted: [],
@@ -209,8 +231,6 @@ function setup(storesOf: NightStoresOf, seed: number, mutation: string | undefin
     calls: new CallLog(clock),
     lockWrites,
     fenceWrites,
-    holders: [],
-    doneAt: undefined,
     placed,
   };
 }
@@ -226,23 +246,24 @@ function actors(w: NightState): void {
   const observeJobs = (actor: Actor, inner: JobStore): JobStore => recordingBatches(actor.name, inner, jobs, batchLog);
 
   const work =
-    (actorClock: Clock): ChunkWork<number> =>
+    (actorClock: Clock, night: Night): ChunkWork<number> =>
     async ({ lease, fence, chunk }) => {
       for (let from = 0; from < s.items; from += s.batch) {
         await actorClock.sleep(s.batchWorkMs);
         lease.check();
         const puts = Array.from({ length: Math.min(s.batch, s.items - from) }, (_, i) => ({
           table: w.items,
-          item: { pk: { S: `item#${chunk}#${from + i}` }, token: { N: String(lease.token) } },
+          item: { pk: { S: `${itemPrefix(night)}${chunk}#${from + i}` }, token: { N: String(lease.token) } },
         }));
         await writeBatch(fence, puts);
       }
       return chunk;
     };
 
-  const startHolder = (name: string): Actor => {
+  const [tonight] = w.nights;
+  const startHolder = (name: string, night: Night = tonight): Actor => {
     const actor = scheduler.actor(name, w.rates);
-    w.holders.push(actor);
+    night.holders.push(actor);
     const actorClock = actor;
     // Outermost, the observer: what the holder's code sent, and when its answers came (history.ts).
     const jobStore = w.calls.observe(
@@ -254,12 +275,12 @@ function actors(w: NightState): void {
         ),
         actor,
         (method, _args, result) => {
-          if (method === 'complete' && (result as { ok: boolean }).ok) w.doneAt ??= clock.monotonicMs();
+          if (method === 'complete' && (result as { ok: boolean }).ok) night.doneAt ??= clock.monotonicMs();
         },
       ),
     );
     const lockStore = w.calls.observe(actor, scheduler.wrap(broken.locksFor(actorClock, s.lease), actor));
-    scheduler.log(`${name} starts`);
+    scheduler.log(`${name} starts${night === tonight ? '' : ` ${night.date}`}`);
     runJob(
       {
         locks: lockStore,
@@ -270,12 +291,12 @@ function actors(w: NightState): void {
       },
       {
         keys,
-        date: DATE,
+        date: night.date,
         chunks: s.chunks,
         holder: name,
         config: s.lease,
       },
-      work(actorClock),
+      work(actorClock, night),
     ).then(
       (summary) => {
         actor.outcome = summary.outcome;
@@ -312,14 +333,14 @@ function actors(w: NightState): void {
     let sweeps = 0;
     const sfn = scheduler.wrap(
       {
-        startExecution: async (name: string) => {
+        startExecution: async (name: string, night: Night) => {
           const open = executions.get(name);
           if (open !== undefined) {
             scheduler.log(`${actor.name} start ${name}: exists (${open.name}, ${open.outcome}), nothing started`);
             return;
           }
           scheduler.log(`${actor.name} starts a new run ${name}`);
-          executions.set(name, startHolder(`holder-${++holders}`));
+          executions.set(name, startHolder(`holder-${++holders}`, night));
         },
       },
       actor,
@@ -328,7 +349,10 @@ function actors(w: NightState): void {
       actor,
       (inner) => scheduler.wrap(inner, actor),
       jobs,
-      (_id, orphan) => sfn.startExecution(requeueRunName(DATE, orphan.fence, sweepName)),
+      (jobId, orphan) => {
+        const night = w.nights.find((n) => n.jobId === jobId)!;
+        return sfn.startExecution(requeueRunName(night.date, orphan.fence, sweepName), night);
+      },
     );
     const sweeper = new Sweeper(
       {
@@ -362,6 +386,7 @@ function actors(w: NightState): void {
 
   scheduler.log(`the sparse index lags by up to ${w.indexLagMs} ms`);
   startHolder(`holder-${++holders}`);
+  for (const night of w.nights.slice(1)) startHolder(`holder-${++holders}`, night);
   // Drawn after the first holder started (its start draws too), as it always was: a schedule replays from its seed.
   const duplicateAt = w.placed ? w.placed.duplicateAtMs : Math.floor(random() * s.duplicateWithinMs);
   if (duplicateAt !== undefined) clock.after(duplicateAt, () => startHolder(`holder-${++holders}`));
@@ -370,34 +395,60 @@ function actors(w: NightState): void {
 
 // ─── Checks: safety, from the trace and the stores' final state, then liveness ───────────────────────────────────
 
+/** The night's items' keys begin with this. */
+const itemPrefix = (night: Night) => `item#${night.date}#`;
+
+/** Each night's findings, for a check of one night: the first night's as they are, the others' named by their date. */
+async function eachNight(w: NightState, check: (night: Night) => readonly string[] | Promise<readonly string[]>): Promise<string[]> {
+  const out: string[] = [];
+  for (const night of w.nights) out.push(...(await check(night)).map((v) => (night === w.nights[0] ? v : `${night.date}: ${v}`)));
+  return out;
+}
+
 /** Liveness: a night that was raised is DONE within the bound once the faults stopped. */
-async function doneInTime(w: NightState): Promise<string[]> {
-  const row = await w.jobs.readJob(w.jobId);
+async function doneInTime(w: NightState, night: Night): Promise<string[]> {
+  const row = await w.jobs.readJob(night.jobId);
   if (row === undefined) return []; // never raised: no sweep can see it (counted as neverRaised)
   const deadline = Math.max(0, w.scheduler.faultsEndMs) + livenessBoundMs();
-  if (w.doneAt === undefined)
+  if (night.doneAt === undefined)
     return [`the night is ${row.state} at ${w.clock.monotonicMs()} ms, never DONE (faults ended at ${w.scheduler.faultsEndMs} ms)`];
-  if (w.doneAt > deadline) return [`the night was DONE at ${w.doneAt} ms, after the bound ${deadline} ms`];
+  if (night.doneAt > deadline) return [`the night was DONE at ${night.doneAt} ms, after the bound ${deadline} ms`];
   return [];
 }
+
+/** The calls sent by the holders of `night`: another night's tokens are of another lock. */
+const callsOf = (w: NightState, night: Night) => w.calls.calls.filter((c) => night.holders.some((h) => h.name === c.actor));
 
 const checks: readonly Check<NightState>[] = [
   { name: 'batches: none below its fence or a newer one, each item once', check: (w) => acceptedChecks(w.accepted) },
   { name: "batches: each under its fence as raised, from the store's writes", check: (w) => fenceOrderChecks(w.fenceWrites.writes) },
-  { name: 'never two holders at once', check: (w) => twoHoldersChecks(w.calls.calls, w.lockWrites, w.jobId, HOLDER_ACTS) },
+  {
+    name: 'never two holders at once',
+    check: (w) => eachNight(w, (night) => twoHoldersChecks(callsOf(w, night), w.lockWrites, night.jobId, HOLDER_ACTS)),
+  },
   { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, EXPLORE_SETTINGS.lease, HOLDER_ACTS) },
   { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes, EXPLORE_SETTINGS.faults.monoRate) },
   { name: 'epochs never repeat', check: (w) => epochChecks(w.lockWrites.claims()) },
   {
     name: 'a DONE night is whole',
     check: (w) =>
-      doneChecks(
-        w.jobs,
-        { jobId: w.jobId, date: DATE, chunks: EXPLORE_SETTINGS.chunks, items: EXPLORE_SETTINGS.items, itemsTable: w.items, jobsTable: w.jobs.table },
-        w.keys,
+      eachNight(w, (night) =>
+        doneChecks(
+          w.jobs,
+          {
+            jobId: night.jobId,
+            date: night.date,
+            chunks: EXPLORE_SETTINGS.chunks,
+            items: EXPLORE_SETTINGS.items,
+            itemsTable: w.items,
+            itemPrefix: itemPrefix(night),
+            jobsTable: w.jobs.table,
+          },
+          w.keys,
+        ),
       ),
   },
-  { name: 'liveness: a raised night is DONE within the bound', check: doneInTime },
+  { name: 'liveness: a raised night is DONE within the bound', check: (w) => eachNight(w, (night) => doneInTime(w, night)) },
 ];
 
 // ─── The world ───────────────────────────────────────────────────────────────────────────────────────────────────
@@ -406,15 +457,16 @@ const checks: readonly Check<NightState>[] = [
 export const nightWorld = (storesOf: NightStoresOf): World<NightState, NightPlaced> => ({
   setup: (seed, mutation, placed) => setup(storesOf, seed, mutation, placed),
   actors,
-  // The night is DONE and every holder has ended (or crashed).
-  done: (w) => w.doneAt !== undefined && w.holders.every((a) => a.crashed || a.outcome !== 'running'),
+  // Every night is DONE and every holder has ended (or crashed).
+  done: (w) => w.nights.every((n) => n.doneAt !== undefined && n.holders.every((a) => a.crashed || a.outcome !== 'running')),
   horizonMs: () => EXPLORE_SETTINGS.faults.windowMs + EXPLORE_SETTINGS.faults.maxPauseMs + livenessBoundMs(),
   // A schedule takes a few hundred turns (under 250 in 300 seeds, and in 100 of each mutation).
   maxTurns: 20_000,
   checks,
   end: async (w) => {
-    const row = await w.jobs.readJob(w.jobId);
-    return { line: `end: night ${row?.state ?? 'never raised'}`, state: row?.state };
+    const states = await Promise.all(w.nights.map(async (n) => (await w.jobs.readJob(n.jobId))?.state));
+    const [tonight, ...earlier] = states.map((state) => state ?? 'never raised');
+    return { line: `end: night ${tonight}${earlier.map((e, i) => `, ${w.nights[i + 1].date} ${e}`).join('')}`, state: states[0] };
   },
 });
 

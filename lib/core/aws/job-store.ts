@@ -152,6 +152,8 @@ export class DynamoJobStore extends DynamoFenceStore implements JobStore {
   constructor(
     ddb: DynamoDBDocumentClient,
     readonly table: string,
+    /** Items per page of the sparse index's query and of a scan (DynamoDB's Limit), so a test runs the paging path. @defaultValue DynamoDB's page of 1 MB */
+    private readonly pageLimit?: number,
   ) {
     super(ddb);
   }
@@ -235,6 +237,7 @@ export class DynamoJobStore extends DynamoFenceStore implements JobStore {
         IndexName: JOB_TABLE.sparseIndex!.name,
         KeyConditionExpression: `${Attr.claimShard} = :shard`,
         ExpressionAttributeValues: { ':shard': shard },
+        Limit: this.pageLimit,
         ExclusiveStartKey: start === undefined ? undefined : (JSON.parse(start) as Record<string, unknown>),
       }),
     );
@@ -246,6 +249,7 @@ export class DynamoJobStore extends DynamoFenceStore implements JobStore {
       new ScanCommand({
         TableName: this.table,
         ConsistentRead: true,
+        Limit: this.pageLimit,
         ExclusiveStartKey: start === undefined ? undefined : (JSON.parse(start) as Record<string, unknown>),
       }),
     );

@@ -168,6 +168,25 @@ test("the sweeper's old order (QUEUED, out of the index, then start) strands the
   }
 });
 
+test("a write delivered twice (the SDK resending after a lost answer): the claim's resend is refused by its own first landing, and the holder goes on holding", async () => {
+  for (const seed of SEEDS) {
+    const placed: NightPlaced = {
+      faults: [
+        { actor: 'holder-1', method: 'claim', kind: 'twice' },
+        { actor: 'holder-1', method: 'recordBatch', nth: 2, kind: 'twice' },
+      ],
+    };
+    const r = await runSchedule(seed, undefined, placed);
+    const claim = r.trace.findIndex((l) => / holder-1 claim TWICE /.test(l));
+    assert.ok(claim >= 0, r.trace.join('\n'));
+    assert.match(r.trace[claim + 1], / holder-1 raiseJob$/, 'the holder raises at once: no second claim, no wait');
+    assert.ok(r.trace.some((l) => / holder-1 recordBatch TWICE /.test(l)));
+    assert.ok(r.trace.some((l) => / holder-1 ends completed token 1$/.test(l)));
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+  }
+});
+
 test("an actor's wall clock: a step moves it at once, a rate error from then on, and the reading stays continuous", async () => {
   const clock = new VirtualClock();
   const a = new Actor('a', clock);

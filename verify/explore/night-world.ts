@@ -75,7 +75,9 @@ const EXPLORE_SETTINGS = {
     windowMs: 40_000,
     // Exaggerated (an NTP step is rarely seconds, a drift rarely 1%) so a night of a minute meets them.
     wall: { maxStepMs: 15_000, maxRateError: 0.5 },
-    twice: ['startExecution'],
+    // The SDK resends a request whose answer it lost: any write can land twice, and the code sees the second answer
+    // (a conditional write's own first landing makes its resend fail its condition).
+    twice: ['startExecution', 'claim', 'renew', 'release', 'raiseJob', 'raiseFence', 'recordBatch', 'markChunkDone', 'complete', 'requeue'],
     // Each process's monotonic clock runs fast or slow by up to half of what the margin covers.
     monoRate: rateErrorCovered(LEASE_DEFAULTS) / 2,
     // Steering (docs/TESTING.md): a pause weighs 6 at the fenced write, right after a passed stop-time check (the

@@ -20,6 +20,7 @@ import { coldStart } from './cold-start';
 import { concurrency } from './concurrency';
 import { consumerSynth } from './consumer-synth';
 import { election } from './election';
+import { explorer } from './explorer';
 import { SharedStack, fmt, machine, table, type BenchContext, type Measurement, type Report, type Verdict } from './common';
 import { growth } from './growth';
 import { leaseOps } from './lease-ops';
@@ -46,6 +47,7 @@ export const MEASUREMENTS: readonly Measurement[] = [
   simulator,
   coldStart,
   consumerSynth,
+  explorer,
 ];
 
 const HELP = `npx tsx bench/run.ts [--quick] [--only ${MEASUREMENTS.map((m) => m.name).join(',')}] [--rounds N] [--invoices N (write-path, concurrency)] [--out FILE]`;

@@ -4,6 +4,13 @@
  * attempt at a time through the world's `attempt` (which invokes the handler as a fresh actor and may fault the
  * invoke). It knows only what those definitions use; an unknown state type or Choice rule is an error, not a guess.
  *
+ * Error names match as the Step Functions docs say (concepts-error-handling.html): a retrier or catcher names errors
+ * exactly, or `States.ALL` (any error), or `States.TaskFailed` (any error but `States.Timeout`); neither wildcard
+ * matches the terminal `States.Runtime` or `States.DataLimitExceeded`. An inline Map whose iteration fails fails at once
+ * and stops its other iterations (state-map-inline.html: "any iteration failure causes the Map state to fail ... all
+ * iterations stop"): a stopped iteration starts nothing more (no retry, no next state) and its task's answer, when its
+ * Lambda, still running, gives one, is discarded.
+ *
  * Why a second interpreter beside the embedded stack's (lib/local/workflow.ts, aws-local-stepfunctions): that one runs
  * on real time and real Lambda processes, as AWS would; the explorer needs every wait, retry backoff and timeout on
  * one virtual clock, every random draw from the schedule's seed, and a step boundary at each invoke, so a schedule
@@ -108,7 +115,28 @@ function place(doc: unknown, path: string | null | undefined, value: unknown): u
   return out;
 }
 
-const matches = (names: readonly string[], error: string) => names.includes(error) || names.includes('States.ALL');
+/** Errors no wildcard matches: they end the execution whatever its Retry and Catch say. */
+const TERMINAL = new Set(['States.Runtime', 'States.DataLimitExceeded']);
+
+/**
+ * Does a retrier's or catcher's ErrorEquals match `error`: by its name, or `States.ALL`, or `States.TaskFailed` (every
+ * error but a task's timeout; https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html).
+ */
+export function matches(names: readonly string[], error: string): boolean {
+  if (names.includes(error)) return true;
+  if (TERMINAL.has(error)) return false;
+  return names.includes('States.ALL') || (names.includes('States.TaskFailed') && error !== 'States.Timeout');
+}
+
+/** An iteration stopped because its Map failed: thrown where it stood, caught by its Map, never a state's error. */
+class Stopped extends Error {}
+
+/** Where a run of states stands: a Map's iteration is stopped when its Map fails (nested: when any Map above it does). */
+interface Branch {
+  stopped: boolean;
+  readonly parent?: Branch;
+}
+const isStopped = (b: Branch | undefined): boolean => b !== undefined && (b.stopped || isStopped(b.parent));
 
 /** What the interpreter needs of its world. */
 export interface InterpreterWorld<V> {
@@ -143,12 +171,14 @@ export function interpreter<V>(world: InterpreterWorld<V>): {
   run(exec: ExecutionName, machine: MachineDef, doc: unknown, context: Context, view: V): Promise<MachineEnd>;
 } {
   /** A task: its attempts under the state's Retry (by error name, with its interval, backoff and full jitter). */
-  const task = async (exec: ExecutionName, state: string, st: StateDef, payload: unknown, view: V): Promise<unknown> => {
+  const task = async (exec: ExecutionName, state: string, st: StateDef, payload: unknown, view: V, branch?: Branch): Promise<unknown> => {
     const retried = (st.Retry ?? []).map(() => 0);
     for (;;) {
+      let out: unknown;
       try {
-        return await world.attempt(exec, state, st, payload, view);
+        out = await world.attempt(exec, state, st, payload, view);
       } catch (err) {
+        stopIfStopped(exec, state, branch);
         if (!(err instanceof StateError)) throw err;
         const i = (st.Retry ?? []).findIndex((r) => matches(r.ErrorEquals, err.error));
         const r = st.Retry?.[i];
@@ -158,12 +188,23 @@ export function interpreter<V>(world: InterpreterWorld<V>): {
         retried[i]++;
         world.log(`${exec.name} ${state} retries ${err.error} in ${waitMs} ms`);
         await world.sleep(waitMs);
+        if (isStopped(branch)) throw new Stopped();
+        continue;
       }
+      stopIfStopped(exec, state, branch);
+      return out;
     }
   };
 
+  /** A stopped iteration's task answered (its Lambda ran on): the answer is discarded. */
+  const stopIfStopped = (exec: ExecutionName, state: string, branch: Branch | undefined): void => {
+    if (!isStopped(branch)) return;
+    world.log(`${exec.name} ${state} answered after its Map failed: discarded`);
+    throw new Stopped();
+  };
+
   /** Run a machine's states from StartAt; a Succeed or Fail ends it. */
-  const states = async (exec: ExecutionName, machine: MachineDef, doc: unknown, context: Context, view: V): Promise<MachineEnd> => {
+  const states = async (exec: ExecutionName, machine: MachineDef, doc: unknown, context: Context, view: V, branch?: Branch): Promise<MachineEnd> => {
     let name = machine.StartAt;
     for (;;) {
       const st = machine.States[name];
@@ -180,6 +221,7 @@ export function interpreter<V>(world: InterpreterWorld<V>): {
           case 'Wait': {
             const seconds = Number(st.Seconds ?? read(doc, String(st.SecondsPath), context));
             if (!world.skipWaits) await world.sleep(seconds * 1000);
+            if (isStopped(branch)) throw new Stopped();
             break;
           }
           case 'Choice': {
@@ -194,13 +236,13 @@ export function interpreter<V>(world: InterpreterWorld<V>): {
           }
           case 'Task': {
             const payload = st.Parameters ? parameters(st.Parameters, doc, context) : doc;
-            const result = await task(exec, name, st, payload, view);
+            const result = await task(exec, name, st, payload, view, branch);
             doc = place(doc, st.ResultPath, result);
             if (st.OutputPath) doc = read(doc, st.OutputPath, context);
             break;
           }
           case 'Map':
-            doc = place(doc, st.ResultPath, await map(exec, name, st, doc, context, view));
+            doc = place(doc, st.ResultPath, await map(exec, name, st, doc, context, view, branch));
             break;
           default:
             throw new Error(`${name}: a state type this interpreter does not know: ${st.Type}`);
@@ -219,31 +261,49 @@ export function interpreter<V>(world: InterpreterWorld<V>): {
     }
   };
 
-  /** An inline Map: at most MaxConcurrency iterations at once; the first failure fails it and starts no more. */
-  const map = async (exec: ExecutionName, name: string, st: StateDef, doc: unknown, context: Context, view: V): Promise<unknown[]> => {
+  /**
+   * An inline Map: at most MaxConcurrency iterations at once. The first iteration that fails fails the Map at once and
+   * stops the others where they stand: they start nothing more, and what their running tasks answer is discarded.
+   */
+  const map = async (
+    exec: ExecutionName,
+    name: string,
+    st: StateDef,
+    doc: unknown,
+    context: Context,
+    view: V,
+    branch?: Branch,
+  ): Promise<unknown[]> => {
     const items = (read(doc, String(st.ItemsPath ?? '$'), context) ?? []) as unknown[];
     const processor = (st.ItemProcessor ?? st.Iterator)!;
     const results: unknown[] = [];
+    const iterations: Branch = { stopped: false, parent: branch };
     let next = 0;
-    let failure: StateError | undefined;
+    let fail: (err: unknown) => void = () => undefined;
+    const failed = new Promise<never>((_, reject) => (fail = reject));
     const lane = async () => {
-      while (failure === undefined && next < items.length) {
+      while (!isStopped(iterations) && next < items.length) {
         const i = next++;
         const itemContext = { ...context, Map: { Item: { Value: items[i] } } };
         const input = st.ItemSelector ? parameters(st.ItemSelector, doc, itemContext) : items[i];
         try {
-          const out = await states(exec, processor, input, itemContext, view);
+          const out = await states(exec, processor, input, itemContext, view, iterations);
           if (out.failed) throw new StateError(out.failed, `${name} iteration ${i} failed`);
           results[i] = out.output;
         } catch (err) {
-          if (!(err instanceof StateError)) throw err;
-          failure ??= err;
+          if (err instanceof Stopped) return;
+          if (!iterations.stopped && err instanceof StateError)
+            world.log(`${exec.name} ${name} fails on iteration ${i} (${err.error}): the others stop`);
+          iterations.stopped = true;
+          fail(err);
+          return;
         }
       }
     };
     const width = st.MaxConcurrency ? Math.min(st.MaxConcurrency, items.length) : items.length;
-    await Promise.all(Array.from({ length: Math.max(1, width) }, lane));
-    if (failure) throw failure;
+    const lanes = Promise.all(Array.from({ length: Math.max(1, width) }, lane));
+    await Promise.race([lanes, failed]);
+    if (isStopped(branch)) throw new Stopped();
     return results;
   };
 

@@ -10,19 +10,36 @@
  * Actors: every Lambda invocation is one (a cold process each, its runtime made by lib/lambda/runtime.ts createRuntime
  * on the schedule's stores and its own view of the clock); its store calls and its StartExecution are the step
  * boundaries where the scheduler (scheduler.ts) interleaves and injects crash, pause, lost, throttle and conflict.
- * On top of those, at the Lambda and Step Functions level:
- *   crash of a process     the task fails with Runtime.ExitError (what Lambda reports when the runtime exits);
+ * On top of those, at the Lambda and Step Functions level (the error names as Step Functions reports them:
+ * https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html):
+ *   crash of a process     the task fails with Runtime.ExitError (what Lambda reports when the runtime exits), or
+ *                          Lambda.Unknown (the sandbox died) a quarter of the time;
  *   invoke throttled       Lambda.TooManyRequestsException before the handler ran;
+ *   invoke 500             Lambda.ServiceException, the handler not run, or run on beside the Retry's next attempt;
  *   invoke timed out       Lambda.ClientExecutionTimeoutException after the handler's k-th store call, while it runs
  *                          on: the Retry starts a second invocation beside it;
+ *   sandbox died           Lambda.Unknown: the process is killed before the handler ran, right after its k-th store
+ *                          call landed (its answer never comes), or as it returned; it never runs again (drawn in
+ *                          the timeouts' share, beside the two below);
+ *   function timed out     Sandbox.Timedout: the handler's k-th store call hangs (sent or not), its timers run on,
+ *                          and at the function's own timeout Lambda kills the process and answers the task (AWS's
+ *                          page names a function timeout Lambda.Unknown under lambda:invoke; with the function's
+ *                          ARN as the Resource, as here, it is the runtime's Sandbox.Timedout: the Retry names both);
  *   no answer              the handler's answer never reaches the task: only the task's TimeoutSeconds ends it;
  *   task timeout           a task whose invocation stalls (a pause) past TimeoutSeconds fails with States.Timeout and
  *                          the execution moves on while the Lambda still runs: a zombie holder;
+ *   a Map's iteration fails the Map stops its other iterations (sfn.ts); their Lambdas run on, answers discarded;
  *   StartExecution         delivered twice (the SDK's retry after a lost answer), AWS's rule for a name taken: the
- *                          same name and input while open is the same execution, else ExecutionAlreadyExists;
- *   the nightly trigger    delivered twice in half the schedules (EventBridge Scheduler is at-least-once).
+ *                          same name and input while open is the same execution, else ExecutionAlreadyExists; its
+ *                          500 is named InternalFailure, as Step Functions names it;
+ *   the nightly trigger    delivered twice in half the schedules (EventBridge Scheduler is at-least-once), of those a
+ *                          quarter three times and a quarter late (after the first execution closed, or hours late,
+ *                          on the same night's input); each StartExecution it sends may be throttled or answered
+ *                          500/503 (applied or not), and Scheduler retries it on its RetryPolicy, a new execution each.
  * A request already sent may land any time later (a paused call), so the world never ends an invocation at its
- * function's own timeout: that would only remove schedules.
+ * function's own timeout, but for the function timed out above: that would only remove schedules.
+ * The draws this world made before issue 27 stay on the schedule's stream, in their order; each new one (a fault's
+ * form, the trigger's deliveries and start errors) is drawn from a stream of its own (AWS_STREAM).
  *
  * After the schedule: each item recorded once, tokens only rise on every fence, no write below the fence, no act
  * past the holder's stop time, epochs never repeat, no claim while another holder's lease runs, and liveness (the
@@ -58,6 +75,7 @@ import { createRuntime, type Runtime } from '../../lib/lambda/runtime';
 import { FencedJob } from '../../lib/constructs/fenced-job';
 import { resolveJoin } from '../../lib/local/workflow';
 import { prng } from '../../lib/core/prng';
+import { through } from '../../lib/sim/process';
 import { interpreter, maxDelayMs, StateError, tasksOf, type MachineDef, type Retrier, type StateDef } from './sfn';
 import { MUTATIONS, WORKFLOW_MUTATIONS, type Broken, type Mutation, type WorkflowMutation, applyMutation } from './mutations';
 import { Actor, named, type Placed, PlacedCounts, Scheduler } from './scheduler';
@@ -113,12 +131,35 @@ const FLOW_SETTINGS = {
   },
   /** Faults at a Lambda invocation (throttled, timed out, no answer), within the same window. */
   invokeFaults: { chance: 0.08, budget: 2 },
+  /**
+   * The trigger's StartExecution answered with an error (throttled, or a 500/503 applied or not): its chance at each,
+   * at most `budget` a schedule (fewer than Scheduler's retries: no start goes to the dead-letter queue).
+   */
+  startErrors: { chance: 0.05, budget: 2 },
+  /** A late delivery of the trigger comes up to this long after the first execution closed ... */
+  lateAfterEndMs: 60_000,
+  /** ... or hours late: 1 to 20 h after the first delivery, within the night's date (it started at 01:30). */
+  lateHoursMs: { from: 3_600_000, to: 72_000_000 },
+  /**
+   * The share of schedules whose job runs every chunk at once (chunkConcurrency = chunks), drawn on the AWS stream.
+   * None yet: at 1, 4 of 1,000 schedules from seed 1001 break "never two holders at once", the Map's Catch releasing
+   * the lease while the stopped iterations' Lambdas still act (explore-aws-faults.test.ts, its todo). Placed only.
+   */
+  allAtOnceShare: 0,
+  /** Scheduler's retry of a failed start: after 1 s up to this many ms (doubling each retry), within the event's age. */
+  startRetryMs: 60_000,
 } as const;
 
-/** What a process crash, an invoke throttled, timed out or unanswered, and a task timeout fail the task with. */
+/**
+ * What a process crash, an invoke throttled, answered 500 or timed out, a sandbox that died, a function past its own
+ * timeout, and a task timeout fail the task with.
+ */
 const CRASHED = 'Runtime.ExitError';
 const INVOKE_THROTTLED = 'Lambda.TooManyRequestsException';
+const INVOKE_SERVICE_ERROR = 'Lambda.ServiceException';
 const INVOKE_TIMED_OUT = 'Lambda.ClientExecutionTimeoutException';
+const SANDBOX_DIED = 'Lambda.Unknown';
+const FUNCTION_TIMED_OUT = 'Sandbox.Timedout';
 const TASK_TIMED_OUT = 'States.Timeout';
 
 const DATE = '2026-09-28';
@@ -130,6 +171,8 @@ const JOB_ARN = 'arn:aws:states:us-east-1:000000000000:stateMachine:job';
 /** The index lag's stream and the clocks' rates' stream: seeds far from the schedules' own seeds. */
 const LAG_STREAM = 0x5eed_0000;
 const RATE_STREAM = 0x5eed_1000;
+/** The AWS faults' stream (the trigger's deliveries and start errors, the split of an invocation's fault): far from both. */
+const AWS_STREAM = 0x7a11_0000;
 
 /**
  * Every mutation this world takes: its own, and the core's (mutations.ts) but the sweeper's order (the Sweeper class's)
@@ -149,6 +192,8 @@ export const WORKFLOW_WORLD_MUTATIONS = [
 /** What the world runs, read from the synthesized FencedJob. */
 interface Flow {
   readonly job: MachineDef;
+  /** The job's machine with chunkConcurrency = chunks: every chunk at once. */
+  readonly jobAllAtOnce: MachineDef;
   readonly sweeper: MachineDef;
   /** A task's Resource (the function's placeholder ARN) → the handler it runs ('chunk' for the job's own). */
   readonly handlerOf: Readonly<Record<string, string>>;
@@ -156,6 +201,10 @@ interface Flow {
   readonly environmentOf: Readonly<Record<string, Record<string, string>>>;
   /** The sweeper's schedule's period. */
   readonly sweepPeriodMs: number;
+  /** Each handler's function timeout, in ms (Lambda kills the process then: Sandbox.Timedout). */
+  readonly timeoutMsOf: Readonly<Record<string, number>>;
+  /** The nightly schedule's RetryPolicy: how often, and for how long, Scheduler retries a start that failed. */
+  readonly triggerRetry: { readonly attempts: number; readonly maxAgeMs: number };
 }
 
 let cached: Flow | undefined;
@@ -165,25 +214,33 @@ function flow(): Flow {
   if (cached) return cached;
   const s = FLOW_SETTINGS;
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const fencedJob = (stack: Stack, chunkConcurrency: number) => {
+    const chunk = new lambda.Function(stack, 'Chunk', {
+      runtime: lambda.Runtime.NODEJS_24_X,
+      handler: 'index.handler',
+      code: lambda.Code.fromInline('exports.handler = async () => ({});'),
+      timeout: Duration.seconds(s.chunkTimeoutS),
+    });
+    const job = new FencedJob(stack, 'Job', {
+      name: 'explore',
+      chunkFunction: chunk,
+      chunks: s.chunks,
+      chunkConcurrency,
+      leaseDuration: Duration.millis(s.lease.leaseMs),
+      renewInterval: Duration.millis(s.lease.renewMs),
+      margin: Duration.millis(s.lease.marginMs),
+      claimBudget: s.lease.claimBudget,
+      chunkWritesManifest: true, // the world explores the nights with a manifest (the raise creates it, the complete marks it)
+      // The world's nights run inside the default sweep window, where the sweeper runs every minute: the same period.
+      sweeperScheduleExpression: 'rate(1 minute)',
+    });
+    return { chunk, job };
+  };
   const stack = new Stack(app, 'Explore');
-  const chunk = new lambda.Function(stack, 'Chunk', {
-    runtime: lambda.Runtime.NODEJS_24_X,
-    handler: 'index.handler',
-    code: lambda.Code.fromInline('exports.handler = async () => ({});'),
-    timeout: Duration.seconds(s.chunkTimeoutS),
-  });
-  const job = new FencedJob(stack, 'Job', {
-    name: 'explore',
-    chunkFunction: chunk,
-    chunks: s.chunks,
-    leaseDuration: Duration.millis(s.lease.leaseMs),
-    renewInterval: Duration.millis(s.lease.renewMs),
-    margin: Duration.millis(s.lease.marginMs),
-    claimBudget: s.lease.claimBudget,
-    chunkWritesManifest: true, // the world explores the nights with a manifest (the raise creates it, the complete marks it)
-    // The world's nights run inside the default sweep window, where the sweeper runs every minute: the same period.
-    sweeperScheduleExpression: 'rate(1 minute)',
-  });
+  const { chunk, job } = fencedJob(stack, 1);
+  // The same job with every chunk at once (a Map whose failed iteration stops the others), in an app of its own.
+  const allAtOnceStack = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Explore');
+  const allAtOnce = fencedJob(allAtOnceStack, s.chunks).job;
   const idOf = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
   const definition = (machine: { node: { defaultChild?: unknown } }) =>
     JSON.parse(resolveJoin(stack.resolve((machine.node.defaultChild as CfnStateMachine).definitionString))) as MachineDef;
@@ -195,6 +252,7 @@ function flow(): Flow {
   };
   const handlerOf: Record<string, string> = {};
   const environmentOf: Record<string, Record<string, string>> = {};
+  const timeoutMsOf: Record<string, number> = {};
   // The references a function's environment holds, as this world names them.
   const local: Record<string, string> = {
     [Env.lockTable]: TABLES.locks,
@@ -207,14 +265,30 @@ function flow(): Flow {
     const env = (stack.resolve((fn.node.defaultChild as CfnFunction).environment) as { variables?: Json } | undefined)?.variables ?? {};
     // The chunk function here is a plain lambda.Function: FencedJob set the job's environment on it.
     environmentOf[name] = Object.fromEntries(Object.entries(env).map(([k, v]) => [k, typeof v === 'string' ? v : local[k]]));
+    timeoutMsOf[name] = Number(stack.resolve((fn.node.defaultChild as CfnFunction).timeout) ?? 3) * 1000; // Lambda's default: 3 s
   }
+  const target = stack.resolve((job.schedule.schedule.node.defaultChild as CfnSchedule).target) as {
+    retryPolicy?: { maximumRetryAttempts?: number; maximumEventAgeInSeconds?: number };
+  };
   const rate = String(stack.resolve((job.sweeperSchedule.schedule.node.defaultChild as CfnSchedule).scheduleExpression));
+  const jobAllAtOnce = JSON.parse(
+    resolveJoin(allAtOnceStack.resolve((allAtOnce.stateMachine.node.defaultChild as CfnStateMachine).definitionString)),
+  ) as MachineDef;
+  for (const t of tasksOf(jobAllAtOnce))
+    if (!handlerOf[String(t.Resource)]) throw new Error(`the all-at-once job's task invokes no function of the stack: ${String(t.Resource)}`);
   cached = {
     job: definition(job.stateMachine),
+    jobAllAtOnce,
     sweeper: definition(job.sweeper.stateMachine),
     handlerOf,
     environmentOf,
     sweepPeriodMs: rateMs(rate),
+    timeoutMsOf,
+    // Scheduler's defaults when the schedule sets none: 185 retries within 24 h (API_RetryPolicy.html).
+    triggerRetry: {
+      attempts: target.retryPolicy?.maximumRetryAttempts ?? 185,
+      maxAgeMs: (target.retryPolicy?.maximumEventAgeInSeconds ?? 86_400) * 1000,
+    },
   };
   return cached;
 }
@@ -270,28 +344,57 @@ interface Execution {
   end?: string;
 }
 
+/** A fault at one invocation (the header lists them). */
+export type InvokeKind = 'throttled' | 'service-error' | 'timed-out' | 'sandbox-timedout' | 'no-answer' | 'unknown';
+
 /**
- * Faults placed by a test (scheduler.ts `Placed`), and this world's own: the trigger's second delivery (absent: none),
- * faults at an invocation (the nth attempt of a state in an execution; `timed-out` after the invocation's `afterStep`th
- * store call, default 1), and StartExecution delivered twice (the nth send by a matching actor).
+ * One invocation's fault. `afterStep`: for `timed-out`, the store call after which the Invoke call times out (default
+ * 1); for `sandbox-timedout`, the call that hangs (default 1); for `unknown`, the call right after which the sandbox
+ * dies (0: before the handler ran; past its last call: as it returned; default 1). `ran`: a `service-error` whose
+ * handler runs on (default false). `applied`: a `sandbox-timedout` whose hung call landed (default true).
+ */
+export interface InvokePlan {
+  readonly kind: InvokeKind;
+  readonly afterStep?: number;
+  readonly ran?: boolean;
+  readonly applied?: boolean;
+}
+
+/** The trigger's StartExecution answered with an error: throttled (not applied), or a 500/503 applied or not. */
+export interface StartError {
+  readonly kind: 'throttled' | 'server-error';
+  /** A server error's start took effect before the error. @default false */
+  readonly applied?: boolean;
+  /** @default 500 */
+  readonly status?: 500 | 503;
+}
+
+/** One delivery of the nightly trigger after the first: at a time from the first, or after the first execution closed. */
+export type Delivery = { readonly atMs: number } | { readonly afterEndMs: number };
+
+/**
+ * Faults placed by a test (scheduler.ts `Placed`), and this world's own: the trigger's second delivery at `againAtMs`
+ * and further ones (`again`; absent: none), faults at an invocation (the nth attempt of a state in an execution),
+ * StartExecution delivered twice (the nth send by a matching actor), and errors answering the trigger's nth
+ * StartExecution (of every delivery's, retries included, 1 = the first).
  */
 export interface WorkflowPlaced extends Placed {
   readonly againAtMs?: number;
-  readonly invoke?: readonly {
-    readonly execution: string;
-    readonly state: string;
-    readonly nth?: number;
-    readonly kind: 'throttled' | 'timed-out' | 'no-answer';
-    readonly afterStep?: number;
-  }[];
+  readonly again?: readonly Delivery[];
+  readonly invoke?: readonly ({ readonly execution: string; readonly state: string; readonly nth?: number } & InvokePlan)[];
   readonly startTwice?: readonly { readonly actor: string | RegExp; readonly nth?: number }[];
+  readonly startErrors?: readonly ({ readonly nth?: number } & StartError)[];
+  /** The job runs every chunk at once (chunkConcurrency = chunks). @default false */
+  readonly allAtOnce?: boolean;
+  /** A broken definition, for a test to show what a Retry rule is for: this error name taken out of every job Retry. */
+  readonly unretried?: string;
 }
 
-/** A fault of this world's own (the scheduler's are at store calls). */
+/** A fault of this world's own (the scheduler's are at store calls); `at`: when its effect ends. */
 interface InvokeFault {
   readonly kind: string;
   readonly point: string;
-  readonly at: number;
+  at: number;
 }
 
 /** One schedule of the workflow world: its clock, streams, scheduler, stores and machines, and what the actors record for the checks. */
@@ -302,6 +405,8 @@ interface WorkflowState extends WorldState {
   /** Draws each invocation's monotonic rate error as it starts. */
   readonly rates: () => number;
   readonly random: () => number;
+  /** The AWS faults' own stream (AWS_STREAM). */
+  readonly aws: () => number;
   readonly clock: VirtualClock;
   /** How each running invocation's task is answered when its process crashes, set as each starts. */
   readonly invocations: Map<Actor, (error: string) => void>;
@@ -323,6 +428,8 @@ interface WorkflowState extends WorldState {
   /** Every fence raised and batch accepted that the job store applied (history.ts). */
   readonly fenceWrites: FenceHistory;
   readonly invokeFaults: InvokeFault[];
+  /** The trigger's StartExecution errors (their own budget), each effect lasting until Scheduler's retry. */
+  readonly startFaults: InvokeFault[];
   readonly executions: Map<string, Execution>;
   /** Invocations whose handler has not returned: a zombie's write in flight still lands before the schedule ends. */
   readonly running: Set<Actor>;
@@ -331,6 +438,8 @@ interface WorkflowState extends WorldState {
   raised: boolean;
   /** Every delivery of the nightly trigger has come. */
   triggered: boolean;
+  /** The virtual time a schedule may run to: past the last delivery of the trigger (set as the actors start). */
+  horizonMs: number;
   readonly placed: WorkflowPlaced | undefined;
 }
 
@@ -342,13 +451,15 @@ function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlac
   const random = prng(seed);
   const clock = new VirtualClock();
   const invocations = new Map<Actor, (error: string) => void>();
+  const aws = prng(seed + AWS_STREAM);
   const scheduler = new Scheduler(
     clock,
     random,
     s.faults,
     (actor) => {
-      // A process that dies mid-invocation: Lambda answers the task with the runtime's exit.
-      invocations.get(actor)?.(CRASHED);
+      // A process that dies mid-invocation: Lambda answers the task with the runtime's exit, or, a quarter of the
+      // time (drawn: placed crashes are all exits), with the sandbox's death (Lambda.Unknown).
+      invocations.get(actor)?.(!placed && aws() < 0.25 ? SANDBOX_DIED : CRASHED);
       return undefined;
     },
     undefined,
@@ -362,12 +473,16 @@ function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlac
   const lockWrites = new LockHistory(clock);
   const locks = lockWrites.observe(new MemoryLockStore({ clock }));
   const keys = jobKeys('explore');
+  const chosen = (placed ? placed.allAtOnce : aws() < s.allAtOnceShare) ? f.jobAllAtOnce : f.job;
+  const jobMachine = placed?.unretried ? unretried(chosen, placed.unretried) : chosen;
   const core = (MUTATIONS as readonly string[]).includes(mutation ?? '') ? (mutation as Mutation) : undefined;
+  const bound = livenessBoundMs(f);
   return {
     f,
-    bound: livenessBoundMs(f),
+    bound,
     random,
     rates,
+    aws,
     clock,
     scheduler,
     invocations,
@@ -377,7 +492,7 @@ function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlac
     keys,
     jobId: keys.job(DATE),
     broken: applyMutation(core, { locks, jobs }),
-    machines: { job: mutation === 'no-task-timeout' ? without(f.job, 'TimeoutSeconds') : f.job, sweeper: f.sweeper },
+    machines: { job: mutation === 'no-task-timeout' ? without(jobMachine, 'TimeoutSeconds') : jobMachine, sweeper: f.sweeper },
     skipWaits: mutation === 'wait-skipped',
     violations: [],
     accepted: [],
@@ -386,33 +501,47 @@ function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlac
     lockWrites,
     fenceWrites,
     invokeFaults: [],
+    startFaults: [],
     executions: new Map(),
     running: new Set(),
     doneAt: undefined,
     raised: false,
     triggered: false,
+    horizonMs: s.faults.windowMs + s.faults.maxPauseMs + bound,
     placed,
   };
 }
 
 /** When the last fault's effect ended: the scheduler's, or this world's own at an invocation. */
-const faultsEndMs = (w: WorkflowState): number => Math.max(w.scheduler.faultsEndMs, ...w.invokeFaults.map((x) => x.at));
+const faultsEndMs = (w: WorkflowState): number => Math.max(w.scheduler.faultsEndMs, ...[...w.invokeFaults, ...w.startFaults].map((x) => x.at));
 
 // ---------------------------------------------------------------------------------------------------------------
-// Actors: the nightly trigger (once or twice), the sweeper's schedule, and every task's invocation.
+// Actors: the nightly trigger (once to three times, or late), the sweeper's schedule, and every task's invocation.
 
 function actors(w: WorkflowState): void {
   const s = FLOW_SETTINGS;
-  const { f, clock, scheduler, random, jobs, broken, violations, invokeFaults, executions, running } = w;
+  const { f, clock, scheduler, random, aws, jobs, broken, violations, invokeFaults, startFaults, executions, running } = w;
 
   // Placed faults count their matching attempts and sends (the nth lands), as the scheduler's do.
   const placedInvokes = new PlacedCounts(w.placed?.invoke ?? []);
   const placedStarts = new PlacedCounts(w.placed?.startTwice ?? []);
-  const invokeFault = (exec: string, state: string): { kind: string; afterStep?: number } | undefined => {
+  const placedStartErrors = new PlacedCounts(w.placed?.startErrors ?? []);
+  const invokeFault = (exec: string, state: string): InvokePlan | undefined => {
     if (w.placed) return placedInvokes.due((f) => f.execution === exec && f.state === state);
     if (invokeFaults.length >= s.invokeFaults.budget || clock.monotonicMs() > s.faults.windowMs) return undefined;
     if (random() >= s.invokeFaults.chance) return undefined;
-    return { kind: ['throttled', 'timed-out', 'no-answer'][Math.floor(random() * 3)] };
+    const share = (['throttled', 'timed-out', 'no-answer'] as const)[Math.floor(random() * 3)];
+    // Two shares split on the AWS stream, so no other kind's share moves: Lambda's error answers (throttled, or a 500
+    // that may have run the handler), and a run that ends badly (the Invoke call times out, the function runs past
+    // its own timeout, the sandbox dies: before the handler ran, after a call landed, or as it returned). The answers
+    // that never come keep their share whole (no-task-timeout needs them).
+    if (share === 'throttled') return aws() < 0.5 ? { kind: 'throttled' } : { kind: 'service-error', ran: aws() < 0.5 };
+    if (share === 'no-answer') return { kind: 'no-answer' };
+    const u = aws();
+    if (u < 1 / 3) return { kind: 'timed-out' };
+    if (u < 2 / 3) return { kind: 'sandbox-timedout', applied: aws() < 0.5 };
+    const v = aws(); // the call after which it dies is drawn as a timeout's is; a fifth die before, a fifth as it returns
+    return { kind: 'unknown', afterStep: v < 0.2 ? 0 : v < 0.4 ? Infinity : undefined };
   };
   const startTwice = (actor: Actor): boolean => {
     if (w.placed) return placedStarts.due((f) => named(f.actor, actor.name)) !== undefined;
@@ -437,13 +566,25 @@ function actors(w: WorkflowState): void {
     if (method === 'raiseJob' && (result as { ok: boolean }).ok) w.raised = true;
   };
 
-  /** One invocation's runtime: a cold process on the schedule's stores, its calls its own step boundaries. */
-  const runtimeOf = (actor: Actor, handler: string, view: JobStore, onStep: () => void): Runtime => {
+  /**
+   * One invocation's runtime: a cold process on the schedule's stores, its calls its own step boundaries. Each call,
+   * as it is applied, passes `gate` (counted from 1): held before it is sent, or its answer held after, for ever.
+   */
+  const runtimeOf = (actor: Actor, handler: string, view: JobStore, gate: StepGate | undefined): Runtime => {
+    let steps = 0;
     const step = <T extends object>(inner: T, onCall?: (method: string, args: unknown[], result: unknown) => void): T =>
-      scheduler.wrap(inner, actor, (method, args, result) => {
-        onCall?.(method, args, result);
-        onStep();
-      });
+      gate === undefined
+        ? scheduler.wrap(inner, actor, onCall) // no fault at its calls: one layer the fewer on every call
+        : scheduler.wrap(
+            through(inner, (method, args, apply) => {
+              if (gate.holdBefore(steps + 1)) return (steps++, never);
+              return Promise.resolve(apply()).then((result) => {
+                onCall?.(method, args, result);
+                return gate.holdAfter(++steps) ? never : result;
+              });
+            }),
+            actor,
+          );
     const sfn = step({
       // StartExecution, with AWS's rule for a name already taken; sometimes delivered twice (the SDK's retry).
       send: async (command: { input: { name?: string; input?: string } }) => {
@@ -464,7 +605,7 @@ function actors(w: WorkflowState): void {
     return createRuntime({
       environment: { ...f.environmentOf[handler], [Env.worker]: actor.name },
       clients: dummyClients(),
-      sfn: sfn as unknown as SFNClient,
+      sfn: { send: (command: never) => sfn.send(command).catch((err: unknown) => sfnError(err, actor)) } as unknown as SFNClient,
       // Outermost, the observer: what the invocation's code sent, and when its answers came (history.ts).
       stores: {
         locks: w.calls.observe(actor, step(broken.locks, lockCall)),
@@ -474,6 +615,14 @@ function actors(w: WorkflowState): void {
       clock: actor,
       random,
     });
+  };
+
+  /** Step Functions' own name for a 500 (AWS's common errors: InternalFailure), where the scheduler says DynamoDB's. */
+  const sfnError = (err: unknown, actor: Actor): never => {
+    const e = err as Error;
+    if (e?.name !== 'InternalServerError') throw err;
+    scheduler.log(`${actor.name} StartExecution answered InternalFailure (500)`);
+    throw Object.assign(e, { name: 'InternalFailure' });
   };
 
   // The job's own work on one chunk: a batch at a time through the fence, each batch taking its time.
@@ -493,22 +642,34 @@ function actors(w: WorkflowState): void {
   /**
    * One attempt of a task: invoke the handler as a fresh actor and answer with whichever comes first: its result or
    * error, the process's crash, an invoke fault, or the task's TimeoutSeconds. The invocation runs on after a
-   * timeout or an invoke timeout: nothing stops a Lambda because Step Functions stopped waiting.
+   * timeout or an invoke timeout: nothing stops a Lambda because Step Functions stopped waiting. Only Lambda kills
+   * one: a sandbox that died (Lambda.Unknown), a function past its own timeout (Sandbox.Timedout).
    */
   let invocationCount = 0;
   const attempt = (exec: Execution, state: string, st: StateDef, payload: unknown, view: JobStore): Promise<unknown> => {
     const handler = f.handlerOf[String(st.Resource)];
     if (!handler) throw new Error(`task ${state} invokes no function of the stack: ${String(st.Resource)}`);
     const actor = scheduler.actor(`${exec.name}/${state}#${++invocationCount}`, w.rates);
-    const placedFault = invokeFault(exec.name, state);
-    const fault = placedFault?.kind;
+    const fault = invokeFault(exec.name, state);
+    const kind = fault?.kind;
     const now = clock.monotonicMs();
-    // An unanswered invocation's effect lasts until its task's TimeoutSeconds ends it.
-    const effectEnds = fault === 'no-answer' ? now + (st.TimeoutSeconds ?? 0) * 1000 : now;
-    if (fault) invokeFaults.push({ kind: `invoke-${fault}`, point: `${state}@${exec.name}`, at: effectEnds });
-    if (fault === 'throttled') {
-      scheduler.log(`${actor.name} invoke THROTTLED`);
-      return Promise.reject(new StateError(INVOKE_THROTTLED, 'Rate exceeded'));
+    const functionMs = f.timeoutMsOf[handler] ?? Infinity;
+    // An unanswered invocation's effect lasts until its task's TimeoutSeconds ends it, a hung one's until Lambda kills it.
+    const effectEnds = kind === 'no-answer' ? now + (st.TimeoutSeconds ?? 0) * 1000 : kind === 'sandbox-timedout' ? now + functionMs : now;
+    const recorded: InvokeFault | undefined = fault && { kind: `invoke-${kind}`, point: `${state}@${exec.name}`, at: effectEnds };
+    if (recorded) invokeFaults.push(recorded);
+    // Refused before the handler ran: nothing of it runs.
+    const refused: [string, string, string] | undefined =
+      kind === 'throttled'
+        ? [INVOKE_THROTTLED, 'invoke THROTTLED', 'Rate exceeded']
+        : kind === 'service-error' && !fault?.ran
+          ? [INVOKE_SERVICE_ERROR, 'invoke SERVICE-ERROR before the handler ran', 'Lambda answered 500']
+          : kind === 'unknown' && fault?.afterStep === 0
+            ? [SANDBOX_DIED, 'SANDBOX DIED before the handler ran', 'the sandbox died']
+            : undefined;
+    if (refused) {
+      scheduler.log(`${actor.name} ${refused[1]}`);
+      return Promise.reject(new StateError(refused[0], refused[2]));
     }
     return new Promise((resolve, reject) => {
       let answered = false;
@@ -527,15 +688,47 @@ function actors(w: WorkflowState): void {
           })
         : undefined;
       // A process that exits answers the task with the exit, unless no answer reaches the task at all.
-      w.invocations.set(actor, (error) => (fault === 'no-answer' ? undefined : fail(error, 'the process exited')));
-      const timeoutAt = fault !== 'timed-out' ? undefined : w.placed ? (placedFault?.afterStep ?? 1) : 1 + Math.floor(random() * 3);
-      let steps = 0;
-      const onStep = () => {
-        if (++steps !== timeoutAt) return;
-        scheduler.log(`${actor.name} invoke TIMED OUT after step ${steps}; its Lambda runs on`);
-        fail(INVOKE_TIMED_OUT, 'the Invoke call timed out');
+      w.invocations.set(actor, (error) => (kind === 'no-answer' ? undefined : fail(error, 'the process exited')));
+      // Lambda kills the process where it stands: it never runs again (no call, no timer), and answers the task.
+      const kill = (error: string, why: string) => {
+        if (answered || actor.crashed) return;
+        actor.crash();
+        scheduler.log(`${actor.name} KILLED by Lambda (${why}): ${error}`);
+        fail(error, why);
       };
-      const source = () => runtimeOf(actor, handler, view, onStep);
+      // The store call a timeout or a death comes after: placed, or drawn 1 to 3 (the schedule's stream, as before).
+      const drawnStep =
+        kind === 'timed-out' || kind === 'sandbox-timedout' || kind === 'unknown' ? (w.placed ? 1 : 1 + Math.floor(random() * 3)) : undefined;
+      const stepAt = fault?.afterStep ?? drawnStep;
+      const hungSent = fault?.applied ?? true;
+      const gate: StepGate = {
+        holdBefore: (nth) => {
+          if (kind !== 'sandbox-timedout' || hungSent || nth !== stepAt) return false;
+          scheduler.log(`${actor.name} HUNG at its call ${nth}, not sent`);
+          return true;
+        },
+        holdAfter: (nth) => {
+          if (nth !== stepAt) return false;
+          if (kind === 'timed-out') {
+            scheduler.log(`${actor.name} invoke TIMED OUT after step ${nth}; its Lambda runs on`);
+            fail(INVOKE_TIMED_OUT, 'the Invoke call timed out');
+            return false;
+          }
+          if (kind === 'unknown') {
+            kill(SANDBOX_DIED, `the sandbox died after its call ${nth} landed`);
+            return true;
+          }
+          if (kind === 'sandbox-timedout' && hungSent) {
+            scheduler.log(`${actor.name} HUNG after its call ${nth} landed`);
+            return true;
+          }
+          return false;
+        },
+      };
+      // A function timed out: Lambda kills it at its own timeout, whatever it is doing then (it hung at its call above).
+      if (kind === 'sandbox-timedout')
+        clock.after(functionMs, () => kill(FUNCTION_TIMED_OUT, `it ran past its function's ${functionMs / 1000} s timeout`));
+      const source = () => runtimeOf(actor, handler, view, stepAt === undefined ? undefined : gate);
       const run =
         handler === 'chunk'
           ? chunkHandlerOn(source, work)
@@ -543,19 +736,24 @@ function actors(w: WorkflowState): void {
       running.add(actor);
       const ran = run(payload as never);
       ran.finally(() => running.delete(actor)).catch(() => undefined);
+      if (kind === 'service-error') {
+        // Lambda answered 500 while the handler it started runs on: the Retry's next attempt runs beside it.
+        scheduler.log(`${actor.name} invoke SERVICE-ERROR; its Lambda runs on`);
+        fail(INVOKE_SERVICE_ERROR, 'Lambda answered 500');
+      }
+      // The handler returned (or threw) before its fault fired: the sandbox dies as it answers, or no timeout came.
+      const settled = (how: () => void, returned: boolean) => {
+        if (kind === 'no-answer') {
+          if (returned) scheduler.log(`${actor.name} answered; the answer is LOST`);
+          return void w.invocations.delete(actor);
+        }
+        if (kind === 'unknown') return kill(SANDBOX_DIED, 'the sandbox died as the handler returned');
+        if (kind === 'sandbox-timedout' && recorded) recorded.at = clock.monotonicMs(); // it never hung: no effect
+        answer(how);
+      };
       ran.then(
-        (value) => {
-          if (fault === 'no-answer') {
-            scheduler.log(`${actor.name} answered; the answer is LOST`);
-            w.invocations.delete(actor);
-            return;
-          }
-          answer(() => resolve(value));
-        },
-        (err: Error) => {
-          if (fault === 'no-answer') return void w.invocations.delete(actor);
-          fail(err.name, err.message);
-        },
+        (value) => settled(() => resolve(value), true),
+        (err: Error) => settled(() => reject(new StateError(err.name, err.message)), false),
       );
     });
   };
@@ -568,6 +766,9 @@ function actors(w: WorkflowState): void {
     log: (line) => scheduler.log(line),
     skipWaits: w.skipWaits,
   });
+
+  /** Called as each execution of the job closes. */
+  const closed: ((name: string) => void)[] = [];
 
   const startJob = (name: string, input: string, by?: Actor): 'started' | 'existing' => {
     const e = executions.get(name);
@@ -582,26 +783,40 @@ function actors(w: WorkflowState): void {
     const exec: Execution = { name, input, status: 'RUNNING' };
     executions.set(name, exec);
     scheduler.log(`${by?.name ?? 'the schedule'} starts execution ${name}`);
+    wakeSweeper();
     const view = broken.jobsFor(new Actor(name, clock), (inner) => inner);
     const parsed = JSON.parse(input) as Json;
-    stepFunctions.run(exec, w.machines.job, parsed, { Execution: { Name: name, Input: parsed } }, view).then(
-      (out) => {
-        exec.status = out.failed ? 'FAILED' : 'SUCCEEDED';
-        exec.end = out.failed ?? out.end;
-        scheduler.log(`${name} ends ${exec.status} at ${out.end}`);
-      },
-      (err: Error) => {
-        exec.status = 'FAILED';
-        exec.end = err instanceof StateError ? err.error : err.message;
-        scheduler.log(`${name} ends FAILED: ${exec.end}`);
-      },
-    );
+    stepFunctions
+      .run(exec, w.machines.job, parsed, { Execution: { Name: name, Input: parsed } }, view)
+      .then(
+        (out) => {
+          exec.status = out.failed ? 'FAILED' : 'SUCCEEDED';
+          exec.end = out.failed ?? out.end;
+          scheduler.log(`${name} ends ${exec.status} at ${out.end}`);
+        },
+        (err: Error) => {
+          exec.status = 'FAILED';
+          exec.end = err instanceof StateError ? err.error : err.message;
+          scheduler.log(`${name} ends FAILED: ${exec.end}`);
+        },
+      )
+      .then(() => closed.forEach((c) => c(name)));
     return 'started';
   };
 
-  /** The sweeper's schedule: an execution of its machine every period. */
+  /**
+   * The sweeper's schedule: an execution of its machine every period. While the night is DONE and nothing of the job
+   * runs, a sweep would find no claimed row: none is run until the next execution of the job starts (a late trigger),
+   * so a schedule waiting hours for one does not run a sweep a minute.
+   */
   let sweeps = 0;
+  let sweeperIdle = false;
+  const idle = () => w.doneAt !== undefined && [...executions.values()].every((e) => e.status !== 'RUNNING') && [...running].every((a) => a.crashed);
   const sweep = (): void => {
+    if (idle()) {
+      sweeperIdle = true;
+      return;
+    }
     const name = `sweep-${++sweeps}`;
     const exec: Execution = { name, input: '{}', status: 'RUNNING' };
     scheduler.log(`the sweeper's schedule starts ${name}`);
@@ -611,19 +826,105 @@ function actors(w: WorkflowState): void {
     );
     clock.after(f.sweepPeriodMs, sweep);
   };
+  /** The sweeper's schedule resumes on its own period's grid. */
+  function wakeSweeper(): void {
+    if (!sweeperIdle) return;
+    sweeperIdle = false;
+    clock.after(f.sweepPeriodMs - (clock.monotonicMs() % f.sweepPeriodMs), sweep);
+  }
+
+  // The nightly trigger (EventBridge Scheduler): delivered at least once, each delivery a StartExecution of the job
+  // with the night's input and no name (Step Functions names it: here night-<delivery>, .<attempt> for a retry). A
+  // StartExecution answered with an error is retried on the schedule's RetryPolicy, with exponential backoff (whose
+  // steps AWS does not publish), a new execution each time, so one applied before its error runs twice
+  // (https://docs.aws.amazon.com/scheduler/latest/APIReference/API_RetryPolicy.html).
+  const trigger = JSON.stringify({ scheduledTime: SCHEDULED_TIME });
+  let undelivered = 1;
+  let startCalls = 0;
+  const startError = (): StartError | undefined => {
+    startCalls++;
+    if (w.placed) return placedStartErrors.due(() => true);
+    if (startFaults.length >= s.startErrors.budget || aws() >= s.startErrors.chance) return undefined;
+    const u = aws();
+    return u < 1 / 3 ? { kind: 'throttled' } : { kind: 'server-error', status: u < 2 / 3 ? 500 : 503, applied: aws() < 0.5 };
+  };
+  const deliver = (letter: string, attempt = 1, firstAt = clock.monotonicMs()): void => {
+    const name = attempt === 1 ? `night-${letter}` : `night-${letter}.${attempt}`;
+    const error = startError();
+    if (error === undefined) {
+      startJob(name, trigger);
+      w.triggered = --undelivered === 0;
+      return;
+    }
+    const applied = error.kind === 'server-error' && (error.applied ?? false);
+    const what = error.kind === 'throttled' ? 'ThrottlingException' : `${error.status ?? 500} (${applied ? 'applied' : 'not applied'})`;
+    if (applied) startJob(name, trigger);
+    scheduler.log(`the schedule's StartExecution #${startCalls} (delivery ${letter}) answered ${what}`);
+    const retryMs = 1_000 + Math.floor(aws() * s.startRetryMs * 2 ** (attempt - 1));
+    const retryAt = clock.monotonicMs() + retryMs;
+    startFaults.push({ kind: `trigger-${error.kind}`, point: `StartExecution@night-${letter}`, at: retryAt });
+    if (attempt > f.triggerRetry.attempts || retryAt - firstAt > f.triggerRetry.maxAgeMs) {
+      scheduler.log(`delivery ${letter} goes to the dead-letter queue`);
+      w.triggered = --undelivered === 0;
+      return;
+    }
+    scheduler.log(`the schedule retries delivery ${letter} in ${retryMs} ms`);
+    clock.after(retryMs, () => deliver(letter, attempt + 1, firstAt));
+  };
 
   scheduler.log(`the sparse index lags by up to ${w.indexLagMs} ms`);
-  const trigger = JSON.stringify({ scheduledTime: SCHEDULED_TIME });
-  startJob('night-a', trigger);
-  const againAt = w.placed ? w.placed.againAtMs : random() < 0.5 ? Math.floor(random() * s.duplicateWithinMs) : undefined;
-  if (againAt !== undefined) {
-    scheduler.log(`the nightly trigger is delivered again at ${againAt} ms`);
-    clock.after(againAt, () => {
-      startJob('night-b', trigger);
-      w.triggered = true;
-    });
-  } else w.triggered = true;
+  deliver('a');
+  // The deliveries after the first: a second in half the schedules (the schedule's own stream, as before), within
+  // duplicateWithinMs; on the AWS stream, a quarter of those get a third too, and a quarter come late instead.
+  const again: readonly Delivery[] = w.placed
+    ? [...(w.placed.againAtMs === undefined ? [] : [{ atMs: w.placed.againAtMs }]), ...(w.placed.again ?? [])]
+    : random() < 0.5
+      ? drawnAgain(Math.floor(random() * s.duplicateWithinMs), aws)
+      : [];
+  const letters = 'bcdefgh';
+  again.forEach((d, i) => {
+    const letter = letters[i]!;
+    undelivered++;
+    if ('atMs' in d) {
+      scheduler.log(`the nightly trigger is delivered again at ${d.atMs} ms`);
+      clock.after(d.atMs, () => deliver(letter));
+      w.horizonMs = Math.max(w.horizonMs, d.atMs + w.bound);
+    } else {
+      scheduler.log(`the nightly trigger is delivered again ${d.afterEndMs} ms after the first execution closed`);
+      const first = (name: string) => {
+        if (!name.startsWith('night-a')) return;
+        closed.splice(closed.indexOf(first), 1);
+        clock.after(d.afterEndMs, () => deliver(letter));
+      };
+      closed.push(first);
+      w.horizonMs += d.afterEndMs;
+    }
+  });
+  w.triggered = undelivered === 0;
   clock.after(f.sweepPeriodMs, sweep);
+}
+
+/** What an invocation's fault does at its store calls (counted from 1, as each is applied). */
+interface StepGate {
+  /** Hold the nth call before it is sent, for ever: the process hangs there (its timers run on). */
+  readonly holdBefore: (nth: number) => boolean;
+  /** Hold the nth call's answer, for ever: the process was killed there, or hangs there. */
+  readonly holdAfter: (nth: number) => boolean;
+}
+
+const never = new Promise<never>(() => undefined);
+
+/**
+ * The trigger's deliveries after the first, drawn: a second at `againAtMs` (half of these), or a second and a third
+ * (a quarter), or one late (a quarter): up to a minute after the first execution closed, or hours after the first.
+ */
+function drawnAgain(againAtMs: number, aws: () => number): Delivery[] {
+  const s = FLOW_SETTINGS;
+  const u = aws();
+  if (u < 0.5) return [{ atMs: againAtMs }];
+  if (u < 0.75) return [{ atMs: againAtMs }, { atMs: Math.floor(aws() * s.duplicateWithinMs) }];
+  if (aws() < 0.5) return [{ afterEndMs: Math.floor(aws() * s.lateAfterEndMs) }];
+  return [{ atMs: s.lateHoursMs.from + Math.floor(aws() * (s.lateHoursMs.to - s.lateHoursMs.from)) }];
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -681,7 +982,7 @@ export const WORKFLOW_WORLD: World<WorkflowState, WorkflowPlaced> = {
     [...w.running].every((a) => a.crashed) &&
     w.triggered &&
     (w.doneAt !== undefined || !w.raised),
-  horizonMs: (w) => FLOW_SETTINGS.faults.windowMs + FLOW_SETTINGS.faults.maxPauseMs + w.bound,
+  horizonMs: (w) => w.horizonMs,
   // A schedule takes a few hundred turns (under 450 in 300 seeds, and in 100 of each mutation).
   maxTurns: 20_000,
   checks,
@@ -691,7 +992,7 @@ export const WORKFLOW_WORLD: World<WorkflowState, WorkflowPlaced> = {
     return {
       line: `end: night ${row?.state ?? 'never raised'}; ${executions}`,
       state: row?.state,
-      faults: w.invokeFaults.map((x) => `${x.kind} ${x.point.replace(/@.*/, '')}`),
+      faults: [...w.invokeFaults, ...w.startFaults].map((x) => `${x.kind} ${x.point.replace(/@.*/, '')}`),
     };
   },
 };
@@ -709,6 +1010,22 @@ function without(machine: MachineDef, field: keyof StateDef): MachineDef {
   const strip = (m: { States: Record<string, Json> }): void => {
     for (const st of Object.values(m.States)) {
       delete st[field];
+      const inner = (st.ItemProcessor ?? st.Iterator) as { States: Record<string, Json> } | undefined;
+      if (inner) strip(inner);
+    }
+  };
+  strip(copy);
+  return copy as unknown as MachineDef;
+}
+
+/** A definition whose every Retry no longer names `error` (a retrier left naming nothing is dropped). */
+function unretried(machine: MachineDef, error: string): MachineDef {
+  const copy = structuredClone(machine) as { States: Record<string, Json> };
+  const strip = (m: { States: Record<string, Json> }): void => {
+    for (const st of Object.values(m.States)) {
+      const retry = st.Retry as Retrier[] | undefined;
+      if (retry)
+        st.Retry = retry.map((r) => ({ ...r, ErrorEquals: r.ErrorEquals.filter((e) => e !== error) })).filter((r) => r.ErrorEquals.length > 0);
       const inner = (st.ItemProcessor ?? st.Iterator) as { States: Record<string, Json> } | undefined;
       if (inner) strip(inner);
     }

@@ -285,6 +285,7 @@ const STATE_NAMES = new Set([
   'Lost',
   'ReleaseAfterFailure',
   'ReleaseAfterChunkFailure',
+  'CheckAfterChunkFailure',
   'ChunksLostOrFailed',
   'Failed',
 ]);

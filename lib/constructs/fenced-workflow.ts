@@ -390,9 +390,14 @@ export class FencedWorkflow extends Construct {
     const failed = new sfn.Fail(this, 'Failed', { error: `${pascalName(props.name)}Failed`, causePath: '$.error.Cause' });
     const releaseAfterFailure = this.step('ReleaseAfterFailure', 'release', held, '$.released');
     releaseAfterFailure.addCatch(failed, { resultPath: '$.releaseError' }).next(failed);
+    // More than one chunk at a time, a failed chunk fails the Map while the others' Lambdas run on, renewing the lease
+    // (Step Functions stops an iteration, never its Lambda). A release then would let a waiting holder claim while
+    // they still act: the Map's failure ends Failed unreleased, and the lease lapses once the last of them stops.
+    const othersMayRun = props.settings.chunkConcurrency > 1;
     // A failed child execution reaches a Distributed Map's Catch only as MAP_RUN_FAILED, never as its own error:
-    // release conditionally, and a release that finds the lease gone means another holder owns the run (Lost).
-    const afterMapRunFailed = chunks instanceof sfn.DistributedMap ? this.releaseAfterMapRun(held, lost, failed) : undefined;
+    // release conditionally (or, others running, only look), and a lease no longer ours means another holder owns the
+    // run (Lost).
+    const afterMapRunFailed = chunks instanceof sfn.DistributedMap ? this.afterMapRunFailed(held, lost, failed, othersMayRun) : undefined;
     for (const step of [raise, chunks, complete]) {
       // RaiseFence retries its own StopTimePassedError (a pause); one still past its stop time after every retry is
       // not another holder's doing (a fresh renewal would have met LeaseLostError): it fails loudly, through the
@@ -400,7 +405,7 @@ export class FencedWorkflow extends Construct {
       const quiet = step === raise ? LOST_ERRORS.filter((e) => e !== STOP_TIME_PASSED) : LOST_ERRORS;
       step.addCatch(lost, { errors: quiet, resultPath: '$.lost' });
       if (step === chunks && afterMapRunFailed) step.addCatch(afterMapRunFailed, { errors: [MAP_RUN_FAILED], resultPath: '$.error' });
-      step.addCatch(releaseAfterFailure, { errors: ['States.ALL'], resultPath: '$.error' });
+      step.addCatch(step === chunks && othersMayRun ? failed : releaseAfterFailure, { errors: ['States.ALL'], resultPath: '$.error' });
     }
 
     // Transitions, in the order of the algorithm.
@@ -448,12 +453,16 @@ export class FencedWorkflow extends Construct {
     });
   }
 
-  /** Distributed only: why did the Map Run fail? A release that finds the lease no longer ours means we lost it. */
-  private releaseAfterMapRun(held: Record<string, string>, lost: sfn.IChainable, failed: sfn.Fail): sfn.IChainable {
-    const release = this.step('ReleaseAfterChunkFailure', 'release', held, '$.released');
-    release.addCatch(failed, { resultPath: '$.releaseError' });
-    return release.next(
-      new sfn.Choice(this, 'ChunksLostOrFailed').when(sfn.Condition.booleanEquals('$.released.released', false), lost).otherwise(failed),
-    );
+  /**
+   * Distributed only: why did the Map Run fail? A lease no longer ours means we lost it. With other chunks perhaps
+   * still running (`keep`), the step only looks and the lease lapses; else it releases, conditionally.
+   */
+  private afterMapRunFailed(held: Record<string, string>, lost: sfn.IChainable, failed: sfn.Fail, keep: boolean): sfn.IChainable {
+    const step = keep
+      ? this.step('CheckAfterChunkFailure', 'release', { ...held, keep: true }, '$.released')
+      : this.step('ReleaseAfterChunkFailure', 'release', held, '$.released');
+    step.addCatch(failed, { resultPath: '$.releaseError' });
+    const ours = keep ? '$.released.held' : '$.released.released';
+    return step.next(new sfn.Choice(this, 'ChunksLostOrFailed').when(sfn.Condition.booleanEquals(ours, false), lost).otherwise(failed));
   }
 }

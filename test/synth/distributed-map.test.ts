@@ -48,11 +48,14 @@ test('a large night synthesizes a Distributed Map; its local conversion keeps th
     map.Catch.map((c: Json) => [c.ErrorEquals, c.Next]),
     [
       [LOST_ERRORS, 'Lost'],
-      [[MAP_RUN_FAILED], 'ReleaseAfterChunkFailure'],
-      [['States.ALL'], 'ReleaseAfterFailure'],
+      // 20 chunks at once: a failed child leaves others running under the lease, so it is only looked at, not released.
+      [[MAP_RUN_FAILED], 'CheckAfterChunkFailure'],
+      [['States.ALL'], 'Failed'],
     ],
   );
-  assert.deepEqual(definition.States.ChunksLostOrFailed.Choices, [{ Variable: '$.released.released', BooleanEquals: false, Next: 'Lost' }]);
+  assert.equal(definition.States.CheckAfterChunkFailure.Parameters.keep, true, 'it only looks: the release keeps the lease');
+  assert.equal(definition.States.ReleaseAfterChunkFailure, undefined);
+  assert.deepEqual(definition.States.ChunksLostOrFailed.Choices, [{ Variable: '$.released.held', BooleanEquals: false, Next: 'Lost' }]);
   assert.equal(definition.States.ChunksLostOrFailed.Default, 'Failed');
   valid('synthesized', definition);
 
@@ -68,7 +71,7 @@ test('a large night synthesizes a Distributed Map; its local conversion keeps th
   assert.deepEqual(inline.ItemProcessor, processor, 'the same processor states, Retry and OutputPath included');
   for (const field of ['ItemsPath', 'ItemSelector', 'MaxConcurrency', 'ResultPath', 'Next']) assert.deepEqual(inline[field], map[field], field);
   // The child's failure arrives as MAP_RUN_FAILED in AWS: locally that clause matches whatever the iteration threw.
-  assert.deepEqual(inline.Catch, [{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'ReleaseAfterChunkFailure' }]);
+  assert.deepEqual(inline.Catch, [{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'CheckAfterChunkFailure' }]);
   assert.deepEqual(without(local.States, 'Chunks'), without(definition.States, 'Chunks'), 'every other state is unchanged');
   assert.equal(STACK_MAP_RUN_FAILED, MAP_RUN_FAILED);
   assert.ok(LOCAL_DIFFERENCES.length >= 5);
@@ -173,6 +176,10 @@ async function runNight(definition: Json, fails: { chunk: number; error: string 
       released.push('chunks');
       return { released: !releaseFindsLeaseGone };
     },
+    CheckAfterChunkFailure: async (input) => {
+      released.push(input.keep === true ? 'looked' : 'released while others may run');
+      return { released: false, held: !releaseFindsLeaseGone };
+    },
     ReleaseAfterFailure: async () => {
       released.push('failure');
       return { released: true };
@@ -216,6 +223,18 @@ test(
       [failed.status, failed.end, failed.released],
       ['FAILED', 'Failed', ['chunks']],
       'a bug while the lease was still ours: released, loud',
+    );
+
+    // Two chunks at once: the others may still run under the lease when one fails, so the failure path only looks.
+    const together = synthesizeWorkflow(billingApp, { invoices: 20, chunkSize: 5, distributedMapAboveChunks: 0, chunkConcurrency: 2 }).job
+      .definition as Json;
+    const lostTogether = await runNight(together, { chunk: 2, error: 'LeaseLostError' }, true);
+    assert.deepEqual([lostTogether.status, lostTogether.end, lostTogether.released], ['SUCCEEDED', 'Lost', ['looked']]);
+    const failedTogether = await runNight(together, { chunk: 2, error: 'TypeError' }, false);
+    assert.deepEqual(
+      [failedTogether.status, failedTogether.end, failedTogether.released],
+      ['FAILED', 'Failed', ['looked']],
+      'a bug while the lease was still ours: loud, and the lease left to lapse',
     );
   },
 );

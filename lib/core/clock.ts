@@ -98,10 +98,11 @@ export class VirtualClock implements Clock {
     if (ms > 0 && at === this.now) at = this.now + Math.max(Math.abs(this.now) * Number.EPSILON, Number.MIN_VALUE);
     const entry: Due = { at, seq: this.seq++, fn };
     this.due.push(entry);
+    const due = this.due;
     return {
-      cancel: () => {
-        const i = this.due.indexOf(entry);
-        if (i >= 0) this.due.splice(i, 1);
+      cancel() {
+        const i = due.indexOf(entry);
+        if (i >= 0) due.splice(i, 1);
       },
     };
   }
@@ -165,7 +166,7 @@ export class VirtualClock implements Clock {
    */
   async settled(): Promise<void> {
     do {
-      await Promise.allSettled([...this.pending]);
+      if (this.pending.size > 0) await Promise.allSettled([...this.pending]);
       await (this.tracked ? turn() : continuationsRun());
     } while (this.pending.size > 0);
   }

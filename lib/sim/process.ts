@@ -52,15 +52,20 @@ export class SimProcess implements Clock {
     return new Promise((resolve) => this.after(ms, resolve));
   }
 
-  /** A timer on its own clock that a pause or a freeze delays to the wake-up and a crash cancels. */
+  /**
+   * A timer on its own clock that a pause or a freeze delays to the wake-up and a crash cancels. A process sets one
+   * for every wait, so its functions are inline and unnamed: tsx (esbuild's keep-names) gives every closure bound to
+   * a name a call that sets its name, each time it is made.
+   */
   after(ms: number, fn: () => void): ClockTimer {
     let cancelled = false;
-    const once = () => {
-      if (!cancelled) fn();
-    };
-    const timer = this.trueClock.after(this.trueMsOf(ms), () => this.run(once));
+    const timer = this.trueClock.after(this.trueMsOf(ms), () =>
+      this.run(() => {
+        if (!cancelled) fn();
+      }),
+    );
     return {
-      cancel: () => {
+      cancel() {
         cancelled = true;
         timer.cancel();
       },
@@ -160,13 +165,27 @@ export class SimProcess implements Clock {
 /** How one store call reaches the store: `apply` makes the call; the answer is what the caller gets. */
 export type Dispatch = (method: string, args: unknown[], apply: () => Promise<unknown>) => Promise<unknown>;
 
+type Method = (...args: unknown[]) => Promise<unknown>;
+
 /** The store with every method call sent through `dispatch` (the world's policy: a gate and a delay, or a scheduler). */
 export function through<S extends object>(store: S, dispatch: Dispatch): S {
+  // Each method is wrapped once (and again only if the store's method itself changes), not at every call.
+  const wrapped = new Map<string, { readonly method: Method; readonly wrapper: Method }>();
   return new Proxy(store, {
     get: (target, prop, receiver) => {
       const value = Reflect.get(target, prop, receiver) as unknown;
       if (typeof value !== 'function' || typeof prop !== 'string') return value;
-      return (...args: unknown[]) => dispatch(prop, args, () => (value as (...a: unknown[]) => Promise<unknown>).apply(target, args));
+      let known = wrapped.get(prop);
+      if (known?.method !== value) {
+        known = { method: value as Method, wrapper: dispatching(dispatch, prop, target, value as Method) };
+        wrapped.set(prop, known);
+      }
+      return known.wrapper;
     },
   });
+}
+
+/** `method` of `target`, each call sent through `dispatch`. */
+function dispatching(dispatch: Dispatch, name: string, target: object, method: Method): Method {
+  return (...args) => dispatch(name, args, () => method.apply(target, args));
 }

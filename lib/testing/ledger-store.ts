@@ -15,6 +15,7 @@
  */
 import type { Clock } from '../core/clock';
 import { RequestTokens } from './dynamo-rules';
+import { copyOf } from './lock-store';
 import type { ActionReason, AppendOutcome, LedgerEntry, LedgerHead, LedgerStore, RaiseOutcome } from '../core/store/ledger';
 
 interface FenceItem {
@@ -61,7 +62,7 @@ export class MemoryLedgerStore implements LedgerStore {
       return { ok: false, reasons, current: reasons[0] === 'ConditionalCheckFailed' && item ? headOf(item) : undefined };
     }
     this.fences.set(key, { ...item, fence: entry.epoch, version: entry.version });
-    this.items.set(entry.pk, structuredClone(entry));
+    this.items.set(entry.pk, copyOf(entry));
     this.tokens.succeeded(requestToken, request);
     return { ok: true };
   }
@@ -69,7 +70,7 @@ export class MemoryLedgerStore implements LedgerStore {
   async entries(key: string): Promise<LedgerEntry[]> {
     return [...this.items.values()]
       .filter((e) => e.pk.startsWith(`${key}#`))
-      .map((e) => structuredClone(e))
+      .map((e) => copyOf(e))
       .sort((a, b) => a.version - b.version);
   }
 }

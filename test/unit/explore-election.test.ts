@@ -7,8 +7,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { DEFAULT_BUMP } from '../../lib/core/restore';
-import { type ElectionPlaced, oneTermAtATime, runElectionSchedule } from '../../verify/explore/election-world';
-import { type SentCall, stopTimeChecks } from '../../verify/explore/history';
+import { type ElectionPlaced, handoverWaited, oneTermAtATime, runElectionSchedule } from '../../verify/explore/election-world';
+import { type LockWrite, type SentCall, stopTimeChecks } from '../../verify/explore/history';
 import { ELECTION_MUTATIONS } from '../../verify/explore/mutations';
 
 const digest = (trace: readonly string[]) => createHash('sha256').update(trace.join('\n')).digest('hex');
@@ -178,6 +178,65 @@ test("an append whose answer was lost is not sent again past the writer's stop t
     );
     assert.deepEqual(r.violations, []);
   }
+});
+
+// w2 asks for the handover at 5.1 s, 100 ms after w1's renewal at 5 s; no fault. The real handover waits the lease and
+// the wait margin from its flip (5.1 s + 4 s + 1 s) and bumps at 10.1 s; handover-no-margin waits only the lease and
+// bumps at 9.1 s. w1 stops at its stop time (its last renewal's send, 5 s, + the lease: 9 s) and never writes past
+// it, so no two writers act at once and no other check sees anything: only the handover's wait, computed from the lock
+// table's writes (w1's last renewal applied at 5 s) and w2's sends, finds the bump 637 ms short of 5 s + 5 s / 1.0556.
+const NO_MARGIN: ElectionPlaced = { faults: [], handoverAtMs: 5_100 };
+
+test("a handover that waits the old writer's lease without the wait margin is caught by the handover's wait check alone", async () => {
+  for (const seed of SEEDS) {
+    const r = await runElectionSchedule(seed, undefined, NO_MARGIN);
+    assert.ok(
+      r.trace.includes('5000 w1 renew') && r.trace.includes('5100 w2 claim') && r.trace.includes('10100 w2 raise'),
+      `seed ${seed}: w2 does not flip 100 ms after w1's renewal and bump a lease and a margin later:\n${r.trace.join('\n')}`,
+    );
+    assert.deepEqual(r.violations, []);
+    const broken = await runElectionSchedule(seed, 'handover-no-margin', NO_MARGIN);
+    assert.ok(broken.trace.includes('9100 w2 raise'), `seed ${seed}: without the margin w2 bumps at 9.1 s`);
+    assert.equal(broken.violations.length, 1, broken.violations.join('; '));
+    assert.match(
+      broken.violations[0],
+      /^w2 started writing with epoch 2 \(raise sent at 9100 ms\) before w1's last renewal at 5000 ms \+ its lease 4000 ms \+ the wait margin 1000 ms /,
+    );
+  }
+});
+
+test("the handover's wait, from the write history: the old writer's last renewal + lease + margin, a fast clock allowed", () => {
+  const wait = { key: 'writer/j', ledger: 'ledger/writer/j', waitMarginMs: 1_000, maxRateError: 0.05 };
+  const write = (method: LockWrite['method'], holder: string, at: number, epoch?: number): LockWrite => ({
+    method,
+    key: 'writer/j',
+    holder,
+    at,
+    ...(method === 'claim' ? { leaseMs: 4_000, epoch } : {}),
+  });
+  const raise = (actor: string, epoch: number, trueSentAt: number): SentCall => ({
+    actor,
+    method: 'raise',
+    args: ['ledger/writer/j', epoch],
+    sentAt: trueSentAt,
+    trueSentAt,
+  });
+  const writes = [write('claim', 'w1', 0, 1), write('renew', 'w1', 1_000), write('renew', 'w1', 2_000), write('claim', 'w2', 2_500, 2)];
+  // The earliest start: 2 s + 5 s / 1.05 = 6761.9 ms.
+  assert.deepEqual(handoverWaited(writes, [raise('w1', 1, 0), raise('w2', 2, 6_762)], wait), []);
+  const early = handoverWaited(writes, [raise('w1', 1, 0), raise('w2', 2, 6_761)], wait);
+  assert.equal(early.length, 1);
+  assert.match(early[0], /^w2 started writing with epoch 2 \(raise sent at 6761 ms\) before w1's last renewal at 2000 ms /);
+  // Counted from the last renewal the table applied, not the claim; an append is a start too, a lower epoch's is not.
+  const append: SentCall = { actor: 'w2', method: 'append', args: ['ledger/writer/j', { epoch: 2 }, 't'], sentAt: 6_000, trueSentAt: 6_000 };
+  assert.equal(handoverWaited(writes, [append], wait).length, 1);
+  assert.deepEqual(handoverWaited(writes, [{ ...append, args: ['ledger/writer/j', { epoch: 1 }, 't'] }], wait), []);
+  // A released lease is no one's: the next claim waits for nothing. A flip after a restore is not checked.
+  assert.deepEqual(
+    handoverWaited([...writes.slice(0, 3), write('release', 'w1', 2_200), write('claim', 'w2', 2_500, 2)], [raise('w2', 2, 2_500)], wait),
+    [],
+  );
+  assert.deepEqual(handoverWaited(writes, [raise('w2', 2, 3_000)], wait, 2_400), []);
 });
 
 // Each broken rule, applied by the harness only, must be caught from seed FROM within this many schedules.

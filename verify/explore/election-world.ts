@@ -25,7 +25,7 @@ import { handover, writerLedgerKey, type HandoverConfig, type Writer } from '../
 import { pollMsOf } from '../../lib/core/lease';
 import { ManifestWriter, type ManifestBody } from '../../lib/core/manifest';
 import { MemoryLedgerStore } from '../../lib/testing/ledger-store';
-import { MemoryLockStore } from '../../lib/testing/lock-store';
+import { copyOf, MemoryLockStore } from '../../lib/testing/lock-store';
 import { MemoryManifestStore } from '../../lib/testing/manifest-store';
 import { bumpEpochs, DEFAULT_BUMP } from '../../lib/core/restore';
 import type { LedgerStore } from '../../lib/core/store/ledger';
@@ -33,7 +33,7 @@ import type { JoinRequest, LockStore, WriteOutcome } from '../../lib/core/store/
 import type { ManifestStore } from '../../lib/core/store/manifest';
 import { prng } from '../../lib/core/prng';
 import { Actor, type Placed, type RunEnd, Scheduler } from './scheduler';
-import { CallLog, rateErrorCovered, type SentCall, stopTimeChecks } from './history';
+import { CallLog, LockHistory, type LockWrite, rateErrorCovered, type SentCall, stopTimeChecks } from './history';
 import { epochChecks } from './checks';
 import { applyElectionMutation, ELECTION_MUTATIONS, override, type ElectionBroken, type ElectionMutation } from './mutations';
 import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
@@ -171,6 +171,8 @@ interface Mark {
 /** The in-memory lock store keeps its items in a private map: the harness (a restore, a broken variant) reaches behind it. */
 const itemsOf = (store: MemoryLockStore) => (store as unknown as { items: Map<string, Record<string, unknown>> }).items;
 const inFlightOf = (store: MemoryLockStore) => (store as unknown as { inFlight: Set<unknown> }).inFlight;
+/** A backup of the table's items: each item copied. */
+const copyItems = (items: Map<string, Record<string, unknown>>) => new Map(Array.from(items, ([k, v]) => [k, copyOf(v)]));
 
 // ─── Setup: one schedule's state ─────────────────────────────────────────────────────────────────────────────────
 
@@ -203,6 +205,11 @@ interface ElectionState extends WorldState {
   readonly grants: { actor: string; key: string; epoch: number }[];
   /** Each process's lock and ledger calls as it sent them, and when their answers came (history.ts). */
   readonly calls: CallLog;
+  /**
+   * Every lock write the lock table applied for an actor (a claim, a renewal, a release that took effect), and when
+   * (history.ts): recorded as the scheduler applies each call.
+   */
+  readonly lockWrites: LockHistory;
   readonly accepted: Accepted[];
   readonly bumps: { writer: string; epoch: number; order: number }[];
   readonly manifestWrites: ManifestWrite[];
@@ -243,12 +250,17 @@ function setup(seed: number, mutation: string | undefined, placed?: ElectionPlac
 
   const table = { current: new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom, scanPageSize: s.pageSize }) };
   // Each call reaches the table in use when it is applied (not when it was made): a call parked across the restore
-  // lands on the restored table, as on a table restored in place.
+  // lands on the restored table, as on a table restored in place. Each method's forwarder is made once.
+  const forwarders = new Map<string | symbol, (...args: unknown[]) => unknown>();
   const lockTable = new Proxy({} as LockStore, {
-    get:
-      (_t, prop) =>
-      (...args: unknown[]) =>
-        (Reflect.get(table.current, prop) as (...a: unknown[]) => unknown).apply(table.current, args),
+    get: (_t, prop) => {
+      let forward = forwarders.get(prop);
+      if (forward === undefined) {
+        forward = (...args) => (Reflect.get(table.current, prop) as (...a: unknown[]) => unknown).apply(table.current, args);
+        forwarders.set(prop, forward);
+      }
+      return forward;
+    },
   });
 
   const restore = placed ? placedRestore(placed) : drawnRestore(prng(seed + STREAMS.restore));
@@ -263,6 +275,7 @@ function setup(seed: number, mutation: string | undefined, placed?: ElectionPlac
     restarts,
     table,
     lockTable,
+    lockWrites: new LockHistory(clock),
     ledgers: new MemoryLedgerStore(clock),
     bucket: new MemoryManifestStore({ clock, commitWindowMs: s.commitWindowMs }),
     // The broken variant, if any: its patches of the core's classes are undone after the schedule.
@@ -323,6 +336,7 @@ function actors(w: ElectionState): void {
   const locksFor = (actor: Actor): LockStore => {
     const store = broken.locks(lockTable, () => itemsOf(table.current));
     const stepped = scheduler.wrap(store, actor, (method, args, result) => {
+      w.lockWrites.record(method, args, result);
       if (method === 'join' && (result as { ok: boolean }).ok) {
         const r = args[0] as JoinRequest;
         grants.push({ actor: actor.name, key: r.roleKey, epoch: r.seq });
@@ -521,7 +535,7 @@ function actors(w: ElectionState): void {
     let writer: Writer | undefined;
     const run = async () => {
       try {
-        writer = await handover(deps, s.writerRole, name, s.writer, fence);
+        writer = await handover(deps, s.writerRole, name, broken.handover(s.writer), fence);
       } catch (err) {
         if (name === 'w2') answered.at = clock.monotonicMs();
         throw err;
@@ -561,7 +575,7 @@ function actors(w: ElectionState): void {
     const actor = newActor(`restore${incarnation === 1 ? '' : `-${incarnation}`}`);
     const actorClock = clockOf(actor);
     const restored = new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom, scanPageSize: s.pageSize });
-    for (const [k, v] of structuredClone(backup)) itemsOf(restored).set(k, v);
+    for (const [k, v] of backup) itemsOf(restored).set(k, copyOf(v));
     const store = scheduler.wrap(broken.restored(restored), actor);
     restarts.set(actor, () => {
       const delay = Math.floor(random() * s.restartWithinMs);
@@ -596,7 +610,7 @@ function actors(w: ElectionState): void {
   };
   if (restoring && early) {
     scheduler.log('backup of the lock table taken before its first use (0 items)');
-    const backup = structuredClone(itemsOf(table.current));
+    const backup = copyItems(itemsOf(table.current));
     clock.after(backupAt + restoreAfter, () => startRestore(backup, 1));
   } else if (restoring) {
     // The backup is taken once the role and the writer's lock items exist, so the bump raises them; the early backup
@@ -604,7 +618,7 @@ function actors(w: ElectionState): void {
     const takeBackup = () => {
       const items = itemsOf(table.current);
       if (!items.has(roleKey(s.role)) || !items.has(`writer/${s.writerRole}`)) return void clock.after(500, takeBackup);
-      const backup = structuredClone(items);
+      const backup = copyItems(items);
       scheduler.log(`backup of the lock table taken (${backup.size} items)`);
       clock.after(restoreAfter, () => startRestore(backup, 1));
     };
@@ -721,21 +735,19 @@ function allEnded(w: ElectionState, ended: RunEnd): string[] {
  * their own items' leases.
  */
 function ledgerWritesInTime(w: ElectionState): string[] {
-  const writer = (c: SentCall) => WRITERS.has(c.actor);
-  return [
-    ...stopTimeChecks(
-      w.calls.calls.filter((c) => !writer(c)),
-      ELECTION_SETTINGS.lease,
-      LEDGER_ACTS,
-    ),
-    ...stopTimeChecks(w.calls.calls.filter(writer), ELECTION_SETTINGS.writer, LEDGER_ACTS),
-  ];
+  const writers: SentCall[] = [];
+  const candidates: SentCall[] = [];
+  for (const c of w.calls.calls) (WRITERS.has(c.actor) ? writers : candidates).push(c);
+  return [...stopTimeChecks(candidates, ELECTION_SETTINGS.lease, LEDGER_ACTS), ...stopTimeChecks(writers, ELECTION_SETTINGS.writer, LEDGER_ACTS)];
 }
 
 /** The single writers' names; every other process is a candidate. */
 const WRITERS: ReadonlySet<string> = new Set(['w1', 'w2']);
 /** The ledger store's writes, and a leader's service (an act with no store call, recorded by the world). */
 const LEDGER_ACTS: ReadonlySet<string> = new Set(['append', 'raise', 'serve']);
+
+/** The epoch a ledger act carries: an append's entry's, a raise's (or a service's) second argument. */
+const actEpoch = (c: SentCall): number => (c.method === 'append' ? Number((c.args[1] as LedgerEntry).epoch) : Number(c.args[1]));
 
 /**
  * Never two leaders (or two single writers) at once: per ledger, no act of an epoch sent, in true time, after an act of
@@ -753,7 +765,7 @@ export function oneTermAtATime(calls: readonly SentCall[], until = Infinity): st
   const acts = calls.filter((c) => LEDGER_ACTS.has(c.method) && c.trueSentAt < until).sort((a, b) => a.trueSentAt - b.trueSentAt);
   for (const a of acts) {
     const key = String(a.args[0]);
-    const epoch = a.method === 'append' ? Number((a.args[1] as LedgerEntry).epoch) : Number(a.args[1]);
+    const epoch = actEpoch(a);
     const top = newest.get(key);
     if (top && epoch < top.epoch)
       out.push(
@@ -764,11 +776,80 @@ export function oneTermAtATime(calls: readonly SentCall[], until = Infinity): st
   return out;
 }
 
+/** What `handoverWaited` checks: the writer lease's key, the writers' ledger, the wait margin, the clocks' rate error. */
+export interface HandoverWait {
+  readonly key: string;
+  readonly ledger: string;
+  readonly waitMarginMs: number;
+  /** The largest monotonic rate error of any process's clock. */
+  readonly maxRateError: number;
+}
+
+/**
+ * The handover waits out the old writer's lease and the wait margin (SINGLE-WRITER HANDOVER step 3), checked from
+ * outside: from the lock table's write history and the new writer's sends, never from the handover's own count.
+ *
+ * For each flip (a claim of the writer lease the table applied while another writer held it: that writer's last write
+ * to it a claim or a renewal, not a release), let R be the true time the table applied that last write, L the lease
+ * the old writer's claim wrote, and M the wait margin. The old writer's right ends at its stop time, counted on its
+ * own clock from that write's send (before R). The new writer's first ledger act under the flipped epoch (its bump,
+ * or an append; an act held by a pause counts when it was sent) must be sent, in true time, no earlier than
+ *
+ *     R + (L + M) / (1 + maxRateError)
+ *
+ * The allowance: the new writer times L + M on its own monotonic clock, from the flip's answer (after R); a clock fast
+ * by up to maxRateError passes L + M in (L + M) / (1 + maxRateError) of true time, and that is allowed, as
+ * leaseOverlapChecks allows a fast claimant. As in oneTermAtATime, only flips applied before `until` are checked: a
+ * restored table forgets who held the lease.
+ */
+export function handoverWaited(writes: readonly LockWrite[], calls: readonly SentCall[], wait: HandoverWait, until = Infinity): string[] {
+  const out: string[] = [];
+  let held: { readonly holder: string; readonly leaseMs: number; readonly at: number } | undefined;
+  for (const w of writes) {
+    if (w.key !== wait.key) continue;
+    if (w.method === 'claim' && held !== undefined && held.holder !== w.holder && w.at < until) {
+      const earliest = held.at + (held.leaseMs + wait.waitMarginMs) / (1 + wait.maxRateError);
+      const start = calls.find(
+        (c) => c.actor === w.holder && c.args[0] === wait.ledger && actEpoch(c) === w.epoch && ['raise', 'append'].includes(c.method),
+      );
+      if (start !== undefined && start.trueSentAt < earliest)
+        out.push(
+          `${w.holder} started writing with epoch ${w.epoch} (${start.method} sent at ${start.trueSentAt} ms) before ${held.holder}'s last renewal at ${held.at} ms + its lease ${held.leaseMs} ms + the wait margin ${wait.waitMarginMs} ms (${earliest} ms, on a clock up to ${wait.maxRateError} fast)`,
+        );
+    }
+    if (w.method === 'release') held = undefined;
+    else if (w.method === 'claim') held = { holder: w.holder, leaseMs: w.leaseMs ?? 0, at: w.at };
+    else if (held?.holder === w.holder) held = { ...held, at: w.at };
+  }
+  return out;
+}
+
+/**
+ * The largest monotonic rate error a process here can have: the scheduler draws each within ±monoRate and rounds it
+ * to four decimals, which can round it up past monoRate.
+ */
+const MAX_RATE_ERROR = Math.ceil(ELECTION_SETTINGS.faults.monoRate * 10_000) / 10_000;
+
 const checks: readonly Check<ElectionState>[] = [
   { name: 'epochs never repeat and only rise, per lock key, across the restore', check: (w) => epochChecks(w.grants) },
   { name: 'no append below the fence, none of a lower epoch after a bump', check: appendsFenced },
   { name: 'no ledger write and no service as leader past its stop time', check: ledgerWritesInTime },
   { name: 'never two leaders, nor two writers, at once (until a restore)', check: (w) => oneTermAtATime(w.calls.calls, w.restoredAt) },
+  {
+    name: "a handover's writer starts no earlier than the old writer's last renewal + lease + wait margin (until a restore)",
+    check: (w) =>
+      handoverWaited(
+        w.lockWrites.writes,
+        w.calls.calls,
+        {
+          key: `writer/${ELECTION_SETTINGS.writerRole}`,
+          ledger: writerLedgerKey(ELECTION_SETTINGS.writerRole),
+          waitMarginMs: ELECTION_SETTINGS.writer.waitMarginMs,
+          maxRateError: MAX_RATE_ERROR,
+        },
+        w.restoredAt,
+      ),
+  },
   { name: 'the ledgers are whole', check: ledgersWhole },
   { name: 'the manifest only moves forward', check: manifestForward },
   { name: 'the manifest names only acts the ledger has', check: manifestInLedger },

@@ -105,16 +105,24 @@ export class LockHistory {
   observe(store: LockStore): LockStore {
     return through(store, (method, args, apply) =>
       apply().then((result) => {
-        if ((method === 'claim' || method === 'renew' || method === 'release') && (result as WriteOutcome).ok) {
-          const key = String(args[0]);
-          const holder = method === 'claim' ? (args[2] as ClaimWrite).holder : (args[1] as Holding).holder;
-          const leaseMs = method === 'claim' ? (args[2] as ClaimWrite).leaseMs : undefined;
-          const epoch = method === 'claim' ? Number((result as Extract<WriteOutcome, { ok: true }>).item.epoch) : undefined;
-          this.writes.push({ method, key, holder, leaseMs, epoch, at: this.clock.monotonicMs() });
-        }
+        this.record(method, args, result);
         return result;
       }),
     );
+  }
+
+  /**
+   * One call the lock store has just applied, with its answer: kept if it is a write that took effect. (A world whose
+   * scheduler already sees each call as it is applied records them from there, with no store of its own between.)
+   */
+  record(method: string, args: readonly unknown[], result: unknown): void {
+    if ((method === 'claim' || method === 'renew' || method === 'release') && (result as WriteOutcome).ok) {
+      const key = String(args[0]);
+      const holder = method === 'claim' ? (args[2] as ClaimWrite).holder : (args[1] as Holding).holder;
+      const leaseMs = method === 'claim' ? (args[2] as ClaimWrite).leaseMs : undefined;
+      const epoch = method === 'claim' ? Number((result as Extract<WriteOutcome, { ok: true }>).item.epoch) : undefined;
+      this.writes.push({ method, key, holder, leaseMs, epoch, at: this.clock.monotonicMs() });
+    }
   }
 
   /** The claims that took effect, in the order applied: who, which key, the epoch it took, when. */
@@ -234,14 +242,26 @@ interface Grant {
  * answered, or (its answer lost) when its retry found the item holding its own rvn, counted from the first send.
  */
 function leaseGrants(calls: readonly SentCall[]): Grant[] {
+  // The first send of each request, by its actor, method and rvn (a retry resends the request with its rvn).
+  const firstSends = new Map<string, SentCall>();
+  const sendKey = (actor: string, method: string, rvn: unknown) => `${actor} ${method} ${String(rvn)}`;
+  for (const c of calls) {
+    const rvn =
+      c.method === 'join'
+        ? (c.args[0] as JoinRequest | undefined)?.candidate?.rvn
+        : c.method === 'claim'
+          ? (c.args[2] as ClaimWrite | undefined)?.rvn
+          : undefined;
+    if (rvn === undefined) continue;
+    const key = sendKey(c.actor, c.method, rvn);
+    if (!firstSends.has(key)) firstSends.set(key, c);
+  }
   const out: Grant[] = [];
   for (const c of calls) {
     if (c.method === 'join' && c.answeredAt !== undefined) {
       // A join writes the candidate's own item, its lease from the first send of the request (retries resend it).
       const request = c.args[0] as JoinRequest;
-      const first = calls.find(
-        (o) => o.actor === c.actor && o.method === 'join' && (o.args[0] as JoinRequest).candidate.rvn === request.candidate.rvn,
-      )!;
+      const first = firstSends.get(sendKey(c.actor, 'join', request.candidate.rvn))!;
       const known = (c.result as { ok: boolean } | undefined)?.ok
         ? c.answeredAt
         : calls.find(
@@ -262,7 +282,7 @@ function leaseGrants(calls: readonly SentCall[]): Grant[] {
       const write = c.args[2] as ClaimWrite;
       const current = answer?.current as { holder?: unknown; rvn?: unknown } | undefined;
       if (current?.holder !== write.holder || current?.rvn !== write.rvn) continue;
-      const first = calls.find((o) => o.actor === c.actor && o.method === 'claim' && (o.args[2] as ClaimWrite).rvn === write.rvn)!;
+      const first = firstSends.get(sendKey(c.actor, 'claim', write.rvn))!;
       out.push({ actor: c.actor, sentAt: first.sentAt, knownAt: c.answeredAt, starts: true });
     }
   }
@@ -270,16 +290,16 @@ function leaseGrants(calls: readonly SentCall[]): Grant[] {
 }
 
 /**
- * A holder's stop time at `t`, from its grants known by then (in the order it knew them): a claim or join starts it
- * at its send + `spanMs`; a renewal answered before the stop time moves it on from the renewal's send; one answered
- * at or after it moves nothing, and no later renewal does either: past its stop time the lease is over in that
- * process for good. A renewal with no lease before it (a lease taken up in another process) starts one.
+ * A holder's stop time at `t`, from its grants known by then (`grants` in the order it knew them): a claim or join
+ * starts it at its send + `spanMs`; a renewal answered before the stop time moves it on from the renewal's send; one
+ * answered at or after it moves nothing, and no later renewal does either: past its stop time the lease is over in
+ * that process for good. A renewal with no lease before it (a lease taken up in another process) starts one.
  */
 function stopTimeAt(grants: readonly Grant[], t: number, spanMs: number): number {
   let stopAt = -Infinity;
   let startedAt = -Infinity;
   let over = false;
-  for (const g of [...grants].sort((a, b) => a.knownAt - b.knownAt)) {
+  for (const g of grants) {
     if (g.knownAt > t) break;
     const own = g.sentAt + spanMs;
     // A lease started by a later send replaces the one held; an older start learnt late (a join whose answer was
@@ -301,14 +321,16 @@ function stopTimeAt(grants: readonly Grant[], t: number, spanMs: number): number
  */
 export function stopTimeChecks(calls: readonly SentCall[], lease: Pick<LeaseConfig, 'leaseMs' | 'marginMs'>, acts: ReadonlySet<string>): string[] {
   const violations: string[] = [];
-  const renewals = leaseGrants(calls);
+  // Each holder's grants, in the order it knew them (a stable sort: those known at once in the order of the calls).
+  const grantsOf = new Map<string, Grant[]>();
+  for (const g of leaseGrants(calls).sort((a, b) => a.knownAt - b.knownAt)) {
+    const own = grantsOf.get(g.actor);
+    if (own) own.push(g);
+    else grantsOf.set(g.actor, [g]);
+  }
   for (const act of calls) {
     if (!acts.has(act.method)) continue;
-    const stopAt = stopTimeAt(
-      renewals.filter((r) => r.actor === act.actor),
-      act.sentAt,
-      lease.leaseMs - lease.marginMs,
-    );
+    const stopAt = stopTimeAt(grantsOf.get(act.actor) ?? [], act.sentAt, lease.leaseMs - lease.marginMs);
     if (stopAt === -Infinity) violations.push(`${act.actor} sent ${act.method} at ${act.sentAt} ms with no claim or renewal of its own answered`);
     else if (act.sentAt >= stopAt)
       violations.push(

@@ -20,6 +20,7 @@ import type { LeaseConfig } from '../../lib/core/config';
 import { Lease, pollMsOf } from '../../lib/core/lease';
 import { Leadership } from '../../lib/election/election';
 import { EpochFence } from '../../lib/election/epoch-fence';
+import type { HandoverConfig } from '../../lib/election/handover';
 import type { ManifestStore } from '../../lib/core/store/manifest';
 import { transactionCanceled } from '../../lib/testing/dynamo-rules';
 import type { MemoryLockStore } from '../../lib/testing/lock-store';
@@ -259,6 +260,8 @@ type Update = (
  *   restore-no-bump     the restored lock table is used without bumpEpochs;
  *   restore-no-floor    the bump raises the items the restored table holds, not the epoch floor (the old bump);
  *   handover-no-bump    EpochFence.raise does nothing: the flip without the bump;
+ *   handover-no-margin  the new writer waits out the old writer's lease from the flip, without the wait margin (the
+ *                       old writer has no stop margin, so its lease alone looks enough);
  *   manifest-blind-put  the manifest commit is an unconditional put, not If-Match on the version read;
  *   watchdog-off        the leadership watchdog is never armed, so onLost never comes;
  *   sidecar-heartbeat   a crashed candidate's item is renewed on by a sidecar that outlived it;
@@ -270,6 +273,7 @@ export const ELECTION_MUTATIONS = [
   'restore-no-bump',
   'restore-no-floor',
   'handover-no-bump',
+  'handover-no-margin',
   'manifest-blind-put',
   'watchdog-off',
   'sidecar-heartbeat',
@@ -290,6 +294,8 @@ export interface ElectionBroken {
   readonly bumps: boolean;
   /** A crashed candidate's item is renewed on by a sidecar (the world starts it at the crash). */
   readonly sidecar: boolean;
+  /** The handover's settings a writer takes over with. */
+  handover(config: HandoverConfig): HandoverConfig;
   /** Undo the patches of the core's classes, after the schedule. */
   restore(): void;
 }
@@ -357,6 +363,7 @@ export function applyElectionMutation(mutation: ElectionMutation | undefined): E
     restored: (store) => (mutation !== 'restore-no-floor' ? store : override(store, { raiseFloor: async () => ({ ok: true, from: 0 }) })),
     bumps: mutation !== 'restore-no-bump',
     sidecar: mutation === 'sidecar-heartbeat',
+    handover: (config) => (mutation !== 'handover-no-margin' ? config : { ...config, waitMarginMs: 0 }),
     restore: () => {
       for (const u of undo) u();
     },

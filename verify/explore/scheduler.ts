@@ -216,12 +216,18 @@ export class Scheduler {
     return through(target, (method, args, apply) => {
       if (actor.crashed) return never;
       return new Promise((resolve, reject) => {
-        const run = async () => {
-          const result = await apply();
-          onCall?.(method, args, result);
-          return result;
-        };
-        this.parked.push({ actor, method, run, resolve, reject, faulted: false });
+        this.parked.push({
+          actor,
+          method,
+          async run() {
+            const result = await apply();
+            onCall?.(method, args, result);
+            return result;
+          },
+          resolve,
+          reject,
+          faulted: false,
+        });
       });
     });
   }

@@ -197,7 +197,9 @@ export class Scheduler {
     const actor = new Actor(name, this.clock);
     const max = this.plan.monoRate ?? 0;
     const placedRate = this.placedRates?.find((r) => named(r.actor, name))?.rate;
-    actor.rate = placedRate ?? (this.placedCounts || max === 0 ? 0 : Math.round((2 * draw() - 1) * max * 10_000) / 10_000);
+    // Rounded to 4 decimals for the trace, and kept within ±max: the checks allow for max, no more.
+    const drawn = () => Math.max(-max, Math.min(max, Math.round((2 * draw() - 1) * max * 10_000) / 10_000));
+    actor.rate = placedRate ?? (this.placedCounts || max === 0 ? 0 : drawn());
     if (actor.rate !== 0) this.log(`${name} MONO-RATE x${1 + actor.rate}`);
     return actor;
   }

@@ -85,8 +85,14 @@ const ELECTION_SETTINGS = {
     maxPauseMs: 15_000,
     lateMs: 5_000,
     windowMs: 25_000,
-    emphasis: [{ methods: ['join', 'claim', 'renew'], kind: 'late', weight: 4 }],
-    chanceAt: [{ methods: ['join', 'claim'], share: 4, first: true }],
+    emphasis: [
+      { methods: ['join', 'claim', 'renew'], kind: 'late', weight: 4 },
+      { methods: ['put', 'create', 'putIfMatch'], kind: 'pause', weight: 4 },
+    ],
+    chanceAt: [
+      { methods: ['join', 'claim'], share: 4, first: true },
+      { methods: ['put', 'create', 'putIfMatch'], share: 2 },
+    ],
     // Each process's monotonic clock runs fast or slow by up to half of what the tighter margin covers: the
     // candidates', or the handover's (the new writer waits lease + wait margin from the flip, the old one stops at
     // its lease - margin: as a lease of lease + wait margin with a margin of wait margin + margin).

@@ -15,6 +15,9 @@
  *
  * The stack's endpoints record every call they answer, with the caller's access key id, in one call log; the local
  * workflow records the invocations its state machines make there too.
+ *
+ * A throw-away PostgreSQL server (test/support/postgres-server.ts) is started once too, beside the stack, for the tiers
+ * marked `postgres`; its connection string reaches their files in FENCEPOST_TEST_POSTGRES.
  */
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -22,6 +25,7 @@ import path from 'node:path';
 import { startEmbeddedStack, type EmbeddedStack } from '../lib/local/stack';
 import { fileCallSink } from '../verify/proofs/call-log';
 import { runBatch, type Counts } from './support/runner';
+import { startPostgres, type LocalPostgres } from './support/postgres-server';
 
 interface Tier {
   readonly dir: string;
@@ -33,6 +37,8 @@ interface Tier {
    * the CPU the real-time files leave, and never starve their renewals.
    */
   readonly realTime: boolean;
+  /** Its files may use the run's PostgreSQL server (the PostgreSQL fence's conformance suite). */
+  readonly postgres?: boolean;
 }
 
 const TIERS: readonly Tier[] = [
@@ -40,7 +46,7 @@ const TIERS: readonly Tier[] = [
   { dir: 'process', stack: true, realTime: true },
   { dir: 'package', stack: true, realTime: false },
   { dir: 'synth', stack: false, realTime: false },
-  { dir: 'store', stack: true, realTime: true },
+  { dir: 'store', stack: true, realTime: true, postgres: true },
 ];
 const LAST: Tier = { dir: 'proofs', stack: true, realTime: false };
 /** The priority of the files that time nothing on real time (see `Tier.realTime`). */
@@ -145,6 +151,11 @@ async function main(): Promise<number> {
     );
   });
   stacksUp.catch(() => undefined); // a stack that fails to start fails the files that wait for it, and the run
+  // PostgreSQL starts beside the stacks when a file may use it. If it cannot start, the files get none and a file that
+  // needs one starts its own, which fails in that file alone, naming what is missing.
+  const postgres: Promise<LocalPostgres | undefined> | undefined = files.some((f) => f.tier.postgres)
+    ? startPostgres().catch((err: unknown) => (process.stderr.write(`PostgreSQL for the run did not start: ${String(err)}\n`), undefined))
+    : undefined;
   process.stderr.write(`${files.length} test files, ${SLOTS} side by side${beside.length > 0 ? ' and 1 beside' : ''}\n`);
 
   const total: Counts = { passed: 0, failed: 0, cancelled: 0, skipped: 0 };
@@ -153,12 +164,14 @@ async function main(): Promise<number> {
   let ended = 0;
   const run = async (file: File, on: Promise<EmbeddedStack> | undefined) => {
     const s = file.tier.stack ? await on : undefined;
+    const pg = file.tier.postgres ? await postgres : undefined;
     const started = performance.now();
     const r = await runBatch([path.join(__dirname, file.name)], {
       env: {
         // A tier without the stack is refused it (test/support/stack.ts), so it cannot come to need it unseen.
         ...(file.tier.stack ? {} : { FENCEPOST_TEST_NO_STACK: file.tier.dir }),
         ...(s ? { FENCEPOST_TEST_DYNAMODB: s.endpoints.dynamodb, FENCEPOST_TEST_S3: s.endpoints.s3 } : {}),
+        ...(pg ? { FENCEPOST_TEST_POSTGRES: pg.url } : {}),
         // Only a whole run records every function's calls: a partial run (npm test -- cli) proves nothing about grants.
         ...(recording && on === stack ? { FENCEPOST_CALL_LOG: callLog } : {}),
       },
@@ -190,7 +203,7 @@ async function main(): Promise<number> {
     await stacksUp;
     process.stdout.write(slowestFiles(times, performance.now() - runStarted));
   } finally {
-    await Promise.allSettled([stack?.then((s) => s.stop()), sideStack?.then((s) => s.stop())]);
+    await Promise.allSettled([stack?.then((s) => s.stop()), sideStack?.then((s) => s.stop()), postgres?.then((p) => p?.stop())]);
     rmSync(logDir, { recursive: true, force: true });
   }
   // One closing line for the whole run.

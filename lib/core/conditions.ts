@@ -112,16 +112,22 @@ export function fullJitterMs(retry: number, random: () => number, policy: Pick<B
 }
 
 /**
- * Run `attempt` until it succeeds, retrying only what isTransient says, with full-jitter backoff. The attempt must
- * be safe to send again (a conditional single-item write whose condition still holds after it landed).
+ * Run `attempt` until it succeeds, retrying only what `retryable` says (isTransient: DynamoDB's and S3's answers), with
+ * full-jitter backoff. The attempt must be safe to send again (a conditional single-item write whose condition still
+ * holds after it landed, or a whole transaction that was rolled back).
  */
-export async function retryTransient<T>(backoff: Backoff, attempt: () => Promise<T>, policy: BackoffPolicy = DEFAULT_BACKOFF): Promise<T> {
+export async function retryTransient<T>(
+  backoff: Backoff,
+  attempt: () => Promise<T>,
+  policy: BackoffPolicy = DEFAULT_BACKOFF,
+  retryable: (err: unknown) => boolean = isTransient,
+): Promise<T> {
   const random = backoff.random ?? Math.random;
   for (let retry = 0; ; retry++) {
     try {
       return await attempt();
     } catch (err) {
-      if (!isTransient(err) || retry >= policy.retries) throw err;
+      if (!retryable(err) || retry >= policy.retries) throw err;
       await backoff.sleep(fullJitterMs(retry, random, policy));
     }
   }

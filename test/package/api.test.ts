@@ -1,7 +1,7 @@
 /**
  * The package's public surface is deliberate: API Extractor reads the declarations of each entry of the exports map
  * ("fencepost" → lib/core/index.ts, "fencepost/constructs" → lib/constructs/index.ts, "fencepost/lambda" → lib/lambda/entry.ts,
- * "fencepost/sim" → lib/sim/index.ts) and
+ * "fencepost/sim" → lib/sim/index.ts, "fencepost/postgres" → lib/postgres/index.ts) and
  * compares them with the reports checked in under etc/. Any change to what a user can import (a new export, a changed
  * signature, a removed type) fails here until the reports are regenerated (`npm run api-report`) and the diff
  * reviewed. One tsc build of the declarations, into a folder of its own under .fencepost/ (inside the project, so the
@@ -27,6 +27,12 @@ const ENTRIES = [
   },
   { name: 'fencepost/lambda', config: 'api-extractor.lambda.json', declarations: ['lambda', 'entry.d.ts'], report: 'fencepost-lambda.api.md' },
   { name: 'fencepost/sim', config: 'api-extractor.sim.json', declarations: ['sim', 'index.d.ts'], report: 'fencepost-sim.api.md' },
+  {
+    name: 'fencepost/postgres',
+    config: 'api-extractor.postgres.json',
+    declarations: ['postgres', 'index.d.ts'],
+    report: 'fencepost-postgres.api.md',
+  },
 ] as const;
 const out = path.join(ROOT, '.fencepost', `api-check-${process.pid}`);
 after(() => rmSync(out, { recursive: true, force: true }));

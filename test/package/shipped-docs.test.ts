@@ -62,7 +62,14 @@ const sources = shippedSources();
 
 test('the checker sees what ships: the README, the docs, and the sources of every entry', () => {
   assert.ok(shippedDocs.includes('README.md'), `the package ships README.md: ${shippedDocs.join(', ')}`);
-  for (const entry of ['lib/core/index.ts', 'lib/constructs/index.ts', 'lib/lambda/entry.ts', 'lib/sim/index.ts', 'lib/cli/bin.ts']) {
+  for (const entry of [
+    'lib/core/index.ts',
+    'lib/constructs/index.ts',
+    'lib/lambda/entry.ts',
+    'lib/sim/index.ts',
+    'lib/postgres/index.ts',
+    'lib/cli/bin.ts',
+  ]) {
     assert.ok(sources.includes(entry), `the build compiles ${entry}`);
   }
 });
@@ -83,6 +90,7 @@ function exported(): { names: Set<string>; members: Set<string>; declarations: M
     'fencepost/constructs': 'fencepost-constructs.api.md',
     'fencepost/lambda': 'fencepost-lambda.api.md',
     'fencepost/sim': 'fencepost-sim.api.md',
+    'fencepost/postgres': 'fencepost-postgres.api.md',
   };
   const names = new Set<string>();
   const members = new Set<string>();

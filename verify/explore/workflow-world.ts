@@ -345,7 +345,7 @@ interface Execution {
 }
 
 /** A fault at one invocation (the header lists them). */
-export type InvokeKind = 'throttled' | 'service-error' | 'timed-out' | 'sandbox-timedout' | 'no-answer' | 'unknown';
+type InvokeKind = 'throttled' | 'service-error' | 'timed-out' | 'sandbox-timedout' | 'no-answer' | 'unknown';
 
 /**
  * One invocation's fault. `afterStep`: for `timed-out`, the store call after which the Invoke call times out (default
@@ -353,7 +353,7 @@ export type InvokeKind = 'throttled' | 'service-error' | 'timed-out' | 'sandbox-
  * dies (0: before the handler ran; past its last call: as it returned; default 1). `ran`: a `service-error` whose
  * handler runs on (default false). `applied`: a `sandbox-timedout` whose hung call landed (default true).
  */
-export interface InvokePlan {
+interface InvokePlan {
   readonly kind: InvokeKind;
   readonly afterStep?: number;
   readonly ran?: boolean;
@@ -361,7 +361,7 @@ export interface InvokePlan {
 }
 
 /** The trigger's StartExecution answered with an error: throttled (not applied), or a 500/503 applied or not. */
-export interface StartError {
+interface StartError {
   readonly kind: 'throttled' | 'server-error';
   /** A server error's start took effect before the error. @default false */
   readonly applied?: boolean;
@@ -370,7 +370,7 @@ export interface StartError {
 }
 
 /** One delivery of the nightly trigger after the first: at a time from the first, or after the first execution closed. */
-export type Delivery = { readonly atMs: number } | { readonly afterEndMs: number };
+type Delivery = { readonly atMs: number } | { readonly afterEndMs: number };
 
 /**
  * Faults placed by a test (scheduler.ts `Placed`), and this world's own: the trigger's second delivery at `againAtMs`

@@ -284,7 +284,6 @@ const STATE_NAMES = new Set([
   'Completed',
   'Lost',
   'ReleaseAfterFailure',
-  'ReleaseAfterChunkFailure',
   'CheckAfterChunkFailure',
   'ChunksLostOrFailed',
   'Failed',

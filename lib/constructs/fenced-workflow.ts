@@ -13,8 +13,8 @@
  * Every Lambda that acts for the holder renews first and computes its own stop time: a stop time never crosses a
  * process boundary. A lost lease or a fenced-out write ends the run quietly (Succeed "Lost", with a metric, no
  * retries); transient store errors are retried with backoff, and so, before the raise, is a process that died or
- * never answered (nothing else would start the run again); anything else releases the lease conditionally and
- * fails loudly.
+ * never answered (nothing else would start the run again); anything else fails loudly, releasing the lease
+ * (conditionally) only if it failed before the chunks started: after, a chunk's Lambda may still run under it.
  *
  * Runs of more chunks than distributedMapAboveChunks run their chunks as a Distributed Map: each chunk is a child
  * execution with its own history (lib/constructs/chunk-plan.ts; docs/DESIGN.md "Large runs").
@@ -232,6 +232,8 @@ export class FencedWorkflow extends Construct {
       for (const one of fns) one.addToRolePolicy(keysGrant(actions, resources, keys));
     };
     allow([f.observe], ['dynamodb:GetItem'], [props.lockTable.tableArn, props.jobTable.tableArn]);
+    // After a Distributed Map's failure the release step only reads whether the lease is still ours (keep).
+    allow([f.release], ['dynamodb:GetItem'], [props.lockTable.tableArn]);
     // Every function that acts for the holder renews first (UpdateItem on its lock item); release gives it back.
     allow([f.claim, f.raise, chunk, f.complete, f.release], ['dynamodb:UpdateItem'], [props.lockTable.tableArn]);
     // A key's first claim (each run's lock) reads the epoch floor, to start above it (docs/DESIGN.md "The restore bump").
@@ -390,14 +392,10 @@ export class FencedWorkflow extends Construct {
     const failed = new sfn.Fail(this, 'Failed', { error: `${pascalName(props.name)}Failed`, causePath: '$.error.Cause' });
     const releaseAfterFailure = this.step('ReleaseAfterFailure', 'release', held, '$.released');
     releaseAfterFailure.addCatch(failed, { resultPath: '$.releaseError' }).next(failed);
-    // More than one chunk at a time, a failed chunk fails the Map while the others' Lambdas run on, renewing the lease
-    // (Step Functions stops an iteration, never its Lambda). A release then would let a waiting holder claim while
-    // they still act: the Map's failure ends Failed unreleased, and the lease lapses once the last of them stops.
-    const othersMayRun = props.settings.chunkConcurrency > 1;
-    // A failed child execution reaches a Distributed Map's Catch only as MAP_RUN_FAILED, never as its own error:
-    // release conditionally (or, others running, only look), and a lease no longer ours means another holder owns the
+    // A failed child execution reaches a Distributed Map's Catch only as MAP_RUN_FAILED, never as its own error: look
+    // whether the lease is still ours (the release step with keep); one no longer ours means another holder owns the
     // run (Lost).
-    const afterMapRunFailed = chunks instanceof sfn.DistributedMap ? this.afterMapRunFailed(held, lost, failed, othersMayRun) : undefined;
+    const afterMapRunFailed = chunks instanceof sfn.DistributedMap ? this.checkAfterMapRun(held, lost, failed) : undefined;
     for (const step of [raise, chunks, complete]) {
       // RaiseFence retries its own StopTimePassedError (a pause); one still past its stop time after every retry is
       // not another holder's doing (a fresh renewal would have met LeaseLostError): it fails loudly, through the
@@ -405,7 +403,10 @@ export class FencedWorkflow extends Construct {
       const quiet = step === raise ? LOST_ERRORS.filter((e) => e !== STOP_TIME_PASSED) : LOST_ERRORS;
       step.addCatch(lost, { errors: quiet, resultPath: '$.lost' });
       if (step === chunks && afterMapRunFailed) step.addCatch(afterMapRunFailed, { errors: [MAP_RUN_FAILED], resultPath: '$.error' });
-      step.addCatch(step === chunks && othersMayRun ? failed : releaseAfterFailure, { errors: ['States.ALL'], resultPath: '$.error' });
+      // Once the chunks started, a failure gives nothing back: a chunk's Lambda may still run under the lease, renewing
+      // it (a failed Map's other iterations, the first invocation of a retried one: Step Functions stops neither), and
+      // a release would let a waiting holder claim while it acts. The lease lapses once the last of them stops.
+      step.addCatch(step === raise ? releaseAfterFailure : failed, { errors: ['States.ALL'], resultPath: '$.error' });
     }
 
     // Transitions, in the order of the algorithm.
@@ -453,16 +454,10 @@ export class FencedWorkflow extends Construct {
     });
   }
 
-  /**
-   * Distributed only: why did the Map Run fail? A lease no longer ours means we lost it. With other chunks perhaps
-   * still running (`keep`), the step only looks and the lease lapses; else it releases, conditionally.
-   */
-  private afterMapRunFailed(held: Record<string, string>, lost: sfn.IChainable, failed: sfn.Fail, keep: boolean): sfn.IChainable {
-    const step = keep
-      ? this.step('CheckAfterChunkFailure', 'release', { ...held, keep: true }, '$.released')
-      : this.step('ReleaseAfterChunkFailure', 'release', held, '$.released');
-    step.addCatch(failed, { resultPath: '$.releaseError' });
-    const ours = keep ? '$.released.held' : '$.released.released';
-    return step.next(new sfn.Choice(this, 'ChunksLostOrFailed').when(sfn.Condition.booleanEquals(ours, false), lost).otherwise(failed));
+  /** Distributed only: why did the Map Run fail? A lease no longer ours means we lost it; the step only looks. */
+  private checkAfterMapRun(held: Record<string, string>, lost: sfn.IChainable, failed: sfn.Fail): sfn.IChainable {
+    const check = this.step('CheckAfterChunkFailure', 'release', { ...held, keep: true }, '$.released');
+    check.addCatch(failed, { resultPath: '$.releaseError' });
+    return check.next(new sfn.Choice(this, 'ChunksLostOrFailed').when(sfn.Condition.booleanEquals('$.released.held', false), lost).otherwise(failed));
   }
 }

@@ -176,7 +176,11 @@ export class VirtualClock implements Clock {
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /**
- * Resolves once every promise continuation queued so far, and every one they queue, has run: Node runs its tick
- * queue only when the microtask queue is empty.
+ * Resolves once every promise continuation queued so far, and every one they queue, has run: a tick queued from a
+ * continuation runs only once the microtask queue is empty (called from a timer or at top level, Node would run the
+ * tick first).
  */
-const continuationsRun = () => new Promise<void>((resolve) => process.nextTick(resolve));
+const continuationsRun = async (): Promise<void> => {
+  await Promise.resolve(); // from here on a continuation: a tick queued now waits for the microtask queue to empty
+  await new Promise<void>((resolve) => process.nextTick(resolve));
+};

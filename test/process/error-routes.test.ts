@@ -2,7 +2,8 @@
  * Every error name the state machines match (Retry and Catch `ErrorEquals`, both definitions as synthesized) is
  * thrown by the BUNDLED functions under that name, and the execution takes the route the design gives it
  * (docs/DESIGN.md §5): lost lease, stop time passed and fenced out end quietly in `Lost`; a transient store error
- * is retried; bad input ends in `InvalidInput`; anything else releases the lease and fails (`ReleaseAfterFailure`).
+ * is retried; bad input ends in `InvalidInput`; anything else fails (`Failed`), the lease left to lapse once the chunks
+ * started (released before: `ReleaseAfterFailure`).
  *
  * Each case drives a real bundle into the error: the lock stolen between two tasks, the fence raised under the
  * holder, a renewal answer held back past the stop time, the store answering 500, a table gone. A bundle built
@@ -11,7 +12,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DeleteTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { systemClock } from '../../lib/core/clock';
 import { raiseChunkFences, readJob } from '../../lib/core/fence';
 import { Attr } from '../../lib/core/schema';
@@ -184,7 +185,7 @@ test("the store answering 500 past the SDK's own retries: BillChunk throws Trans
   DRIVEN.add('TransientStoreError');
 });
 
-test("anything else (a table gone): the chunk fails with the store's error → States.ALL → ReleaseAfterFailure → Failed", async () => {
+test("anything else (a table gone): the chunk fails with the store's error → States.ALL → Failed, the lease left to lapse", async () => {
   const ns = await namespace();
   const r = await night(
     ns,
@@ -197,10 +198,39 @@ test("anything else (a table gone): the chunk fails with the store's error → S
     },
   );
   assert.equal(failedWith(r, 'BillChunk'), 'ResourceNotFoundException');
-  assert.ok(entered(r, 'ReleaseAfterFailure'), 'the lease is released before failing');
+  // A chunk's Lambda may still run under the lease once the chunks started: nothing gives it back.
+  assert.ok(!entered(r, 'ReleaseAfterFailure'), 'no release after the chunks started');
   assert.equal(r.status, 'FAILED');
   assert.equal(r.endState, 'Failed');
+  const lock = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { [Attr.pk]: Keys.lock(DATE) }, ConsistentRead: true }));
+  assert.equal(lock.Item?.holder, 'no-table', "the lease is still the failed run's: it lapses");
   DRIVEN.add('States.ALL');
+});
+
+test('the same on a Distributed Map: the failure only looks whether the lease is ours (CheckAfterChunkFailure) and ends Failed, unreleased', async () => {
+  const ns = await namespace();
+  proxy ??= await startDynamoDbProxy({ target: ns.endpoints.dynamodb });
+  const r = await runWorkflowLocally({
+    app: billingApp,
+    clients: ns.clients,
+    endpoints: { ...ns.endpoints, dynamodb: proxy.endpoint },
+    onCall: ns.onCall,
+    tables: ns.tables,
+    bucket: ns.bucket,
+    name: 'no-table-distributed',
+    input: { jobDate: DATE },
+    settings: { ...SETTINGS, distributedMapAboveChunks: 0 },
+    hooks: {
+      afterTask: async (state) => {
+        if (state === 'RaiseFence') await ns.clients.raw.send(new DeleteTableCommand({ TableName: ns.tables.invoices }));
+      },
+    },
+  });
+  assert.ok(entered(r, 'CheckAfterChunkFailure'), JSON.stringify(r.history.map((h) => [h.type, h.state])));
+  assert.ok(!entered(r, 'ReleaseAfterFailure'));
+  assert.equal(r.endState, 'Failed', 'the lease was still ours: loud');
+  const lock = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { [Attr.pk]: Keys.lock(DATE) }, ConsistentRead: true }));
+  assert.equal(lock.Item?.holder, 'no-table-distributed', 'nothing given back');
 });
 
 test("the sweeper's bundles throw TransientStoreError by name too (its only matched error of its own)", async () => {

@@ -107,7 +107,7 @@ test('Lambda.Unknown: a chunk whose sandbox dies right after its first batch lan
     // It would renew every 3 s while it runs: killed, it never calls again and its heartbeat never fires.
     assert.deepEqual(linesOf(r.trace, chunk, killed + 1), [], 'nothing of the killed process runs again');
     assert.match(r.trace[killed + 1], / night-a Chunks fails on iteration 0 \(Lambda\.Unknown\): the others stop$/);
-    assert.match(r.trace[killed + 2], / night-a Chunks caught Lambda\.Unknown → ReleaseAfterFailure$/, 'the chunk task does not retry it');
+    assert.match(r.trace[killed + 2], / night-a Chunks caught Lambda\.Unknown → Failed$/, 'the chunk task does not retry it; nothing released');
     assert.ok(
       r.trace.some((l) => / requeue-\S+ claimed epoch 2$/.test(l)),
       "the sweeper's re-queued run takes the night",
@@ -350,6 +350,13 @@ test('every chunk at once with a duplicate start: after the Map failed, the leas
   for (const seed of SEEDS) {
     assert.deepEqual((await runWorkflowSchedule(seed, undefined, { ...placed, allAtOnce: false })).violations, []);
     const r = await runWorkflowSchedule(seed, undefined, placed);
+    // The case happened: the Map failed with a chunk's Lambdas still running, and its Catch gave nothing back.
+    assert.ok(
+      r.trace.some((l) => / night-a Chunks fails on iteration \d+ \(\S+\): the others stop$/.test(l)),
+      r.trace.join('\n'),
+    );
+    assert.ok(r.trace.some((l) => / night-a Chunks caught \S+ → Failed$/.test(l)));
+    assert.ok(!r.trace.some((l) => / → ReleaseAfterFailure$/.test(l)));
     assert.deepEqual(r.violations, []);
   }
 });

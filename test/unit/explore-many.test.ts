@@ -18,10 +18,12 @@ const SCHEDULES = 10_000;
 const FROM = 100_001;
 const CLI = path.join(__dirname, '../../bin/fencepost.ts');
 
-test(`${SCHEDULES.toLocaleString('en-US')} schedules over all worlds from seed ${FROM}: no violation`, async () => {
+test(`${SCHEDULES.toLocaleString('en-US')} schedules over all worlds from seed ${FROM}: no violation`, { timeout: 600_000 }, async () => {
   const args = ['--import', 'tsx', CLI, 'simulate', 'explore', '--seed', String(FROM), '--schedules', String(SCHEDULES), '--json'];
   const run = await promisify(execFile)(process.execPath, args, { maxBuffer: 1 << 28 }).catch((err: { stdout?: string; stderr?: string }) => err);
-  const summary = JSON.parse(String(run.stdout).trim().split('\n').at(-1)!) as ExploreSummary;
+  const last = String(run.stdout).trim().split('\n').at(-1) ?? '';
+  assert.ok(last.startsWith('{'), `simulate explore printed no summary: ${String(run.stderr)}`);
+  const summary = JSON.parse(last) as ExploreSummary;
   assert.equal(summary.schedules, SCHEDULES);
   assert.deepEqual(
     summary.violations.map((v) => `${v.replay}: ${v.violations.join('; ')}`),

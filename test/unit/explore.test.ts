@@ -168,7 +168,7 @@ test("the sweeper's old order (QUEUED, out of the index, then start) strands the
   }
 });
 
-test("a write delivered twice (the SDK resending after a lost answer): the claim's resend is refused by its own first landing, and the holder goes on holding", async () => {
+test('a claim and a batch each delivered twice (the SDK resending after a lost answer): the holder raises at once, with no second claim or wait, and completes at token 1', async () => {
   for (const seed of SEEDS) {
     const placed: NightPlaced = {
       faults: [

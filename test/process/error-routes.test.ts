@@ -207,6 +207,25 @@ test("anything else (a table gone): the chunk fails with the store's error → S
   DRIVEN.add('States.ALL');
 });
 
+test('a raise that fails (the job table gone after the claim): RaiseFence → States.ALL → ReleaseAfterFailure → Failed, the lease given back', async () => {
+  const ns = await namespace();
+  const r = await night(
+    ns,
+    'no-job-table',
+    { jobDate: DATE },
+    {
+      afterTask: async (state) => {
+        if (state === 'Claim') await ns.clients.raw.send(new DeleteTableCommand({ TableName: ns.tables.jobs }));
+      },
+    },
+  );
+  assert.equal(failedWith(r, 'RaiseFence'), 'ResourceNotFoundException');
+  assert.ok(entered(r, 'ReleaseAfterFailure'), 'no chunk started: the lease is given back');
+  assert.equal(r.endState, 'Failed');
+  const lock = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { [Attr.pk]: Keys.lock(DATE) }, ConsistentRead: true }));
+  assert.equal(lock.Item?.holder, undefined, 'released');
+});
+
 test('the same on a Distributed Map: the failure only looks whether the lease is ours (CheckAfterChunkFailure) and ends Failed, unreleased', async () => {
   const ns = await namespace();
   proxy ??= await startDynamoDbProxy({ target: ns.endpoints.dynamodb });

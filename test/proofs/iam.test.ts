@@ -205,6 +205,7 @@ function legitimateNight(): AwsCall[] {
     ddb(P.complete, 'GetItem', T.jobs, on(FENCE)),
     ...manifestRw(P.complete),
     ddb(P.release, 'UpdateItem', T.locks, on(LOCK)),
+    ddb(P.release, 'GetItem', T.locks, on(LOCK)), // after a Distributed Map's failure: is the lease still ours (keep)
     ddb(P.sight, 'Query', T.jobs, { index: JOB_TABLE.sparseIndex!.name, partitionKey: SHARD }),
     ddb(P.sight, 'GetItem', T.locks, on(LOCK)),
     ddb(P.verify, 'Query', T.jobs, { index: JOB_TABLE.sparseIndex!.name, partitionKey: SHARD }),

@@ -63,7 +63,13 @@ function errorEquals(machine: Record<string, unknown>): Set<string> {
 }
 
 let proxy: DynamoDbProxy | undefined;
-async function night(ns: Namespace, name: string, input: Record<string, unknown>, hooks?: LocalExecution['hooks']): Promise<LocalResult> {
+async function night(
+  ns: Namespace,
+  name: string,
+  input: Record<string, unknown>,
+  hooks?: LocalExecution['hooks'],
+  settings: Record<string, number> = SETTINGS,
+): Promise<LocalResult> {
   proxy ??= await startDynamoDbProxy({ target: ns.endpoints.dynamodb });
   return runWorkflowLocally({
     app: billingApp,
@@ -74,10 +80,23 @@ async function night(ns: Namespace, name: string, input: Record<string, unknown>
     bucket: ns.bucket,
     name,
     input,
-    settings: SETTINGS,
+    settings,
     hooks,
   });
 }
+
+/** Who holds the night's lease now (undefined: nobody: it was given back). */
+async function holderNow(ns: Namespace): Promise<unknown> {
+  const lock = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { [Attr.pk]: Keys.lock(DATE) }, ConsistentRead: true }));
+  return lock.Item?.holder;
+}
+
+/** A hook that deletes a table once `state` has run. */
+const dropAfter = (ns: Namespace, state: string, table: string): LocalExecution['hooks'] => ({
+  afterTask: async (ran) => {
+    if (ran === state) await ns.clients.raw.send(new DeleteTableCommand({ TableName: table }));
+  },
+});
 
 function failedWith(r: LocalResult, state: string): string | undefined {
   return r.history.find((h) => h.type === 'StateFailed' && h.state === state)?.error;
@@ -187,69 +206,33 @@ test("the store answering 500 past the SDK's own retries: BillChunk throws Trans
 
 test("anything else (a table gone): the chunk fails with the store's error → States.ALL → Failed, the lease left to lapse", async () => {
   const ns = await namespace();
-  const r = await night(
-    ns,
-    'no-table',
-    { jobDate: DATE },
-    {
-      afterTask: async (state) => {
-        if (state === 'RaiseFence') await ns.clients.raw.send(new DeleteTableCommand({ TableName: ns.tables.invoices }));
-      },
-    },
-  );
+  const r = await night(ns, 'no-table', { jobDate: DATE }, dropAfter(ns, 'RaiseFence', ns.tables.invoices));
   assert.equal(failedWith(r, 'BillChunk'), 'ResourceNotFoundException');
   // A chunk's Lambda may still run under the lease once the chunks started: nothing gives it back.
   assert.ok(!entered(r, 'ReleaseAfterFailure'), 'no release after the chunks started');
   assert.equal(r.status, 'FAILED');
   assert.equal(r.endState, 'Failed');
-  const lock = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { [Attr.pk]: Keys.lock(DATE) }, ConsistentRead: true }));
-  assert.equal(lock.Item?.holder, 'no-table', "the lease is still the failed run's: it lapses");
+  assert.equal(await holderNow(ns), 'no-table', "the lease is still the failed run's: it lapses");
   DRIVEN.add('States.ALL');
 });
 
 test('a raise that fails (the job table gone after the claim): RaiseFence → States.ALL → ReleaseAfterFailure → Failed, the lease given back', async () => {
   const ns = await namespace();
-  const r = await night(
-    ns,
-    'no-job-table',
-    { jobDate: DATE },
-    {
-      afterTask: async (state) => {
-        if (state === 'Claim') await ns.clients.raw.send(new DeleteTableCommand({ TableName: ns.tables.jobs }));
-      },
-    },
-  );
+  const r = await night(ns, 'no-job-table', { jobDate: DATE }, dropAfter(ns, 'Claim', ns.tables.jobs));
   assert.equal(failedWith(r, 'RaiseFence'), 'ResourceNotFoundException');
   assert.ok(entered(r, 'ReleaseAfterFailure'), 'no chunk started: the lease is given back');
   assert.equal(r.endState, 'Failed');
-  const lock = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { [Attr.pk]: Keys.lock(DATE) }, ConsistentRead: true }));
-  assert.equal(lock.Item?.holder, undefined, 'released');
+  assert.equal(await holderNow(ns), undefined, 'released');
 });
 
 test('the same on a Distributed Map: the failure only looks whether the lease is ours (CheckAfterChunkFailure) and ends Failed, unreleased', async () => {
   const ns = await namespace();
-  proxy ??= await startDynamoDbProxy({ target: ns.endpoints.dynamodb });
-  const r = await runWorkflowLocally({
-    app: billingApp,
-    clients: ns.clients,
-    endpoints: { ...ns.endpoints, dynamodb: proxy.endpoint },
-    onCall: ns.onCall,
-    tables: ns.tables,
-    bucket: ns.bucket,
-    name: 'no-table-distributed',
-    input: { jobDate: DATE },
-    settings: { ...SETTINGS, distributedMapAboveChunks: 0 },
-    hooks: {
-      afterTask: async (state) => {
-        if (state === 'RaiseFence') await ns.clients.raw.send(new DeleteTableCommand({ TableName: ns.tables.invoices }));
-      },
-    },
-  });
+  const distributed = { ...SETTINGS, distributedMapAboveChunks: 0 };
+  const r = await night(ns, 'no-table-distributed', { jobDate: DATE }, dropAfter(ns, 'RaiseFence', ns.tables.invoices), distributed);
   assert.ok(entered(r, 'CheckAfterChunkFailure'), JSON.stringify(r.history.map((h) => [h.type, h.state])));
   assert.ok(!entered(r, 'ReleaseAfterFailure'));
   assert.equal(r.endState, 'Failed', 'the lease was still ours: loud');
-  const lock = await ns.clients.ddb.send(new GetCommand({ TableName: ns.tables.locks, Key: { [Attr.pk]: Keys.lock(DATE) }, ConsistentRead: true }));
-  assert.equal(lock.Item?.holder, 'no-table-distributed', 'nothing given back');
+  assert.equal(await holderNow(ns), 'no-table-distributed', 'nothing given back');
 });
 
 test("the sweeper's bundles throw TransientStoreError by name too (its only matched error of its own)", async () => {

@@ -60,8 +60,16 @@ export function validateDate(date: unknown): string {
  * (lib/lambda/prepare.ts for a scheduled start, `fencepost run` for today).
  */
 export function dateIn(at: Date, timeZone: string): string {
-  return new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(at);
+  let format = dateFormats.get(timeZone);
+  if (format === undefined) {
+    format = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' });
+    dateFormats.set(timeZone, format);
+  }
+  return format.format(at);
 }
+
+/** One formatter per time zone: making one costs many times what formatting a date does. */
+const dateFormats = new Map<string, Intl.DateTimeFormat>();
 
 function positiveInteger(problems: string[], name: string, value: number): void {
   if (!Number.isSafeInteger(value) || value < 1) problems.push(`${name} must be a positive integer, got ${value}`);

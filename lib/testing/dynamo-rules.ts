@@ -60,3 +60,20 @@ export class RequestTokens {
     this.tokens.delete(token);
   }
 }
+
+/**
+ * A deep copy of a stored item, as structuredClone makes it: what an item holds (strings, numbers, booleans, null, and
+ * sets, lists and plain objects of them, keyed by strings) is copied here, at a fraction of structuredClone's cost (the
+ * memory stores copy an item at every read and every write); anything else goes to structuredClone.
+ */
+export function copyOf<T>(value: T): T {
+  if (typeof value !== 'object' || value === null) return value;
+  if (value instanceof Set) return new Set(Array.from(value, copyOf)) as T;
+  if (Array.isArray(value)) return value.map(copyOf) as T;
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (proto !== Object.prototype && proto !== null) return structuredClone(value);
+  // A shallow copy (V8 copies an object's own fields at once), then a copy of each attribute that is itself an object.
+  const out = { ...value } as Record<string, unknown>;
+  for (const key of Object.keys(out)) if (typeof out[key] === 'object' && out[key] !== null) out[key] = copyOf(out[key]);
+  return out as T;
+}

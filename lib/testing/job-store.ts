@@ -21,7 +21,7 @@
  * (a put's key is its `keyAttribute` alone), attribute types beyond S, N, BOOL, NULL, M, L, SS and NS in a put's
  * item, the 1 MB page (pages are `pageSize` items), and the order of the 100-action limit's error among others.
  */
-import { RequestTokens, dynamoError, transactionCanceled } from './dynamo-rules';
+import { RequestTokens, copyOf, dynamoError, transactionCanceled } from './dynamo-rules';
 import { ConfigError } from '../core/errors';
 import { timeToLiveProblem } from '../core/store/tables';
 import type { Clock } from '../core/clock';
@@ -88,7 +88,7 @@ const sets = (_: string, v: unknown): unknown => (v instanceof Set ? { set: [...
 const plain = (item: WireItem): Item => Object.fromEntries(Object.entries(item).map(([k, v]) => [k, fromWire(v)]));
 const keyOf = (table: string, key: Readonly<Record<string, unknown>>): string =>
   JSON.stringify([table, Object.entries(key).sort(([a], [b]) => a.localeCompare(b))]);
-const copy = <T>(item: T | undefined): T | undefined => (item === undefined ? undefined : structuredClone(item));
+const copy = <T>(item: T | undefined): T | undefined => (item === undefined ? undefined : copyOf(item));
 
 /** One version of a row as the sparse index will show it, from `visibleAt` on. */
 interface IndexVersion {
@@ -115,7 +115,7 @@ export class MemoryJobStore implements JobStore {
   /** Every item of a table, as stored (for tests that look behind the store's back). */
   dump(table: string): Item[] {
     const prefix = JSON.stringify([table]).slice(0, -1);
-    return [...this.items].filter(([k]) => k.startsWith(prefix + ',')).map(([, v]) => structuredClone(v));
+    return [...this.items].filter(([k]) => k.startsWith(prefix + ',')).map(([, v]) => copyOf(v));
   }
 
   // ─── Single-item operations ────────────────────────────────────────────────────────────────────────────────────
@@ -129,7 +129,7 @@ export class MemoryJobStore implements JobStore {
   }
 
   async raiseFence(item: FenceItem, token: number, set: Readonly<Record<string, unknown>> = {}): Promise<Conditional<Item>> {
-    return this.update<Item>(item.table, item.key, (old) => unraisedOrNotLower(old, token), { ...structuredClone({ ...set }), [Attr.fence]: token });
+    return this.update<Item>(item.table, item.key, (old) => unraisedOrNotLower(old, token), { ...copyOf({ ...set }), [Attr.fence]: token });
   }
 
   async raiseJob(jobId: string, r: RowRaise): Promise<Conditional<JobRow>> {
@@ -195,7 +195,7 @@ export class MemoryJobStore implements JobStore {
     const versions = this.index.get(pk) ?? [];
     const lag = (this.options.indexLagMs ?? 0) * (this.options.random ?? (() => 1))();
     const previous = versions.at(-1)?.visibleAt ?? -Infinity;
-    const row = item[Attr.claimShard] === undefined ? undefined : (structuredClone(item) as unknown as JobRow);
+    const row = item[Attr.claimShard] === undefined ? undefined : (copyOf(item) as unknown as JobRow);
     versions.push({ visibleAt: Math.max(previous, this.options.clock.monotonicMs() + lag), row });
     this.index.set(pk, versions);
   }
@@ -205,7 +205,7 @@ export class MemoryJobStore implements JobStore {
     const rows: JobRow[] = [];
     for (const versions of this.index.values()) {
       const seen = versions.filter((v) => v.visibleAt <= now).at(-1)?.row;
-      if (seen?.claim_shard === shard) rows.push(structuredClone(seen));
+      if (seen?.claim_shard === shard) rows.push(copyOf(seen));
     }
     // The index's sort key is claimed_since; ties (and pagination) by the table's key.
     const order = (r: JobRow) => JSON.stringify([r.claimed_since ?? '', r.pk]);
@@ -273,7 +273,7 @@ export class MemoryJobStore implements JobStore {
           ),
       ];
       if (reasons.some((r) => r.Code !== 'None')) throw transactionCanceled(reasons);
-      puts.forEach((p, i) => this.items.set(actions[i + 1], p.item ? plain(p.item) : (structuredClone(p.document) as Item)));
+      puts.forEach((p, i) => this.items.set(actions[i + 1], p.item ? plain(p.item) : (copyOf(p.document) as Item)));
       this.tokens.succeeded(requestToken, request);
     } catch (err) {
       this.tokens.failed(requestToken); // only a success is remembered under its token

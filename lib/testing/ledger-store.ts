@@ -15,7 +15,7 @@
  */
 import type { Clock } from '../core/clock';
 import { RequestTokens } from './dynamo-rules';
-import { copyOf } from './lock-store';
+import { copyOf } from './dynamo-rules';
 import type { ActionReason, AppendOutcome, LedgerEntry, LedgerHead, LedgerStore, RaiseOutcome } from '../core/store/ledger';
 
 interface FenceItem {

@@ -25,7 +25,8 @@ import { handover, writerLedgerKey, type HandoverConfig, type Writer } from '../
 import { pollMsOf } from '../../lib/core/lease';
 import { ManifestWriter, type ManifestBody } from '../../lib/core/manifest';
 import { MemoryLedgerStore } from '../../lib/testing/ledger-store';
-import { copyOf, MemoryLockStore } from '../../lib/testing/lock-store';
+import { copyOf } from '../../lib/testing/dynamo-rules';
+import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { MemoryManifestStore } from '../../lib/testing/manifest-store';
 import { bumpEpochs, DEFAULT_BUMP } from '../../lib/core/restore';
 import type { LedgerStore } from '../../lib/core/store/ledger';

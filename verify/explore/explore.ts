@@ -62,9 +62,8 @@ export async function explore(seed: number, schedules: number, options: ExploreO
     const result = await WORLDS[name].run(seed + i, mutation);
     run++;
     worlds[name] = (worlds[name] ?? 0) + 1;
-    hash.update(`${name}\n`);
-    for (const line of result.trace) hash.update(line).update('\n');
-    hash.update('--\n');
+    // One update a schedule (each line and its newline, between the world's name and the end mark): a call a line cost more.
+    hash.update(`${name}\n${result.trace.join('\n')}${result.trace.length > 0 ? '\n' : ''}--\n`);
     for (const p of result.crashPoints) crashPoints[`${name} ${p}`] = (crashPoints[`${name} ${p}`] ?? 0) + 1;
     if (result.state === undefined) neverRaised++;
     if (result.violations.length > 0)

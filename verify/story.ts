@@ -4,7 +4,8 @@
  *   1. A holds the job;                                   4. B dies holding it (SIGKILL);
  *   2. A freezes (SIGSTOP, right after a passed check);   5. the sweeper finds the orphan through the sparse index,
  *   3. B takes over with a higher token and raises the       re-queues it, and C takes over and completes;
- *      fence first; A wakes and its late batch is refused;   the lock is released.
+ *      fence first; A wakes and its late batch is refused    the lock is released.
+ *      (B held still meanwhile, so A's batch meets the fence alone);
  *
  * The table is built only from the events the processes emitted (and the story's own signals, marked as such),
  * timed by their arrival here: one clock for every actor. With --time-scale below 1 A's and B's leases, renewals
@@ -172,13 +173,18 @@ export async function playStory(endpoints: Endpoints, clients: Clients, timeScal
   const a = startProcess(['run', ...stores, ...night, '--events', '--worker', 'A'], { faults: { sigstop: 'batch:1:0' } });
   follow(a);
   await a.waitFor((e) => e.fault === 'sigstop', 120_000);
-  // 2.–3. B takes over after a full lease on its own clock; A is continued once B has raised the fence.
-  const b = startProcess(['run', ...stores, ...night, '--events', '--worker', 'B']);
+  // 2.–3. B takes over after a full lease on its own clock; A is continued once B has raised the fence. B holds still
+  // (at its own first batch, after its check) until A's late batch has met the fence: a transaction of B's in flight
+  // on the same fence item would cancel A's with TransactionConflict, and A's resend would then stop at its stop time
+  // without reaching the fence (safe, but not this beat). B goes on once A has exited.
+  const b = startProcess(['run', ...stores, ...night, '--events', '--worker', 'B'], { faults: { sigstop: 'batch:1:0' } });
   follow(b);
-  await b.waitFor((e) => e.event === 'fence-raised', 120_000);
+  await b.waitFor((e) => e.fault === 'sigstop', 120_000);
   a.child.kill('SIGCONT');
   add({ actor: 'story', event: 'SIGCONT A' });
   await a.exited;
+  b.child.kill('SIGCONT');
+  add({ actor: 'story', event: 'SIGCONT B' });
   // 4. B dies holding the job, after committing one chunk.
   await b.waitFor((e) => e.event === 'chunk-committed', 120_000);
   b.child.kill('SIGKILL');

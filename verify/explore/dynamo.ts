@@ -14,11 +14,12 @@
  * the requests sent to DynamoDB (`fence < :t`), so DynamoDB Local itself refuses the equal token.
  */
 import { DeleteTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { ScanCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { VirtualClock } from '../../lib/core/clock';
 import { DynamoJobStore, FENCE_CLAUSE } from '../../lib/core/aws/job-store';
 import { DynamoLockStore } from '../../lib/core/aws/lock-store';
 import { createDescribedTables } from '../../lib/core/aws/provision';
+import { scanAll } from '../../lib/core/aws/scan';
 import { Attr, JOB_TABLE, LOCK_TABLE, type TableDescription } from '../../lib/core/schema';
 import { through } from '../../lib/sim/process';
 import { MUTATIONS, type Mutation } from './mutations';
@@ -39,14 +40,9 @@ function onClock<T extends object>(store: T, clock: VirtualClock): T {
 }
 
 /** Every item of `table`, read consistently, page by page. */
-async function scanAll(ddb: DynamoDBDocumentClient, table: string): Promise<Record<string, unknown>[]> {
+async function dump(ddb: DynamoDBDocumentClient, table: string): Promise<Record<string, unknown>[]> {
   const items: Record<string, unknown>[] = [];
-  let start: Record<string, unknown> | undefined;
-  do {
-    const page = await ddb.send(new ScanCommand({ TableName: table, ConsistentRead: true, ExclusiveStartKey: start }));
-    items.push(...(page.Items ?? []));
-    start = page.LastEvaluatedKey;
-  } while (start !== undefined);
+  for await (const item of scanAll(ddb, { TableName: table })) items.push(item);
   return items;
 }
 
@@ -90,7 +86,7 @@ export async function runNightOnDynamo(
     const jobs = new DynamoJobStore(clients.ddb, prefix + JOB_TABLE.suffix, 1);
     const stores: NightStores = {
       locks: onClock(new DynamoLockStore(clients.ddb, prefix + LOCK_TABLE.suffix), clock),
-      jobs: onClock(Object.assign(jobs, { dump: (table: string) => scanAll(clients.ddb, table) }), clock),
+      jobs: onClock(Object.assign(jobs, { dump: (table: string) => dump(clients.ddb, table) }), clock),
       items: prefix + ITEMS_TABLE.suffix,
       indexLagMs: 0,
     };

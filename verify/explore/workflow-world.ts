@@ -242,8 +242,8 @@ function flow(): Flow {
   const allAtOnceStack = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Explore');
   const allAtOnce = fencedJob(allAtOnceStack, s.chunks).job;
   const idOf = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
-  const definition = (machine: { node: { defaultChild?: unknown } }) =>
-    JSON.parse(resolveJoin(stack.resolve((machine.node.defaultChild as CfnStateMachine).definitionString))) as MachineDef;
+  const definition = (machine: { node: { defaultChild?: unknown } }, within: Stack = stack) =>
+    JSON.parse(resolveJoin(within.resolve((machine.node.defaultChild as CfnStateMachine).definitionString))) as MachineDef;
   const functions: Record<string, { node: { defaultChild?: unknown } }> = {
     ...job.workflow.functions,
     'sweep-sight': job.sweeper.functions.sight,
@@ -271,9 +271,7 @@ function flow(): Flow {
     retryPolicy?: { maximumRetryAttempts?: number; maximumEventAgeInSeconds?: number };
   };
   const rate = String(stack.resolve((job.sweeperSchedule.schedule.node.defaultChild as CfnSchedule).scheduleExpression));
-  const jobAllAtOnce = JSON.parse(
-    resolveJoin(allAtOnceStack.resolve((allAtOnce.stateMachine.node.defaultChild as CfnStateMachine).definitionString)),
-  ) as MachineDef;
+  const jobAllAtOnce = definition(allAtOnce.stateMachine, allAtOnceStack);
   for (const t of tasksOf(jobAllAtOnce))
     if (!handlerOf[String(t.Resource)]) throw new Error(`the all-at-once job's task invokes no function of the stack: ${String(t.Resource)}`);
   cached = {
@@ -1004,35 +1002,29 @@ export const WORKFLOW_WORLD: World<WorkflowState, WorkflowPlaced> = {
 export const runWorkflowSchedule = (seed: number, mutation?: string, placed?: WorkflowPlaced): Promise<ScheduleResult> =>
   runWorld(WORKFLOW_WORLD, seed, mutation, placed);
 
-/** A definition with `field` removed from every state (the no-task-timeout mutation). */
-function without(machine: MachineDef, field: keyof StateDef): MachineDef {
+/** A copy of a definition with `edit` applied to every state, the states of its Maps included. */
+function everyState(machine: MachineDef, edit: (state: Json) => void): MachineDef {
   const copy = structuredClone(machine) as { States: Record<string, Json> };
-  const strip = (m: { States: Record<string, Json> }): void => {
+  const walk = (m: { States: Record<string, Json> }): void => {
     for (const st of Object.values(m.States)) {
-      delete st[field];
+      edit(st);
       const inner = (st.ItemProcessor ?? st.Iterator) as { States: Record<string, Json> } | undefined;
-      if (inner) strip(inner);
+      if (inner) walk(inner);
     }
   };
-  strip(copy);
+  walk(copy);
   return copy as unknown as MachineDef;
 }
 
+/** A definition with `field` removed from every state (the no-task-timeout mutation). */
+const without = (machine: MachineDef, field: keyof StateDef): MachineDef => everyState(machine, (st) => delete st[field]);
+
 /** A definition whose every Retry no longer names `error` (a retrier left naming nothing is dropped). */
-function unretried(machine: MachineDef, error: string): MachineDef {
-  const copy = structuredClone(machine) as { States: Record<string, Json> };
-  const strip = (m: { States: Record<string, Json> }): void => {
-    for (const st of Object.values(m.States)) {
-      const retry = st.Retry as Retrier[] | undefined;
-      if (retry)
-        st.Retry = retry.map((r) => ({ ...r, ErrorEquals: r.ErrorEquals.filter((e) => e !== error) })).filter((r) => r.ErrorEquals.length > 0);
-      const inner = (st.ItemProcessor ?? st.Iterator) as { States: Record<string, Json> } | undefined;
-      if (inner) strip(inner);
-    }
-  };
-  strip(copy);
-  return copy as unknown as MachineDef;
-}
+const unretried = (machine: MachineDef, error: string): MachineDef =>
+  everyState(machine, (st) => {
+    const retry = st.Retry as Retrier[] | undefined;
+    if (retry) st.Retry = retry.map((r) => ({ ...r, ErrorEquals: r.ErrorEquals.filter((e) => e !== error) })).filter((r) => r.ErrorEquals.length > 0);
+  });
 
 let clients: Clients | undefined;
 /** The handlers are given the in-memory stores; these clients are never sent a request (they exist for the Runtime's shape). */

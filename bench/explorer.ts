@@ -6,13 +6,11 @@
  * figure is the one the command prints, the schedules' wall time. Then the night world on DynamoDB Local against the
  * same seeds on the memory stores, in this process (what a real store costs a schedule).
  */
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { runNightOnDynamo } from '../verify/explore/dynamo';
 import { WORLD_NAMES } from '../verify/explore/worlds';
 import { NIGHT_WORLD } from '../verify/explore/night-world';
 import { runWorld } from '../verify/explore/world';
-import { fmt, newReport, stat, table, type BenchContext, type Measurement } from './common';
+import { fmt, newReport, runToEnd, spawnCli, stat, table, type BenchContext, type Measurement } from './common';
 
 const TARGET_PER_MINUTE = 20_000;
 /** Seeds no test or doc names. */
@@ -22,20 +20,9 @@ const perMinute = (schedules: number, ms: number) => (schedules / ms) * 60_000;
 
 /** One `simulate explore` run in a process of its own: how long its schedules took, as it reports it. */
 async function exploreMs(seed: number, schedules: number, world: string): Promise<number> {
-  const args = [
-    'tsx',
-    'bin/fencepost.ts',
-    'simulate',
-    'explore',
-    '--world',
-    world,
-    '--seed',
-    String(seed),
-    '--schedules',
-    String(schedules),
-    '--json',
-  ];
-  const { stderr } = await promisify(execFile)('npx', args, { maxBuffer: 1 << 28 });
+  const run = spawnCli(['simulate', 'explore', '--world', world, '--seed', String(seed), '--schedules', String(schedules), '--json']);
+  await runToEnd(run, 'simulate explore');
+  const stderr = run.stderr.join('\n');
   const m = /throughput: \d+ schedules\/minute \((\d+) in ([\d.]+) s\)/.exec(stderr);
   if (!m || Number(m[1]) !== schedules) throw new Error(`simulate explore printed no throughput for ${schedules} schedules: ${stderr}`);
   return Number(m[2]) * 1000;

@@ -41,6 +41,23 @@ export const systemClock: Clock = {
   },
 };
 
+/**
+ * Wait `ms` on `clock`, or less: resolves as soon as `signal` aborts (never rejects). Without a signal, `clock.sleep`.
+ */
+export function sleepUnlessAborted(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal === undefined) return clock.sleep(ms);
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      timer.cancel();
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = clock.after(Math.max(0, ms), done);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
 /** A wall-clock ISO string for informational attributes. */
 export function wallIso(clock: Clock): string {
   return new Date(clock.wallMs()).toISOString();

@@ -117,11 +117,17 @@ export class ManifestWriter {
   /**
    * Raise the manifest to the lease's token first: read it, refuse if it carries a higher token, then rewrite it with
    * the lease's token, conditional on the version read (If-None-Match: * when there is none).
-   * @param lease - the holder's lease: its token is what the manifest is raised to, and what the writer commits under
+   * @param lease - the holder's lease (or a leader's `Leadership`): its token is what the manifest is raised to, and what the
+   *   writer commits under
    * @returns the writer, and the manifest as raised (the chunks committed before are kept)
    * @throws FencedOutError if the manifest carries a higher token
    */
-  static raise(deps: ManifestDeps, place: ManifestPlace, jobId: string, lease: Lease): Promise<{ writer: ManifestWriter; body: ManifestBody }> {
+  static raise(
+    deps: ManifestDeps,
+    place: ManifestPlace,
+    jobId: string,
+    lease: Pick<Lease, 'token'>,
+  ): Promise<{ writer: ManifestWriter; body: ManifestBody }> {
     return ManifestWriter.raiseAt(deps, place, jobId, lease.token);
   }
 

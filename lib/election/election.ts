@@ -22,18 +22,21 @@
  * wakes up believing it leads until its stop time; two processes may each believe they lead for up to a lease. Only
  * the resource can refuse the deposed one: write through an EpochFence (lib/election/epoch-fence.ts).
  */
-import type { LeaseConfig } from '../core/config';
+import { validateLeaseConfig, type LeaseConfig } from '../core/config';
 import { backoffOf, newRvn, retryTransient } from '../core/conditions';
-import { wallIso, type ClockTimer } from '../core/clock';
-import { ConfigError } from '../core/errors';
+import { sleepUnlessAborted, wallIso, type ClockTimer } from '../core/clock';
+import { ConfigError, FencedOutError, LeaseLostError, StopTimePassedError } from '../core/errors';
+import { heldFence, type Fence, type HeldFence } from '../core/aws/fence';
 import { Lease, nextClaimStep, type LeaseDeps, type Watch } from '../core/lease';
 import type { LeaseStore, RemoveOn, RoleItem, RoleStore } from '../core/store/lock';
+import { LedgerWriter, type EpochFence } from './epoch-fence';
 
 /** What an election needs: the lease's deps, with a lock store that also keeps the role and its candidate queue. */
 export type ElectionDeps = Omit<LeaseDeps, 'locks'> & { readonly locks: LeaseStore & RoleStore };
 
 /** Who leads a role, as the store says now: the lowest live candidate (it may be gone and not yet found so). */
 export interface LeaderView {
+  /** The role observed. */
   readonly role: string;
   /** The leading candidate's name; absent when nobody campaigns. */
   readonly leader?: string;
@@ -43,6 +46,47 @@ export interface LeaderView {
   readonly queue: readonly number[];
   /** The last sequence handed out: every future leader's epoch is above it. */
   readonly lastEpoch: number;
+}
+
+/** How a leader's term ended: its work returned and it resigned; it lost leadership; or the caller stopped it. */
+export type StopReason = 'resigned' | 'lost' | 'stopped';
+
+/** What `Election.run` reports when a term (or the wait for one) ends. */
+export interface TermEnd {
+  /** Why the term ended. */
+  readonly why: StopReason;
+  /** The term's epoch; absent if the candidate never led. */
+  readonly epoch?: number;
+  /** Why it was lost (StopTimePassedError, LeaseLostError, FencedOutError), or what the work threw. */
+  readonly error?: Error;
+}
+
+/** The callbacks and the cancellation of `Election.run`. */
+export interface RunOptions {
+  /**
+   * The leader's work, called once it leads: write with `leadership.epoch` through a fence (`leadership.fenced`,
+   * `leadership.ledger`, a PostgreSQL fence's `held(leadership)`), check before every action (`leadership.act`), and
+   * return when `leadership.signal` aborts. The term ends when it returns.
+   */
+  readonly onStartedLeading: (leadership: Leadership) => void | Promise<void>;
+  /** Called once when the term (or the wait) ends, with why. */
+  readonly onStoppedLeading?: (end: TermEnd) => void;
+  /** Called when the leader this candidate sees changes, itself included (`self: true`), while it waits and as it starts leading. */
+  readonly onNewLeader?: (view: LeaderView & { readonly self?: boolean }) => void;
+  /** How often a waiting candidate reads who leads, for `onNewLeader` (two reads a poll). @defaultValue the lease */
+  readonly watchEveryMs?: number;
+  /** Abort to stop: a waiting candidate leaves the queue at once; a leader resigns at once and its work's signal aborts. */
+  readonly signal?: AbortSignal;
+}
+
+/** The errors that mean a leader's epoch is no longer good to write with. */
+function isLoss(err: unknown): boolean {
+  return err instanceof StopTimePassedError || err instanceof LeaseLostError || err instanceof FencedOutError;
+}
+
+function ended(options: RunOptions, end: TermEnd): TermEnd {
+  options.onStoppedLeading?.(end);
+  return end;
 }
 
 /** How a candidate reached the head of the queue, for the events. */
@@ -66,7 +110,10 @@ export interface CampaignOptions {
    * leadership's `check` and `act` refuse.
    */
   readonly onLost?: (err: Error) => void;
-  /** Abort the wait: the candidate resigns and `campaign` rejects with the signal's reason. */
+  /**
+   * Abort the wait (at once, not at the next poll): the candidate leaves the queue and `campaign` rejects with the
+   * signal's reason. It covers the wait only; once leading, `resign()` (or `run`, which resigns on its signal).
+   */
   readonly signal?: AbortSignal;
   /** Count this campaign's reads here (also while it waits, and if it never leads). @default a fresh count, on the Leadership */
   readonly reads?: ElectionReads;
@@ -93,15 +140,24 @@ export function nameProblems(kind: 'role' | 'candidate', name: string): string[]
  */
 export class Election {
   private readonly store: ElectionDeps['locks'];
+  private readonly config: LeaseConfig;
 
+  /**
+   * @param deps - the lock store (`awsStores(...).locks`, or one of your own) and the clock
+   * @param role - the role's name: one leader at a time leads it
+   * @param config - the candidates' lease; absent fields take `LEASE_DEFAULTS` (10 s lease, 3 s renewals, 2 s margin), and
+   * the whole is validated together
+   * @throws ConfigError naming every problem with the role or the settings, before anything is written
+   */
   constructor(
     private readonly deps: ElectionDeps,
     /** The role's name: one leader at a time leads it. */
     readonly role: string,
-    private readonly config: LeaseConfig,
+    config: Partial<LeaseConfig> = {},
   ) {
     const problems = nameProblems('role', role);
     if (problems.length > 0) throw new ConfigError(problems);
+    this.config = validateLeaseConfig(config);
     this.store = deps.locks;
   }
 
@@ -114,6 +170,7 @@ export class Election {
   async campaign(candidate: string, options: CampaignOptions = {}): Promise<Leadership> {
     const problems = nameProblems('candidate', candidate);
     if (problems.length > 0) throw new ConfigError(problems);
+    options.signal?.throwIfAborted();
     const reads: ElectionReads = options.reads ?? { join: 0, role: 0, predecessors: {} };
     const { seq, queue, lease } = await this.join(candidate, reads);
     lease.startHeartbeat();
@@ -126,7 +183,7 @@ export class Election {
         lease.check(); // our own candidacy: lost if a successor found us silent
         const predecessor = predecessorOf(members, seq);
         if (predecessor === undefined) break;
-        const how = await this.watch(predecessor, lease, reads, options.signal);
+        const how = await this.watchPredecessor(predecessor, lease, reads, options.signal);
         this.deps.events?.emit('predecessor-gone', { role: this.role, seq, predecessor, how, reads: reads.predecessors[predecessor] ?? 0 });
         members = await this.readQueue(reads);
       }
@@ -139,9 +196,84 @@ export class Election {
     return candidacy;
   }
 
+  /** This leader as it knows itself, when the store cannot be read. */
+  private selfView(candidate: string, leadership: Leadership): LeaderView {
+    return { role: this.role, leader: candidate, epoch: leadership.epoch, queue: [leadership.epoch], lastEpoch: leadership.epoch };
+  }
+
   /** Who leads now, as the store says (two strongly consistent reads). The leader it names may be gone, not yet found so. */
   observe(): Promise<LeaderView> {
     return observeRole(this.deps, this.role);
+  }
+
+  /**
+   * Call `onNewLeader` each time the leader (or its epoch) this process sees changes, polling `observe()` every
+   * `everyMs` (two strongly consistent reads a poll), until `signal` aborts. Anyone may watch, candidate or not.
+   * @param everyMs - the poll period. @defaultValue the lease
+   */
+  async watch(onNewLeader: (view: LeaderView) => void, options: { readonly everyMs?: number; readonly signal?: AbortSignal } = {}): Promise<void> {
+    const everyMs = options.everyMs ?? this.config.leaseMs;
+    if (!Number.isSafeInteger(everyMs) || everyMs < 1) throw new ConfigError([`everyMs must be a positive integer, got ${everyMs}`]);
+    let last: string | undefined;
+    while (!options.signal?.aborted) {
+      const view = await this.observe();
+      const seen = `${view.leader ?? ''}@${view.epoch ?? ''}`;
+      if (seen !== last && !options.signal?.aborted) onNewLeader(view);
+      last = seen;
+      await sleepUnlessAborted(this.deps.clock, everyMs, options.signal);
+    }
+  }
+
+  /**
+   * One term, as client-go's leader elector runs one: campaign as `candidate`; once leading, run
+   * `onStartedLeading(leadership)` (give your work `leadership.signal`: it aborts at the stop time); when the work
+   * returns, resign. `onStoppedLeading` is called once, after the work has returned and the candidacy has left the
+   * queue, with why the term ended. To stand again, call `run` again (a new term has a new epoch).
+   * @returns how the term ended: `resigned` (the work returned), `lost` (the stop time came with no renewal moving it
+   * on, the candidacy was found gone, or a fence refused the epoch: the error says which), or `stopped` (`signal`
+   * aborted: while waiting, the candidate left the queue at once; while leading, it resigned at once and the work's
+   * signal aborted)
+   * @throws what the work throws, other than the errors that say leadership was lost (after resigning); ConfigError
+   */
+  async run(candidate: string, options: RunOptions): Promise<TermEnd> {
+    const stopWatching = new AbortController();
+    const watching = options.onNewLeader
+      ? this.watch(options.onNewLeader, {
+          everyMs: options.watchEveryMs,
+          signal: options.signal ? AbortSignal.any([options.signal, stopWatching.signal]) : stopWatching.signal,
+        }).catch(() => undefined) // a failed read ends the watch, not the term
+      : undefined;
+    let leadership: Leadership;
+    try {
+      leadership = await this.campaign(candidate, { signal: options.signal });
+    } catch (err) {
+      stopWatching.abort();
+      await watching;
+      if (options.signal?.aborted) return ended(options, { why: 'stopped' });
+      if (isLoss(err)) return ended(options, { why: 'lost', error: err as Error });
+      throw err;
+    }
+    stopWatching.abort();
+    await watching;
+    if (options.onNewLeader) options.onNewLeader({ ...(await this.observe().catch(() => this.selfView(candidate, leadership))), self: true });
+    const stop = () => void leadership.resign();
+    options.signal?.addEventListener('abort', stop, { once: true });
+    let failure: unknown;
+    try {
+      await options.onStartedLeading(leadership);
+    } catch (err) {
+      failure = err;
+    } finally {
+      options.signal?.removeEventListener('abort', stop);
+    }
+    const lostBy = leadership.lostWith;
+    await leadership.resign().catch(() => undefined); // a failed delete: our successor finds the item silent a lease later
+    const epoch = leadership.epoch;
+    if (options.signal?.aborted) return ended(options, { why: 'stopped', epoch });
+    if (lostBy !== undefined || isLoss(failure)) return ended(options, { why: 'lost', epoch, error: lostBy ?? (failure as Error) });
+    ended(options, { why: 'resigned', epoch, ...(failure === undefined ? {} : { error: failure as Error }) });
+    if (failure !== undefined) throw failure;
+    return { why: 'resigned', epoch };
   }
 
   private readRole(): Promise<RoleItem | undefined> {
@@ -192,7 +324,7 @@ export class Election {
    * found it gone) or its rvn unchanged for its full lease on OUR monotonic clock (the claim rule), in which case we
    * delete it, conditional on that rvn, and take it out of the queue in the same transaction.
    */
-  private async watch(predecessor: number, own: Lease, reads: ElectionReads, signal?: AbortSignal): Promise<Departure> {
+  private async watchPredecessor(predecessor: number, own: Lease, reads: ElectionReads, signal?: AbortSignal): Promise<Departure> {
     const key = candidateKey(this.role, predecessor);
     let watch: Watch | undefined;
     let lastSeenAt = 0;
@@ -211,7 +343,7 @@ export class Election {
         if (await this.removeIfUnchanged(predecessor, item.rvn!)) return 'found-gone';
         continue; // it renewed (or resigned) in between: watch again
       }
-      await this.deps.clock.sleep(step.waitMs);
+      await sleepUnlessAborted(this.deps.clock, step.waitMs, signal);
     }
   }
 
@@ -268,7 +400,10 @@ function predecessorOf(queue: Iterable<number>, seq: number): number | undefined
 export class Leadership {
   private watchdog: ClockTimer | undefined;
   private resigned = false;
+  private readonly ended = new AbortController();
+  private lost: Error | undefined;
 
+  /** A leadership is handed out by `campaign` (or `run`), never made by hand. @internal */
   constructor(
     private readonly deps: ElectionDeps,
     /** The role led. */
@@ -283,7 +418,10 @@ export class Leadership {
     private readonly onLost?: (err: Error) => void,
   ) {}
 
-  /** Called by campaign once this candidate heads the queue: report it, and start watching the stop time. */
+  /**
+   * Called by campaign once this candidate heads the queue: report it, and start watching the stop time.
+   * @internal
+   */
   lead(): void {
     this.deps.events?.emit('leading', { role: this.role, candidate: this.candidate, epoch: this.epoch, stopAtMs: Math.round(this.lease.stopAtMs) });
     this.armWatchdog();
@@ -294,6 +432,42 @@ export class Leadership {
     return this.lease.stopAtMs;
   }
 
+  /** The fencing token a fence takes from its holder: the epoch (so `postgresFence(...).held(leadership)` works). */
+  get token(): number {
+    return this.epoch;
+  }
+
+  /**
+   * Aborts when this leadership ends: at the stop time when no renewal has moved it on (its reason is the error
+   * `check` throws from then on), or when it resigns. Give it to the work, so it stops at the stop time, not at its
+   * next write.
+   */
+  get signal(): AbortSignal {
+    return this.ended.signal;
+  }
+
+  /** Why the leadership was lost (the watchdog's StopTimePassedError or LeaseLostError), if it was; absent while it leads or after a resign. */
+  get lostWith(): Error | undefined {
+    return this.lost;
+  }
+
+  /**
+   * This leader's epoch bound to a DynamoDB fence: what it raises first and writes with (`raise()`, `guard()`,
+   * `writeFenced`), each send checked against this leadership first.
+   */
+  fenced(fence: Fence): HeldFence {
+    return heldFence(fence, this.epoch, () => this.check());
+  }
+
+  /**
+   * A writer of `fence`'s ledger with this leader's epoch and name, from the ledger's head: each `append` checks this
+   * leadership, then appends the next version under the fence; the first raises the fence to the epoch.
+   */
+  async ledger(fence: EpochFence): Promise<LedgerWriter> {
+    const head = await fence.head();
+    return new LedgerWriter(fence, this, this.epoch, this.candidate, head.version, { events: this.deps.events });
+  }
+
   /**
    * BEFORE EVERY ACTION: past the stop time (or once a renewal found the candidacy gone), stop. Once the stop time has
    * passed with no renewal moving it on, this leadership is over for good, even if a late renewal answers after: a
@@ -302,6 +476,7 @@ export class Leadership {
    * @throws StopTimePassedError or LeaseLostError
    */
   check(): void {
+    if (this.resigned && this.lost === undefined) throw new LeaseLostError(this.lease.key, this.epoch);
     this.lease.check();
   }
 
@@ -319,6 +494,7 @@ export class Leadership {
     if (this.resigned) return false;
     this.resigned = true;
     this.watchdog?.cancel();
+    this.ended.abort(new LeaseLostError(this.lease.key, this.epoch));
     await this.lease.stopHeartbeat();
     const removed = await removeFromQueue(this.deps.locks, this.deps, this.role, this.epoch, { holder: this.candidate, epoch: this.epoch });
     if (removed) this.deps.events?.emit('resigned', { role: this.role, candidate: this.candidate, epoch: this.epoch });
@@ -334,6 +510,8 @@ export class Leadership {
         this.watchdog = this.deps.clock.after(Math.max(1, this.lease.stopAtMs - this.deps.clock.monotonicMs()), fire);
       } catch (err) {
         this.watchdog = undefined;
+        this.lost = err as Error;
+        this.ended.abort(err);
         // Stop renewing too: a leader that will not act must not hold the head of the queue, so its successor finds
         // it silent a lease later (or gone, once it resigns).
         void this.lease.stopHeartbeat();

@@ -128,6 +128,7 @@ export class LedgerWriter {
   /** Entries this writer appended. */
   appended = 0;
 
+  /** A writer is handed out by `leadership.ledger(fence)` or `handover(...)`, with its epoch bound. @internal */
   constructor(
     private readonly fence: EpochFence,
     /** Checked before every append: throws once the writer must stop (a Lease, a Leadership). */

@@ -46,6 +46,15 @@ export function handoverProblems(c: HandoverConfig): string[] {
   return problems;
 }
 
+/** The options of a handover. */
+export interface HandoverOptions {
+  /**
+   * Hooks between a passed check and the append it guards (the fault tests' pauses).
+   * @internal
+   */
+  readonly hooks?: RunHooks;
+}
+
 /** The lock item that says who the writer of `role` is. */
 const writerKey = (role: string) => `writer/${role}`;
 
@@ -54,6 +63,7 @@ export const writerLedgerKey = (role: string) => `ledger/writer/${role}`;
 
 /** A writer after the handover: its epoch is bumped in the target store; it writes through `ledger`. */
 export class Writer {
+  /** A writer is handed out by `handover`, its epoch bumped in the store. @internal */
   constructor(
     /** The writer lease: renewed from this process; its stop time ends the writer's right. */
     readonly lease: Lease,
@@ -83,10 +93,11 @@ export async function handover(
   deps: LeaseDeps,
   role: string,
   writer: string,
-  config: HandoverConfig,
+  settings: Partial<HandoverConfig>,
   fence: EpochFence,
-  options: { readonly hooks?: RunHooks } = {},
+  options: HandoverOptions = {},
 ): Promise<Writer> {
+  const config: HandoverConfig = { ...HANDOVER_DEFAULTS, ...Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== undefined)) };
   const problems = [...nameProblems('role', role), ...nameProblems('candidate', writer), ...handoverProblems(config)];
   if (problems.length > 0) throw new ConfigError(problems);
   const key = writerKey(role);

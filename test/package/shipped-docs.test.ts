@@ -91,6 +91,7 @@ function exported(): { names: Set<string>; members: Set<string>; declarations: M
     'fencepost/lambda': 'fencepost-lambda.api.md',
     'fencepost/sim': 'fencepost-sim.api.md',
     'fencepost/postgres': 'fencepost-postgres.api.md',
+    'fencepost/election': 'fencepost-election.api.md',
   };
   const names = new Set<string>();
   const members = new Set<string>();

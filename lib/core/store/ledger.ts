@@ -12,19 +12,25 @@
 
 /** The fence item: the highest epoch that has written or bumped, and the last version written (0, 0 when new). */
 export interface LedgerHead {
+  /** The fence: the highest epoch that has written or bumped (0 for a new ledger). */
   readonly epoch: number;
+  /** The last version written (0 for a new ledger). */
   readonly version: number;
 }
 
 /** One ledger entry as stored. */
 export interface LedgerEntry {
+  /** The entry's key: the ledger's key, `#`, and the version in 12 digits. */
   readonly pk: string;
+  /** The writer's epoch, checked against the fence when it was appended. */
   readonly epoch: number;
+  /** Its place in the ledger: 1, 2, 3, … with no gap. */
   readonly version: number;
   /** Who wrote it (the candidate or writer name). */
   readonly writer: string;
   /** The writer's wall clock when it sent the entry: informational, nothing decides on it. */
   readonly written_at: string;
+  /** The writer's own fields. */
   readonly [field: string]: unknown;
 }
 

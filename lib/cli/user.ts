@@ -244,8 +244,11 @@ export const USER_COMMANDS = {
 export function userMain(argv: string[]): Promise<number> {
   const [command] = argv;
   if ((REPOSITORY_COMMANDS as readonly string[]).includes(command ?? '')) {
+    const library = ['elect', 'leader', 'handover'].includes(command ?? '')
+      ? '; in your own code, the package has it: import { Election, handover } from "fencepost/election" (node_modules/fencepost/docs/ELECTION.md)'
+      : '';
     err(
-      `fencepost ${command}: a command of the Fencepost repository (its billing reference app and test harness), not of the package; in a clone of the repository: npm ci, then npm run fencepost -- ${command}`,
+      `fencepost ${command}: a command of the Fencepost repository (its billing reference app and test harness), not of the package; in a clone of the repository: npm ci, then npm run fencepost -- ${command}${library}`,
     );
     return Promise.resolve(EXIT.usage);
   }

@@ -17,6 +17,7 @@ export type { KeyAttribute, TableDescription } from '../core/schema';
 export { FencedWorkflow, TIMEOUT, type FencedWorkflowProps, type WorkflowSettings } from './fenced-workflow';
 export { LockTable } from './lock-table';
 export { JobTable } from './job-table';
+export { grantCampaign, grantHandover, type ElectionGrantProps } from './election-grants';
 export { FencedChunkFunction, type FencedChunkFunctionProps } from './chunk-function';
 export { ManifestBucket, UNCONDITIONAL_WRITE, type ManifestBucketProps } from './manifest-bucket';
 export { JobSchedule, type JobScheduleProps } from './schedule';

@@ -270,7 +270,8 @@ export class Election {
     await leadership.resign().catch(() => undefined); // a failed delete: our successor finds the item silent a lease later
     const epoch = leadership.epoch;
     if (options.signal?.aborted) return ended(options, { why: 'stopped', epoch });
-    if (lostBy !== undefined || isLoss(failure)) return ended(options, { why: 'lost', epoch, error: lostBy ?? (failure as Error) });
+    // The work's own refusal (a fence met, a check thrown) says more than the watchdog's stop time that may have come first.
+    if (lostBy !== undefined || isLoss(failure)) return ended(options, { why: 'lost', epoch, error: isLoss(failure) ? (failure as Error) : lostBy });
     ended(options, { why: 'resigned', epoch, ...(failure === undefined ? {} : { error: failure as Error }) });
     if (failure !== undefined) throw failure;
     return { why: 'resigned', epoch };

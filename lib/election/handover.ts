@@ -56,7 +56,7 @@ export interface HandoverOptions {
 }
 
 /** The lock item that says who the writer of `role` is. */
-const writerKey = (role: string) => `writer/${role}`;
+export const writerKey = (role: string) => `writer/${role}`;
 
 /** The fence item of the ledger a role's single writer writes (in the job table). */
 export const writerLedgerKey = (role: string) => `ledger/writer/${role}`;

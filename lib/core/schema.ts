@@ -32,6 +32,12 @@ export const Attr = {
   writtenAt: 'written_at', // informational wall time; only the test harness measures with it
   // a fenced record (lib/core/batch.ts callers): the token of the holder that wrote it, for audit
   token: 'token',
+  // a side effect's record (lib/core/effects.ts): state INTENT, then DONE; the effect's own id, the key sent with it
+  effect: 'effect',
+  idempotencyKey: 'idempotency_key',
+  intentAt: 'intent_at', // informational wall time
+  doneAt: 'done_at', // informational wall time
+  result: 'result',
 } as const;
 
 /** Where a job's run stands: RUNNING under a holder's token, or DONE. (QUEUED: not raised yet; the library never writes it, a row not yet raised has no state.) */

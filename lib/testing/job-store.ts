@@ -32,6 +32,7 @@ import type {
   BatchPut,
   ChunkFence,
   Conditional,
+  EffectRecord,
   FenceItem,
   JobRow,
   JobStore,
@@ -122,6 +123,24 @@ export class MemoryJobStore implements JobStore {
 
   async readFence(item: FenceItem): Promise<Item | undefined> {
     return copy(this.items.get(keyOf(item.table, item.key)));
+  }
+
+  async readEffect(table: string, key: string): Promise<EffectRecord | undefined> {
+    return copy(this.items.get(keyOf(table, { [Attr.pk]: key }))) as EffectRecord | undefined;
+  }
+
+  async markEffectDone(
+    table: string,
+    key: string,
+    done: { readonly token: number; readonly result?: string; readonly wallIso: string },
+  ): Promise<boolean> {
+    const old = this.items.get(keyOf(table, { [Attr.pk]: key }));
+    // if_not_exists on each, as the DynamoDB update: the first DONE's token, time and answer stay.
+    const set: Item = { [Attr.state]: 'DONE' };
+    if (old?.[Attr.doneBy] === undefined) set[Attr.doneBy] = done.token;
+    if (old?.[Attr.doneAt] === undefined) set[Attr.doneAt] = done.wallIso;
+    if (done.result !== undefined && old?.[Attr.result] === undefined) set[Attr.result] = done.result;
+    return this.update(table, { [Attr.pk]: key }, (o) => o !== undefined, set).ok;
   }
 
   async readJob(jobId: string): Promise<JobRow | undefined> {

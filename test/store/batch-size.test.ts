@@ -31,6 +31,8 @@ function notedFence(ns: Namespace, sent: number[]) {
   const noting: FenceStore = {
     raiseFence: (...a) => store.raiseFence(...a),
     readFence: (...a) => store.readFence(...a),
+    readEffect: (...a) => store.readEffect(...a),
+    markEffectDone: (...a) => store.markEffectDone(...a),
     recordBatch: (fence, token, puts, requestToken) => {
       sent.push(puts.length);
       return store.recordBatch(fence, token, puts, requestToken);

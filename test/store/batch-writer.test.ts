@@ -32,6 +32,8 @@ function noting(store: FenceStore, sent: Sent[]): FenceStore {
   return {
     raiseFence: (...a) => store.raiseFence(...a),
     readFence: (...a) => store.readFence(...a),
+    readEffect: (...a) => store.readEffect(...a),
+    markEffectDone: (...a) => store.markEffectDone(...a),
     recordBatch: (fence, token, puts, requestToken) => {
       sent.push({ puts: puts.length, requestToken });
       return store.recordBatch(fence, token, puts, requestToken);

@@ -3,6 +3,8 @@
  * (lib/testing/job-store.ts, on a VirtualClock) and against the DynamoDB store (lib/core/aws/job-store.ts) on DynamoDB
  * Local behind the conflict proxy (lib/local/dynamodb-proxy.ts), so the two cannot drift. Each test that pins an AWS
  * behaviour cites the page that documents it:
+ *  - if_not_exists in an update's SET (the first value stays):
+ *    https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Expressions.UpdateExpressions.html#Expressions.UpdateExpressions.SET.PreventingAttributeOverwrites
  *  - UpdateItem, ReturnValues ALL_OLD and ReturnValuesOnConditionCheckFailure ALL_OLD (the old item on success, the
  *    item that won on a failed condition): https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateItem.html
  *  - TransactWriteItems: all or nothing, CancellationReasons in request order, ConditionCheck with ALL_OLD, the
@@ -306,6 +308,23 @@ for (const [name, make] of Object.entries(worlds)) {
       assert.deepEqual(out, { kind: 'already-recorded', positions: [1] });
       assert.equal(await w.store.readFence({ table: w.records, key: { pk: p2 } }), undefined, 'all or nothing: p2 was not written');
       assert.deepEqual(await w.store.readFence({ table: w.records, key: { pk: p1 } }), { pk: p1, note: 'x' });
+    });
+
+    // UpdateItem with attribute_exists and if_not_exists (API_UpdateItem.html; Expressions.UpdateExpressions.html#Expressions.UpdateExpressions.SET.PreventingAttributeOverwrites).
+    test("a side effect's record: DONE only over a recorded intent; the first DONE's token and answer stay", T, async () => {
+      const fence = fenceIn(w.store.table, unique('fence'));
+      await w.store.raiseFence(fence, 3);
+      const pk = unique('effect#fp');
+      const at = '2026-12-01T00:00:00.000Z';
+      assert.equal(await w.store.markEffectDone(w.records, pk, { token: 3, wallIso: at }), false, 'no intent: nothing written');
+      assert.equal(await w.store.readEffect(w.records, pk), undefined);
+      const intent = { pk, state: 'INTENT', effect: 'email#ana', idempotency_key: 'fp-1', token: 3 };
+      const recorded = await w.store.recordBatch(fence, 3, [{ table: w.records, keyAttribute: 'pk', document: intent }], unique('tok'));
+      assert.deepEqual(recorded, { kind: 'recorded' });
+      assert.deepEqual(await w.store.readEffect(w.records, pk), intent);
+      assert.equal(await w.store.markEffectDone(w.records, pk, { token: 3, result: 'msg-1', wallIso: at }), true);
+      assert.equal(await w.store.markEffectDone(w.records, pk, { token: 4, result: 'msg-2', wallIso: '2026-12-02T00:00:00.000Z' }), true);
+      assert.deepEqual(await w.store.readEffect(w.records, pk), { ...intent, state: 'DONE', done_by: 3, done_at: at, result: 'msg-1' });
     });
 
     // ConditionCheck with ReturnValuesOnConditionCheckFailure ALL_OLD (API_TransactWriteItems.html).

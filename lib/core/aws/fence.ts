@@ -26,6 +26,7 @@ import { FenceNotRaisedError, FencedOutError } from '../errors';
 import { Attr } from '../schema';
 import type { FenceItem, FenceStore } from '../store/jobs';
 import { fenceCheck } from './job-store';
+import { sendOnce, type EffectOptions, type EffectOutcome } from '../effects';
 
 /** Where a fence item lives, and what its raises and guards need. */
 export interface FenceTarget {
@@ -184,6 +185,13 @@ export interface HeldFence {
    * @param position - where the guard sits in the transaction's TransactItems @default 0
    */
   fencedOut(err: unknown, position?: number): FencedOutError | FenceNotRaisedError | undefined;
+  /**
+   * A side effect the fence cannot reach (an email, a payment, a webhook), made once for the job: its intent recorded
+   * through this fence, then `send(idempotencyKey)` after the stop-time check, then its answer recorded DONE. A later
+   * holder skips an effect recorded DONE and sends one left at its intent again, with the same key (`sendOnce`).
+   * @param effect - the effect's own id in the job (`email#ana`)
+   */
+  sendOnce(effect: string, send: (idempotencyKey: string) => Promise<string | void>, options?: EffectOptions): Promise<EffectOutcome>;
 }
 
 /**
@@ -192,14 +200,16 @@ export interface HeldFence {
  * @internal
  */
 export function heldFence(fence: Fence, token: number, check: () => void = () => undefined): HeldFence {
-  return {
+  const held: HeldFence = {
     fence,
     token,
     check,
     raise: (set = {}) => fence.raise(token, set, check),
     guard: () => fence.guard(token),
     fencedOut: (err, position = 0) => fence.fencedOut(err, token, position),
+    sendOnce: (effect, send, options) => sendOnce(held, effect, send, options),
   };
+  return held;
 }
 
 /** The `fence` attribute of an item returned with a failed condition, if it has one. */

@@ -17,6 +17,7 @@ import type {
   BatchPut,
   ChunkFence,
   Conditional,
+  EffectRecord,
   FenceItem,
   FenceStore,
   JobRow,
@@ -109,6 +110,35 @@ export class DynamoFenceStore implements FenceStore {
   async readFence(item: FenceItem): Promise<Record<string, unknown> | undefined> {
     const out = await this.ddb.send(new GetCommand({ TableName: item.table, Key: item.key, ConsistentRead: true }));
     return out.Item;
+  }
+
+  async readEffect(table: string, key: string): Promise<EffectRecord | undefined> {
+    const out = await this.ddb.send(new GetCommand({ TableName: table, Key: { [Attr.pk]: key }, ConsistentRead: true }));
+    return out.Item as EffectRecord | undefined;
+  }
+
+  async markEffectDone(
+    table: string,
+    key: string,
+    done: { readonly token: number; readonly result?: string; readonly wallIso: string },
+  ): Promise<boolean> {
+    // Only over a recorded intent; a DONE record is set to DONE again, which changes nothing that matters: the first call's
+    // answer stays unless this one brings its own.
+    const out = await conditionalUpdate(this.ddb, {
+      TableName: table,
+      Key: { [Attr.pk]: key },
+      ConditionExpression: `attribute_exists(${Attr.pk})`,
+      UpdateExpression: `SET #state = :done, ${Attr.doneBy} = if_not_exists(${Attr.doneBy}, :t), ${Attr.doneAt} = if_not_exists(${Attr.doneAt}, :at)${done.result === undefined ? '' : ', #result = if_not_exists(#result, :r)'}`,
+      // state and result are DynamoDB reserved words: by name placeholder
+      ExpressionAttributeNames: { '#state': Attr.state, ...(done.result === undefined ? {} : { '#result': Attr.result }) },
+      ExpressionAttributeValues: {
+        ':done': 'DONE',
+        ':t': done.token,
+        ':at': done.wallIso,
+        ...(done.result === undefined ? {} : { ':r': done.result }),
+      },
+    });
+    return out.ok;
   }
 
   /**

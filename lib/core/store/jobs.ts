@@ -120,6 +120,25 @@ export interface RequeueSighting {
 }
 
 /** The generic fence's operations: on any fence item, and the batch recorded under one. */
+/**
+ * A side effect's record (lib/core/effects.ts), one item keyed `pk` in a table of the caller's: INTENT once a holder
+ * has recorded, through the fence, that it is about to make the call; DONE once the call has answered.
+ */
+export interface EffectRecord {
+  readonly pk: string;
+  readonly state: 'INTENT' | 'DONE';
+  /** The effect's own id, as the job names it. */
+  readonly effect: string;
+  /** The key every holder sends with the call. */
+  readonly idempotency_key: string;
+  /** The token of the holder that recorded the intent. */
+  readonly token: number;
+  /** What the call answered, as the holder that made it recorded it (a provider's message id). */
+  readonly result?: string;
+  /** The token of the holder that recorded it DONE. */
+  readonly done_by?: number;
+}
+
 export interface FenceStore {
   /** One conditional write: fence = token (and `set`), if never raised or not above `token`. */
   raiseFence(item: FenceItem, token: number, set?: Readonly<Record<string, string | number>>): Promise<Conditional<Record<string, unknown>>>;
@@ -130,6 +149,14 @@ export interface FenceStore {
    * all or nothing (at most 99 puts), idempotent under `requestToken` for 10 minutes.
    */
   recordBatch(fence: FenceItem, token: number, puts: readonly BatchPut[], requestToken: string): Promise<BatchOutcome>;
+  /** A side effect's record (table, partition key `pk`), read strongly consistent (undefined: no intent recorded). */
+  readEffect(table: string, key: string): Promise<EffectRecord | undefined>;
+  /**
+   * Record a side effect DONE, with what its call answered, if its intent is recorded (not fenced: the call was made,
+   * whoever holds the lease now). Recording it DONE again changes nothing.
+   * @returns false when no intent is recorded under `key` (nothing written)
+   */
+  markEffectDone(table: string, key: string, done: { readonly token: number; readonly result?: string; readonly wallIso: string }): Promise<boolean>;
 }
 
 /** The job table's operations: job rows, chunk fence items (by key), the sparse index of claimed rows. */

@@ -44,7 +44,8 @@ interface Tier {
 const TIERS: readonly Tier[] = [
   { dir: 'unit', stack: false, realTime: false },
   { dir: 'process', stack: true, realTime: true },
-  { dir: 'package', stack: true, realTime: false },
+  // postgres: the packed-tarball test runs the README's PostgreSQL snippet against the run's server
+  { dir: 'package', stack: true, realTime: false, postgres: true },
   { dir: 'synth', stack: false, realTime: false },
   { dir: 'store', stack: true, realTime: true, postgres: true },
 ];

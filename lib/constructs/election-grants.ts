@@ -8,9 +8,7 @@ import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import { ConfigError } from '../core/errors';
 import { EPOCH_FLOOR_KEY } from '../core/store/lock';
-import { candidateKey, ledgerKey, nameProblems, roleKey } from '../election/election';
-import { entryKey } from '../election/epoch-fence';
-import { writerKey, writerLedgerKey } from '../election/handover';
+import { candidateKey, entryKey, ledgerKey, nameProblems, roleKey, writerKey, writerLedgerKey } from '../core/election-keys';
 import { keysGrant } from './job-table';
 
 /** Where a role's processes queue and write. */

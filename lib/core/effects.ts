@@ -22,7 +22,22 @@ import { wallIso } from './clock';
 import { backoffOf, retryTransient } from './conditions';
 import { ConfigError, FenceNotRaisedError, FencedOutError } from './errors';
 import { Attr } from './schema';
-import type { HeldFence } from './aws/fence';
+import type { Clock } from './clock';
+import type { FenceItem, FenceStore } from './store/jobs';
+
+/** What `sendOnce` needs of the fence a lease holds (a HeldFence is one): its item, store and clock, the token, the check. */
+export interface EffectFence {
+  readonly fence: {
+    readonly resource: string;
+    /** @internal */
+    readonly item: FenceItem;
+    /** @internal */
+    readonly store: FenceStore;
+    readonly target: { readonly clock: Clock; readonly random?: () => number };
+  };
+  readonly token: number;
+  check(): void;
+}
 
 /** Where the effects' records go, for `sendOnce` and `held.sendOnce`. */
 export interface EffectOptions {
@@ -47,7 +62,7 @@ export interface EffectOutcome {
  * The idempotency key of effect `effect` of the job whose fence is `held`'s: the same for every holder (no token in
  * it), apart for every job and effect. 40 hex digits after `fp-`, within every provider's limit we know of.
  */
-export function idempotencyKeyOf(held: Pick<HeldFence, 'fence'>, effect: string): string {
+export function idempotencyKeyOf(held: Pick<EffectFence, 'fence'>, effect: string): string {
   const { table, key } = held.fence.item;
   return `fp-${createHash('sha256')
     .update(JSON.stringify([table, Object.entries(key).sort(), effect]))
@@ -68,7 +83,7 @@ export function idempotencyKeyOf(held: Pick<HeldFence, 'fence'>, effect: string)
  * stays recorded; the next holder, or a retry, sends again with the same key)
  */
 export async function sendOnce(
-  held: HeldFence,
+  held: EffectFence,
   effect: string,
   send: (idempotencyKey: string) => Promise<string | void>,
   options: EffectOptions = {},

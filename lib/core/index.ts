@@ -31,7 +31,7 @@ export { Fence, fenceOn, type FenceTarget, type HeldFence } from './fence';
 export { writeFenced, type BatchResult, type FencedWriteOptions } from './batch';
 
 // Side effects the fence cannot reach, made once (lib/core/effects.ts): `held.sendOnce(effect, send)`
-export { idempotencyKeyOf, sendOnce, type EffectOptions, type EffectOutcome } from './effects';
+export { idempotencyKeyOf, sendOnce, type EffectFence, type EffectOptions, type EffectOutcome } from './effects';
 
 // The same fence on S3 (lib/core/manifest.ts)
 export { ManifestWriter, readManifest, type ManifestBody, type ManifestChunk, type ManifestDeps, type ManifestPlace } from './manifest';

@@ -30,6 +30,9 @@ import { heldFence, type Fence, type HeldFence } from '../core/aws/fence';
 import { Lease, nextClaimStep, type LeaseDeps, type Watch } from '../core/lease';
 import type { LeaseStore, RemoveOn, RoleItem, RoleStore } from '../core/store/lock';
 import { LedgerWriter, type EpochFence } from './epoch-fence';
+import { candidateKey, nameProblems, roleKey } from '../core/election-keys';
+// The keys, kept with the grants that reach them (lib/core/election-keys.ts).
+export { candidateKey, ledgerKey, nameProblems, roleKey } from '../core/election-keys';
 
 /** What an election needs: the lease's deps, with a lock store that also keeps the role and its candidate queue. */
 export type ElectionDeps = Omit<LeaseDeps, 'locks'> & { readonly locks: LeaseStore & RoleStore };
@@ -117,21 +120,6 @@ export interface CampaignOptions {
   readonly signal?: AbortSignal;
   /** Count this campaign's reads here (also while it waits, and if it never leads). @default a fresh count, on the Leadership */
   readonly reads?: ElectionReads;
-}
-
-const pad = (seq: number) => String(seq).padStart(12, '0');
-/** The role item's key. */
-export const roleKey = (role: string) => `election/${role}`;
-/** A candidate item's key. */
-export const candidateKey = (role: string, seq: number) => `${roleKey(role)}/${pad(seq)}`;
-
-/** The fence item of the ledger a role's leaders write (in the job table): entries carry the leader's epoch. */
-export const ledgerKey = (role: string) => `ledger/${role}`;
-
-/** Every problem with a role or candidate name (they become parts of item keys). */
-export function nameProblems(kind: 'role' | 'candidate', name: string): string[] {
-  if (!/^[A-Za-z0-9._-]{1,64}$/.test(name)) return [`${kind} must be 1-64 characters of A-Z a-z 0-9 . _ -, got ${JSON.stringify(name)}`];
-  return [];
 }
 
 /**

@@ -19,6 +19,9 @@ import { FencedOutError, VersionConflictError } from '../core/errors';
 import type { Events } from '../core/events';
 import type { RunHooks } from '../core/job';
 import type { LedgerEntry, LedgerHead, LedgerStore } from '../core/store/ledger';
+import { entryKey } from '../core/election-keys';
+// The keys, kept with the grants that reach them (lib/core/election-keys.ts).
+export { entryKey } from '../core/election-keys';
 
 export type { LedgerEntry, LedgerHead } from '../core/store/ledger';
 
@@ -33,11 +36,6 @@ export interface EpochFenceTarget {
   readonly clock: Clock;
   /** Jitter source for the backoff. @default Math.random */
   readonly random?: () => number;
-}
-
-/** The key of a ledger entry: the fence item's key and the version, zero-padded so entries sort in version order. */
-export function entryKey(fenceKey: string, version: number): string {
-  return `${fenceKey}#${String(version).padStart(12, '0')}`;
 }
 
 /** An epoch fence on one fence item of a consumer's table, with the ledger of entries it orders. */

@@ -21,10 +21,12 @@
 import { leaseProblems, type LeaseConfig } from '../core/config';
 import { newRvn } from '../core/conditions';
 import { ConfigError } from '../core/errors';
-import { nameProblems } from './election';
+import { nameProblems, writerKey } from '../core/election-keys';
 import { LedgerWriter, type EpochFence } from './epoch-fence';
 import type { RunHooks } from '../core/job';
 import { claimOnce, Lease, type LeaseDeps } from '../core/lease';
+// The keys, kept with the grants that reach them (lib/core/election-keys.ts).
+export { writerLedgerKey } from '../core/election-keys';
 
 /** A writer's lease and the handover's wait: stop time = last renewal sent + lease - margin; wait = lease + waitMargin. */
 export interface HandoverConfig extends LeaseConfig {
@@ -54,12 +56,6 @@ export interface HandoverOptions {
    */
   readonly hooks?: RunHooks;
 }
-
-/** The lock item that says who the writer of `role` is. */
-export const writerKey = (role: string) => `writer/${role}`;
-
-/** The fence item of the ledger a role's single writer writes (in the job table). */
-export const writerLedgerKey = (role: string) => `ledger/writer/${role}`;
 
 /** A writer after the handover: its epoch is bumped in the target store; it writes through `ledger`. */
 export class Writer {

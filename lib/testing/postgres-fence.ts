@@ -30,7 +30,7 @@
  * transaction rolls it back (node-postgres would hand it on still inside it).
  */
 import type { PgPool, PgPoolClient, PgResult } from '../postgres/driver';
-import { fenceStatements, fenceTableSql, ISOLATIONS, type Isolation } from '../postgres/sql';
+import { DEFAULT_TABLE, fenceStatements, fenceTableSql, ISOLATIONS, type Isolation } from '../postgres/sql';
 
 /** How concurrent transactions meet: PostgreSQL's row locks, or Aurora DSQL's check at COMMIT. */
 export type Concurrency = 'locking' | 'optimistic';
@@ -121,6 +121,19 @@ export class MemoryPostgres implements PgPool<MemoryPgClient> {
     } finally {
       client.release();
     }
+  }
+
+  /**
+   * A fence row's committed versions, oldest first: each value it took and the commit that wrote it (the store's own
+   * history, for a check that must not trust the code it checks).
+   */
+  fenceHistory(key: string, table: string = DEFAULT_TABLE): { readonly fence: number; readonly seq: number }[] {
+    return (this.fences.get(table)?.get(key) ?? []).map((v) => ({ fence: v.fence, seq: v.seq }));
+  }
+
+  /** The caller's committed rows of `table`, each with its key and the commit that wrote it. */
+  commits(table: string): { readonly key: string; readonly row: Record<string, unknown>; readonly seq: number }[] {
+    return [...(this.records.get(table) ?? new Map()).entries()].map(([key, { row, seq }]) => ({ key, row: { ...row }, seq }));
   }
 
   /** The caller's committed rows of `table` (`insert`), each with its key. */

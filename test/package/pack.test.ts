@@ -31,6 +31,7 @@ import { makeHandlers } from '../../lib/lambda/index';
 import { prebundled } from '../../lib/constructs/handler-function';
 import { sdkRequires } from '../support/bundles';
 import { namespace } from '../support/stack';
+import { Pool } from 'pg';
 import { systemClock } from '../../lib/core/clock';
 import { DynamoLedgerStore } from '../../lib/core/aws/ledger-store';
 import { DynamoLockStore } from '../../lib/core/aws/lock-store';
@@ -575,6 +576,53 @@ test(
       stopped = await stop();
     }
     assert.equal(stopped, 0, 'fencepost local stops on Ctrl-C');
+  },
+);
+
+test(
+  "the README's PostgreSQL snippet from the installed package: pg and @types/pg installed as the README says, type-checked (skipLibCheck off), run twice against a real PostgreSQL server and `fencepost local`",
+  {
+    timeout: 300_000,
+    skip: process.env.FENCEPOST_TEST_POSTGRES ? false : 'FENCEPOST_TEST_POSTGRES is not set: npm test starts a server for this tier',
+  },
+  async () => {
+    for (const command of ['npm install pg', 'npm install --save-dev @types/pg']) {
+      const r = await readmeSays(command);
+      assert.equal(r.code, 0, `${command} failed:\n${r.out}`);
+    }
+    copyFileSync(path.join(ROOT, 'examples', 'postgres-fence.ts'), path.join(project, 'postgres-fence.ts'));
+    const tsc = await typecheckProject(project);
+    assert.equal(tsc.code, 0, `postgres-fence.ts does not type-check against the installed packages (skipLibCheck off):\n${tsc.out}`);
+    const { up, stop } = await startLocal(project);
+    const day = `pack-${process.pid}-${Date.now()}`; // the snippet's day argument: a key of its own on the shared server
+    const pool = new Pool({ connectionString: process.env.FENCEPOST_TEST_POSTGRES });
+    try {
+      const env = { DYNAMODB_ENDPOINT: up.dynamodbEndpoint, DATABASE_URL: process.env.FENCEPOST_TEST_POSTGRES!, TABLE_PREFIX: 'fencepost-' };
+      const shipped = async () => {
+        const r = await runAsUser('npx', ['--no', '--', 'tsx', 'postgres-fence.ts', day], project, env);
+        assert.equal(r.code, 0, `postgres-fence.ts exits ${r.code}:\n${r.out}`);
+        return JSON.parse(r.out.trim().split('\n').at(-1)!) as { token: number; shipped: number };
+      };
+      const first = await shipped();
+      const second = await shipped();
+      assert.deepEqual(
+        [first, second],
+        [
+          { token: 1, shipped: 100 },
+          { token: 2, shipped: 0 },
+        ],
+      );
+      const rows = await pool.query<{ n: string; tokens: string }>(
+        "SELECT count(*) AS n, string_agg(DISTINCT token::text, ',') AS tokens FROM shipments WHERE id LIKE $1 || '#%'",
+        [day],
+      );
+      assert.deepEqual(rows.rows[0], { n: '100', tokens: '1' }, 'the 100 rows, read back from the server, all written by the first holder');
+      const fence = await pool.query<{ fence: string }>('SELECT fence FROM fencepost_fences WHERE key = $1', [`shipping#${day}`]);
+      assert.equal(fence.rows[0]?.fence, '2', "the fence row stands at the second holder's token");
+    } finally {
+      await pool.end();
+      await stop();
+    }
   },
 );
 

@@ -6,6 +6,7 @@ import { ELECTION_WORLD } from './election-world';
 import { ELECTION_MUTATIONS, MUTATIONS } from './mutations';
 import { WORKFLOW_WORLD, WORKFLOW_WORLD_MUTATIONS } from './workflow-world';
 import { NIGHT_WORLD } from './night-world';
+import { POSTGRES_MUTATIONS, POSTGRES_WORLD } from './postgres-world';
 import { runWorld, type ScheduleResult } from './world';
 
 interface Entry {
@@ -30,6 +31,11 @@ export const WORLDS = {
     about: 'election, handover, the restore bump, the manifest and the epoch ledger (election-world.ts)',
     mutations: ELECTION_MUTATIONS,
     run: (seed: number, mutation?: string) => runWorld(ELECTION_WORLD, seed, mutation),
+  },
+  postgres: {
+    about: 'withLease and the PostgreSQL fence (fencepost/postgres) on its twin, PostgreSQL or Aurora DSQL (postgres-world.ts)',
+    mutations: POSTGRES_MUTATIONS,
+    run: (seed: number, mutation?: string) => runWorld(POSTGRES_WORLD, seed, mutation),
   },
 } as const satisfies Record<string, Entry>;
 

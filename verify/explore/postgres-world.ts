@@ -1,0 +1,227 @@
+/**
+ * The PostgreSQL fence's world: three holders of one job's lease (the real withLease on the in-memory lock store) write
+ * the job's rows to PostgreSQL through the real PostgresFence (`fencepost/postgres`), on the twin
+ * (lib/testing/postgres-fence.ts: PostgreSQL's row locks at READ COMMITTED, or Aurora DSQL's check at COMMIT, drawn
+ * per schedule). Every lock store call and every statement (connect, BEGIN, the fenced UPDATE, each insert, COMMIT)
+ * is a step boundary of the scheduler, which may pause the holder there (the stale holder: paused right after a
+ * passed check), crash it, or answer late.
+ *
+ * The checks read the twin's committed history, never the fence's verdicts: no row commits while the fence row, as
+ * committed with it, stands above the row's token; the fence never goes down; each batch commits whole; and once the
+ * faults end, some holder writes every batch.
+ */
+import { VirtualClock, type Clock } from '../../lib/core/clock';
+import { prng } from '../../lib/core/prng';
+import { withLease } from '../../lib/core/with-lease';
+import { DEFAULT_TABLE, fenceStatements, fenceTableSql } from '../../lib/postgres/sql';
+import { postgresFence } from '../../lib/postgres/fence';
+import type { PgPool, PgPoolClient, PgResult } from '../../lib/postgres/driver';
+import { MemoryLockStore } from '../../lib/testing/lock-store';
+import { MemoryPostgres, type MemoryPgClient } from '../../lib/testing/postgres-fence';
+import { Scheduler, type Actor, type Placed } from './scheduler';
+import type { World, WorldState } from './world';
+
+/** The broken variants of this world: each the bug a hand-written fenced transaction is most likely to have. */
+export const POSTGRES_MUTATIONS = [
+  // The fenced UPDATE's row count not checked: a 0-row UPDATE is no error in SQL, so the work runs and commits
+  // (modelled by reading the count as 1, as code that never looks at it would behave).
+  'pg-count-unchecked',
+] as const;
+type PostgresMutation = (typeof POSTGRES_MUTATIONS)[number];
+
+const JOB = 'ship#2026-12-01';
+const ROWS = 'shipments';
+const SETTINGS = {
+  holders: 3,
+  /** The first holder starts at 0; the others at seeded times up to this. */
+  startsWithinMs: 2_000,
+  lease: { leaseMs: 1_000, renewMs: 300, marginMs: 200, claimBudget: 50 },
+  batches: 3,
+  rowsPerBatch: 2,
+  batchWorkMs: 120,
+  faults: {
+    chance: 0.08,
+    budget: 4,
+    maxPauseMs: 2_500,
+    windowMs: 4_000,
+    lateMs: 200,
+    // A pause as a transaction takes its connection, right after the holder's passed check: the stale holder's gap.
+    emphasis: [{ methods: ['connect'], kind: 'pause', weight: 12 }],
+    chanceAt: [{ methods: ['connect'], share: 2 }],
+  },
+} as const;
+const HORIZON_MS = SETTINGS.faults.windowMs + SETTINGS.faults.maxPauseMs + 20 * SETTINGS.lease.leaseMs;
+
+interface PostgresState extends WorldState {
+  readonly clock: VirtualClock;
+  readonly random: () => number;
+  readonly db: MemoryPostgres;
+  readonly locks: MemoryLockStore;
+  readonly mutation: PostgresMutation | undefined;
+  /** Faults placed by a test: the holders then start 100 ms apart instead of at drawn times. */
+  readonly placed: boolean;
+  readonly holders: Actor[];
+  /** Each holder's connections taken and not yet given back. */
+  readonly open: Map<Actor, Set<MemoryPgClient>>;
+  /** When a holder wrote its last batch (virtual ms); undefined until one does. */
+  doneAt: number | undefined;
+}
+
+function setup(seed: number, mutation: string | undefined, placed?: Placed): PostgresState {
+  const random = prng(seed);
+  const clock = new VirtualClock();
+  const open = new Map<Actor, Set<MemoryPgClient>>();
+  // A crashed holder's connections close: the server rolls back what they had open and releases their row locks (as
+  // PostgreSQL does when a client's connection drops). Nothing restarts the holder.
+  const onCrash = (actor: Actor) => {
+    for (const c of open.get(actor) ?? []) c.release();
+    return undefined;
+  };
+  const scheduler = new Scheduler(clock, random, SETTINGS.faults, onCrash, new Set(['query']), placed);
+  const db = new MemoryPostgres({ concurrency: prng(seed + 7)() < 0.5 ? 'locking' : 'optimistic' });
+  void db.query(fenceTableSql());
+  scheduler.log(`postgres world: ${db.concurrency === 'locking' ? 'PostgreSQL (row locks)' : 'Aurora DSQL (optimistic)'}`);
+  return {
+    scheduler,
+    clock,
+    random,
+    db,
+    locks: new MemoryLockStore(),
+    mutation: mutation as PostgresMutation | undefined,
+    placed: placed !== undefined,
+    holders: [],
+    open,
+    doneAt: undefined,
+    broken: { restore: () => undefined },
+    violations: [],
+  };
+}
+
+/** The twin's pool as one holder reaches it: every statement a step boundary of its actor. */
+function poolOf(w: PostgresState, actor: Actor): PgPool<PgPoolClient> {
+  const { scheduler } = w;
+  const update = fenceStatements(DEFAULT_TABLE).update;
+  const client = (inner: MemoryPgClient): PgPoolClient => {
+    const mine = w.open.get(actor) ?? w.open.set(actor, new Set()).get(actor)!;
+    mine.add(inner);
+    const parked = scheduler.wrap(
+      { query: (text: string, values?: readonly unknown[]) => inner.query(text, values ?? []), insert: inner.insert.bind(inner) },
+      actor,
+    );
+    return {
+      query: async (text: string, values?: readonly unknown[]): Promise<PgResult> => {
+        const r = await parked.query(text, values);
+        return w.mutation === 'pg-count-unchecked' && text === update ? { ...r, rowCount: 1 } : r;
+      },
+      insert: parked.insert,
+      release: () => (mine.delete(inner), inner.release()),
+    } as PgPoolClient;
+  };
+  const pool = scheduler.wrap({ connect: () => w.db.connect() }, actor);
+  return {
+    connect: async () => client(await pool.connect()),
+    query: async (text: string, values?: readonly unknown[]) => {
+      const c = client(await pool.connect());
+      try {
+        return await c.query(text, values);
+      } finally {
+        c.release();
+      }
+    },
+  };
+}
+
+function startHolder(w: PostgresState, name: string): void {
+  const { scheduler } = w;
+  const actor = scheduler.actor(name, () => 0.5);
+  w.holders.push(actor);
+  const clock: Clock = actor;
+  scheduler.log(`${name} starts`);
+  withLease({ locks: scheduler.wrap(w.locks, actor), clock, random: w.random }, JOB, name, SETTINGS.lease, async (lease) => {
+    const fence = postgresFence({ pool: poolOf(w, actor), key: JOB, clock, random: w.random }).held(lease);
+    await lease.act(() => fence.raise());
+    for (let batch = 0; batch < SETTINGS.batches; batch++) {
+      await clock.sleep(SETTINGS.batchWorkMs);
+      await lease.act(() =>
+        fence.transaction(async (c) => {
+          for (let i = 0; i < SETTINGS.rowsPerBatch; i++)
+            await (c as unknown as MemoryPgClient).insert(ROWS, `${name}:${lease.token}:${batch}:${i}`, { token: lease.token, batch, holder: name });
+        }),
+      );
+    }
+    w.doneAt ??= w.clock.monotonicMs();
+  }).then(
+    () => ((actor.outcome = 'done'), scheduler.log(`${name} ends done`)),
+    (err: Error) => ((actor.outcome = `error ${err.name}`), scheduler.log(`${name} ends with ${err.name}: ${err.message}`)),
+  );
+}
+
+/** The fence row's committed value as of commit `seq` (0: never raised by then). */
+function fenceAt(history: readonly { fence: number; seq: number }[], seq: number): number {
+  let value = 0;
+  for (const v of history) if (v.seq <= seq) value = v.fence;
+  return value;
+}
+
+export const POSTGRES_WORLD: World<PostgresState> = {
+  setup: (seed, mutation, placed) => setup(seed, mutation, placed),
+  actors: (w) => {
+    const starts = prng(w.random() * 2 ** 31);
+    startHolder(w, 'holder-1');
+    for (let i = 2; i <= SETTINGS.holders; i++) {
+      const at = w.placed ? (i - 1) * 100 : Math.floor(starts() * SETTINGS.startsWithinMs);
+      w.clock.after(at, () => startHolder(w, `holder-${i}`));
+    }
+  },
+  done: (w) => w.holders.length === SETTINGS.holders && w.holders.every((h) => h.outcome !== 'running' || h.crashed),
+  horizonMs: () => HORIZON_MS,
+  maxTurns: 20_000,
+  checks: [
+    {
+      name: 'no row commits below the fence',
+      check: (w) => {
+        const history = w.db.fenceHistory(JOB);
+        return w.db
+          .commits(ROWS)
+          .filter((c) => fenceAt(history, c.seq) > Number(c.row.token))
+          .map((c) => `row ${c.key} committed with token ${String(c.row.token)} at commit ${c.seq}, the fence then at ${fenceAt(history, c.seq)}`);
+      },
+    },
+    {
+      name: 'the fence never goes down',
+      check: (w) =>
+        w.db
+          .fenceHistory(JOB)
+          .flatMap((v, i, all) =>
+            i > 0 && v.fence < all[i - 1].fence ? [`the fence went from ${all[i - 1].fence} down to ${v.fence} at commit ${v.seq}`] : [],
+          ),
+    },
+    {
+      name: 'each batch commits whole',
+      check: (w) => {
+        const byBatch = new Map<string, Set<number>>();
+        const counts = new Map<string, number>();
+        for (const c of w.db.commits(ROWS)) {
+          const batch = c.key.split(':').slice(0, 3).join(':');
+          byBatch.set(batch, (byBatch.get(batch) ?? new Set()).add(c.seq));
+          counts.set(batch, (counts.get(batch) ?? 0) + 1);
+        }
+        return [...byBatch].flatMap(([batch, seqs]) =>
+          seqs.size > 1 || counts.get(batch) !== SETTINGS.rowsPerBatch ? [`batch ${batch}: ${counts.get(batch)} rows over ${seqs.size} commits`] : [],
+        );
+      },
+    },
+    {
+      name: 'once the faults end, a holder writes every batch',
+      check: (w, ended) =>
+        w.doneAt === undefined && ended !== 'turns' && w.holders.some((h) => !h.crashed && h.outcome === 'running')
+          ? [`no holder finished by ${HORIZON_MS} ms`]
+          : [],
+    },
+  ],
+  end: async (w) => {
+    const history = w.db.fenceHistory(JOB);
+    const state = `fence ${history.at(-1)?.fence ?? 0}, ${w.db.commits(ROWS).length} rows, ${w.doneAt === undefined ? 'unfinished' : 'done'}`;
+    return { line: `end: ${state}`, state };
+  },
+};

@@ -11,6 +11,7 @@
 export { PostgresFence, postgresFence, type FenceHolder, type HeldPostgresFence, type PostgresFenceOptions } from './fence';
 export { fenceTableSql, type Isolation } from './sql';
 export { DSQL_LIMITS } from './dsql';
+export { cutBatches, writeInBatches, type BatchOptions, type BatchesWritten } from './batches';
 export type { PgClient, PgPool, PgPoolClient, PgResult } from './driver';
 export { TransactionAbortedError } from './errors';
 // The core's errors this entry throws, and the type its options name: the same declarations as the `fencepost` entry's.

@@ -35,6 +35,7 @@ import { DEFAULT_BACKOFF } from '../../lib/core/conditions';
 import { systemClock, type Clock } from '../../lib/core/clock';
 import { postgresFence, type FenceHolder, type PostgresFence, type PostgresFenceOptions } from '../../lib/postgres/fence';
 import { fenceStatements, fenceTableSql } from '../../lib/postgres/sql';
+import { writeInBatches } from '../../lib/postgres/batches';
 import { TransactionAbortedError } from '../../lib/postgres/errors';
 import { sqlState, type PgPool, type PgPoolClient } from '../../lib/postgres/driver';
 import { MemoryPostgres, type MemoryPgClient } from '../../lib/testing/postgres-fence';
@@ -508,6 +509,42 @@ for (const subject of subjects) {
         undefinedTable,
       );
       assert.equal(world.sent.filter((s) => s.code === '42P01').length, 2, 'each sent once');
+    });
+  });
+}
+
+for (const subject of subjects) {
+  describe(`${subject.name}: many rows in fenced transactions (writeInBatches)`, () => {
+    test('2,500 rows cut at 1,000 are three fenced transactions, each committed whole; a holder past its stop time sends no further cut; a fenced-out holder writes nothing', async () => {
+      const world = await subject.world();
+      const fence = world.fence('job-batches');
+      const a = fence.held(holder(1));
+      await a.raise();
+      const write = async (client: PgPoolClient, cut: readonly string[]) => {
+        for (const id of cut) await world.write(client, id, 1);
+      };
+      const ids = (p: string, n: number) => Array.from({ length: n }, (_, i) => `${p}${String(i).padStart(5, '0')}`);
+      const commits = () => world.sent.filter((q) => q.text === 'COMMIT').length;
+      assert.deepEqual(await writeInBatches(a, ids('r', 2_500), write), { transactions: 3, rows: [1_000, 1_000, 500] });
+      assert.equal(commits(), 3, 'three COMMITs, as sent');
+      assert.equal((await world.rows()).length, 2_500, 'every row, as committed');
+
+      // The holder's check throws before the second cut (its stop time passed): the first cut stays, nothing more is sent.
+      let checked = 0;
+      const stop = () => {
+        checked++;
+        throw new Error('stop time passed');
+      };
+      await assert.rejects(writeInBatches(a, ids('s', 1_500), write, { maxRows: 600, check: stop }), /stop time passed/);
+      assert.equal(checked, 1);
+      assert.equal((await world.rows()).filter((r) => r.id.startsWith('s')).length, 600, 'the first cut only');
+
+      // A newer holder raised the fence: the first cut is refused, nothing of it written, no second cut sent.
+      await fence.held(holder(2)).raise();
+      const before = world.sent.length;
+      await assert.rejects(writeInBatches(a, ids('t', 1_500), write), isFencedOut(1, 2));
+      assert.equal(world.sent.slice(before).filter((q) => /^BEGIN/.test(q.text)).length, 1, 'one transaction tried');
+      assert.equal((await world.rows()).filter((r) => r.id.startsWith('t')).length, 0);
     });
   });
 }

@@ -17,8 +17,11 @@ export interface ElectionGrantProps {
   readonly lockTable: dynamodb.ITable;
   /** The role's name, as the processes give it to `Election` or `handover`. */
   readonly role: string;
-  /** The table of the role's ledger, when its leaders (or writers) append to one. @defaultValue no ledger grant */
-  readonly ledgerTable?: dynamodb.ITable;
+  /**
+   * The table of the role's ledger, when its leaders (or writers) append to one: the job table (a FencedJob's
+   * `jobTable`), or one of yours with the same string key `pk`. @defaultValue no ledger grant
+   */
+  readonly jobTable?: dynamodb.ITable;
   /** The ledger's fence item key. @defaultValue `ledgerKey(role)` for a campaign, `writerLedgerKey(role)` for a handover */
   readonly ledgerKey?: string;
 }
@@ -46,7 +49,7 @@ export function grantCampaign(grantee: iam.IGrantable, props: ElectionGrantProps
   );
   add(keysGrant(['dynamodb:GetItem', 'dynamodb:ConditionCheckItem'], lock, [EPOCH_FLOOR_KEY]));
   add(new iam.PolicyStatement({ actions: DESCRIBE, resources: lock }));
-  grantLedger(grantee, props.ledgerTable, props.ledgerKey ?? ledgerKey(role), true);
+  grantLedger(grantee, props.jobTable, props.ledgerKey ?? ledgerKey(role), true);
 }
 
 /**
@@ -62,7 +65,7 @@ export function grantHandover(grantee: iam.IGrantable, props: ElectionGrantProps
   add(keysGrant(['dynamodb:GetItem', 'dynamodb:UpdateItem'], lock, [writerKey(role)]));
   add(keysGrant(['dynamodb:GetItem'], lock, [EPOCH_FLOOR_KEY]));
   add(new iam.PolicyStatement({ actions: DESCRIBE, resources: lock }));
-  grantLedger(grantee, props.ledgerTable, props.ledgerKey ?? writerLedgerKey(role), false);
+  grantLedger(grantee, props.jobTable, props.ledgerKey ?? writerLedgerKey(role), false);
 }
 
 /**

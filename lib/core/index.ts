@@ -30,9 +30,6 @@ export { LEASE_DEFAULTS, type LeaseConfig } from './config';
 export { Fence, fenceOn, type FenceTarget, type HeldFence } from './fence';
 export { writeFenced, type BatchResult, type FencedWriteOptions } from './batch';
 
-// Side effects the fence cannot reach, made once (lib/core/effects.ts): `held.sendOnce(effect, send)`
-export { idempotencyKeyOf, sendOnce, type EffectFence, type EffectOptions, type EffectOutcome } from './effects';
-
 // The same fence on S3 (lib/core/manifest.ts)
 export { ManifestWriter, readManifest, type ManifestBody, type ManifestChunk, type ManifestDeps, type ManifestPlace } from './manifest';
 

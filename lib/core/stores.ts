@@ -8,6 +8,7 @@ export type * from './store/stores';
 export type * from './store/lock';
 export type * from './store/jobs';
 export type * from './store/manifest';
+export type * from './store/ledger';
 export type { JobState } from './schema';
 export type { StoreNames } from './aws/stores';
 export { createTables } from './aws/provision';

@@ -40,7 +40,6 @@ export type { Clock } from '../core/clock';
 export type { Clients } from '../core/aws/clients';
 export type { Lease, LeaseDeps } from '../core/lease';
 export type { Fence, FenceTarget, HeldFence } from '../core/fence';
-export type { EffectOptions, EffectOutcome } from '../core/effects';
 export { FenceNotRaisedError } from '../core/errors';
 export type { ActionReason, AppendOutcome, LedgerStore, RaiseOutcome } from '../core/store/ledger';
 export type { TableNames } from '../core/schema';

@@ -18,7 +18,6 @@ export { FencedOutError, FenceNotRaisedError, FencepostError, LeaseLostError, St
 export type { Lease, LeaseDeps } from '../core/lease';
 export type { LeaseConfig } from '../core/config';
 export type { Fence, FenceTarget, HeldFence } from '../core/fence';
-export type { EffectOptions, EffectOutcome } from '../core/effects';
 export type { ManifestBody, ManifestChunk, ManifestDeps, ManifestPlace, ManifestWriter } from '../core/manifest';
 export type { Clock } from '../core/clock';
 // The stores those deps name (a lease's lock store, a fence's job store, a manifest's bucket): the core's namespace.

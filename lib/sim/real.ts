@@ -21,7 +21,7 @@ import type { LedgerStore } from '../core/store/ledger';
 import type { LockStore } from '../core/store/lock';
 import { Sweeper, SWEEPER_DEFAULTS } from '../core/sweeper';
 import type { SimRow, TimelineMark } from './engine';
-import { SimProcess, through } from './process';
+import { SimProcess, through } from '../testing/process';
 
 /** An event as the world recorded it: the code's own event, at the virtual time it was emitted. */
 export interface WorldEvent {
@@ -29,7 +29,7 @@ export interface WorldEvent {
   readonly e: FencepostEvent;
 }
 
-/** One process of the world (lib/sim/process.ts): its clock, its gated stores, its events, what befalls it logged. */
+/** One process of the world (lib/testing/process.ts): its clock, its gated stores, its events, what befalls it logged. */
 export class RealWorker extends SimProcess {
   /** Cut off from the lock store: every call from now on gets no answer (a transient timeout), as in a partition. */
   private cut = false;

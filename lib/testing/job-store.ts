@@ -42,7 +42,8 @@ import type {
   WireItem,
 } from '../core/store/jobs';
 
-type Item = Record<string, unknown>;
+/** An item as the memory store holds it: plain values, sets as Sets. */
+export type StoredItem = Record<string, unknown>;
 
 /** A transaction holds at most 100 actions. */
 const MAX_ACTIONS = 100;
@@ -86,7 +87,7 @@ function fromWire(value: object): unknown {
 const keyValue = (p: BatchPut): unknown => (p.item ? fromWire(p.item[p.keyAttribute]) : p.document[p.keyAttribute]);
 /** Sets compare by their members in a request (JSON.stringify would write every Set as `{}`). */
 const sets = (_: string, v: unknown): unknown => (v instanceof Set ? { set: [...(v as Set<unknown>)] } : typeof v === 'bigint' ? String(v) : v);
-const plain = (item: WireItem): Item => Object.fromEntries(Object.entries(item).map(([k, v]) => [k, fromWire(v)]));
+const plain = (item: WireItem): StoredItem => Object.fromEntries(Object.entries(item).map(([k, v]) => [k, fromWire(v)]));
 const keyOf = (table: string, key: Readonly<Record<string, unknown>>): string =>
   JSON.stringify([table, Object.entries(key).sort(([a], [b]) => a.localeCompare(b))]);
 const copy = <T>(item: T | undefined): T | undefined => (item === undefined ? undefined : copyOf(item));
@@ -100,7 +101,7 @@ interface IndexVersion {
 /** The job store in memory, keeping DynamoDB's rules (see the file's opening). */
 export class MemoryJobStore implements JobStore {
   readonly table: string;
-  private readonly items = new Map<string, Item>();
+  private readonly items = new Map<string, StoredItem>();
   /** Item keys held by a transaction in flight. */
   private readonly held = new Set<string>();
   /** ClientRequestTokens: in flight, or succeeded within their 10 minutes. */
@@ -114,14 +115,14 @@ export class MemoryJobStore implements JobStore {
   }
 
   /** Every item of a table, as stored (for tests that look behind the store's back). */
-  dump(table: string): Item[] {
+  dump(table: string): StoredItem[] {
     const prefix = JSON.stringify([table]).slice(0, -1);
     return [...this.items].filter(([k]) => k.startsWith(prefix + ',')).map(([, v]) => copyOf(v));
   }
 
   // ─── Single-item operations ────────────────────────────────────────────────────────────────────────────────────
 
-  async readFence(item: FenceItem): Promise<Item | undefined> {
+  async readFence(item: FenceItem): Promise<StoredItem | undefined> {
     return copy(this.items.get(keyOf(item.table, item.key)));
   }
 
@@ -136,7 +137,7 @@ export class MemoryJobStore implements JobStore {
   ): Promise<boolean> {
     const old = this.items.get(keyOf(table, { [Attr.pk]: key }));
     // if_not_exists on each, as the DynamoDB update: the first DONE's token, time and answer stay.
-    const set: Item = { [Attr.state]: 'DONE' };
+    const set: StoredItem = { [Attr.state]: 'DONE' };
     if (old?.[Attr.doneBy] === undefined) set[Attr.doneBy] = done.token;
     if (old?.[Attr.doneAt] === undefined) set[Attr.doneAt] = done.wallIso;
     if (done.result !== undefined && old?.[Attr.result] === undefined) set[Attr.result] = done.result;
@@ -147,8 +148,8 @@ export class MemoryJobStore implements JobStore {
     return copy(this.items.get(this.jobKey(jobId))) as JobRow | undefined;
   }
 
-  async raiseFence(item: FenceItem, token: number, set: Readonly<Record<string, unknown>> = {}): Promise<Conditional<Item>> {
-    return this.update<Item>(item.table, item.key, (old) => unraisedOrNotLower(old, token), { ...copyOf({ ...set }), [Attr.fence]: token });
+  async raiseFence(item: FenceItem, token: number, set: Readonly<Record<string, unknown>> = {}): Promise<Conditional<StoredItem>> {
+    return this.update<StoredItem>(item.table, item.key, (old) => unraisedOrNotLower(old, token), { ...copyOf({ ...set }), [Attr.fence]: token });
   }
 
   async raiseJob(jobId: string, r: RowRaise): Promise<Conditional<JobRow>> {
@@ -172,12 +173,12 @@ export class MemoryJobStore implements JobStore {
   }
 
   async complete(jobId: string, token: number): Promise<Conditional<JobRow>> {
-    const stillOwner = (old: Item | undefined) => old?.[Attr.fence] === token && old?.[Attr.ownerToken] === token;
+    const stillOwner = (old: StoredItem | undefined) => old?.[Attr.fence] === token && old?.[Attr.ownerToken] === token;
     return this.update<JobRow>(this.table, { [Attr.pk]: jobId }, stillOwner, { [Attr.state]: 'DONE' }, [Attr.claimShard, Attr.claimedSince]);
   }
 
   async requeue(jobId: string, seen: RequeueSighting): Promise<Conditional<JobRow>> {
-    const asSighted = (old: Item | undefined) =>
+    const asSighted = (old: StoredItem | undefined) =>
       old?.[Attr.state] === 'RUNNING' &&
       old?.[Attr.ownerToken] === seen.ownerToken &&
       old?.[Attr.fence] === seen.fence &&
@@ -190,8 +191,8 @@ export class MemoryJobStore implements JobStore {
   private update<T>(
     table: string,
     key: Readonly<Record<string, unknown>>,
-    condition: (old: Item | undefined) => boolean,
-    set: Item,
+    condition: (old: StoredItem | undefined) => boolean,
+    set: StoredItem,
     remove: readonly string[] = [],
   ): Conditional<T> {
     const k = keyOf(table, key);
@@ -199,7 +200,7 @@ export class MemoryJobStore implements JobStore {
     if (this.held.has(k)) throw dynamoError('TransactionConflictException', 'Transaction is ongoing for the item');
     const old = this.items.get(k);
     if (!condition(old)) return { ok: false, current: copy(old) as T | undefined };
-    const next: Item = { ...old, ...key, ...set };
+    const next: StoredItem = { ...old, ...key, ...set };
     for (const name of remove) delete next[name];
     this.items.set(k, next);
     if (table === this.table) this.indexed(next);
@@ -209,7 +210,7 @@ export class MemoryJobStore implements JobStore {
   // ─── The sparse index ──────────────────────────────────────────────────────────────────────────────────────────
 
   /** A job-table item changed: its new version reaches the index after the lag (chunk items are never in it). */
-  private indexed(item: Item): void {
+  private indexed(item: StoredItem): void {
     const pk = String(item[Attr.pk]);
     const versions = this.index.get(pk) ?? [];
     const lag = (this.options.indexLagMs ?? 0) * (this.options.random ?? (() => 1))();
@@ -232,9 +233,9 @@ export class MemoryJobStore implements JobStore {
     return this.page(rows, order, start);
   }
 
-  async scanPage(start?: string): Promise<Page<Item>> {
+  async scanPage(start?: string): Promise<Page<StoredItem>> {
     const items = this.dump(this.table);
-    const order = (i: Item) => JSON.stringify([String(i[Attr.pk])]);
+    const order = (i: StoredItem) => JSON.stringify([String(i[Attr.pk])]);
     items.sort((a, b) => order(a).localeCompare(order(b)));
     return this.page(items, order, start);
   }
@@ -292,7 +293,7 @@ export class MemoryJobStore implements JobStore {
           ),
       ];
       if (reasons.some((r) => r.Code !== 'None')) throw transactionCanceled(reasons);
-      puts.forEach((p, i) => this.items.set(actions[i + 1], p.item ? plain(p.item) : (copyOf(p.document) as Item)));
+      puts.forEach((p, i) => this.items.set(actions[i + 1], p.item ? plain(p.item) : (copyOf(p.document) as StoredItem)));
       this.tokens.succeeded(requestToken, request);
     } catch (err) {
       this.tokens.failed(requestToken); // only a success is remembered under its token
@@ -309,14 +310,14 @@ export class MemoryJobStore implements JobStore {
 
 // The same clauses as lib/core/aws/job-store.ts, as predicates on the old item.
 /** Never raised, or not above our token (fence <= :t). */
-function unraisedOrNotLower(old: Item | undefined, token: number): boolean {
+function unraisedOrNotLower(old: StoredItem | undefined, token: number): boolean {
   return old?.[Attr.fence] === undefined || Number(old[Attr.fence]) <= token;
 }
 /** A DONE job stays DONE. */
-function notDone(old: Item | undefined): boolean {
+function notDone(old: StoredItem | undefined): boolean {
   return old?.[Attr.state] !== 'DONE';
 }
 /** The fence comparison (fence <= :t): a missing fence accepts nothing. */
-function fenceAccepts(item: Item | undefined, token: number): boolean {
+function fenceAccepts(item: StoredItem | undefined, token: number): boolean {
   return item?.[Attr.fence] !== undefined && Number(item[Attr.fence]) <= token;
 }

@@ -1,7 +1,7 @@
 /**
  * The package's public surface is deliberate: API Extractor reads the declarations of each entry of the exports map
  * ("fencepost" → lib/core/index.ts, "fencepost/constructs" → lib/constructs/index.ts, "fencepost/lambda" → lib/lambda/entry.ts,
- * "fencepost/sim" → lib/sim/index.ts, "fencepost/postgres" → lib/postgres/index.ts, "fencepost/election" → lib/election/index.ts) and
+ * "fencepost/sim" → lib/sim/index.ts, "fencepost/postgres" → lib/postgres/index.ts, "fencepost/election" → lib/election/index.ts, "fencepost/testing" → lib/testing/index.ts) and
  * compares them with the reports checked in under etc/. Any change to what a user can import (a new export, a changed
  * signature, a removed type) fails here until the reports are regenerated (`npm run api-report`) and the diff
  * reviewed. One tsc build of the declarations, into a folder of its own under .fencepost/ (inside the project, so the
@@ -38,6 +38,12 @@ const ENTRIES = [
     config: 'api-extractor.election.json',
     declarations: ['election', 'index.d.ts'],
     report: 'fencepost-election.api.md',
+  },
+  {
+    name: 'fencepost/testing',
+    config: 'api-extractor.testing.json',
+    declarations: ['testing', 'index.d.ts'],
+    report: 'fencepost-testing.api.md',
   },
 ] as const;
 const out = path.join(ROOT, '.fencepost', `api-check-${process.pid}`);

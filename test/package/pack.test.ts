@@ -541,6 +541,12 @@ test(
       );
       assert.deepEqual(ledgerViolations(entries, await ledger.head()), []);
 
+      // digests.test.ts, the README's "Test your job": a test file of the user's, run by tsx's node:test runner, which
+      // explores the job on the installed fencepost/testing (no endpoint needed).
+      const explored = await runAsUser('npx', ['--no', '--', 'tsx', '--test', 'digests.test.ts'], project);
+      assert.equal(explored.code, 0, `digests.test.ts fails from the installed package:\n${explored.out}`);
+      assert.match(explored.out, /ℹ pass 1/);
+
       // send-digests, twice for one week: the first holder calls the "provider" (a file) once per digest, each with
       // its own key; the second finds every digest DONE and calls nothing.
       const week = '2026-W49';

@@ -92,6 +92,7 @@ function exported(): { names: Set<string>; members: Set<string>; declarations: M
     'fencepost/sim': 'fencepost-sim.api.md',
     'fencepost/postgres': 'fencepost-postgres.api.md',
     'fencepost/election': 'fencepost-election.api.md',
+    'fencepost/testing': 'fencepost-testing.api.md',
   };
   const names = new Set<string>();
   const members = new Set<string>();

@@ -37,8 +37,8 @@ function userStack() {
     });
   const candidate = fn('Candidate');
   const writer = fn('Writer');
-  grantCampaign(candidate, { lockTable: locks.table, role: 'pacer', ledgerTable: jobs.table });
-  grantHandover(writer, { lockTable: locks.table, role: 'journal', ledgerTable: jobs.table });
+  grantCampaign(candidate, { lockTable: locks.table, role: 'pacer', jobTable: jobs.table });
+  grantHandover(writer, { lockTable: locks.table, role: 'journal', jobTable: jobs.table });
   const template = app.synth().getStackByName(stack.stackName).template as Template;
   const id = (c: lambda.Function | LockTable | JobTable) =>
     stack.getLogicalId((c instanceof lambda.Function ? c : c.table).node.defaultChild as CfnElement);

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { VirtualClock } from '../../lib/core/clock';
 import { interpreter, matches, StateError, type MachineDef, type StateDef } from '../../verify/explore/sfn';
 import { runWorkflowSchedule, type WorkflowPlaced } from '../../verify/explore/workflow-world';
-import type { PlacedFault } from '../../verify/explore/scheduler';
+import type { PlacedFault } from '../../lib/testing/scheduler';
 
 const SEEDS = [1, 2, 3];
 const nightA = (state: string) => new RegExp(`^night-a/${state}#`);

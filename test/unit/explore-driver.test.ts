@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ELECTION_WORLD } from '../../verify/explore/election-world';
-import { Actor } from '../../verify/explore/scheduler';
+import { Actor } from '../../lib/testing/scheduler';
 import { runWorld } from '../../verify/explore/world';
 
 type ElectionState = Parameters<typeof ELECTION_WORLD.actors>[0];

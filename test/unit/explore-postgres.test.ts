@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { runWorld } from '../../verify/explore/world';
 import { POSTGRES_WORLD } from '../../verify/explore/postgres-world';
-import type { Placed } from '../../verify/explore/scheduler';
+import type { Placed } from '../../lib/testing/scheduler';
 
 const run = (seed: number, mutation?: string, placed?: Placed) => runWorld(POSTGRES_WORLD, seed, mutation, placed);
 

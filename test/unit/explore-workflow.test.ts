@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { WORKFLOW_WORLD_MUTATIONS, runWorkflowSchedule, type WorkflowPlaced } from '../../verify/explore/workflow-world';
-import type { PlacedFault } from '../../verify/explore/scheduler';
+import type { PlacedFault } from '../../lib/testing/scheduler';
 
 const digest = (traces: readonly (readonly string[])[]) => {
   const h = createHash('sha256');
@@ -40,7 +40,7 @@ test('100 schedules from seed 1 on the real code: no violation (the night the tr
   );
 });
 
-// Each case below places the faults it needs (verify/explore/scheduler.ts `Placed`), so it happens on every seed; it
+// Each case below places the faults it needs (lib/testing/scheduler.ts `Placed`), so it happens on every seed; it
 // runs on these.
 const SEEDS = [1, 2, 3];
 const nightA = (state: string) => new RegExp(`^night-a/${state}#`);

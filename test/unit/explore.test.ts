@@ -10,7 +10,7 @@ import { MUTATIONS } from '../../verify/explore/mutations';
 import { VirtualClock } from '../../lib/core/clock';
 import { LEASE_DEFAULTS } from '../../lib/core/config';
 import { leaseOverlapChecks, type LockWrite, rateErrorCovered } from '../../verify/explore/history';
-import { Actor, type PlacedFault, Scheduler } from '../../verify/explore/scheduler';
+import { Actor, type PlacedFault, Scheduler } from '../../lib/testing/scheduler';
 import { runSchedule, type NightPlaced } from '../../verify/explore/night-world';
 import type { ScheduleResult } from '../../verify/explore/world';
 import { WORLD_NAMES, WORLDS, worldOf, worldsFor } from '../../verify/explore/worlds';

@@ -21,7 +21,7 @@ import { DynamoLockStore } from '../../lib/core/aws/lock-store';
 import { createDescribedTables } from '../../lib/core/aws/provision';
 import { scanAll } from '../../lib/core/aws/scan';
 import { Attr, JOB_TABLE, LOCK_TABLE, type TableDescription } from '../../lib/core/schema';
-import { through } from '../../lib/sim/process';
+import { through } from '../../lib/testing/process';
 import { MUTATIONS, type Mutation } from './mutations';
 import { nightWorld, type NightPlaced, type NightStores } from './night-world';
 import { runWorld, type ScheduleResult } from './world';

@@ -33,7 +33,7 @@ import type { LedgerStore } from '../../lib/core/store/ledger';
 import type { JoinRequest, LockStore, WriteOutcome } from '../../lib/core/store/lock';
 import type { ManifestStore } from '../../lib/core/store/manifest';
 import { prng } from '../../lib/core/prng';
-import { Actor, type Placed, type RunEnd, Scheduler } from './scheduler';
+import { Actor, type Placed, type RunEnd, Scheduler } from '../../lib/testing/scheduler';
 import { CallLog, LockHistory, type LockWrite, rateErrorCovered, type SentCall, stopTimeChecks } from './history';
 import { epochChecks } from './checks';
 import { applyElectionMutation, ELECTION_MUTATIONS, override, type ElectionBroken, type ElectionMutation } from './mutations';

@@ -14,7 +14,7 @@ import type { Clock, VirtualClock } from '../../lib/core/clock';
 import type { LeaseConfig } from '../../lib/core/config';
 import type { ClaimWrite, Holding, JoinRequest, LockItem, LockStore, WriteOutcome } from '../../lib/core/store/lock';
 import type { BatchOutcome, Conditional, FenceItem, FenceStore } from '../../lib/core/store/jobs';
-import { through } from '../../lib/sim/process';
+import { through } from '../../lib/testing/process';
 
 /** One store call an actor sent. */
 export interface SentCall {
@@ -31,7 +31,7 @@ export interface SentCall {
   result?: unknown;
 }
 
-/** An actor as the log sees it: its name and its own clock (lib/sim/process.ts SimProcess is one). */
+/** An actor as the log sees it: its name and its own clock (lib/testing/process.ts SimProcess is one). */
 export type Observed = Pick<Clock, 'monotonicMs'> & { readonly name: string };
 
 /** Each actor's store calls, seen from outside the actor: put `observe` around what the actor's code is given. */

@@ -27,7 +27,7 @@ import type { MemoryLockStore } from '../../lib/testing/lock-store';
 import { Attr } from '../../lib/core/schema';
 import type { Conditional, FenceItem, JobRow, JobStore, RequeueSighting } from '../../lib/core/store/jobs';
 import type { ClaimOn, LockItem, LockStore } from '../../lib/core/store/lock';
-import type { Actor } from './scheduler';
+import type { Actor } from '../../lib/testing/scheduler';
 
 export const MUTATIONS = [
   'fence-below',

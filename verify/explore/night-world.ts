@@ -31,7 +31,7 @@ import { DEFAULT_BACKOFF } from '../../lib/core/conditions';
 import { prng } from '../../lib/core/prng';
 import { requeueRunName } from '../../lib/lambda/sweep-verify';
 import { type Broken, type Mutation, applyMutation } from './mutations';
-import { Actor, type Placed, Scheduler } from './scheduler';
+import { Actor, type Placed, Scheduler } from '../../lib/testing/scheduler';
 import { type Accepted, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
 import {
   CallLog,

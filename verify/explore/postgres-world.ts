@@ -18,7 +18,7 @@ import { postgresFence } from '../../lib/postgres/fence';
 import type { PgPool, PgPoolClient, PgResult } from '../../lib/postgres/driver';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { MemoryPostgres, type MemoryPgClient } from '../../lib/testing/postgres-fence';
-import { Scheduler, type Actor, type Placed } from './scheduler';
+import { Scheduler, type Actor, type Placed } from '../../lib/testing/scheduler';
 import type { World, WorldState } from './world';
 
 /** The broken variants of this world: each the bug a hand-written fenced transaction is most likely to have. */

@@ -75,10 +75,10 @@ import { createRuntime, type Runtime } from '../../lib/lambda/runtime';
 import { FencedJob } from '../../lib/constructs/fenced-job';
 import { resolveJoin } from '../../lib/local/workflow';
 import { prng } from '../../lib/core/prng';
-import { through } from '../../lib/sim/process';
+import { through } from '../../lib/testing/process';
 import { interpreter, maxDelayMs, StateError, tasksOf, type MachineDef, type Retrier, type StateDef } from './sfn';
 import { MUTATIONS, WORKFLOW_MUTATIONS, type Broken, type Mutation, type WorkflowMutation, applyMutation } from './mutations';
-import { Actor, named, type Placed, PlacedCounts, Scheduler } from './scheduler';
+import { Actor, named, type Placed, PlacedCounts, Scheduler } from '../../lib/testing/scheduler';
 import {
   CallLog,
   FenceHistory,

@@ -26,7 +26,7 @@ import { FenceNotRaisedError, FencedOutError } from '../errors';
 import { Attr } from '../schema';
 import type { FenceItem, FenceStore } from '../store/jobs';
 import { fenceCheck } from './job-store';
-import { sendOnce, type EffectOptions, type EffectOutcome } from '../effects';
+import { sendOnce } from '../effects';
 
 /** Where a fence item lives, and what its raises and guards need. */
 export interface FenceTarget {
@@ -191,7 +191,21 @@ export interface HeldFence {
    * holder skips an effect recorded DONE and sends one left at its intent again, with the same key (`sendOnce`).
    * @param effect - the effect's own id in the job (`email#ana`)
    */
-  sendOnce(effect: string, send: (idempotencyKey: string) => Promise<string | void>, options?: EffectOptions): Promise<EffectOutcome>;
+  sendOnce(
+    effect: string,
+    send: (idempotencyKey: string) => Promise<string | void>,
+    options?: {
+      /** The table of the effects' records (partition key `pk`, a string). @defaultValue the fence item's table */
+      readonly table?: string;
+    },
+  ): Promise<{
+    /** The key the call was (or had been) sent with: the same for every holder. */
+    readonly idempotencyKey: string;
+    /** True when this holder made the call; false when an earlier holder's was recorded DONE and nothing was sent. */
+    readonly sent: boolean;
+    /** What the call answered, as recorded. */
+    readonly result?: string;
+  }>;
 }
 
 /**

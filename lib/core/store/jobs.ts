@@ -119,13 +119,14 @@ export interface RequeueSighting {
   readonly requeues: number;
 }
 
-/** The generic fence's operations: on any fence item, and the batch recorded under one. */
 /**
  * A side effect's record (lib/core/effects.ts), one item keyed `pk` in a table of the caller's: INTENT once a holder
  * has recorded, through the fence, that it is about to make the call; DONE once the call has answered.
  */
 export interface EffectRecord {
+  /** `effect#` and the idempotency key. */
   readonly pk: string;
+  /** INTENT: a holder may have called; DONE: the call answered, and what it answered is `result`. */
   readonly state: 'INTENT' | 'DONE';
   /** The effect's own id, as the job names it. */
   readonly effect: string;
@@ -139,6 +140,7 @@ export interface EffectRecord {
   readonly done_by?: number;
 }
 
+/** The generic fence's operations: on any fence item, and the batch recorded under one. */
 export interface FenceStore {
   /** One conditional write: fence = token (and `set`), if never raised or not above `token`. */
   raiseFence(item: FenceItem, token: number, set?: Readonly<Record<string, string | number>>): Promise<Conditional<Record<string, unknown>>>;

@@ -28,8 +28,8 @@
  * A test that needs a case places its faults (`placed`) instead of hoping a seed draws them: each lands at the call it
  * names, in every schedule, and no fault is drawn at random.
  */
-import type { VirtualClock } from '../../lib/core/clock';
-import { SimProcess, through } from '../../lib/sim/process';
+import type { VirtualClock } from '../core/clock';
+import { SimProcess, through } from './process';
 
 /** A fault the scheduler can inject at a step boundary. */
 export type FaultKind =
@@ -130,7 +130,7 @@ export type RunEnd = 'done' | 'horizon' | 'turns';
 const TRANSACTIONS = new Set(['recordBatch']);
 
 /**
- * One actor: a simulated process (lib/sim/process.ts: its clock and its clock's rate, its pause, its crash, its wall
+ * One actor: a simulated process (lib/testing/process.ts: its clock and its clock's rate, its pause, its crash, its wall
  * clock's error) and its step count. Made by `Scheduler.actor`, which sets its rate.
  */
 export class Actor extends SimProcess {

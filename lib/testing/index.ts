@@ -1,0 +1,89 @@
+/**
+ * `fencepost/testing`: test your own job the way Fencepost tests itself, with no DynamoDB, no Java and no real time.
+ *
+ *   stores     the in-memory lock, job, manifest and ledger stores (DynamoDB's and S3's rules: conditions,
+ *              transactions all or nothing, ClientRequestTokens, the sparse index), which pass the same conformance
+ *              suites as the AWS stores; the PostgreSQL fence's twin (`MemoryPostgres`), which passes the PostgreSQL
+ *              fence's on a real server. `memoryStores(clock)` builds the three a fenced job uses.
+ *   clock      `VirtualClock`: time moves only when you `advance` it, and every timer of the library runs on it.
+ *   explore    `exploreJob`: your job run by several workers on those stores and one virtual clock, under the seeded
+ *              scheduler the repository's own explorer uses (pauses, crashes, lost and late answers at every store
+ *              call), with the built-in checks and yours; a failing schedule names the seed that replays it.
+ *
+ * @packageDocumentation
+ */
+import type { Clock } from '../core/clock';
+import type { JobStore } from '../core/store/jobs';
+import type { LedgerStore } from '../core/store/ledger';
+import type { LockStore } from '../core/store/lock';
+import type { ManifestStore } from '../core/store/manifest';
+import type { PgPool, PgPoolClient } from '../postgres/driver';
+import { MemoryJobStore, type StoredItem } from './job-store';
+import { MemoryLedgerStore } from './ledger-store';
+import { MemoryLockStore } from './lock-store';
+import { MemoryManifestStore } from './manifest-store';
+import { MemoryPostgres, type Concurrency } from './postgres-fence';
+import type { Isolation } from '../postgres/sql';
+
+export { VirtualClock } from '../core/clock';
+export { exploreJob, type ExploreJobOptions, type ExploreJobResult, type JobEnd, type JobViolation, type JobWorker } from './explore-job';
+export type { FaultPlan, FaultKind } from './scheduler';
+export type { StoredItem } from './job-store';
+export type { Concurrency } from './postgres-fence';
+export type { Clock, ClockTimer } from '../core/clock';
+// The store interfaces the memory stores implement, and the items they speak in: the `store` namespace of `fencepost`.
+export type * from '../core/store/stores';
+export type * from '../core/store/lock';
+export type * from '../core/store/jobs';
+export type * from '../core/store/manifest';
+export type * from '../core/store/ledger';
+export type { PgClient, PgPool, PgPoolClient, PgResult } from '../postgres/driver';
+export type { Isolation } from '../postgres/sql';
+export type { JobState } from '../core/schema';
+
+/** The stores of a fenced job, in memory. */
+export interface MemoryStores {
+  /** The lock table's store: leases, election roles. */
+  readonly locks: LockStore;
+  /** The job table's store (the table `jobs`), which also holds the items of any other table by its name. */
+  readonly jobs: JobStore & {
+    /** Every item of a table as stored, for a test's checks. */
+    dump(table: string): StoredItem[];
+  };
+  /** The manifest bucket's store. */
+  readonly manifests: ManifestStore;
+}
+
+/**
+ * The stores of a fenced job in memory, for a test: the lock store, the job store (its table named `jobs`; your own
+ * items' tables live in it too, by name) and the manifest store.
+ * @param clock - times the job store's request tokens (their 10 minutes): the test's VirtualClock
+ */
+export function memoryStores(clock: Clock): MemoryStores {
+  return { locks: new MemoryLockStore(), jobs: new MemoryJobStore({ clock, jobs: 'jobs' }), manifests: new MemoryManifestStore() };
+}
+
+/**
+ * The epoch ledgers of one table, in memory (for `EpochFence` of `fencepost/election`).
+ * @param clock - times the request tokens' 10 minutes
+ */
+export function memoryLedgerStore(clock: Clock): LedgerStore {
+  return new MemoryLedgerStore(clock);
+}
+
+/** The PostgreSQL fence's twin: a pool for `postgresFence({ pool })`, and what it has committed. */
+export interface PostgresTwin extends PgPool<PgPoolClient & { insert(table: string, key: string, row?: Record<string, unknown>): Promise<void> }> {
+  /** The caller's committed rows of `table` (written with the client's `insert`), each with its key. */
+  rows(table: string): Record<string, unknown>[];
+  /** A fence row's committed values, oldest first, each with the commit that wrote it. */
+  fenceHistory(key: string, table?: string): { readonly fence: number; readonly seq: number }[];
+}
+
+/**
+ * An in-memory PostgreSQL for the PostgreSQL fence: it runs the fence's own statements as PostgreSQL does (row locks at
+ * READ COMMITTED, snapshots at REPEATABLE READ and SERIALIZABLE) or as Aurora DSQL does (no locks, a conflict at
+ * COMMIT), and your writes through the client's `insert(table, key, row)`; any other SQL is refused.
+ */
+export function memoryPostgres(options: { readonly concurrency?: Concurrency; readonly defaultIsolation?: Isolation } = {}): PostgresTwin {
+  return new MemoryPostgres(options);
+}

@@ -48,7 +48,11 @@ export interface DynamoDbLocal {
   stop(): Promise<void>;
 }
 
-export const STATE_DIR = path.join(os.tmpdir(), 'fencepost-dynamodb-local');
+/**
+ * Where the pid files are: `os.tmpdir()/fencepost-dynamodb-local`, or FENCEPOST_DYNAMODB_LOCAL_STATE (read at each use:
+ * a test that makes an orphan on purpose keeps it where no other process's reaper looks).
+ */
+export const stateDir = (): string => process.env.FENCEPOST_DYNAMODB_LOCAL_STATE ?? path.join(os.tmpdir(), 'fencepost-dynamodb-local');
 const KILL_GRACE_MS = 3000;
 const JAVA_HINT = 'install one, e.g. apt-get install -y openjdk-17-jre-headless';
 const BIND_FAILURE = /Failed to bind|BindException|Address already in use/;
@@ -146,13 +150,13 @@ function isRecordedJvm(rec: PidFile): boolean {
 export async function reapOrphans(): Promise<number> {
   let files: string[];
   try {
-    files = fs.readdirSync(STATE_DIR).filter((f) => f.endsWith('.json'));
+    files = fs.readdirSync(stateDir()).filter((f) => f.endsWith('.json'));
   } catch {
     return 0;
   }
   let killed = 0;
   for (const f of files) {
-    const file = path.join(STATE_DIR, f);
+    const file = path.join(stateDir(), f);
     let rec: PidFile;
     try {
       rec = JSON.parse(fs.readFileSync(file, 'utf8')) as PidFile;
@@ -349,8 +353,8 @@ async function launch(java: string, dir: string, jar: string, host: string, port
   }
 
   // Watchdog, then pid file: both right after spawn, so a kill -9 from here on cannot orphan the JVM.
-  fs.mkdirSync(STATE_DIR, { recursive: true });
-  const pidFile = path.join(STATE_DIR, `${pid}.json`);
+  fs.mkdirSync(stateDir(), { recursive: true });
+  const pidFile = path.join(stateDir(), `${pid}.json`);
   const watchdog = spawn('/bin/sh', ['-c', WATCHDOG, 'fencepost-ddb-watchdog', String(process.pid), String(pid), pidFile], { stdio: 'ignore' });
   const watchdogExited = new Promise<void>((resolve) => {
     if (watchdog.pid === undefined) resolve();

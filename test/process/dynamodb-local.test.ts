@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { CreateTableCommand, DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { InfrastructureError } from '../../lib/core/errors';
-import { STATE_DIR, findDynamoDbLocalJar, reapOrphans, startDynamoDbLocal } from '../../lib/local/dynamodb-local';
+import { stateDir, findDynamoDbLocalJar, reapOrphans, startDynamoDbLocal } from '../../lib/local/dynamodb-local';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const CHILD = path.join(__dirname, '..', 'support', 'start-ddb-child.ts');
@@ -24,7 +24,7 @@ const isDynamoDbLocal = (pid: number) => {
     return false;
   }
 };
-const pidFileOf = (javaPid: number) => path.join(STATE_DIR, `${javaPid}.json`);
+const pidFileOf = (javaPid: number) => path.join(stateDir(), `${javaPid}.json`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function waitFor(what: string, cond: () => boolean, ms: number): Promise<number> {
@@ -140,8 +140,18 @@ test('parent killed with SIGKILL: the watchdog kills the JVM within a few second
   await waitFor('watchdog removed the pid file', () => !fs.existsSync(pidFileOf(javaPid)), 2000);
 });
 
-test('parent and watchdog both SIGKILLed: reapOrphans() kills the JVM via its pid file', T, async () => {
-  const { child, info, exit } = await startChild('wait');
+test('parent and watchdog both SIGKILLed: reapOrphans() kills the JVM via its pid file', T, async (t) => {
+  // The orphan's pid file goes to a folder of this test's own: the reaper of any other DynamoDB Local starting
+  // meanwhile (another test file's, the packed-tarball test's) looks in the shared one, and leaves this orphan to us.
+  const own = fs.mkdtempSync(path.join(os.tmpdir(), 'fencepost-reap-'));
+  const shared = process.env.FENCEPOST_DYNAMODB_LOCAL_STATE;
+  process.env.FENCEPOST_DYNAMODB_LOCAL_STATE = own;
+  t.after(() => {
+    if (shared === undefined) delete process.env.FENCEPOST_DYNAMODB_LOCAL_STATE;
+    else process.env.FENCEPOST_DYNAMODB_LOCAL_STATE = shared;
+    fs.rmSync(own, { recursive: true, force: true });
+  });
+  const { child, info, exit } = await startChild('wait', { ...process.env, FENCEPOST_DYNAMODB_LOCAL_STATE: own });
   const javaPid = info.javaPid!;
   const { watchdogPid } = JSON.parse(fs.readFileSync(pidFileOf(javaPid), 'utf8')) as { watchdogPid: number };
   process.kill(watchdogPid, 'SIGKILL');
@@ -159,14 +169,17 @@ test('reapOrphans() removes stale pid files and never kills a process that is no
   const deadPid = Number(dead.stdout);
   const bystander = spawn('sleep', ['30'], { stdio: 'ignore' });
   try {
-    fs.mkdirSync(STATE_DIR, { recursive: true });
+    fs.mkdirSync(stateDir(), { recursive: true });
     const write = (name: string, javaPid: number) =>
-      fs.writeFileSync(path.join(STATE_DIR, name), JSON.stringify({ parentPid: deadPid, javaPid, jar: 'DynamoDBLocal.jar', port: 1, startedAt: '' }));
+      fs.writeFileSync(
+        path.join(stateDir(), name),
+        JSON.stringify({ parentPid: deadPid, javaPid, jar: 'DynamoDBLocal.jar', port: 1, startedAt: '' }),
+      );
     write('test-stale.json', deadPid); // java long gone
     write('test-bystander.json', bystander.pid!); // pid now used by something else
-    fs.writeFileSync(path.join(STATE_DIR, 'test-garbage.json'), '{not json');
+    fs.writeFileSync(path.join(stateDir(), 'test-garbage.json'), '{not json');
     await reapOrphans(); // (its count may include other runs' real orphans, so it is not asserted here)
-    for (const f of ['test-stale.json', 'test-bystander.json', 'test-garbage.json']) assert.equal(fs.existsSync(path.join(STATE_DIR, f)), false, f);
+    for (const f of ['test-stale.json', 'test-bystander.json', 'test-garbage.json']) assert.equal(fs.existsSync(path.join(stateDir(), f)), false, f);
     assert.equal(bystander.exitCode, null);
     assert.ok(fs.existsSync(`/proc/${bystander.pid}`), 'bystander must survive');
   } finally {

@@ -26,6 +26,7 @@ import { growth } from './growth';
 import { leaseOps } from './lease-ops';
 import { memory } from './memory';
 import { night } from './night';
+import { postgres } from './postgres';
 import { simulator } from './simulator';
 import { sweeper } from './sweeper';
 import { takeover } from './takeover';
@@ -48,6 +49,7 @@ export const MEASUREMENTS: readonly Measurement[] = [
   coldStart,
   consumerSynth,
   explorer,
+  postgres,
 ];
 
 const HELP = `npx tsx bench/run.ts [--quick] [--only ${MEASUREMENTS.map((m) => m.name).join(',')}] [--rounds N] [--invoices N (write-path, concurrency)] [--out FILE]`;

@@ -471,6 +471,9 @@ test(
     for (const f of snippets) copyFileSync(path.join(ROOT, 'examples/readme', f), path.join(project, f));
     // The election test's candidate, written as a user would, is type-checked here with the snippets (one tsc run).
     copyFileSync(path.join(ROOT, 'test/package/fixtures', CANDIDATE), path.join(project, CANDIDATE));
+    // So are the planted bugs a user's test file explores (issue 29): the jobs, and the test file that runs them.
+    copyFileSync(path.join(ROOT, 'test/package/fixtures/planted-bugs.ts'), path.join(project, 'planted-bugs.ts'));
+    copyFileSync(path.join(ROOT, 'test/package/fixtures/planted-bugs.fixture.ts'), path.join(project, 'planted-bugs.test.ts'));
     const tsc = await typecheckProject(project);
     assert.equal(tsc.code, 0, `the README snippets do not type-check against the installed package (skipLibCheck off):\n${tsc.out}`);
     const { up, stop } = await startLocal(project);
@@ -547,6 +550,11 @@ test(
       const explored = await runAsUser('npx', ['--no', '--', 'tsx', '--test', 'digests.test.ts'], project);
       assert.equal(explored.code, 0, `digests.test.ts fails from the installed package:\n${explored.out}`);
       assert.match(explored.out, /(ℹ|#) pass 1\b/, explored.out);
+      // The planted bugs, from the installed package: each caught with a seed that replays it; the correct twin passes.
+      const planted = await runAsUser('npx', ['--no', '--', 'tsx', '--test', 'planted-bugs.test.ts'], project);
+      assert.equal(planted.code, 0, `planted-bugs.test.ts fails from the installed package:\n${planted.out}`);
+      assert.match(planted.out, /(ℹ|#) pass 4\b/, planted.out);
+      for (const line of planted.out.split('\n').filter((l) => / caught in /.test(l))) console.log(`from the tarball, ${line.trim()}`);
 
       // send-digests, twice for one week: the first holder calls the "provider" (a file) once per digest, each with
       // its own key; the second finds every digest DONE and calls nothing.

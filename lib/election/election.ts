@@ -244,7 +244,8 @@ export class Election {
     stopWatching.abort();
     await watching;
     if (options.onNewLeader) options.onNewLeader({ ...(await this.observe().catch(() => this.selfView(candidate, leadership))), self: true });
-    const stop = () => void leadership.resign();
+    // Resign at once; a failed delete is no error of the term: the successor finds the item silent a lease later.
+    const stop = () => void leadership.resign().catch(() => undefined);
     options.signal?.addEventListener('abort', stop, { once: true });
     let failure: unknown;
     try {

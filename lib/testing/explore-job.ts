@@ -204,21 +204,24 @@ async function runSchedule<F>(options: ExploreJobOptions<F>, seed: number) {
       random: prng(seed * 31 + i * 7 + attempt),
       fakes,
     };
-    options.job(worker).then(
-      () => {
-        outcomes.push('done');
-        actor.outcome = 'done';
-        scheduler.log(`${name} done`);
-        pending--;
-      },
-      (err: Error) => {
-        outcomes.push(err.name);
-        actor.outcome = err.name;
-        scheduler.log(`${name} ends with ${err.name}: ${err.message}`);
-        again(i, attempt);
-        pending--;
-      },
-    );
+    // Through a promise, so a job that throws before its first await fails its run, not the schedule.
+    Promise.resolve()
+      .then(() => options.job(worker))
+      .then(
+        () => {
+          outcomes.push('done');
+          actor.outcome = 'done';
+          scheduler.log(`${name} done`);
+          pending--;
+        },
+        (err: Error) => {
+          outcomes.push(err.name);
+          actor.outcome = err.name;
+          scheduler.log(`${name} ends with ${err.name}: ${err.message}`);
+          again(i, attempt);
+          pending--;
+        },
+      );
   };
   restart = (actor) => {
     const at = attemptOf.get(actor);

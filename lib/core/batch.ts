@@ -2,7 +2,8 @@
  * The fenced write: one transaction of 1 check on a fence (`Fence.guard`) + up to 99 puts, each
  * item recorded once (only if its key is absent). The check and the puts commit together or not at all, so a holder
  * whose token the fence no longer accepts writes nothing. The transaction itself is the store's (FenceStore
- * .recordBatch; on DynamoDB, lib/core/aws/job-store.ts); this file decides what its outcomes mean.
+ * .recordBatch; on DynamoDB, lib/core/aws/job-store.ts); what its outcomes mean, lib/core/fenced-record.ts; this file
+ * cuts and checks the items.
  *
  * What this guarantees: every put of a call lands at most once, and only while the fence accepts the token; a call
  * that returns has every put recorded (by this call or before it). What it does NOT guarantee: that an item
@@ -16,11 +17,10 @@
  * in the low-level wire form, sent as they are (the document client's generic marshalling cost a third of the client
  * CPU per transaction on the reference app's run, bench/waste.ts).
  */
-import { createHash, randomUUID } from 'node:crypto';
-import { backoffOf, retryTransient } from './conditions';
+import { randomUUID } from 'node:crypto';
 import { MAX_PUTS_PER_TRANSACTION } from './config';
-import { ConfigError, FenceNotRaisedError, FencedOutError } from './errors';
-import { Attr } from './schema';
+import { ConfigError } from './errors';
+import { requestToken, transact } from './fenced-record';
 import type { AttributeValue } from './aws/document-client';
 import type { HeldFence } from './aws/fence';
 import { DynamoFenceStore } from './aws/job-store';
@@ -208,79 +208,6 @@ function valueBytes(v: unknown): number {
 function significantDigits(v: number | bigint): number {
   const mantissa = String(v).replace(/^-/, '').split(/e/i)[0].replace('.', '');
   return Math.max(1, mantissa.replace(/^0+/, '').replace(/0+$/, '').length);
-}
-
-/**
- * One cut (at most 99 puts) under the fence, until every put is recorded or found recorded; positions in `puts`.
- * What each outcome means (docs/DESIGN.md "Retry classification"):
- *   - fenced out (the check failed): the fence no longer accepts our token → FencedOutError, nothing was written;
- *     a fence item that does not exist or has no fence was never raised → FenceNotRaisedError;
- *   - already recorded (a put's condition failed): drop those puts and send the rest (a new request, so a new
- *     ClientRequestToken). A conflict reported beside it changes nothing: the condition decides;
- *   - a transient failure (thrown): the SAME request again after a full-jitter backoff (one budget for the cut), with
- *     the same ClientRequestToken.
- */
-async function transact(held: HeldFence, puts: readonly BatchPut[], call: string): Promise<Positions> {
-  const { fence, token } = held;
-  let pending = puts.map((_, i) => i);
-  const alreadyRecorded: number[] = [];
-  let transactions = 0;
-  let sends = 0;
-  // The loop keeps its state across retryTransient's attempts: a transient failure resends the same pending request.
-  return retryTransient(backoffOf(fence.target), async () => {
-    while (pending.length > 0) {
-      // The first send is the caller's act, checked by the caller; a retry after a backoff, or the rest after some
-      // were found recorded, comes later than the caller's check: the holder's stop time first.
-      if (sends++ > 0) held.check();
-      transactions++;
-      const request = pending.map((i) => puts[i]);
-      const out = await fence.store.recordBatch(fence.item, token, request, requestToken(held, request, call));
-      if (out.kind === 'recorded') return { recorded: pending, alreadyRecorded, transactions };
-      if (out.kind === 'fenced-out') {
-        const met = out.current?.[Attr.fence];
-        // The check's ALL_OLD is the fence item: none (or no fence on it) means nobody ever raised it.
-        if (met === undefined) throw new FenceNotRaisedError(fence.resource, token, { cause: out.cause });
-        throw new FencedOutError(fence.resource, token, Number(met), { cause: out.cause });
-      }
-      const refused = new Set(out.positions.map((p) => pending[p]));
-      alreadyRecorded.push(...pending.filter((i) => refused.has(i)));
-      pending = pending.filter((i) => !refused.has(i));
-    }
-    return { recorded: [], alreadyRecorded, transactions };
-  });
-}
-
-/** What one cut did, by position in its puts. */
-interface Positions {
-  readonly recorded: readonly number[];
-  readonly alreadyRecorded: readonly number[];
-  readonly transactions: number;
-}
-
-/**
- * Same request in the same call, same ClientRequestToken; any other request or call, another one. DynamoDB scopes the
- * token to the account, not the table, and rejects a reused token with other parameters, so the tables and every
- * item's content are in it.
- */
-function requestToken(held: HeldFence, puts: readonly TokenPut[], call = ''): string {
-  const h = createHash('sha256').update(`${call}|${held.fence.item.table}|${JSON.stringify(held.fence.item.key)}|${held.token}`);
-  // The items as the caller built them: the same request serialises the same way (JSON.stringify is native, and an
-  // item's attributes keep their order), any other content another way.
-  for (const p of puts) {
-    h.update(`|${p.table}|${p.keyAttribute ?? 'pk'}|`);
-    h.update(p.item ? JSON.stringify(p.item) : `doc:${JSON.stringify(p.document, documentJson)}`);
-  }
-  return h.digest('hex').slice(0, 36);
-}
-
-/** A put as the request token reads it: a FencedPut, or a BatchPut (wire item or document). */
-type TokenPut = Pick<BatchPut, 'table' | 'item' | 'document'> & { readonly keyAttribute?: string };
-
-/** Sets, bytes and bigints as JSON, so their content is in the token (JSON.stringify writes a Set as `{}`). */
-function documentJson(_key: string, v: unknown): unknown {
-  if (v instanceof Set) return { set: [...(v as Set<unknown>)] };
-  if (v instanceof Uint8Array) return { bytes: Buffer.from(v).toString('base64') };
-  return typeof v === 'bigint' ? { bigint: String(v) } : v;
 }
 
 // ─── The writer's input, checked before anything is sent ──────────────────────────────────────────────────────────

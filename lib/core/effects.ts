@@ -20,24 +20,9 @@
 import { createHash } from 'node:crypto';
 import { wallIso } from './clock';
 import { backoffOf, retryTransient } from './conditions';
-import { ConfigError, FenceNotRaisedError, FencedOutError } from './errors';
+import { ConfigError } from './errors';
+import { transact, type FenceHold } from './fenced-record';
 import { Attr } from './schema';
-import type { Clock } from './clock';
-import type { FenceItem, FenceStore } from './store/jobs';
-
-/** What `sendOnce` needs of the fence a lease holds (a HeldFence is one): its item, store and clock, the token, the check. */
-export interface EffectFence {
-  readonly fence: {
-    readonly resource: string;
-    /** @internal */
-    readonly item: FenceItem;
-    /** @internal */
-    readonly store: FenceStore;
-    readonly target: { readonly clock: Clock; readonly random?: () => number };
-  };
-  readonly token: number;
-  check(): void;
-}
 
 /** Where the effects' records go, for `sendOnce` and `held.sendOnce`. */
 export interface EffectOptions {
@@ -62,7 +47,7 @@ export interface EffectOutcome {
  * The idempotency key of effect `effect` of the job whose fence is `held`'s: the same for every holder (no token in
  * it), apart for every job and effect. 40 hex digits after `fp-`, within every provider's limit we know of.
  */
-export function idempotencyKeyOf(held: Pick<EffectFence, 'fence'>, effect: string): string {
+export function idempotencyKeyOf(held: Pick<FenceHold, 'fence'>, effect: string): string {
   const { table, key } = held.fence.item;
   return `fp-${createHash('sha256')
     .update(JSON.stringify([table, Object.entries(key).sort(), effect]))
@@ -83,7 +68,7 @@ export function idempotencyKeyOf(held: Pick<EffectFence, 'fence'>, effect: strin
  * stays recorded; the next holder, or a retry, sends again with the same key)
  */
 export async function sendOnce(
-  held: EffectFence,
+  held: FenceHold,
   effect: string,
   send: (idempotencyKey: string) => Promise<string | void>,
   options: EffectOptions = {},
@@ -108,21 +93,10 @@ export async function sendOnce(
     [Attr.token]: held.token,
     [Attr.intentAt]: wallIso(fence.target.clock),
   };
-  const requestToken = createHash('sha256')
-    .update(JSON.stringify([pk, held.token]))
-    .digest('hex')
-    .slice(0, 36);
-  let sends = 0;
-  const out = await retryTransient(backoff, () => {
-    if (sends++ > 0) held.check();
-    return store.recordBatch(fence.item, held.token, [{ table, keyAttribute: Attr.pk, document: record }], requestToken);
-  });
-  if (out.kind === 'fenced-out') {
-    const met = out.current?.[Attr.fence];
-    if (met === undefined) throw new FenceNotRaisedError(fence.resource, held.token);
-    throw new FencedOutError(fence.resource, held.token, Number(met));
-  }
-  if (out.kind === 'already-recorded') {
+  // The fenced writer's one transaction: resent unchanged after a transient failure (the check first), a refusal
+  // thrown as FencedOutError or FenceNotRaisedError.
+  const out = await transact(held, [{ table, keyAttribute: Attr.pk, document: record }], 'effect');
+  if (out.alreadyRecorded.length > 0) {
     const now = await store.readEffect(table, pk);
     if (now?.state === 'DONE') return { idempotencyKey, sent: false, ...(now.result === undefined ? {} : { result: now.result }) };
   }

@@ -123,7 +123,8 @@ export function validateLeaseConfig(input: Partial<LeaseConfig> = {}): LeaseConf
   return c;
 }
 
-function stripUndefined<T extends object>(o: T): Partial<T> {
+/** The fields of `o` that are set: what a spread of defaults and `o` should take from it. */
+export function stripUndefined<T extends object>(o: T): Partial<T> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
 }
 

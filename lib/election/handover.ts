@@ -18,7 +18,7 @@
  * believes (a paused one may wake up past its stop time with a write in hand). What it does not: that nothing is
  * lost in the gap; if the old writer died at the flip, nothing is written for lease + waitMargin.
  */
-import { leaseProblems, type LeaseConfig } from '../core/config';
+import { leaseProblems, stripUndefined, type LeaseConfig } from '../core/config';
 import { newRvn } from '../core/conditions';
 import { ConfigError } from '../core/errors';
 import { nameProblems, writerKey } from '../core/election-keys';
@@ -93,7 +93,7 @@ export async function handover(
   fence: EpochFence,
   options: HandoverOptions = {},
 ): Promise<Writer> {
-  const config: HandoverConfig = { ...HANDOVER_DEFAULTS, ...Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== undefined)) };
+  const config: HandoverConfig = { ...HANDOVER_DEFAULTS, ...stripUndefined(settings) };
   const problems = [...nameProblems('role', role), ...nameProblems('candidate', writer), ...handoverProblems(config)];
   if (problems.length > 0) throw new ConfigError(problems);
   const key = writerKey(role);

@@ -18,9 +18,7 @@ import { Attr } from '../core/schema';
 import type { BatchPut, JobStore } from '../core/store/jobs';
 import type { LockStore } from '../core/store/lock';
 import type { ManifestStore } from '../core/store/manifest';
-import { MemoryJobStore } from './job-store';
-import { MemoryLockStore } from './lock-store';
-import { MemoryManifestStore } from './manifest-store';
+import { memoryStores } from './memory-stores';
 import { Scheduler, type FaultPlan } from './scheduler';
 
 /** What one worker of a schedule is given: the stores as it reaches them (each call a step), its clock, its fakes. */
@@ -147,10 +145,8 @@ async function runSchedule<F>(options: ExploreJobOptions<F>, seed: number) {
   const clock = new VirtualClock();
   let restart: (actor: ReturnType<Scheduler['actor']>) => number | undefined = () => undefined;
   const scheduler = new Scheduler(clock, random, plan, (actor) => restart(actor));
-  const jobsTable = 'jobs';
-  const locks = new MemoryLockStore();
-  const jobs = new MemoryJobStore({ clock, jobs: jobsTable });
-  const manifests = new MemoryManifestStore();
+  const { locks, jobs, manifests } = memoryStores(clock);
+  const jobsTable = jobs.table;
   const fakes = (options.fakes?.() ?? undefined) as F;
   const violations: string[] = [];
   // Every put through a fence, by table and key: the content it was recorded with first, and any other it was sent with.

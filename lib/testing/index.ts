@@ -13,19 +13,14 @@
  * @packageDocumentation
  */
 import type { Clock } from '../core/clock';
-import type { JobStore } from '../core/store/jobs';
 import type { LedgerStore } from '../core/store/ledger';
-import type { LockStore } from '../core/store/lock';
-import type { ManifestStore } from '../core/store/manifest';
 import type { PgPool, PgPoolClient } from '../postgres/driver';
-import { MemoryJobStore, type StoredItem } from './job-store';
 import { MemoryLedgerStore } from './ledger-store';
-import { MemoryLockStore } from './lock-store';
-import { MemoryManifestStore } from './manifest-store';
 import { MemoryPostgres, type Concurrency } from './postgres-fence';
 import type { Isolation } from '../postgres/sql';
 
 export { VirtualClock } from '../core/clock';
+export { memoryStores, type MemoryStores } from './memory-stores';
 export { exploreJob, type ExploreJobOptions, type ExploreJobResult, type JobEnd, type JobViolation, type JobWorker } from './explore-job';
 export type { FaultPlan, FaultKind } from './scheduler';
 export type { StoredItem } from './job-store';
@@ -40,28 +35,6 @@ export type * from '../core/store/ledger';
 export type { PgClient, PgPool, PgPoolClient, PgResult } from '../postgres/driver';
 export type { Isolation } from '../postgres/sql';
 export type { JobState } from '../core/schema';
-
-/** The stores of a fenced job, in memory. */
-export interface MemoryStores {
-  /** The lock table's store: leases, election roles. */
-  readonly locks: LockStore;
-  /** The job table's store (the table `jobs`), which also holds the items of any other table by its name. */
-  readonly jobs: JobStore & {
-    /** Every item of a table as stored, for a test's checks. */
-    dump(table: string): StoredItem[];
-  };
-  /** The manifest bucket's store. */
-  readonly manifests: ManifestStore;
-}
-
-/**
- * The stores of a fenced job in memory, for a test: the lock store, the job store (its table named `jobs`; your own
- * items' tables live in it too, by name) and the manifest store.
- * @param clock - times the job store's request tokens (their 10 minutes): the test's VirtualClock
- */
-export function memoryStores(clock: Clock): MemoryStores {
-  return { locks: new MemoryLockStore(), jobs: new MemoryJobStore({ clock, jobs: 'jobs' }), manifests: new MemoryManifestStore() };
-}
 
 /**
  * The epoch ledgers of one table, in memory (for `EpochFence` of `fencepost/election`).

@@ -224,25 +224,30 @@ export class Election {
    * @throws what the work throws, other than the errors that say leadership was lost (after resigning); ConfigError
    */
   async run(candidate: string, options: RunOptions): Promise<TermEnd> {
+    // The watch stops when the wait ends or the caller stops. The caller's abort is forwarded by a listener, not
+    // AbortSignal.any: Node holds a combined signal that has listeners until it aborts, and with it the whole watch.
     const stopWatching = new AbortController();
+    const forward = () => stopWatching.abort();
+    if (options.signal?.aborted) forward();
+    else options.signal?.addEventListener('abort', forward, { once: true });
     const watching = options.onNewLeader
-      ? this.watch(options.onNewLeader, {
-          everyMs: options.watchEveryMs,
-          signal: options.signal ? AbortSignal.any([options.signal, stopWatching.signal]) : stopWatching.signal,
-        }).catch(() => undefined) // a failed read ends the watch, not the term
+      ? this.watch(options.onNewLeader, { everyMs: options.watchEveryMs, signal: stopWatching.signal }).catch(() => undefined) // a failed read ends the watch, not the term
       : undefined;
+    const watchEnded = async () => {
+      stopWatching.abort();
+      options.signal?.removeEventListener('abort', forward);
+      await watching;
+    };
     let leadership: Leadership;
     try {
       leadership = await this.campaign(candidate, { signal: options.signal });
     } catch (err) {
-      stopWatching.abort();
-      await watching;
+      await watchEnded();
       if (options.signal?.aborted) return ended(options, { why: 'stopped' });
       if (isLoss(err)) return ended(options, { why: 'lost', error: err as Error });
       throw err;
     }
-    stopWatching.abort();
-    await watching;
+    await watchEnded();
     if (options.onNewLeader) options.onNewLeader({ ...(await this.observe().catch(() => this.selfView(candidate, leadership))), self: true });
     // Resign at once; a failed delete is no error of the term: the successor finds the item silent a lease later.
     const stop = () => void leadership.resign().catch(() => undefined);

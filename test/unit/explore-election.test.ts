@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { DEFAULT_BUMP } from '../../lib/core/restore';
-import { type ElectionPlaced, handoverWaited, oneTermAtATime, runElectionSchedule } from '../../verify/explore/election-world';
+import { ELECTION_SETTINGS, type ElectionPlaced, handoverWaited, oneTermAtATime, runElectionSchedule } from '../../verify/explore/election-world';
 import { type LockWrite, type SentCall, stopTimeChecks } from '../../verify/explore/history';
 import { ELECTION_MUTATIONS } from '../../verify/explore/mutations';
 
@@ -309,4 +309,44 @@ test('a join learnt late (its answer lost, found by a read after the candidate j
 
 test('an unknown mutation is refused before anything runs', async () => {
   await assert.rejects(runElectionSchedule(1, 'no-such-rule'), /unknown election mutation no-such-rule/);
+});
+
+// Election.run explored: the candidates stand through `run` (ElectionPlaced.run), and c1's run is stopped (its
+// signal aborted, as a shutdown would) at 1.5 s. On seed 2 c1 leads by then; on seed 1 c3 does and c1 waits in the
+// queue. Either way c1 leaves the queue at the stop's instant and never acts after it; stopped while leading, its
+// successor leads before c1's last renewal + lease (the takeover a crash would cost), so the stop resigned.
+const lineAt = (line: string) => Number(line.split(' ')[0]);
+const STOPPED_AT = 1_500;
+
+for (const [seed, was] of [
+  [2, 'leading'],
+  [1, 'waiting'],
+] as const)
+  test(`a run stopped while ${was} leaves the queue at once and acts no more (seed ${seed})`, async () => {
+    const r = await runElectionSchedule(seed, undefined, { faults: [], run: { c1: { stopAtMs: STOPPED_AT }, c2: {}, c3: {} } });
+    assert.deepEqual(r.violations, []);
+    const c1Led = r.trace.find((l) => / c1 leads with epoch /.test(l));
+    assert.equal(c1Led !== undefined && lineAt(c1Led) < STOPPED_AT, was === 'leading', r.trace.join('\n'));
+    assert.ok(r.trace.includes(`${STOPPED_AT} c1 removeCandidate`), 'c1 leaves the queue at the stop');
+    assert.ok(r.trace.some((l) => / c1 term ends stopped$/.test(l)) && r.trace.some((l) => / c1 ends stopped$/.test(l)));
+    const acts = r.trace.filter((l) => / c1 (append|put|putIfMatch|join)$/.test(l));
+    assert.ok(acts.every((l) => lineAt(l) < STOPPED_AT), `c1 acted after its stop: ${acts.join('; ')}`);
+    if (was === 'leading') {
+      const lastRenewal = Math.max(0, ...r.trace.filter((l) => / c1 renew$/.test(l) && lineAt(l) < STOPPED_AT).map(lineAt));
+      const next = r.trace.find((l) => / c[23] leads with epoch /.test(l) && lineAt(l) >= STOPPED_AT);
+      assert.ok(next !== undefined && lineAt(next) < lastRenewal + ELECTION_SETTINGS.lease.leaseMs, `the successor: ${next}`);
+    }
+  });
+
+// A run's leader paused past its stop time: its term ends `lost`, and it serves nothing past its stop time (the
+// world's stop-time check, computed from its sends). Seed 2: c1 leads at 20 ms; its second renewal is paused 6 s.
+test("a run's leader paused past its stop time is told by its signal, and its term ends lost", async () => {
+  const r = await runElectionSchedule(2, undefined, {
+    faults: [{ actor: 'c1', method: 'renew', nth: 2, kind: 'pause', ms: 6_000 }],
+    run: { c1: {}, c2: {}, c3: {} },
+  });
+  assert.deepEqual(r.violations, []);
+  assert.ok(r.trace.some((l) => / c1 renew PAUSE 6000 ms /.test(l)));
+  assert.ok(r.trace.some((l) => / c1 told it lost the lead: /.test(l)), r.trace.join('\n'));
+  assert.ok(r.trace.some((l) => / c1 term ends lost \(/.test(l)));
 });

@@ -6,8 +6,9 @@
  * call by the seeded scheduler (scheduler.ts), then checked from the stores' final state and the trace.
  *
  * The world: three candidates campaign for the role `pacer`; a leader serves (an act that relies on `onLost`, the
- * watchdog's promise, to stop), then appends to the role's ledger and commits the entry to a manifest, once a
- * period, for a few periods, resigns and campaigns again. Beside them a single writer `w1` writes the role `journal`
+ * watchdog's promise, or on the leadership's signal to stop), then appends to the role's ledger and commits the entry
+ * to a manifest, once a period, for a few periods, resigns and campaigns again. Half the candidate processes stand by
+ * hand (`campaign`, `resign`), half through `Election.run` (a quarter of those stopped by their signal midway). Beside them a single writer `w1` writes the role `journal`
  * through a handover, and `w2` asks for the handover midway. In half the schedules the lock table is restored from
  * a backup taken a seeded moment earlier (a quarter of them before the role and the writer lease were first used, so
  * the restored table lacks both), then bumped (bumpEpochs) before it is used. Crashed candidates and a
@@ -44,7 +45,7 @@ const LEASE = { leaseMs: 4_000, renewMs: 1_000, marginMs: 1_000, claimBudget: 30
 const WRITER = { leaseMs: 4_000, renewMs: 1_000, marginMs: 0, waitMarginMs: 1_000, claimBudget: 30 } satisfies HandoverConfig;
 
 /** The world's settings: the leases, the actors' work, the restore, the faults. */
-const ELECTION_SETTINGS = {
+export const ELECTION_SETTINGS = {
   role: 'pacer',
   lease: LEASE,
   candidates: 3,
@@ -55,6 +56,10 @@ const ELECTION_SETTINGS = {
   /** A term: this many acts, one a period. */
   acts: 3,
   actPeriodMs: 1_000,
+  /** The share of candidate processes that stand through `Election.run` (the others campaign by hand). */
+  runShare: 0.5,
+  /** Of those, the share whose run is stopped (its signal aborted) at a seeded moment in the faults' window. */
+  stoppedShare: 0.25,
   /** Candidates 2 and 3 start within this long after the first. */
   startWithinMs: 3_000,
   /** A crashed candidate (or restore) is replaced by a fresh process within this long. */
@@ -144,7 +149,7 @@ function workBoundMs(s: Settings = ELECTION_SETTINGS): number {
 }
 
 /** Streams of a schedule's seed kept apart from the scheduler's, so adding one leaves the others' draws as they were. */
-const STREAMS = { store: 0x0e1e_0000, wall: 0x0e1e_1000, restore: 0x0e1e_2000, rate: 0x0e1e_3000 } as const;
+const STREAMS = { store: 0x0e1e_0000, wall: 0x0e1e_1000, restore: 0x0e1e_2000, rate: 0x0e1e_3000, mode: 0x0e1e_4000 } as const;
 
 const MANIFEST = { key: 'pacer/manifest.json', chunkPrefix: 'pacer/acts/' } as const;
 
@@ -190,6 +195,8 @@ interface ElectionState extends WorldState {
   readonly wallRandom: () => number;
   /** Draws each process's monotonic rate error as it starts. */
   readonly rates: () => number;
+  /** Draws how each candidate process stands (campaign or run) and whether it is stopped. */
+  readonly modeRandom: () => number;
   readonly clock: VirtualClock;
   /** How a crashed process is restarted (candidates and the restore, by fresh ones), set as each starts. */
   readonly restarts: Map<Actor, () => number | undefined>;
@@ -242,6 +249,11 @@ export interface ElectionPlaced extends Placed {
   readonly restore?: { readonly backupAtMs: number; readonly afterMs: number; readonly early?: boolean };
   /** When w2 asks for the handover; absent: the middle of the handover window. */
   readonly handoverAtMs?: number;
+  /**
+   * The candidates (`c1`, …) that stand through `Election.run`, each stopped (its signal aborted) at `stopAtMs` if
+   * given; absent: every candidate campaigns by hand.
+   */
+  readonly run?: Readonly<Record<string, { readonly stopAtMs?: number }>>;
 }
 
 function setup(seed: number, mutation: string | undefined, placed?: ElectionPlaced): ElectionState {
@@ -277,6 +289,7 @@ function setup(seed: number, mutation: string | undefined, placed?: ElectionPlac
     storeRandom,
     wallRandom,
     rates: prng(seed + STREAMS.rate),
+    modeRandom: prng(seed + STREAMS.mode),
     clock,
     scheduler,
     restarts,
@@ -457,69 +470,117 @@ function actors(w: ElectionState): void {
       clock.after(delay, () => startCandidate(n, termsLeft));
       return delay;
     });
+    // One term's work once leading, the same in both ways of standing: serve, append, commit, once a period, until
+    // `lost()` (the watchdog's word) says stop.
+    const serve = async (leadership: Leadership, lost: () => boolean, viaRun: boolean): Promise<void> => {
+      const epoch = leadership.epoch;
+      scheduler.log(`${actor.name} leads with epoch ${epoch}`);
+      try {
+        const fence = new EpochFence(
+          { ledger: w.calls.observe(actor, scheduler.wrap(observedLedgers(actor), actor)), clock: actorClock, random },
+          ledgerKey(s.role),
+        );
+        // `run`'s leaders take the ledger writer from the leadership, as the docs show; the others build it by hand.
+        const ledger = viaRun ? await leadership.ledger(fence) : new LedgerWriter(fence, leadership, epoch, name, (await fence.head()).version);
+        const bucketOf = { manifests: scheduler.wrap(observedBucket(actor), actor), clock: actorClock, random };
+        const { writer: manifest } = await leadership.act(() => ManifestWriter.raiseAt(bucketOf, MANIFEST, s.role, epoch));
+        for (let act = 0; act < s.acts && !lost(); act++) {
+          await actorClock.sleep(s.actPeriodMs);
+          // Serve as leader: an act with no store call, which stops only when told (onLost, or the leadership's
+          // signal). It runs after every timer due at this instant (the watchdog's included).
+          await new Promise<void>((resolve) => actorClock.after(0, resolve));
+          if (lost()) break;
+          // Recorded as the leader's act; the check computes its stop time from outside (ledgerWritesInTime).
+          w.calls.act(actor, 'serve', [ledgerKey(s.role), epoch]);
+          // One act, checked once before it starts (Leadership.act): the append (checked again by the ledger
+          // writer, and fenced), the act's object, and its commit to the manifest (fenced by If-Match).
+          await leadership.act(async () => {
+            const entry = await ledger.append({ act });
+            const { key, etag } = await manifest.putChunkObject(entry.version, `${name} act ${act}\n`);
+            await manifest.commitChunk(entry.version, { key, records: 1, etag });
+          });
+        }
+        scheduler.log(`${actor.name} ends its term`);
+      } catch (err) {
+        scheduler.log(`${actor.name} stops leading: ${(err as Error).name}`);
+      }
+      if (leading) mark(0, -1);
+      leading = false;
+    };
+    const startLeading = () => {
+      campaigning = false;
+      leading = true;
+      mark(-1, 1);
+      termsLeft--;
+    };
+    const toldLost = (err: Error) => {
+      scheduler.log(`${actor.name} told it lost the lead: ${err.name}`);
+      if (leading) mark(0, -1);
+      leading = false;
+    };
+    // The manual steps: campaign (told of a loss by onLost), serve, resign.
+    const byCampaign = async (election: Election): Promise<void> => {
+      let lost = false;
+      let leadership: Leadership;
+      try {
+        leadership = await election.campaign(name, { onLost: (err) => ((lost = true), toldLost(err)) });
+      } catch (err) {
+        campaigning = false;
+        mark(-1, 0);
+        scheduler.log(`${actor.name} campaign failed: ${(err as Error).name}`);
+        return;
+      }
+      startLeading();
+      await serve(leadership, () => lost, false);
+      const resigned = await leadership.resign().catch(() => false);
+      scheduler.log(`${actor.name} resigns: ${resigned ? 'left the queue' : 'no longer its item'}`);
+    };
+    // One term through Election.run: told of a loss by the leadership's signal; run resigns when the work returns
+    // and when the process's own stop (`stop`) aborts, and reports why the term ended.
+    const byRun = async (election: Election, stop: AbortSignal): Promise<void> => {
+      try {
+        const end = await election.run(name, {
+          signal: stop,
+          onNewLeader: (view) => scheduler.log(`${actor.name} sees ${view.self ? 'itself' : (view.leader ?? 'nobody')} lead`),
+          onStartedLeading: async (leadership) => {
+            startLeading();
+            leadership.signal.addEventListener('abort', () => leading && toldLost(leadership.signal.reason as Error), { once: true });
+            await serve(leadership, () => leadership.signal.aborted, true);
+          },
+        });
+        scheduler.log(`${actor.name} term ends ${end.why}${end.error ? ` (${end.error.name})` : ''}`);
+      } catch (err) {
+        scheduler.log(`${actor.name} campaign failed: ${(err as Error).name}`);
+      }
+      if (campaigning) mark(-1, 0);
+      campaigning = false;
+    };
+    // Half the processes stand through `run`, and a quarter of those are stopped (their signal aborted: a shutdown)
+    // at a seeded moment; drawn from a stream of their own, so the other draws stay as they were. A placed schedule
+    // says which candidates stand through run (ElectionPlaced.run); the others campaign by hand.
+    const placedRun = w.placed?.run?.[`c${n}`];
+    const viaRun = w.placed === undefined ? w.modeRandom() < s.runShare : placedRun !== undefined;
+    const stopAt =
+      w.placed === undefined
+        ? viaRun && w.modeRandom() < s.stoppedShare
+          ? Math.floor(w.modeRandom() * s.faults.windowMs)
+          : undefined
+        : placedRun?.stopAtMs;
+    const stopping = new AbortController();
+    if (stopAt !== undefined)
+      actor.after(stopAt, () => {
+        scheduler.log(`${actor.name} is stopped (its run's signal aborts)`);
+        stopping.abort();
+      });
     const run = async () => {
       const election = new Election(deps, s.role, s.lease);
-      for (let campaign = 0; termsLeft > 0 && campaign < s.maxCampaigns; campaign++) {
-        let lost = false;
+      scheduler.log(`${actor.name} stands ${viaRun ? `through run${stopAt === undefined ? '' : `, stopped at ${stopAt} ms`}` : 'by campaign'}`);
+      for (let campaign = 0; termsLeft > 0 && campaign < s.maxCampaigns && !stopping.signal.aborted; campaign++) {
         campaigning = true;
         mark(1, 0);
-        let leadership: Leadership;
-        try {
-          leadership = await election.campaign(name, {
-            onLost: (err) => {
-              lost = true;
-              scheduler.log(`${actor.name} told it lost the lead: ${err.name}`);
-              if (leading) mark(0, -1);
-              leading = false;
-            },
-          });
-        } catch (err) {
-          campaigning = false;
-          mark(-1, 0);
-          scheduler.log(`${actor.name} campaign failed: ${(err as Error).name}`);
-          continue;
-        }
-        campaigning = false;
-        leading = true;
-        mark(-1, 1);
-        termsLeft--;
-        const epoch = leadership.epoch;
-        scheduler.log(`${actor.name} leads with epoch ${epoch}`);
-        try {
-          const fence = new EpochFence(
-            { ledger: w.calls.observe(actor, scheduler.wrap(observedLedgers(actor), actor)), clock: actorClock, random },
-            ledgerKey(s.role),
-          );
-          const head = await fence.head();
-          const ledger = new LedgerWriter(fence, leadership, epoch, name, head.version);
-          const bucketOf = { manifests: scheduler.wrap(observedBucket(actor), actor), clock: actorClock, random };
-          const { writer: manifest } = await leadership.act(() => ManifestWriter.raiseAt(bucketOf, MANIFEST, s.role, epoch));
-          for (let act = 0; act < s.acts && !lost; act++) {
-            await actorClock.sleep(s.actPeriodMs);
-            // Serve as leader: an act with no store call, which stops only when onLost says so (the watchdog's
-            // promise). It runs after every timer due at this instant (the watchdog's included).
-            await new Promise<void>((resolve) => actorClock.after(0, resolve));
-            if (lost) break;
-            // Recorded as the leader's act; the check computes its stop time from outside (ledgerWritesInTime).
-            w.calls.act(actor, 'serve', [ledgerKey(s.role), epoch]);
-            // One act, checked once before it starts (Leadership.act): the append (checked again by the ledger
-            // writer, and fenced), the act's object, and its commit to the manifest (fenced by If-Match).
-            await leadership.act(async () => {
-              const entry = await ledger.append({ act });
-              const { key, etag } = await manifest.putChunkObject(entry.version, `${name} act ${act}\n`);
-              await manifest.commitChunk(entry.version, { key, records: 1, etag });
-            });
-          }
-          scheduler.log(`${actor.name} ends its term`);
-        } catch (err) {
-          scheduler.log(`${actor.name} stops leading: ${(err as Error).name}`);
-        }
-        if (leading) mark(0, -1);
-        leading = false;
-        const resigned = await leadership.resign().catch(() => false);
-        scheduler.log(`${actor.name} resigns: ${resigned ? 'left the queue' : 'no longer its item'}`);
+        await (viaRun ? byRun(election, stopping.signal) : byCampaign(election));
       }
-      actor.outcome = termsLeft === 0 ? 'done' : 'gave-up';
+      actor.outcome = termsLeft === 0 ? 'done' : stopping.signal.aborted ? 'stopped' : 'gave-up';
       scheduler.log(`${actor.name} ends ${actor.outcome}`);
     };
     run().catch((err: Error) => {

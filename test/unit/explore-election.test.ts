@@ -330,7 +330,10 @@ for (const [seed, was] of [
     assert.ok(r.trace.includes(`${STOPPED_AT} c1 removeCandidate`), 'c1 leaves the queue at the stop');
     assert.ok(r.trace.some((l) => / c1 term ends stopped$/.test(l)) && r.trace.some((l) => / c1 ends stopped$/.test(l)));
     const acts = r.trace.filter((l) => / c1 (append|put|putIfMatch|join)$/.test(l));
-    assert.ok(acts.every((l) => lineAt(l) < STOPPED_AT), `c1 acted after its stop: ${acts.join('; ')}`);
+    assert.ok(
+      acts.every((l) => lineAt(l) < STOPPED_AT),
+      `c1 acted after its stop: ${acts.join('; ')}`,
+    );
     if (was === 'leading') {
       const lastRenewal = Math.max(0, ...r.trace.filter((l) => / c1 renew$/.test(l) && lineAt(l) < STOPPED_AT).map(lineAt));
       const next = r.trace.find((l) => / c[23] leads with epoch /.test(l) && lineAt(l) >= STOPPED_AT);
@@ -347,6 +350,9 @@ test("a run's leader paused past its stop time is told by its signal, and its te
   });
   assert.deepEqual(r.violations, []);
   assert.ok(r.trace.some((l) => / c1 renew PAUSE 6000 ms /.test(l)));
-  assert.ok(r.trace.some((l) => / c1 told it lost the lead: /.test(l)), r.trace.join('\n'));
+  assert.ok(
+    r.trace.some((l) => / c1 told it lost the lead: /.test(l)),
+    r.trace.join('\n'),
+  );
   assert.ok(r.trace.some((l) => / c1 term ends lost \(/.test(l)));
 });

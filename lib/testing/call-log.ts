@@ -189,4 +189,3 @@ export class LockHistory {
     return this.writes.filter((w) => w.method === 'claim').map((w) => ({ actor: w.holder, key: w.key, epoch: w.epoch!, at: w.at }));
   }
 }
-

@@ -6,10 +6,16 @@
  * its lease lapses), a lost or late answer, a throttle, a transaction conflict. A schedule is a function of its seed:
  * the same seed gives the same trace and digest, and a failing one prints the line that replays it.
  *
- * What it checks: every item recorded through a fence is recorded with one content (a redo by the next holder must
- * write what the first wrote: derive each item from its key), the job finishes once the faults end (a worker still
- * alive completes it), and your own invariant over what the stores and your fakes hold at the end. It has no global
- * state and no real timer: it runs inside node:test, vitest or jest.
+ * Your plain writes (`worker.stores.tables`) and every method call on your fakes are steps too, each logged with the
+ * worker's own clock reading; the faults weigh a pause at them (the gap right after a passed check, which makes a
+ * stale holder).
+ *
+ * What it checks: no holder acts past its stop time (a plain write or a fake call sent past the stop time its own
+ * readings give, after another worker claimed: acts.ts, which says what the fence and an idempotency key cover), every
+ * item recorded through a fence is recorded with one content (a redo by the next holder must write what the first
+ * wrote: derive each item from its key), the job finishes once the faults end (a worker still alive completes it), and
+ * your own invariant over what the stores and your fakes hold at the end. It has no global state and no real timer:
+ * it runs inside node:test, vitest or jest.
  */
 import { createHash } from 'node:crypto';
 import { VirtualClock, type Clock } from '../core/clock';
@@ -18,20 +24,30 @@ import { Attr } from '../core/schema';
 import type { BatchPut, JobStore } from '../core/store/jobs';
 import type { LockStore } from '../core/store/lock';
 import type { ManifestStore } from '../core/store/manifest';
+import { type Act, actsPastStopTime } from './acts';
+import { CallLog, LockHistory } from './call-log';
 import { memoryStores } from './memory-stores';
-import { Scheduler, type FaultPlan } from './scheduler';
+import { type Actor, Scheduler, type FaultPlan, type PlacedFault } from './scheduler';
+import type { PlainTables } from './tables';
 
 /** What one worker of a schedule is given: the stores as it reaches them (each call a step), its clock, its fakes. */
 export interface JobWorker<F> {
   /** The worker's name: `worker-1`, `worker-2`, … (use it as the lease's holder). */
   readonly name: string;
-  /** The lock and job stores, and the manifest store, shared by every worker, each call a step of the scheduler. */
-  readonly stores: { readonly locks: LockStore; readonly jobs: JobStore; readonly manifests: ManifestStore };
+  /**
+   * The lock and job stores, the manifest store, and your own tables written plainly (`tables.put(table, item)`, as a
+   * DocumentClient's PutCommand: not fenced), shared by every worker, each call a step of the scheduler.
+   */
+  readonly stores: { readonly locks: LockStore; readonly jobs: JobStore; readonly manifests: ManifestStore; readonly tables: PlainTables };
   /** This worker's clock (its pauses, its crash): give it to `withLease` and to every fence. */
   readonly clock: Clock;
   /** A seeded jitter source, for the retries' backoff (`random` in the deps). */
   readonly random: () => number;
-  /** What `fakes()` made for this schedule (a pretend mail API, …), shared by every worker. */
+  /**
+   * What `fakes()` made for this schedule (a pretend mail API, …), shared by every worker. Each method call on it (and
+   * on the fakes of a plain object of fakes, `{ mail, payments }`) is a step of the scheduler, named `fakes.<method>`
+   * (`fakes.mail.send`), and answers through a promise, as a call to the real service would: await it.
+   */
   readonly fakes: F;
 }
 
@@ -78,6 +94,13 @@ export interface ExploreJobOptions<F> {
   readonly faults?: Partial<FaultPlan>;
   /** No schedule runs past this virtual time. @defaultValue windowMs + maxPauseMs + 120_000 */
   readonly horizonMs?: number;
+  /**
+   * Faults placed instead of drawn, to make a case happen in every schedule: each lands on the nth call of its method
+   * (a store method, `tables.put`, `fakes.send`) by the workers its `actor` names, and no fault is drawn at random.
+   */
+  readonly placed?: readonly PlacedFault[];
+  /** Each of your tables' partition key attribute, for a plain put (`pk` for a table not named). */
+  readonly keys?: Readonly<Record<string, string>>;
 }
 
 /** A schedule that broke something. */
@@ -108,6 +131,29 @@ export interface ExploreJobResult {
 const RETRY_MS = 1_000;
 
 const DEFAULT_FAULTS: FaultPlan = { chance: 0.1, budget: 3, maxPauseMs: 25_000, windowMs: 30_000, lateMs: 500 };
+
+/** The plain writes of your tables: the acts the check "no holder acts past its stop time" watches, with the fakes' calls. */
+const TABLE_WRITES = ['tables.put', 'tables.update', 'tables.delete'];
+
+/**
+ * At an act (a plain write, a fake call: what comes right after a passed check), a fault is ACT_SHARE times as likely
+ * as elsewhere, a pause weighs ACT_PAUSE_WEIGHT kinds, and it lasts from half of maxPauseMs (longer than a lease of
+ * up to that: a takeover while the holder stands still): the gap that makes a stale holder is where it is looked for.
+ */
+const ACT_SHARE = 10;
+const ACT_PAUSE_WEIGHT = 20;
+
+const isPlain = (v: object): boolean => [Object.prototype, null].includes(Object.getPrototypeOf(v) as object | null);
+
+/** The step names of the fakes' methods: those of a fake's class and its own, and, in a plain object of fakes, theirs. */
+function fakeMethods(fakes: unknown, prefix = 'fakes.'): string[] {
+  if (typeof fakes !== 'object' || fakes === null) return [];
+  const names = new Set<string>();
+  for (let o: object | null = fakes; o !== null && o !== Object.prototype; o = Object.getPrototypeOf(o) as object | null)
+    for (const k of Object.getOwnPropertyNames(o)) if (k !== 'constructor' && typeof Reflect.get(fakes, k) === 'function') names.add(prefix + k);
+  const nested = isPlain(fakes) ? Object.entries(fakes).flatMap(([k, v]) => fakeMethods(v, `${prefix}${k}.`)) : [];
+  return [...names, ...nested];
+}
 
 /**
  * Run `schedules` schedules of your job from `seed`, each with fresh stores, clock and fakes, and check each.
@@ -140,15 +186,52 @@ function contentOf(put: BatchPut): string {
 }
 
 async function runSchedule<F>(options: ExploreJobOptions<F>, seed: number) {
-  const plan: FaultPlan = { ...DEFAULT_FAULTS, ...options.faults };
+  const fakes = (options.fakes?.() ?? undefined) as F;
+  const acting = [...TABLE_WRITES, ...fakeMethods(fakes)];
+  let plan: FaultPlan = {
+    ...DEFAULT_FAULTS,
+    chanceAt: [{ methods: acting, share: ACT_SHARE }],
+    ...options.faults,
+  };
+  plan = {
+    emphasis: [{ methods: acting, kind: 'pause', weight: ACT_PAUSE_WEIGHT, minPauseMs: Math.floor(plan.maxPauseMs / 2) }],
+    ...plan,
+  };
   const random = prng(seed);
   const clock = new VirtualClock();
   let restart: (actor: ReturnType<Scheduler['actor']>) => number | undefined = () => undefined;
-  const scheduler = new Scheduler(clock, random, plan, (actor) => restart(actor));
-  const { locks, jobs, manifests } = memoryStores(clock);
+  const placed = options.placed && { faults: options.placed };
+  const scheduler = new Scheduler(clock, random, plan, (actor) => restart(actor), undefined, placed);
+  const { locks, jobs, tables, manifests } = memoryStores(clock, { keys: options.keys });
   const jobsTable = jobs.table;
-  const fakes = (options.fakes?.() ?? undefined) as F;
   const violations: string[] = [];
+  // The outside view the stop-time check reads: each worker's store calls on its own clock, the lock writes applied,
+  // and its acts (plain writes, fake calls) as they left it.
+  const calls = new CallLog(clock);
+  const lockWrites = new LockHistory(clock);
+  const acts: Act[] = [];
+  const watch = (actor: Actor, kind: Act['kind']) => (method: string, args: unknown[]) => {
+    if (kind === 'write' && !TABLE_WRITES.includes(method)) return;
+    const act: Act = { actor: actor.name, method, args, kind, sentAt: actor.monotonicMs(), trueSentAt: clock.monotonicMs(), applied: false };
+    acts.push(act);
+    scheduler.log(`${actor.name} sends ${method} at ${Math.round(act.sentAt)} ms on its clock`);
+    return () => void (act.applied = true);
+  };
+  // A fake's method calls as steps of `actor`; a plain object of fakes is a bag of them, each wrapped alike.
+  const stepped = <T>(fake: T, actor: Actor, prefix: string): T => {
+    if (typeof fake !== 'object' || fake === null) return fake;
+    const wrapped = scheduler.wrap(fake, actor, undefined, { prefix, onSend: watch(actor, 'effect') });
+    if (!isPlain(fake)) return wrapped;
+    const inner = new Map<string, unknown>();
+    return new Proxy(wrapped, {
+      get: (target, prop, receiver) => {
+        const v = Reflect.get(fake, prop) as unknown;
+        if (typeof prop !== 'string' || typeof v !== 'object' || v === null) return Reflect.get(target, prop, receiver) as unknown;
+        if (!inner.has(prop)) inner.set(prop, stepped(v, actor, `${prefix}${prop}.`));
+        return inner.get(prop);
+      },
+    });
+  };
   // Every put through a fence, by table and key: the content it was recorded with first, and any other it was sent with.
   const recorded = new Map<string, string>();
   const observed: JobStore = new Proxy(jobs, {
@@ -195,10 +278,18 @@ async function runSchedule<F>(options: ExploreJobOptions<F>, seed: number) {
     scheduler.log(`${name} starts`);
     const worker: JobWorker<F> = {
       name,
-      stores: { locks: scheduler.wrap(locks, actor), jobs: scheduler.wrap(observed, actor), manifests: scheduler.wrap(manifests, actor) },
+      stores: {
+        locks: calls.observe(
+          actor,
+          scheduler.wrap(locks, actor, (m, a, r) => lockWrites.record(m, a, r)),
+        ),
+        jobs: calls.observe(actor, scheduler.wrap(observed, actor)),
+        manifests: scheduler.wrap(manifests, actor),
+        tables: scheduler.wrap(tables, actor, undefined, { prefix: 'tables.', onSend: watch(actor, 'write') }),
+      },
       clock: actor,
       random: prng(seed * 31 + i * 7 + attempt),
-      fakes,
+      fakes: stepped(fakes, actor, 'fakes.'),
     };
     // Through a promise, so a job that throws before its first await fails its run, not the schedule.
     Promise.resolve()
@@ -238,6 +329,7 @@ async function runSchedule<F>(options: ExploreJobOptions<F>, seed: number) {
   const alive = actors.filter((a) => !a.crashed && a.outcome === 'running');
   if (finished === 0 && alive.length > 0)
     violations.push(`no worker finished the job by ${horizon} ms, though ${alive.map((a) => a.name).join(', ')} still ran`);
+  violations.push(...actsPastStopTime(acts, calls.calls, lockWrites));
   const end: JobEnd<F> = {
     jobsTable,
     items: (table) => jobs.dump(table),

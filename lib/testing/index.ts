@@ -8,7 +8,9 @@
  *   clock      `VirtualClock`: time moves only when you `advance` it, and every timer of the library runs on it.
  *   explore    `exploreJob`: your job run by several workers on those stores and one virtual clock, under the seeded
  *              scheduler the repository's own explorer uses (pauses, crashes, lost and late answers at every store
- *              call), with the built-in checks and yours; a failing schedule names the seed that replays it.
+ *              call, every plain write of your tables and every call on your fakes), with the built-in checks (no
+ *              holder acts past its stop time, each item recorded with one content, the job finishes) and yours; a
+ *              failing schedule names the seed that replays it.
  *
  * @packageDocumentation
  */
@@ -21,8 +23,9 @@ import type { Isolation } from '../postgres/sql';
 
 export { VirtualClock } from '../core/clock';
 export { memoryStores, type MemoryStores } from './memory-stores';
+export type { PlainTables } from './tables';
 export { exploreJob, type ExploreJobOptions, type ExploreJobResult, type JobEnd, type JobViolation, type JobWorker } from './explore-job';
-export type { FaultPlan, FaultKind } from './scheduler';
+export type { FaultPlan, FaultKind, PlacedFault } from './scheduler';
 export type { StoredItem } from './job-store';
 export type { Concurrency } from './postgres-fence';
 export type { Clock, ClockTimer } from '../core/clock';

@@ -207,6 +207,48 @@ export class MemoryJobStore implements JobStore {
     return { ok: true, old: copy(old) as T | undefined };
   }
 
+  // ─── Your own tables' plain writes: what a DocumentClient's PutCommand, GetCommand, UpdateCommand and DeleteCommand do ───
+
+  /**
+   * PutItem with no condition: the item replaces the item with its key, whole, or creates it
+   * (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_PutItem.html). Refused with
+   * TransactionConflictException while a transaction in flight holds the item, and with ValidationException when the
+   * item lacks its key attribute.
+   */
+  async putItem(table: string, keyAttribute: string, item: Readonly<Record<string, unknown>>): Promise<void> {
+    const keyValue = item[keyAttribute];
+    if (keyValue === undefined) throw dynamoError('ValidationException', 'One of the required keys was not given a value');
+    const k = keyOf(table, { [keyAttribute]: keyValue });
+    if (this.held.has(k)) throw dynamoError('TransactionConflictException', 'Transaction is ongoing for the item');
+    const next = copyOf({ ...item }) as StoredItem;
+    this.items.set(k, next);
+    if (table === this.table) this.indexed(next);
+  }
+
+  /** GetItem, strongly consistent (ConsistentRead): the item with this key, or undefined. */
+  async getItem(table: string, key: Readonly<Record<string, unknown>>): Promise<StoredItem | undefined> {
+    return copy(this.items.get(keyOf(table, key)));
+  }
+
+  /**
+   * UpdateItem with a SET of each attribute and no condition: edits the item's attributes, or creates the item with
+   * its key and them (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_UpdateItem.html).
+   */
+  async updateItem(table: string, key: Readonly<Record<string, unknown>>, set: Readonly<Record<string, unknown>>): Promise<void> {
+    this.update(table, key, () => true, copyOf({ ...set }));
+  }
+
+  /**
+   * DeleteItem with no condition: the item with this key is gone; deleting an absent item succeeds
+   * (https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_DeleteItem.html).
+   */
+  async deleteItem(table: string, key: Readonly<Record<string, unknown>>): Promise<void> {
+    const k = keyOf(table, key);
+    if (this.held.has(k)) throw dynamoError('TransactionConflictException', 'Transaction is ongoing for the item');
+    this.items.delete(k);
+    if (table === this.table) this.indexed({ ...key });
+  }
+
   // ─── The sparse index ──────────────────────────────────────────────────────────────────────────────────────────
 
   /** A job-table item changed: its new version reaches the index after the lag (chunk items are never in it). */

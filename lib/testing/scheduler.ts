@@ -58,10 +58,17 @@ export interface FaultPlan {
   readonly monoRate?: number;
   /**
    * Where a kind of fault weighs `weight` kinds instead of one, to reach a rare case more often: a pause at the write
-   * right after a passed stop-time check (the gap that makes a stale holder), StartExecution delivered twice.
+   * right after a passed stop-time check (the gap that makes a stale holder), StartExecution delivered twice. A pause
+   * there lasts at least `minPauseMs` when given (up to maxPauseMs): one that outlasts a lease, so another actor takes
+   * over while this one stands still.
    * @default none
    */
-  readonly emphasis?: readonly { readonly methods: readonly string[]; readonly kind: FaultKind; readonly weight: number }[];
+  readonly emphasis?: readonly {
+    readonly methods: readonly string[];
+    readonly kind: FaultKind;
+    readonly weight: number;
+    readonly minPauseMs?: number;
+  }[];
   /**
    * Store methods where the chance of a fault is `share` times `chance`: less at a claimant's polls (many, and alike),
    * more at the call whose answer starts a process's stop time (`first`: only an actor's first call of the method,
@@ -76,12 +83,17 @@ export interface FaultPlan {
  * sets the factor `rate`.
  */
 export interface PlacedFault {
+  /** The actor it lands on: its name (`worker-1`), or a pattern its name matches (every attempt: /^worker-1/). */
   readonly actor: string | RegExp;
+  /** The call it lands on, by its step's name: a store method (`claim`, `recordBatch`), `tables.put`, `fakes.send`. */
   readonly method: string;
-  /** @default 1 (the first matching call) */
+  /** Which matching call, counted from 1. @default 1 (the first matching call) */
   readonly nth?: number;
+  /** The fault. */
   readonly kind: FaultKind;
+  /** A pause's length, a late or slow answer's delay, a wall step's signed size, in virtual ms. */
   readonly ms?: number;
+  /** A wall rate's factor. */
   readonly rate?: number;
   /** A server error's request applied before the error (true) or not (false). @default the scheduler's coin */
   readonly applied?: boolean;
@@ -141,9 +153,22 @@ export class Actor extends SimProcess {
   outcome = 'running';
 }
 
+/** How a wrapped target's calls are named and watched (`Scheduler.wrap`). */
+export interface WrapOptions {
+  /** Each call's step is named `prefix + method`: in the trace, the faults, the plan's and the placed faults' methods. @default '' */
+  readonly prefix?: string;
+  /**
+   * Sees each call as it leaves its actor (a step with no fault, or one whose fault lets it go out: not a pause, which
+   * sends it later, nor a crash), with the step's name; what it returns sees the call applied, with its answer.
+   */
+  readonly onSend?: (method: string, args: unknown[]) => ((result: unknown) => void) | void;
+}
+
 interface Parked {
   readonly actor: Actor;
   readonly method: string;
+  /** Called as the call leaves its actor (WrapOptions.onSend). */
+  readonly send?: () => void;
   readonly run: () => Promise<unknown>;
   readonly resolve: (value: unknown) => void;
   readonly reject: (err: unknown) => void;
@@ -213,17 +238,24 @@ export class Scheduler {
     this.trace.push(`${this.clock.monotonicMs()} ${line}`);
   }
 
-  /** A store whose every method call is a step boundary of `actor`: parked for `run` to pick. `onCall` sees each call as it is applied. */
-  wrap<T extends object>(target: T, actor: Actor, onCall?: (method: string, args: unknown[], result: unknown) => void): T {
-    return through(target, (method, args, apply) => {
+  /**
+   * A store whose every method call is a step boundary of `actor`: parked for `run` to pick. `onCall` sees each call
+   * as it is applied; `options` name the steps and see each call leave.
+   */
+  wrap<T extends object>(target: T, actor: Actor, onCall?: (method: string, args: unknown[], result: unknown) => void, options: WrapOptions = {}): T {
+    return through(target, (name, args, apply) => {
       if (actor.crashed) return never;
+      const method = (options.prefix ?? '') + name;
+      let applied: ((result: unknown) => void) | void;
       return new Promise((resolve, reject) => {
         this.parked.push({
           actor,
           method,
+          ...(options.onSend ? { send: () => void (applied = options.onSend?.(method, args)) } : {}),
           async run() {
             const result = await apply();
             onCall?.(method, args, result);
+            applied?.(result);
             return result;
           },
           resolve,
@@ -287,6 +319,8 @@ export class Scheduler {
     const fault = call.faulted ? undefined : this.placedCounts ? placed?.kind : this.pickFault(method, nth);
     const point = `${method}@${actor.steps}`;
     const now = this.clock.monotonicMs();
+    // The call leaves its actor now, unless the actor stops here (it sends the call when it wakes, or never).
+    if (fault !== 'pause' && fault !== 'crash') call.send?.();
     if (fault === undefined) {
       this.log(`${actor.name} ${method}`);
       call.run().then(call.resolve, call.reject);
@@ -301,7 +335,8 @@ export class Scheduler {
       return; // never settles
     }
     if (fault === 'pause') {
-      const ms = placed?.ms ?? Math.floor(this.random() * this.plan.maxPauseMs);
+      const min = this.plan.emphasis?.find((e) => e.kind === 'pause' && e.methods.includes(method))?.minPauseMs ?? 0;
+      const ms = placed?.ms ?? min + Math.floor(this.random() * Math.max(0, this.plan.maxPauseMs - min));
       actor.pause(ms);
       this.faults.push({ kind: fault, point, at: now, until: now + actor.trueMsOf(ms) });
       this.log(`${actor.name} ${method} PAUSE ${ms} ms at ${point}`);

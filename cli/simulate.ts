@@ -325,6 +325,7 @@ async function exploreCommand(values: Values, out: Out, err: Out): Promise<numbe
   const minutes = (performance.now() - started) / 60_000;
   for (const v of summary.violations) {
     out(`VIOLATION in schedule ${v.seed}: ${v.violations.join('; ')}`);
+    out(`  caught by: ${v.caughtBy.join('; ')}`);
     out(`  replay: ${v.replay}`);
     if (!values.json) out(v.trace.map((line) => `    ${line}`).join('\n'));
   }
@@ -337,7 +338,10 @@ async function exploreCommand(values: Values, out: Out, err: Out): Promise<numbe
         .map(([w, n]) => `${w} ${n}`)
         .join(', ')})` +
         `${mutation ? ` with mutation ${mutation}` : ''}: ${summary.violations.length} violating, ` +
-        `${Object.values(summary.crashPoints).reduce((a, b) => a + b, 0)} faults injected, digest ${summary.digest}`,
+        `${Object.values(summary.crashPoints).reduce((a, b) => a + b, 0)} faults injected, digest ${summary.digest}` +
+        Object.entries(summary.caughtBy)
+          .map(([check, n]) => `\n  caught by ${check}: ${n.schedules} schedules (alone in ${n.alone})`)
+          .join(''),
     );
   return summary.violations.length === 0 ? EXIT_OK : EXIT_CHECK_FAILED;
 }

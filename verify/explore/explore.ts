@@ -13,6 +13,8 @@ interface ExploreViolation {
   readonly world: WorldName;
   readonly replay: string;
   readonly violations: readonly string[];
+  /** The checks that found them (ScheduleResult.caughtBy). */
+  readonly caughtBy: readonly string[];
   readonly trace: readonly string[];
 }
 
@@ -29,6 +31,11 @@ export interface ExploreSummary {
   readonly crashPoints: Readonly<Record<string, number>>;
   /** Schedules that ended with no state to check (the night and workflow worlds: no holder ever raised the night). */
   readonly neverRaised: number;
+  /**
+   * Each check that found something, by `world: check`: in how many schedules, and in how many it was the only one
+   * (what that check alone catches: with a `--mutation`, the proof the check is needed).
+   */
+  readonly caughtBy: Readonly<Record<string, { readonly schedules: number; readonly alone: number }>>;
   /** sha256 of every schedule's trace, in order: the same seed gives the same digest. */
   readonly digest: string;
 }
@@ -55,6 +62,7 @@ export async function explore(seed: number, schedules: number, options: ExploreO
   const violations: ExploreViolation[] = [];
   const crashPoints: Record<string, number> = {};
   const worlds: Partial<Record<WorldName, number>> = {};
+  const caughtBy: Record<string, { schedules: number; alone: number }> = {};
   let run = 0;
   let neverRaised = 0;
   for (let i = 0; i < schedules; i++) {
@@ -66,12 +74,18 @@ export async function explore(seed: number, schedules: number, options: ExploreO
     hash.update(`${name}\n${result.trace.join('\n')}${result.trace.length > 0 ? '\n' : ''}--\n`);
     for (const p of result.crashPoints) crashPoints[`${name} ${p}`] = (crashPoints[`${name} ${p}`] ?? 0) + 1;
     if (result.state === undefined) neverRaised++;
+    for (const check of result.caughtBy) {
+      const count = (caughtBy[`${name}: ${check}`] ??= { schedules: 0, alone: 0 });
+      count.schedules++;
+      if (result.caughtBy.length === 1) count.alone++;
+    }
     if (result.violations.length > 0)
       violations.push({
         seed: result.seed,
         world: name,
         replay: replayCommand(result.seed, name, mutation),
         violations: result.violations,
+        caughtBy: result.caughtBy,
         trace: result.trace,
       });
     if (onSchedule?.(result, name) === false) break;
@@ -86,6 +100,7 @@ export async function explore(seed: number, schedules: number, options: ExploreO
     violations,
     crashPoints: sorted,
     neverRaised,
+    caughtBy: Object.fromEntries(Object.entries(caughtBy).sort(([a], [b]) => a.localeCompare(b))),
     digest: hash.digest('hex'),
   };
 }

@@ -17,7 +17,16 @@ export interface ScheduleResult {
   readonly crashPoints: readonly string[];
   /** What the world ended in (the night's state; the election world's ledgers); absent: the night was never raised. */
   readonly state: string | undefined;
+  /**
+   * Which found the violations: the names of the checks that did, `seen during the run` for what the harness saw as
+   * it happened, `turn limit` for a schedule that looped; empty when none did.
+   */
+  readonly caughtBy: readonly string[];
 }
+
+/** The name `caughtBy` gives what the harness saw break as it happened (WorldState.violations), and a looping schedule. */
+export const SEEN_DURING_RUN = 'seen during the run';
+export const TURN_LIMIT = 'turn limit';
 
 /** What every world's state holds, for the driver. */
 export interface WorldState {
@@ -78,11 +87,18 @@ export async function runWorld<S extends WorldState, P extends Placed>(
     state.broken.restore(); // a broken variant patches shared classes: never leave it on for the next schedule
   }
   const violations = state.violations;
-  if (ended === 'turns')
+  const caughtBy = violations.length > 0 ? [SEEN_DURING_RUN] : [];
+  if (ended === 'turns') {
+    caughtBy.push(TURN_LIMIT);
     violations.push(
       `the schedule hit its turn limit (${world.maxTurns} turns) at ${scheduler.clock.monotonicMs()} ms: the actors loop without time passing`,
     );
-  for (const c of world.checks) violations.push(...(await c.check(state, ended)));
+  }
+  for (const c of world.checks) {
+    const found = await c.check(state, ended);
+    if (found.length > 0) caughtBy.push(c.name);
+    violations.push(...found);
+  }
   const end = await world.end(state);
   scheduler.log(end.line);
   return {
@@ -91,5 +107,6 @@ export async function runWorld<S extends WorldState, P extends Placed>(
     violations,
     crashPoints: [...scheduler.faults.map((f) => `${f.kind} ${f.point}`), ...(end.faults ?? [])],
     state: end.state,
+    caughtBy,
   };
 }

@@ -2,7 +2,7 @@
  * The election world (issue 19 item 4): the REAL election (lib/election/election.ts: the queue, the watch, the leadership
  * watchdog), the REAL handover (lib/election/handover.ts: the flip, the wait, the bump), the REAL restore bump
  * (lib/core/restore.ts), the REAL manifest (lib/core/manifest.ts: If-None-Match / If-Match, 412 and 409) and the REAL epoch
- * ledger (lib/election/epoch-fence.ts), on the in-memory stores and one VirtualClock, interleaved and faulted at every store
+ * ledger (lib/election/epoch-fence.ts), on the in-memory stores (or the AWS ones: dynamo.ts) and one VirtualClock, interleaved and faulted at every store
  * call by the seeded scheduler (scheduler.ts), then checked from the stores' final state and the trace.
  *
  * The world: three candidates campaign for the role `pacer`; a leader serves (an act that relies on `onLost`, the
@@ -175,9 +175,12 @@ interface Mark {
   readonly leaders: number;
 }
 
-/** The in-memory lock store keeps its items in a private map: the harness (a restore, a broken variant) reaches behind it. */
-const itemsOf = (store: MemoryLockStore) => (store as unknown as { items: Map<string, Record<string, unknown>> }).items;
-const inFlightOf = (store: MemoryLockStore) => (store as unknown as { inFlight: Set<unknown> }).inFlight;
+/**
+ * The in-memory lock store keeps its items in a private map: the harness (a restore, a broken variant) reaches behind
+ * it. Only a world whose lock table is in memory restores it (ElectionStores.newLockTable), or takes those variants.
+ */
+const itemsOf = (store: LockStore) => (store as unknown as { items: Map<string, Record<string, unknown>> }).items;
+const inFlightOf = (store: LockStore) => (store as unknown as { inFlight: Set<unknown> }).inFlight;
 /** A backup of the table's items: each item copied. */
 const copyItems = (items: Map<string, Record<string, unknown>>) => new Map(Array.from(items, ([k, v]) => [k, copyOf(v)]));
 
@@ -194,11 +197,13 @@ interface ElectionState extends WorldState {
   /** How a crashed process is restarted (candidates and the restore, by fresh ones), set as each starts. */
   readonly restarts: Map<Actor, () => number | undefined>;
   /** The lock table, switchable: a restore replaces it with the restored (and bumped) one. */
-  readonly table: { current: MemoryLockStore };
+  readonly table: { current: LockStore };
+  /** A new empty lock table in memory, for a restore; absent (the AWS stores): the schedule runs no restore. */
+  readonly newLockTable: (() => MemoryLockStore) | undefined;
   /** The table in use when each call is applied (not when it was made). */
   readonly lockTable: LockStore;
-  readonly ledgers: MemoryLedgerStore;
-  readonly bucket: MemoryManifestStore;
+  readonly ledgers: LedgerStore;
+  readonly bucket: ManifestStore;
   readonly broken: ElectionBroken;
   /** Whether this schedule restores the lock table, and when: drawn from the restore's own stream. */
   readonly restore: {
@@ -244,7 +249,34 @@ export interface ElectionPlaced extends Placed {
   readonly handoverAtMs?: number;
 }
 
-function setup(seed: number, mutation: string | undefined, placed?: ElectionPlaced): ElectionState {
+/**
+ * The stores one schedule runs on: the in-memory ones (with the transaction and commit windows that make a 409 or a
+ * conflict, and a small scan page), or lib/core/aws's on DynamoDB Local and the S3 manifest store on the local S3
+ * endpoint (dynamo.ts), the same schedules over every shipped condition expression.
+ */
+export interface ElectionStores {
+  readonly locks: LockStore;
+  /** A new empty lock table, to restore a backup into: in memory only (a restore copies the items behind the store). */
+  readonly newLockTable?: () => MemoryLockStore;
+  readonly ledgers: LedgerStore;
+  readonly bucket: ManifestStore;
+}
+
+/** Builds one schedule's stores on its clock, given the stores' own stream (a memory store's conflicts draw from it). */
+export type ElectionStoresOf = (clock: VirtualClock, storeRandom: () => number) => ElectionStores;
+
+const memoryStores: ElectionStoresOf = (clock, storeRandom) => {
+  const s = ELECTION_SETTINGS;
+  const newLockTable = () => new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom, scanPageSize: s.pageSize });
+  return {
+    locks: newLockTable(),
+    newLockTable,
+    ledgers: new MemoryLedgerStore(clock),
+    bucket: new MemoryManifestStore({ clock, commitWindowMs: s.commitWindowMs }),
+  };
+};
+
+function setup(storesOf: ElectionStoresOf, seed: number, mutation: string | undefined, placed?: ElectionPlaced): ElectionState {
   if (mutation !== undefined && !(ELECTION_MUTATIONS as readonly string[]).includes(mutation))
     throw new Error(`unknown election mutation ${mutation}; known: ${ELECTION_MUTATIONS.join(', ')}`);
   const s = ELECTION_SETTINGS;
@@ -255,7 +287,8 @@ function setup(seed: number, mutation: string | undefined, placed?: ElectionPlac
   const restarts = new Map<Actor, () => number | undefined>();
   const scheduler = new Scheduler(clock, random, s.faults, (actor) => restarts.get(actor)?.(), TRANSACTIONS, placed);
 
-  const table = { current: new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom, scanPageSize: s.pageSize }) };
+  const stores = storesOf(clock, storeRandom);
+  const table = { current: stores.locks };
   // Each call reaches the table in use when it is applied (not when it was made): a call parked across the restore
   // lands on the restored table, as on a table restored in place. Each method's forwarder is made once.
   const forwarders = new Map<string | symbol, (...args: unknown[]) => unknown>();
@@ -270,7 +303,9 @@ function setup(seed: number, mutation: string | undefined, placed?: ElectionPlac
     },
   });
 
-  const restore = placed ? placedRestore(placed) : drawnRestore(prng(seed + STREAMS.restore));
+  const planned = placed ? placedRestore(placed) : drawnRestore(prng(seed + STREAMS.restore));
+  // No restore on stores that cannot be restored behind their backs (the draws are made all the same: none moves).
+  const restore = stores.newLockTable ? planned : { ...planned, restoring: false };
 
   return {
     random,
@@ -281,10 +316,11 @@ function setup(seed: number, mutation: string | undefined, placed?: ElectionPlac
     scheduler,
     restarts,
     table,
+    newLockTable: stores.newLockTable,
     lockTable,
     lockWrites: new LockHistory(clock),
-    ledgers: new MemoryLedgerStore(clock),
-    bucket: new MemoryManifestStore({ clock, commitWindowMs: s.commitWindowMs }),
+    ledgers: stores.ledgers,
+    bucket: stores.bucket,
     // The broken variant, if any: its patches of the core's classes are undone after the schedule.
     broken: applyElectionMutation(mutation as ElectionMutation | undefined),
     restore: { ...restore, runId: `restore-${seed}` },
@@ -326,7 +362,7 @@ function placedRestore({ restore }: ElectionPlaced): RestorePlan {
 
 function actors(w: ElectionState): void {
   const s = ELECTION_SETTINGS;
-  const { clock, scheduler, random, wallRandom, storeRandom, table, lockTable, ledgers, bucket, broken, violations, restarts } = w;
+  const { clock, scheduler, random, wallRandom, table, lockTable, ledgers, bucket, broken, violations, restarts } = w;
   const { grants, accepted, bumps, manifestWrites } = w;
 
   // The leadership timeline: how many campaign, how many lead, at each change. `order` places appends and bumps.
@@ -581,7 +617,7 @@ function actors(w: ElectionState): void {
   const startRestore = (backup: Map<string, Record<string, unknown>>, incarnation: number): void => {
     const actor = newActor(`restore${incarnation === 1 ? '' : `-${incarnation}`}`);
     const actorClock = clockOf(actor);
-    const restored = new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom, scanPageSize: s.pageSize });
+    const restored = w.newLockTable!();
     for (const [k, v] of backup) itemsOf(restored).set(k, copyOf(v));
     const store = scheduler.wrap(broken.restored(restored), actor);
     restarts.set(actor, () => {
@@ -605,7 +641,7 @@ function actors(w: ElectionState): void {
       // Switch only once no transaction is in flight on the old table (one in flight would land on a table no longer used).
       while (inFlightOf(table.current).size > 0) await actorClock.sleep(1);
       const kept = itemsOf(restored);
-      table.current = new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom, scanPageSize: s.pageSize });
+      table.current = w.newLockTable!();
       for (const [k, v] of kept) itemsOf(table.current).set(k, v);
       w.restoredAt = clock.monotonicMs();
       scheduler.log(`${actor.name}: the restored table is in use`);
@@ -867,8 +903,9 @@ const checks: readonly Check<ElectionState>[] = [
 
 // ─── The world ───────────────────────────────────────────────────────────────────────────────────────────────────
 
-export const ELECTION_WORLD: World<ElectionState, ElectionPlaced> = {
-  setup,
+/** The election world on the stores `storesOf` builds: in memory (ELECTION_WORLD), or on DynamoDB Local and local S3 (dynamo.ts). */
+export const electionWorld = (storesOf: ElectionStoresOf): World<ElectionState, ElectionPlaced> => ({
+  setup: (seed, mutation, placed) => setup(storesOf, seed, mutation, placed),
   actors,
   // The handover was asked, the restore (if any) is in use, and every process has ended (or crashed).
   done: (w) =>
@@ -888,7 +925,9 @@ export const ELECTION_WORLD: World<ElectionState, ElectionPlaced> = {
     const state = heads.join('; ');
     return { line: `end: ${state}`, state };
   },
-};
+});
+
+export const ELECTION_WORLD = electionWorld(memoryStores);
 
 /**
  * Run one schedule of the election world from its seed (optionally with a broken variant of a rule, or placed faults)

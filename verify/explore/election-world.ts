@@ -254,7 +254,7 @@ export interface ElectionPlaced extends Placed {
  * conflict, and a small scan page), or lib/core/aws's on DynamoDB Local and the S3 manifest store on the local S3
  * endpoint (dynamo.ts), the same schedules over every shipped condition expression.
  */
-export interface ElectionStores {
+interface ElectionStores {
   readonly locks: LockStore;
   /** A new empty lock table, to restore a backup into: in memory only (a restore copies the items behind the store). */
   readonly newLockTable?: () => MemoryLockStore;

@@ -2,8 +2,9 @@
  * The election world (issue 19 item 4): the REAL election (lib/election/election.ts: the queue, the watch, the leadership
  * watchdog), the REAL handover (lib/election/handover.ts: the flip, the wait, the bump), the REAL restore bump
  * (lib/core/restore.ts), the REAL manifest (lib/core/manifest.ts: If-None-Match / If-Match, 412 and 409) and the REAL epoch
- * ledger (lib/election/epoch-fence.ts), on the in-memory stores (or the AWS ones: dynamo.ts) and one VirtualClock, interleaved and faulted at every store
- * call by the seeded scheduler (scheduler.ts), then checked from the stores' final state and the trace.
+ * ledger (lib/election/epoch-fence.ts), on the in-memory stores (or the AWS ones: dynamo.ts) and one VirtualClock,
+ * interleaved and faulted at every store call by the seeded scheduler (scheduler.ts), then checked from the stores'
+ * final state and the trace.
  *
  * The world: three candidates campaign for the role `pacer`; a leader serves (an act that relies on `onLost`, the
  * watchdog's promise, to stop), then appends to the role's ledger and commits the entry to a manifest, once a

@@ -2,8 +2,9 @@
  * The workflow's explored world (issue 19 item 4): the REAL handlers of FencedJob's state machine and of its orphan
  * sweeper (lib/lambda/prepare.ts, observe, claim, raise, the chunk handler, complete, release, sweep-sight, sweep-verify)
  * on the in-memory stores (or lib/core/aws's on DynamoDB Local and local S3: dynamo.ts) and one VirtualClock, driven
- * by the states of the SYNTHESIZED definitions: a small deterministic interpreter of the Amazon States Language they use (Task with Parameters, ResultPath, TimeoutSeconds,
- * Retry and Catch by error name; Pass, Wait with SecondsPath, Choice, an inline Map, Succeed, Fail) on virtual time.
+ * by the states of the SYNTHESIZED definitions: a small deterministic interpreter of the Amazon States Language they
+ * use (Task with Parameters, ResultPath, TimeoutSeconds, Retry and Catch by error name; Pass, Wait with SecondsPath,
+ * Choice, an inline Map, Succeed, Fail) on virtual time.
  * The definitions come from a FencedJob built in this process (bundling skipped), so a change in the constructs
  * changes what is explored; the sweeper's period is its schedule's rate expression.
  *

@@ -11,16 +11,18 @@
  * stores: the sparse index is read consistently at once (DynamoDB Local's index does not lag, AWS's does: the memory
  * tier draws the lag); no transaction or conditional write is in flight while another is sent (the memory tier's
  * conflict and commit windows make conflicts and 409s of their own; here only the scheduler's); and the election
- * world runs no restore (a restore copies the lock table's items behind its back). With those set alike, a schedule's
- * trace is the same on both stores, line for line (test/store/explore-dynamo*.test.ts).
+ * world's restore scans the lock table in DynamoDB's order (by the hash of the key), where the memory store's scan is
+ * in key order, so the restore bump takes the items in another order. With those set alike (no index lag, no window,
+ * no restore: `restores` off), a schedule's trace is the same on both stores, line for line
+ * (test/store/explore-dynamo*.test.ts); with the restore on, the checks run on what the AWS stores did.
  *
  * The broken variants that reach behind the in-memory stores (epoch-deleted, requeue-before-start,
- * claim-on-wall-clock, the restore's) are not run here. `fence-lt` is broken where it ships: the fence comparison is
+ * claim-on-wall-clock) are not run here. `fence-lt` is broken where it ships: the fence comparison is
  * rewritten in the requests sent to DynamoDB (`fence < :t`), so DynamoDB Local itself refuses the equal token.
  */
 import { DeleteTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { CreateBucketCommand, DeleteBucketCommand, DeleteObjectCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
-import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { PutCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { VirtualClock } from '../../lib/core/clock';
 import { DynamoJobStore, FENCE_CLAUSE } from '../../lib/core/aws/job-store';
 import { DynamoLockStore } from '../../lib/core/aws/lock-store';
@@ -29,8 +31,9 @@ import { S3ManifestStore } from '../../lib/core/aws/manifest-store';
 import { createDescribedTables } from '../../lib/core/aws/provision';
 import { scanAll } from '../../lib/core/aws/scan';
 import { Attr, JOB_TABLE, LOCK_TABLE, type TableDescription } from '../../lib/core/schema';
+import type { LockStore } from '../../lib/core/store/lock';
 import { through } from '../../lib/testing/process';
-import { electionWorld, type ElectionPlaced } from './election-world';
+import { electionWorld, type ElectionPlaced, type LockRestore } from './election-world';
 import { ELECTION_MUTATIONS, MUTATIONS, type Mutation } from './mutations';
 import { nightWorld, type NightPlaced, type NightStores } from './night-world';
 import { WORKFLOW_WORLD_MUTATIONS, workflowWorld, type WorkflowPlaced, type WorkflowStores } from './workflow-world';
@@ -184,33 +187,80 @@ export function runWorkflowOnDynamo(
 }
 
 /**
- * The election world's broken variants that run on any store: not those of the restore (a restore copies the lock
- * table's items behind its back: in memory only) nor epoch-deleted (it deletes the memory store's items).
+ * The election world's broken variants that run on any store and line for line: not epoch-deleted (it deletes the
+ * memory store's items), nor the restore's (they run with the restore, which is not line for line: runElectionOnDynamo).
  */
 export const ELECTION_DYNAMO_MUTATIONS: readonly string[] = ELECTION_MUTATIONS.filter(
   (m) => m !== 'epoch-deleted' && m !== 'restore-no-bump' && m !== 'restore-no-floor',
 );
 
+/** Items per page of the restore bump's scan: 2, as the memory tier's, so the bump runs its paging path. */
+const SCAN_LIMIT = 2;
+
+/**
+ * The lock table restored on DynamoDB Local as an operator restores one: a consistent scan of the table in use (the
+ * backup), a new table `<prefix>locks-r<n>` with the backup's items put back (the restore), then used as it is. Every
+ * request is tracked by the clock: no virtual time passes. `made` collects the new tables' names, to delete.
+ */
+function restoreOnDynamo(clients: DynamoClients, prefix: string, clock: VirtualClock, first: LockStore, made: string[]): LockRestore {
+  const tableOf = new Map<LockStore, string>([[first, prefix + LOCK_TABLE.suffix]]);
+  return {
+    backup: (table, needs) =>
+      clock.track(
+        (async () => {
+          const items = new Map((await dump(clients.ddb, tableOf.get(table)!)).map((i) => [String(i[Attr.pk]), i]));
+          return needs.every((k) => items.has(k)) ? items : undefined;
+        })(),
+      ),
+    restored: (backup) =>
+      clock.track(
+        (async () => {
+          const suffix = `${LOCK_TABLE.suffix}-r${made.length + 1}`;
+          made.push(prefix + suffix);
+          await createDescribedTables(clients.raw, prefix, [{ ...LOCK_TABLE, suffix }]);
+          for (const item of backup.values()) await clients.ddb.send(new PutCommand({ TableName: prefix + suffix, Item: item }));
+          const store = onClock(new DynamoLockStore(clients.ddb, prefix + suffix, SCAN_LIMIT), clock);
+          tableOf.set(store, prefix + suffix);
+          return store;
+        })(),
+      ),
+    // Each request is answered before the next is sent: none is in flight.
+    settled: () => true,
+    inUse: (restored) => restored,
+  };
+}
+
 /**
  * Run one schedule of the election world on DynamoDB Local and the local S3 endpoint: the candidates' and writers'
  * lock table and the epoch ledgers (DynamoLedgerStore, on a table keyed as the job table is) on tables of their own
- * under `prefix`, the manifest on a bucket of its own (`<prefix>manifests`), all deleted after unless `keep`. No
- * restore runs here (ElectionStores.newLockTable): a schedule that draws one runs without it.
+ * under `prefix`, the manifest on a bucket of its own (`<prefix>manifests`), all deleted after unless `keep`. With
+ * `restores`, a schedule that draws a restore runs it (restoreOnDynamo); without, it runs without it, and runs line
+ * for line as on the memory stores (a restored table's scan pages in DynamoDB's order, by the hash of the key, where
+ * the memory store's pages by key).
  */
-export function runElectionOnDynamo(
+export async function runElectionOnDynamo(
   clients: DynamoClients,
   prefix: string,
   seed: number,
   mutation?: string,
-  options: OnDynamo & { readonly placed?: ElectionPlaced } = {},
+  options: OnDynamo & { readonly placed?: ElectionPlaced; readonly restores?: boolean } = {},
 ): Promise<ScheduleResult> {
   const bucket = `${prefix}manifests`;
-  const world = electionWorld((clock) => ({
-    locks: onClock(new DynamoLockStore(clients.ddb, prefix + LOCK_TABLE.suffix), clock),
-    ledgers: onClock(new DynamoLedgerStore(clients.ddb, prefix + JOB_TABLE.suffix), clock),
-    bucket: onClock(new S3ManifestStore(clients.s3, bucket), clock),
-  }));
-  return onBucket(clients.s3, bucket, options.keep, () =>
-    onTables(clients, prefix, [LOCK_TABLE, JOB_TABLE], mutation, options.keep, (m) => runWorld(world, seed, m, options.placed)),
-  );
+  const made: string[] = [];
+  const world = electionWorld((clock) => {
+    const locks = onClock(new DynamoLockStore(clients.ddb, prefix + LOCK_TABLE.suffix, SCAN_LIMIT), clock);
+    return {
+      locks,
+      ...(options.restores ? { restore: restoreOnDynamo(clients, prefix, clock, locks, made) } : {}),
+      ledgers: onClock(new DynamoLedgerStore(clients.ddb, prefix + JOB_TABLE.suffix), clock),
+      bucket: onClock(new S3ManifestStore(clients.s3, bucket), clock),
+    };
+  });
+  try {
+    return await onBucket(clients.s3, bucket, options.keep, () =>
+      onTables(clients, prefix, [LOCK_TABLE, JOB_TABLE], mutation, options.keep, (m) => runWorld(world, seed, m, options.placed)),
+    );
+  } finally {
+    if (!options.keep) for (const t of made) await clients.raw.send(new DeleteTableCommand({ TableName: t }));
+  }
 }

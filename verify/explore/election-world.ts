@@ -178,12 +178,37 @@ interface Mark {
 
 /**
  * The in-memory lock store keeps its items in a private map: the harness (a restore, a broken variant) reaches behind
- * it. Only a world whose lock table is in memory restores it (ElectionStores.newLockTable), or takes those variants.
+ * it. Only a world whose lock table is in memory takes the broken variants that do.
  */
 const itemsOf = (store: LockStore) => (store as unknown as { items: Map<string, Record<string, unknown>> }).items;
 const inFlightOf = (store: LockStore) => (store as unknown as { inFlight: Set<unknown> }).inFlight;
 /** A backup of the table's items: each item copied. */
 const copyItems = (items: Map<string, Record<string, unknown>>) => new Map(Array.from(items, ([k, v]) => [k, copyOf(v)]));
+
+/** A backup of the lock table: its items by key. */
+type LockBackup = ReadonlyMap<string, Record<string, unknown>>;
+
+/**
+ * How the lock table is backed up and restored, as an operator does it: a backup of the table in use, a new table
+ * made from it, bumped, then put in use. In memory each step happens at once (a value); on DynamoDB each is a request
+ * (a promise the clock tracks).
+ */
+export interface LockRestore {
+  /** A copy of the items of `table` (the one in use), or undefined while one of `needs` is missing. */
+  backup(table: LockStore, needs: readonly string[]): LockBackup | undefined | Promise<LockBackup | undefined>;
+  /** A new table holding the backup's items. */
+  restored(backup: LockBackup): LockStore | Promise<LockStore>;
+  /** No transaction is in flight on `table`: one in flight would land on a table no longer used. */
+  settled(table: LockStore): boolean;
+  /** The table the restored one is put in use as. */
+  inUse(restored: LockStore): LockStore;
+}
+
+/** `then` of a value or a promise: a value goes on at once (the memory stores' schedules take no extra turn). */
+function andThen<T>(value: T | Promise<T>, next: (value: T) => void): void {
+  if (value instanceof Promise) void value.then(next);
+  else next(value);
+}
 
 // ─── Setup: one schedule's state ─────────────────────────────────────────────────────────────────────────────────
 
@@ -199,8 +224,8 @@ interface ElectionState extends WorldState {
   readonly restarts: Map<Actor, () => number | undefined>;
   /** The lock table, switchable: a restore replaces it with the restored (and bumped) one. */
   readonly table: { current: LockStore };
-  /** A new empty lock table in memory, for a restore; absent (the AWS stores): the schedule runs no restore. */
-  readonly newLockTable: (() => MemoryLockStore) | undefined;
+  /** How the lock table is backed up and restored; absent: the schedule runs no restore. */
+  readonly lockRestore: LockRestore | undefined;
   /** The table in use when each call is applied (not when it was made). */
   readonly lockTable: LockStore;
   readonly ledgers: LedgerStore;
@@ -257,8 +282,8 @@ export interface ElectionPlaced extends Placed {
  */
 interface ElectionStores {
   readonly locks: LockStore;
-  /** A new empty lock table, to restore a backup into: in memory only (a restore copies the items behind the store). */
-  readonly newLockTable?: () => MemoryLockStore;
+  /** How the lock table is backed up and restored; absent: no restore runs (a schedule that draws one runs without it). */
+  readonly restore?: LockRestore;
   readonly ledgers: LedgerStore;
   readonly bucket: ManifestStore;
 }
@@ -266,12 +291,27 @@ interface ElectionStores {
 /** Builds one schedule's stores on its clock, given the stores' own stream (a memory store's conflicts draw from it). */
 export type ElectionStoresOf = (clock: VirtualClock, storeRandom: () => number) => ElectionStores;
 
+/** The memory stores, with the transaction and commit windows of the settings. */
 const memoryStores: ElectionStoresOf = (clock, storeRandom) => {
   const s = ELECTION_SETTINGS;
   const newLockTable = () => new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom, scanPageSize: s.pageSize });
+  /** A new table holding `items`, as they are. */
+  const holding = (items: Iterable<[string, Record<string, unknown>]>) => {
+    const table = newLockTable();
+    for (const [k, v] of items) itemsOf(table).set(k, v);
+    return table;
+  };
   return {
     locks: newLockTable(),
-    newLockTable,
+    restore: {
+      backup: (table, needs) => {
+        const items = itemsOf(table);
+        return needs.every((k) => items.has(k)) ? copyItems(items) : undefined;
+      },
+      restored: (backup) => holding(copyItems(new Map(backup))),
+      settled: (table) => inFlightOf(table).size === 0,
+      inUse: (restored) => holding(itemsOf(restored)),
+    },
     ledgers: new MemoryLedgerStore(clock),
     bucket: new MemoryManifestStore({ clock, commitWindowMs: s.commitWindowMs }),
   };
@@ -306,7 +346,7 @@ function setup(storesOf: ElectionStoresOf, seed: number, mutation: string | unde
 
   const planned = placed ? placedRestore(placed) : drawnRestore(prng(seed + STREAMS.restore));
   // No restore on stores that cannot be restored behind their backs (the draws are made all the same: none moves).
-  const restore = stores.newLockTable ? planned : { ...planned, restoring: false };
+  const restore = stores.restore ? planned : { ...planned, restoring: false };
 
   return {
     random,
@@ -317,7 +357,7 @@ function setup(storesOf: ElectionStoresOf, seed: number, mutation: string | unde
     scheduler,
     restarts,
     table,
-    newLockTable: stores.newLockTable,
+    lockRestore: stores.restore,
     lockTable,
     lockWrites: new LockHistory(clock),
     ledgers: stores.ledgers,
@@ -615,11 +655,13 @@ function actors(w: ElectionState): void {
   // The restore: a backup of the lock table at a seeded time, restored later into a new table, bumped (bumpEpochs,
   // one run id, resumed by a fresh process after a crash and re-run after a failure), and only then used.
   const { restoring, early, backupAt, restoreAfter, runId } = w.restore;
-  const startRestore = (backup: Map<string, Record<string, unknown>>, incarnation: number): void => {
+  const restore = w.lockRestore!; // set whenever a schedule restores (setup)
+  const startRestore = (backup: LockBackup, incarnation: number): void => {
     const actor = newActor(`restore${incarnation === 1 ? '' : `-${incarnation}`}`);
+    andThen(restore.restored(backup), (restored) => restoreInto(restored, backup, incarnation, actor));
+  };
+  const restoreInto = (restored: LockStore, backup: LockBackup, incarnation: number, actor: Actor): void => {
     const actorClock = clockOf(actor);
-    const restored = w.newLockTable!();
-    for (const [k, v] of backup) itemsOf(restored).set(k, copyOf(v));
     const store = scheduler.wrap(broken.restored(restored), actor);
     restarts.set(actor, () => {
       const delay = Math.floor(random() * s.restartWithinMs);
@@ -640,10 +682,8 @@ function actors(w: ElectionState): void {
         }
       }
       // Switch only once no transaction is in flight on the old table (one in flight would land on a table no longer used).
-      while (inFlightOf(table.current).size > 0) await actorClock.sleep(1);
-      const kept = itemsOf(restored);
-      table.current = w.newLockTable!();
-      for (const [k, v] of kept) itemsOf(table.current).set(k, v);
+      while (!restore.settled(table.current)) await actorClock.sleep(1);
+      table.current = restore.inUse(restored);
       w.restoredAt = clock.monotonicMs();
       scheduler.log(`${actor.name}: the restored table is in use`);
     };
@@ -654,18 +694,16 @@ function actors(w: ElectionState): void {
   };
   if (restoring && early) {
     scheduler.log('backup of the lock table taken before its first use (0 items)');
-    const backup = copyItems(itemsOf(table.current));
-    clock.after(backupAt + restoreAfter, () => startRestore(backup, 1));
+    andThen(restore.backup(table.current, []), (backup) => clock.after(backupAt + restoreAfter, () => startRestore(backup!, 1)));
   } else if (restoring) {
     // The backup is taken once the role and the writer's lock items exist, so the bump raises them; the early backup
     // above lacks both, and only the epoch floor keeps their epochs from repeating (docs/TESTING.md).
-    const takeBackup = () => {
-      const items = itemsOf(table.current);
-      if (!items.has(roleKey(s.role)) || !items.has(`writer/${s.writerRole}`)) return void clock.after(500, takeBackup);
-      const backup = copyItems(items);
-      scheduler.log(`backup of the lock table taken (${backup.size} items)`);
-      clock.after(restoreAfter, () => startRestore(backup, 1));
-    };
+    const takeBackup = () =>
+      andThen(restore.backup(table.current, [roleKey(s.role), `writer/${s.writerRole}`]), (backup) => {
+        if (backup === undefined) return void clock.after(500, takeBackup);
+        scheduler.log(`backup of the lock table taken (${backup.size} items)`);
+        clock.after(restoreAfter, () => startRestore(backup, 1));
+      });
     clock.after(backupAt, takeBackup);
   }
 

@@ -3,13 +3,15 @@
  * DynamoDB Local tier apart"): `fencepost simulate explore` over all three worlds, and each world alone, in the same
  * rounds (a world's share of the cost), each run a process of its own as a user runs it (the explorer keeps the
  * handlers' logs and tracing off in its process: this suite's other measurements keep them on in this one); the
- * figure is the one the command prints, the schedules' wall time. Then the night world on DynamoDB Local against the
- * same seeds on the memory stores, in this process (what a real store costs a schedule).
+ * figure is the one the command prints, the schedules' wall time. Then each world on DynamoDB Local and the local S3
+ * against the same seeds on the memory stores, in this process (what a real store costs a schedule).
  */
-import { runNightOnDynamo } from '../verify/explore/dynamo';
+import { runElectionOnDynamo, runNightOnDynamo, runWorkflowOnDynamo, type DynamoClients } from '../verify/explore/dynamo';
+import { ELECTION_WORLD } from '../verify/explore/election-world';
 import { WORLD_NAMES } from '../verify/explore/worlds';
 import { NIGHT_WORLD } from '../verify/explore/night-world';
-import { runWorld } from '../verify/explore/world';
+import { WORKFLOW_WORLD } from '../verify/explore/workflow-world';
+import { runWorld, type ScheduleResult } from '../verify/explore/world';
 import { fmt, newReport, runToEnd, spawnCli, stat, table, type BenchContext, type Measurement } from './common';
 
 const TARGET_PER_MINUTE = 20_000;
@@ -28,6 +30,17 @@ async function exploreMs(seed: number, schedules: number, world: string): Promis
   return Number(m[2]) * 1000;
 }
 
+/** The worlds on the AWS stores (dynamo.ts), each beside its memory tier. */
+const ON_DYNAMO: readonly {
+  readonly world: string;
+  readonly dynamo: (clients: DynamoClients, prefix: string, seed: number) => Promise<ScheduleResult>;
+  readonly memory: (seed: number) => Promise<ScheduleResult>;
+}[] = [
+  { world: 'night', dynamo: runNightOnDynamo, memory: (seed) => runWorld(NIGHT_WORLD, seed) },
+  { world: 'workflow', dynamo: runWorkflowOnDynamo, memory: (seed) => runWorld(WORKFLOW_WORLD, seed) },
+  { world: 'election', dynamo: runElectionOnDynamo, memory: (seed) => runWorld(ELECTION_WORLD, seed) },
+];
+
 async function timed(run: () => Promise<unknown>): Promise<number> {
   const t0 = performance.now();
   await run();
@@ -36,7 +49,7 @@ async function timed(run: () => Promise<unknown>): Promise<number> {
 
 export const explorer: Measurement = {
   name: 'explorer',
-  title: '14. The explorer: schedules a minute over all worlds, each world alone, and the night on DynamoDB Local',
+  title: '14. The explorer: schedules a minute over all worlds, each world alone, and each on DynamoDB Local',
   fullMinutes: 3,
   async run(ctx: BenchContext) {
     const report = newReport(this.name, this.title);
@@ -58,30 +71,33 @@ export const explorer: Measurement = {
     }
     report.blocks.push(table(['worlds', 'schedules', 'a minute (median)', 'slowest round', 'fastest round'], rows));
 
-    // The DynamoDB Local tier: the same seeds of the night, on the AWS stores and on the memory stores, side by side.
+    // The DynamoDB Local tier: the same seeds of each world, on the AWS stores and on the memory stores, side by side.
     const stack = await ctx.stack();
     const dynamoSchedules = ctx.quick ? 10 : 40;
-    let dynamoMs = 0;
-    let memoryMs = 0;
-    for (let seed = FROM; seed < FROM + dynamoSchedules; seed++) {
-      dynamoMs += await timed(() => runNightOnDynamo(stack.clients, `bench${seed}-`, seed));
-      memoryMs += await timed(() => runWorld(NIGHT_WORLD, seed));
-    }
-    report.blocks.push(
-      table(
-        ['night world', 'schedules', 'ms a schedule', 'a minute'],
+    const dynamoRows: string[][] = [];
+    const dynamoData: Record<string, { schedules: number; dynamoMs: number; memoryMs: number }> = {};
+    for (const { world, dynamo, memory } of ON_DYNAMO) {
+      ctx.log(`explorer: the ${world} world on DynamoDB Local`);
+      let dynamoMs = 0;
+      let memoryMs = 0;
+      for (let seed = FROM; seed < FROM + dynamoSchedules; seed++) {
+        dynamoMs += await timed(() => dynamo(stack.clients, `bench${world[0]}${seed}-`, seed));
+        memoryMs += await timed(() => memory(seed));
+      }
+      dynamoRows.push(
         [
-          [
-            'on DynamoDB Local (tables made and dropped per schedule)',
-            String(dynamoSchedules),
-            fmt(dynamoMs / dynamoSchedules, 1),
-            fmt(perMinute(dynamoSchedules, dynamoMs), 0),
-          ],
-          ['on the memory stores', String(dynamoSchedules), fmt(memoryMs / dynamoSchedules, 2), fmt(perMinute(dynamoSchedules, memoryMs), 0)],
-          ['DynamoDB Local / memory', '', fmt(dynamoMs / memoryMs, 0), ''],
+          world,
+          'on DynamoDB Local (tables made and dropped per schedule)',
+          String(dynamoSchedules),
+          fmt(dynamoMs / dynamoSchedules, 1),
+          fmt(perMinute(dynamoSchedules, dynamoMs), 0),
         ],
-      ),
-    );
+        [world, 'on the memory stores', String(dynamoSchedules), fmt(memoryMs / dynamoSchedules, 2), fmt(perMinute(dynamoSchedules, memoryMs), 0)],
+        [world, 'DynamoDB Local / memory', '', fmt(dynamoMs / memoryMs, 0), ''],
+      );
+      dynamoData[world] = { schedules: dynamoSchedules, dynamoMs, memoryMs };
+    }
+    report.blocks.push(table(['world', 'stores', 'schedules', 'ms a schedule', 'a minute'], dynamoRows));
     report.verdicts.push({
       measurement: this.name,
       what: 'schedules a minute over all worlds (median round)',
@@ -91,7 +107,7 @@ export const explorer: Measurement = {
     });
     report.data.allMs = allMs;
     report.data.worldMs = Object.fromEntries(worldMs);
-    report.data.dynamo = { schedules: dynamoSchedules, dynamoMs, memoryMs };
+    report.data.dynamo = dynamoData;
     return report;
   },
 };

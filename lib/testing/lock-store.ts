@@ -185,7 +185,8 @@ export class MemoryLockStore implements LockStore {
       const item = this.items.get(key)!;
       return { key, epoch: Number(item.epoch ?? 0), bumpRuns: [...((item.bump_runs as Set<string> | undefined) ?? [])] };
     });
-    return keys.length > size ? { items, next: page[page.length - 1] } : { items };
+    // As DynamoDB's Limit: a full page ends with a key to go on from, even when nothing follows it (API_Scan.html).
+    return page.length === size ? { items, next: page[page.length - 1] } : { items };
   }
 
   async bump(key: string, by: number, runId: string): Promise<{ readonly ok: true; readonly from: number } | { readonly ok: false }> {

@@ -2,8 +2,9 @@
  * The election world (issue 19 item 4): the REAL election (lib/election/election.ts: the queue, the watch, the leadership
  * watchdog), the REAL handover (lib/election/handover.ts: the flip, the wait, the bump), the REAL restore bump
  * (lib/core/restore.ts), the REAL manifest (lib/core/manifest.ts: If-None-Match / If-Match, 412 and 409) and the REAL epoch
- * ledger (lib/election/epoch-fence.ts), on the in-memory stores and one VirtualClock, interleaved and faulted at every store
- * call by the seeded scheduler (scheduler.ts), then checked from the stores' final state and the trace.
+ * ledger (lib/election/epoch-fence.ts), on the in-memory stores (or the AWS ones: dynamo.ts) and one VirtualClock,
+ * interleaved and faulted at every store call by the seeded scheduler (scheduler.ts), then checked from the stores'
+ * final state and the trace.
  *
  * The world: three candidates campaign for the role `pacer`; a leader serves (an act that relies on `onLost`, the
  * watchdog's promise, or on the leadership's signal to stop), then appends to the role's ledger and commits the entry
@@ -180,11 +181,39 @@ interface Mark {
   readonly leaders: number;
 }
 
-/** The in-memory lock store keeps its items in a private map: the harness (a restore, a broken variant) reaches behind it. */
-const itemsOf = (store: MemoryLockStore) => (store as unknown as { items: Map<string, Record<string, unknown>> }).items;
-const inFlightOf = (store: MemoryLockStore) => (store as unknown as { inFlight: Set<unknown> }).inFlight;
+/**
+ * The in-memory lock store keeps its items in a private map: the harness (a restore, a broken variant) reaches behind
+ * it. Only a world whose lock table is in memory takes the broken variants that do.
+ */
+const itemsOf = (store: LockStore) => (store as unknown as { items: Map<string, Record<string, unknown>> }).items;
+const inFlightOf = (store: LockStore) => (store as unknown as { inFlight: Set<unknown> }).inFlight;
 /** A backup of the table's items: each item copied. */
 const copyItems = (items: Map<string, Record<string, unknown>>) => new Map(Array.from(items, ([k, v]) => [k, copyOf(v)]));
+
+/** A backup of the lock table: its items by key. */
+type LockBackup = ReadonlyMap<string, Record<string, unknown>>;
+
+/**
+ * How the lock table is backed up and restored, as an operator does it: a backup of the table in use, a new table
+ * made from it, bumped, then put in use. In memory each step happens at once (a value); on DynamoDB each is a request
+ * (a promise the clock tracks).
+ */
+export interface LockRestore {
+  /** A copy of the items of `table` (the one in use), or undefined while one of `needs` is missing. */
+  backup(table: LockStore, needs: readonly string[]): LockBackup | undefined | Promise<LockBackup | undefined>;
+  /** A new table holding the backup's items. */
+  restored(backup: LockBackup): LockStore | Promise<LockStore>;
+  /** No transaction is in flight on `table`: one in flight would land on a table no longer used. */
+  settled(table: LockStore): boolean;
+  /** The table the restored one is put in use as. */
+  inUse(restored: LockStore): LockStore;
+}
+
+/** `then` of a value or a promise: a value goes on at once (the memory stores' schedules take no extra turn). */
+function andThen<T>(value: T | Promise<T>, next: (value: T) => void): void {
+  if (value instanceof Promise) void value.then(next);
+  else next(value);
+}
 
 // ─── Setup: one schedule's state ─────────────────────────────────────────────────────────────────────────────────
 
@@ -201,11 +230,13 @@ interface ElectionState extends WorldState {
   /** How a crashed process is restarted (candidates and the restore, by fresh ones), set as each starts. */
   readonly restarts: Map<Actor, () => number | undefined>;
   /** The lock table, switchable: a restore replaces it with the restored (and bumped) one. */
-  readonly table: { current: MemoryLockStore };
+  readonly table: { current: LockStore };
+  /** How the lock table is backed up and restored; absent: the schedule runs no restore. */
+  readonly lockRestore: LockRestore | undefined;
   /** The table in use when each call is applied (not when it was made). */
   readonly lockTable: LockStore;
-  readonly ledgers: MemoryLedgerStore;
-  readonly bucket: MemoryManifestStore;
+  readonly ledgers: LedgerStore;
+  readonly bucket: ManifestStore;
   readonly broken: ElectionBroken;
   /** Whether this schedule restores the lock table, and when: drawn from the restore's own stream. */
   readonly restore: {
@@ -256,7 +287,49 @@ export interface ElectionPlaced extends Placed {
   readonly run?: Readonly<Record<string, { readonly stopAtMs?: number }>>;
 }
 
-function setup(seed: number, mutation: string | undefined, placed?: ElectionPlaced): ElectionState {
+/**
+ * The stores one schedule runs on: the in-memory ones (with the transaction and commit windows that make a 409 or a
+ * conflict, and a small scan page), or lib/core/aws's on DynamoDB Local and the S3 manifest store on the local S3
+ * endpoint (dynamo.ts), the same schedules over every shipped condition expression.
+ */
+interface ElectionStores {
+  readonly locks: LockStore;
+  /** How the lock table is backed up and restored; absent: no restore runs (a schedule that draws one runs without it). */
+  readonly restore?: LockRestore;
+  readonly ledgers: LedgerStore;
+  readonly bucket: ManifestStore;
+}
+
+/** Builds one schedule's stores on its clock, given the stores' own stream (a memory store's conflicts draw from it). */
+export type ElectionStoresOf = (clock: VirtualClock, storeRandom: () => number) => ElectionStores;
+
+/** The memory stores, with the transaction and commit windows of the settings. */
+const memoryStores: ElectionStoresOf = (clock, storeRandom) => {
+  const s = ELECTION_SETTINGS;
+  const newLockTable = () => new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom, scanPageSize: s.pageSize });
+  /** A new table holding `items`, as they are. */
+  const holding = (items: Iterable<[string, Record<string, unknown>]>) => {
+    const table = newLockTable();
+    for (const [k, v] of items) itemsOf(table).set(k, v);
+    return table;
+  };
+  return {
+    locks: newLockTable(),
+    restore: {
+      backup: (table, needs) => {
+        const items = itemsOf(table);
+        return needs.every((k) => items.has(k)) ? copyItems(items) : undefined;
+      },
+      restored: (backup) => holding(copyItems(new Map(backup))),
+      settled: (table) => inFlightOf(table).size === 0,
+      inUse: (restored) => holding(itemsOf(restored)),
+    },
+    ledgers: new MemoryLedgerStore(clock),
+    bucket: new MemoryManifestStore({ clock, commitWindowMs: s.commitWindowMs }),
+  };
+};
+
+function setup(storesOf: ElectionStoresOf, seed: number, mutation: string | undefined, placed?: ElectionPlaced): ElectionState {
   if (mutation !== undefined && !(ELECTION_MUTATIONS as readonly string[]).includes(mutation))
     throw new Error(`unknown election mutation ${mutation}; known: ${ELECTION_MUTATIONS.join(', ')}`);
   const s = ELECTION_SETTINGS;
@@ -267,7 +340,8 @@ function setup(seed: number, mutation: string | undefined, placed?: ElectionPlac
   const restarts = new Map<Actor, () => number | undefined>();
   const scheduler = new Scheduler(clock, random, s.faults, (actor) => restarts.get(actor)?.(), TRANSACTIONS, placed);
 
-  const table = { current: new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom, scanPageSize: s.pageSize }) };
+  const stores = storesOf(clock, storeRandom);
+  const table = { current: stores.locks };
   // Each call reaches the table in use when it is applied (not when it was made): a call parked across the restore
   // lands on the restored table, as on a table restored in place. Each method's forwarder is made once.
   const forwarders = new Map<string | symbol, (...args: unknown[]) => unknown>();
@@ -282,7 +356,9 @@ function setup(seed: number, mutation: string | undefined, placed?: ElectionPlac
     },
   });
 
-  const restore = placed ? placedRestore(placed) : drawnRestore(prng(seed + STREAMS.restore));
+  const planned = placed ? placedRestore(placed) : drawnRestore(prng(seed + STREAMS.restore));
+  // No restore on stores that cannot be restored behind their backs (the draws are made all the same: none moves).
+  const restore = stores.restore ? planned : { ...planned, restoring: false };
 
   return {
     random,
@@ -294,10 +370,11 @@ function setup(seed: number, mutation: string | undefined, placed?: ElectionPlac
     scheduler,
     restarts,
     table,
+    lockRestore: stores.restore,
     lockTable,
     lockWrites: new LockHistory(clock),
-    ledgers: new MemoryLedgerStore(clock),
-    bucket: new MemoryManifestStore({ clock, commitWindowMs: s.commitWindowMs }),
+    ledgers: stores.ledgers,
+    bucket: stores.bucket,
     // The broken variant, if any: its patches of the core's classes are undone after the schedule.
     broken: applyElectionMutation(mutation as ElectionMutation | undefined),
     restore: { ...restore, runId: `restore-${seed}` },
@@ -339,7 +416,7 @@ function placedRestore({ restore }: ElectionPlaced): RestorePlan {
 
 function actors(w: ElectionState): void {
   const s = ELECTION_SETTINGS;
-  const { clock, scheduler, random, wallRandom, storeRandom, table, lockTable, ledgers, bucket, broken, violations, restarts } = w;
+  const { clock, scheduler, random, wallRandom, table, lockTable, ledgers, bucket, broken, violations, restarts } = w;
   const { grants, accepted, bumps, manifestWrites } = w;
 
   // The leadership timeline: how many campaign, how many lead, at each change. `order` places appends and bumps.
@@ -639,11 +716,13 @@ function actors(w: ElectionState): void {
   // The restore: a backup of the lock table at a seeded time, restored later into a new table, bumped (bumpEpochs,
   // one run id, resumed by a fresh process after a crash and re-run after a failure), and only then used.
   const { restoring, early, backupAt, restoreAfter, runId } = w.restore;
-  const startRestore = (backup: Map<string, Record<string, unknown>>, incarnation: number): void => {
+  const restore = w.lockRestore!; // set whenever a schedule restores (setup)
+  const startRestore = (backup: LockBackup, incarnation: number): void => {
     const actor = newActor(`restore${incarnation === 1 ? '' : `-${incarnation}`}`);
+    andThen(restore.restored(backup), (restored) => restoreInto(restored, backup, incarnation, actor));
+  };
+  const restoreInto = (restored: LockStore, backup: LockBackup, incarnation: number, actor: Actor): void => {
     const actorClock = clockOf(actor);
-    const restored = new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom, scanPageSize: s.pageSize });
-    for (const [k, v] of backup) itemsOf(restored).set(k, copyOf(v));
     const store = scheduler.wrap(broken.restored(restored), actor);
     restarts.set(actor, () => {
       const delay = Math.floor(random() * s.restartWithinMs);
@@ -664,10 +743,8 @@ function actors(w: ElectionState): void {
         }
       }
       // Switch only once no transaction is in flight on the old table (one in flight would land on a table no longer used).
-      while (inFlightOf(table.current).size > 0) await actorClock.sleep(1);
-      const kept = itemsOf(restored);
-      table.current = new MemoryLockStore({ clock, conflictWindowMs: s.conflictWindowMs, random: storeRandom, scanPageSize: s.pageSize });
-      for (const [k, v] of kept) itemsOf(table.current).set(k, v);
+      while (!restore.settled(table.current)) await actorClock.sleep(1);
+      table.current = restore.inUse(restored);
       w.restoredAt = clock.monotonicMs();
       scheduler.log(`${actor.name}: the restored table is in use`);
     };
@@ -678,18 +755,16 @@ function actors(w: ElectionState): void {
   };
   if (restoring && early) {
     scheduler.log('backup of the lock table taken before its first use (0 items)');
-    const backup = copyItems(itemsOf(table.current));
-    clock.after(backupAt + restoreAfter, () => startRestore(backup, 1));
+    andThen(restore.backup(table.current, []), (backup) => clock.after(backupAt + restoreAfter, () => startRestore(backup!, 1)));
   } else if (restoring) {
     // The backup is taken once the role and the writer's lock items exist, so the bump raises them; the early backup
     // above lacks both, and only the epoch floor keeps their epochs from repeating (docs/TESTING.md).
-    const takeBackup = () => {
-      const items = itemsOf(table.current);
-      if (!items.has(roleKey(s.role)) || !items.has(`writer/${s.writerRole}`)) return void clock.after(500, takeBackup);
-      const backup = copyItems(items);
-      scheduler.log(`backup of the lock table taken (${backup.size} items)`);
-      clock.after(restoreAfter, () => startRestore(backup, 1));
-    };
+    const takeBackup = () =>
+      andThen(restore.backup(table.current, [roleKey(s.role), `writer/${s.writerRole}`]), (backup) => {
+        if (backup === undefined) return void clock.after(500, takeBackup);
+        scheduler.log(`backup of the lock table taken (${backup.size} items)`);
+        clock.after(restoreAfter, () => startRestore(backup, 1));
+      });
     clock.after(backupAt, takeBackup);
   }
 
@@ -928,8 +1003,9 @@ const checks: readonly Check<ElectionState>[] = [
 
 // ─── The world ───────────────────────────────────────────────────────────────────────────────────────────────────
 
-export const ELECTION_WORLD: World<ElectionState, ElectionPlaced> = {
-  setup,
+/** The election world on the stores `storesOf` builds: in memory (ELECTION_WORLD), or on DynamoDB Local and local S3 (dynamo.ts). */
+export const electionWorld = (storesOf: ElectionStoresOf): World<ElectionState, ElectionPlaced> => ({
+  setup: (seed, mutation, placed) => setup(storesOf, seed, mutation, placed),
   actors,
   // The handover was asked, the restore (if any) is in use, and every process has ended (or crashed).
   done: (w) =>
@@ -949,7 +1025,9 @@ export const ELECTION_WORLD: World<ElectionState, ElectionPlaced> = {
     const state = heads.join('; ');
     return { line: `end: ${state}`, state };
   },
-};
+});
+
+export const ELECTION_WORLD = electionWorld(memoryStores);
 
 /**
  * Run one schedule of the election world from its seed (optionally with a broken variant of a rule, or placed faults)

@@ -1,9 +1,10 @@
 /**
  * The workflow's explored world (issue 19 item 4): the REAL handlers of FencedJob's state machine and of its orphan
  * sweeper (lib/lambda/prepare.ts, observe, claim, raise, the chunk handler, complete, release, sweep-sight, sweep-verify)
- * on the in-memory stores and one VirtualClock, driven by the states of the SYNTHESIZED definitions: a small
- * deterministic interpreter of the Amazon States Language they use (Task with Parameters, ResultPath, TimeoutSeconds,
- * Retry and Catch by error name; Pass, Wait with SecondsPath, Choice, an inline Map, Succeed, Fail) on virtual time.
+ * on the in-memory stores (or lib/core/aws's on DynamoDB Local and local S3: dynamo.ts) and one VirtualClock, driven
+ * by the states of the SYNTHESIZED definitions: a small deterministic interpreter of the Amazon States Language they
+ * use (Task with Parameters, ResultPath, TimeoutSeconds, Retry and Catch by error name; Pass, Wait with SecondsPath,
+ * Choice, an inline Map, Succeed, Fail) on virtual time.
  * The definitions come from a FencedJob built in this process (bundling skipped), so a change in the constructs
  * changes what is explored; the sweeper's period is its schedule's rate expression.
  *
@@ -67,7 +68,8 @@ import { MemoryJobStore } from '../../lib/testing/job-store';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { MemoryManifestStore } from '../../lib/testing/manifest-store';
 import type { JobStore } from '../../lib/core/store/jobs';
-import type { WriteOutcome } from '../../lib/core/store/lock';
+import type { LockStore, WriteOutcome } from '../../lib/core/store/lock';
+import type { ManifestStore } from '../../lib/core/store/manifest';
 import { chunkHandlerOn, type RuntimeChunkContext } from '../../lib/lambda/chunk-handler';
 import { Env } from '../../lib/lambda/env';
 import { makeHandlers } from '../../lib/lambda/index';
@@ -409,8 +411,10 @@ interface WorkflowState extends WorldState {
   /** How each running invocation's task is answered when its process crashes, set as each starts. */
   readonly invocations: Map<Actor, (error: string) => void>;
   readonly indexLagMs: number;
-  readonly jobs: MemoryJobStore;
-  readonly manifests: MemoryManifestStore;
+  readonly jobs: WorkflowStores['jobs'];
+  readonly manifests: ManifestStore;
+  /** The table the night's items are written to. */
+  readonly items: string;
   readonly keys: ReturnType<typeof jobKeys>;
   readonly jobId: string;
   readonly broken: Broken;
@@ -441,7 +445,34 @@ interface WorkflowState extends WorldState {
   readonly placed: WorkflowPlaced | undefined;
 }
 
-function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlaced): WorkflowState {
+/**
+ * The stores one schedule runs on: the in-memory ones (the sparse index's lag drawn, a page of one row, so every query
+ * runs its pagination path), or lib/core/aws's on DynamoDB Local (dynamo.ts), the same schedules over every shipped
+ * condition expression.
+ */
+export interface WorkflowStores {
+  readonly locks: LockStore;
+  /** The job table's store, and every item a table holds (the checks count the night's items). */
+  readonly jobs: JobStore & { dump(table: string): readonly unknown[] | Promise<readonly unknown[]> };
+  readonly manifests: ManifestStore;
+  /** The table the night's items are written to. */
+  readonly items: string;
+  /** How far the sparse index lags its table at most (0: DynamoDB Local's, read at once). */
+  readonly indexLagMs: number;
+}
+
+/** Builds one schedule's stores on its clock, given the sparse index's lag drawn for it (a memory store's only). */
+export type WorkflowStoresOf = (clock: VirtualClock, lag: { readonly indexLagMs: number; readonly random: () => number }) => WorkflowStores;
+
+const memoryStores: WorkflowStoresOf = (clock, lag) => ({
+  locks: new MemoryLockStore({ clock }),
+  jobs: new MemoryJobStore({ clock, jobs: TABLES.jobs, indexLagMs: lag.indexLagMs, random: lag.random, pageSize: 1 }),
+  manifests: new MemoryManifestStore(),
+  items: ITEMS,
+  indexLagMs: lag.indexLagMs,
+});
+
+function setup(storesOf: WorkflowStoresOf, seed: number, mutation: string | undefined, placed?: WorkflowPlaced): WorkflowState {
   if (mutation !== undefined && !(WORKFLOW_WORLD_MUTATIONS as readonly string[]).includes(mutation))
     throw new Error(`unknown mutation ${mutation}: one of ${WORKFLOW_WORLD_MUTATIONS.join(', ')}`);
   const f = flow();
@@ -466,10 +497,11 @@ function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlac
   const lagRandom = prng(seed + LAG_STREAM);
   const indexLagMs = Math.floor(lagRandom() * s.maxIndexLagMs);
   const rates = prng(seed + RATE_STREAM);
+  const stores = storesOf(clock, { indexLagMs, random: lagRandom });
   const fenceWrites = new FenceHistory(clock);
-  const jobs = fenceWrites.observe(new MemoryJobStore({ clock, jobs: TABLES.jobs, indexLagMs, random: lagRandom, pageSize: 1 }));
+  const jobs = fenceWrites.observe(stores.jobs);
   const lockWrites = new LockHistory(clock);
-  const locks = lockWrites.observe(new MemoryLockStore({ clock }));
+  const locks = lockWrites.observe(stores.locks);
   const keys = jobKeys('explore');
   const chosen = (placed ? placed.allAtOnce : aws() < s.allAtOnceShare) ? f.jobAllAtOnce : f.job;
   const jobMachine = placed?.unretried ? unretried(chosen, placed.unretried) : chosen;
@@ -484,9 +516,10 @@ function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlac
     clock,
     scheduler,
     invocations,
-    indexLagMs,
+    indexLagMs: stores.indexLagMs,
     jobs,
-    manifests: new MemoryManifestStore(),
+    manifests: stores.manifests,
+    items: stores.items,
     keys,
     jobId: keys.job(DATE),
     broken: applyMutation(core, { locks, jobs }),
@@ -629,7 +662,7 @@ function actors(w: WorkflowState): void {
       await c.runtime.clock.sleep(s.batchWorkMs);
       c.lease.check();
       const puts = Array.from({ length: Math.min(s.batch, s.items - from) }, (_, i) => ({
-        table: ITEMS,
+        table: w.items,
         item: { pk: { S: `item#${c.chunk}#${from + i}` }, token: { N: String(c.lease.token) } },
       }));
       await writeBatch(c.fence, puts);
@@ -959,7 +992,7 @@ const checks: readonly Check<WorkflowState>[] = [
     check: (w) =>
       doneChecks(
         w.jobs,
-        { jobId: w.jobId, date: DATE, chunks: FLOW_SETTINGS.chunks, items: FLOW_SETTINGS.items, itemsTable: ITEMS, jobsTable: TABLES.jobs },
+        { jobId: w.jobId, date: DATE, chunks: FLOW_SETTINGS.chunks, items: FLOW_SETTINGS.items, itemsTable: w.items, jobsTable: w.jobs.table },
         w.keys,
       ),
   },
@@ -970,8 +1003,9 @@ const checks: readonly Check<WorkflowState>[] = [
 // ---------------------------------------------------------------------------------------------------------------
 // The world.
 
-export const WORKFLOW_WORLD: World<WorkflowState, WorkflowPlaced> = {
-  setup,
+/** The workflow world on the stores `storesOf` builds: in memory (WORKFLOW_WORLD), or on DynamoDB Local (dynamo.ts). */
+export const workflowWorld = (storesOf: WorkflowStoresOf): World<WorkflowState, WorkflowPlaced> => ({
+  setup: (seed, mutation, placed) => setup(storesOf, seed, mutation, placed),
   actors,
   // Done when the night is, every execution closed and every invocation returned; or when nothing can happen any
   // more: all that, with the night never raised (no sweep sees it) and no trigger still to come: stranded, a violation.
@@ -993,7 +1027,9 @@ export const WORKFLOW_WORLD: World<WorkflowState, WorkflowPlaced> = {
       faults: [...w.invokeFaults, ...w.startFaults].map((x) => `${x.kind} ${x.point.replace(/@.*/, '')}`),
     };
   },
-};
+});
+
+export const WORKFLOW_WORLD = workflowWorld(memoryStores);
 
 /**
  * Run one schedule of the workflow world from its seed, optionally with a broken variant, and check it.
@@ -1027,7 +1063,7 @@ const unretried = (machine: MachineDef, error: string): MachineDef =>
   });
 
 let clients: Clients | undefined;
-/** The handlers are given the in-memory stores; these clients are never sent a request (they exist for the Runtime's shape). */
+/** The handlers are given the schedule's stores; these clients are never sent a request (they exist for the Runtime's shape). */
 function dummyClients(): Clients {
   return (clients ??= awsClients());
 }

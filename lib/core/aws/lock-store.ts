@@ -80,6 +80,8 @@ export class DynamoLockStore implements LockStore {
     private readonly ddb: DocumentClient,
     /** The lock table (partition key `pk`, never TTL'd). */
     private readonly table: string,
+    /** Items per page of the restore bump's scan (DynamoDB's Limit), so a test runs the paging path. @defaultValue DynamoDB's page of 1 MB */
+    private readonly scanLimit?: number,
   ) {}
 
   async read(key: string): Promise<LockItem | undefined> {
@@ -242,7 +244,12 @@ export class DynamoLockStore implements LockStore {
 
   async scanPage(start?: string): Promise<BumpPage> {
     const page = await this.ddb.send(
-      new ScanCommand({ TableName: this.table, ConsistentRead: true, ExclusiveStartKey: start === undefined ? undefined : { [Attr.pk]: start } }),
+      new ScanCommand({
+        TableName: this.table,
+        ConsistentRead: true,
+        Limit: this.scanLimit,
+        ExclusiveStartKey: start === undefined ? undefined : { [Attr.pk]: start },
+      }),
     );
     const items = (page.Items ?? []).map((item) => ({
       key: String(item[Attr.pk]),

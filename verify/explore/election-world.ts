@@ -149,6 +149,9 @@ function workBoundMs(s: Settings = ELECTION_SETTINGS): number {
   return s.candidates * s.maxCampaigns * term + handoverBoundMs(s) + ((s.w1Writes + s.w2Writes) * s.writePeriodMs) / (1 - s.faults.monoRate);
 }
 
+/** A wait that lands after every timer due at the same instant of a process's clock, whatever each one's rounding. */
+const AFTER_DUE_TIMERS_MS = 0.001;
+
 /** Streams of a schedule's seed kept apart from the scheduler's, so adding one leaves the others' draws as they were. */
 const STREAMS = { store: 0x0e1e_0000, wall: 0x0e1e_1000, restore: 0x0e1e_2000, rate: 0x0e1e_3000, mode: 0x0e1e_4000 } as const;
 
@@ -564,8 +567,11 @@ function actors(w: ElectionState): void {
         for (let act = 0; act < s.acts && !lost(); act++) {
           await actorClock.sleep(s.actPeriodMs);
           // Serve as leader: an act with no store call, which stops only when told (onLost, or the leadership's
-          // signal). It runs after every timer due at this instant (the watchdog's included).
-          await new Promise<void>((resolve) => actorClock.after(0, resolve));
+          // signal). It runs after every timer due at this instant, the watchdog's included: a microsecond later on
+          // its own clock, since two timers due at one instant of a clock with a rate error are converted to true
+          // time each with its own rounding, and an `after(0)` could land a hair before the watchdog (seeds 8941 and
+          // 9356 of the serial memory stores served at their exact stop time).
+          await new Promise<void>((resolve) => actorClock.after(AFTER_DUE_TIMERS_MS, resolve));
           if (lost()) break;
           // Recorded as the leader's act; the check computes its stop time from outside (ledgerWritesInTime).
           w.calls.act(actor, 'serve', [ledgerKey(s.role), epoch]);

@@ -16,6 +16,7 @@ import { MemoryManifestStore } from '../../lib/testing/manifest-store';
 import { ELECTION_DYNAMO_MUTATIONS, runElectionOnDynamo } from '../../verify/explore/dynamo';
 import { electionWorld, type ElectionPlaced } from '../../verify/explore/election-world';
 import { runWorld, type ScheduleResult } from '../../verify/explore/world';
+import { brokenAlike, drawnAlike } from '../support/explore-alike';
 import { endpoints } from '../support/stack';
 
 /** The memory stores as the AWS stores behave here: no conflict window, no commit window, no restore. */
@@ -29,9 +30,6 @@ const MEMORY_SERIAL = electionWorld((clock) => ({
 const FROM = 7_501;
 const SCHEDULES = 12;
 
-/** `kind method@step` (the night's and the scheduler's faults) or `kind point` (the world's own) as `kind method`. */
-const faultAt = (point: string): string => point.replace(/@.*/, '');
-
 let clients: Clients;
 const prefix = `l${randomBytes(4).toString('hex')}-`;
 before(async () => void (clients = localClients(await endpoints())));
@@ -44,19 +42,9 @@ async function both(seed: number, mutation?: string, placed?: ElectionPlaced): P
 }
 
 test(`${SCHEDULES} schedules of the election on DynamoDB Local and local S3: no violation, and each runs as on the memory stores`, async () => {
-  const faults = new Map<string, number>();
   const t0 = performance.now();
-  for (let seed = FROM; seed < FROM + SCHEDULES; seed++) {
-    const { dynamo, memory } = await both(seed);
-    assert.deepEqual(dynamo.violations, [], `seed ${seed} on DynamoDB Local:\n${dynamo.trace.join('\n')}`);
-    assert.deepEqual(dynamo.trace, memory.trace, `seed ${seed}: DynamoDB Local and the memory stores parted`);
-    for (const p of dynamo.crashPoints) faults.set(faultAt(p), (faults.get(faultAt(p)) ?? 0) + 1);
-  }
-  // What the schedules put the AWS stores through, for the log (not a condition: the schedules are drawn).
-  const sorted = [...faults].sort(([a], [b]) => a.localeCompare(b));
-  console.log(
-    `faults injected over ${SCHEDULES} schedules (${Math.round(performance.now() - t0)} ms), by kind and call: ${JSON.stringify(Object.fromEntries(sorted))}`,
-  );
+  const faults = await drawnAlike(both, FROM, SCHEDULES);
+  console.log(`faults injected over ${SCHEDULES} schedules (${Math.round(performance.now() - t0)} ms), by kind and call: ${JSON.stringify(faults)}`);
 });
 
 // Every conditional write the election sends, each answer lost once after it applied (the retry meets its own write):
@@ -139,11 +127,5 @@ test(`${RESTORING} drawn schedules on DynamoDB Local with their drawn restores: 
 // on DynamoDB Local); the equality is what is tested, not the horizon.
 const MUTATIONS_FROM = FROM + 1;
 const PER_MUTATION = 2;
-test(`each broken variant that runs on any store behaves on the AWS stores as on the memory stores (${PER_MUTATION} schedules each)`, async () => {
-  for (const mutation of ELECTION_DYNAMO_MUTATIONS)
-    for (let seed = MUTATIONS_FROM; seed < MUTATIONS_FROM + PER_MUTATION; seed++) {
-      const { dynamo, memory } = await both(seed, mutation);
-      assert.deepEqual(dynamo.trace, memory.trace, `${mutation} seed ${seed}: the AWS stores and the memory stores parted`);
-      assert.deepEqual(dynamo.violations, memory.violations, `${mutation} seed ${seed}`);
-    }
-});
+test(`each broken variant that runs on any store behaves on the AWS stores as on the memory stores (${PER_MUTATION} schedules each)`, () =>
+  brokenAlike(both, ELECTION_DYNAMO_MUTATIONS, MUTATIONS_FROM, PER_MUTATION));

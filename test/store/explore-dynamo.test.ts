@@ -15,6 +15,7 @@ import { DYNAMO_MUTATIONS, runNightOnDynamo } from '../../verify/explore/dynamo'
 import type { Mutation } from '../../verify/explore/mutations';
 import { nightWorld, type NightPlaced } from '../../verify/explore/night-world';
 import { runWorld, type ScheduleResult } from '../../verify/explore/world';
+import { brokenAlike, drawnAlike } from '../support/explore-alike';
 import { endpoints } from '../support/stack';
 
 /** The memory stores as DynamoDB Local behaves: no index lag (a page of one row still runs every query's paging). */
@@ -42,15 +43,8 @@ async function both(seed: number, mutation?: Mutation, placed?: NightPlaced): Pr
 }
 
 test(`${SCHEDULES} schedules of the night on DynamoDB Local: no violation, and each runs as on the memory stores`, async () => {
-  const faults = new Map<string, number>();
-  for (let seed = FROM; seed < FROM + SCHEDULES; seed++) {
-    const { dynamo, memory } = await both(seed);
-    assert.deepEqual(dynamo.violations, [], `seed ${seed} on DynamoDB Local:\n${dynamo.trace.join('\n')}`);
-    assert.deepEqual(dynamo.trace, memory.trace, `seed ${seed}: DynamoDB Local and the memory stores parted`);
-    for (const p of dynamo.crashPoints) faults.set(p.split(' ')[0], (faults.get(p.split(' ')[0]) ?? 0) + 1);
-  }
-  // What the schedules put the AWS stores through, for the log (not a condition: the schedules are drawn).
-  console.log(`faults injected over ${SCHEDULES} schedules: ${JSON.stringify(Object.fromEntries(faults))}`);
+  const faults = await drawnAlike(both, FROM, SCHEDULES);
+  console.log(`faults injected over ${SCHEDULES} schedules, by kind and call: ${JSON.stringify(faults)}`);
 });
 
 test('the fence comparison broken where it ships (`fence < :t` sent to DynamoDB) is caught; the same schedule passes unbroken', async () => {
@@ -73,11 +67,5 @@ test('the fence comparison broken where it ships (`fence < :t` sent to DynamoDB)
 // The broken variants run above the store: each must break the night on DynamoDB Local as on the memory stores, so
 // the memory tier's catch rates stand for the AWS stores too.
 const PER_MUTATION = 8;
-test(`each broken variant that runs on any store behaves on DynamoDB Local as on the memory stores (${PER_MUTATION} schedules each)`, async () => {
-  for (const mutation of DYNAMO_MUTATIONS)
-    for (let seed = FROM; seed < FROM + PER_MUTATION; seed++) {
-      const { dynamo, memory } = await both(seed, mutation);
-      assert.deepEqual(dynamo.trace, memory.trace, `${mutation} seed ${seed}: DynamoDB Local and the memory stores parted`);
-      assert.deepEqual(dynamo.violations, memory.violations, `${mutation} seed ${seed}`);
-    }
-});
+test(`each broken variant that runs on any store behaves on DynamoDB Local as on the memory stores (${PER_MUTATION} schedules each)`, () =>
+  brokenAlike(both, DYNAMO_MUTATIONS, FROM, PER_MUTATION));

@@ -42,6 +42,7 @@ import { localClients } from '../../lib/core/aws/clients';
 import type { BatchPut, FenceItem, JobRow, JobStore, RowRaise } from '../../lib/core/store/jobs';
 import { sightClaimed, type SweeperDeps } from '../../lib/core/sweeper';
 import { startDynamoDbProxy, type DynamoDbProxy } from '../../lib/local/dynamodb-proxy';
+import { inFlightThrough } from '../support/in-flight';
 import { namespace } from '../support/stack';
 import { DynamoLockStore } from '../../lib/core/aws/lock-store';
 
@@ -164,17 +165,7 @@ const worlds: Record<string, () => Promise<World>> = {
         clock: systemClock,
         job,
       }),
-      inFlight: async (act) => {
-        const before = proxy.stats().requests;
-        const running = act(store);
-        running.catch(() => {}); // awaited by the caller
-        for (const t0 = performance.now(); proxy.stats().requests === before;) {
-          if (performance.now() - t0 > 10_000) assert.fail('the request never reached the proxy');
-          await new Promise((r) => setTimeout(r, 5));
-        }
-        await new Promise((r) => setTimeout(r, 50)); // parsed and holding its items (the window is WINDOW_MS)
-        return { answer: () => running };
-      },
+      inFlight: (act) => inFlightThrough(proxy, () => act(store)),
       settleIndex: async (check) => {
         for (const t0 = performance.now(); !(await check()); await new Promise((r) => setTimeout(r, 20)))
           if (performance.now() - t0 > 10_000) assert.fail('the index never caught up');

@@ -24,6 +24,7 @@ import type { JobStore } from '../../lib/core/store/jobs';
 import { startDynamoDbProxy } from '../../lib/local/dynamodb-proxy';
 import { MemoryJobStore } from '../../lib/testing/job-store';
 import { plainTables, type PlainTables } from '../../lib/testing/tables';
+import { inFlightThrough } from '../support/in-flight';
 import { namespace } from '../support/stack';
 
 const T = { timeout: 60_000 };
@@ -87,17 +88,7 @@ const worlds: Record<string, () => Promise<World>> = {
       table: ns.tables.invoices,
       jobs: new DynamoJobStore(ddb, ns.tables.jobs),
       jobTable: ns.tables.jobs,
-      inFlight: async (act) => {
-        const before = proxy.stats().requests;
-        const running = act();
-        running.catch(() => {}); // awaited by the caller
-        for (const t0 = performance.now(); proxy.stats().requests === before;) {
-          if (performance.now() - t0 > 10_000) assert.fail('the request never reached the proxy');
-          await new Promise((r) => setTimeout(r, 5));
-        }
-        await new Promise((r) => setTimeout(r, 50)); // parsed and holding its items (the window is WINDOW_MS)
-        return { answer: () => running };
-      },
+      inFlight: (act) => inFlightThrough(proxy, () => act()),
       close: async () => {
         destroy();
         await proxy.stop();

@@ -112,8 +112,10 @@ const FLOW_SETTINGS = {
   /**
    * The scheduler's faults at store calls; a pause long enough passes a task's TimeoutSeconds. An answer up to 10 s
    * late: longer than the margin (2 s), so a stop time counted from the answer overruns. Steering (docs/TESTING.md):
-   * a pause weighs 8 at the fenced write, a delay 8 at the lease's calls, and an invocation's first claim or
-   * renewal (its answer starts the invocation's stop time) is faulted at 6 times the chance.
+   * a pause weighs 8 at the fenced write, a delay 8 at the lease's calls, a pause 4 at a claim (one that outlasts
+   * Claim's TimeoutSeconds lands after the retried run's release: a claim that follows a release, as
+   * epoch-deleted needs), an invocation's first claim or renewal (its answer starts the invocation's stop time) is
+   * faulted at 6 times the chance, the fenced write at twice.
    */
   faults: {
     chance: 0.08,
@@ -126,8 +128,12 @@ const FLOW_SETTINGS = {
     emphasis: [
       { methods: ['recordBatch'], kind: 'pause', weight: 8 },
       { methods: ['claim', 'renew'], kind: 'late', weight: 8 },
+      { methods: ['claim'], kind: 'pause', weight: 4 },
     ],
-    chanceAt: [{ methods: ['claim', 'renew'], share: 6, first: true }],
+    chanceAt: [
+      { methods: ['claim', 'renew'], share: 6, first: true },
+      { methods: ['recordBatch'], share: 2 },
+    ],
   },
   /** Faults at a Lambda invocation (throttled, timed out, no answer), within the same window. */
   invokeFaults: { chance: 0.08, budget: 2 },

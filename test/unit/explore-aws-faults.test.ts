@@ -361,6 +361,36 @@ test('every chunk at once with a duplicate start: after the Map failed, the leas
   }
 });
 
+// The job built with a Distributed Map (a child execution per chunk, every chunk at once): a child whose Lambda dies
+// fails the Map Run with States.ExceedToleratedFailureThreshold (not the child's own error), the running children are
+// aborted while their Lambdas run on, and the Catch only looks at the lease (keep): a duplicate start claims it once it
+// lapsed and bills the chunk left.
+test('a Distributed Map: a child that dies fails the Map Run, the running children are aborted, their Lambdas run on, the lease lapses', async () => {
+  const childDies: PlacedFault = { actor: /^night-a\/Chunks:\d\/RunChunk#/, method: 'recordBatch', kind: 'crash' };
+  for (const seed of SEEDS) {
+    const r = await runWorkflowSchedule(seed, undefined, { faults: [childDies], distributed: true, againAtMs: 1_000 });
+    const children = r.trace.filter((l) => / night-a\/Chunks:\d starts: a child execution of night-a's Map Run Chunks$/.test(l));
+    assert.equal(children.length, 3, `a child execution per chunk:\n${r.trace.join('\n')}`);
+    const failed = r.trace.findIndex((l) => / night-a Chunks Map Run fails: 1 of 3 children failed, above the tolerated; ABORTED: /.test(l));
+    assert.ok(failed >= 0, r.trace.join('\n'));
+    assert.match(r.trace[failed + 1], / night-a Chunks caught States\.ExceedToleratedFailureThreshold → CheckAfterChunkFailure$/);
+    const ended = r.trace.findIndex((l) => l.endsWith('night-a ends FAILED at Failed'));
+    assert.ok(ended > failed);
+    assert.ok(
+      r.trace.slice(ended).some((l) => / night-a\/Chunks:\d\/RunChunk#\d+ batch accepted token 1 /.test(l)),
+      `an aborted child's write lands after its parent ended:\n${r.trace.join('\n')}`,
+    );
+    assert.equal(r.trace.filter((l) => / night-a\/Chunks:\d RunChunk answered after its Map failed: discarded$/.test(l)).length, 2);
+    assert.ok(!r.trace.some((l) => / → ReleaseAfterFailure$/.test(l)), 'no release under the running children');
+    assert.ok(
+      r.trace.some((l) => / night-b claimed epoch 2$/.test(l)),
+      'the duplicate start claims once the lease lapsed',
+    );
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+  }
+});
+
 test('the drawn world injects each new fault: over 300 schedules every kind comes up, and no schedule has a violation', async () => {
   const seen = new Map<string, number>();
   for (let seed = 1; seed <= 300; seed++) {

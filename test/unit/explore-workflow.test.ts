@@ -115,7 +115,9 @@ test("a Claim retried after States.Timeout beside its zombie: one holder billing
     assert.equal(r.state, 'DONE');
     // The moment the world steers toward (a pause weighs 4 at a claim): with the released item deleted, the same
     // zombie claim finds "never claimed" true again and is handed epoch 1 a second time.
-    const broken = await runWorkflowSchedule(seed, 'epoch-deleted', { faults: [{ actor: nightA('Claim'), method: 'claim', kind: 'pause', ms: 100_000 }] });
+    const broken = await runWorkflowSchedule(seed, 'epoch-deleted', {
+      faults: [{ actor: nightA('Claim'), method: 'claim', kind: 'pause', ms: 100_000 }],
+    });
     assert.ok(
       broken.violations.some((v) => /night-a was handed epoch 1 after epoch 1 .*an epoch repeated/.test(v)),
       `epoch-deleted: the zombie's claim repeats epoch 1:\n${broken.violations.join('\n')}`,

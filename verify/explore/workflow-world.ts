@@ -3,7 +3,9 @@
  * sweeper (lib/lambda/prepare.ts, observe, claim, raise, the chunk handler, complete, release, sweep-sight, sweep-verify)
  * on the in-memory stores and one VirtualClock, driven by the states of the SYNTHESIZED definitions: a small
  * deterministic interpreter of the Amazon States Language they use (Task with Parameters, ResultPath, TimeoutSeconds,
- * Retry and Catch by error name; Pass, Wait with SecondsPath, Choice, an inline Map, Succeed, Fail) on virtual time.
+ * Retry and Catch by error name; Pass, Wait with SecondsPath, Choice, an inline or a Distributed Map, Succeed, Fail) on
+ * virtual time. A quarter of the schedules run the job built with a Distributed Map (distributedMapAboveChunks 0): a
+ * child execution per chunk, a Map Run start-up and wind-down, a failed child failing the Map Run and aborting the rest.
  * The definitions come from a FencedJob built in this process (bundling skipped), so a change in the constructs
  * changes what is explored; the sweeper's period is its schedule's rate expression.
  *
@@ -29,6 +31,8 @@
  *   task timeout           a task whose invocation stalls (a pause) past TimeoutSeconds fails with States.Timeout and
  *                          the execution moves on while the Lambda still runs: a zombie holder;
  *   a Map's iteration fails the Map stops its other iterations (sfn.ts); their Lambdas run on, answers discarded;
+ *   a Map Run's child fails the Distributed Map Run fails (States.ExceedToleratedFailureThreshold) and aborts its
+ *                          running children (sfn.ts): their Lambdas run on, answers discarded;
  *   StartExecution         delivered twice (the SDK's retry after a lost answer), AWS's rule for a name taken: the
  *                          same name and input while open is the same execution, else ExecutionAlreadyExists; its
  *                          500 is named InternalFailure, as Step Functions names it;
@@ -73,6 +77,7 @@ import { Env } from '../../lib/lambda/env';
 import { makeHandlers } from '../../lib/lambda/index';
 import { createRuntime, type Runtime } from '../../lib/lambda/runtime';
 import { FencedJob } from '../../lib/constructs/fenced-job';
+import { START_UP_MS } from '../../lib/constructs/renewal-gap';
 import { resolveJoin } from '../../lib/local/workflow';
 import { prng } from '../../lib/core/prng';
 import { through } from '../../lib/testing/process';
@@ -103,6 +108,12 @@ const FLOW_SETTINGS = {
   /** Each batch's work takes this long on the invocation's clock: renewals and takeovers happen during a night. */
   batchWorkMs: 1_500,
   lease: { ...LEASE_DEFAULTS, claimBudget: 4 } satisfies LeaseConfig,
+  /**
+   * The lease of the job built with a Distributed Map: the construct requires lease − margin to cover a Map Run's
+   * start-up too (renewal-gap.ts, 3 + 2 + 1 + 5 = 11 s), and the margin covers a rate error of 3 / 25 = 12 %, above
+   * the 5.6 % this world draws.
+   */
+  distributedLease: { ...LEASE_DEFAULTS, leaseMs: 14_000, marginMs: 3_000, claimBudget: 4 } satisfies LeaseConfig,
   /** The chunk function's own timeout (its task's is 30 s more, the construct's rule). */
   chunkTimeoutS: 60,
   /** The duplicate delivery of the nightly trigger, when there is one, comes within this long after the first. */
@@ -152,6 +163,12 @@ const FLOW_SETTINGS = {
    * under them: 4 of 1,000 such schedules had two holders at once, before the workflow left the lease to lapse.)
    */
   allAtOnceShare: 0.25,
+  /**
+   * The share of schedules whose job runs its chunks as a Distributed Map (distributedMapAboveChunks = 0, with
+   * distributedLease), drawn from the same draw as allAtOnceShare (its top end): a child execution per chunk, a Map
+   * Run that fails when one fails and aborts the others, and a Map Run's start-up and wind-down of up to 5 s each.
+   */
+  distributedShare: 0.25,
   /** Scheduler's retry of a failed start: after 1 s up to this many ms (doubling each retry), within the event's age. */
   startRetryMs: 60_000,
 } as const;
@@ -200,6 +217,10 @@ interface Flow {
   readonly job: MachineDef;
   /** The job's machine with chunkConcurrency = chunks: every chunk at once. */
   readonly jobAllAtOnce: MachineDef;
+  /** The job's machine with distributedMapAboveChunks = 0: its chunks a Distributed Map, a child execution each. */
+  readonly jobDistributed: MachineDef;
+  /** The distributed job's handlers' environments (its lease is distributedLease). */
+  readonly distributedEnvironmentOf: Readonly<Record<string, Record<string, string>>>;
   readonly sweeper: MachineDef;
   /** A task's Resource (the function's placeholder ARN) → the handler it runs ('chunk' for the job's own). */
   readonly handlerOf: Readonly<Record<string, string>>;
@@ -220,7 +241,8 @@ function flow(): Flow {
   if (cached) return cached;
   const s = FLOW_SETTINGS;
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-  const fencedJob = (stack: Stack, chunkConcurrency: number) => {
+  const fencedJob = (stack: Stack, chunkConcurrency: number, distributed?: { readonly lease: LeaseConfig }) => {
+    const lease = distributed?.lease ?? s.lease;
     const chunk = new lambda.Function(stack, 'Chunk', {
       runtime: lambda.Runtime.NODEJS_24_X,
       handler: 'index.handler',
@@ -232,13 +254,14 @@ function flow(): Flow {
       chunkFunction: chunk,
       chunks: s.chunks,
       chunkConcurrency,
-      leaseDuration: Duration.millis(s.lease.leaseMs),
-      renewInterval: Duration.millis(s.lease.renewMs),
-      margin: Duration.millis(s.lease.marginMs),
-      claimBudget: s.lease.claimBudget,
+      leaseDuration: Duration.millis(lease.leaseMs),
+      renewInterval: Duration.millis(lease.renewMs),
+      margin: Duration.millis(lease.marginMs),
+      claimBudget: lease.claimBudget,
       chunkWritesManifest: true, // the world explores the nights with a manifest (the raise creates it, the complete marks it)
       // The world's nights run inside the default sweep window, where the sweeper runs every minute: the same period.
       sweeperScheduleExpression: 'rate(1 minute)',
+      ...(distributed ? { distributedMapAboveChunks: 0 } : {}),
     });
     return { chunk, job };
   };
@@ -247,15 +270,19 @@ function flow(): Flow {
   // The same job with every chunk at once (a Map whose failed iteration stops the others), in an app of its own.
   const allAtOnceStack = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Explore');
   const allAtOnce = fencedJob(allAtOnceStack, s.chunks).job;
+  // The same job with its chunks as a Distributed Map (a child execution per chunk), as a run of many chunks is built.
+  const distributedStack = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Explore');
+  const distributed = fencedJob(distributedStack, s.chunks, { lease: s.distributedLease });
   const idOf = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
   const definition = (machine: { node: { defaultChild?: unknown } }, within: Stack = stack) =>
     JSON.parse(resolveJoin(within.resolve((machine.node.defaultChild as CfnStateMachine).definitionString))) as MachineDef;
-  const functions: Record<string, { node: { defaultChild?: unknown } }> = {
-    ...job.workflow.functions,
-    'sweep-sight': job.sweeper.functions.sight,
-    'sweep-verify': job.sweeper.functions.verify,
-    chunk,
-  };
+  const functionsOf = (j: FencedJob, c: lambda.Function): Record<string, { node: { defaultChild?: unknown } }> => ({
+    ...j.workflow.functions,
+    'sweep-sight': j.sweeper.functions.sight,
+    'sweep-verify': j.sweeper.functions.verify,
+    chunk: c,
+  });
+  const functions = functionsOf(job, chunk);
   const handlerOf: Record<string, string> = {};
   const environmentOf: Record<string, Record<string, string>> = {};
   const timeoutMsOf: Record<string, number> = {};
@@ -266,23 +293,36 @@ function flow(): Flow {
     [Env.bucket]: BUCKET,
     [Env.jobStateMachineArn]: JOB_ARN,
   };
+  const environmentIn = (within: Stack, fn: { node: { defaultChild?: unknown } }) => {
+    const env = (within.resolve((fn.node.defaultChild as CfnFunction).environment) as { variables?: Json } | undefined)?.variables ?? {};
+    // The chunk function here is a plain lambda.Function: FencedJob set the job's environment on it.
+    return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, typeof v === 'string' ? v : local[k]]));
+  };
   for (const [name, fn] of Object.entries(functions)) {
     handlerOf[resolveJoin({ 'Fn::GetAtt': [idOf(fn), 'Arn'] })] = name; // the ARN the resolved definition names it by
-    const env = (stack.resolve((fn.node.defaultChild as CfnFunction).environment) as { variables?: Json } | undefined)?.variables ?? {};
-    // The chunk function here is a plain lambda.Function: FencedJob set the job's environment on it.
-    environmentOf[name] = Object.fromEntries(Object.entries(env).map(([k, v]) => [k, typeof v === 'string' ? v : local[k]]));
+    environmentOf[name] = environmentIn(stack, fn);
     timeoutMsOf[name] = Number(stack.resolve((fn.node.defaultChild as CfnFunction).timeout) ?? 3) * 1000; // Lambda's default: 3 s
   }
+  const distributedEnvironmentOf = Object.fromEntries(
+    Object.entries(functionsOf(distributed.job, distributed.chunk)).map(([name, fn]) => [name, environmentIn(distributedStack, fn)]),
+  );
   const target = stack.resolve((job.schedule.schedule.node.defaultChild as CfnSchedule).target) as {
     retryPolicy?: { maximumRetryAttempts?: number; maximumEventAgeInSeconds?: number };
   };
   const rate = String(stack.resolve((job.sweeperSchedule.schedule.node.defaultChild as CfnSchedule).scheduleExpression));
   const jobAllAtOnce = definition(allAtOnce.stateMachine, allAtOnceStack);
-  for (const t of tasksOf(jobAllAtOnce))
-    if (!handlerOf[String(t.Resource)]) throw new Error(`the all-at-once job's task invokes no function of the stack: ${String(t.Resource)}`);
+  const jobDistributed = definition(distributed.job.stateMachine, distributedStack);
+  for (const [which, machine] of [
+    ['all-at-once', jobAllAtOnce],
+    ['distributed', jobDistributed],
+  ] as const)
+    for (const t of tasksOf(machine))
+      if (!handlerOf[String(t.Resource)]) throw new Error(`the ${which} job's task invokes no function of the stack: ${String(t.Resource)}`);
   cached = {
     job: definition(job.stateMachine),
     jobAllAtOnce,
+    jobDistributed,
+    distributedEnvironmentOf,
     sweeper: definition(job.sweeper.stateMachine),
     handlerOf,
     environmentOf,
@@ -325,15 +365,16 @@ function retryWaitMs(machine: MachineDef): number {
  *   - a sweep to sight the row unchanged: the next sweep starts within a period, and one more if its first sighting
  *     came before that last renewal; each waits the lease (rounded up to whole seconds, its Wait state) to verify;
  *   - the re-queued run waits a full lease on the dead holder's rvn, each poll rounded up to a whole second (Observe's
- *     Wait), then bills the night: every batch's work;
+ *     Wait), then bills the night: every batch's work (and a Distributed Map Run's start-up and wind-down);
  *   - the index's lag (the row reaches the sparse index up to one lag late).
  */
-function livenessBoundMs(f: Flow, s: typeof FLOW_SETTINGS = FLOW_SETTINGS): number {
-  const retries = Math.max(retryWaitMs(f.job), retryWaitMs(f.sweeper));
-  const leaseWaitMs = Math.ceil(s.lease.leaseMs / 1000) * 1000;
-  const pollMs = Math.max(1, Math.ceil(pollMsOf(s.lease) / 1000)) * 1000;
-  const nightMs = s.chunks * Math.ceil(s.items / s.batch) * s.batchWorkMs;
-  const bound = retries + s.lease.leaseMs + 2 * (f.sweepPeriodMs + leaseWaitMs) + retries + s.lease.leaseMs + pollMs + nightMs + s.maxIndexLagMs;
+function livenessBoundMs(f: Flow, job: MachineDef, lease: LeaseConfig, mapRunMs: number, s: typeof FLOW_SETTINGS = FLOW_SETTINGS): number {
+  const retries = Math.max(retryWaitMs(job), retryWaitMs(f.sweeper));
+  const leaseWaitMs = Math.ceil(lease.leaseMs / 1000) * 1000;
+  const pollMs = Math.max(1, Math.ceil(pollMsOf(lease) / 1000)) * 1000;
+  // A Distributed Map Run's start-up and wind-down lengthen the re-queued run's night.
+  const nightMs = s.chunks * Math.ceil(s.items / s.batch) * s.batchWorkMs + 2 * mapRunMs;
+  const bound = retries + lease.leaseMs + 2 * (f.sweepPeriodMs + leaseWaitMs) + retries + lease.leaseMs + pollMs + nightMs + s.maxIndexLagMs;
   // An invocation times its work on its own clock: one running slow stretches it by up to 1 / (1 - monoRate).
   return bound / (1 - s.faults.monoRate);
 }
@@ -390,6 +431,8 @@ export interface WorkflowPlaced extends Placed {
   readonly startErrors?: readonly ({ readonly nth?: number } & StartError)[];
   /** The job runs every chunk at once (chunkConcurrency = chunks). @default false */
   readonly allAtOnce?: boolean;
+  /** The job runs its chunks as a Distributed Map, every chunk at once (a child execution each). @default false */
+  readonly distributed?: boolean;
   /** A broken definition, for a test to show what a Retry rule is for: this error name taken out of every job Retry. */
   readonly unretried?: string;
 }
@@ -406,6 +449,12 @@ interface WorkflowState extends WorldState {
   readonly f: Flow;
   /** livenessBoundMs of the definitions. */
   readonly bound: number;
+  /** The lease the job is built with (the distributed job's is longer: distributedLease). */
+  readonly lease: LeaseConfig;
+  /** Each handler's environment, as the job this schedule runs deploys it. */
+  readonly environmentOf: Readonly<Record<string, Record<string, string>>>;
+  /** A Distributed Map Run's start-up and wind-down, each up to this long; 0 for an inline Map. */
+  readonly mapRunMs: number;
   /** Draws each invocation's monotonic rate error as it starts. */
   readonly rates: () => number;
   readonly random: () => number;
@@ -477,13 +526,21 @@ function setup(seed: number, mutation: string | undefined, placed?: WorkflowPlac
   const lockWrites = new LockHistory(clock);
   const locks = lockWrites.observe(new MemoryLockStore({ clock }));
   const keys = jobKeys('explore');
-  const chosen = (placed ? placed.allAtOnce : aws() < s.allAtOnceShare) ? f.jobAllAtOnce : f.job;
+  // One draw picks the job: every chunk at once (its bottom share), a Distributed Map (its top share), or one at a time.
+  const pick = placed ? (placed.allAtOnce ? 0 : placed.distributed ? 1 : 0.5) : aws();
+  const distributed = pick >= 1 - s.distributedShare;
+  const chosen = pick < s.allAtOnceShare ? f.jobAllAtOnce : distributed ? f.jobDistributed : f.job;
+  const lease = distributed ? s.distributedLease : s.lease;
+  const mapRunMs = distributed ? START_UP_MS.mapRun : 0;
   const jobMachine = placed?.unretried ? unretried(chosen, placed.unretried) : chosen;
   const core = (MUTATIONS as readonly string[]).includes(mutation ?? '') ? (mutation as Mutation) : undefined;
-  const bound = livenessBoundMs(f);
+  const bound = livenessBoundMs(f, chosen, lease, mapRunMs);
   return {
     f,
     bound,
+    lease,
+    environmentOf: distributed ? f.distributedEnvironmentOf : f.environmentOf,
+    mapRunMs,
     random,
     rates,
     aws,
@@ -607,7 +664,7 @@ function actors(w: WorkflowState): void {
       },
     });
     return createRuntime({
-      environment: { ...f.environmentOf[handler], [Env.worker]: actor.name },
+      environment: { ...w.environmentOf[handler], [Env.worker]: actor.name },
       clients: dummyClients(),
       sfn: { send: (command: never) => sfn.send(command).catch((err: unknown) => sfnError(err, actor)) } as unknown as SFNClient,
       // Outermost, the observer: what the invocation's code sent, and when its answers came (history.ts).
@@ -769,6 +826,7 @@ function actors(w: WorkflowState): void {
     random,
     log: (line) => scheduler.log(line),
     skipWaits: w.skipWaits,
+    mapRunMs: w.mapRunMs,
   });
 
   /** Called as each execution of the job closes. */
@@ -958,7 +1016,7 @@ const checks: readonly Check<WorkflowState>[] = [
   { name: "batches: each under its fence as raised, from the store's writes", check: (w) => fenceOrderChecks(w.fenceWrites.writes) },
   { name: 'never two holders at once', check: (w) => twoHoldersChecks(w.calls.calls, w.lockWrites, w.jobId, HOLDER_ACTS) },
   { name: 'epochs never repeat', check: (w) => epochChecks(w.lockWrites.claims()) },
-  { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, FLOW_SETTINGS.lease, HOLDER_ACTS) },
+  { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, w.lease, HOLDER_ACTS) },
   { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes, FLOW_SETTINGS.faults.monoRate) },
   {
     name: 'a DONE night is whole',

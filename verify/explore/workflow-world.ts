@@ -17,7 +17,8 @@
  *   crash of a process     the task fails with Runtime.ExitError (what Lambda reports when the runtime exits), or
  *                          Lambda.Unknown (the sandbox died) a quarter of the time;
  *   invoke throttled       Lambda.TooManyRequestsException before the handler ran;
- *   invoke 500             Lambda.ServiceException, the handler not run, or run on beside the Retry's next attempt;
+ *   invoke 500             Lambda.ServiceException, Lambda.AWSLambdaException or Lambda.SdkClientException (Lambda's
+ *                          transient 500s), the handler not run, or run on beside the Retry's next attempt;
  *   invoke timed out       Lambda.ClientExecutionTimeoutException after the handler's k-th store call, while it runs
  *                          on: the Retry starts a second invocation beside it;
  *   sandbox died           Lambda.Unknown: the process is killed before the handler ran, right after its k-th store
@@ -33,7 +34,9 @@
  *   a Map's iteration fails the Map stops its other iterations (sfn.ts); their Lambdas run on, answers discarded;
  *   a Map Run's child fails the Distributed Map Run fails (States.ExceedToleratedFailureThreshold) and aborts its
  *                          running children (sfn.ts): their Lambdas run on, answers discarded;
- *   StartExecution         delivered twice (the SDK's retry after a lost answer), AWS's rule for a name taken: the
+ *   StartExecution         refused with ExecutionLimitExceeded (HTTP 400, the account's open executions at their
+ *                          quota: API_StartExecution.html's errors; not retried by the sweeper's step, the next sweep
+ *                          re-queues), delivered twice (the SDK's retry after a lost answer), AWS's rule for a name taken: the
  *                          same name and input while open is the same execution, else ExecutionAlreadyExists; its
  *                          500 is named InternalFailure, as Step Functions names it;
  *   the nightly trigger    delivered twice in half the schedules (EventBridge Scheduler is at-least-once), of those a
@@ -180,6 +183,17 @@ const FLOW_SETTINGS = {
 const CRASHED = 'Runtime.ExitError';
 const INVOKE_THROTTLED = 'Lambda.TooManyRequestsException';
 const INVOKE_SERVICE_ERROR = 'Lambda.ServiceException';
+/**
+ * Lambda's 500s as Step Functions names them (bp-lambda-serviceexception.html: "ServiceException, AWSLambdaException,
+ * or SdkClientException"): the service-error kinds, each the handler not run or run on beside the Retry's next attempt.
+ */
+const SERVICE_ERRORS = {
+  'service-error': INVOKE_SERVICE_ERROR,
+  'aws-lambda-exception': 'Lambda.AWSLambdaException',
+  'sdk-client-exception': 'Lambda.SdkClientException',
+} as const;
+type ServiceErrorKind = keyof typeof SERVICE_ERRORS;
+const isServiceError = (kind: string | undefined): kind is ServiceErrorKind => kind !== undefined && kind in SERVICE_ERRORS;
 const INVOKE_TIMED_OUT = 'Lambda.ClientExecutionTimeoutException';
 const SANDBOX_DIED = 'Lambda.Unknown';
 const FUNCTION_TIMED_OUT = 'Sandbox.Timedout';
@@ -390,12 +404,12 @@ interface Execution {
 }
 
 /** A fault at one invocation (the header lists them). */
-type InvokeKind = 'throttled' | 'service-error' | 'timed-out' | 'sandbox-timedout' | 'no-answer' | 'unknown';
+type InvokeKind = 'throttled' | ServiceErrorKind | 'timed-out' | 'sandbox-timedout' | 'no-answer' | 'unknown';
 
 /**
  * One invocation's fault. `afterStep`: for `timed-out`, the store call after which the Invoke call times out (default
  * 1); for `sandbox-timedout`, the call that hangs (default 1); for `unknown`, the call right after which the sandbox
- * dies (0: before the handler ran; past its last call: as it returned; default 1). `ran`: a `service-error` whose
+ * dies (0: before the handler ran; past its last call: as it returned; default 1). `ran`: a service error (`service-error`, `aws-lambda-exception`, `sdk-client-exception`) whose
  * handler runs on (default false). `applied`: a `sandbox-timedout` whose hung call landed (default true).
  */
 interface InvokePlan {
@@ -428,6 +442,8 @@ export interface WorkflowPlaced extends Placed {
   readonly again?: readonly Delivery[];
   readonly invoke?: readonly ({ readonly execution: string; readonly state: string; readonly nth?: number } & InvokePlan)[];
   readonly startTwice?: readonly { readonly actor: string | RegExp; readonly nth?: number }[];
+  /** StartExecution refused with ExecutionLimitExceeded (the nth send by a matching actor). */
+  readonly startLimited?: readonly { readonly actor: string | RegExp; readonly nth?: number }[];
   readonly startErrors?: readonly ({ readonly nth?: number } & StartError)[];
   /** The job runs every chunk at once (chunkConcurrency = chunks). @default false */
   readonly allAtOnce?: boolean;
@@ -586,6 +602,7 @@ function actors(w: WorkflowState): void {
   // Placed faults count their matching attempts and sends (the nth lands), as the scheduler's do.
   const placedInvokes = new PlacedCounts(w.placed?.invoke ?? []);
   const placedStarts = new PlacedCounts(w.placed?.startTwice ?? []);
+  const placedLimits = new PlacedCounts(w.placed?.startLimited ?? []);
   const placedStartErrors = new PlacedCounts(w.placed?.startErrors ?? []);
   const invokeFault = (exec: string, state: string): InvokePlan | undefined => {
     if (w.placed) return placedInvokes.due((f) => f.execution === exec && f.state === state);
@@ -596,13 +613,22 @@ function actors(w: WorkflowState): void {
     // that may have run the handler), and a run that ends badly (the Invoke call times out, the function runs past
     // its own timeout, the sandbox dies: before the handler ran, after a call landed, or as it returned). The answers
     // that never come keep their share whole (no-task-timeout needs them).
-    if (share === 'throttled') return aws() < 0.5 ? { kind: 'throttled' } : { kind: 'service-error', ran: aws() < 0.5 };
+    if (share === 'throttled') {
+      const e = aws(); // throttled half the time, else one of Lambda's 500s: ServiceException, AWSLambdaException, SdkClientException
+      if (e < 0.5) return { kind: 'throttled' };
+      return { kind: e < 0.75 ? 'service-error' : e < 0.875 ? 'aws-lambda-exception' : 'sdk-client-exception', ran: aws() < 0.5 };
+    }
     if (share === 'no-answer') return { kind: 'no-answer' };
     const u = aws();
     if (u < 1 / 3) return { kind: 'timed-out' };
     if (u < 2 / 3) return { kind: 'sandbox-timedout', applied: aws() < 0.5 };
     const v = aws(); // the call after which it dies is drawn as a timeout's is; a fifth die before, a fifth as it returns
     return { kind: 'unknown', afterStep: v < 0.2 ? 0 : v < 0.4 ? Infinity : undefined };
+  };
+  // The account's open executions at their quota: StartExecution refused (drawn on the AWS stream, a quarter of the chance).
+  const startLimited = (actor: Actor): boolean => {
+    if (w.placed) return placedLimits.due((f) => named(f.actor, actor.name)) !== undefined;
+    return invokeFaults.length < s.invokeFaults.budget && clock.monotonicMs() <= s.faults.windowMs && aws() < s.invokeFaults.chance / 4;
   };
   const startTwice = (actor: Actor): boolean => {
     if (w.placed) return placedStarts.due((f) => named(f.actor, actor.name)) !== undefined;
@@ -650,6 +676,14 @@ function actors(w: WorkflowState): void {
       // StartExecution, with AWS's rule for a name already taken; sometimes delivered twice (the SDK's retry).
       send: async (command: { input: { name?: string; input?: string } }) => {
         const { name = '', input = '' } = command.input;
+        if (startLimited(actor)) {
+          invokeFaults.push({ kind: 'start-limit-exceeded', point: `StartExecution@${actor.name}`, at: clock.monotonicMs() });
+          scheduler.log(`${actor.name} StartExecution ${name} refused: ExecutionLimitExceeded`);
+          throw Object.assign(new Error('Maximum number of running executions reached'), {
+            name: 'ExecutionLimitExceeded',
+            $metadata: { httpStatusCode: 400 },
+          });
+        }
         const out = startJob(name, input, actor);
         if (startTwice(actor)) {
           invokeFaults.push({ kind: 'start-twice', point: `StartExecution@${actor.name}`, at: clock.monotonicMs() });
@@ -723,8 +757,8 @@ function actors(w: WorkflowState): void {
     const refused: [string, string, string] | undefined =
       kind === 'throttled'
         ? [INVOKE_THROTTLED, 'invoke THROTTLED', 'Rate exceeded']
-        : kind === 'service-error' && !fault?.ran
-          ? [INVOKE_SERVICE_ERROR, 'invoke SERVICE-ERROR before the handler ran', 'Lambda answered 500']
+        : isServiceError(kind) && !fault?.ran
+          ? [SERVICE_ERRORS[kind], `invoke ${SERVICE_ERRORS[kind]} before the handler ran`, 'Lambda answered 500']
           : kind === 'unknown' && fault?.afterStep === 0
             ? [SANDBOX_DIED, 'SANDBOX DIED before the handler ran', 'the sandbox died']
             : undefined;
@@ -797,10 +831,10 @@ function actors(w: WorkflowState): void {
       running.add(actor);
       const ran = run(payload as never);
       ran.finally(() => running.delete(actor)).catch(() => undefined);
-      if (kind === 'service-error') {
+      if (isServiceError(kind)) {
         // Lambda answered 500 while the handler it started runs on: the Retry's next attempt runs beside it.
-        scheduler.log(`${actor.name} invoke SERVICE-ERROR; its Lambda runs on`);
-        fail(INVOKE_SERVICE_ERROR, 'Lambda answered 500');
+        scheduler.log(`${actor.name} invoke ${SERVICE_ERRORS[kind]}; its Lambda runs on`);
+        fail(SERVICE_ERRORS[kind], 'Lambda answered 500');
       }
       // The handler returned (or threw) before its fault fired: the sandbox dies as it answers, or no timeout came.
       const settled = (how: () => void, returned: boolean) => {

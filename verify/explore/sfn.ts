@@ -21,8 +21,8 @@
  * https://docs.aws.amazon.com/step-functions/latest/apireference/API_MapRunExecutionCounts.html): as a stopped inline
  * iteration, their Lambdas run on and their answers are discarded; a child not started never starts. Below the
  * threshold the Map runs every item and succeeds, a failed child's output its Error and Cause. The Map Run's start-up
- * before its first child and its wind-down after its last take a drawn part of the world's `mapRunMs` (AWS publishes
- * no figure; lib/constructs/renewal-gap.ts START_UP_MS). Express children, the *Path forms and ItemReader are errors.
+ * before its first child and its wind-down after its last take what the world's `mapRunMs` says (AWS publishes no
+ * figure; lib/constructs/renewal-gap.ts START_UP_MS). Express children, the *Path forms and ItemReader are errors.
  *
  * Why a second interpreter beside the embedded stack's (lib/local/workflow.ts, aws-local-stepfunctions): that one runs
  * on real time and real Lambda processes, as AWS would; the explorer needs every wait, retry backoff and timeout on
@@ -168,8 +168,8 @@ export interface InterpreterWorld<V> {
   log(line: string): void;
   /** Wait states pass at once: the broken variant `wait-skipped`. @default false */
   readonly skipWaits?: boolean;
-  /** A Distributed Map Run's start-up, and its wind-down, each up to this long (drawn). @default 0 */
-  readonly mapRunMs?: number;
+  /** How long a Distributed Map Run's start-up (before its first child) or wind-down (after its last) takes. @default 0 */
+  readonly mapRunMs?: (phase: 'start-up' | 'wind-down') => number;
 }
 
 /** The execution a state runs in, by name (what the log and the world's attempt name it by). */
@@ -354,8 +354,8 @@ export function interpreter<V>(world: InterpreterWorld<V>): {
     let next = 0;
     let fail: (err: unknown) => void = () => undefined;
     const failed = new Promise<never>((_, reject) => (fail = reject));
-    const pause = async (what: string) => {
-      const ms = world.mapRunMs ? Math.floor(world.random() * world.mapRunMs) : 0;
+    const pause = async (what: 'start-up' | 'wind-down') => {
+      const ms = world.mapRunMs?.(what) ?? 0;
       if (ms > 0) world.log(`${exec.name} ${name} Map Run ${what}: ${ms} ms`);
       await world.sleep(ms);
       if (isStopped(branch)) throw new Stopped();

@@ -860,7 +860,8 @@ function actors(w: WorkflowState): void {
     random,
     log: (line) => scheduler.log(line),
     skipWaits: w.skipWaits,
-    mapRunMs: w.mapRunMs,
+    // A Map Run's start-up and wind-down: up to START_UP_MS.mapRun each, drawn on the AWS stream.
+    mapRunMs: () => Math.floor(aws() * w.mapRunMs),
   });
 
   /** Called as each execution of the job closes. */

@@ -176,38 +176,74 @@ test('Sandbox.Timedout before the raise: an Observe hung after its read is kille
   }
 });
 
-test('Lambda.ServiceException: a Claim answered 500 runs on beside its retry, and the retry finds its own claim: one epoch', async () => {
-  const placed: WorkflowPlaced = { faults: [], invoke: [{ execution: 'night-a', state: 'Claim', kind: 'service-error', ran: true }] };
-  for (const seed of SEEDS) {
-    const r = await runWorkflowSchedule(seed, undefined, placed);
-    const error = r.trace.findIndex((l) => / night-a\/Claim#\d+ invoke SERVICE-ERROR; its Lambda runs on$/.test(l));
-    assert.ok(error >= 0, r.trace.join('\n'));
-    const first = / (night-a\/Claim#\d+) /.exec(r.trace[error])![1];
-    assert.match(r.trace[error + 1], / night-a Claim retries Lambda\.ServiceException in \d+ ms$/);
-    assert.ok(
-      r.trace.slice(error).some((l) => l.endsWith(` ${first} claim`)),
-      'the first invocation claims after its task was answered',
-    );
-    const claims = r.trace.filter((l) => / night-a\/Claim#\d+ claim$/.test(l));
-    assert.equal(claims.length, 2, 'both invocations claim');
-    assert.deepEqual(
-      r.trace.filter((l) => / claimed epoch \d+$/.test(l)).map((l) => l.split(' ').slice(1).join(' ')),
-      ['night-a claimed epoch 1'],
-      'one epoch: the retry met the claim with its own rvn',
-    );
-    assert.deepEqual(r.violations, []);
-    assert.equal(r.state, 'DONE');
-    const refused = await runWorkflowSchedule(seed, undefined, { faults: [], invoke: [{ ...placed.invoke![0], ran: false }] });
-    assert.ok(refused.trace.some((l) => / night-a\/Claim#\d+ invoke SERVICE-ERROR before the handler ran$/.test(l)));
-    assert.deepEqual(refused.violations, []);
-  }
-});
+// Lambda's transient 500s, as Step Functions names them (bp-lambda-serviceexception.html): each either refused
+// before the handler ran or answered while the handler runs on; the definitions retry all three.
+for (const [kind, error] of [
+  ['service-error', 'Lambda.ServiceException'],
+  ['aws-lambda-exception', 'Lambda.AWSLambdaException'],
+  ['sdk-client-exception', 'Lambda.SdkClientException'],
+] as const) {
+  test(`${error}: a Claim answered 500 runs on beside its retry, and the retry finds its own claim: one epoch`, async () => {
+    const placed: WorkflowPlaced = { faults: [], invoke: [{ execution: 'night-a', state: 'Claim', kind, ran: true }] };
+    const escaped = error.replace('.', '\\.');
+    for (const seed of SEEDS) {
+      const r = await runWorkflowSchedule(seed, undefined, placed);
+      const at = r.trace.findIndex((l) => new RegExp(` night-a/Claim#\\d+ invoke ${escaped}; its Lambda runs on$`).test(l));
+      assert.ok(at >= 0, r.trace.join('\n'));
+      const first = / (night-a\/Claim#\d+) /.exec(r.trace[at])![1];
+      assert.match(r.trace[at + 1], new RegExp(` night-a Claim retries ${escaped} in \\d+ ms$`));
+      assert.ok(
+        r.trace.slice(at).some((l) => l.endsWith(` ${first} claim`)),
+        'the first invocation claims after its task was answered',
+      );
+      const claims = r.trace.filter((l) => / night-a\/Claim#\d+ claim$/.test(l));
+      assert.equal(claims.length, 2, 'both invocations claim');
+      assert.deepEqual(
+        r.trace.filter((l) => / claimed epoch \d+$/.test(l)).map((l) => l.split(' ').slice(1).join(' ')),
+        ['night-a claimed epoch 1'],
+        'one epoch: the retry met the claim with its own rvn',
+      );
+      assert.deepEqual(r.violations, []);
+      assert.equal(r.state, 'DONE');
+      const refused = await runWorkflowSchedule(seed, undefined, { faults: [], invoke: [{ ...placed.invoke![0], ran: false }] });
+      const before = refused.trace.findIndex((l) => new RegExp(` night-a/Claim#\\d+ invoke ${escaped} before the handler ran$`).test(l));
+      assert.ok(before >= 0, refused.trace.join('\n'));
+      assert.match(refused.trace[before + 1], new RegExp(` night-a Claim retries ${escaped} in \\d+ ms$`));
+      assert.deepEqual(refused.violations, []);
+      assert.equal(refused.state, 'DONE');
+      // Without the Retry that names it, the same error ends the run before its claim: the night is never raised.
+      const unretried = await runWorkflowSchedule(seed, undefined, { faults: [], invoke: [{ ...placed.invoke![0], ran: false }], unretried: error });
+      assert.ok(
+        unretried.violations.some((v) => v.startsWith('the night is never raised')),
+        JSON.stringify(unretried.violations),
+      );
+    }
+  });
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Step Functions' own errors at StartExecution: the sweeper's re-queue and the nightly trigger.
 
 // A chunk's write paused 200 s past its task's timeout orphans the night; sweep-1 re-queues it.
 const ZOMBIE_WRITE: PlacedFault = { actor: nightA('RunChunk'), method: 'recordBatch', kind: 'pause', ms: 200_000 };
+
+// StartExecution refused with ExecutionLimitExceeded (HTTP 400: the account's open executions at their quota,
+// https://docs.aws.amazon.com/step-functions/latest/apireference/API_StartExecution.html): not a transient error, so
+// the sweep's step is not retried and the sweep fails; the next sweep sights the row afresh and re-queues it.
+test("the sweeper's StartExecution refused with ExecutionLimitExceeded: that sweep fails, the next one re-queues the night", async () => {
+  for (const seed of SEEDS) {
+    const r = await runWorkflowSchedule(seed, undefined, { faults: [ZOMBIE_WRITE], startLimited: [{ actor: sweep1('VerifyAndRequeue') }] });
+    const refused = r.trace.findIndex((l) => / sweep-1\/VerifyAndRequeue#\d+ StartExecution requeue-\S+ refused: ExecutionLimitExceeded$/.test(l));
+    assert.ok(refused >= 0, r.trace.join('\n'));
+    assert.match(r.trace[refused + 1], / sweep-1 ends FAILED: ExecutionLimitExceeded$/);
+    assert.ok(!r.trace.some((l) => / sweep-1\/\S+ requeue$/.test(l)), 'sweep-1 records no re-queue');
+    const started = r.trace.findIndex((l) => / sweep-2\/VerifyAndRequeue#\d+ starts execution requeue-\S+$/.test(l));
+    assert.ok(started > refused, `sweep-2 re-queues the night:\n${r.trace.join('\n')}`);
+    assert.ok(r.trace.some((l) => / requeue-\S+ claimed epoch 2$/.test(l)));
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+  }
+});
 
 test("the sweeper's StartExecution answered 500 (applied) or throttled: the step is retried, and one run per name takes the night", async () => {
   for (const seed of SEEDS) {
@@ -361,6 +397,36 @@ test('every chunk at once with a duplicate start: after the Map failed, the leas
   }
 });
 
+// The job built with a Distributed Map (a child execution per chunk, every chunk at once): a child whose Lambda dies
+// fails the Map Run with States.ExceedToleratedFailureThreshold (not the child's own error), the running children are
+// aborted while their Lambdas run on, and the Catch only looks at the lease (keep): a duplicate start claims it once it
+// lapsed and bills the chunk left.
+test('a Distributed Map: a child that dies fails the Map Run, the running children are aborted, their Lambdas run on, the lease lapses', async () => {
+  const childDies: PlacedFault = { actor: /^night-a\/Chunks:\d\/RunChunk#/, method: 'recordBatch', kind: 'crash' };
+  for (const seed of SEEDS) {
+    const r = await runWorkflowSchedule(seed, undefined, { faults: [childDies], distributed: true, againAtMs: 1_000 });
+    const children = r.trace.filter((l) => / night-a\/Chunks:\d starts: a child execution of night-a's Map Run Chunks$/.test(l));
+    assert.equal(children.length, 3, `a child execution per chunk:\n${r.trace.join('\n')}`);
+    const failed = r.trace.findIndex((l) => / night-a Chunks Map Run fails: 1 of 3 children failed, above the tolerated; ABORTED: /.test(l));
+    assert.ok(failed >= 0, r.trace.join('\n'));
+    assert.match(r.trace[failed + 1], / night-a Chunks caught States\.ExceedToleratedFailureThreshold → CheckAfterChunkFailure$/);
+    const ended = r.trace.findIndex((l) => l.endsWith('night-a ends FAILED at Failed'));
+    assert.ok(ended > failed);
+    assert.ok(
+      r.trace.slice(ended).some((l) => / night-a\/Chunks:\d\/RunChunk#\d+ batch accepted token 1 /.test(l)),
+      `an aborted child's write lands after its parent ended:\n${r.trace.join('\n')}`,
+    );
+    assert.equal(r.trace.filter((l) => / night-a\/Chunks:\d RunChunk answered after its Map failed: discarded$/.test(l)).length, 2);
+    assert.ok(!r.trace.some((l) => / → ReleaseAfterFailure$/.test(l)), 'no release under the running children');
+    assert.ok(
+      r.trace.some((l) => / night-b claimed epoch 2$/.test(l)),
+      'the duplicate start claims once the lease lapsed',
+    );
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+  }
+});
+
 test('the drawn world injects each new fault: over 300 schedules every kind comes up, and no schedule has a violation', async () => {
   const seen = new Map<string, number>();
   for (let seed = 1; seed <= 300; seed++) {
@@ -374,6 +440,8 @@ test('the drawn world injects each new fault: over 300 schedules every kind come
   }
   for (const kind of [
     'invoke-service-error',
+    'invoke-aws-lambda-exception',
+    'invoke-sdk-client-exception',
     'invoke-unknown',
     'invoke-sandbox-timedout',
     'trigger-throttled',

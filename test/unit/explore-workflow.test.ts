@@ -91,7 +91,7 @@ test('a RaiseFence process that exits before the job row is written is retried u
 // night-a's claim is paused 100 s, past Claim's TimeoutSeconds (50 s); the retried Claim claims (the same holder: its rvn is
 // derived from the execution and the sighting) and the night completes. The zombie's claim saw no lock item, so it is
 // conditional on "never claimed": it reaches the store after the night's release and is refused (the item exists).
-test("a Claim retried after States.Timeout beside its zombie: one holder billing the night; the zombie's late claim bills nothing", async () => {
+test("a Claim retried after States.Timeout beside its zombie: one holder billing the night; the zombie's late claim bills nothing (with epoch-deleted it repeats epoch 1)", async () => {
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, { faults: [{ actor: nightA('Claim'), method: 'claim', kind: 'pause', ms: 100_000 }] });
     const timeout = r.trace.findIndex((l) => / night-a\/Claim#\d+ task TIMEOUT after \d+ s; its Lambda runs on$/.test(l));
@@ -113,6 +113,15 @@ test("a Claim retried after States.Timeout beside its zombie: one holder billing
     assert.ok(!r.trace.slice(ended).some((l) => / batch accepted /.test(l)), 'nothing is written under it');
     assert.deepEqual(r.violations, []);
     assert.equal(r.state, 'DONE');
+    // The moment the world steers toward (a pause weighs 4 at a claim): with the released item deleted, the same
+    // zombie claim finds "never claimed" true again and is handed epoch 1 a second time.
+    const broken = await runWorkflowSchedule(seed, 'epoch-deleted', {
+      faults: [{ actor: nightA('Claim'), method: 'claim', kind: 'pause', ms: 100_000 }],
+    });
+    assert.ok(
+      broken.violations.some((v) => /night-a was handed epoch 1 after epoch 1 .*an epoch repeated/.test(v)),
+      `epoch-deleted: the zombie's claim repeats epoch 1:\n${broken.violations.join('\n')}`,
+    );
   }
 });
 

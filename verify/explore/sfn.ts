@@ -11,6 +11,19 @@
  * iterations stop"): a stopped iteration starts nothing more (no retry, no next state) and its task's answer, when its
  * Lambda, still running, gives one, is discarded.
  *
+ * A Map whose ItemProcessor's ProcessorConfig says `Mode: DISTRIBUTED` runs each item as a child execution with its
+ * own history and its own context ($$.Execution is the child's), at most MaxConcurrency at once (absent or 0: 10,000)
+ * (https://docs.aws.amazon.com/step-functions/latest/dg/state-map-distributed.html). A failed child does not fail
+ * the Map by its own error: the Map Run fails when the failed children exceed ToleratedFailureCount or
+ * ToleratedFailurePercentage of the items (either, when both are set; neither set: no failure tolerated), with
+ * `States.ExceedToleratedFailureThreshold` (https://docs.aws.amazon.com/step-functions/latest/dg/maprun-fail-threshold.html),
+ * and its running children are aborted ("stopped ... by Step Functions because the Map Run failed",
+ * https://docs.aws.amazon.com/step-functions/latest/apireference/API_MapRunExecutionCounts.html): as a stopped inline
+ * iteration, their Lambdas run on and their answers are discarded; a child not started never starts. Below the
+ * threshold the Map runs every item and succeeds, a failed child's output its Error and Cause. The Map Run's start-up
+ * before its first child and its wind-down after its last take what the world's `mapRunMs` says (AWS publishes no
+ * figure; lib/constructs/renewal-gap.ts START_UP_MS). Express children, the *Path forms and ItemReader are errors.
+ *
  * Why a second interpreter beside the embedded stack's (lib/local/workflow.ts, aws-local-stepfunctions): that one runs
  * on real time and real Lambda processes, as AWS would; the explorer needs every wait, retry backoff and timeout on
  * one virtual clock, every random draw from the schedule's seed, and a step boundary at each invoke, so a schedule
@@ -18,6 +31,7 @@
  */
 
 import type { Retrier as TemplateRetrier } from '../../lib/constructs/renewal-gap';
+import { MAP_RUN_FAILED } from '../../lib/constructs/task-errors';
 
 type Json = Record<string, unknown>;
 
@@ -56,7 +70,12 @@ interface Catcher {
 export interface MachineDef {
   readonly StartAt: string;
   readonly States: Record<string, StateDef>;
+  /** A Map's processor: `Mode: DISTRIBUTED` runs each item as a child execution. */
+  readonly ProcessorConfig?: { readonly Mode?: string; readonly ExecutionType?: string };
 }
+
+/** A Distributed Map runs at most this many children at once when MaxConcurrency is absent or 0 (state-map-distributed.html). */
+const DISTRIBUTED_CONCURRENCY = 10_000;
 
 export function tasksOf(machine: MachineDef): StateDef[] {
   return Object.values(machine.States).flatMap((st) => {
@@ -82,7 +101,7 @@ export class StateError extends Error {
 
 export interface Context {
   readonly Execution: { readonly Name: string; readonly Input: unknown };
-  readonly Map?: { readonly Item: { readonly Value: unknown } };
+  readonly Map?: { readonly Item: { readonly Value: unknown; readonly Index?: number } };
 }
 
 function read(doc: unknown, path: string, context: Context): unknown {
@@ -149,6 +168,8 @@ export interface InterpreterWorld<V> {
   log(line: string): void;
   /** Wait states pass at once: the broken variant `wait-skipped`. @default false */
   readonly skipWaits?: boolean;
+  /** How long a Distributed Map Run's start-up (before its first child) or wind-down (after its last) takes. @default 0 */
+  readonly mapRunMs?: (phase: 'start-up' | 'wind-down') => number;
 }
 
 /** The execution a state runs in, by name (what the log and the world's attempt name it by). */
@@ -241,9 +262,11 @@ export function interpreter<V>(world: InterpreterWorld<V>): {
             if (st.OutputPath) doc = read(doc, st.OutputPath, context);
             break;
           }
-          case 'Map':
-            doc = place(doc, st.ResultPath, await map(exec, name, st, doc, context, view, branch));
+          case 'Map': {
+            const distributed = (st.ItemProcessor ?? st.Iterator)?.ProcessorConfig?.Mode === 'DISTRIBUTED';
+            doc = place(doc, st.ResultPath, await (distributed ? mapRun : map)(exec, name, st, doc, context, view, branch));
             break;
+          }
           default:
             throw new Error(`${name}: a state type this interpreter does not know: ${st.Type}`);
         }
@@ -307,6 +330,98 @@ export function interpreter<V>(world: InterpreterWorld<V>): {
     return results;
   };
 
-  /** Start an execution of the job's machine; AWS's rule for a name already taken. */
+  /**
+   * A Distributed Map: each item a child execution (its own name and context), at most MaxConcurrency at once; the
+   * Map Run fails with MAP_RUN_FAILED once the failed children exceed the tolerated threshold, aborting the running
+   * ones where they stand (their Lambdas run on, their answers are discarded), and starts no more.
+   */
+  const mapRun = async (
+    exec: ExecutionName,
+    name: string,
+    st: StateDef,
+    doc: unknown,
+    context: Context,
+    view: V,
+    branch?: Branch,
+  ): Promise<unknown[]> => {
+    const items = (read(doc, String(st.ItemsPath ?? '$'), context) ?? []) as unknown[];
+    const processor = st.ItemProcessor!;
+    const exceeded = toleranceOf(name, st, processor, items.length);
+    const run: Branch = { stopped: false, parent: branch };
+    const results: unknown[] = [];
+    const running = new Set<string>();
+    let failures = 0;
+    let next = 0;
+    let fail: (err: unknown) => void = () => undefined;
+    const failed = new Promise<never>((_, reject) => (fail = reject));
+    const pause = async (what: 'start-up' | 'wind-down') => {
+      const ms = world.mapRunMs?.(what) ?? 0;
+      if (ms > 0) world.log(`${exec.name} ${name} Map Run ${what}: ${ms} ms`);
+      await world.sleep(ms);
+      if (isStopped(branch)) throw new Stopped();
+    };
+    const lane = async () => {
+      while (!isStopped(run) && next < items.length) {
+        const i = next++;
+        const itemContext = { ...context, Map: { Item: { Value: items[i], Index: i } } };
+        const input = st.ItemSelector ? parameters(st.ItemSelector, doc, itemContext) : items[i];
+        const child: ExecutionName = { name: `${exec.name}/${name}:${i}` };
+        running.add(child.name);
+        world.log(`${child.name} starts: a child execution of ${exec.name}'s Map Run ${name}`);
+        try {
+          const out = await states(child, processor, input, { Execution: { Name: child.name, Input: input } }, view, run);
+          if (out.failed) throw new StateError(out.failed, `${child.name} failed at ${out.end}`);
+          world.log(`${child.name} ends SUCCEEDED`);
+          results[i] = out.output;
+        } catch (err) {
+          if (err instanceof Stopped) return; // aborted: logged as its Map Run failed
+          if (!(err instanceof StateError)) return void ((run.stopped = true), fail(err));
+          failures++;
+          world.log(`${child.name} ends FAILED (${err.error})`);
+          results[i] = { Error: err.error, Cause: err.detail };
+          if (!run.stopped && exceeded(failures)) {
+            run.stopped = true;
+            running.delete(child.name);
+            const aborted = [...running];
+            world.log(
+              `${exec.name} ${name} Map Run fails: ${failures} of ${items.length} children failed, above the tolerated${aborted.length ? `; ABORTED: ${aborted.join(', ')}` : ''}`,
+            );
+            fail(new StateError(MAP_RUN_FAILED, 'The specified tolerated failure threshold was exceeded'));
+            return;
+          }
+        } finally {
+          running.delete(child.name);
+        }
+      }
+    };
+    await pause('start-up');
+    const width = Math.min(st.MaxConcurrency || DISTRIBUTED_CONCURRENCY, items.length);
+    await Promise.race([Promise.all(Array.from({ length: Math.max(1, width) }, lane)), failed]);
+    await pause('wind-down');
+    return results;
+  };
+
   return { run: states };
+}
+
+/**
+ * A Distributed Map's tolerated failure threshold (maprun-fail-threshold.html): the failed children, as a count or a
+ * percentage of the items, above ToleratedFailureCount or ToleratedFailurePercentage (either, when both are set);
+ * neither set, the default 0: any failed child fails the Map Run. What this interpreter does not run is an error.
+ */
+function toleranceOf(name: string, st: StateDef, processor: MachineDef, items: number): (failures: number) => boolean {
+  const unknown = [
+    'ItemReader',
+    'ItemBatcher',
+    'ResultWriter',
+    'MaxConcurrencyPath',
+    'ToleratedFailureCountPath',
+    'ToleratedFailurePercentagePath',
+  ].filter((f) => f in st);
+  if (processor.ProcessorConfig?.ExecutionType === 'EXPRESS') unknown.push('ExecutionType EXPRESS');
+  if (unknown.length > 0) throw new Error(`${name}: Distributed Map fields this interpreter does not run: ${unknown.join(', ')}`);
+  const count = st.ToleratedFailureCount as number | undefined;
+  const percent = st.ToleratedFailurePercentage as number | undefined;
+  if (count === undefined && percent === undefined) return (failures) => failures > 0;
+  return (failures) => (count !== undefined && failures > count) || (percent !== undefined && (failures * 100) / items > percent);
 }

@@ -4,7 +4,9 @@
  * on the in-memory stores (or lib/core/aws's on DynamoDB Local and local S3: dynamo.ts) and one VirtualClock, driven
  * by the states of the SYNTHESIZED definitions: a small deterministic interpreter of the Amazon States Language they
  * use (Task with Parameters, ResultPath, TimeoutSeconds, Retry and Catch by error name; Pass, Wait with SecondsPath,
- * Choice, an inline Map, Succeed, Fail) on virtual time.
+ * Choice, an inline or a Distributed Map, Succeed, Fail) on virtual time. A quarter of the schedules run the job built
+ * with a Distributed Map (distributedMapAboveChunks 0): a child execution per chunk, a Map Run start-up and wind-down,
+ * a failed child failing the Map Run and aborting the rest.
  * The definitions come from a FencedJob built in this process (bundling skipped), so a change in the constructs
  * changes what is explored; the sweeper's period is its schedule's rate expression.
  *
@@ -16,7 +18,8 @@
  *   crash of a process     the task fails with Runtime.ExitError (what Lambda reports when the runtime exits), or
  *                          Lambda.Unknown (the sandbox died) a quarter of the time;
  *   invoke throttled       Lambda.TooManyRequestsException before the handler ran;
- *   invoke 500             Lambda.ServiceException, the handler not run, or run on beside the Retry's next attempt;
+ *   invoke 500             Lambda.ServiceException, Lambda.AWSLambdaException or Lambda.SdkClientException (Lambda's
+ *                          transient 500s), the handler not run, or run on beside the Retry's next attempt;
  *   invoke timed out       Lambda.ClientExecutionTimeoutException after the handler's k-th store call, while it runs
  *                          on: the Retry starts a second invocation beside it;
  *   sandbox died           Lambda.Unknown: the process is killed before the handler ran, right after its k-th store
@@ -30,7 +33,11 @@
  *   task timeout           a task whose invocation stalls (a pause) past TimeoutSeconds fails with States.Timeout and
  *                          the execution moves on while the Lambda still runs: a zombie holder;
  *   a Map's iteration fails the Map stops its other iterations (sfn.ts); their Lambdas run on, answers discarded;
- *   StartExecution         delivered twice (the SDK's retry after a lost answer), AWS's rule for a name taken: the
+ *   a Map Run's child fails the Distributed Map Run fails (States.ExceedToleratedFailureThreshold) and aborts its
+ *                          running children (sfn.ts): their Lambdas run on, answers discarded;
+ *   StartExecution         refused with ExecutionLimitExceeded (HTTP 400, the account's open executions at their
+ *                          quota: API_StartExecution.html's errors; not retried by the sweeper's step, the next sweep
+ *                          re-queues), delivered twice (the SDK's retry after a lost answer), AWS's rule for a name taken: the
  *                          same name and input while open is the same execution, else ExecutionAlreadyExists; its
  *                          500 is named InternalFailure, as Step Functions names it;
  *   the nightly trigger    delivered twice in half the schedules (EventBridge Scheduler is at-least-once), of those a
@@ -75,6 +82,7 @@ import { Env } from '../../lib/lambda/env';
 import { makeHandlers } from '../../lib/lambda/index';
 import { createRuntime, type Runtime } from '../../lib/lambda/runtime';
 import { FencedJob } from '../../lib/constructs/fenced-job';
+import { START_UP_MS } from '../../lib/constructs/renewal-gap';
 import { resolveJoin } from '../../lib/local/workflow';
 import { prng } from '../../lib/core/prng';
 import { through } from '../../lib/testing/process';
@@ -105,6 +113,12 @@ const FLOW_SETTINGS = {
   /** Each batch's work takes this long on the invocation's clock: renewals and takeovers happen during a night. */
   batchWorkMs: 1_500,
   lease: { ...LEASE_DEFAULTS, claimBudget: 4 } satisfies LeaseConfig,
+  /**
+   * The lease of the job built with a Distributed Map: the construct requires lease − margin to cover a Map Run's
+   * start-up too (renewal-gap.ts, 3 + 2 + 1 + 5 = 11 s), and the margin covers a rate error of 3 / 25 = 12 %, above
+   * the 5.6 % this world draws.
+   */
+  distributedLease: { ...LEASE_DEFAULTS, leaseMs: 14_000, marginMs: 3_000, claimBudget: 4 } satisfies LeaseConfig,
   /** The chunk function's own timeout (its task's is 30 s more, the construct's rule). */
   chunkTimeoutS: 60,
   /** The duplicate delivery of the nightly trigger, when there is one, comes within this long after the first. */
@@ -114,8 +128,10 @@ const FLOW_SETTINGS = {
   /**
    * The scheduler's faults at store calls; a pause long enough passes a task's TimeoutSeconds. An answer up to 10 s
    * late: longer than the margin (2 s), so a stop time counted from the answer overruns. Steering (docs/TESTING.md):
-   * a pause weighs 8 at the fenced write, a delay 8 at the lease's calls, and an invocation's first claim or
-   * renewal (its answer starts the invocation's stop time) is faulted at 6 times the chance.
+   * a pause weighs 8 at the fenced write, a delay 8 at the lease's calls, a pause 4 at a claim (one that outlasts
+   * Claim's TimeoutSeconds lands after the retried run's release: a claim that follows a release, as
+   * epoch-deleted needs), an invocation's first claim or renewal (its answer starts the invocation's stop time) is
+   * faulted at 6 times the chance, the fenced write at twice.
    */
   faults: {
     chance: 0.08,
@@ -128,8 +144,12 @@ const FLOW_SETTINGS = {
     emphasis: [
       { methods: ['recordBatch'], kind: 'pause', weight: 8 },
       { methods: ['claim', 'renew'], kind: 'late', weight: 8 },
+      { methods: ['claim'], kind: 'pause', weight: 4 },
     ],
-    chanceAt: [{ methods: ['claim', 'renew'], share: 6, first: true }],
+    chanceAt: [
+      { methods: ['claim', 'renew'], share: 6, first: true },
+      { methods: ['recordBatch'], share: 2 },
+    ],
   },
   /** Faults at a Lambda invocation (throttled, timed out, no answer), within the same window. */
   invokeFaults: { chance: 0.08, budget: 2 },
@@ -148,6 +168,12 @@ const FLOW_SETTINGS = {
    * under them: 4 of 1,000 such schedules had two holders at once, before the workflow left the lease to lapse.)
    */
   allAtOnceShare: 0.25,
+  /**
+   * The share of schedules whose job runs its chunks as a Distributed Map (distributedMapAboveChunks = 0, with
+   * distributedLease), drawn from the same draw as allAtOnceShare (its top end): a child execution per chunk, a Map
+   * Run that fails when one fails and aborts the others, and a Map Run's start-up and wind-down of up to 5 s each.
+   */
+  distributedShare: 0.25,
   /** Scheduler's retry of a failed start: after 1 s up to this many ms (doubling each retry), within the event's age. */
   startRetryMs: 60_000,
 } as const;
@@ -159,6 +185,17 @@ const FLOW_SETTINGS = {
 const CRASHED = 'Runtime.ExitError';
 const INVOKE_THROTTLED = 'Lambda.TooManyRequestsException';
 const INVOKE_SERVICE_ERROR = 'Lambda.ServiceException';
+/**
+ * Lambda's 500s as Step Functions names them (bp-lambda-serviceexception.html: "ServiceException, AWSLambdaException,
+ * or SdkClientException"): the service-error kinds, each the handler not run or run on beside the Retry's next attempt.
+ */
+const SERVICE_ERRORS = {
+  'service-error': INVOKE_SERVICE_ERROR,
+  'aws-lambda-exception': 'Lambda.AWSLambdaException',
+  'sdk-client-exception': 'Lambda.SdkClientException',
+} as const;
+type ServiceErrorKind = keyof typeof SERVICE_ERRORS;
+const isServiceError = (kind: string | undefined): kind is ServiceErrorKind => kind !== undefined && kind in SERVICE_ERRORS;
 const INVOKE_TIMED_OUT = 'Lambda.ClientExecutionTimeoutException';
 const SANDBOX_DIED = 'Lambda.Unknown';
 const FUNCTION_TIMED_OUT = 'Sandbox.Timedout';
@@ -196,6 +233,10 @@ interface Flow {
   readonly job: MachineDef;
   /** The job's machine with chunkConcurrency = chunks: every chunk at once. */
   readonly jobAllAtOnce: MachineDef;
+  /** The job's machine with distributedMapAboveChunks = 0: its chunks a Distributed Map, a child execution each. */
+  readonly jobDistributed: MachineDef;
+  /** The distributed job's handlers' environments (its lease is distributedLease). */
+  readonly distributedEnvironmentOf: Readonly<Record<string, Record<string, string>>>;
   readonly sweeper: MachineDef;
   /** A task's Resource (the function's placeholder ARN) → the handler it runs ('chunk' for the job's own). */
   readonly handlerOf: Readonly<Record<string, string>>;
@@ -216,7 +257,8 @@ function flow(): Flow {
   if (cached) return cached;
   const s = FLOW_SETTINGS;
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-  const fencedJob = (stack: Stack, chunkConcurrency: number) => {
+  const fencedJob = (stack: Stack, chunkConcurrency: number, distributed?: { readonly lease: LeaseConfig }) => {
+    const lease = distributed?.lease ?? s.lease;
     const chunk = new lambda.Function(stack, 'Chunk', {
       runtime: lambda.Runtime.NODEJS_24_X,
       handler: 'index.handler',
@@ -228,13 +270,14 @@ function flow(): Flow {
       chunkFunction: chunk,
       chunks: s.chunks,
       chunkConcurrency,
-      leaseDuration: Duration.millis(s.lease.leaseMs),
-      renewInterval: Duration.millis(s.lease.renewMs),
-      margin: Duration.millis(s.lease.marginMs),
-      claimBudget: s.lease.claimBudget,
+      leaseDuration: Duration.millis(lease.leaseMs),
+      renewInterval: Duration.millis(lease.renewMs),
+      margin: Duration.millis(lease.marginMs),
+      claimBudget: lease.claimBudget,
       chunkWritesManifest: true, // the world explores the nights with a manifest (the raise creates it, the complete marks it)
       // The world's nights run inside the default sweep window, where the sweeper runs every minute: the same period.
       sweeperScheduleExpression: 'rate(1 minute)',
+      ...(distributed ? { distributedMapAboveChunks: 0 } : {}),
     });
     return { chunk, job };
   };
@@ -243,15 +286,19 @@ function flow(): Flow {
   // The same job with every chunk at once (a Map whose failed iteration stops the others), in an app of its own.
   const allAtOnceStack = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Explore');
   const allAtOnce = fencedJob(allAtOnceStack, s.chunks).job;
+  // The same job with its chunks as a Distributed Map (a child execution per chunk), as a run of many chunks is built.
+  const distributedStack = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Explore');
+  const distributed = fencedJob(distributedStack, s.chunks, { lease: s.distributedLease });
   const idOf = (c: { node: { defaultChild?: unknown } }) => stack.getLogicalId(c.node.defaultChild as CfnElement);
   const definition = (machine: { node: { defaultChild?: unknown } }, within: Stack = stack) =>
     JSON.parse(resolveJoin(within.resolve((machine.node.defaultChild as CfnStateMachine).definitionString))) as MachineDef;
-  const functions: Record<string, { node: { defaultChild?: unknown } }> = {
-    ...job.workflow.functions,
-    'sweep-sight': job.sweeper.functions.sight,
-    'sweep-verify': job.sweeper.functions.verify,
-    chunk,
-  };
+  const functionsOf = (j: FencedJob, c: lambda.Function): Record<string, { node: { defaultChild?: unknown } }> => ({
+    ...j.workflow.functions,
+    'sweep-sight': j.sweeper.functions.sight,
+    'sweep-verify': j.sweeper.functions.verify,
+    chunk: c,
+  });
+  const functions = functionsOf(job, chunk);
   const handlerOf: Record<string, string> = {};
   const environmentOf: Record<string, Record<string, string>> = {};
   const timeoutMsOf: Record<string, number> = {};
@@ -262,23 +309,36 @@ function flow(): Flow {
     [Env.bucket]: BUCKET,
     [Env.jobStateMachineArn]: JOB_ARN,
   };
+  const environmentIn = (within: Stack, fn: { node: { defaultChild?: unknown } }) => {
+    const env = (within.resolve((fn.node.defaultChild as CfnFunction).environment) as { variables?: Json } | undefined)?.variables ?? {};
+    // The chunk function here is a plain lambda.Function: FencedJob set the job's environment on it.
+    return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, typeof v === 'string' ? v : local[k]]));
+  };
   for (const [name, fn] of Object.entries(functions)) {
     handlerOf[resolveJoin({ 'Fn::GetAtt': [idOf(fn), 'Arn'] })] = name; // the ARN the resolved definition names it by
-    const env = (stack.resolve((fn.node.defaultChild as CfnFunction).environment) as { variables?: Json } | undefined)?.variables ?? {};
-    // The chunk function here is a plain lambda.Function: FencedJob set the job's environment on it.
-    environmentOf[name] = Object.fromEntries(Object.entries(env).map(([k, v]) => [k, typeof v === 'string' ? v : local[k]]));
+    environmentOf[name] = environmentIn(stack, fn);
     timeoutMsOf[name] = Number(stack.resolve((fn.node.defaultChild as CfnFunction).timeout) ?? 3) * 1000; // Lambda's default: 3 s
   }
+  const distributedEnvironmentOf = Object.fromEntries(
+    Object.entries(functionsOf(distributed.job, distributed.chunk)).map(([name, fn]) => [name, environmentIn(distributedStack, fn)]),
+  );
   const target = stack.resolve((job.schedule.schedule.node.defaultChild as CfnSchedule).target) as {
     retryPolicy?: { maximumRetryAttempts?: number; maximumEventAgeInSeconds?: number };
   };
   const rate = String(stack.resolve((job.sweeperSchedule.schedule.node.defaultChild as CfnSchedule).scheduleExpression));
   const jobAllAtOnce = definition(allAtOnce.stateMachine, allAtOnceStack);
-  for (const t of tasksOf(jobAllAtOnce))
-    if (!handlerOf[String(t.Resource)]) throw new Error(`the all-at-once job's task invokes no function of the stack: ${String(t.Resource)}`);
+  const jobDistributed = definition(distributed.job.stateMachine, distributedStack);
+  for (const [which, machine] of [
+    ['all-at-once', jobAllAtOnce],
+    ['distributed', jobDistributed],
+  ] as const)
+    for (const t of tasksOf(machine))
+      if (!handlerOf[String(t.Resource)]) throw new Error(`the ${which} job's task invokes no function of the stack: ${String(t.Resource)}`);
   cached = {
     job: definition(job.stateMachine),
     jobAllAtOnce,
+    jobDistributed,
+    distributedEnvironmentOf,
     sweeper: definition(job.sweeper.stateMachine),
     handlerOf,
     environmentOf,
@@ -321,15 +381,16 @@ function retryWaitMs(machine: MachineDef): number {
  *   - a sweep to sight the row unchanged: the next sweep starts within a period, and one more if its first sighting
  *     came before that last renewal; each waits the lease (rounded up to whole seconds, its Wait state) to verify;
  *   - the re-queued run waits a full lease on the dead holder's rvn, each poll rounded up to a whole second (Observe's
- *     Wait), then bills the night: every batch's work;
+ *     Wait), then bills the night: every batch's work (and a Distributed Map Run's start-up and wind-down);
  *   - the index's lag (the row reaches the sparse index up to one lag late).
  */
-function livenessBoundMs(f: Flow, s: typeof FLOW_SETTINGS = FLOW_SETTINGS): number {
-  const retries = Math.max(retryWaitMs(f.job), retryWaitMs(f.sweeper));
-  const leaseWaitMs = Math.ceil(s.lease.leaseMs / 1000) * 1000;
-  const pollMs = Math.max(1, Math.ceil(pollMsOf(s.lease) / 1000)) * 1000;
-  const nightMs = s.chunks * Math.ceil(s.items / s.batch) * s.batchWorkMs;
-  const bound = retries + s.lease.leaseMs + 2 * (f.sweepPeriodMs + leaseWaitMs) + retries + s.lease.leaseMs + pollMs + nightMs + s.maxIndexLagMs;
+function livenessBoundMs(f: Flow, job: MachineDef, lease: LeaseConfig, mapRunMs: number, s: typeof FLOW_SETTINGS = FLOW_SETTINGS): number {
+  const retries = Math.max(retryWaitMs(job), retryWaitMs(f.sweeper));
+  const leaseWaitMs = Math.ceil(lease.leaseMs / 1000) * 1000;
+  const pollMs = Math.max(1, Math.ceil(pollMsOf(lease) / 1000)) * 1000;
+  // A Distributed Map Run's start-up and wind-down lengthen the re-queued run's night.
+  const nightMs = s.chunks * Math.ceil(s.items / s.batch) * s.batchWorkMs + 2 * mapRunMs;
+  const bound = retries + lease.leaseMs + 2 * (f.sweepPeriodMs + leaseWaitMs) + retries + lease.leaseMs + pollMs + nightMs + s.maxIndexLagMs;
   // An invocation times its work on its own clock: one running slow stretches it by up to 1 / (1 - monoRate).
   return bound / (1 - s.faults.monoRate);
 }
@@ -345,12 +406,12 @@ interface Execution {
 }
 
 /** A fault at one invocation (the header lists them). */
-type InvokeKind = 'throttled' | 'service-error' | 'timed-out' | 'sandbox-timedout' | 'no-answer' | 'unknown';
+type InvokeKind = 'throttled' | ServiceErrorKind | 'timed-out' | 'sandbox-timedout' | 'no-answer' | 'unknown';
 
 /**
  * One invocation's fault. `afterStep`: for `timed-out`, the store call after which the Invoke call times out (default
  * 1); for `sandbox-timedout`, the call that hangs (default 1); for `unknown`, the call right after which the sandbox
- * dies (0: before the handler ran; past its last call: as it returned; default 1). `ran`: a `service-error` whose
+ * dies (0: before the handler ran; past its last call: as it returned; default 1). `ran`: a service error (`service-error`, `aws-lambda-exception`, `sdk-client-exception`) whose
  * handler runs on (default false). `applied`: a `sandbox-timedout` whose hung call landed (default true).
  */
 interface InvokePlan {
@@ -383,9 +444,13 @@ export interface WorkflowPlaced extends Placed {
   readonly again?: readonly Delivery[];
   readonly invoke?: readonly ({ readonly execution: string; readonly state: string; readonly nth?: number } & InvokePlan)[];
   readonly startTwice?: readonly { readonly actor: string | RegExp; readonly nth?: number }[];
+  /** StartExecution refused with ExecutionLimitExceeded (the nth send by a matching actor). */
+  readonly startLimited?: readonly { readonly actor: string | RegExp; readonly nth?: number }[];
   readonly startErrors?: readonly ({ readonly nth?: number } & StartError)[];
   /** The job runs every chunk at once (chunkConcurrency = chunks). @default false */
   readonly allAtOnce?: boolean;
+  /** The job runs its chunks as a Distributed Map, every chunk at once (a child execution each). @default false */
+  readonly distributed?: boolean;
   /** A broken definition, for a test to show what a Retry rule is for: this error name taken out of every job Retry. */
   readonly unretried?: string;
 }
@@ -402,6 +467,12 @@ interface WorkflowState extends WorldState {
   readonly f: Flow;
   /** livenessBoundMs of the definitions. */
   readonly bound: number;
+  /** The lease the job is built with (the distributed job's is longer: distributedLease). */
+  readonly lease: LeaseConfig;
+  /** Each handler's environment, as the job this schedule runs deploys it. */
+  readonly environmentOf: Readonly<Record<string, Record<string, string>>>;
+  /** A Distributed Map Run's start-up and wind-down, each up to this long; 0 for an inline Map. */
+  readonly mapRunMs: number;
   /** Draws each invocation's monotonic rate error as it starts. */
   readonly rates: () => number;
   readonly random: () => number;
@@ -503,13 +574,21 @@ function setup(storesOf: WorkflowStoresOf, seed: number, mutation: string | unde
   const lockWrites = new LockHistory(clock);
   const locks = lockWrites.observe(stores.locks);
   const keys = jobKeys('explore');
-  const chosen = (placed ? placed.allAtOnce : aws() < s.allAtOnceShare) ? f.jobAllAtOnce : f.job;
+  // One draw picks the job: every chunk at once (its bottom share), a Distributed Map (its top share), or one at a time.
+  const pick = placed ? (placed.allAtOnce ? 0 : placed.distributed ? 1 : 0.5) : aws();
+  const distributed = pick >= 1 - s.distributedShare;
+  const chosen = pick < s.allAtOnceShare ? f.jobAllAtOnce : distributed ? f.jobDistributed : f.job;
+  const lease = distributed ? s.distributedLease : s.lease;
+  const mapRunMs = distributed ? START_UP_MS.mapRun : 0;
   const jobMachine = placed?.unretried ? unretried(chosen, placed.unretried) : chosen;
   const core = (MUTATIONS as readonly string[]).includes(mutation ?? '') ? (mutation as Mutation) : undefined;
-  const bound = livenessBoundMs(f);
+  const bound = livenessBoundMs(f, chosen, lease, mapRunMs);
   return {
     f,
     bound,
+    lease,
+    environmentOf: distributed ? f.distributedEnvironmentOf : f.environmentOf,
+    mapRunMs,
     random,
     rates,
     aws,
@@ -556,6 +635,7 @@ function actors(w: WorkflowState): void {
   // Placed faults count their matching attempts and sends (the nth lands), as the scheduler's do.
   const placedInvokes = new PlacedCounts(w.placed?.invoke ?? []);
   const placedStarts = new PlacedCounts(w.placed?.startTwice ?? []);
+  const placedLimits = new PlacedCounts(w.placed?.startLimited ?? []);
   const placedStartErrors = new PlacedCounts(w.placed?.startErrors ?? []);
   const invokeFault = (exec: string, state: string): InvokePlan | undefined => {
     if (w.placed) return placedInvokes.due((f) => f.execution === exec && f.state === state);
@@ -566,13 +646,22 @@ function actors(w: WorkflowState): void {
     // that may have run the handler), and a run that ends badly (the Invoke call times out, the function runs past
     // its own timeout, the sandbox dies: before the handler ran, after a call landed, or as it returned). The answers
     // that never come keep their share whole (no-task-timeout needs them).
-    if (share === 'throttled') return aws() < 0.5 ? { kind: 'throttled' } : { kind: 'service-error', ran: aws() < 0.5 };
+    if (share === 'throttled') {
+      const e = aws(); // throttled half the time, else one of Lambda's 500s: ServiceException, AWSLambdaException, SdkClientException
+      if (e < 0.5) return { kind: 'throttled' };
+      return { kind: e < 0.75 ? 'service-error' : e < 0.875 ? 'aws-lambda-exception' : 'sdk-client-exception', ran: aws() < 0.5 };
+    }
     if (share === 'no-answer') return { kind: 'no-answer' };
     const u = aws();
     if (u < 1 / 3) return { kind: 'timed-out' };
     if (u < 2 / 3) return { kind: 'sandbox-timedout', applied: aws() < 0.5 };
     const v = aws(); // the call after which it dies is drawn as a timeout's is; a fifth die before, a fifth as it returns
     return { kind: 'unknown', afterStep: v < 0.2 ? 0 : v < 0.4 ? Infinity : undefined };
+  };
+  // The account's open executions at their quota: StartExecution refused (drawn on the AWS stream, a quarter of the chance).
+  const startLimited = (actor: Actor): boolean => {
+    if (w.placed) return placedLimits.due((f) => named(f.actor, actor.name)) !== undefined;
+    return invokeFaults.length < s.invokeFaults.budget && clock.monotonicMs() <= s.faults.windowMs && aws() < s.invokeFaults.chance / 4;
   };
   const startTwice = (actor: Actor): boolean => {
     if (w.placed) return placedStarts.due((f) => named(f.actor, actor.name)) !== undefined;
@@ -620,6 +709,14 @@ function actors(w: WorkflowState): void {
       // StartExecution, with AWS's rule for a name already taken; sometimes delivered twice (the SDK's retry).
       send: async (command: { input: { name?: string; input?: string } }) => {
         const { name = '', input = '' } = command.input;
+        if (startLimited(actor)) {
+          invokeFaults.push({ kind: 'start-limit-exceeded', point: `StartExecution@${actor.name}`, at: clock.monotonicMs() });
+          scheduler.log(`${actor.name} StartExecution ${name} refused: ExecutionLimitExceeded`);
+          throw Object.assign(new Error('Maximum number of running executions reached'), {
+            name: 'ExecutionLimitExceeded',
+            $metadata: { httpStatusCode: 400 },
+          });
+        }
         const out = startJob(name, input, actor);
         if (startTwice(actor)) {
           invokeFaults.push({ kind: 'start-twice', point: `StartExecution@${actor.name}`, at: clock.monotonicMs() });
@@ -634,7 +731,7 @@ function actors(w: WorkflowState): void {
       },
     });
     return createRuntime({
-      environment: { ...f.environmentOf[handler], [Env.worker]: actor.name },
+      environment: { ...w.environmentOf[handler], [Env.worker]: actor.name },
       clients: dummyClients(),
       sfn: { send: (command: never) => sfn.send(command).catch((err: unknown) => sfnError(err, actor)) } as unknown as SFNClient,
       // Outermost, the observer: what the invocation's code sent, and when its answers came (history.ts).
@@ -693,8 +790,8 @@ function actors(w: WorkflowState): void {
     const refused: [string, string, string] | undefined =
       kind === 'throttled'
         ? [INVOKE_THROTTLED, 'invoke THROTTLED', 'Rate exceeded']
-        : kind === 'service-error' && !fault?.ran
-          ? [INVOKE_SERVICE_ERROR, 'invoke SERVICE-ERROR before the handler ran', 'Lambda answered 500']
+        : isServiceError(kind) && !fault?.ran
+          ? [SERVICE_ERRORS[kind], `invoke ${SERVICE_ERRORS[kind]} before the handler ran`, 'Lambda answered 500']
           : kind === 'unknown' && fault?.afterStep === 0
             ? [SANDBOX_DIED, 'SANDBOX DIED before the handler ran', 'the sandbox died']
             : undefined;
@@ -767,10 +864,10 @@ function actors(w: WorkflowState): void {
       running.add(actor);
       const ran = run(payload as never);
       ran.finally(() => running.delete(actor)).catch(() => undefined);
-      if (kind === 'service-error') {
+      if (isServiceError(kind)) {
         // Lambda answered 500 while the handler it started runs on: the Retry's next attempt runs beside it.
-        scheduler.log(`${actor.name} invoke SERVICE-ERROR; its Lambda runs on`);
-        fail(INVOKE_SERVICE_ERROR, 'Lambda answered 500');
+        scheduler.log(`${actor.name} invoke ${SERVICE_ERRORS[kind]}; its Lambda runs on`);
+        fail(SERVICE_ERRORS[kind], 'Lambda answered 500');
       }
       // The handler returned (or threw) before its fault fired: the sandbox dies as it answers, or no timeout came.
       const settled = (how: () => void, returned: boolean) => {
@@ -796,6 +893,8 @@ function actors(w: WorkflowState): void {
     random,
     log: (line) => scheduler.log(line),
     skipWaits: w.skipWaits,
+    // A Map Run's start-up and wind-down: up to START_UP_MS.mapRun each, drawn on the AWS stream.
+    mapRunMs: () => Math.floor(aws() * w.mapRunMs),
   });
 
   /** Called as each execution of the job closes. */
@@ -985,7 +1084,7 @@ const checks: readonly Check<WorkflowState>[] = [
   { name: "batches: each under its fence as raised, from the store's writes", check: (w) => fenceOrderChecks(w.fenceWrites.writes) },
   { name: 'never two holders at once', check: (w) => twoHoldersChecks(w.calls.calls, w.lockWrites, w.jobId, HOLDER_ACTS) },
   { name: 'epochs never repeat', check: (w) => epochChecks(w.lockWrites.claims()) },
-  { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, FLOW_SETTINGS.lease, HOLDER_ACTS) },
+  { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, w.lease, HOLDER_ACTS) },
   { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes, FLOW_SETTINGS.faults.monoRate) },
   {
     name: 'a DONE night is whole',

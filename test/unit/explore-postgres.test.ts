@@ -102,5 +102,8 @@ test('pg-leak-on-error (no rollback, no release after a failed statement), place
 test('pg-begin-with-isolation-only (no BEGIN at the default isolation): every batch lands over several commits', async () => {
   const r = await run(1, 'pg-begin-with-isolation-only');
   assert.ok(r.caughtBy.includes('each batch commits whole'), r.violations.join('; '));
-  assert.ok(r.violations.some((v) => /^batch holder-1:1:0: 2 rows over 2 commits$/.test(v)), r.violations.join('; '));
+  assert.ok(
+    r.violations.some((v) => /^batch holder-1:1:0: 2 rows over 2 commits$/.test(v)),
+    r.violations.join('; '),
+  );
 });

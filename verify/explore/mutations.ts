@@ -14,6 +14,11 @@
  *                    the batch's check and the raises refuse a token equal to the fence;
  *   stop-time-from-answer  the lease counts its stop time from when a claim's or renewal's answer arrived, not from
  *                    when it was sent: an answer that comes late moves the stop time past the lease the store granted.
+ * The night world's own (NIGHT_MUTATIONS, not in the workflow world's list):
+ *   lease-in-seconds the claim writes its lease into lease_ms in seconds (`leaseMs / 1000`, as a TTL attribute
+ *                    would be): a claimant waits out the lease the item declares, 10 ms, and takes a live lease over;
+ *   done-mark-first  a chunk recorded done as its work starts, not after its last batch (the mark sent with the
+ *                    chunk's first batch): a holder stopped inside the chunk leaves it marked done and half written.
  */
 import type { Clock } from '../../lib/core/clock';
 import type { LeaseConfig } from '../../lib/core/config';
@@ -40,6 +45,10 @@ export const MUTATIONS = [
   'stop-time-from-answer',
 ] as const;
 export type Mutation = (typeof MUTATIONS)[number];
+
+/** The night world's own broken variants (see the header); the workflow world does not take them. */
+export const NIGHT_MUTATIONS = ['lease-in-seconds', 'done-mark-first'] as const;
+export type NightMutation = (typeof NIGHT_MUTATIONS)[number];
 
 /** The stores as one schedule sees them, with the mutation (if any) applied, and how to undo a patch. */
 export interface Broken {
@@ -69,7 +78,10 @@ type StartRun = (jobId: string, orphan: Pick<RequeueSighting, 'fence'>) => Promi
 export const override = <T extends object>(target: T, methods: Partial<T>): T =>
   new Proxy(target, { get: (t, prop, receiver) => (prop in methods ? methods[prop as keyof T] : Reflect.get(t, prop, receiver)) as unknown });
 
-export function applyMutation(mutation: Mutation | undefined, stores: { readonly locks: LockStore; readonly jobs: JobStore }): Broken {
+export function applyMutation(
+  mutation: Mutation | NightMutation | undefined,
+  stores: { readonly locks: LockStore; readonly jobs: JobStore },
+): Broken {
   const { locks, jobs } = stores;
   const plain: Broken = {
     locks,
@@ -215,6 +227,31 @@ export function applyMutation(mutation: Mutation | undefined, stores: { readonly
     }
     case 'stop-time-from-answer':
       return { ...plain, restore: stopTimeFromAnswer() };
+    case 'lease-in-seconds':
+      return {
+        ...plain,
+        // The claim declares its lease in seconds where the item's lease_ms is read as milliseconds.
+        locksFor: () => override(locks, { claim: (key, on, w) => locks.claim(key, on, { ...w, leaseMs: Math.round(w.leaseMs / 1000) }) }),
+      };
+    case 'done-mark-first':
+      return {
+        ...plain,
+        jobsFor: (_actor, steps) => {
+          const stepped = steps(jobs);
+          const marked = new Set<string>();
+          return override(jobs, {
+            // The chunk's first batch: its done mark goes out just before it (its own step), then the batch.
+            recordBatch: async (fence, token, puts, requestToken) => {
+              const chunk = String(fence.key.pk);
+              if (!marked.has(chunk)) {
+                marked.add(chunk);
+                await stepped.markChunkDone(chunk, token);
+              }
+              return jobs.recordBatch(fence, token, puts, requestToken);
+            },
+          });
+        },
+      };
     case 'fence-lt': {
       // `fence < :t` differs from `fence <= :t` only at equality: refuse exactly that, as the store would refuse it.
       const equal = (item: { readonly [Attr.fence]?: unknown } | undefined, token: number) =>

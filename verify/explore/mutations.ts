@@ -22,10 +22,12 @@
  */
 import type { Clock } from '../../lib/core/clock';
 import type { LeaseConfig } from '../../lib/core/config';
-import { Lease, pollMsOf } from '../../lib/core/lease';
-import { Leadership } from '../../lib/election/election';
+import { Lease, nextClaimStep, pollMsOf, type Watch } from '../../lib/core/lease';
+import { candidateKey, Election, Leadership } from '../../lib/election/election';
+import { sleepUnlessAborted } from '../../lib/core/clock';
 import { EpochFence } from '../../lib/election/epoch-fence';
-import type { HandoverConfig } from '../../lib/election/handover';
+import { type HandoverConfig, Writer } from '../../lib/election/handover';
+import { DEFAULT_BACKOFF } from '../../lib/core/conditions';
 import type { ManifestStore } from '../../lib/core/store/manifest';
 import { transactionCanceled } from '../../lib/testing/dynamo-rules';
 import type { MemoryLockStore } from '../../lib/testing/lock-store';
@@ -303,7 +305,15 @@ type Update = (
  *   watchdog-off        the leadership watchdog is never armed, so onLost never comes;
  *   sidecar-heartbeat   a crashed candidate's item is renewed on by a sidecar that outlived it;
  *   no-stop-check       the lease's stop-time check does nothing, as in the night world: caught from outside, by the
- *                       ledger writes sent past their writer's stop time (history.ts).
+ *                       ledger writes sent past their writer's stop time (history.ts);
+ *   watch-for-resign    a successor waits for its predecessor to resign, and takes a silent one out only once its
+ *                       claim budget is spent (30 leases): a crashed leader leaves the role without one for minutes;
+ *   handover-polite     the new writer waits for the old one to release, and flips only once its claim budget is spent:
+ *                       a crashed or paused old writer holds the handover up for minutes;
+ *   manifest-off-by-one a leader commits each act to the manifest under the ledger's head as read before its append
+ *                       (the version before the act's own);
+ *   release-retried     the writer's release sends again while it is refused, its failed condition taken for a
+ *                       transient error: a writer handed over never ends.
  */
 export const ELECTION_MUTATIONS = [
   'epoch-deleted',
@@ -316,6 +326,10 @@ export const ELECTION_MUTATIONS = [
   'sidecar-heartbeat',
   'no-stop-check',
   'stop-time-from-answer',
+  'watch-for-resign',
+  'handover-polite',
+  'manifest-off-by-one',
+  'release-retried',
 ] as const;
 export type ElectionMutation = (typeof ELECTION_MUTATIONS)[number];
 
@@ -333,6 +347,10 @@ export interface ElectionBroken {
   readonly sidecar: boolean;
   /** The handover's settings a writer takes over with. */
   handover(config: HandoverConfig): HandoverConfig;
+  /** A leader commits each act to the manifest under the ledger's head read before its append. */
+  readonly manifestOffByOne: boolean;
+  /** The new writer waits for the old one to release before its handover (politeWait). */
+  readonly politeHandover: boolean;
   /** Undo the patches of the core's classes, after the schedule. */
   restore(): void;
 }
@@ -352,6 +370,54 @@ function stopTimeFromAnswer(): () => void {
   return () => Object.defineProperty(proto, 'stopTimeFrom', from);
 }
 
+/**
+ * The watch of watch-waited and watch-for-resign: Election's private watchPredecessor, as the product writes it (read
+ * the predecessor's item every poll; gone: it resigned), with the broken rule for when a silent one is taken out.
+ * @returns the undo
+ */
+function brokenWatch(takeOut: (watch: Watch, waitMs: number, config: LeaseConfig) => boolean): () => void {
+  type Watching = {
+    watchPredecessor(predecessor: number, own: Lease, reads: unknown, signal?: AbortSignal): Promise<'resigned' | 'found-gone'>;
+    removeIfUnchanged(seq: number, rvn: string): Promise<boolean>;
+    store: LockStore;
+    role: string;
+    config: LeaseConfig;
+    deps: { clock: Clock };
+  };
+  const proto = Election.prototype as unknown as Watching;
+  const watch = Object.getOwnPropertyDescriptor(proto, 'watchPredecessor')!;
+  proto.watchPredecessor = async function (this: Watching, predecessor, own, _reads, signal) {
+    let seen: Watch | undefined;
+    let lastSeenAt = 0;
+    for (;;) {
+      signal?.throwIfAborted();
+      own.check();
+      const item = await this.store.read(candidateKey(this.role, predecessor));
+      const seenAt = this.deps.clock.monotonicMs();
+      if (item?.holder === undefined) return 'resigned';
+      const sighting = { holder: item.holder, epoch: item.epoch, seenRvn: item.rvn, waitMs: item.lease_ms ?? this.config.leaseMs };
+      const step = nextClaimStep(seen, sighting, seenAt - lastSeenAt, { leaseMs: this.config.leaseMs, claimBudget: Infinity });
+      [seen, lastSeenAt] = [step.watch, seenAt];
+      if (takeOut(step.watch, sighting.waitMs, this.config)) {
+        if (await this.removeIfUnchanged(predecessor, item.rvn!)) return 'found-gone';
+        continue;
+      }
+      await sleepUnlessAborted(this.deps.clock, pollMsOf(this.config), signal);
+    }
+  };
+  return () => Object.defineProperty(proto, 'watchPredecessor', watch);
+}
+
+/**
+ * handover-polite, applied before the real handover: wait (polling every poll period) for the writer lease to be
+ * free, at most the claim budget in leases on the writer's own clock; then the handover runs as it is.
+ */
+export async function politeWait(locks: Pick<LockStore, 'read'>, clock: Clock, key: string, config: LeaseConfig): Promise<void> {
+  const started = clock.monotonicMs();
+  while ((await locks.read(key))?.holder !== undefined && clock.monotonicMs() - started < config.claimBudget * config.leaseMs)
+    await clock.sleep(pollMsOf(config));
+}
+
 export function applyElectionMutation(mutation: ElectionMutation | undefined): ElectionBroken {
   const undo: (() => void)[] = [];
   if (mutation === 'handover-no-bump') {
@@ -368,6 +434,17 @@ export function applyElectionMutation(mutation: ElectionMutation | undefined): E
     undo.push(() => Object.defineProperty(Lease.prototype, 'check', check));
   }
   if (mutation === 'stop-time-from-answer') undo.push(stopTimeFromAnswer());
+  if (mutation === 'watch-for-resign') undo.push(brokenWatch((watch, waitMs, config) => watch.waitedMs >= config.claimBudget * waitMs));
+  if (mutation === 'release-retried') {
+    const release = Object.getOwnPropertyDescriptor(Writer.prototype, 'release')!;
+    // Refused (no longer ours) is sent again after the longest backoff, for ever. The lease keeps its clock private.
+    Writer.prototype.release = async function (this: Writer) {
+      const clock = (this.lease as unknown as { deps: { clock: Clock } }).deps.clock;
+      while (!(await this.lease.release())) await clock.sleep(DEFAULT_BACKOFF.capMs);
+      return true;
+    };
+    undo.push(() => Object.defineProperty(Writer.prototype, 'release', release));
+  }
   if (mutation === 'watchdog-off') {
     const proto = Leadership.prototype as unknown as { armWatchdog: () => void };
     const arm = Object.getOwnPropertyDescriptor(proto, 'armWatchdog')!;
@@ -401,6 +478,8 @@ export function applyElectionMutation(mutation: ElectionMutation | undefined): E
     bumps: mutation !== 'restore-no-bump',
     sidecar: mutation === 'sidecar-heartbeat',
     handover: (config) => (mutation !== 'handover-no-margin' ? config : { ...config, waitMarginMs: 0 }),
+    manifestOffByOne: mutation === 'manifest-off-by-one',
+    politeHandover: mutation === 'handover-polite',
     restore: () => {
       for (const u of undo) u();
     },

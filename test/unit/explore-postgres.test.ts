@@ -2,12 +2,12 @@
  * The PostgreSQL fence's world (verify/explore/postgres-world.ts): withLease and the real PostgresFence on the twin,
  * PostgreSQL's row locks or Aurora DSQL's optimistic commits, every lock call and statement a step of the seeded
  * scheduler. Its checks read the twin's committed history: a row committed below the fence, a fence that went down,
- * a batch split over commits, no holder finishing.
+ * a batch split over commits, no holder finishing. Each of its mutations is caught by the check it was written for.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { runWorld } from '../../verify/explore/world';
-import { POSTGRES_WORLD } from '../../verify/explore/postgres-world';
+import { POSTGRES_MUTATIONS, POSTGRES_WORLD } from '../../verify/explore/postgres-world';
 import type { Placed } from '../../lib/testing/scheduler';
 
 const run = (seed: number, mutation?: string, placed?: Placed) => runWorld(POSTGRES_WORLD, seed, mutation, placed);
@@ -55,4 +55,55 @@ test("pg-count-unchecked (a fenced transaction that ignores the UPDATE's row cou
   let caught = 0;
   for (let seed = 1001; seed < 1201; seed++) if ((await run(seed, 'pg-count-unchecked')).violations.length > 0) caught++;
   assert.ok(caught >= 10, `caught in ${caught} of 200 schedules`);
+});
+
+// Each broken rule, applied by the harness only, must be caught from seed 42 within this many schedules.
+const WITHIN = 100;
+for (const mutation of POSTGRES_MUTATIONS) {
+  test(`the broken variant ${mutation} is caught from seed 42 within ${WITHIN} schedules, and that schedule passes on the real code`, async () => {
+    let caught: number | undefined;
+    for (let seed = 42; seed < 42 + WITHIN && caught === undefined; seed++) if ((await run(seed, mutation)).violations.length > 0) caught = seed;
+    assert.notEqual(caught, undefined, `${mutation} not caught in ${WITHIN} schedules from seed 42`);
+    assert.deepEqual((await run(caught!)).violations, [], `the same schedule (seed ${caught}) on the real code must pass`);
+  });
+}
+
+// holder-1 pauses as its raise takes its connection, for longer than its lease: holders 2 and 3 take the lease over
+// in turn, raise the fence and finish; then holder-1's raise lands.
+const LATE_RAISE: Placed = { faults: [{ actor: 'holder-1', method: 'connect', nth: 1, kind: 'pause', ms: 2_500 }] };
+
+test('pg-raise-unguarded (the raise a plain upsert), placed: the late raise puts the fence down, and only that check sees it', async () => {
+  for (const seed of [1, 2, 3, 4]) {
+    assert.deepEqual((await run(seed, undefined, LATE_RAISE)).violations, [], `seed ${seed}: the real raise is refused`);
+    const r = await run(seed, 'pg-raise-unguarded', LATE_RAISE);
+    assert.deepEqual(r.caughtBy, ['the fence never goes down'], `seed ${seed}`);
+    assert.match(r.violations[0], /^the fence went from 3 down to 1 at commit \d+$/);
+  }
+});
+
+// holder-1's fenced UPDATE is applied (the fence row locked) and its answer lost: a transient error the fence does not
+// retry, so holder-1 ends there.
+const LOST_UPDATE: Placed = { faults: [{ actor: 'holder-1', method: 'query', nth: 3, kind: 'lost' }] };
+
+test('pg-leak-on-error (no rollback, no release after a failed statement), placed: under row locks the leaked lock stops every holder, and only liveness sees it', async () => {
+  const servers = new Set<string>();
+  for (const seed of [1, 2, 3, 4, 5, 6]) {
+    const honest = await run(seed, undefined, LOST_UPDATE);
+    assert.deepEqual(honest.violations, [], `seed ${seed}: the real code rolls back and the others finish`);
+    const r = await run(seed, 'pg-leak-on-error', LOST_UPDATE);
+    const locking = r.trace[0].includes('row locks');
+    servers.add(r.trace[0]);
+    // Aurora DSQL takes no locks: the leaked transaction holds nothing, and the others finish.
+    assert.deepEqual(r.caughtBy, locking ? ['once the faults end, a holder writes every batch'] : [], `seed ${seed}`);
+  }
+  assert.equal(servers.size, 2, 'both kinds of server among the seeds');
+});
+
+test('pg-begin-with-isolation-only (no BEGIN at the default isolation): every batch lands over several commits', async () => {
+  const r = await run(1, 'pg-begin-with-isolation-only');
+  assert.ok(r.caughtBy.includes('each batch commits whole'), r.violations.join('; '));
+  assert.ok(
+    r.violations.some((v) => /^batch holder-1:1:0: 2 rows over 2 commits$/.test(v)),
+    r.violations.join('; '),
+  );
 });

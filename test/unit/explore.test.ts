@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { explore, replayCommand, type ExploreSummary } from '../../verify/explore/explore';
-import { MUTATIONS } from '../../verify/explore/mutations';
+import { MUTATIONS, NIGHT_MUTATIONS } from '../../verify/explore/mutations';
 import { VirtualClock } from '../../lib/core/clock';
 import { LEASE_DEFAULTS } from '../../lib/core/config';
 import { leaseOverlapChecks, type LockWrite, rateErrorCovered } from '../../verify/explore/history';
@@ -44,7 +44,7 @@ test('a schedule replays exactly from its own seed: schedule i of seed N is seed
 
 // Each broken rule, applied by the harness only, must be caught from seed 42 within this many schedules.
 const WITHIN = 100;
-for (const mutation of MUTATIONS) {
+for (const mutation of [...MUTATIONS, ...NIGHT_MUTATIONS]) {
   test(`the broken variant ${mutation} is caught from seed 42 within ${WITHIN} schedules, and its replay fails alone`, async () => {
     let caught: number | undefined;
     await explore(42, WITHIN, {
@@ -598,5 +598,5 @@ test('simulate explore bad input: one clear line per problem, and nothing run', 
     '--mutation fence-lt is not applied in the election world; it is in: night, workflow',
   ]);
   const [unknown] = await problems(['--mutation', 'no-such-rule']);
-  assert.match(unknown!, /^--mutation must be one of fence-below, .*pg-count-unchecked, got "no-such-rule"$/);
+  assert.match(unknown!, /^--mutation must be one of fence-below, .*pg-count-unchecked, .*pg-leak-on-error, got "no-such-rule"$/);
 });

@@ -38,7 +38,7 @@ import { prng } from '../../lib/core/prng';
 import { Actor, type Placed, type RunEnd, Scheduler } from '../../lib/testing/scheduler';
 import { CallLog, LockHistory, type LockWrite, rateErrorCovered, type SentCall, stopTimeChecks } from './history';
 import { epochChecks } from './checks';
-import { applyElectionMutation, ELECTION_MUTATIONS, override, type ElectionBroken, type ElectionMutation } from './mutations';
+import { applyElectionMutation, ELECTION_MUTATIONS, override, politeWait, type ElectionBroken, type ElectionMutation } from './mutations';
 import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
 
 /** The candidates' lease, and the writers' (a handover waits its lease + the wait margin from the flip). */
@@ -578,9 +578,12 @@ function actors(w: ElectionState): void {
           // One act, checked once before it starts (Leadership.act): the append (checked again by the ledger
           // writer, and fenced), the act's object, and its commit to the manifest (fenced by If-Match).
           await leadership.act(async () => {
+            // manifest-off-by-one: the act committed under the head as read before the append.
+            const before = broken.manifestOffByOne ? (await fence.head()).version : undefined;
             const entry = await ledger.append({ act });
-            const { key, etag } = await manifest.putChunkObject(entry.version, `${name} act ${act}\n`);
-            await manifest.commitChunk(entry.version, { key, records: 1, etag });
+            const version = before ?? entry.version;
+            const { key, etag } = await manifest.putChunkObject(version, `${name} act ${act}\n`);
+            await manifest.commitChunk(version, { key, records: 1, etag });
           });
         }
         scheduler.log(`${actor.name} ends its term`);
@@ -686,6 +689,7 @@ function actors(w: ElectionState): void {
     let writer: Writer | undefined;
     const run = async () => {
       try {
+        if (name === 'w2' && broken.politeHandover) await politeWait(deps.locks, actorClock, `writer/${s.writerRole}`, s.writer);
         writer = await handover(deps, s.writerRole, name, broken.handover(s.writer), fence);
       } catch (err) {
         if (name === 'w2') answered.at = clock.monotonicMs();

@@ -14,13 +14,20 @@
  *                    the batch's check and the raises refuse a token equal to the fence;
  *   stop-time-from-answer  the lease counts its stop time from when a claim's or renewal's answer arrived, not from
  *                    when it was sent: an answer that comes late moves the stop time past the lease the store granted.
+ * The night world's own (NIGHT_MUTATIONS, not in the workflow world's list):
+ *   lease-in-seconds the claim writes its lease into lease_ms in seconds (`leaseMs / 1000`, as a TTL attribute
+ *                    would be): a claimant waits out the lease the item declares, 10 ms, and takes a live lease over;
+ *   done-mark-first  a chunk recorded done as its work starts, not after its last batch (the mark sent with the
+ *                    chunk's first batch): a holder stopped inside the chunk leaves it marked done and half written.
  */
 import type { Clock } from '../../lib/core/clock';
 import type { LeaseConfig } from '../../lib/core/config';
-import { Lease, pollMsOf } from '../../lib/core/lease';
-import { Leadership } from '../../lib/election/election';
+import { Lease, nextClaimStep, pollMsOf, type Watch } from '../../lib/core/lease';
+import { candidateKey, Election, Leadership } from '../../lib/election/election';
+import { sleepUnlessAborted } from '../../lib/core/clock';
 import { EpochFence } from '../../lib/election/epoch-fence';
-import type { HandoverConfig } from '../../lib/election/handover';
+import { type HandoverConfig, Writer } from '../../lib/election/handover';
+import { DEFAULT_BACKOFF } from '../../lib/core/conditions';
 import type { ManifestStore } from '../../lib/core/store/manifest';
 import { transactionCanceled } from '../../lib/testing/dynamo-rules';
 import type { MemoryLockStore } from '../../lib/testing/lock-store';
@@ -40,6 +47,10 @@ export const MUTATIONS = [
   'stop-time-from-answer',
 ] as const;
 export type Mutation = (typeof MUTATIONS)[number];
+
+/** The night world's own broken variants (see the header); the workflow world does not take them. */
+export const NIGHT_MUTATIONS = ['lease-in-seconds', 'done-mark-first'] as const;
+export type NightMutation = (typeof NIGHT_MUTATIONS)[number];
 
 /** The stores as one schedule sees them, with the mutation (if any) applied, and how to undo a patch. */
 export interface Broken {
@@ -69,7 +80,10 @@ type StartRun = (jobId: string, orphan: Pick<RequeueSighting, 'fence'>) => Promi
 export const override = <T extends object>(target: T, methods: Partial<T>): T =>
   new Proxy(target, { get: (t, prop, receiver) => (prop in methods ? methods[prop as keyof T] : Reflect.get(t, prop, receiver)) as unknown });
 
-export function applyMutation(mutation: Mutation | undefined, stores: { readonly locks: LockStore; readonly jobs: JobStore }): Broken {
+export function applyMutation(
+  mutation: Mutation | NightMutation | undefined,
+  stores: { readonly locks: LockStore; readonly jobs: JobStore },
+): Broken {
   const { locks, jobs } = stores;
   const plain: Broken = {
     locks,
@@ -215,6 +229,31 @@ export function applyMutation(mutation: Mutation | undefined, stores: { readonly
     }
     case 'stop-time-from-answer':
       return { ...plain, restore: stopTimeFromAnswer() };
+    case 'lease-in-seconds':
+      return {
+        ...plain,
+        // The claim declares its lease in seconds where the item's lease_ms is read as milliseconds.
+        locksFor: () => override(locks, { claim: (key, on, w) => locks.claim(key, on, { ...w, leaseMs: Math.round(w.leaseMs / 1000) }) }),
+      };
+    case 'done-mark-first':
+      return {
+        ...plain,
+        jobsFor: (_actor, steps) => {
+          const stepped = steps(jobs);
+          const marked = new Set<string>();
+          return override(jobs, {
+            // The chunk's first batch: its done mark goes out just before it (its own step), then the batch.
+            recordBatch: async (fence, token, puts, requestToken) => {
+              const chunk = String(fence.key.pk);
+              if (!marked.has(chunk)) {
+                marked.add(chunk);
+                await stepped.markChunkDone(chunk, token);
+              }
+              return jobs.recordBatch(fence, token, puts, requestToken);
+            },
+          });
+        },
+      };
     case 'fence-lt': {
       // `fence < :t` differs from `fence <= :t` only at equality: refuse exactly that, as the store would refuse it.
       const equal = (item: { readonly [Attr.fence]?: unknown } | undefined, token: number) =>
@@ -266,7 +305,15 @@ type Update = (
  *   watchdog-off        the leadership watchdog is never armed, so onLost never comes;
  *   sidecar-heartbeat   a crashed candidate's item is renewed on by a sidecar that outlived it;
  *   no-stop-check       the lease's stop-time check does nothing, as in the night world: caught from outside, by the
- *                       ledger writes sent past their writer's stop time (history.ts).
+ *                       ledger writes sent past their writer's stop time (history.ts);
+ *   watch-for-resign    a successor waits for its predecessor to resign, and takes a silent one out only once its
+ *                       claim budget is spent (30 leases): a crashed leader leaves the role without one for minutes;
+ *   handover-polite     the new writer waits for the old one to release, and flips only once its claim budget is spent:
+ *                       a crashed or paused old writer holds the handover up for minutes;
+ *   manifest-off-by-one a leader commits each act to the manifest under the ledger's head as read before its append
+ *                       (the version before the act's own);
+ *   release-retried     the writer's release sends again while it is refused, its failed condition taken for a
+ *                       transient error: a writer handed over never ends.
  */
 export const ELECTION_MUTATIONS = [
   'epoch-deleted',
@@ -279,6 +326,10 @@ export const ELECTION_MUTATIONS = [
   'sidecar-heartbeat',
   'no-stop-check',
   'stop-time-from-answer',
+  'watch-for-resign',
+  'handover-polite',
+  'manifest-off-by-one',
+  'release-retried',
 ] as const;
 export type ElectionMutation = (typeof ELECTION_MUTATIONS)[number];
 
@@ -296,6 +347,10 @@ export interface ElectionBroken {
   readonly sidecar: boolean;
   /** The handover's settings a writer takes over with. */
   handover(config: HandoverConfig): HandoverConfig;
+  /** A leader commits each act to the manifest under the ledger's head read before its append. */
+  readonly manifestOffByOne: boolean;
+  /** The new writer waits for the old one to release before its handover (politeWait). */
+  readonly politeHandover: boolean;
   /** Undo the patches of the core's classes, after the schedule. */
   restore(): void;
 }
@@ -315,6 +370,54 @@ function stopTimeFromAnswer(): () => void {
   return () => Object.defineProperty(proto, 'stopTimeFrom', from);
 }
 
+/**
+ * The watch of watch-waited and watch-for-resign: Election's private watchPredecessor, as the product writes it (read
+ * the predecessor's item every poll; gone: it resigned), with the broken rule for when a silent one is taken out.
+ * @returns the undo
+ */
+function brokenWatch(takeOut: (watch: Watch, waitMs: number, config: LeaseConfig) => boolean): () => void {
+  type Watching = {
+    watchPredecessor(predecessor: number, own: Lease, reads: unknown, signal?: AbortSignal): Promise<'resigned' | 'found-gone'>;
+    removeIfUnchanged(seq: number, rvn: string): Promise<boolean>;
+    store: LockStore;
+    role: string;
+    config: LeaseConfig;
+    deps: { clock: Clock };
+  };
+  const proto = Election.prototype as unknown as Watching;
+  const watch = Object.getOwnPropertyDescriptor(proto, 'watchPredecessor')!;
+  proto.watchPredecessor = async function (this: Watching, predecessor, own, _reads, signal) {
+    let seen: Watch | undefined;
+    let lastSeenAt = 0;
+    for (;;) {
+      signal?.throwIfAborted();
+      own.check();
+      const item = await this.store.read(candidateKey(this.role, predecessor));
+      const seenAt = this.deps.clock.monotonicMs();
+      if (item?.holder === undefined) return 'resigned';
+      const sighting = { holder: item.holder, epoch: item.epoch, seenRvn: item.rvn, waitMs: item.lease_ms ?? this.config.leaseMs };
+      const step = nextClaimStep(seen, sighting, seenAt - lastSeenAt, { leaseMs: this.config.leaseMs, claimBudget: Infinity });
+      [seen, lastSeenAt] = [step.watch, seenAt];
+      if (takeOut(step.watch, sighting.waitMs, this.config)) {
+        if (await this.removeIfUnchanged(predecessor, item.rvn!)) return 'found-gone';
+        continue;
+      }
+      await sleepUnlessAborted(this.deps.clock, pollMsOf(this.config), signal);
+    }
+  };
+  return () => Object.defineProperty(proto, 'watchPredecessor', watch);
+}
+
+/**
+ * handover-polite, applied before the real handover: wait (polling every poll period) for the writer lease to be
+ * free, at most the claim budget in leases on the writer's own clock; then the handover runs as it is.
+ */
+export async function politeWait(locks: Pick<LockStore, 'read'>, clock: Clock, key: string, config: LeaseConfig): Promise<void> {
+  const started = clock.monotonicMs();
+  while ((await locks.read(key))?.holder !== undefined && clock.monotonicMs() - started < config.claimBudget * config.leaseMs)
+    await clock.sleep(pollMsOf(config));
+}
+
 export function applyElectionMutation(mutation: ElectionMutation | undefined): ElectionBroken {
   const undo: (() => void)[] = [];
   if (mutation === 'handover-no-bump') {
@@ -331,6 +434,17 @@ export function applyElectionMutation(mutation: ElectionMutation | undefined): E
     undo.push(() => Object.defineProperty(Lease.prototype, 'check', check));
   }
   if (mutation === 'stop-time-from-answer') undo.push(stopTimeFromAnswer());
+  if (mutation === 'watch-for-resign') undo.push(brokenWatch((watch, waitMs, config) => watch.waitedMs >= config.claimBudget * waitMs));
+  if (mutation === 'release-retried') {
+    const release = Object.getOwnPropertyDescriptor(Writer.prototype, 'release')!;
+    // Refused (no longer ours) is sent again after the longest backoff, for ever. The lease keeps its clock private.
+    Writer.prototype.release = async function (this: Writer) {
+      const clock = (this.lease as unknown as { deps: { clock: Clock } }).deps.clock;
+      while (!(await this.lease.release())) await clock.sleep(DEFAULT_BACKOFF.capMs);
+      return true;
+    };
+    undo.push(() => Object.defineProperty(Writer.prototype, 'release', release));
+  }
   if (mutation === 'watchdog-off') {
     const proto = Leadership.prototype as unknown as { armWatchdog: () => void };
     const arm = Object.getOwnPropertyDescriptor(proto, 'armWatchdog')!;
@@ -364,6 +478,8 @@ export function applyElectionMutation(mutation: ElectionMutation | undefined): E
     bumps: mutation !== 'restore-no-bump',
     sidecar: mutation === 'sidecar-heartbeat',
     handover: (config) => (mutation !== 'handover-no-margin' ? config : { ...config, waitMarginMs: 0 }),
+    manifestOffByOne: mutation === 'manifest-off-by-one',
+    politeHandover: mutation === 'handover-polite',
     restore: () => {
       for (const u of undo) u();
     },

@@ -30,7 +30,7 @@ import { Sweeper, SWEEPER_DEFAULTS } from '../../lib/core/sweeper';
 import { DEFAULT_BACKOFF } from '../../lib/core/conditions';
 import { prng } from '../../lib/core/prng';
 import { requeueRunName } from '../../lib/lambda/sweep-verify';
-import { type Broken, type Mutation, applyMutation } from './mutations';
+import { type Broken, type Mutation, type NightMutation, applyMutation } from './mutations';
 import { Actor, type Placed, Scheduler } from '../../lib/testing/scheduler';
 import { type Accepted, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
 import {
@@ -226,7 +226,7 @@ function setup(storesOf: NightStoresOf, seed: number, mutation: string | undefin
     items: stores.items,
     keys,
     nights: yesterday ? [night(DATE), night(YESTERDAY)] : [night(DATE)],
-    broken: applyMutation(mutation as Mutation | undefined, { locks, jobs }),
+    broken: applyMutation(mutation as Mutation | NightMutation | undefined, { locks, jobs }),
     violations: [],
     accepted: [],
     seenRequests: new Set(),
@@ -475,5 +475,5 @@ export const nightWorld = (storesOf: NightStoresOf): World<NightState, NightPlac
 export const NIGHT_WORLD = nightWorld(memoryStores);
 
 /** Run one schedule of the night world from its seed (optionally with a broken variant of a rule, or placed faults) and check it. */
-export const runSchedule = (seed: number, mutation?: Mutation, placed?: NightPlaced): Promise<ScheduleResult> =>
+export const runSchedule = (seed: number, mutation?: Mutation | NightMutation, placed?: NightPlaced): Promise<ScheduleResult> =>
   runWorld(NIGHT_WORLD, seed, mutation, placed);

@@ -26,6 +26,15 @@ export const POSTGRES_MUTATIONS = [
   // The fenced UPDATE's row count not checked: a 0-row UPDATE is no error in SQL, so the work runs and commits
   // (modelled by reading the count as 1, as code that never looks at it would behave).
   'pg-count-unchecked',
+  // The raise written as a plain upsert, without its WHERE (`ON CONFLICT (key) DO UPDATE SET fence = EXCLUDED.fence`):
+  // a stale holder's late raise puts the fence back down to its own token.
+  'pg-raise-unguarded',
+  // BEGIN sent only when an isolation level is asked (`if (isolation) BEGIN …`): with the session's default, the UPDATE
+  // and each insert commit on their own, and a batch lands over several commits.
+  'pg-begin-with-isolation-only',
+  // The transaction's connection rolled back and given back only on success (no catch, no finally): a statement that
+  // fails leaves its transaction open on a connection nobody holds, with the fence row's lock (PostgreSQL keeps it).
+  'pg-leak-on-error',
 ] as const;
 type PostgresMutation = (typeof POSTGRES_MUTATIONS)[number];
 
@@ -47,7 +56,11 @@ const SETTINGS = {
     lateMs: 200,
     // A pause as a transaction takes its connection, right after the holder's passed check: the stale holder's gap.
     emphasis: [{ methods: ['connect'], kind: 'pause', weight: 12 }],
-    chanceAt: [{ methods: ['connect'], share: 2 }],
+    // The first connection a holder takes is its raise's: a pause there makes the holder that raises late.
+    chanceAt: [
+      { methods: ['connect'], share: 5, first: true },
+      { methods: ['connect'], share: 2 },
+    ],
   },
 } as const;
 const HORIZON_MS = SETTINGS.faults.windowMs + SETTINGS.faults.maxPauseMs + 20 * SETTINGS.lease.leaseMs;
@@ -100,21 +113,25 @@ function setup(seed: number, mutation: string | undefined, placed?: Placed): Pos
 /** The twin's pool as one holder reaches it: every statement a step boundary of its actor. */
 function poolOf(w: PostgresState, actor: Actor): PgPool<PgPoolClient> {
   const { scheduler } = w;
-  const update = fenceStatements(DEFAULT_TABLE).update;
+  const { update, raise } = fenceStatements(DEFAULT_TABLE);
   const client = (inner: MemoryPgClient): PgPoolClient => {
     const mine = w.open.get(actor) ?? w.open.set(actor, new Set()).get(actor)!;
     mine.add(inner);
-    const parked = scheduler.wrap(
-      { query: (text: string, values?: readonly unknown[]) => inner.query(text, values ?? []), insert: inner.insert.bind(inner) },
-      actor,
-    );
+    const send = (text: string, values?: readonly unknown[]) =>
+      w.mutation === 'pg-raise-unguarded' && text === raise ? unguardedRaise(w.db, inner, values ?? []) : inner.query(text, values ?? []);
+    const parked = scheduler.wrap({ query: send, insert: inner.insert.bind(inner) }, actor);
+    // pg-leak-on-error: once a statement of this connection failed, the code that fails has no ROLLBACK nor release.
+    let failed = false;
+    const failing = <T>(p: Promise<T>) => p.catch((err: unknown) => ((failed = w.mutation === 'pg-leak-on-error'), Promise.reject(err)));
     return {
       query: async (text: string, values?: readonly unknown[]): Promise<PgResult> => {
-        const r = await parked.query(text, values);
+        if (w.mutation === 'pg-begin-with-isolation-only' && text === 'BEGIN') return { command: 'BEGIN', rowCount: 0, rows: [] };
+        if (failed && text === 'ROLLBACK') return { command: 'ROLLBACK', rowCount: 0, rows: [] };
+        const r = await failing(parked.query(text, values));
         return w.mutation === 'pg-count-unchecked' && text === update ? { ...r, rowCount: 1 } : r;
       },
-      insert: parked.insert,
-      release: () => (mine.delete(inner), inner.release()),
+      insert: (table: string, key: string, row?: Record<string, unknown>) => failing(parked.insert(table, key, row)),
+      release: () => void (failed || (mine.delete(inner), inner.release())),
     } as PgPoolClient;
   };
   const pool = scheduler.wrap({ connect: () => w.db.connect() }, actor);
@@ -129,6 +146,23 @@ function poolOf(w: PostgresState, actor: Actor): PgPool<PgPoolClient> {
       }
     },
   };
+}
+
+/**
+ * pg-raise-unguarded: the raise as a plain upsert, which sets the fence to the token whatever it was. Run on the twin
+ * as the guarded upsert in a transaction of its own (the same row lock, the same commit check), its refusal turned
+ * into the write the unguarded statement makes. The twin runs only the fence's own statements: the variant reaches
+ * behind it, into the transaction's changes.
+ */
+async function unguardedRaise(db: MemoryPostgres, inner: MemoryPgClient, values: readonly unknown[]): Promise<PgResult> {
+  await inner.query('BEGIN');
+  const guarded = await inner.query(fenceStatements(DEFAULT_TABLE).raise, values);
+  if (guarded.rowCount !== 0) return (await inner.query('COMMIT'), guarded);
+  // Refused: the fence stands above the token (the row is locked under PostgreSQL; DSQL checks it at COMMIT).
+  const old = db.fenceHistory(String(values[0])).at(-1)!.fence;
+  inner.transaction!.changed.set(`${DEFAULT_TABLE}\u0000${String(values[0])}`, { fence: Number(values[1]), replaced: old });
+  await inner.query('COMMIT');
+  return { command: 'INSERT', rowCount: 1, rows: [{ replaced: String(old) }] };
 }
 
 function startHolder(w: PostgresState, name: string): void {

@@ -3,7 +3,7 @@
  * through the one driver (world.ts runWorld) and returns what its checks found. `all` picks a world by the seed, so a seed alone still names one schedule exactly.
  */
 import { ELECTION_WORLD } from './election-world';
-import { ELECTION_MUTATIONS, MUTATIONS } from './mutations';
+import { ELECTION_MUTATIONS, MUTATIONS, NIGHT_MUTATIONS } from './mutations';
 import { WORKFLOW_WORLD, WORKFLOW_WORLD_MUTATIONS } from './workflow-world';
 import { NIGHT_WORLD } from './night-world';
 import { POSTGRES_MUTATIONS, POSTGRES_WORLD } from './postgres-world';
@@ -19,7 +19,7 @@ interface Entry {
 export const WORLDS = {
   night: {
     about: 'runJob, the lease and the local Sweeper (verify/explore/night-world.ts)',
-    mutations: MUTATIONS,
+    mutations: [...MUTATIONS, ...NIGHT_MUTATIONS],
     run: (seed: number, mutation?: string) => runWorld(NIGHT_WORLD, seed, mutation),
   },
   workflow: {

@@ -14,7 +14,7 @@
  *                    the batch's check and the raises refuse a token equal to the fence;
  *   stop-time-from-answer  the lease counts its stop time from when a claim's or renewal's answer arrived, not from
  *                    when it was sent: an answer that comes late moves the stop time past the lease the store granted.
- * The night world's own (NIGHT_MUTATIONS, not in the workflow world's list):
+ * The night world's own (NIGHT_MUTATIONS; the workflow world takes done-mark-first too):
  *   lease-in-seconds the claim writes its lease into lease_ms in seconds (`leaseMs / 1000`, as a TTL attribute
  *                    would be): a claimant waits out the lease the item declares, 10 ms, and takes a live lease over;
  *   done-mark-first  a chunk recorded done as its work starts, not after its last batch (the mark sent with the

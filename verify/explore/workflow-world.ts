@@ -87,7 +87,16 @@ import { resolveJoin } from '../../lib/local/workflow';
 import { prng } from '../../lib/core/prng';
 import { through } from '../../lib/testing/process';
 import { interpreter, maxDelayMs, StateError, tasksOf, type MachineDef, type Retrier, type StateDef } from './sfn';
-import { MUTATIONS, WORKFLOW_MUTATIONS, type Broken, type Mutation, type WorkflowMutation, applyMutation } from './mutations';
+import {
+  MUTATIONS,
+  NIGHT_MUTATIONS,
+  WORKFLOW_MUTATIONS,
+  type Broken,
+  type Mutation,
+  type NightMutation,
+  type WorkflowMutation,
+  applyMutation,
+} from './mutations';
 import { Actor, named, type Placed, PlacedCounts, Scheduler } from '../../lib/testing/scheduler';
 import {
   CallLog,
@@ -223,6 +232,10 @@ type NotHere = (typeof NOT_HERE)[number];
 export const WORKFLOW_WORLD_MUTATIONS = [
   ...(Object.keys(WORKFLOW_MUTATIONS) as WorkflowMutation[]),
   ...MUTATIONS.filter((m): m is Exclude<Mutation, NotHere> => !(NOT_HERE as readonly Mutation[]).includes(m)),
+  // A chunk marked done as its work starts: the one bug only "a DONE night is whole" catches here. (The night's other,
+  // `lease-in-seconds`, needs a claimant watching a live holder, which this world makes in 2 to 3 schedules of 100:
+  // StartExecution by name folds the trigger's repeats into one execution. Not applied here.)
+  'done-mark-first',
 ] as const;
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -581,7 +594,9 @@ function setup(storesOf: WorkflowStoresOf, seed: number, mutation: string | unde
   const lease = distributed ? s.distributedLease : s.lease;
   const mapRunMs = distributed ? START_UP_MS.mapRun : 0;
   const jobMachine = placed?.unretried ? unretried(chosen, placed.unretried) : chosen;
-  const core = (MUTATIONS as readonly string[]).includes(mutation ?? '') ? (mutation as Mutation) : undefined;
+  const core = ([...MUTATIONS, ...NIGHT_MUTATIONS] as readonly string[]).includes(mutation ?? '')
+    ? (mutation as Mutation | NightMutation)
+    : undefined;
   const bound = livenessBoundMs(f, chosen, lease, mapRunMs);
   return {
     f,

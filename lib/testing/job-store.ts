@@ -187,6 +187,11 @@ export class MemoryJobStore implements JobStore {
     return this.update<JobRow>(this.table, { [Attr.pk]: jobId }, asSighted, { [Attr.requeues]: seen.requeues + 1 });
   }
 
+  /** A single-item write to an item a transaction holds is refused, as DynamoDB refuses it. */
+  private refuseIfHeld(k: string): void {
+    if (this.held.has(k)) throw dynamoError('TransactionConflictException', 'Transaction is ongoing for the item');
+  }
+
   /** One conditional UpdateItem: SET `set`, REMOVE `remove`, if `condition` holds on the old item; ALL_OLD either way. */
   private update<T>(
     table: string,
@@ -196,8 +201,7 @@ export class MemoryJobStore implements JobStore {
     remove: readonly string[] = [],
   ): Conditional<T> {
     const k = keyOf(table, key);
-    // A single-item write to an item a transaction holds is refused, as DynamoDB refuses it.
-    if (this.held.has(k)) throw dynamoError('TransactionConflictException', 'Transaction is ongoing for the item');
+    this.refuseIfHeld(k);
     const old = this.items.get(k);
     if (!condition(old)) return { ok: false, current: copy(old) as T | undefined };
     const next: StoredItem = { ...old, ...key, ...set };
@@ -219,7 +223,7 @@ export class MemoryJobStore implements JobStore {
     const keyValue = item[keyAttribute];
     if (keyValue === undefined) throw dynamoError('ValidationException', 'One of the required keys was not given a value');
     const k = keyOf(table, { [keyAttribute]: keyValue });
-    if (this.held.has(k)) throw dynamoError('TransactionConflictException', 'Transaction is ongoing for the item');
+    this.refuseIfHeld(k);
     const next = copyOf({ ...item }) as StoredItem;
     this.items.set(k, next);
     if (table === this.table) this.indexed(next);
@@ -244,7 +248,7 @@ export class MemoryJobStore implements JobStore {
    */
   async deleteItem(table: string, key: Readonly<Record<string, unknown>>): Promise<void> {
     const k = keyOf(table, key);
-    if (this.held.has(k)) throw dynamoError('TransactionConflictException', 'Transaction is ongoing for the item');
+    this.refuseIfHeld(k);
     this.items.delete(k);
     if (table === this.table) this.indexed({ ...key });
   }

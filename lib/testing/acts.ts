@@ -20,7 +20,7 @@
 import { Attr } from '../core/schema';
 import type { BatchOutcome, BatchPut } from '../core/store/jobs';
 import type { ClaimWrite } from '../core/store/lock';
-import { type LockHistory, type SentCall, leaseGrants, stopTimeAt } from './call-log';
+import { type Grant, type LockHistory, type SentCall, leaseGrants, stopTimeAt } from './call-log';
 
 /** One act the fence cannot refuse, as its worker sent it. */
 export interface Act {
@@ -66,18 +66,27 @@ function acceptedIntents(calls: readonly SentCall[]): Map<string, { readonly key
 export function actsPastStopTime(acts: readonly Act[], calls: readonly SentCall[], locks: LockHistory): string[] {
   const intents = acceptedIntents(calls);
   const claims = locks.claims();
+  // Each worker's own calls and the grants its readings give, read once for all its acts.
+  const readings = new Map<string, { readonly own: readonly SentCall[]; readonly grants: readonly Grant[] }>();
+  const readingsOf = (actor: string) => {
+    let r = readings.get(actor);
+    if (r === undefined) {
+      const own = calls.filter((c) => c.actor === actor);
+      r = { own, grants: leaseGrants(own).sort((a, b) => a.knownAt - b.knownAt) };
+      readings.set(actor, r);
+    }
+    return r;
+  };
   const violations: string[] = [];
   for (const act of acts) {
     if (!act.applied) continue;
-    if (
-      act.kind === 'effect' &&
-      (intents.get(act.actor) ?? []).some((i) => i.at <= act.sentAt && act.args.flatMap((a) => stringsOf(a)).includes(i.key))
-    )
-      continue;
-    const own = calls.filter((c) => c.actor === act.actor);
+    if (act.kind === 'effect') {
+      const carried = act.args.flatMap((a) => stringsOf(a));
+      if ((intents.get(act.actor) ?? []).some((i) => i.at <= act.sentAt && carried.includes(i.key))) continue;
+    }
+    const { own, grants } = readingsOf(act.actor);
     const claimsSent = own.filter((c) => c.method === 'claim' && c.sentAt <= act.sentAt);
     const leaseMs = (claimsSent.at(-1)?.args[2] as ClaimWrite | undefined)?.leaseMs ?? 0;
-    const grants = leaseGrants(own).sort((a, b) => a.knownAt - b.knownAt);
     const stopAt = stopTimeAt(grants, act.sentAt, leaseMs);
     if (act.sentAt < stopAt) continue;
     // Another worker's claim of a key the sender claimed (of any key, if it claimed none), after the sender's own.

@@ -284,19 +284,14 @@ export function interpreter<V>(world: InterpreterWorld<V>): {
     }
   };
 
+  /** A Map state of either kind, run over its items: their outputs, in order. */
+  type MapState = (exec: ExecutionName, name: string, st: StateDef, doc: unknown, context: Context, view: V, branch?: Branch) => Promise<unknown[]>;
+
   /**
    * An inline Map: at most MaxConcurrency iterations at once. The first iteration that fails fails the Map at once and
    * stops the others where they stand: they start nothing more, and what their running tasks answer is discarded.
    */
-  const map = async (
-    exec: ExecutionName,
-    name: string,
-    st: StateDef,
-    doc: unknown,
-    context: Context,
-    view: V,
-    branch?: Branch,
-  ): Promise<unknown[]> => {
+  const map: MapState = async (exec, name, st, doc, context, view, branch) => {
     const items = (read(doc, String(st.ItemsPath ?? '$'), context) ?? []) as unknown[];
     const processor = (st.ItemProcessor ?? st.Iterator)!;
     const results: unknown[] = [];
@@ -335,15 +330,7 @@ export function interpreter<V>(world: InterpreterWorld<V>): {
    * Map Run fails with MAP_RUN_FAILED once the failed children exceed the tolerated threshold, aborting the running
    * ones where they stand (their Lambdas run on, their answers are discarded), and starts no more.
    */
-  const mapRun = async (
-    exec: ExecutionName,
-    name: string,
-    st: StateDef,
-    doc: unknown,
-    context: Context,
-    view: V,
-    branch?: Branch,
-  ): Promise<unknown[]> => {
+  const mapRun: MapState = async (exec, name, st, doc, context, view, branch) => {
     const items = (read(doc, String(st.ItemsPath ?? '$'), context) ?? []) as unknown[];
     const processor = st.ItemProcessor!;
     const exceeded = toleranceOf(name, st, processor, items.length);

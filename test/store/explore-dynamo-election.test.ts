@@ -6,18 +6,15 @@
  * AWS stores behave when their calls come one at a time (no transaction or commit window: no conflict, no 409 but
  * the scheduler's), and with no restore (a restore copies the lock table behind its back: the memory tier's only).
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { localClients, type Clients } from '../../lib/core/aws/clients';
 import { MemoryLedgerStore } from '../../lib/testing/ledger-store';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { MemoryManifestStore } from '../../lib/testing/manifest-store';
 import { ELECTION_DYNAMO_MUTATIONS, runElectionOnDynamo } from '../../verify/explore/dynamo';
 import { electionWorld, type ElectionPlaced } from '../../verify/explore/election-world';
-import { runWorld, type ScheduleResult } from '../../verify/explore/world';
-import { brokenAlike, drawnAlike } from '../support/explore-alike';
-import { endpoints } from '../support/stack';
+import type { ScheduleResult } from '../../verify/explore/world';
+import { brokenAlike, drawnAlike, onStores } from '../support/explore-alike';
 
 /** The memory stores as the AWS stores behave here: no conflict window, no commit window, no restore. */
 const MEMORY_SERIAL = electionWorld((clock) => ({
@@ -30,16 +27,7 @@ const MEMORY_SERIAL = electionWorld((clock) => ({
 const FROM = 7_501;
 const SCHEDULES = 12;
 
-let clients: Clients;
-const prefix = `l${randomBytes(4).toString('hex')}-`;
-before(async () => void (clients = localClients(await endpoints())));
-after(() => clients.destroy());
-
-async function both(seed: number, mutation?: string, placed?: ElectionPlaced): Promise<{ dynamo: ScheduleResult; memory: ScheduleResult }> {
-  const dynamo = await runElectionOnDynamo(clients, `${prefix}${seed}${mutation ?? ''}-`, seed, mutation, { placed });
-  const memory = await runWorld(MEMORY_SERIAL, seed, mutation, placed);
-  return { dynamo, memory };
-}
+const { aws, both } = onStores('l', runElectionOnDynamo, MEMORY_SERIAL);
 
 test(`${SCHEDULES} schedules of the election on DynamoDB Local and local S3: no violation, and each runs as on the memory stores`, async () => {
   const t0 = performance.now();
@@ -79,7 +67,7 @@ test("the restore on DynamoDB Local, the answers of the floor's raise and of a b
       { actor: 'restore', method: 'bump', nth: 2, kind: 'lost' },
     ],
   };
-  const r = await runElectionOnDynamo(clients, `${prefix}restore-`, 1, undefined, { placed, restores: true });
+  const r = await aws('restore-', 1, undefined, { placed, restores: true });
   assert.ok(restoredAt(r) >= 0, r.trace.join('\n'));
   for (const fault of ['lost raiseFloor@', 'lost bump@'])
     assert.ok(
@@ -94,13 +82,13 @@ test("the restore on DynamoDB Local, the answers of the floor's raise and of a b
 });
 
 test('the restore without the bump, and a backup from before the first use restored without the floor: caught on DynamoDB Local', async () => {
-  const unbumped = await runElectionOnDynamo(clients, `${prefix}nobump-`, 1, 'restore-no-bump', { placed: RESTORED, restores: true });
+  const unbumped = await aws('nobump-', 1, 'restore-no-bump', { placed: RESTORED, restores: true });
   assert.ok(
     unbumped.violations.some((v) => v.includes('an epoch repeated')),
     unbumped.violations.join('; '),
   );
   const early: ElectionPlaced = { faults: [], restore: { backupAtMs: 1_000, afterMs: 6_000, early: true }, handoverAtMs: 8_000 };
-  const unfloored = await runElectionOnDynamo(clients, `${prefix}nofloor-`, 1, 'restore-no-floor', { placed: early, restores: true });
+  const unfloored = await aws('nofloor-', 1, 'restore-no-floor', { placed: early, restores: true });
   assert.ok(
     unfloored.violations.some((v) => v.includes('an epoch repeated')),
     unfloored.violations.join('; '),
@@ -112,7 +100,7 @@ const RESTORING = 4;
 test(`${RESTORING} drawn schedules on DynamoDB Local with their drawn restores: no violation`, async () => {
   let restored = 0;
   for (let seed = RESTORING_FROM; seed < RESTORING_FROM + RESTORING; seed++) {
-    const r = await runElectionOnDynamo(clients, `${prefix}${seed}r-`, seed, undefined, { restores: true });
+    const r = await aws(`${seed}r-`, seed, undefined, { restores: true });
     assert.deepEqual(r.violations, [], `seed ${seed} on DynamoDB Local:\n${r.trace.join('\n')}`);
     if (restoredAt(r) >= 0) restored++;
   }

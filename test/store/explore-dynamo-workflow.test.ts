@@ -6,18 +6,14 @@
  * lag), each schedule must run line for line as on the in-memory stores: a difference is the memory stores parting
  * from AWS's behaviour.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { localClients, type Clients } from '../../lib/core/aws/clients';
 import { MemoryJobStore } from '../../lib/testing/job-store';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { MemoryManifestStore } from '../../lib/testing/manifest-store';
 import { runWorkflowOnDynamo, WORKFLOW_DYNAMO_MUTATIONS } from '../../verify/explore/dynamo';
-import { workflowWorld, type WorkflowPlaced } from '../../verify/explore/workflow-world';
-import { runWorld, type ScheduleResult } from '../../verify/explore/world';
-import { brokenAlike, drawnAlike } from '../support/explore-alike';
-import { endpoints } from '../support/stack';
+import { workflowWorld } from '../../verify/explore/workflow-world';
+import { brokenAlike, drawnAlike, onStores } from '../support/explore-alike';
 
 /** The memory stores as DynamoDB Local behaves: no index lag (a page of one row still runs every query's paging). */
 const MEMORY_NO_LAG = workflowWorld((clock) => ({
@@ -32,16 +28,7 @@ const MEMORY_NO_LAG = workflowWorld((clock) => ({
 const FROM = 7_401;
 const SCHEDULES = 24;
 
-let clients: Clients;
-const prefix = `w${randomBytes(4).toString('hex')}-`;
-before(async () => void (clients = localClients(await endpoints())));
-after(() => clients.destroy());
-
-async function both(seed: number, mutation?: string, placed?: WorkflowPlaced): Promise<{ dynamo: ScheduleResult; memory: ScheduleResult }> {
-  const dynamo = await runWorkflowOnDynamo(clients, `${prefix}${seed}${mutation ?? ''}-`, seed, mutation, { placed });
-  const memory = await runWorld(MEMORY_NO_LAG, seed, mutation, placed);
-  return { dynamo, memory };
-}
+const { both } = onStores('w', runWorkflowOnDynamo, MEMORY_NO_LAG);
 
 test(`${SCHEDULES} schedules of the workflow on DynamoDB Local and local S3: no violation, and each runs as on the memory stores`, async () => {
   const t0 = performance.now();

@@ -5,18 +5,13 @@
  * index's lag at 0 (DynamoDB Local's index does not lag), each schedule must run line for line as on the in-memory
  * stores: a difference is the memory stores parting from DynamoDB's behaviour.
  */
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { localClients, type Clients } from '../../lib/core/aws/clients';
 import { MemoryJobStore } from '../../lib/testing/job-store';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { DYNAMO_MUTATIONS, runNightOnDynamo } from '../../verify/explore/dynamo';
-import type { Mutation } from '../../verify/explore/mutations';
 import { nightWorld, type NightPlaced } from '../../verify/explore/night-world';
-import { runWorld, type ScheduleResult } from '../../verify/explore/world';
-import { brokenAlike, drawnAlike } from '../support/explore-alike';
-import { endpoints } from '../support/stack';
+import { brokenAlike, drawnAlike, onStores } from '../support/explore-alike';
 
 /** The memory stores as DynamoDB Local behaves: no index lag (a page of one row still runs every query's paging). */
 const MEMORY_NO_LAG = nightWorld((clock) => ({
@@ -30,17 +25,7 @@ const MEMORY_NO_LAG = nightWorld((clock) => ({
 const FROM = 7_301;
 const SCHEDULES = 120;
 
-let clients: Clients;
-/** This file's tables: each schedule's are `<prefix><seed>-*`, created before it runs and deleted after. */
-const prefix = `e${randomBytes(4).toString('hex')}-`;
-before(async () => void (clients = localClients(await endpoints())));
-after(() => clients.destroy());
-
-async function both(seed: number, mutation?: Mutation, placed?: NightPlaced): Promise<{ dynamo: ScheduleResult; memory: ScheduleResult }> {
-  const dynamo = await runNightOnDynamo(clients, `${prefix}${seed}${mutation ?? ''}-`, seed, mutation, { placed });
-  const memory = await runWorld(MEMORY_NO_LAG, seed, mutation, placed);
-  return { dynamo, memory };
-}
+const { both } = onStores('e', runNightOnDynamo, MEMORY_NO_LAG);
 
 test(`${SCHEDULES} schedules of the night on DynamoDB Local: no violation, and each runs as on the memory stores`, async () => {
   const faults = await drawnAlike(both, FROM, SCHEDULES);

@@ -3,11 +3,41 @@
  * schedules run on the AWS stores and on the memory stores set as the AWS stores behave, each pair compared line for
  * line. A difference is the memory stores parting from the AWS stores' behaviour.
  */
+import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import type { ScheduleResult } from '../../verify/explore/world';
+import { randomBytes } from 'node:crypto';
+import { localClients, type Clients } from '../../lib/core/aws/clients';
+import type { Placed } from '../../lib/testing/scheduler';
+import { runWorld, type ScheduleResult, type World, type WorldState } from '../../verify/explore/world';
+import { endpoints } from './stack';
 
 /** One schedule on both stores: the same seed, broken variant and placed faults. */
 export type OnBoth<M extends string, P> = (seed: number, mutation?: M, placed?: P) => Promise<{ dynamo: ScheduleResult; memory: ScheduleResult }>;
+
+/** A world's schedule on the AWS stores (verify/explore/dynamo.ts), on tables and a bucket named from `prefix`. */
+type OnAws<M extends string, O> = (clients: Clients, prefix: string, seed: number, mutation?: M, options?: O) => Promise<ScheduleResult>;
+
+/**
+ * A test file's two runs of a world: `aws` on the AWS stores (local clients made before the file's tests, destroyed
+ * after; each run's tables under this file's prefix, `tag` and a random id, and `name`), and `both`, one schedule on
+ * the AWS stores and on `memory`, the memory stores set as the AWS stores behave.
+ */
+export function onStores<S extends WorldState, M extends string, P extends Placed, O extends { readonly placed?: P }>(
+  tag: string,
+  onAws: OnAws<M, O>,
+  memory: World<S, P>,
+): { readonly aws: (name: string, seed: number, mutation?: M, options?: O) => Promise<ScheduleResult>; readonly both: OnBoth<M, P> } {
+  let clients: Clients;
+  const prefix = `${tag}${randomBytes(4).toString('hex')}-`;
+  before(async () => void (clients = localClients(await endpoints())));
+  after(() => clients.destroy());
+  const aws = (name: string, seed: number, mutation?: M, options?: O) => onAws(clients, `${prefix}${name}`, seed, mutation, options);
+  const both: OnBoth<M, P> = async (seed, mutation, placed) => {
+    const dynamo = await aws(`${seed}${mutation ?? ''}-`, seed, mutation, { placed } as O);
+    return { dynamo, memory: await runWorld(memory, seed, mutation, placed) };
+  };
+  return { aws, both };
+}
 
 /** `kind method@step` (the scheduler's faults) or `kind point` (a world's own) as `kind method`. */
 const faultAt = (point: string): string => point.replace(/@.*/, '');

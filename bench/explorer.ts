@@ -11,7 +11,7 @@ import { ELECTION_WORLD } from '../verify/explore/election-world';
 import { WORLD_NAMES } from '../verify/explore/worlds';
 import { NIGHT_WORLD } from '../verify/explore/night-world';
 import { WORKFLOW_WORLD } from '../verify/explore/workflow-world';
-import { runWorld, type ScheduleResult } from '../verify/explore/world';
+import { runWorld, type ScheduleResult } from '../lib/testing/world';
 import { fmt, newReport, runToEnd, spawnCli, stat, table, type BenchContext, type Measurement } from './common';
 
 const TARGET_PER_MINUTE = 20_000;

@@ -13,7 +13,7 @@ import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { MemoryManifestStore } from '../../lib/testing/manifest-store';
 import { ELECTION_DYNAMO_MUTATIONS, runElectionOnDynamo } from '../../verify/explore/dynamo';
 import { electionWorld, type ElectionPlaced } from '../../verify/explore/election-world';
-import type { ScheduleResult } from '../../verify/explore/world';
+import type { ScheduleResult } from '../../lib/testing/world';
 import { brokenAlike, drawnAlike, onStores } from '../support/explore-alike';
 
 /** The memory stores as the AWS stores behave here: no conflict window, no commit window, no restore. */

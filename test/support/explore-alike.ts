@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { localClients, type Clients } from '../../lib/core/aws/clients';
 import type { Placed } from '../../lib/testing/scheduler';
-import { runWorld, type ScheduleResult, type World, type WorldState } from '../../verify/explore/world';
+import { runWorld, type ScheduleResult, type World, type WorldState } from '../../lib/testing/world';
 import { endpoints } from './stack';
 
 /** One schedule on both stores: the same seed, broken variant and placed faults. */

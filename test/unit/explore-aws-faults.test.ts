@@ -10,7 +10,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { VirtualClock } from '../../lib/core/clock';
-import { interpreter, matches, StateError, type MachineDef, type StateDef } from '../../verify/explore/sfn';
+import { interpreter, matches, StateError, type MachineDef, type StateDef } from '../../lib/testing/workflow/sfn';
 import { runWorkflowSchedule, type WorkflowPlaced } from '../../verify/explore/workflow-world';
 import type { PlacedFault } from '../../lib/testing/scheduler';
 

@@ -8,7 +8,7 @@ import { ELECTION_WORLD } from '../../verify/explore/election-world';
 import { Actor } from '../../lib/testing/scheduler';
 import { NIGHT_WORLD } from '../../verify/explore/night-world';
 import { explore } from '../../verify/explore/explore';
-import { runWorld, SEEN_DURING_RUN, TURN_LIMIT, type ScheduleResult } from '../../verify/explore/world';
+import { runWorld, SEEN_DURING_RUN, TURN_LIMIT, type ScheduleResult } from '../../lib/testing/world';
 
 type ElectionState = Parameters<typeof ELECTION_WORLD.actors>[0];
 

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { DEFAULT_BUMP } from '../../lib/core/restore';
 import { ELECTION_SETTINGS, type ElectionPlaced, handoverWaited, oneTermAtATime, runElectionSchedule } from '../../verify/explore/election-world';
-import { type LockWrite, type SentCall, stopTimeChecks } from '../../verify/explore/history';
+import { type LockWrite, type SentCall, stopTimeChecks } from '../../lib/testing/history';
 import { ELECTION_MUTATIONS } from '../../verify/explore/mutations';
 
 const digest = (trace: readonly string[]) => createHash('sha256').update(trace.join('\n')).digest('hex');

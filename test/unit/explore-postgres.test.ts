@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { runWorld } from '../../verify/explore/world';
+import { runWorld } from '../../lib/testing/world';
 import { POSTGRES_MUTATIONS, POSTGRES_WORLD } from '../../verify/explore/postgres-world';
 import type { Placed } from '../../lib/testing/scheduler';
 

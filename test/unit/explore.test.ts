@@ -9,10 +9,10 @@ import { explore, replayCommand, type ExploreSummary } from '../../verify/explor
 import { MUTATIONS, NIGHT_MUTATIONS } from '../../verify/explore/mutations';
 import { VirtualClock } from '../../lib/core/clock';
 import { LEASE_DEFAULTS } from '../../lib/core/config';
-import { leaseOverlapChecks, type LockWrite, rateErrorCovered } from '../../verify/explore/history';
+import { leaseOverlapChecks, type LockWrite, rateErrorCovered } from '../../lib/testing/history';
 import { Actor, type PlacedFault, Scheduler } from '../../lib/testing/scheduler';
 import { runSchedule, type NightPlaced } from '../../verify/explore/night-world';
-import type { ScheduleResult } from '../../verify/explore/world';
+import type { ScheduleResult } from '../../lib/testing/world';
 import { WORLD_NAMES, WORLDS, worldOf, worldsFor } from '../../verify/explore/worlds';
 import { parseSimulate, simulate } from '../../cli/simulate';
 import { ConfigError } from '../../lib/core/errors';

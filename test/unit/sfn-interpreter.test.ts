@@ -25,7 +25,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { VirtualClock } from '../../lib/core/clock';
 import { MAP_RUN_FAILED } from '../../lib/constructs/task-errors';
-import { interpreter, StateError, type Context, type MachineDef, type StateDef } from '../../verify/explore/sfn';
+import { interpreter, StateError, type Context, type MachineDef, type StateDef } from '../../lib/testing/workflow/sfn';
 
 const exec = { name: 'run-1' };
 const context = (input: unknown = {}): Context => ({ Execution: { Name: exec.name, Input: input } });

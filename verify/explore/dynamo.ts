@@ -37,7 +37,7 @@ import { electionWorld, type ElectionPlaced, type LockRestore } from './election
 import { ELECTION_MUTATIONS, MUTATIONS, type Mutation } from './mutations';
 import { nightWorld, type NightPlaced, type NightStores } from './night-world';
 import { WORKFLOW_WORLD_MUTATIONS, workflowWorld, type WorkflowPlaced, type WorkflowStores } from './workflow-world';
-import { runWorld, type ScheduleResult } from './world';
+import { runWorld, type ScheduleResult } from '../../lib/testing/world';
 
 /** The broken variants that run on any store (the others reach behind the in-memory stores' backs). */
 export const DYNAMO_MUTATIONS: readonly Mutation[] = MUTATIONS.filter(

@@ -36,10 +36,10 @@ import type { JoinRequest, LockStore, WriteOutcome } from '../../lib/core/store/
 import type { ManifestStore } from '../../lib/core/store/manifest';
 import { prng } from '../../lib/core/prng';
 import { Actor, type Placed, type RunEnd, Scheduler } from '../../lib/testing/scheduler';
-import { CallLog, LockHistory, type LockWrite, rateErrorCovered, type SentCall, stopTimeChecks } from './history';
-import { epochChecks } from './checks';
+import { CallLog, LockHistory, type LockWrite, rateErrorCovered, type SentCall, stopTimeChecks } from '../../lib/testing/history';
+import { epochChecks } from '../../lib/testing/checks';
 import { applyElectionMutation, ELECTION_MUTATIONS, override, politeWait, type ElectionBroken, type ElectionMutation } from './mutations';
-import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
+import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from '../../lib/testing/world';
 
 /** The candidates' lease, and the writers' (a handover waits its lease + the wait margin from the flip). */
 const LEASE = { leaseMs: 4_000, renewMs: 1_000, marginMs: 1_000, claimBudget: 30 } satisfies LeaseConfig;

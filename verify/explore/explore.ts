@@ -4,7 +4,7 @@
  * the seed picks the world (worlds.ts), and the replay command names it.
  */
 import { createHash } from 'node:crypto';
-import type { ScheduleResult } from './world';
+import type { ScheduleResult } from '../../lib/testing/world';
 import { WORLDS, type WorldName, worldOf, worldsFor } from './worlds';
 
 /** A failing schedule: its seed, the command that replays it, what broke, and its event trace. */

@@ -34,7 +34,9 @@ import type { MemoryLockStore } from '../../lib/testing/lock-store';
 import { Attr } from '../../lib/core/schema';
 import type { Conditional, FenceItem, JobRow, JobStore, RequeueSighting } from '../../lib/core/store/jobs';
 import type { ClaimOn, LockItem, LockStore } from '../../lib/core/store/lock';
-import type { Actor } from '../../lib/testing/scheduler';
+import { type Broken, plainStores } from '../../lib/testing/broken';
+
+export type { Broken } from '../../lib/testing/broken';
 
 export const MUTATIONS = [
   'fence-below',
@@ -52,30 +54,6 @@ export type Mutation = (typeof MUTATIONS)[number];
 export const NIGHT_MUTATIONS = ['lease-in-seconds', 'done-mark-first'] as const;
 export type NightMutation = (typeof NIGHT_MUTATIONS)[number];
 
-/** The stores as one schedule sees them, with the mutation (if any) applied, and how to undo a patch. */
-export interface Broken {
-  /** The lock store as the sweeper sees it. */
-  readonly locks: LockStore;
-  /** The lock store one holder sees, given its clock (its own wall reading) and its lease. */
-  locksFor(clock: Clock, lease: LeaseConfig): LockStore;
-  /** The job store one holder sees; `steps` wraps a store so its calls are step boundaries of that holder. */
-  jobsFor(actor: Actor, steps: (inner: JobStore) => JobStore): JobStore;
-  /**
-   * What one sweeper process uses: its job store and the `start` it passes to `sweep`, given the plain store, how
-   * its calls become its step boundaries, and its StartExecution (a step boundary already).
-   */
-  sweeperFor(
-    actor: Actor,
-    steps: <T extends object>(inner: T) => T,
-    jobs: JobStore,
-    startExecution: StartRun,
-  ): { readonly jobs: JobStore; readonly start: StartRun };
-  restore(): void;
-}
-
-/** Starts a night's new run for an orphan: the run's name comes from the fence the sweeper saw. */
-type StartRun = (jobId: string, orphan: Pick<RequeueSighting, 'fence'>) => Promise<void>;
-
 /** `target` with some of its methods replaced: how a broken variant changes a store. */
 export const override = <T extends object>(target: T, methods: Partial<T>): T =>
   new Proxy(target, { get: (t, prop, receiver) => (prop in methods ? methods[prop as keyof T] : Reflect.get(t, prop, receiver)) as unknown });
@@ -85,13 +63,7 @@ export function applyMutation(
   stores: { readonly locks: LockStore; readonly jobs: JobStore },
 ): Broken {
   const { locks, jobs } = stores;
-  const plain: Broken = {
-    locks,
-    locksFor: () => locks,
-    jobsFor: () => jobs,
-    sweeperFor: (_actor, steps, inner, startExecution) => ({ jobs: steps(inner), start: startExecution }),
-    restore: () => undefined,
-  };
+  const plain = plainStores(stores);
   switch (mutation) {
     case undefined:
       return plain;

@@ -14,7 +14,7 @@
  * Not explored here: the workflow's Lambda handlers under Step Functions' semantics, election and handover, the
  * manifest and the epoch ledger (docs/TESTING.md).
  */
-import './quiet-lambda'; // first: before lib/lambda loads Powertools
+import '../../lib/testing/quiet-lambda'; // first: before lib/lambda loads Powertools
 import { type Clock, VirtualClock } from '../../lib/core/clock';
 import { LEASE_DEFAULTS, type LeaseConfig } from '../../lib/core/config';
 import { Events } from '../../lib/core/events';
@@ -32,7 +32,7 @@ import { prng } from '../../lib/core/prng';
 import { requeueRunName } from '../../lib/lambda/sweep-verify';
 import { type Broken, type Mutation, type NightMutation, applyMutation } from './mutations';
 import { Actor, type Placed, Scheduler } from '../../lib/testing/scheduler';
-import { type Accepted, acceptedChecks, doneChecks, epochChecks, recordingBatches } from './checks';
+import { type Accepted, acceptedChecks, doneChecks, epochChecks, recordingBatches } from '../../lib/testing/checks';
 import {
   CallLog,
   FenceHistory,
@@ -43,8 +43,8 @@ import {
   rateErrorCovered,
   stopTimeChecks,
   twoHoldersChecks,
-} from './history';
-import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from './world';
+} from '../../lib/testing/history';
+import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from '../../lib/testing/world';
 
 /** The world's settings: the night's size, the lease, the sweeper, the faults. */
 const EXPLORE_SETTINGS = {
@@ -441,9 +441,7 @@ const checks: readonly Check<NightState>[] = [
             jobId: night.jobId,
             date: night.date,
             chunks: EXPLORE_SETTINGS.chunks,
-            items: EXPLORE_SETTINGS.items,
-            itemsTable: w.items,
-            itemPrefix: itemPrefix(night),
+            items: { count: EXPLORE_SETTINGS.chunks * EXPLORE_SETTINGS.items, itemsTable: w.items, itemPrefix: itemPrefix(night) },
             jobsTable: w.jobs.table,
           },
           w.keys,

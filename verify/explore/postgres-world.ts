@@ -19,7 +19,7 @@ import type { PgPool, PgPoolClient, PgResult } from '../../lib/postgres/driver';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { MemoryPostgres, type MemoryPgClient } from '../../lib/testing/postgres-fence';
 import { Scheduler, type Actor, type Placed } from '../../lib/testing/scheduler';
-import type { World, WorldState } from './world';
+import type { World, WorldState } from '../../lib/testing/world';
 
 /** The broken variants of this world: each the bug a hand-written fenced transaction is most likely to have. */
 export const POSTGRES_MUTATIONS = [

@@ -7,7 +7,7 @@ import { ELECTION_MUTATIONS, MUTATIONS, NIGHT_MUTATIONS } from './mutations';
 import { WORKFLOW_WORLD, WORKFLOW_WORLD_MUTATIONS } from './workflow-world';
 import { NIGHT_WORLD } from './night-world';
 import { POSTGRES_MUTATIONS, POSTGRES_WORLD } from './postgres-world';
-import { runWorld, type ScheduleResult } from './world';
+import { runWorld, type ScheduleResult } from '../../lib/testing/world';
 
 interface Entry {
   /** What the world runs, for `--help` and the summary. */

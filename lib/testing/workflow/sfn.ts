@@ -30,8 +30,8 @@
  * replays exactly from its seed. test/unit/sfn-interpreter.test.ts pins its semantics to the Step Functions docs.
  */
 
-import type { Retrier as TemplateRetrier } from '../../lib/constructs/renewal-gap';
-import { MAP_RUN_FAILED } from '../../lib/constructs/task-errors';
+import type { Retrier as TemplateRetrier } from '../../constructs/renewal-gap';
+import { MAP_RUN_FAILED } from '../../constructs/task-errors';
 
 type Json = Record<string, unknown>;
 

@@ -6,7 +6,7 @@
  *
  * The worlds: night-world.ts, workflow-world.ts, election-world.ts; by name: worlds.ts.
  */
-import type { Placed, RunEnd, Scheduler } from '../../lib/testing/scheduler';
+import type { Placed, RunEnd, Scheduler } from './scheduler';
 
 /** What one schedule did and what its checks found. */
 export interface ScheduleResult {

@@ -6,14 +6,14 @@
  * - `FenceHistory`: every fence raise and every batch the job store applied, in order: a batch accepted before its
  *   fence was raised to its token, or below the fence, is found in it, not in the store's answer.
  */
-import type { VirtualClock } from '../../lib/core/clock';
-import type { LeaseConfig } from '../../lib/core/config';
-import type { BatchOutcome, Conditional, FenceItem, FenceStore } from '../../lib/core/store/jobs';
-import { type Grant, type LockHistory, type LockWrite, type SentCall, leaseGrants, stopTimeAt } from '../../lib/testing/call-log';
-import { through } from '../../lib/testing/process';
+import type { VirtualClock } from '../core/clock';
+import type { LeaseConfig } from '../core/config';
+import type { BatchOutcome, Conditional, FenceItem, FenceStore } from '../core/store/jobs';
+import { type Grant, type LockHistory, type LockWrite, type SentCall, leaseGrants, stopTimeAt } from './call-log';
+import { through } from './process';
 
 // The call log and the lock's write history live with the user's explorer, which computes the same stop times.
-export { CallLog, LockHistory, type LockWrite, type SentCall } from '../../lib/testing/call-log';
+export { CallLog, LockHistory, type LockWrite, type SentCall } from './call-log';
 
 /**
  * The largest monotonic rate error the margin covers, the same bound for a holder's clock and a claimant's: a holder

@@ -80,9 +80,11 @@ export async function sendOnce(
   const idempotencyKey = idempotencyKeyOf(held, effect);
   const pk = `effect#${idempotencyKey}`;
   const backoff = backoffOf(fence.target);
-  held.check();
   const seen = await store.readEffect(table, pk);
   if (seen?.state === 'DONE') return { idempotencyKey, sent: false, ...(seen.result === undefined ? {} : { result: seen.result }) };
+  // The intent is an act: checked right before it is sent, not before the read (a holder paused in the read would
+  // send it past its stop time).
+  held.check();
   // 1. The intent, through the fence. Recorded already (an earlier holder's intent, or this send's own answer lost):
   // the fence's check passed all the same, which is what lets this holder call.
   const record = {

@@ -197,3 +197,43 @@ test('a holder fenced out before its intent is recorded sends nothing; the holde
   assert.deepEqual(new Set(mail.calls.map((c) => c.by)), new Set(['B']), 'A made no call');
   assert.equal(mail.calls[0].key, idempotencyKeyOf({ fence: fenceOn({ fences: jobs, table: 'jobs', key: { pk: JOB } }) }, 'email#ana'));
 });
+
+test(
+  'a holder paused in its read of the effect past its stop time records no intent: the check comes right before the intent',
+  { timeout: 10_000 },
+  async () => {
+    // Found by exploreFencedJob: a pause in sendOnce's read, then the intent sent with no check in between.
+    const clock = new VirtualClock();
+    const jobs = new MemoryJobStore({ clock, jobs: 'jobs' });
+    let pause: Promise<void> | undefined;
+    const calls = <T extends object>(store: T, before: (method: string | symbol) => Promise<void> | undefined): T =>
+      new Proxy(store, {
+        get: (t, m) => {
+          const f = Reflect.get(t, m, t) as unknown;
+          if (typeof f !== 'function') return f;
+          return async (...a: unknown[]) => {
+            await before(m);
+            return (f as (...x: unknown[]) => unknown).apply(t, a);
+          };
+        },
+      });
+    // The process stands still in the read for two leases: its renewals wait for it too, so its stop time passes.
+    const locks = calls(new MemoryLockStore(), (m) => (m === 'renew' ? pause : undefined));
+    const slowRead = calls(jobs, (m) => (m === 'readEffect' ? (pause = clock.sleep(2 * LEASE.leaseMs)) : undefined));
+    let sent = 0;
+    const run = withLease({ locks, clock }, JOB, 'first', LEASE, async (lease) => {
+      const held = lease.fenced(fenceOn({ fences: slowRead, table: 'jobs', key: { pk: JOB }, clock }));
+      await lease.act(() => held.raise());
+      await held.sendOnce('email#ana', async () => void sent++);
+    });
+    run.catch(() => undefined);
+    for (let i = 0; i < 40; i++) await clock.advance(100);
+    await assert.rejects(run, { name: 'StopTimePassedError' });
+    assert.deepEqual(
+      jobs.dump('jobs').filter((i) => String(i.pk).startsWith('effect#')),
+      [],
+      'no intent recorded past the stop time',
+    );
+    assert.equal(sent, 0);
+  },
+);

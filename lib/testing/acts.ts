@@ -59,11 +59,18 @@ function acceptedIntents(calls: readonly SentCall[]): Map<string, { readonly key
 }
 
 /**
- * The acts sent past their senders' stop times after another worker claimed (see the file's opening).
+ * The acts sent past their senders' stop times after another holder claimed (see the file's opening).
  * @param calls - every worker's lock and job store calls, as its code sent them (CallLog)
  * @param locks - the lock writes the store applied
+ * @param holderOf - the holder an actor acts for: itself (a worker of `exploreJob`), or its execution (a chunk
+ *   function's invocation, which resumes the lease another invocation of its execution claimed)
  */
-export function actsPastStopTime(acts: readonly Act[], calls: readonly SentCall[], locks: LockHistory): string[] {
+export function actsPastStopTime(
+  acts: readonly Act[],
+  calls: readonly SentCall[],
+  locks: LockHistory,
+  holderOf: (actor: string) => string = (actor) => actor,
+): string[] {
   const intents = acceptedIntents(calls);
   const claims = locks.claims();
   // Each worker's own calls and the grants its readings give, read once for all its acts.
@@ -85,15 +92,19 @@ export function actsPastStopTime(acts: readonly Act[], calls: readonly SentCall[
       if ((intents.get(act.actor) ?? []).some((i) => i.at <= act.sentAt && carried.includes(i.key))) continue;
     }
     const { own, grants } = readingsOf(act.actor);
+    const holder = holderOf(act.actor);
     const claimsSent = own.filter((c) => c.method === 'claim' && c.sentAt <= act.sentAt);
-    const leaseMs = (claimsSent.at(-1)?.args[2] as ClaimWrite | undefined)?.leaseMs ?? 0;
+    // The holder's claims the store applied by then: an invocation that resumed a lease claimed by another of its
+    // execution's acts under that claim, for the lease it wrote.
+    const held = locks.writes.filter((w) => w.method === 'claim' && w.holder === holder && w.at <= act.trueSentAt);
+    const leaseMs = (claimsSent.at(-1)?.args[2] as ClaimWrite | undefined)?.leaseMs ?? held.at(-1)?.leaseMs ?? 0;
     const stopAt = stopTimeAt(grants, act.sentAt, leaseMs);
     if (act.sentAt < stopAt) continue;
-    // Another worker's claim of a key the sender claimed (of any key, if it claimed none), after the sender's own.
-    const keys = new Set(claimsSent.map((c) => String(c.args[0])));
+    // Another holder's claim of a key the sender's holder claimed (of any key, if it claimed none), after its own.
+    const keys = new Set([...claimsSent.map((c) => String(c.args[0])), ...held.map((w) => w.key)]);
     const newer = claims.find((c) => {
-      if (c.actor === act.actor || c.at > act.trueSentAt || (keys.size > 0 && !keys.has(c.key))) return false;
-      const mine = claims.filter((m) => m.actor === act.actor && m.key === c.key && m.at <= act.trueSentAt).at(-1);
+      if (c.actor === holder || c.at > act.trueSentAt || (keys.size > 0 && !keys.has(c.key))) return false;
+      const mine = claims.filter((m) => m.actor === holder && m.key === c.key && m.at <= act.trueSentAt).at(-1);
       return mine === undefined || c.at > mine.at;
     });
     if (newer === undefined) continue;

@@ -20,14 +20,14 @@
 import { createHash } from 'node:crypto';
 import { VirtualClock, type Clock } from '../core/clock';
 import { prng } from '../core/prng';
-import { Attr } from '../core/schema';
-import type { BatchPut, JobStore } from '../core/store/jobs';
+import type { JobStore } from '../core/store/jobs';
 import type { LockStore } from '../core/store/lock';
 import type { ManifestStore } from '../core/store/manifest';
-import { type Act, actsPastStopTime } from './acts';
+import { actsPastStopTime } from './acts';
 import { CallLog, LockHistory } from './call-log';
 import { memoryStores } from './memory-stores';
-import { type Actor, Scheduler, type FaultPlan, type PlacedFault } from './scheduler';
+import { ActLog, oneContent, steeredPlan } from './kit';
+import { Scheduler, type FaultPlan, type PlacedFault } from './scheduler';
 import type { PlainTables } from './tables';
 
 /** What one worker of a schedule is given: the stores as it reaches them (each call a step), its clock, its fakes. */
@@ -132,71 +132,40 @@ const RETRY_MS = 1_000;
 
 const DEFAULT_FAULTS: FaultPlan = { chance: 0.1, budget: 3, maxPauseMs: 25_000, windowMs: 30_000, lateMs: 500 };
 
-/** The plain writes of your tables: the acts the check "no holder acts past its stop time" watches, with the fakes' calls. */
-const TABLE_WRITES = ['tables.put', 'tables.update', 'tables.delete'];
-
-/**
- * At an act (a plain write, a fake call: what comes right after a passed check), a fault is ACT_SHARE times as likely
- * as elsewhere, a pause weighs ACT_PAUSE_WEIGHT kinds, and it lasts from half of maxPauseMs (longer than a lease of
- * up to that: a takeover while the holder stands still): the gap that makes a stale holder is where it is looked for.
- */
-const ACT_SHARE = 10;
-const ACT_PAUSE_WEIGHT = 20;
-
-const isPlain = (v: object): boolean => [Object.prototype, null].includes(Object.getPrototypeOf(v) as object | null);
-
-/** The step names of the fakes' methods: those of a fake's class and its own, and, in a plain object of fakes, theirs. */
-function fakeMethods(fakes: unknown, prefix = 'fakes.'): string[] {
-  if (typeof fakes !== 'object' || fakes === null) return [];
-  const names = new Set<string>();
-  for (let o: object | null = fakes; o !== null && o !== Object.prototype; o = Object.getPrototypeOf(o) as object | null)
-    for (const k of Object.getOwnPropertyNames(o)) if (k !== 'constructor' && typeof Reflect.get(fakes, k) === 'function') names.add(prefix + k);
-  const nested = isPlain(fakes) ? Object.entries(fakes).flatMap(([k, v]) => fakeMethods(v, `${prefix}${k}.`)) : [];
-  return [...names, ...nested];
-}
-
 /**
  * Run `schedules` schedules of your job from `seed`, each with fresh stores, clock and fakes, and check each.
  * @returns what broke, with the seed that replays it; empty `violations` when every schedule passed
  */
 export async function exploreJob<F = undefined>(options: ExploreJobOptions<F>): Promise<ExploreJobResult> {
-  const first = options.seed ?? 1;
-  const count = options.schedules ?? 100;
+  return explored(options.seed ?? 1, options.schedules ?? 100, 'exploreJob', (seed) => runSchedule(options, seed));
+}
+
+/**
+ * Run `count` schedules from `first`, hashing every trace in order, counting the faults and keeping each schedule that
+ * broke something with the call (`explorer`'s options with its seed) that replays it alone.
+ */
+export async function explored(
+  first: number,
+  count: number,
+  explorer: string,
+  run: (seed: number) => Promise<{ readonly trace: readonly string[]; readonly violations: readonly string[]; readonly faults: readonly string[] }>,
+): Promise<ExploreJobResult> {
   const hash = createHash('sha256');
   const violations: JobViolation[] = [];
   const faults: Record<string, number> = {};
   for (let seed = first; seed < first + count; seed++) {
-    const r = await runSchedule(options, seed);
+    const r = await run(seed);
     hash.update(`${seed}\n${r.trace.join('\n')}\n`);
     for (const f of r.faults) faults[f] = (faults[f] ?? 0) + 1;
     if (r.violations.length > 0)
-      violations.push({ seed, violations: r.violations, trace: r.trace, replay: `exploreJob({ ...options, seed: ${seed}, schedules: 1 })` });
+      violations.push({ seed, violations: r.violations, trace: r.trace, replay: `${explorer}({ ...options, seed: ${seed}, schedules: 1 })` });
   }
   return { schedules: count, violations, faults, digest: hash.digest('hex') };
 }
 
-/** What a holder stamps on an item of its own, which a redo stamps anew: its token, and the effects' informational time. */
-const STAMPS = new Set([Attr.token, Attr.intentAt]);
-
-/** An item's content as recorded, without the holder's stamps. */
-function contentOf(put: BatchPut): string {
-  const item = (put.document ?? put.item ?? {}) as Record<string, unknown>;
-  const rest = Object.fromEntries(Object.entries(item).filter(([k]) => !STAMPS.has(k as never)));
-  return JSON.stringify(rest, Object.keys(rest).sort());
-}
-
 async function runSchedule<F>(options: ExploreJobOptions<F>, seed: number) {
   const fakes = (options.fakes?.() ?? undefined) as F;
-  const acting = [...TABLE_WRITES, ...fakeMethods(fakes)];
-  let plan: FaultPlan = {
-    ...DEFAULT_FAULTS,
-    chanceAt: [{ methods: acting, share: ACT_SHARE }],
-    ...options.faults,
-  };
-  plan = {
-    emphasis: [{ methods: acting, kind: 'pause', weight: ACT_PAUSE_WEIGHT, minPauseMs: Math.floor(plan.maxPauseMs / 2) }],
-    ...plan,
-  };
+  const plan = steeredPlan(DEFAULT_FAULTS, fakes, options.faults);
   const random = prng(seed);
   const clock = new VirtualClock();
   let restart: (actor: ReturnType<Scheduler['actor']>) => number | undefined = () => undefined;
@@ -209,51 +178,9 @@ async function runSchedule<F>(options: ExploreJobOptions<F>, seed: number) {
   // and its acts (plain writes, fake calls) as they left it.
   const calls = new CallLog(clock);
   const lockWrites = new LockHistory(clock);
-  const acts: Act[] = [];
-  const watch = (actor: Actor, kind: Act['kind']) => (method: string, args: unknown[]) => {
-    if (kind === 'write' && !TABLE_WRITES.includes(method)) return;
-    const act: Act = { actor: actor.name, method, args, kind, sentAt: actor.monotonicMs(), trueSentAt: clock.monotonicMs(), applied: false };
-    acts.push(act);
-    scheduler.log(`${actor.name} sends ${method} at ${Math.round(act.sentAt)} ms on its clock`);
-    return () => void (act.applied = true);
-  };
-  // A fake's method calls as steps of `actor`; a plain object of fakes is a bag of them, each wrapped alike.
-  const stepped = <T>(fake: T, actor: Actor, prefix: string): T => {
-    if (typeof fake !== 'object' || fake === null) return fake;
-    const wrapped = scheduler.wrap(fake, actor, undefined, { prefix, onSend: watch(actor, 'effect') });
-    if (!isPlain(fake)) return wrapped;
-    const inner = new Map<string, unknown>();
-    return new Proxy(wrapped, {
-      get: (target, prop, receiver) => {
-        const v = Reflect.get(fake, prop) as unknown;
-        if (typeof prop !== 'string' || typeof v !== 'object' || v === null) return Reflect.get(target, prop, receiver) as unknown;
-        if (!inner.has(prop)) inner.set(prop, stepped(v, actor, `${prefix}${prop}.`));
-        return inner.get(prop);
-      },
-    });
-  };
-  // Every put through a fence, by table and key: the content it was recorded with first, and any other it was sent with.
-  const recorded = new Map<string, string>();
-  const observed: JobStore = new Proxy(jobs, {
-    get: (target, method) => {
-      const f = Reflect.get(target, method, target) as unknown;
-      if (typeof f !== 'function') return f;
-      if (method !== 'recordBatch') return (f as (...a: unknown[]) => unknown).bind(target);
-      return async (...args: Parameters<JobStore['recordBatch']>) => {
-        const out = await target.recordBatch(...args);
-        if (out.kind !== 'fenced-out')
-          for (const put of args[2]) {
-            const key = `${put.table} ${JSON.stringify(put.document?.[put.keyAttribute] ?? put.item?.[put.keyAttribute])}`;
-            const content = contentOf(put);
-            const first = recorded.get(key);
-            if (first === undefined) recorded.set(key, content);
-            else if (first !== content)
-              violations.push(`${key} was recorded as ${first} and sent again as ${content}: derive each item from its key`);
-          }
-        return out;
-      };
-    },
-  });
+  const acts = new ActLog(scheduler, clock);
+  // Every put through a fence: a redo must send what the first holder recorded.
+  const observed = oneContent(violations)(jobs);
   const workers = options.workers ?? 2;
   const attempts = options.attempts ?? 3;
   const outcomes: string[] = [];
@@ -285,11 +212,11 @@ async function runSchedule<F>(options: ExploreJobOptions<F>, seed: number) {
         ),
         jobs: calls.observe(actor, scheduler.wrap(observed, actor)),
         manifests: scheduler.wrap(manifests, actor),
-        tables: scheduler.wrap(tables, actor, undefined, { prefix: 'tables.', onSend: watch(actor, 'write') }),
+        tables: acts.tablesFor(tables, actor),
       },
       clock: actor,
       random: prng(seed * 31 + i * 7 + attempt),
-      fakes: stepped(fakes, actor, 'fakes.'),
+      fakes: acts.fakesFor(fakes, actor),
     };
     // Through a promise, so a job that throws before its first await fails its run, not the schedule.
     Promise.resolve()
@@ -329,7 +256,7 @@ async function runSchedule<F>(options: ExploreJobOptions<F>, seed: number) {
   const alive = actors.filter((a) => !a.crashed && a.outcome === 'running');
   if (finished === 0 && alive.length > 0)
     violations.push(`no worker finished the job by ${horizon} ms, though ${alive.map((a) => a.name).join(', ')} still ran`);
-  violations.push(...actsPastStopTime(acts, calls.calls, lockWrites));
+  violations.push(...actsPastStopTime(acts.acts, calls.calls, lockWrites));
   const end: JobEnd<F> = {
     jobsTable,
     items: (table) => jobs.dump(table),

@@ -11,20 +11,27 @@
  *              call, every plain write of your tables and every call on your fakes), with the built-in checks (no
  *              holder acts past its stop time, each item recorded with one content, the job finishes) and yours; a
  *              failing schedule names the seed that replays it.
+ *              `exploreFencedJob`: your FencedJob's chunk function under the workflow FencedJob synthesizes for your
+ *              job's shape, with its real handlers and the AWS faults around them (a trigger delivered twice, Lambda
+ *              crashes and timeouts, a task timeout that leaves a zombie), on the same stores, clock and scheduler.
  *
  * @packageDocumentation
  */
+import { createRequire } from 'node:module';
 import type { Clock } from '../core/clock';
 import type { LedgerStore } from '../core/store/ledger';
 import type { PgPool, PgPoolClient } from '../postgres/driver';
 import { MemoryLedgerStore } from './ledger-store';
 import { MemoryPostgres, type Concurrency } from './postgres-fence';
 import type { Isolation } from '../postgres/sql';
+import type { ExploreJobResult } from './explore-job';
+import type { ExploreFencedJobOptions } from './workflow/explore-fenced-job';
 
 export { VirtualClock } from '../core/clock';
 export { memoryStores, type MemoryStores } from './memory-stores';
 export type { PlainTables } from './tables';
 export { exploreJob, type ExploreJobOptions, type ExploreJobResult, type JobEnd, type JobViolation, type JobWorker } from './explore-job';
+export type { ChunkKit, ExploreFencedJobOptions, FencedJobEnd } from './workflow/explore-fenced-job';
 export type { FaultPlan, FaultKind, PlacedFault } from './scheduler';
 export type { StoredItem } from './job-store';
 export type { Concurrency } from './postgres-fence';
@@ -62,4 +69,19 @@ export interface PostgresTwin extends PgPool<PgPoolClient & { insert(table: stri
  */
 export function memoryPostgres(options: { readonly concurrency?: Concurrency; readonly defaultIsolation?: Isolation } = {}): PostgresTwin {
   return new MemoryPostgres(options);
+}
+
+// The FencedJob's world loads the CDK (aws-cdk-lib, a peer) and the Lambda handlers: only when a test explores one.
+const onDemand = createRequire(__filename);
+
+/**
+ * Explore your FencedJob's chunk function: `schedules` schedules from `seed`, each the workflow FencedJob synthesizes
+ * for your job's shape (built in this process, with aws-cdk-lib), run with its real handlers around your work on fresh
+ * in-memory stores, one virtual clock and fresh fakes, under seeded faults; each schedule checked by the workflow's
+ * own checks, the checks of your acts and items, and yours.
+ * @returns what broke, with the seed that replays it; empty `violations` when every schedule passed
+ */
+export async function exploreFencedJob<F = undefined>(options: ExploreFencedJobOptions<F>): Promise<ExploreJobResult> {
+  const world = onDemand('./workflow/explore-fenced-job') as typeof import('./workflow/explore-fenced-job');
+  return world.exploreFencedJob(options);
 }

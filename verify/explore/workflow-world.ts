@@ -91,7 +91,7 @@ function variant(mutation: string, stores: { readonly locks: LockStore; readonly
 export const workflowWorld = (storesOf: WorkflowStoresOf) =>
   fencedJobWorld<JobRun>(storesOf, { job: NIGHT_JOB, variants: WORKFLOW_WORLD_MUTATIONS, variant });
 
-export const WORKFLOW_WORLD = workflowWorld(memoryWorkflowStores);
+export const WORKFLOW_WORLD = workflowWorld(memoryWorkflowStores());
 
 /**
  * Run one schedule of the workflow world from its seed, optionally with a broken variant, and check it.

@@ -76,6 +76,7 @@ import { pollMsOf } from '../../core/lease';
 import { MemoryJobStore } from '../job-store';
 import { MemoryLockStore } from '../lock-store';
 import { MemoryManifestStore } from '../manifest-store';
+import { plainTables, type PlainTables } from '../tables';
 import type { JobStore } from '../../core/store/jobs';
 import type { LockStore, WriteOutcome } from '../../core/store/lock';
 import type { ManifestStore } from '../../core/store/manifest';
@@ -170,6 +171,9 @@ const FLOW_SETTINGS = {
  * What a process crash, an invoke throttled, answered 500 or timed out, a sandbox that died, a function past its own
  * timeout, and a task timeout fail the task with.
  */
+/** The faults at store calls a job's schedules take unless the job gives its own. */
+export const WORKFLOW_FAULTS: FaultPlan = FLOW_SETTINGS.faults;
+
 const CRASHED = 'Runtime.ExitError';
 const INVOKE_THROTTLED = 'Lambda.TooManyRequestsException';
 const INVOKE_SERVICE_ERROR = 'Lambda.ServiceException';
@@ -213,7 +217,7 @@ export interface WorkflowJob<R extends JobRun = JobRun> extends JobShape {
 }
 
 /** A job's shape: what FencedJob is built with, and how long its work takes. */
-export interface JobShape {
+interface JobShape {
   /** FencedJob's `chunks`. */
   readonly chunks: number;
   /** The lease of the job built with an inline Map. */
@@ -234,7 +238,7 @@ export interface JobShape {
 }
 
 /** What a job's run is given of its schedule. */
-export interface JobSchedule {
+interface JobSchedule {
   readonly seed: number;
   readonly scheduler: Scheduler;
   readonly clock: VirtualClock;
@@ -242,6 +246,8 @@ export interface JobSchedule {
   readonly items: string;
   /** The job store every actor's view ends in. */
   readonly jobs: WorkflowStores['jobs'];
+  /** Plain reads and writes of the tables the job store holds, where the stores have them. */
+  readonly tables: PlainTables | undefined;
 }
 
 /** One schedule's run of a job: its chunk function's work, and what it checks beyond the world's own checks. */
@@ -588,19 +594,30 @@ export interface WorkflowStores {
   readonly items: string;
   /** How far the sparse index lags its table at most (0: DynamoDB Local's, read at once). */
   readonly indexLagMs: number;
+  /** Plain reads and writes of the tables the job store holds (the memory stores'). */
+  readonly tables?: PlainTables;
 }
 
 /** Builds one schedule's stores on its clock, given the sparse index's lag drawn for it (a memory store's only). */
 export type WorkflowStoresOf = (clock: VirtualClock, lag: { readonly indexLagMs: number; readonly random: () => number }) => WorkflowStores;
 
-/** The in-memory stores of one schedule. */
-export const memoryWorkflowStores: WorkflowStoresOf = (clock, lag) => ({
-  locks: new MemoryLockStore({ clock }),
-  jobs: new MemoryJobStore({ clock, jobs: TABLES.jobs, indexLagMs: lag.indexLagMs, random: lag.random, pageSize: 1 }),
-  manifests: new MemoryManifestStore(),
-  items: ITEMS,
-  indexLagMs: lag.indexLagMs,
-});
+/**
+ * The in-memory stores of one schedule.
+ * @param keys - each of the job's own tables' partition key attribute, for a plain put (`pk` for a table not named)
+ */
+export const memoryWorkflowStores =
+  (keys?: Readonly<Record<string, string>>): WorkflowStoresOf =>
+  (clock, lag) => {
+    const jobs = new MemoryJobStore({ clock, jobs: TABLES.jobs, indexLagMs: lag.indexLagMs, random: lag.random, pageSize: 1 });
+    return {
+      locks: new MemoryLockStore({ clock }),
+      jobs,
+      manifests: new MemoryManifestStore(),
+      items: ITEMS,
+      indexLagMs: lag.indexLagMs,
+      tables: plainTables(jobs, keys),
+    };
+  };
 
 function setup<R extends JobRun>(
   storesOf: WorkflowStoresOf,
@@ -655,7 +672,7 @@ function setup<R extends JobRun>(
   return {
     f,
     spec,
-    run: spec.run({ seed, scheduler, clock, items: stores.items, jobs }),
+    run: spec.run({ seed, scheduler, clock, items: stores.items, jobs, tables: stores.tables }),
     faults,
     bound,
     lease,

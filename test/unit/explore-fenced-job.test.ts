@@ -1,0 +1,74 @@
+/**
+ * `exploreFencedJob` (fencepost/testing) explores a user's FencedJob chunk function under the workflow FencedJob
+ * synthesizes, with its real handlers and the workflow world's faults, and finds the bugs users write in it: each
+ * planted bug below is caught within a few hundred schedules from a fixed seed, with the seed that replays it, and its
+ * correct twin passes the same schedules. The work is test/package/fixtures/planted-chunk-bugs.ts's, which the
+ * packed-tarball test also runs from the installed package.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFenced } from '../../lib/core/batch';
+import { exploreFencedJob } from '../../lib/testing/index';
+import { CHUNK_BUGS, PretendMail, READ_MS, statementsCheck, statementsWork, type ChunkBug } from '../package/fixtures/planted-chunk-bugs';
+
+const SCHEDULES = 300;
+const CHUNKS = 3;
+const explore = (bug: ChunkBug, seed = 1, schedules = SCHEDULES) =>
+  exploreFencedJob({
+    work: statementsWork({ writeFenced }, bug),
+    chunks: CHUNKS,
+    chunkWorkMs: READ_MS,
+    fakes: () => new PretendMail(),
+    check: statementsCheck(CHUNKS),
+    seed,
+    schedules,
+  });
+
+test(`the correct statements job passes ${SCHEDULES} schedules; the same seed gives the same digest`, async () => {
+  const [a, b] = [await explore('none'), await explore('none')];
+  assert.deepEqual(a.violations, [], JSON.stringify(a.violations[0]?.violations));
+  assert.equal(b.digest, a.digest);
+  // The store calls' faults and the workflow's own: a crashed or timed-out Lambda, a trigger delivered twice.
+  const kinds = new Set(Object.keys(a.faults).map((f) => f.split(' ')[0]));
+  for (const kind of ['pause', 'crash', 'lost', 'late', 'start-twice', 'invoke-timed-out', 'invoke-sandbox-timedout'])
+    assert.ok(kinds.has(kind), `${kind} faults were injected: ${[...kinds].join(', ')}`);
+  // Faults land on the user's own acts too: its fake's calls and its plain tables' writes are steps.
+  assert.ok(
+    Object.keys(a.faults).some((f) => f.includes('fakes.send')),
+    `a fault landed on fakes.send: ${Object.keys(a.faults).join(', ')}`,
+  );
+  console.log(`correct twin: 0 violations in ${SCHEDULES} schedules; faults: ${JSON.stringify(a.faults)}`);
+});
+
+for (const [bug, caughtBy] of Object.entries(CHUNK_BUGS) as [keyof typeof CHUNK_BUGS, RegExp][]) {
+  test(`planted bug ${bug}: caught, with a seed that replays it`, async () => {
+    const r = await explore(bug);
+    assert.ok(r.violations.length >= SCHEDULES / 5, `${bug} is caught in at least 1 schedule in 5: ${r.violations.length}`);
+    assert.ok(
+      r.violations.every((v) => v.violations.some((line) => caughtBy.test(line))),
+      JSON.stringify(r.violations.find((v) => !v.violations.some((line) => caughtBy.test(line)))?.violations),
+    );
+    const first = r.violations[0];
+    assert.match(first.replay, new RegExp(`^exploreFencedJob\\(\\{ \\.\\.\\.options, seed: ${first.seed}, schedules: 1 \\}\\)$`));
+    const again = await explore(bug, first.seed, 1);
+    assert.deepEqual(again.violations[0]?.trace, first.trace, 'the seed replays the schedule exactly');
+    console.log(`${bug}: caught in ${r.violations.length} of ${SCHEDULES} schedules from seed 1 (first seed ${first.seed})`);
+  });
+}
+
+test("the user's own check is given the night's state, its items and its fakes, and what it says is a violation", async () => {
+  const seen: { state: string | undefined; statements: number; mails: number }[] = [];
+  const r = await exploreFencedJob({
+    work: statementsWork({ writeFenced }, 'none'),
+    chunks: CHUNKS,
+    chunkWorkMs: READ_MS,
+    fakes: () => new PretendMail(),
+    check: ({ state, items, fakes }) => (seen.push({ state, statements: items('statements').length, mails: fakes.deliveries.length }), ['mine']),
+    seed: 1,
+    schedules: 5,
+  });
+  assert.equal(r.violations.length, 5);
+  assert.ok(r.violations.every((v) => v.violations.includes('mine')));
+  // A DONE night has every statement, and every customer was emailed (the correct job, every schedule).
+  assert.deepEqual(seen, Array(5).fill({ state: 'DONE', statements: CHUNKS * 2, mails: CHUNKS * 2 }));
+});

@@ -17,8 +17,8 @@
  *
  * @packageDocumentation
  */
-import { createRequire } from 'node:module';
 import type { Clock } from '../core/clock';
+import { createRequire } from 'node:module';
 import type { LedgerStore } from '../core/store/ledger';
 import type { PgPool, PgPoolClient } from '../postgres/driver';
 import { MemoryLedgerStore } from './ledger-store';
@@ -36,6 +36,15 @@ export type { FaultPlan, FaultKind, PlacedFault } from './scheduler';
 export type { StoredItem } from './job-store';
 export type { Concurrency } from './postgres-fence';
 export type { Clock, ClockTimer } from '../core/clock';
+// What exploreFencedJob's options name: the lease's settings, and the context your chunk work is given (as
+// fencepost/lambda names it, with the core's types it names: the same types as the `fencepost` entry's).
+export type { LeaseConfig } from '../core/config';
+export type { FencedChunkContext } from '../lambda/chunk-handler';
+export type { Environment } from '../lambda/runtime';
+export type { Lease, LeaseDeps } from '../core/lease';
+export type { Fence, FenceTarget, HeldFence } from '../core/fence';
+export type { ManifestBody, ManifestChunk, ManifestDeps, ManifestPlace, ManifestWriter } from '../core/manifest';
+export { FencedOutError, FenceNotRaisedError, FencepostError } from '../core/errors';
 // The store interfaces the memory stores implement, and the items they speak in: the `store` namespace of `fencepost`.
 export type * from '../core/store/stores';
 export type * from '../core/store/lock';

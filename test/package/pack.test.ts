@@ -474,6 +474,8 @@ test(
     // So are the planted bugs a user's test file explores (issue 29): the jobs, and the test file that runs them.
     copyFileSync(path.join(ROOT, 'test/package/fixtures/planted-bugs.ts'), path.join(project, 'planted-bugs.ts'));
     copyFileSync(path.join(ROOT, 'test/package/fixtures/planted-bugs.fixture.ts'), path.join(project, 'planted-bugs.test.ts'));
+    copyFileSync(path.join(ROOT, 'test/package/fixtures/planted-chunk-bugs.ts'), path.join(project, 'planted-chunk-bugs.ts'));
+    copyFileSync(path.join(ROOT, 'test/package/fixtures/planted-chunk-bugs.fixture.ts'), path.join(project, 'planted-chunk-bugs.test.ts'));
     const tsc = await typecheckProject(project);
     assert.equal(tsc.code, 0, `the README snippets do not type-check against the installed package (skipLibCheck off):\n${tsc.out}`);
     const { up, stop } = await startLocal(project);
@@ -555,6 +557,15 @@ test(
       assert.equal(planted.code, 0, `planted-bugs.test.ts fails from the installed package:\n${planted.out}`);
       assert.match(planted.out, /(ℹ|#) pass 6\b/, planted.out);
       for (const line of planted.out.split('\n').filter((l) => / caught in /.test(l))) console.log(`from the tarball, ${line.trim()}`);
+      // statements.test.ts, the README's FencedJob chunk function explored in the workflow the installed constructs
+      // synthesize (aws-cdk-lib is the app's own); and its planted bugs, each caught, the correct twin passing.
+      const chunkExplored = await runAsUser('npx', ['--no', '--', 'tsx', '--test', 'statements.test.ts'], project);
+      assert.equal(chunkExplored.code, 0, `statements.test.ts fails from the installed package:\n${chunkExplored.out}`);
+      assert.match(chunkExplored.out, /(ℹ|#) pass 1\b/, chunkExplored.out);
+      const chunkPlanted = await runAsUser('npx', ['--no', '--', 'tsx', '--test', 'planted-chunk-bugs.test.ts'], project);
+      assert.equal(chunkPlanted.code, 0, `planted-chunk-bugs.test.ts fails from the installed package:\n${chunkPlanted.out}`);
+      assert.match(chunkPlanted.out, /(ℹ|#) pass 5\b/, chunkPlanted.out);
+      for (const line of chunkPlanted.out.split('\n').filter((l) => / caught in /.test(l))) console.log(`from the tarball, ${line.trim()}`);
 
       // send-digests, twice for one week: the first holder calls the "provider" (a file) once per digest, each with
       // its own key; the second finds every digest DONE and calls nothing.

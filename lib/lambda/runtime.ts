@@ -55,7 +55,7 @@ export interface RuntimeOptions {
   readonly sfn?: SFNClient;
   /**
    * The stores to run on instead of the AWS ones on `clients` (the exploration runs the handlers on the in-memory
-   * stores: verify/explore/workflow-world.ts). No clock offset is measured then: no AWS response carries a Date.
+   * stores: lib/testing/workflow/workflow-world.ts). No clock offset is measured then: no AWS response carries a Date.
    * @default - DynamoDB and S3 through `clients`
    * @internal
    */

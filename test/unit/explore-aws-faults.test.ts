@@ -1,6 +1,6 @@
 /**
  * The faults AWS really has (issue 27), in the workflow world (verify/explore/workflow-world.ts) and its Step Functions
- * interpreter (verify/explore/sfn.ts): each placed, so it happens on every seed, with what the real code does with it.
+ * interpreter (lib/testing/workflow/sfn.ts): each placed, so it happens on every seed, with what the real code does with it.
  * - Lambda errors as Step Functions reports them (Lambda.Unknown for a sandbox that died, Sandbox.Timedout for a
  *   function past its timeout, Lambda.ServiceException): https://docs.aws.amazon.com/step-functions/latest/dg/bp-lambda-serviceexception.html
  * - Retry and Catch, States.TaskFailed: https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html

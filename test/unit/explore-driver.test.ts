@@ -1,5 +1,5 @@
 /**
- * The explorer's one driver (verify/explore/world.ts runWorld): every world runs under a turn limit, so a loop that
+ * The explorer's one driver (lib/testing/world.ts runWorld): every world runs under a turn limit, so a loop that
  * takes no virtual time ends the schedule with a violation and its trace, instead of hanging the run.
  */
 import { test } from 'node:test';

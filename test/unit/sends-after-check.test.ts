@@ -1,6 +1,6 @@
 /**
  * A holder's sends that come after its own check, later than it (found by the explorer's outside-view stop-time check,
- * verify/explore/history.ts, both in the unmutated code): the done mark runChunk sends once a chunk's work returns (its
+ * lib/testing/history.ts, both in the unmutated code): the done mark runChunk sends once a chunk's work returns (its
  * last write can be answered past the stop time), and a retry sent after a transient failure's backoff. Each checks
  * the stop time first; the first send of a write stays the caller's to check, so a write that skips it still meets
  * the fence.

@@ -1,5 +1,5 @@
 /**
- * The explorer's Step Functions interpreter (verify/explore/sfn.ts) on its own, on virtual time, each rule pinned to the
+ * The explorer's Step Functions interpreter (lib/testing/workflow/sfn.ts) on its own, on virtual time, each rule pinned to the
  * Step Functions documentation it follows:
  * - Retry and Catch: https://docs.aws.amazon.com/step-functions/latest/dg/concepts-error-handling.html (retriers and
  *   catchers are tried in order, the first whose ErrorEquals names the error or States.ALL wins; IntervalSeconds 1,

@@ -24,8 +24,22 @@ import { MUTATIONS, NIGHT_MUTATIONS, WORKFLOW_MUTATIONS, applyMutation, type Mut
 
 export type { WorkflowPlaced, WorkflowStores, WorkflowStoresOf } from '../../lib/testing/workflow/workflow-world';
 
-/** The night's size and pace. */
-const NIGHT = { chunks: 3, items: 4, batch: 2, batchWorkMs: 1_500 } as const;
+/** A night's size and pace: its chunks, each chunk's items, written `batch` at a time, each batch taking `batchWorkMs`. */
+interface NightSize {
+  readonly chunks: number;
+  readonly items: number;
+  readonly batch: number;
+  readonly batchWorkMs: number;
+}
+
+/** The night the workflow world explores. */
+const NIGHT: NightSize = { chunks: 3, items: 4, batch: 2, batchWorkMs: 1_500 };
+
+/**
+ * A large night: 12 chunks of 198 items, each batch a full transaction (the fence's check and 99 puts), explored in
+ * a tier of its own (test/unit/explore-workflow-large.test.ts).
+ */
+export const LARGE_NIGHT: NightSize = { chunks: 12, items: 198, batch: 99, batchWorkMs: 1_500 };
 
 /**
  * Every mutation this world takes: its own, and the core's (mutations.ts) but the sweeper's order (the Sweeper class's)
@@ -44,35 +58,35 @@ export const WORKFLOW_WORLD_MUTATIONS = [
 ] as const;
 
 /** The repository's job: each chunk's items a batch at a time through the fence; a DONE night holds all of them. */
-const NIGHT_JOB: WorkflowJob = {
-  chunks: NIGHT.chunks,
+const nightJob = (night: NightSize): WorkflowJob => ({
+  chunks: night.chunks,
   lease: { ...LEASE_DEFAULTS, claimBudget: 4 } satisfies LeaseConfig,
   // The construct requires lease − margin to cover a Map Run's start-up too (11 s); the margin covers a rate error of
   // 3 / 25 = 12 %, above the 5.6 % this world draws.
   distributedLease: { ...LEASE_DEFAULTS, leaseMs: 14_000, marginMs: 3_000, claimBudget: 4 } satisfies LeaseConfig,
   chunkTimeoutS: 60,
   environment: {},
-  chunkWorkMs: Math.ceil(NIGHT.items / NIGHT.batch) * NIGHT.batchWorkMs,
+  chunkWorkMs: Math.ceil(night.items / night.batch) * night.batchWorkMs,
   run: ({ items, jobs }): JobRun => ({
     work: async (c) => {
-      for (let from = 0; from < NIGHT.items; from += NIGHT.batch) {
-        await c.runtime.clock.sleep(NIGHT.batchWorkMs);
+      for (let from = 0; from < night.items; from += night.batch) {
+        await c.runtime.clock.sleep(night.batchWorkMs);
         c.lease.check();
-        const puts = Array.from({ length: Math.min(NIGHT.batch, NIGHT.items - from) }, (_, i) => ({
+        const puts = Array.from({ length: Math.min(night.batch, night.items - from) }, (_, i) => ({
           table: items,
           item: { pk: { S: `item#${c.chunk}#${from + i}` }, token: { N: String(c.lease.token) } },
         }));
         await writeBatch(c.fence, puts);
       }
-      return { items: NIGHT.items };
+      return { items: night.items };
     },
     whole: async () => {
       const stored = (await jobs.dump(items)).length;
-      const count = NIGHT.chunks * NIGHT.items;
+      const count = night.chunks * night.items;
       return stored === count ? [] : [`DONE with ${stored} items stored, the night has ${count}`];
     },
   }),
-};
+});
 
 /** A definition with `field` removed from every state (the no-task-timeout mutation). */
 const without = (machine: MachineDef, field: keyof StateDef): MachineDef => everyState(machine, (st) => delete st[field]);
@@ -88,8 +102,8 @@ function variant(mutation: string, stores: { readonly locks: LockStore; readonly
 }
 
 /** The repository's workflow world on the stores `storesOf` builds: in memory (WORKFLOW_WORLD), or on DynamoDB Local (dynamo.ts). */
-export const workflowWorld = (storesOf: WorkflowStoresOf) =>
-  fencedJobWorld<JobRun>(storesOf, { job: NIGHT_JOB, variants: WORKFLOW_WORLD_MUTATIONS, variant });
+export const workflowWorld = (storesOf: WorkflowStoresOf, night: NightSize = NIGHT) =>
+  fencedJobWorld<JobRun>(storesOf, { job: nightJob(night), variants: WORKFLOW_WORLD_MUTATIONS, variant });
 
 export const WORKFLOW_WORLD = workflowWorld(memoryWorkflowStores());
 

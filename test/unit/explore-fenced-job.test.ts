@@ -72,3 +72,39 @@ test("the user's own check is given the night's state, its items and its fakes, 
   // A DONE night has every statement, and every customer was emailed (the correct job, every schedule).
   assert.deepEqual(seen, Array(5).fill({ state: 'DONE', statements: CHUNKS * 2, mails: CHUNKS * 2 }));
 });
+
+// Each act placed, on one schedule: the first chunk invocation paused 200 s at its act, right after a passed check
+// (longer than the 10 s lease, so the sweeper re-queues the night and a new execution claims it meanwhile). The same
+// pause lands on the correct twin's fenced write, or on its send inside sendOnce, which the fence or the key covers.
+const placedAt = (bug: ChunkBug, method: string, nth = 1) =>
+  exploreFencedJob({
+    work: statementsWork({ writeFenced }, bug),
+    chunks: CHUNKS,
+    chunkWorkMs: READ_MS,
+    fakes: () => new PretendMail(),
+    check: statementsCheck(CHUNKS),
+    seed: 1,
+    schedules: 1,
+    placed: [{ actor: /RunChunk/, method, nth, kind: 'pause', ms: 200_000 }],
+  });
+
+test('placed: a plain write past its stop time is caught; the twin paused at the same write, fenced, is refused', async () => {
+  const bug = await placedAt('plain-put', 'tables.put');
+  assert.match(
+    bug.violations[0]?.violations[0] ?? '',
+    /acted past its stop time: night-a\/RunChunk#\d+ sent tables\.put at 204000 ms .*after requeue-/,
+  );
+  assert.deepEqual(bug.faults, { 'pause tables.put': 1 });
+  // The twin's run row is its invocation's second fenced batch: the same pause there, and the fence refuses the write.
+  const twin = await placedAt('none', 'recordBatch', 2);
+  assert.deepEqual(twin.violations, []);
+  assert.deepEqual(twin.faults, { 'pause recordBatch': 1 });
+});
+
+test('placed: an email past its stop time is caught; the twin paused at its send inside sendOnce is covered by its key', async () => {
+  const bug = await placedAt('effect-before-check', 'fakes.send');
+  assert.match(bug.violations[0]?.violations[0] ?? '', /acted past its stop time: night-a\/RunChunk#\d+ sent fakes\.send .*an effect with no intent/);
+  const twin = await placedAt('none', 'fakes.send');
+  assert.deepEqual(twin.violations, []);
+  assert.deepEqual(twin.faults, { 'pause fakes.send': 1 });
+});

@@ -21,7 +21,7 @@ import { actsPastStopTime } from '../acts';
 import { explored, type ExploreJobResult } from '../explore-job';
 import { rateErrorCovered } from '../history';
 import { ActLog, oneContent, steeredPlan } from '../kit';
-import type { FaultPlan } from '../scheduler';
+import type { FaultPlan, PlacedFault } from '../scheduler';
 import type { PlainTables } from '../tables';
 import { runWorld } from '../world';
 import { fencedJobWorld, memoryWorkflowStores, WORKFLOW_FAULTS, type JobRun, type WorkflowJob } from './workflow-world';
@@ -79,6 +79,12 @@ export interface ExploreFencedJobOptions<F> {
   readonly keys?: Readonly<Record<string, string>>;
   /** The faults at store calls, over the workflow world's. */
   readonly faults?: Partial<FaultPlan>;
+  /**
+   * Faults placed instead of drawn, to make a case happen in every schedule: each lands on the nth call of its method
+   * (a store method, `tables.put`, `fakes.send`) by the invocations its `actor` names (`/RunChunk/`: every chunk
+   * invocation). With them no fault is drawn, at a store call or around the Lambdas, and the trigger comes once.
+   */
+  readonly placed?: readonly PlacedFault[];
   /** The first seed; schedule i runs seed + i. @defaultValue 1 */
   readonly seed?: number;
   /** How many schedules to run. @defaultValue 100 */
@@ -104,7 +110,7 @@ interface UserRun<F> extends JobRun {
 export async function exploreFencedJob<F = undefined>(options: ExploreFencedJobOptions<F>): Promise<ExploreJobResult> {
   const world = fencedJobWorld(memoryWorkflowStores(options.keys), { job: userJob(options) });
   return explored(options.seed ?? 1, options.schedules ?? 100, 'exploreFencedJob', async (seed) => {
-    const r = await runWorld(world, seed);
+    const r = await runWorld(world, seed, undefined, options.placed && { faults: options.placed });
     return { trace: r.trace, violations: r.violations, faults: r.crashPoints.map((p) => p.replace(/@.*$/, '')) };
   });
 }

@@ -9,11 +9,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFenced } from '../../lib/core/batch';
 import { exploreFencedJob } from '../../lib/testing/index';
+import type { PlacedFault } from '../../lib/testing/scheduler';
 import { CHUNK_BUGS, PretendMail, READ_MS, statementsCheck, statementsWork, type ChunkBug } from '../package/fixtures/planted-chunk-bugs';
 
 const SCHEDULES = 300;
 const CHUNKS = 3;
-const explore = (bug: ChunkBug, seed = 1, schedules = SCHEDULES) =>
+/** The statements job with `bug` planted, explored from `seed` (with `placed` faults, if any, instead of drawn ones). */
+const explore = (bug: ChunkBug, seed = 1, schedules = SCHEDULES, placed?: readonly PlacedFault[]) =>
   exploreFencedJob({
     work: statementsWork({ writeFenced }, bug),
     chunks: CHUNKS,
@@ -22,6 +24,7 @@ const explore = (bug: ChunkBug, seed = 1, schedules = SCHEDULES) =>
     check: statementsCheck(CHUNKS),
     seed,
     schedules,
+    ...(placed ? { placed } : {}),
   });
 
 test(`the correct statements job passes ${SCHEDULES} schedules; the same seed gives the same digest`, async () => {
@@ -76,17 +79,7 @@ test("the user's own check is given the night's state, its items and its fakes, 
 // Each act placed, on one schedule: the first chunk invocation paused 200 s at its act, right after a passed check
 // (longer than the 10 s lease, so the sweeper re-queues the night and a new execution claims it meanwhile). The same
 // pause lands on the correct twin's fenced write, or on its send inside sendOnce, which the fence or the key covers.
-const placedAt = (bug: ChunkBug, method: string, nth = 1) =>
-  exploreFencedJob({
-    work: statementsWork({ writeFenced }, bug),
-    chunks: CHUNKS,
-    chunkWorkMs: READ_MS,
-    fakes: () => new PretendMail(),
-    check: statementsCheck(CHUNKS),
-    seed: 1,
-    schedules: 1,
-    placed: [{ actor: /RunChunk/, method, nth, kind: 'pause', ms: 200_000 }],
-  });
+const placedAt = (bug: ChunkBug, method: string, nth = 1) => explore(bug, 1, 1, [{ actor: /RunChunk/, method, nth, kind: 'pause', ms: 200_000 }]);
 
 test('placed: a plain write past its stop time is caught; the twin paused at the same write, fenced, is refused', async () => {
   const bug = await placedAt('plain-put', 'tables.put');

@@ -188,14 +188,20 @@ test("an append whose answer was lost is not sent again past the writer's stop t
 test('an append split in two requests leaves a gap at a crash or a lost answer between them, and only the ledger check sees it', async () => {
   for (const seed of SEEDS) {
     const real = await runElectionSchedule(seed, undefined, { faults: [{ actor: 'w1', method: 'append', nth: 2, kind: 'crash' }] });
-    assert.deepEqual(real.crashPoints.map((p) => p.split(' ')[0]), ['crash']);
+    assert.deepEqual(
+      real.crashPoints.map((p) => p.split(' ')[0]),
+      ['crash'],
+    );
     assert.deepEqual(real.violations, [], `seed ${seed}`);
     for (const fault of [
       { method: 'putEntry', kind: 'crash' },
       { method: 'updateFence', kind: 'lost' },
     ] as const) {
       const broken = await runElectionSchedule(seed, 'append-split', { faults: [{ actor: 'w1', nth: 2, ...fault }] });
-      assert.deepEqual(broken.crashPoints.map((p) => p.split(' ')[0]), [fault.kind]);
+      assert.deepEqual(
+        broken.crashPoints.map((p) => p.split(' ')[0]),
+        [fault.kind],
+      );
       assert.ok(broken.violations.includes('ledger/writer/journal: entry 2 carries version 3: a gap or a duplicate'), broken.violations.join('; '));
       assert.ok(
         broken.violations.every((v) => v.startsWith('ledger/writer/journal: ')),

@@ -180,6 +180,61 @@ test("an append whose answer was lost is not sent again past the writer's stop t
   }
 });
 
+// append-split: the ledger append as two requests, the fence item's update, then the entry's put. w1's second append
+// crashes between them (at the put): the update has moved the head to version 2, the entry is never put, and w2 goes
+// on from the head after its handover: a gap. A lost answer to the update does it with no crash: the retry meets its
+// own update, reads a version conflict, and w1 moves on past the entry it never put. Only the ledger check sees it.
+// The real append is one transaction: the same crash, at w1's second append, leaves no trace.
+test('an append split in two requests leaves a gap at a crash or a lost answer between them, and only the ledger check sees it', async () => {
+  for (const seed of SEEDS) {
+    const real = await runElectionSchedule(seed, undefined, { faults: [{ actor: 'w1', method: 'append', nth: 2, kind: 'crash' }] });
+    assert.deepEqual(
+      real.crashPoints.map((p) => p.split(' ')[0]),
+      ['crash'],
+    );
+    assert.deepEqual(real.violations, [], `seed ${seed}`);
+    for (const fault of [
+      { method: 'putEntry', kind: 'crash' },
+      { method: 'updateFence', kind: 'lost' },
+    ] as const) {
+      const broken = await runElectionSchedule(seed, 'append-split', { faults: [{ actor: 'w1', nth: 2, ...fault }] });
+      assert.deepEqual(
+        broken.crashPoints.map((p) => p.split(' ')[0]),
+        [fault.kind],
+      );
+      assert.ok(broken.violations.includes('ledger/writer/journal: entry 2 carries version 3: a gap or a duplicate'), broken.violations.join('; '));
+      assert.ok(
+        broken.violations.every((v) => v.startsWith('ledger/writer/journal: ')),
+        `seed ${seed}, ${fault.kind} at ${fault.method}: only the ledger check: ${broken.violations.join('; ')}`,
+      );
+    }
+  }
+});
+
+// No fault. bump-past-epoch: each writer bumps the fence one past its epoch, so its first append is refused and it
+// stops writing; no write lands and no other check sees anything, but the append of epoch 1 sent after the bump to 2
+// is an act of a lower epoch after a higher one. fence-gets-version: the fence item's fence holds the last version,
+// and every append whose epoch is below it is accepted all the same (w2's bump, below it, is refused: w2 never
+// writes); the ledgers stay whole, and only the fence check sees it. The real code passes the same schedules.
+test('a bump past the epoch and a fence set to the version are each seen by one check only, with no fault', async () => {
+  for (const seed of SEEDS) {
+    assert.deepEqual((await runElectionSchedule(seed, undefined, { faults: [] })).violations, [], `seed ${seed}`);
+    const past = await runElectionSchedule(seed, 'bump-past-epoch', { faults: [] });
+    assert.ok(past.trace.includes('1000 w1 stops writing: FencedOutError'), `seed ${seed}: w1's first append is refused`);
+    assert.deepEqual(past.violations, [
+      'two terms at once on ledger/writer/journal: w1 sent append with epoch 1 at 1000 ms, after w1 acted with epoch 2 at 0 ms',
+      'two terms at once on ledger/writer/journal: w2 sent append with epoch 2 at 6000 ms, after w2 acted with epoch 3 at 5000 ms',
+    ]);
+    const version = await runElectionSchedule(seed, 'fence-gets-version', { faults: [] });
+    assert.ok(version.violations.includes("w1's append v3 at epoch 1 accepted below the fence 2 (ledger/writer/journal)"));
+    assert.deepEqual(
+      version.violations.filter((v) => !/ accepted below the fence \d+ \(ledger\//.test(v)),
+      [],
+      `seed ${seed}: only the fence check`,
+    );
+  }
+});
+
 // w2 asks for the handover at 5.1 s, 100 ms after w1's renewal at 5 s; no fault. The real handover waits the lease and
 // the wait margin from its flip (5.1 s + 4 s + 1 s) and bumps at 10.1 s; handover-no-margin waits only the lease and
 // bumps at 9.1 s. w1 stops at its stop time (its last renewal's send, 5 s, + the lease: 9 s) and never writes past

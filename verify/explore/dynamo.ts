@@ -188,11 +188,11 @@ export function runWorkflowOnDynamo(
 
 /**
  * The election world's broken variants that run on any store and line for line: not epoch-deleted (it deletes the
- * memory store's items), nor the restore's (they run with the restore, which is not line for line: runElectionOnDynamo).
+ * memory store's items), nor the restore's (they run with the restore, which is not line for line: runElectionOnDynamo),
+ * nor the ledger store's own (append-split, fence-gets-version: they write the memory ledger store's items).
  */
-export const ELECTION_DYNAMO_MUTATIONS: readonly string[] = ELECTION_MUTATIONS.filter(
-  (m) => m !== 'epoch-deleted' && m !== 'restore-no-bump' && m !== 'restore-no-floor',
-);
+const MEMORY_ONLY: ReadonlySet<string> = new Set(['epoch-deleted', 'restore-no-bump', 'restore-no-floor', 'append-split', 'fence-gets-version']);
+export const ELECTION_DYNAMO_MUTATIONS: readonly string[] = ELECTION_MUTATIONS.filter((m) => !MEMORY_ONLY.has(m));
 
 /** Items per page of the restore bump's scan: 2, as the memory tier's, so the bump runs its paging path. */
 const SCAN_LIMIT = 2;

@@ -448,11 +448,13 @@ function actors(w: ElectionState): void {
   };
 
   // Every append the ledger store accepted, with the fence as it stood just before (the first send only).
-  const observedLedgers = (actor: Actor): LedgerStore =>
-    override(ledgers, {
+  const observedLedgers = (actor: Actor): LedgerStore => {
+    // The broken variant (if any) under the observer: what it writes is what the store applied.
+    const store = broken.ledgers(ledgers, <T extends object>(inner: T) => scheduler.wrap(inner, actor));
+    return override(ledgers, {
       append: async (key, entry, token) => {
         const before = await ledgers.head(key);
-        const out = await ledgers.append(key, entry, token);
+        const out = await store.append(key, entry, token);
         if (out.ok && before.version === entry.version - 1) {
           accepted.push({ ledger: key, actor: actor.name, epoch: entry.epoch, version: entry.version, fenceBefore: before.epoch, order: order++ });
           scheduler.log(`${actor.name} append accepted ${key} v${entry.version} epoch ${entry.epoch} (fence ${before.epoch})`);
@@ -460,6 +462,7 @@ function actors(w: ElectionState): void {
         return out;
       },
     });
+  };
 
   // Every write of the manifest object the bucket applied.
   const observedBucket = (actor: Actor): ManifestStore => {

@@ -29,7 +29,8 @@ import { EpochFence } from '../../lib/election/epoch-fence';
 import { type HandoverConfig, Writer } from '../../lib/election/handover';
 import { DEFAULT_BACKOFF } from '../../lib/core/conditions';
 import type { ManifestStore } from '../../lib/core/store/manifest';
-import { transactionCanceled } from '../../lib/testing/dynamo-rules';
+import { copyOf, transactionCanceled } from '../../lib/testing/dynamo-rules';
+import type { LedgerEntry, LedgerHead, LedgerStore } from '../../lib/core/store/ledger';
 import type { MemoryLockStore } from '../../lib/testing/lock-store';
 import { Attr } from '../../lib/core/schema';
 import type { Conditional, FenceItem, JobRow, JobStore, RequeueSighting } from '../../lib/core/store/jobs';
@@ -285,7 +286,13 @@ type Update = (
  *   manifest-off-by-one a leader commits each act to the manifest under the ledger's head as read before its append
  *                       (the version before the act's own);
  *   release-retried     the writer's release sends again while it is refused, its failed condition taken for a
- *                       transient error: a writer handed over never ends.
+ *                       transient error: a writer handed over never ends;
+ *   append-split        the ledger append is two requests, the fence item's update then the entry's put, not one
+ *                       transaction: a crash or a lost answer between them leaves the head past an entry never put;
+ *   bump-past-epoch     the handover bumps the fence one past the new writer's epoch ("so the old writer's is
+ *                       below it"): the new writer's own appends are below it too, and refused;
+ *   fence-gets-version  the append binds the fence's placeholder to the entry's version (a copy of the line that
+ *                       binds the version's): the fence clause compares the fence with the version and sets it to it.
  */
 export const ELECTION_MUTATIONS = [
   'epoch-deleted',
@@ -302,6 +309,9 @@ export const ELECTION_MUTATIONS = [
   'handover-polite',
   'manifest-off-by-one',
   'release-retried',
+  'append-split',
+  'bump-past-epoch',
+  'fence-gets-version',
 ] as const;
 export type ElectionMutation = (typeof ELECTION_MUTATIONS)[number];
 
@@ -311,6 +321,8 @@ export interface ElectionBroken {
   locks(table: LockStore, items: () => Map<string, unknown>): LockStore;
   /** The manifest bucket a leader commits to. */
   bucket(store: ManifestStore): ManifestStore;
+  /** The ledger store one actor appends to, given the store and how an object's calls become that actor's steps. */
+  ledgers(store: LedgerStore, steps: <T extends object>(inner: T) => T): LedgerStore;
   /** The restored lock table the restore bumps. */
   restored(store: LockStore): LockStore;
   /** The restore bumps the epochs (false: it only puts the backup back). */
@@ -380,6 +392,63 @@ function brokenWatch(takeOut: (watch: Watch, waitMs: number, config: LeaseConfig
   return () => Object.defineProperty(proto, 'watchPredecessor', watch);
 }
 
+/** The in-memory ledger store keeps its fence items and entries private: the ledger variants reach behind it. */
+interface LedgerInside {
+  readonly fences: Map<string, { fence?: number; version?: number }>;
+  readonly items: Map<string, LedgerEntry>;
+}
+
+/**
+ * fence-gets-version: the append's transaction binds `:e` to the entry's version (a copy of the line that binds
+ * `:v`): its condition is `fence <= :version` and it sets the fence to the version. The store's own append, given the
+ * entry with its version as its epoch, is that transaction; the entry is then put back as written, with its epoch.
+ */
+function fenceGetsVersion(store: LedgerStore): LedgerStore {
+  const { items } = store as unknown as LedgerInside;
+  return override(store, {
+    append: async (key, entry, token) => {
+      const out = await store.append(key, { ...entry, epoch: entry.version }, token);
+      const put = items.get(entry.pk);
+      if (out.ok && put !== undefined) items.set(entry.pk, { ...put, epoch: entry.epoch });
+      return out;
+    },
+  });
+}
+
+/**
+ * append-split: the append as two requests, each its own step (a fault can fall between them): an UpdateItem of the
+ * fence item (the fence clause and the version clause, setting both), then a PutItem of the entry (only if absent).
+ * Neither carries the transaction's token: a retry after a lost answer meets its own update and is refused.
+ */
+function splitAppend(store: LedgerStore, steps: <T extends object>(inner: T) => T): LedgerStore {
+  const { fences, items } = store as unknown as LedgerInside;
+  const writes = steps({
+    /** The fence item's update; refused, the head as it was (ALL_OLD). */
+    updateFence: async (key: string, entry: LedgerEntry): Promise<LedgerHead | undefined> => {
+      const item = fences.get(key);
+      const fenceOk = item?.fence === undefined || item.fence <= entry.epoch;
+      const follows = entry.version === 1 ? item?.version === undefined : item?.version === entry.version - 1;
+      if (!fenceOk || !follows) return { epoch: item?.fence ?? 0, version: item?.version ?? 0 };
+      fences.set(key, { ...item, fence: entry.epoch, version: entry.version });
+      return undefined;
+    },
+    /** The entry's put, only if absent. */
+    putEntry: async (entry: LedgerEntry): Promise<boolean> => {
+      if (items.has(entry.pk)) return false;
+      items.set(entry.pk, copyOf(entry));
+      return true;
+    },
+  });
+  return override(store, {
+    append: async (key, entry) => {
+      const refusedBy = await writes.updateFence(key, entry);
+      if (refusedBy !== undefined) return { ok: false, reasons: ['ConditionalCheckFailed', 'None'], current: refusedBy };
+      if (!(await writes.putEntry(entry))) return { ok: false, reasons: ['None', 'ConditionalCheckFailed'], current: undefined };
+      return { ok: true };
+    },
+  });
+}
+
 /**
  * handover-polite, applied before the real handover: wait (polling every poll period) for the writer lease to be
  * free, at most the claim budget in leases on the writer's own clock; then the handover runs as it is.
@@ -404,6 +473,14 @@ export function applyElectionMutation(mutation: ElectionMutation | undefined): E
     const check = Object.getOwnPropertyDescriptor(Lease.prototype, 'check')!;
     Lease.prototype.check = () => undefined;
     undo.push(() => Object.defineProperty(Lease.prototype, 'check', check));
+  }
+  if (mutation === 'bump-past-epoch') {
+    const raise = Object.getOwnPropertyDescriptor(EpochFence.prototype, 'raise')!;
+    // The bump one past the writer's epoch, "so the old writer's is below it": the writer's own epoch is too.
+    EpochFence.prototype.raise = function (this: EpochFence, epoch: number) {
+      return (raise.value as EpochFence['raise']).call(this, epoch + 1);
+    };
+    undo.push(() => Object.defineProperty(EpochFence.prototype, 'raise', raise));
   }
   if (mutation === 'stop-time-from-answer') undo.push(stopTimeFromAnswer());
   if (mutation === 'watch-for-resign') undo.push(brokenWatch((watch, waitMs, config) => watch.waitedMs >= config.claimBudget * waitMs));
@@ -446,6 +523,8 @@ export function applyElectionMutation(mutation: ElectionMutation | undefined): E
             // The commit without If-Match: whatever version is there, overwrite it.
             putIfMatch: async (key, body, type) => ({ ok: true as const, etag: (await store.put(key, body, type)).etag }),
           }),
+    ledgers: (store, steps) =>
+      mutation === 'append-split' ? splitAppend(store, steps) : mutation === 'fence-gets-version' ? fenceGetsVersion(store) : store,
     restored: (store) => (mutation !== 'restore-no-floor' ? store : override(store, { raiseFloor: async () => ({ ok: true, from: 0 }) })),
     bumps: mutation !== 'restore-no-bump',
     sidecar: mutation === 'sidecar-heartbeat',

@@ -31,7 +31,7 @@ export interface Broken {
   restore(): void;
 }
 
-/** Starts a night's new run for an orphan: the run's name comes from the fence the sweeper saw. */
+/** Starts a new run of a job's date for an orphan: the run's name comes from the fence the sweeper saw. */
 type StartRun = (jobId: string, orphan: Pick<RequeueSighting, 'fence'>) => Promise<void>;
 
 /** The stores themselves, for every actor: no variant. */

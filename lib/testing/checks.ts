@@ -52,29 +52,29 @@ export function epochChecks(grants: readonly Grant[]): string[] {
   return violations;
 }
 
-/** A DONE night has every chunk fence recorded done (and every item stored, when `items` says how many). */
+/** A DONE run has every chunk fence recorded done (and every item stored, when `items` says how many). */
 export async function doneChecks(
   jobs: JobStore & { dump(table: string): readonly unknown[] | Promise<readonly unknown[]> },
-  night: {
+  run: {
     readonly jobId: string;
     readonly date: string;
     readonly chunks: number;
-    /** The items a DONE night has, and where: in `itemsTable`, those whose `pk` starts with `itemPrefix` (other nights' share the table). @default not counted */
+    /** The items a DONE run has, and where: in `itemsTable`, those whose `pk` starts with `itemPrefix` (other runs' share the table). @default not counted */
     readonly items?: { readonly count: number; readonly itemsTable: string; readonly itemPrefix?: string };
     readonly jobsTable: string;
   },
   keys: ReturnType<typeof jobKeys>,
 ): Promise<string[]> {
   const violations: string[] = [];
-  const row = await jobs.readJob(night.jobId);
+  const row = await jobs.readJob(run.jobId);
   if (row?.state !== 'DONE') return violations;
-  if (night.items) {
-    const prefix = night.items.itemPrefix ?? '';
-    const stored = (await jobs.dump(night.items.itemsTable)).filter((i) => String((i as { pk?: unknown }).pk).startsWith(prefix)).length;
-    if (stored !== night.items.count) violations.push(`DONE with ${stored} items stored, the night has ${night.items.count}`);
+  if (run.items) {
+    const prefix = run.items.itemPrefix ?? '';
+    const stored = (await jobs.dump(run.items.itemsTable)).filter((i) => String((i as { pk?: unknown }).pk).startsWith(prefix)).length;
+    if (stored !== run.items.count) violations.push(`DONE with ${stored} items stored, the run has ${run.items.count}`);
   }
-  for (let c = 0; c < night.chunks; c++) {
-    const fence = await jobs.readFence({ table: night.jobsTable, key: { pk: keys.chunkFence(night.date, c) } });
+  for (let c = 0; c < run.chunks; c++) {
+    const fence = await jobs.readFence({ table: run.jobsTable, key: { pk: keys.chunkFence(run.date, c) } });
     if (fence?.done_by === undefined) violations.push(`DONE over chunk ${c}, not recorded done`);
   }
   return violations;

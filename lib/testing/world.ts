@@ -4,7 +4,7 @@
  * stores, the records the checks read); the actors it starts on that state; and its named checks of the state the
  * schedule ended in. `runWorld` runs every world the same way, with a turn limit for each.
  *
- * The worlds: night-world.ts, workflow-world.ts, election-world.ts; by name: worlds.ts.
+ * The worlds: the repository's (verify/explore/worlds.ts names them) and the FencedJob's (workflow/workflow-world.ts).
  */
 import type { Placed, RunEnd, Scheduler } from './scheduler';
 
@@ -15,7 +15,7 @@ export interface ScheduleResult {
   readonly violations: readonly string[];
   /** Each injected fault, as `kind method@step`. */
   readonly crashPoints: readonly string[];
-  /** What the world ended in (the night's state; the election world's ledgers); absent: the night was never raised. */
+  /** What the world ended in (the run's state; the election world's ledgers); absent: the run was never raised. */
   readonly state: string | undefined;
   /**
    * Which found the violations: the names of the checks that did, `seen during the run` for what the harness saw as

@@ -54,7 +54,7 @@ const CONDITIONAL = [
   'putIfMatch',
 ];
 test('every conditional write the workflow sends, its answer lost once, runs on the AWS stores as on the memory stores', async () => {
-  const zombie = { actor: /^night-a\/RunChunk#/, method: 'recordBatch', kind: 'pause', ms: 200_000 } as const;
+  const zombie = { actor: /^exec-a\/RunChunk#/, method: 'recordBatch', kind: 'pause', ms: 200_000 } as const;
   // The zombie's write is the first batch: the lost answer takes the second.
   const lost = CONDITIONAL.map((method) => ({ actor: /./, method, kind: 'lost' as const, nth: method === 'recordBatch' ? 2 : 1 }));
   const { dynamo, memory } = await both(1, undefined, { faults: [zombie, ...lost] });

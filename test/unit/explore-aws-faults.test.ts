@@ -15,7 +15,7 @@ import { runWorkflowSchedule, type WorkflowPlaced } from '../../verify/explore/w
 import type { PlacedFault } from '../../lib/testing/scheduler';
 
 const SEEDS = [1, 2, 3];
-const nightA = (state: string) => new RegExp(`^night-a/${state}#`);
+const nightA = (state: string) => new RegExp(`^exec-a/${state}#`);
 const sweep1 = (state: string) => new RegExp(`^sweep-1/${state}#`);
 /** The lines of the trace an actor wrote after line `from`. */
 const linesOf = (trace: readonly string[], actor: string, from = 0) => trace.slice(from).filter((l) => l.includes(` ${actor} `));
@@ -95,19 +95,19 @@ test('a failed Map iteration fails the Map at once and stops the others: no retr
 // Lambda errors: the sandbox died (Lambda.Unknown), the function ran past its timeout (Sandbox.Timedout), Lambda's 500.
 
 test('Lambda.Unknown: a chunk whose sandbox dies right after its first batch landed never runs again; the sweeper re-queues the night', async () => {
-  const placed: WorkflowPlaced = { faults: [], invoke: [{ execution: 'night-a', state: 'RunChunk', kind: 'unknown', afterStep: 2 }] };
+  const placed: WorkflowPlaced = { faults: [], invoke: [{ execution: 'exec-a', state: 'RunChunk', kind: 'unknown', afterStep: 2 }] };
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, placed);
     const killed = r.trace.findIndex((l) =>
-      / night-a\/RunChunk#\d+ KILLED by Lambda \(the sandbox died after its call 2 landed\): Lambda\.Unknown$/.test(l),
+      / exec-a\/RunChunk#\d+ KILLED by Lambda \(the sandbox died after its call 2 landed\): Lambda\.Unknown$/.test(l),
     );
     assert.ok(killed >= 0, r.trace.join('\n'));
-    const chunk = / (night-a\/RunChunk#\d+) KILLED/.exec(r.trace[killed])![1];
+    const chunk = / (exec-a\/RunChunk#\d+) KILLED/.exec(r.trace[killed])![1];
     assert.match(r.trace[killed - 1], new RegExp(`${chunk} batch accepted token 1 `), 'its batch (its second call) landed');
     // It would renew every 3 s while it runs: killed, it never calls again and its heartbeat never fires.
     assert.deepEqual(linesOf(r.trace, chunk, killed + 1), [], 'nothing of the killed process runs again');
-    assert.match(r.trace[killed + 1], / night-a Chunks fails on iteration 0 \(Lambda\.Unknown\): the others stop$/);
-    assert.match(r.trace[killed + 2], / night-a Chunks caught Lambda\.Unknown → Failed$/, 'the chunk task does not retry it; nothing released');
+    assert.match(r.trace[killed + 1], / exec-a Chunks fails on iteration 0 \(Lambda\.Unknown\): the others stop$/);
+    assert.match(r.trace[killed + 2], / exec-a Chunks caught Lambda\.Unknown → Failed$/, 'the chunk task does not retry it; nothing released');
     assert.ok(
       r.trace.some((l) => / requeue-\S+ claimed epoch 2$/.test(l)),
       "the sweeper's re-queued run takes the night",
@@ -118,30 +118,30 @@ test('Lambda.Unknown: a chunk whose sandbox dies right after its first batch lan
 });
 
 test('Lambda.Unknown before the raise: the definition retries it; without that Retry the night is stranded, and the checks say so', async () => {
-  const placed: WorkflowPlaced = { faults: [], invoke: [{ execution: 'night-a', state: 'Observe', kind: 'unknown', afterStep: 1 }] };
+  const placed: WorkflowPlaced = { faults: [], invoke: [{ execution: 'exec-a', state: 'Observe', kind: 'unknown', afterStep: 1 }] };
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, placed);
-    const killed = r.trace.findIndex((l) => / night-a\/Observe#\d+ KILLED by Lambda .*: Lambda\.Unknown$/.test(l));
+    const killed = r.trace.findIndex((l) => / exec-a\/Observe#\d+ KILLED by Lambda .*: Lambda\.Unknown$/.test(l));
     assert.ok(killed >= 0, r.trace.join('\n'));
-    assert.match(r.trace[killed + 1], / night-a Observe retries Lambda\.Unknown in \d+ ms$/);
+    assert.match(r.trace[killed + 1], / exec-a Observe retries Lambda\.Unknown in \d+ ms$/);
     assert.deepEqual(r.violations, []);
     assert.equal(r.state, 'DONE');
     const broken = await runWorkflowSchedule(seed, undefined, { ...placed, unretried: 'Lambda.Unknown' });
-    assert.ok(broken.trace.some((l) => / night-a ends FAILED: Lambda\.Unknown$/.test(l)));
-    assert.deepEqual(broken.violations, ['the night is never raised at 0 ms, never DONE (faults ended at 0 ms)']);
+    assert.ok(broken.trace.some((l) => / exec-a ends FAILED: Lambda\.Unknown$/.test(l)));
+    assert.deepEqual(broken.violations, ['the run is never raised at 0 ms, never DONE (faults ended at 0 ms)']);
   }
 });
 
 test("Sandbox.Timedout: a chunk hung at its batch renews on until Lambda kills it at the function's 60 s, before its task's 90 s", async () => {
   const placed: WorkflowPlaced = {
     faults: [],
-    invoke: [{ execution: 'night-a', state: 'RunChunk', kind: 'sandbox-timedout', afterStep: 2, applied: false }],
+    invoke: [{ execution: 'exec-a', state: 'RunChunk', kind: 'sandbox-timedout', afterStep: 2, applied: false }],
   };
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, placed);
-    const hung = r.trace.findIndex((l) => / night-a\/RunChunk#\d+ HUNG at its call 2, not sent$/.test(l));
+    const hung = r.trace.findIndex((l) => / exec-a\/RunChunk#\d+ HUNG at its call 2, not sent$/.test(l));
     assert.ok(hung >= 0, r.trace.join('\n'));
-    const chunk = / (night-a\/RunChunk#\d+) HUNG/.exec(r.trace[hung])![1];
+    const chunk = / (exec-a\/RunChunk#\d+) HUNG/.exec(r.trace[hung])![1];
     const started = at(r.trace.find((l) => l.endsWith(` ${chunk} renew`))!);
     const killed = r.trace.findIndex((l) => l.includes(` ${chunk} KILLED by Lambda (it ran past its function's 60 s timeout): Sandbox.Timedout`));
     assert.ok(killed > hung, r.trace.join('\n'));
@@ -151,26 +151,26 @@ test("Sandbox.Timedout: a chunk hung at its batch renews on until Lambda kills i
     assert.deepEqual(linesOf(r.trace, chunk, killed + 1), [], 'nothing of it runs after the kill');
     assert.ok(!r.trace.some((l) => l.includes(`${chunk} task TIMEOUT`)), "the task's TimeoutSeconds (90 s) never came");
     assert.ok(!r.trace.some((l) => l.includes(`${chunk} batch `)), 'the hung batch never reached the store');
-    assert.match(r.trace[killed + 1], / night-a Chunks fails on iteration 0 \(Sandbox\.Timedout\): the others stop$/);
+    assert.match(r.trace[killed + 1], / exec-a Chunks fails on iteration 0 \(Sandbox\.Timedout\): the others stop$/);
     assert.deepEqual(r.violations, []);
     assert.equal(r.state, 'DONE');
   }
 });
 
 test('Sandbox.Timedout before the raise: an Observe hung after its read is killed at 20 s and retried; without that Retry the night is stranded', async () => {
-  const placed: WorkflowPlaced = { faults: [], invoke: [{ execution: 'night-a', state: 'Observe', kind: 'sandbox-timedout', afterStep: 1 }] };
+  const placed: WorkflowPlaced = { faults: [], invoke: [{ execution: 'exec-a', state: 'Observe', kind: 'sandbox-timedout', afterStep: 1 }] };
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, placed);
-    const killed = r.trace.findIndex((l) => / night-a\/Observe#\d+ KILLED by Lambda .*: Sandbox\.Timedout$/.test(l));
+    const killed = r.trace.findIndex((l) => / exec-a\/Observe#\d+ KILLED by Lambda .*: Sandbox\.Timedout$/.test(l));
     assert.ok(killed >= 0, r.trace.join('\n'));
-    assert.ok(r.trace.some((l) => / night-a\/Observe#\d+ HUNG after its call 1 landed$/.test(l)));
+    assert.ok(r.trace.some((l) => / exec-a\/Observe#\d+ HUNG after its call 1 landed$/.test(l)));
     assert.equal(at(r.trace[killed]), 20_000, "Observe's function timeout");
-    assert.match(r.trace[killed + 1], / night-a Observe retries Sandbox\.Timedout in \d+ ms$/);
+    assert.match(r.trace[killed + 1], / exec-a Observe retries Sandbox\.Timedout in \d+ ms$/);
     assert.deepEqual(r.violations, []);
     assert.equal(r.state, 'DONE');
     const broken = await runWorkflowSchedule(seed, undefined, { ...placed, unretried: 'Sandbox.Timedout' });
     assert.ok(
-      broken.violations.some((v) => v.startsWith('the night is never raised')),
+      broken.violations.some((v) => v.startsWith('the run is never raised')),
       JSON.stringify(broken.violations),
     );
   }
@@ -184,37 +184,37 @@ for (const [kind, error] of [
   ['sdk-client-exception', 'Lambda.SdkClientException'],
 ] as const) {
   test(`${error}: a Claim answered 500 runs on beside its retry, and the retry finds its own claim: one epoch`, async () => {
-    const placed: WorkflowPlaced = { faults: [], invoke: [{ execution: 'night-a', state: 'Claim', kind, ran: true }] };
+    const placed: WorkflowPlaced = { faults: [], invoke: [{ execution: 'exec-a', state: 'Claim', kind, ran: true }] };
     const escaped = error.replace('.', '\\.');
     for (const seed of SEEDS) {
       const r = await runWorkflowSchedule(seed, undefined, placed);
-      const at = r.trace.findIndex((l) => new RegExp(` night-a/Claim#\\d+ invoke ${escaped}; its Lambda runs on$`).test(l));
+      const at = r.trace.findIndex((l) => new RegExp(` exec-a/Claim#\\d+ invoke ${escaped}; its Lambda runs on$`).test(l));
       assert.ok(at >= 0, r.trace.join('\n'));
-      const first = / (night-a\/Claim#\d+) /.exec(r.trace[at])![1];
-      assert.match(r.trace[at + 1], new RegExp(` night-a Claim retries ${escaped} in \\d+ ms$`));
+      const first = / (exec-a\/Claim#\d+) /.exec(r.trace[at])![1];
+      assert.match(r.trace[at + 1], new RegExp(` exec-a Claim retries ${escaped} in \\d+ ms$`));
       assert.ok(
         r.trace.slice(at).some((l) => l.endsWith(` ${first} claim`)),
         'the first invocation claims after its task was answered',
       );
-      const claims = r.trace.filter((l) => / night-a\/Claim#\d+ claim$/.test(l));
+      const claims = r.trace.filter((l) => / exec-a\/Claim#\d+ claim$/.test(l));
       assert.equal(claims.length, 2, 'both invocations claim');
       assert.deepEqual(
         r.trace.filter((l) => / claimed epoch \d+$/.test(l)).map((l) => l.split(' ').slice(1).join(' ')),
-        ['night-a claimed epoch 1'],
+        ['exec-a claimed epoch 1'],
         'one epoch: the retry met the claim with its own rvn',
       );
       assert.deepEqual(r.violations, []);
       assert.equal(r.state, 'DONE');
       const refused = await runWorkflowSchedule(seed, undefined, { faults: [], invoke: [{ ...placed.invoke![0], ran: false }] });
-      const before = refused.trace.findIndex((l) => new RegExp(` night-a/Claim#\\d+ invoke ${escaped} before the handler ran$`).test(l));
+      const before = refused.trace.findIndex((l) => new RegExp(` exec-a/Claim#\\d+ invoke ${escaped} before the handler ran$`).test(l));
       assert.ok(before >= 0, refused.trace.join('\n'));
-      assert.match(refused.trace[before + 1], new RegExp(` night-a Claim retries ${escaped} in \\d+ ms$`));
+      assert.match(refused.trace[before + 1], new RegExp(` exec-a Claim retries ${escaped} in \\d+ ms$`));
       assert.deepEqual(refused.violations, []);
       assert.equal(refused.state, 'DONE');
-      // Without the Retry that names it, the same error ends the run before its claim: the night is never raised.
+      // Without the Retry that names it, the same error ends the run before its claim: the run is never raised.
       const unretried = await runWorkflowSchedule(seed, undefined, { faults: [], invoke: [{ ...placed.invoke![0], ran: false }], unretried: error });
       assert.ok(
-        unretried.violations.some((v) => v.startsWith('the night is never raised')),
+        unretried.violations.some((v) => v.startsWith('the run is never raised')),
         JSON.stringify(unretried.violations),
       );
     }
@@ -280,18 +280,18 @@ test("the trigger's StartExecution throttled, or answered 503 applied or not: Sc
     const throttled = await runWorkflowSchedule(seed, undefined, { faults: [], startErrors: [{ kind: 'throttled' }] });
     assert.ok(throttled.trace.some((l) => l.endsWith("the schedule's StartExecution #1 (delivery a) answered ThrottlingException")));
     const retried = throttled.trace.find((l) => / the schedule retries delivery a in \d+ ms$/.test(l))!;
-    const startedAt = at(throttled.trace.find((l) => l.endsWith('the schedule starts execution night-a.2'))!);
+    const startedAt = at(throttled.trace.find((l) => l.endsWith('the schedule starts execution exec-a.2'))!);
     assert.equal(startedAt, Number(/ in (\d+) ms$/.exec(retried)![1]), 'the retry starts it, later');
-    assert.ok(!throttled.trace.some((l) => l.endsWith('starts execution night-a')), 'the throttled start started nothing');
+    assert.ok(!throttled.trace.some((l) => l.endsWith('starts execution exec-a')), 'the throttled start started nothing');
 
     const applied = await runWorkflowSchedule(seed, undefined, { faults: [], startErrors: [{ kind: 'server-error', status: 503, applied: true }] });
-    const started = applied.trace.filter((l) => / the schedule starts execution night-a(\.2)?$/.test(l));
+    const started = applied.trace.filter((l) => / the schedule starts execution exec-a(\.2)?$/.test(l));
     assert.equal(started.length, 2, `the 503's start ran, and so does the retry's:\n${applied.trace.join('\n')}`);
     assert.equal(applied.trace.filter((l) => / claimed epoch \d+$/.test(l)).length, 1, 'one holder bills the night');
 
     const lost = await runWorkflowSchedule(seed, undefined, { faults: [], startErrors: [{ kind: 'server-error', status: 500, applied: false }] });
     assert.ok(lost.trace.some((l) => l.endsWith('(delivery a) answered 500 (not applied)')));
-    assert.ok(lost.trace.some((l) => l.endsWith('the schedule starts execution night-a.2')));
+    assert.ok(lost.trace.some((l) => l.endsWith('the schedule starts execution exec-a.2')));
     for (const r of [throttled, applied, lost]) {
       assert.deepEqual(r.violations, []);
       assert.equal(r.state, 'DONE');
@@ -306,7 +306,7 @@ test('the trigger delivered three times: the later executions wait on the holder
   const placed: WorkflowPlaced = { faults: [], again: [{ atMs: 2_000 }, { atMs: 4_000 }] };
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, placed);
-    for (const name of ['night-b', 'night-c']) {
+    for (const name of ['exec-b', 'exec-c']) {
       assert.ok(
         r.trace.some((l) => l.endsWith(`the schedule starts execution ${name}`)),
         r.trace.join('\n'),
@@ -320,8 +320,8 @@ test('the trigger delivered three times: the later executions wait on the holder
     assert.equal(r.state, 'DONE');
     const skipped = await runWorkflowSchedule(seed, 'wait-skipped', placed);
     for (const [by, from] of [
-      ['night-b', 'night-a'],
-      ['night-c', 'night-b'],
+      ['exec-b', 'exec-a'],
+      ['exec-c', 'exec-b'],
     ])
       assert.ok(
         skipped.violations.some((v) => new RegExp(`^${by} claimed .* while ${from}'s lease ran to`).test(v)),
@@ -333,18 +333,18 @@ test('the trigger delivered three times: the later executions wait on the holder
 test('the trigger delivered late, after the first execution closed or 5 hours later: it finds the night DONE; no sweep runs meanwhile', async () => {
   for (const seed of SEEDS) {
     const afterEnd = await runWorkflowSchedule(seed, undefined, { faults: [], again: [{ afterEndMs: 5_000 }] });
-    const closed = afterEnd.trace.find((l) => l.endsWith('night-a ends SUCCEEDED at Completed'))!;
-    const late = afterEnd.trace.find((l) => l.endsWith('the schedule starts execution night-b'))!;
+    const closed = afterEnd.trace.find((l) => l.endsWith('exec-a ends SUCCEEDED at Completed'))!;
+    const late = afterEnd.trace.find((l) => l.endsWith('the schedule starts execution exec-b'))!;
     assert.equal(at(late), at(closed) + 5_000, afterEnd.trace.join('\n'));
 
     const hours = await runWorkflowSchedule(seed, undefined, { faults: [], again: [{ atMs: 5 * 3_600_000 }] });
     assert.ok(
-      hours.trace.some((l) => l === '18000000 the schedule starts execution night-b'),
+      hours.trace.some((l) => l === '18000000 the schedule starts execution exec-b'),
       hours.trace.join('\n'),
     );
     assert.ok(!hours.trace.some((l) => l.includes("the sweeper's schedule starts")), 'the idle sweeper runs no sweep for 5 hours');
     for (const r of [afterEnd, hours]) {
-      assert.ok(r.trace.some((l) => l.endsWith('night-b ends SUCCEEDED at AlreadyDone')));
+      assert.ok(r.trace.some((l) => l.endsWith('exec-b ends SUCCEEDED at AlreadyDone')));
       assert.equal(r.trace.filter((l) => / claimed epoch \d+$/.test(l)).length, 1, 'the late execution claims nothing');
       assert.deepEqual(r.violations, []);
       assert.equal(r.state, 'DONE');
@@ -360,15 +360,15 @@ const CHUNK_DIES: PlacedFault = { actor: nightA('RunChunk'), method: 'recordBatc
 test('every chunk at once: a chunk that dies fails the Map; the others run on, their writes land, their answers are discarded', async () => {
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, { faults: [CHUNK_DIES], allAtOnce: true });
-    const failed = r.trace.findIndex((l) => / night-a Chunks fails on iteration \d \(Runtime\.ExitError\): the others stop$/.test(l));
+    const failed = r.trace.findIndex((l) => / exec-a Chunks fails on iteration \d \(Runtime\.ExitError\): the others stop$/.test(l));
     assert.ok(failed >= 0, r.trace.join('\n'));
-    const ended = r.trace.findIndex((l) => l.endsWith('night-a ends FAILED at Failed'));
+    const ended = r.trace.findIndex((l) => l.endsWith('exec-a ends FAILED at Failed'));
     assert.ok(ended > failed);
     assert.ok(
-      r.trace.slice(ended).some((l) => / night-a\/RunChunk#\d+ batch accepted token 1 /.test(l)),
+      r.trace.slice(ended).some((l) => / exec-a\/RunChunk#\d+ batch accepted token 1 /.test(l)),
       `a sibling's write lands after its execution ended:\n${r.trace.join('\n')}`,
     );
-    assert.equal(r.trace.filter((l) => l.endsWith('night-a RunChunk answered after its Map failed: discarded')).length, 2);
+    assert.equal(r.trace.filter((l) => l.endsWith('exec-a RunChunk answered after its Map failed: discarded')).length, 2);
     assert.ok(
       r.trace.some((l) => / requeue-\S+ claimed epoch 2$/.test(l)),
       "the sweeper's re-queued run takes the night",
@@ -388,10 +388,10 @@ test('every chunk at once with a duplicate start: after the Map failed, the leas
     const r = await runWorkflowSchedule(seed, undefined, placed);
     // The case happened: the Map failed with a chunk's Lambdas still running, and its Catch gave nothing back.
     assert.ok(
-      r.trace.some((l) => / night-a Chunks fails on iteration \d+ \(\S+\): the others stop$/.test(l)),
+      r.trace.some((l) => / exec-a Chunks fails on iteration \d+ \(\S+\): the others stop$/.test(l)),
       r.trace.join('\n'),
     );
-    assert.ok(r.trace.some((l) => / night-a Chunks caught \S+ → Failed$/.test(l)));
+    assert.ok(r.trace.some((l) => / exec-a Chunks caught \S+ → Failed$/.test(l)));
     assert.ok(!r.trace.some((l) => / → ReleaseAfterFailure$/.test(l)));
     assert.deepEqual(r.violations, []);
   }
@@ -402,24 +402,24 @@ test('every chunk at once with a duplicate start: after the Map failed, the leas
 // aborted while their Lambdas run on, and the Catch only looks at the lease (keep): a duplicate start claims it once it
 // lapsed and bills the chunk left.
 test('a Distributed Map: a child that dies fails the Map Run, the running children are aborted, their Lambdas run on, the lease lapses', async () => {
-  const childDies: PlacedFault = { actor: /^night-a\/Chunks:\d\/RunChunk#/, method: 'recordBatch', kind: 'crash' };
+  const childDies: PlacedFault = { actor: /^exec-a\/Chunks:\d\/RunChunk#/, method: 'recordBatch', kind: 'crash' };
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, { faults: [childDies], distributed: true, againAtMs: 1_000 });
-    const children = r.trace.filter((l) => / night-a\/Chunks:\d starts: a child execution of night-a's Map Run Chunks$/.test(l));
+    const children = r.trace.filter((l) => / exec-a\/Chunks:\d starts: a child execution of exec-a's Map Run Chunks$/.test(l));
     assert.equal(children.length, 3, `a child execution per chunk:\n${r.trace.join('\n')}`);
-    const failed = r.trace.findIndex((l) => / night-a Chunks Map Run fails: 1 of 3 children failed, above the tolerated; ABORTED: /.test(l));
+    const failed = r.trace.findIndex((l) => / exec-a Chunks Map Run fails: 1 of 3 children failed, above the tolerated; ABORTED: /.test(l));
     assert.ok(failed >= 0, r.trace.join('\n'));
-    assert.match(r.trace[failed + 1], / night-a Chunks caught States\.ExceedToleratedFailureThreshold → CheckAfterChunkFailure$/);
-    const ended = r.trace.findIndex((l) => l.endsWith('night-a ends FAILED at Failed'));
+    assert.match(r.trace[failed + 1], / exec-a Chunks caught States\.ExceedToleratedFailureThreshold → CheckAfterChunkFailure$/);
+    const ended = r.trace.findIndex((l) => l.endsWith('exec-a ends FAILED at Failed'));
     assert.ok(ended > failed);
     assert.ok(
-      r.trace.slice(ended).some((l) => / night-a\/Chunks:\d\/RunChunk#\d+ batch accepted token 1 /.test(l)),
+      r.trace.slice(ended).some((l) => / exec-a\/Chunks:\d\/RunChunk#\d+ batch accepted token 1 /.test(l)),
       `an aborted child's write lands after its parent ended:\n${r.trace.join('\n')}`,
     );
-    assert.equal(r.trace.filter((l) => / night-a\/Chunks:\d RunChunk answered after its Map failed: discarded$/.test(l)).length, 2);
+    assert.equal(r.trace.filter((l) => / exec-a\/Chunks:\d RunChunk answered after its Map failed: discarded$/.test(l)).length, 2);
     assert.ok(!r.trace.some((l) => / → ReleaseAfterFailure$/.test(l)), 'no release under the running children');
     assert.ok(
-      r.trace.some((l) => / night-b claimed epoch 2$/.test(l)),
+      r.trace.some((l) => / exec-b claimed epoch 2$/.test(l)),
       'the duplicate start claims once the lease lapsed',
     );
     assert.deepEqual(r.violations, []);
@@ -434,9 +434,9 @@ test('the drawn world injects each new fault: over 300 schedules every kind come
     assert.deepEqual(r.violations, [], `seed ${seed}`);
     for (const p of r.crashPoints) seen.set(p.split(' ')[0], (seen.get(p.split(' ')[0]) ?? 0) + 1);
     const trace = r.trace.join('\n');
-    if (/the nightly trigger is delivered again \d+ ms after the first execution closed/.test(trace)) seen.set('late-after-end', 1);
-    if (/the nightly trigger is delivered again at \d{8,} ms/.test(trace)) seen.set('late-hours', 1);
-    if (/starts execution night-c/.test(trace)) seen.set('third', 1);
+    if (/the daily trigger is delivered again \d+ ms after the first execution closed/.test(trace)) seen.set('late-after-end', 1);
+    if (/the daily trigger is delivered again at \d{8,} ms/.test(trace)) seen.set('late-hours', 1);
+    if (/starts execution exec-c/.test(trace)) seen.set('third', 1);
   }
   for (const kind of [
     'invoke-service-error',

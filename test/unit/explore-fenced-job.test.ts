@@ -85,7 +85,7 @@ test('placed: a plain write past its stop time is caught; the twin paused at the
   const bug = await placedAt('plain-put', 'tables.put');
   assert.match(
     bug.violations[0]?.violations[0] ?? '',
-    /acted past its stop time: night-a\/RunChunk#\d+ sent tables\.put at 204000 ms .*after requeue-/,
+    /acted past its stop time: exec-a\/RunChunk#\d+ sent tables\.put at 204000 ms .*after requeue-/,
   );
   assert.deepEqual(bug.faults, { 'pause tables.put': 1 });
   // The twin's run row is its invocation's second fenced batch: the same pause there, and the fence refuses the write.
@@ -96,7 +96,7 @@ test('placed: a plain write past its stop time is caught; the twin paused at the
 
 test('placed: an email past its stop time is caught; the twin paused at its send inside sendOnce is covered by its key', async () => {
   const bug = await placedAt('effect-before-check', 'fakes.send');
-  assert.match(bug.violations[0]?.violations[0] ?? '', /acted past its stop time: night-a\/RunChunk#\d+ sent fakes\.send .*an effect with no intent/);
+  assert.match(bug.violations[0]?.violations[0] ?? '', /acted past its stop time: exec-a\/RunChunk#\d+ sent fakes\.send .*an effect with no intent/);
   const twin = await placedAt('none', 'fakes.send');
   assert.deepEqual(twin.violations, []);
   assert.deepEqual(twin.faults, { 'pause fakes.send': 1 });

@@ -43,23 +43,23 @@ test('100 schedules from seed 1 on the real code: no violation (the night the tr
 // Each case below places the faults it needs (lib/testing/scheduler.ts `Placed`), so it happens on every seed; it
 // runs on these.
 const SEEDS = [1, 2, 3];
-const nightA = (state: string) => new RegExp(`^night-a/${state}#`);
+const nightA = (state: string) => new RegExp(`^exec-a/${state}#`);
 const sweep1 = (state: string) => new RegExp(`^sweep-1/${state}#`);
 
 // A chunk's write paused 200 s: past its task's TimeoutSeconds (90 s) the execution fails while the Lambda runs on;
 // the sweeper re-queues the night, and the re-queued run takes it with a higher token.
 const ZOMBIE_WRITE: PlacedFault = { actor: nightA('RunChunk'), method: 'recordBatch', kind: 'pause', ms: 200_000 };
 
-// A process exit in Observe, the first of night-a's tasks to touch the store, with no duplicate trigger. The night was
+// A process exit in Observe, the first of exec-a's tasks to touch the store, with no duplicate trigger. The night was
 // started and no sweep can see it until it is raised: only the definition's Retry can carry it on.
 test('a process exit before the raise: the step is retried and the night the trigger started is DONE', async () => {
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, { faults: [{ actor: nightA('Observe'), method: 'readJob', kind: 'crash' }] });
-    const exit = r.trace.findIndex((l) => / night-a\/Observe#\d+ readJob CRASH /.test(l));
+    const exit = r.trace.findIndex((l) => / exec-a\/Observe#\d+ readJob CRASH /.test(l));
     assert.ok(exit >= 0, r.trace.join('\n'));
-    assert.ok(!r.trace.some((l) => / starts execution night-b$/.test(l)), 'the trigger came once');
+    assert.ok(!r.trace.some((l) => / starts execution exec-b$/.test(l)), 'the trigger came once');
     assert.ok(
-      r.trace.slice(exit).some((l) => / night-a Observe retries Runtime\.ExitError in \d+ ms$/.test(l)),
+      r.trace.slice(exit).some((l) => / exec-a Observe retries Runtime\.ExitError in \d+ ms$/.test(l)),
       `the definition retries Observe after its process exited:\n${r.trace.join('\n')}`,
     );
     assert.deepEqual(r.violations, []);
@@ -67,40 +67,40 @@ test('a process exit before the raise: the step is retried and the night the tri
   }
 });
 
-// night-a claims epoch 1, and its RaiseFence process exits at the job row's write (the crash answer "claim, then raise
+// exec-a claims epoch 1, and its RaiseFence process exits at the job row's write (the crash answer "claim, then raise
 // the job row"). The retried RaiseFence takes the lease up again under the same token and raises.
 test('a RaiseFence process that exits before the job row is written is retried under the same token', async () => {
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, { faults: [{ actor: nightA('RaiseFence'), method: 'raiseJob', kind: 'crash' }] });
-    const exit = r.trace.findIndex((l) => / night-a\/RaiseFence#\d+ raiseJob CRASH /.test(l));
+    const exit = r.trace.findIndex((l) => / exec-a\/RaiseFence#\d+ raiseJob CRASH /.test(l));
     assert.ok(exit >= 0, r.trace.join('\n'));
-    const claims = r.trace.slice(0, exit).filter((l) => l.endsWith(' night-a claimed epoch 1'));
-    assert.equal(claims.length, 1, 'night-a claimed epoch 1 before its raise died');
-    assert.match(r.trace[exit + 1], / night-a RaiseFence retries Runtime\.ExitError in \d+ ms$/);
-    const raised = r.trace.findIndex((l, i) => i > exit && / night-a\/RaiseFence#\d+ raiseJob$/.test(l));
+    const claims = r.trace.slice(0, exit).filter((l) => l.endsWith(' exec-a claimed epoch 1'));
+    assert.equal(claims.length, 1, 'exec-a claimed epoch 1 before its raise died');
+    assert.match(r.trace[exit + 1], / exec-a RaiseFence retries Runtime\.ExitError in \d+ ms$/);
+    const raised = r.trace.findIndex((l, i) => i > exit && / exec-a\/RaiseFence#\d+ raiseJob$/.test(l));
     assert.ok(raised > exit, 'the retried RaiseFence writes the job row');
     assert.ok(
-      r.trace.slice(raised).some((l) => / night-a\/RunChunk#\d+ batch accepted token 1 /.test(l)),
-      "night-a's chunks write under the token it claimed before the exit",
+      r.trace.slice(raised).some((l) => / exec-a\/RunChunk#\d+ batch accepted token 1 /.test(l)),
+      "exec-a's chunks write under the token it claimed before the exit",
     );
     assert.deepEqual(r.violations, []);
     assert.equal(r.state, 'DONE');
   }
 });
 
-// night-a's claim is paused 100 s, past Claim's TimeoutSeconds (50 s); the retried Claim claims (the same holder: its rvn is
+// exec-a's claim is paused 100 s, past Claim's TimeoutSeconds (50 s); the retried Claim claims (the same holder: its rvn is
 // derived from the execution and the sighting) and the night completes. The zombie's claim saw no lock item, so it is
 // conditional on "never claimed": it reaches the store after the night's release and is refused (the item exists).
 test("a Claim retried after States.Timeout beside its zombie: one holder billing the night; the zombie's late claim bills nothing (with epoch-deleted it repeats epoch 1)", async () => {
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, { faults: [{ actor: nightA('Claim'), method: 'claim', kind: 'pause', ms: 100_000 }] });
-    const timeout = r.trace.findIndex((l) => / night-a\/Claim#\d+ task TIMEOUT after \d+ s; its Lambda runs on$/.test(l));
+    const timeout = r.trace.findIndex((l) => / exec-a\/Claim#\d+ task TIMEOUT after \d+ s; its Lambda runs on$/.test(l));
     assert.ok(timeout >= 0, r.trace.join('\n'));
-    const zombie = / (night-a\/Claim#\d+) task TIMEOUT/.exec(r.trace[timeout])![1];
-    assert.match(r.trace[timeout + 1], / night-a Claim retries States\.Timeout in \d+ ms$/);
-    const grants = r.trace.map((l) => / night-a claimed epoch (\d+)$/.exec(l)).flatMap((m, i) => (m ? [{ i, epoch: Number(m[1]) }] : []));
-    const ended = r.trace.findIndex((l) => / night-a ends SUCCEEDED at Completed$/.test(l));
-    assert.ok(ended > timeout, `night-a completes the night:\n${r.trace.join('\n')}`);
+    const zombie = / (exec-a\/Claim#\d+) task TIMEOUT/.exec(r.trace[timeout])![1];
+    assert.match(r.trace[timeout + 1], / exec-a Claim retries States\.Timeout in \d+ ms$/);
+    const grants = r.trace.map((l) => / exec-a claimed epoch (\d+)$/.exec(l)).flatMap((m, i) => (m ? [{ i, epoch: Number(m[1]) }] : []));
+    const ended = r.trace.findIndex((l) => / exec-a ends SUCCEEDED at Completed$/.test(l));
+    assert.ok(ended > timeout, `exec-a completes the night:\n${r.trace.join('\n')}`);
     const billed = grants.filter((g) => g.i < ended);
     assert.equal(billed.length, 1, 'one claim before the night ended: the retried one');
     const zombieClaim = r.trace.findIndex((l, i) => i > ended && l.endsWith(` ${zombie} claim`));
@@ -119,7 +119,7 @@ test("a Claim retried after States.Timeout beside its zombie: one holder billing
       faults: [{ actor: nightA('Claim'), method: 'claim', kind: 'pause', ms: 100_000 }],
     });
     assert.ok(
-      broken.violations.some((v) => /night-a was handed epoch 1 after epoch 1 .*an epoch repeated/.test(v)),
+      broken.violations.some((v) => /exec-a was handed epoch 1 after epoch 1 .*an epoch repeated/.test(v)),
       `epoch-deleted: the zombie's claim repeats epoch 1:\n${broken.violations.join('\n')}`,
     );
   }
@@ -144,18 +144,18 @@ test('the workflow variants are caught for their own reason: the Wait that is th
   for (const seed of SEEDS) {
     const skipped = await runWorkflowSchedule(seed, 'wait-skipped', { faults: [], againAtMs: 2_000 });
     assert.ok(
-      skipped.violations.some((v) => /claimed .* while night-a's lease ran to/.test(v)),
+      skipped.violations.some((v) => /claimed .* while exec-a's lease ran to/.test(v)),
       `a claimant whose Wait states do not wait takes over a live holder:\n${skipped.violations.join('\n')}`,
     );
-    const unanswered = { faults: [], invoke: [{ execution: 'night-a', state: 'RunChunk', kind: 'no-answer' }] } as const;
+    const unanswered = { faults: [], invoke: [{ execution: 'exec-a', state: 'RunChunk', kind: 'no-answer' }] } as const;
     const untimed = await runWorkflowSchedule(seed, 'no-task-timeout', unanswered);
     assert.ok(
-      untimed.violations.some((v) => /execution night-a still RUNNING/.test(v)),
+      untimed.violations.some((v) => /execution exec-a still RUNNING/.test(v)),
       `without TimeoutSeconds, a task whose Lambda never answers waits for ever:\n${untimed.violations.join('\n')}`,
     );
     const timed = await runWorkflowSchedule(seed, undefined, unanswered);
     assert.ok(
-      timed.trace.some((l) => / night-a\/RunChunk#\d+ task TIMEOUT after 90 s/.test(l)),
+      timed.trace.some((l) => / exec-a\/RunChunk#\d+ task TIMEOUT after 90 s/.test(l)),
       'the same schedule on the real definition: the task times out',
     );
     assert.deepEqual(timed.violations, []);
@@ -168,7 +168,7 @@ test('the workflow variants are caught for their own reason: the Wait that is th
 test('a task timeout leaves a zombie holder whose write lands later, and the fence refuses it', async () => {
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, { faults: [ZOMBIE_WRITE] });
-    const timeout = r.trace.findIndex((l) => / (night-\w)\/RunChunk#\d+ task TIMEOUT after \d+ s; its Lambda runs on$/.test(l));
+    const timeout = r.trace.findIndex((l) => / (exec-\w)\/RunChunk#\d+ task TIMEOUT after \d+ s; its Lambda runs on$/.test(l));
     assert.ok(timeout >= 0, r.trace.join('\n'));
     const zombie = / (\S+) task TIMEOUT/.exec(r.trace[timeout])![1];
     const execution = zombie.split('/')[0];
@@ -256,12 +256,12 @@ test('fence-below and no-stop-check, placed: the zombie write passes the broken 
   for (const seed of SEEDS) {
     const below = await runWorkflowSchedule(seed, 'fence-below', { faults: [ZOMBIE_WRITE] });
     assert.ok(
-      below.violations.some((v) => /^night-a\/RunChunk#\d+'s batch at token 1 passed the fence 2 /.test(v)),
+      below.violations.some((v) => /^exec-a\/RunChunk#\d+'s batch at token 1 passed the fence 2 /.test(v)),
       JSON.stringify(below.violations),
     );
     const unchecked = await runWorkflowSchedule(seed, 'no-stop-check', pausedRenewal);
     assert.ok(
-      unchecked.violations.some((v) => /^night-a\/RunChunk#\d+ sent \w+ at \d+ ms, past its stop time /.test(v)),
+      unchecked.violations.some((v) => /^exec-a\/RunChunk#\d+ sent \w+ at \d+ ms, past its stop time /.test(v)),
       JSON.stringify(unchecked.violations),
     );
     assert.deepEqual((await runWorkflowSchedule(seed, undefined, pausedRenewal)).violations, []);
@@ -270,10 +270,10 @@ test('fence-below and no-stop-check, placed: the zombie write passes the broken 
 
 test('an invocation throttled by Lambda is retried by the definition, and the night is DONE', async () => {
   for (const seed of SEEDS) {
-    const r = await runWorkflowSchedule(seed, undefined, { faults: [], invoke: [{ execution: 'night-a', state: 'RunChunk', kind: 'throttled' }] });
-    const at = r.trace.findIndex((l) => / night-a\/RunChunk#\d+ invoke THROTTLED$/.test(l));
+    const r = await runWorkflowSchedule(seed, undefined, { faults: [], invoke: [{ execution: 'exec-a', state: 'RunChunk', kind: 'throttled' }] });
+    const at = r.trace.findIndex((l) => / exec-a\/RunChunk#\d+ invoke THROTTLED$/.test(l));
     assert.ok(at >= 0, r.trace.join('\n'));
-    assert.match(r.trace[at + 1], / night-a RunChunk retries Lambda\.TooManyRequestsException in \d+ ms$/);
+    assert.match(r.trace[at + 1], / exec-a RunChunk retries Lambda\.TooManyRequestsException in \d+ ms$/);
     assert.deepEqual(r.violations, []);
     assert.equal(r.state, 'DONE');
   }
@@ -287,14 +287,14 @@ test('stop-time-from-answer, placed: a late answer to the renewal that takes the
   for (const seed of SEEDS) {
     const r = await runWorkflowSchedule(seed, undefined, LATE_RESUME);
     assert.ok(
-      r.trace.some((l) => / night-a ends SUCCEEDED at Lost$/.test(l)),
+      r.trace.some((l) => / exec-a ends SUCCEEDED at Lost$/.test(l)),
       'the real chunk stops at its stop time, the night ends Lost',
     );
     assert.deepEqual(r.violations, []);
     assert.equal(r.state, 'DONE', "the sweeper's re-queued run completes the night");
     const broken = await runWorkflowSchedule(seed, 'stop-time-from-answer', LATE_RESUME);
     assert.ok(
-      broken.violations.some((v) => /^night-a\/RunChunk#\d+ sent recordBatch at \d+ ms, past its stop time /.test(v)),
+      broken.violations.some((v) => /^exec-a\/RunChunk#\d+ sent recordBatch at \d+ ms, past its stop time /.test(v)),
       JSON.stringify(broken.violations),
     );
   }

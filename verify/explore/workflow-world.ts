@@ -51,7 +51,7 @@ type NotHere = (typeof NOT_HERE)[number];
 export const WORKFLOW_WORLD_MUTATIONS = [
   ...(Object.keys(WORKFLOW_MUTATIONS) as WorkflowMutation[]),
   ...MUTATIONS.filter((m): m is Exclude<Mutation, NotHere> => !(NOT_HERE as readonly Mutation[]).includes(m)),
-  // A chunk marked done as its work starts: the one bug only "a DONE night is whole" catches here. (The night's other,
+  // A chunk marked done as its work starts: the one bug only "a DONE run is whole" catches here. (The night's other,
   // `lease-in-seconds`, needs a claimant watching a live holder, which this world makes in 2 to 3 schedules of 100:
   // StartExecution by name folds the trigger's repeats into one execution. Not applied here.)
   'done-mark-first',

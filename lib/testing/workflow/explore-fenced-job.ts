@@ -2,14 +2,14 @@
  * Explore your FencedJob's chunk function the way Fencepost explores its own: the workflow FencedJob synthesizes for
  * your job's shape (built in this process, bundling skipped), interpreted on virtual time with its real handlers
  * (claim, raise, the chunk handler around your work, complete, release, the orphan sweeper), on the in-memory stores,
- * under the seeded faults of AWS that the repository's workflow world injects: a nightly trigger delivered twice or
+ * under the seeded faults of AWS that the repository's workflow world injects: a daily trigger delivered twice or
  * late, Lambda crashes, timeouts, throttles and lost answers, a task timeout that leaves a zombie holder, a Map that
  * stops its other iterations, and at every store call, every plain write of your tables and every call on your fakes,
  * a pause (the gap right after a passed check, where a stale holder is made), a crash, a lost or late answer.
  *
  * What it checks: every check of the repository's workflow world (no batch below its fence, each item recorded once,
  * never two holders at once, epochs never repeat, no act past the holder's stop time, no claim while another lease
- * runs, a DONE night has every chunk recorded done, the night is DONE and every execution closed once the faults end),
+ * runs, a DONE run has every chunk recorded done, the run is DONE and every execution closed once the faults end),
  * and for your code: no plain write or fake call sent past its holder's stop time after another holder claimed (acts.ts),
  * every item recorded through a fence recorded with one content (a redo must write what the first wrote), and your own
  * check over what the stores and your fakes hold at the end. It has no global state and no real timer.
@@ -28,7 +28,7 @@ import { fencedJobWorld, memoryWorkflowStores, WORKFLOW_FAULTS, type JobRun, typ
 
 /** What your chunk work is given beside its context, in an explored run: your fakes and tables, its clock. */
 export interface ChunkKit<F> {
-  /** The invocation running the chunk (a Lambda process of its own): `night-a/Chunk#7`. */
+  /** The invocation running the chunk (a Lambda process of its own): `exec-a/RunChunk#7`. */
   readonly name: string;
   /** The schedule's fakes: each method call a step of this invocation, answered through a promise. */
   readonly fakes: F;
@@ -46,7 +46,7 @@ export interface FencedJobEnd<F> {
   items(table: string): Record<string, unknown>[];
   /** The schedule's fakes, as the invocations left them. */
   readonly fakes: F;
-  /** The night's job row's state at the end (`DONE` once the run completed), or undefined if it was never raised. */
+  /** The run's job row's state at the end (`DONE` once the run completed), or undefined if it was never raised. */
   readonly state: string | undefined;
 }
 
@@ -149,7 +149,7 @@ function userJob<F>(options: ExploreFencedJobOptions<F>): WorkflowJob<UserRun<F>
     checks: [
       {
         name: 'no plain write or fake call past its stop time',
-        // An invocation acts for its execution, the lease's holder: `night-a/Chunk#7` for `night-a`.
+        // An invocation acts for its execution, the lease's holder: `exec-a/RunChunk#7` for `exec-a`.
         check: (w) => actsPastStopTime(w.run.acts.acts, w.calls.calls, w.lockWrites, (actor) => actor.split('/')[0]!),
       },
       { name: 'each item recorded with one content', check: (w) => w.run.sentAgain },

@@ -43,9 +43,9 @@
  *                          re-queues), delivered twice (the SDK's retry after a lost answer), AWS's rule for a name taken: the
  *                          same name and input while open is the same execution, else ExecutionAlreadyExists; its
  *                          500 is named InternalFailure, as Step Functions names it;
- *   the nightly trigger    delivered twice in half the schedules (EventBridge Scheduler is at-least-once), of those a
+ *   the daily trigger      delivered twice in half the schedules (EventBridge Scheduler is at-least-once), of those a
  *                          quarter three times and a quarter late (after the first execution closed, or hours late,
- *                          on the same night's input); each StartExecution it sends may be throttled or answered
+ *                          on the same run's input); each StartExecution it sends may be throttled or answered
  *                          500/503 (applied or not), and Scheduler retries it on its RetryPolicy, a new execution each.
  * A request already sent may land any time later (a paused call), so the world never ends an invocation at its
  * function's own timeout, but for the function timed out above: that would only remove schedules.
@@ -53,10 +53,10 @@
  * form, the trigger's deliveries and start errors) is drawn from a stream of its own (AWS_STREAM).
  *
  * After the schedule: each item recorded once, tokens only rise on every fence, no write below the fence, no act
- * past the holder's stop time, epochs never repeat, no claim while another holder's lease runs, a DONE night has every
- * chunk recorded done (and what the job's own `whole` says), the job's own checks, and liveness (the night the trigger
+ * past the holder's stop time, epochs never repeat, no claim while another holder's lease runs, a DONE run has every
+ * chunk recorded done (and what the job's own `whole` says), the job's own checks, and liveness (the run the trigger
  * started is DONE, and every execution of the job closed, within livenessBoundMs once the faults stopped).
- * Liveness covers every night started, raised or not: a night whose executions all ended before its raise is
+ * Liveness covers every run started, raised or not: a run whose executions all ended before its raise is
  * stranded (the trigger was delivered once, the sweeper sees only raised rows).
  *
  * The file reads top to bottom: settings, the job, the synthesized definitions, setup, actors, checks; world.ts runs it.
@@ -110,7 +110,7 @@ type Json = Record<string, unknown>;
 
 /** The world's settings: the trigger's and the AWS faults' pace (the job's shape is the WorkflowJob's). */
 const FLOW_SETTINGS = {
-  /** The duplicate delivery of the nightly trigger, when there is one, comes within this long after the first. */
+  /** The duplicate delivery of the daily trigger, when there is one, comes within this long after the first. */
   duplicateWithinMs: 30_000,
   /** Each schedule's sparse index lags its table by up to a seeded share of this. */
   maxIndexLagMs: 3_000,
@@ -149,7 +149,7 @@ const FLOW_SETTINGS = {
   startErrors: { chance: 0.05, budget: 2 },
   /** A late delivery of the trigger comes up to this long after the first execution closed ... */
   lateAfterEndMs: 60_000,
-  /** ... or hours late: 1 to 20 h after the first delivery, within the night's date (it started at 01:30). */
+  /** ... or hours late: 1 to 20 h after the first delivery, within the run's date (it started at 01:30). */
   lateHoursMs: { from: 3_600_000, to: 72_000_000 },
   /**
    * The share of schedules whose job runs every chunk at once (chunkConcurrency = chunks), drawn on the AWS stream:
@@ -256,7 +256,7 @@ export interface JobRun {
   work(context: RuntimeChunkContext, invocation: Actor): Promise<object>;
   /** The job store the invocations see, around the schedule's: a watch of what they send. @defaultValue the store */
   readonly jobs?: (store: JobStore) => JobStore;
-  /** What a DONE night holds beyond each chunk recorded done (the world's check "a DONE night is whole"). */
+  /** What a DONE run holds beyond each chunk recorded done (the world's check "a DONE run is whole"). */
   readonly whole?: () => Promise<readonly string[]>;
 }
 
@@ -300,7 +300,7 @@ interface Flow {
   readonly sweepPeriodMs: number;
   /** Each handler's function timeout, in ms (Lambda kills the process then: Sandbox.Timedout). */
   readonly timeoutMsOf: Readonly<Record<string, number>>;
-  /** The nightly schedule's RetryPolicy: how often, and for how long, Scheduler retries a start that failed. */
+  /** The daily schedule's RetryPolicy: how often, and for how long, Scheduler retries a start that failed. */
   readonly triggerRetry: { readonly attempts: number; readonly maxAgeMs: number };
 }
 
@@ -330,8 +330,8 @@ function flow(s: JobShape): Flow {
       renewInterval: Duration.millis(lease.renewMs),
       margin: Duration.millis(lease.marginMs),
       claimBudget: lease.claimBudget,
-      chunkWritesManifest: true, // the world explores the nights with a manifest (the raise creates it, the complete marks it)
-      // The world's nights run inside the default sweep window, where the sweeper runs every minute: the same period.
+      chunkWritesManifest: true, // the world explores the runs with a manifest (the raise creates it, the complete marks it)
+      // The world's runs happen inside the default sweep window, where the sweeper runs every minute: the same period.
       sweeperScheduleExpression: 'rate(1 minute)',
       ...(distributed ? { distributedMapAboveChunks: 0 } : {}),
     });
@@ -429,23 +429,23 @@ function retryWaitMs(machine: MachineDef): number {
 }
 
 /**
- * How long after the last fault's effect ended the started night must be DONE and every execution of the job closed.
+ * How long after the last fault's effect ended the started run must be DONE and every execution of the job closed.
  * From the definitions, the lease and the sweeper's period, along the longest path, the one through the sweeper (a
- * night not yet raised when the faults stop has an execution that retried its way on, and needs at most a retry, a
- * lease of watching a holder that stopped, and the night):
+ * run not yet raised when the faults stop has an execution that retried its way on, and needs at most a retry, a
+ * lease of watching a holder that stopped, and the run):
  *   - a retry still waiting when the faults stop, the job's longest backoff or the sweeper's;
  *   - the holder's last renewal runs a lease;
  *   - a sweep to sight the row unchanged: the next sweep starts within a period, and one more if its first sighting
  *     came before that last renewal; each waits the lease (rounded up to whole seconds, its Wait state) to verify;
  *   - the re-queued run waits a full lease on the dead holder's rvn, each poll rounded up to a whole second (Observe's
- *     Wait), then bills the night: every batch's work (and a Distributed Map Run's start-up and wind-down);
+ *     Wait), then does the run: every chunk's work (and a Distributed Map Run's start-up and wind-down);
  *   - the index's lag (the row reaches the sparse index up to one lag late).
  */
 function livenessBoundMs(f: Flow, job: MachineDef, spec: JobShape, lease: LeaseConfig, mapRunMs: number, faults: FaultPlan): number {
   const retries = Math.max(retryWaitMs(job), retryWaitMs(f.sweeper));
   const leaseWaitMs = Math.ceil(lease.leaseMs / 1000) * 1000;
   const pollMs = Math.max(1, Math.ceil(pollMsOf(lease) / 1000)) * 1000;
-  // A Distributed Map Run's start-up and wind-down lengthen the re-queued run's night.
+  // A Distributed Map Run's start-up and wind-down lengthen the re-queued run.
   const nightMs = spec.chunks * spec.chunkWorkMs + 2 * mapRunMs;
   const bound =
     retries + lease.leaseMs + 2 * (f.sweepPeriodMs + leaseWaitMs) + retries + lease.leaseMs + pollMs + nightMs + FLOW_SETTINGS.maxIndexLagMs;
@@ -488,7 +488,7 @@ interface StartError {
   readonly status?: 500 | 503;
 }
 
-/** One delivery of the nightly trigger after the first: at a time from the first, or after the first execution closed. */
+/** One delivery of the daily trigger after the first: at a time from the first, or after the first execution closed. */
 type Delivery = { readonly atMs: number } | { readonly afterEndMs: number };
 
 /**
@@ -548,7 +548,7 @@ export interface WorkflowState<R extends JobRun = JobRun> extends WorldState {
   readonly indexLagMs: number;
   readonly jobs: WorkflowStores['jobs'];
   readonly manifests: ManifestStore;
-  /** The table the night's items are written to. */
+  /** The table the run's items are written to. */
   readonly items: string;
   readonly keys: ReturnType<typeof jobKeys>;
   readonly jobId: string;
@@ -573,7 +573,7 @@ export interface WorkflowState<R extends JobRun = JobRun> extends WorldState {
   /** When the job row's complete took effect (the row is the authority). */
   doneAt: number | undefined;
   raised: boolean;
-  /** Every delivery of the nightly trigger has come. */
+  /** Every delivery of the daily trigger has come. */
   triggered: boolean;
   /** The virtual time a schedule may run to: past the last delivery of the trigger (set as the actors start). */
   horizonMs: number;
@@ -587,10 +587,10 @@ export interface WorkflowState<R extends JobRun = JobRun> extends WorldState {
  */
 export interface WorkflowStores {
   readonly locks: LockStore;
-  /** The job table's store, and every item a table holds (the checks count the night's items). */
+  /** The job table's store, and every item a table holds (the checks count the run's items). */
   readonly jobs: JobStore & { dump(table: string): readonly unknown[] | Promise<readonly unknown[]> };
   readonly manifests: ManifestStore;
-  /** The table the night's items are written to. */
+  /** The table the run's items are written to. */
   readonly items: string;
   /** How far the sparse index lags its table at most (0: DynamoDB Local's, read at once). */
   readonly indexLagMs: number;
@@ -715,7 +715,7 @@ function setup<R extends JobRun>(
 const faultsEndMs = (w: WorkflowState): number => Math.max(w.scheduler.faultsEndMs, ...[...w.invokeFaults, ...w.startFaults].map((x) => x.at));
 
 // ---------------------------------------------------------------------------------------------------------------
-// Actors: the nightly trigger (once to three times, or late), the sweeper's schedule, and every task's invocation.
+// Actors: the daily trigger (once to three times, or late), the sweeper's schedule, and every task's invocation.
 
 function actors(w: WorkflowState): void {
   const s = FLOW_SETTINGS;
@@ -769,7 +769,7 @@ function actors(w: WorkflowState): void {
     scheduler.log(`${String(out.item.holder)} claimed epoch ${Number(out.item.epoch)}`);
   };
 
-  // The night is DONE when the job row's complete takes effect (the row is the authority).
+  // The run is DONE when the job row's complete takes effect (the row is the authority).
   const jobCall = (method: string, _args: unknown[], result: unknown): void => {
     if (method === 'complete' && (result as { ok: boolean }).ok) w.doneAt ??= clock.monotonicMs();
     if (method === 'raiseJob' && (result as { ok: boolean }).ok) w.raised = true;
@@ -1010,7 +1010,7 @@ function actors(w: WorkflowState): void {
   };
 
   /**
-   * The sweeper's schedule: an execution of its machine every period. While the night is DONE and nothing of the job
+   * The sweeper's schedule: an execution of its machine every period. While the run is DONE and nothing of the job
    * runs, a sweep would find no claimed row: none is run until the next execution of the job starts (a late trigger),
    * so a schedule waiting hours for one does not run a sweep a minute.
    */
@@ -1038,8 +1038,8 @@ function actors(w: WorkflowState): void {
     clock.after(f.sweepPeriodMs - (clock.monotonicMs() % f.sweepPeriodMs), sweep);
   }
 
-  // The nightly trigger (EventBridge Scheduler): delivered at least once, each delivery a StartExecution of the job
-  // with the night's input and no name (Step Functions names it: here night-<delivery>, .<attempt> for a retry). A
+  // The daily trigger (EventBridge Scheduler): delivered at least once, each delivery a StartExecution of the job
+  // with the run's input and no name (Step Functions names it: here exec-<delivery>, .<attempt> for a retry). A
   // StartExecution answered with an error is retried on the schedule's RetryPolicy, with exponential backoff (whose
   // steps AWS does not publish), a new execution each time, so one applied before its error runs twice
   // (https://docs.aws.amazon.com/scheduler/latest/APIReference/API_RetryPolicy.html).
@@ -1054,7 +1054,7 @@ function actors(w: WorkflowState): void {
     return u < 1 / 3 ? { kind: 'throttled' } : { kind: 'server-error', status: u < 2 / 3 ? 500 : 503, applied: aws() < 0.5 };
   };
   const deliver = (letter: string, attempt = 1, firstAt = clock.monotonicMs()): void => {
-    const name = attempt === 1 ? `night-${letter}` : `night-${letter}.${attempt}`;
+    const name = attempt === 1 ? `exec-${letter}` : `exec-${letter}.${attempt}`;
     const error = startError();
     if (error === undefined) {
       startJob(name, trigger);
@@ -1067,7 +1067,7 @@ function actors(w: WorkflowState): void {
     scheduler.log(`the schedule's StartExecution #${startCalls} (delivery ${letter}) answered ${what}`);
     const retryMs = 1_000 + Math.floor(aws() * s.startRetryMs * 2 ** (attempt - 1));
     const retryAt = clock.monotonicMs() + retryMs;
-    startFaults.push({ kind: `trigger-${error.kind}`, point: `StartExecution@night-${letter}`, at: retryAt });
+    startFaults.push({ kind: `trigger-${error.kind}`, point: `StartExecution@exec-${letter}`, at: retryAt });
     if (attempt > f.triggerRetry.attempts || retryAt - firstAt > f.triggerRetry.maxAgeMs) {
       scheduler.log(`delivery ${letter} goes to the dead-letter queue`);
       w.triggered = --undelivered === 0;
@@ -1091,13 +1091,13 @@ function actors(w: WorkflowState): void {
     const letter = letters[i]!;
     undelivered++;
     if ('atMs' in d) {
-      scheduler.log(`the nightly trigger is delivered again at ${d.atMs} ms`);
+      scheduler.log(`the daily trigger is delivered again at ${d.atMs} ms`);
       clock.after(d.atMs, () => deliver(letter));
       w.horizonMs = Math.max(w.horizonMs, d.atMs + w.bound);
     } else {
-      scheduler.log(`the nightly trigger is delivered again ${d.afterEndMs} ms after the first execution closed`);
+      scheduler.log(`the daily trigger is delivered again ${d.afterEndMs} ms after the first execution closed`);
       const first = (name: string) => {
-        if (!name.startsWith('night-a')) return;
+        if (!name.startsWith('exec-a')) return;
         closed.splice(closed.indexOf(first), 1);
         clock.after(d.afterEndMs, () => deliver(letter));
       };
@@ -1135,14 +1135,14 @@ function drawnAgain(againAtMs: number, aws: () => number): Delivery[] {
 // ---------------------------------------------------------------------------------------------------------------
 // Checks: safety, from the trace and the stores' final state, then liveness.
 
-/** Liveness: the night the trigger started is DONE, raised or not, within the bound once the faults stopped. */
+/** Liveness: the run the trigger started is DONE, raised or not, within the bound once the faults stopped. */
 async function doneInTime(w: WorkflowState): Promise<string[]> {
   const deadline = Math.max(0, faultsEndMs(w)) + w.bound;
   if (w.doneAt === undefined) {
     const row = await w.jobs.readJob(w.jobId);
-    return [`the night is ${row?.state ?? 'never raised'} at ${w.clock.monotonicMs()} ms, never DONE (faults ended at ${faultsEndMs(w)} ms)`];
+    return [`the run is ${row?.state ?? 'never raised'} at ${w.clock.monotonicMs()} ms, never DONE (faults ended at ${faultsEndMs(w)} ms)`];
   }
-  if (w.doneAt > deadline) return [`the night was DONE at ${w.doneAt} ms, after the bound ${deadline} ms`];
+  if (w.doneAt > deadline) return [`the run was DONE at ${w.doneAt} ms, after the bound ${deadline} ms`];
   return [];
 }
 
@@ -1162,7 +1162,7 @@ const safety: readonly Check<WorkflowState>[] = [
   { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, w.lease, HOLDER_ACTS) },
   { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes, w.faults.monoRate) },
   {
-    name: 'a DONE night is whole',
+    name: 'a DONE run is whole',
     check: async (w) => {
       const chunks = await doneChecks(w.jobs, { jobId: w.jobId, date: DATE, chunks: w.spec.chunks, jobsTable: w.jobs.table }, w.keys);
       const done = (await w.jobs.readJob(w.jobId))?.state === 'DONE';
@@ -1172,7 +1172,7 @@ const safety: readonly Check<WorkflowState>[] = [
 ];
 
 const liveness: readonly Check<WorkflowState>[] = [
-  { name: 'liveness: the night is DONE within the bound', check: doneInTime },
+  { name: 'liveness: the run is DONE within the bound', check: doneInTime },
   { name: 'liveness: every execution of the job closed', check: closedInTime },
 ];
 
@@ -1189,8 +1189,8 @@ export const fencedJobWorld = <R extends JobRun>(
 ): World<WorkflowState<R>, WorkflowPlaced> => ({
   setup: (seed, mutation, placed) => setup(storesOf, options, seed, mutation, placed),
   actors,
-  // Done when the night is, every execution closed and every invocation returned; or when nothing can happen any
-  // more: all that, with the night never raised (no sweep sees it) and no trigger still to come: stranded, a violation.
+  // Done when the run is, every execution closed and every invocation returned; or when nothing can happen any
+  // more: all that, with the run never raised (no sweep sees it) and no trigger still to come: stranded, a violation.
   done: (w) =>
     [...w.executions.values()].every((e) => e.status !== 'RUNNING') &&
     [...w.running].every((a) => a.crashed) &&
@@ -1204,7 +1204,7 @@ export const fencedJobWorld = <R extends JobRun>(
     const row = await w.jobs.readJob(w.jobId);
     const executions = [...w.executions.values()].map((e) => `${e.name} ${e.status} ${e.end ?? ''}`).join(', ');
     return {
-      line: `end: night ${row?.state ?? 'never raised'}; ${executions}`,
+      line: `end: run ${row?.state ?? 'never raised'}; ${executions}`,
       state: row?.state,
       faults: [...w.invokeFaults, ...w.startFaults].map((x) => `${x.kind} ${x.point.replace(/@.*/, '')}`),
     };

@@ -49,8 +49,8 @@
  *                          500/503 (applied or not), and Scheduler retries it on its RetryPolicy, a new execution each.
  * A request already sent may land any time later (a paused call), so the world never ends an invocation at its
  * function's own timeout, but for the function timed out above: that would only remove schedules.
- * The draws this world made before issue 27 stay on the schedule's stream, in their order; each new one (a fault's
- * form, the trigger's deliveries and start errors) is drawn from a stream of its own (AWS_STREAM).
+ * The world's first draws stay on the schedule's stream, in their order; each added since (a fault's form, the
+ * trigger's deliveries and start errors) is drawn from a stream of its own (AWS_STREAM), so no earlier draw moved.
  *
  * After the schedule: each item recorded once, tokens only rise on every fence, no write below the fence, no act
  * past the holder's stop time, epochs never repeat, no claim while another holder's lease runs, a DONE run has every

@@ -71,7 +71,10 @@ export interface ExploreFencedJobOptions<F> {
   readonly chunkTimeoutS?: number;
   /** The longest one chunk's work sleeps on the kit's clock: the liveness bound counts it. @defaultValue 0 */
   readonly chunkWorkMs?: number;
-  /** The fakes one schedule shares between its invocations (a pretend provider that records its calls). */
+  /**
+   * The fakes one schedule shares between its invocations (a pretend provider that records its calls). Called once
+   * for each schedule, and once more before the first, to learn the names of the methods the faults steer at.
+   */
   readonly fakes?: () => F;
   /** Your invariants over the end of a schedule: one sentence per violation. */
   readonly check?: (end: FencedJobEnd<F>) => readonly string[];

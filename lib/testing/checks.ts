@@ -52,6 +52,23 @@ export function epochChecks(grants: readonly Grant[]): string[] {
   return violations;
 }
 
+/** What a DONE run's items are: how many, in `itemsTable`, those whose `pk` starts with `itemPrefix` (other runs' share the table). */
+export interface RunItems {
+  readonly count: number;
+  readonly itemsTable: string;
+  readonly itemPrefix?: string;
+}
+
+/** A DONE run has every item stored: the table's items as stored, counted. */
+export async function itemsChecks(
+  jobs: { dump(table: string): readonly unknown[] | Promise<readonly unknown[]> },
+  items: RunItems,
+): Promise<string[]> {
+  const prefix = items.itemPrefix ?? '';
+  const stored = (await jobs.dump(items.itemsTable)).filter((i) => String((i as { pk?: unknown }).pk).startsWith(prefix)).length;
+  return stored === items.count ? [] : [`DONE with ${stored} items stored, the run has ${items.count}`];
+}
+
 /** A DONE run has every chunk fence recorded done (and every item stored, when `items` says how many). */
 export async function doneChecks(
   jobs: JobStore & { dump(table: string): readonly unknown[] | Promise<readonly unknown[]> },
@@ -59,20 +76,15 @@ export async function doneChecks(
     readonly jobId: string;
     readonly date: string;
     readonly chunks: number;
-    /** The items a DONE run has, and where: in `itemsTable`, those whose `pk` starts with `itemPrefix` (other runs' share the table). @default not counted */
-    readonly items?: { readonly count: number; readonly itemsTable: string; readonly itemPrefix?: string };
+    /** The items a DONE run has. @default not counted */
+    readonly items?: RunItems;
     readonly jobsTable: string;
   },
   keys: ReturnType<typeof jobKeys>,
 ): Promise<string[]> {
-  const violations: string[] = [];
   const row = await jobs.readJob(run.jobId);
-  if (row?.state !== 'DONE') return violations;
-  if (run.items) {
-    const prefix = run.items.itemPrefix ?? '';
-    const stored = (await jobs.dump(run.items.itemsTable)).filter((i) => String((i as { pk?: unknown }).pk).startsWith(prefix)).length;
-    if (stored !== run.items.count) violations.push(`DONE with ${stored} items stored, the run has ${run.items.count}`);
-  }
+  if (row?.state !== 'DONE') return [];
+  const violations = run.items ? await itemsChecks(jobs, run.items) : [];
   for (let c = 0; c < run.chunks; c++) {
     const fence = await jobs.readFence({ table: run.jobsTable, key: { pk: keys.chunkFence(run.date, c) } });
     if (fence?.done_by === undefined) violations.push(`DONE over chunk ${c}, not recorded done`);

@@ -6,6 +6,7 @@
  */
 import { writeBatch } from '../../lib/core/batch';
 import { LEASE_DEFAULTS, type LeaseConfig } from '../../lib/core/config';
+import { itemsChecks } from '../../lib/testing/checks';
 import { runWorld, type ScheduleResult } from '../../lib/testing/world';
 import {
   everyState,
@@ -80,11 +81,7 @@ const nightJob = (night: NightSize): WorkflowJob => ({
       }
       return { items: night.items };
     },
-    whole: async () => {
-      const stored = (await jobs.dump(items)).length;
-      const count = night.chunks * night.items;
-      return stored === count ? [] : [`DONE with ${stored} items stored, the night has ${count}`];
-    },
+    whole: () => itemsChecks(jobs, { count: night.chunks * night.items, itemsTable: items }),
   }),
 });
 

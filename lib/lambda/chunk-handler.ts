@@ -73,11 +73,22 @@ export interface RuntimeChunkContext extends FencedChunkContext {
 export function fencedChunkHandler<R extends object>(
   work: (context: FencedChunkContext) => Promise<R>,
 ): (event: ChunkEvent) => Promise<R & { chunk: number }> {
-  // The public context only, at run time too: the runtime and the hooks are the repository's.
-  return chunkHandlerOn(fromEnvironment(), (c) =>
-    work({ lease: c.lease, fence: c.fence, manifest: c.manifest, chunk: c.chunk, chunks: c.chunks, date: c.date, env: c.env }),
-  );
+  return chunkHandlerOn(fromEnvironment(), (c) => work(publicContext(c)));
 }
+
+/**
+ * The public context of a chunk's run, at run time too: the runtime and the hooks are the repository's.
+ * @internal
+ */
+export const publicContext = (c: RuntimeChunkContext): FencedChunkContext => ({
+  lease: c.lease,
+  fence: c.fence,
+  manifest: c.manifest,
+  chunk: c.chunk,
+  chunks: c.chunks,
+  date: c.date,
+  env: c.env,
+});
 
 /**
  * The same handler on a runtime source of the caller's (the local runner's source mode makes its own), its work

@@ -16,7 +16,7 @@
  */
 import type { Clock } from '../../core/clock';
 import { LEASE_DEFAULTS, type LeaseConfig } from '../../core/config';
-import type { FencedChunkContext } from '../../lambda/chunk-handler';
+import { publicContext, type FencedChunkContext } from '../../lambda/chunk-handler';
 import { actsPastStopTime } from '../acts';
 import { explored, type ExploreJobResult } from '../explore-job';
 import { rateErrorCovered } from '../history';
@@ -143,10 +143,12 @@ function userJob<F>(options: ExploreFencedJobOptions<F>): WorkflowJob<UserRun<F>
         sentAgain,
         jobs: oneContent(sentAgain),
         work: (c, invocation) =>
-          options.work(
-            { lease: c.lease, fence: c.fence, manifest: c.manifest, chunk: c.chunk, chunks: c.chunks, date: c.date, env: c.env },
-            { name: invocation.name, fakes: acts.fakesFor(fakes, invocation), tables: acts.tablesFor(tables, invocation), clock: invocation },
-          ),
+          options.work(publicContext(c), {
+            name: invocation.name,
+            fakes: acts.fakesFor(fakes, invocation),
+            tables: acts.tablesFor(tables, invocation),
+            clock: invocation,
+          }),
       };
     },
     checks: [

@@ -24,7 +24,7 @@ import { ActLog, oneContent, steeredPlan } from '../kit';
 import type { FaultPlan, PlacedFault } from '../scheduler';
 import type { PlainTables } from '../tables';
 import { runWorld } from '../world';
-import { fencedJobWorld, memoryWorkflowStores, WORKFLOW_FAULTS, type JobRun, type WorkflowJob } from './workflow-world';
+import { executionOf, fencedJobWorld, memoryWorkflowStores, WORKFLOW_FAULTS, type JobRun, type WorkflowJob } from './workflow-world';
 
 /** What your chunk work is given beside its context, in an explored run: your fakes and tables, its clock. */
 export interface ChunkKit<F> {
@@ -154,8 +154,8 @@ function userJob<F>(options: ExploreFencedJobOptions<F>): WorkflowJob<UserRun<F>
     checks: [
       {
         name: 'no plain write or fake call past its stop time',
-        // An invocation acts for its execution, the lease's holder: `exec-a/RunChunk#7` for `exec-a`.
-        check: (w) => actsPastStopTime(w.run.acts.acts, w.calls.calls, w.lockWrites, (actor) => actor.split('/')[0]!),
+        // An invocation acts for its execution, the lease's holder.
+        check: (w) => actsPastStopTime(w.run.acts.acts, w.calls.calls, w.lockWrites, executionOf),
       },
       { name: 'each item recorded with one content', check: (w) => w.run.sentAgain },
       {

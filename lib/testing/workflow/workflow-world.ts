@@ -852,7 +852,7 @@ function actors(w: WorkflowState): void {
   const attempt = (exec: Execution, state: string, st: StateDef, payload: unknown, view: JobStore): Promise<unknown> => {
     const handler = f.handlerOf[String(st.Resource)];
     if (!handler) throw new Error(`task ${state} invokes no function of the stack: ${String(st.Resource)}`);
-    const actor = scheduler.actor(`${exec.name}/${state}#${++invocationCount}`, w.rates);
+    const actor = scheduler.actor(invocationName(exec.name, state, ++invocationCount), w.rates);
     const fault = invokeFault(exec.name, state);
     const kind = fault?.kind;
     const now = clock.monotonicMs();
@@ -1118,6 +1118,12 @@ interface StepGate {
 }
 
 const never = new Promise<never>(() => undefined);
+
+/** An invocation's actor name, `<execution>/<state>#<n>` (a Map Run's child execution is `<execution>/<Map>:<i>`). */
+const invocationName = (execution: string, state: string, n: number): string => `${execution}/${state}#${n}`;
+
+/** The execution an invocation runs for, the lease's holder: the first part of its name (`exec-a` of `exec-a/RunChunk#7`). */
+export const executionOf = (invocation: string): string => invocation.split('/')[0]!;
 
 /**
  * The trigger's deliveries after the first, drawn: a second at `againAtMs` (half of these), or a second and a third

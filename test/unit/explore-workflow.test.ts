@@ -140,6 +140,35 @@ for (const mutation of WORKFLOW_WORLD_MUTATIONS) {
   });
 }
 
+// The trigger's duplicate steered right after a renewal of the first run's lease: a claimant starts watching a fresh
+// rvn while the holder writes on. The real claimant waits out the lease the holder keeps renewing; with the claim's
+// lease declared in seconds (10 ms), the claimant takes over at its next look, 1 s later, while the holder's chunks
+// still write: only "never two holders at once" sees it (the overlap check times each lease by what its claim
+// declared, and the holder acts within its own stop time).
+test('a delivery right after a renewal: the real claimant waits; lease-in-seconds is caught by "never two holders at once" alone', async () => {
+  for (const seed of SEEDS) {
+    const placed: WorkflowPlaced = { faults: [], again: [{ renewal: 2, afterRenewalMs: 100 }] };
+    const real = await runWorkflowSchedule(seed, undefined, placed);
+    assert.deepEqual(real.violations, []);
+    const started = real.trace.findIndex((l) => / the schedule starts execution exec-b$/.test(l));
+    const renewed = real.trace.findIndex((l) => / exec-a\/RunChunk#\d+ renew$/.test(l));
+    assert.ok(renewed >= 0 && started > renewed, `exec-b starts after exec-a's chunks renewed:\n${real.trace.join('\n')}`);
+    assert.ok(!real.trace.some((l) => / exec-b claimed epoch /.test(l)), 'the real claimant never claims a live lease');
+    assert.ok(
+      real.trace.some((l) => / exec-b ends SUCCEEDED at AlreadyDone$/.test(l)),
+      'it watched the run to its release, and found it DONE',
+    );
+    const broken = await runWorkflowSchedule(seed, 'lease-in-seconds', placed);
+    assert.deepEqual(broken.caughtBy, ['never two holders at once'], broken.violations.join('\n'));
+    assert.ok(
+      broken.violations.every((v) =>
+        /^two holders at once: exec-a\/RunChunk#\d+ sent (recordBatch|markChunkDone) .* after exec-b claimed token 2/.test(v),
+      ),
+      broken.violations.join('\n'),
+    );
+  }
+});
+
 test('the workflow variants are caught for their own reason: the Wait that is the claim rule timer, the task timeout', async () => {
   for (const seed of SEEDS) {
     const skipped = await runWorkflowSchedule(seed, 'wait-skipped', { faults: [], againAtMs: 2_000 });

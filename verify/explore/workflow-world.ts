@@ -52,10 +52,11 @@ type NotHere = (typeof NOT_HERE)[number];
 export const WORKFLOW_WORLD_MUTATIONS = [
   ...(Object.keys(WORKFLOW_MUTATIONS) as WorkflowMutation[]),
   ...MUTATIONS.filter((m): m is Exclude<Mutation, NotHere> => !(NOT_HERE as readonly Mutation[]).includes(m)),
-  // A chunk marked done as its work starts: the one bug only "a DONE run is whole" catches here. (The night's other,
-  // `lease-in-seconds`, needs a claimant watching a live holder, which this world makes in 2 to 3 schedules of 100:
-  // StartExecution by name folds the trigger's repeats into one execution. Not applied here.)
+  // The night world's two that each one check alone catches: a chunk marked done as its work starts ("a DONE run is
+  // whole"), and a claim that declares its lease in seconds ("never two holders at once": it needs a claimant
+  // watching a live holder, which the trigger's duplicate steered right after a renewal makes).
   'done-mark-first',
+  'lease-in-seconds',
 ] as const;
 
 /** The repository's job: each chunk's items a batch at a time through the fence; a DONE night holds all of them. */

@@ -112,6 +112,8 @@ type Json = Record<string, unknown>;
 const FLOW_SETTINGS = {
   /** The duplicate delivery of the daily trigger, when there is one, comes within this long after the first. */
   duplicateWithinMs: 30_000,
+  /** A duplicate delivery steered into the run: within `withinMs` after one of the lease's first `upTo` renewals. */
+  againAfterRenewal: { upTo: 5, withinMs: 500 },
   /** Each schedule's sparse index lags its table by up to a seeded share of this. */
   maxIndexLagMs: 3_000,
   /**
@@ -489,7 +491,8 @@ interface StartError {
 }
 
 /** One delivery of the daily trigger after the first: at a time from the first, or after the first execution closed. */
-type Delivery = { readonly atMs: number } | { readonly afterEndMs: number };
+/** A delivery of the trigger after the first: at a time, a time after the first execution closed, or after a renewal. */
+type Delivery = { readonly atMs: number } | { readonly afterEndMs: number } | { readonly renewal: number; readonly afterRenewalMs: number };
 
 /**
  * Faults placed by a test (scheduler.ts `Placed`), and this world's own: the trigger's second delivery at `againAtMs`
@@ -762,11 +765,18 @@ function actors(w: WorkflowState): void {
   const batchLog = { accepted: w.accepted, seenRequests: w.seenRequests, violations, log: (line: string) => scheduler.log(line), logRefused: true };
   const observed = (actor: Actor, inner: JobStore): JobStore => recordingBatches(actor.name, w.run.jobs?.(inner) ?? inner, jobs, batchLog);
 
-  // Every claim that took effect, in the trace (the lock history keeps them for the checks).
+  // Every claim that took effect, in the trace (the lock history keeps them for the checks); the renewals that took
+  // effect counted, for a delivery that waits on one (below).
+  let renewals = 0;
+  const onRenewal: { readonly nth: number; readonly then: () => void }[] = [];
   const lockCall = (method: string, _args: unknown[], result: unknown): void => {
     const out = result as WriteOutcome;
-    if (method !== 'claim' || !out?.ok) return;
-    scheduler.log(`${String(out.item.holder)} claimed epoch ${Number(out.item.epoch)}`);
+    if (!out?.ok) return;
+    if (method === 'renew') {
+      renewals++;
+      for (const due of onRenewal.filter((r) => r.nth === renewals)) due.then();
+    }
+    if (method === 'claim') scheduler.log(`${String(out.item.holder)} claimed epoch ${Number(out.item.epoch)}`);
   };
 
   // The run is DONE when the job row's complete takes effect (the row is the authority).
@@ -825,7 +835,8 @@ function actors(w: WorkflowState): void {
       sfn: { send: (command: never) => sfn.send(command).catch((err: unknown) => sfnError(err, actor)) } as unknown as SFNClient,
       // Outermost, the observer: what the invocation's code sent, and when its answers came (history.ts).
       stores: {
-        locks: w.calls.observe(actor, step(broken.locks, lockCall)),
+        // The sweeper's functions see the lock store as the sweeper does; every other invocation as a holder does.
+        locks: w.calls.observe(actor, step(handler.startsWith('sweep-') ? broken.locks : broken.locksFor(actor, w.lease), lockCall)),
         jobs: w.calls.observe(actor, step(observed(actor, view), jobCall)),
         manifests: step(w.manifests),
       },
@@ -1079,8 +1090,7 @@ function actors(w: WorkflowState): void {
 
   scheduler.log(`the sparse index lags by up to ${w.indexLagMs} ms`);
   deliver('a');
-  // The deliveries after the first: a second in half the schedules (the schedule's own stream, as before), within
-  // duplicateWithinMs; on the AWS stream, a quarter of those get a third too, and a quarter come late instead.
+  // The deliveries after the first, in half the schedules (the schedule's own stream, as before): drawnAgain.
   const again: readonly Delivery[] = w.placed
     ? [...(w.placed.againAtMs === undefined ? [] : [{ atMs: w.placed.againAtMs }]), ...(w.placed.again ?? [])]
     : random() < 0.5
@@ -1094,7 +1104,7 @@ function actors(w: WorkflowState): void {
       scheduler.log(`the daily trigger is delivered again at ${d.atMs} ms`);
       clock.after(d.atMs, () => deliver(letter));
       w.horizonMs = Math.max(w.horizonMs, d.atMs + w.bound);
-    } else {
+    } else if ('afterEndMs' in d) {
       scheduler.log(`the daily trigger is delivered again ${d.afterEndMs} ms after the first execution closed`);
       const first = (name: string) => {
         if (!name.startsWith('exec-a')) return;
@@ -1103,6 +1113,22 @@ function actors(w: WorkflowState): void {
       };
       closed.push(first);
       w.horizonMs += d.afterEndMs;
+    } else {
+      // While the first run holds its lease, right after a renewal: a claimant starts watching a fresh rvn, where
+      // a claim that does not wait out the whole lease overlaps a live holder. If the first execution closes before
+      // that renewal, the delivery comes as late ones do.
+      scheduler.log(`the daily trigger is delivered again ${d.afterRenewalMs} ms after the lease's renewal ${d.renewal}`);
+      let pending = true;
+      const fire = () => {
+        if (!pending) return;
+        pending = false;
+        clock.after(d.afterRenewalMs, () => deliver(letter));
+      };
+      onRenewal.push({ nth: d.renewal, then: fire });
+      closed.push((name) => {
+        if (name.startsWith('exec-a')) fire();
+      });
+      w.horizonMs += d.afterRenewalMs + w.bound;
     }
   });
   w.triggered = undelivered === 0;
@@ -1126,13 +1152,18 @@ const invocationName = (execution: string, state: string, n: number): string => 
 export const executionOf = (invocation: string): string => invocation.split('/')[0]!;
 
 /**
- * The trigger's deliveries after the first, drawn: a second at `againAtMs` (half of these), or a second and a third
- * (a quarter), or one late (a quarter): up to a minute after the first execution closed, or hours after the first.
+ * The trigger's deliveries after the first, drawn: a second steered into the first run, right after one of its
+ * lease's renewals (half of these: a claimant watching a live holder from a fresh rvn, where a claim that does not
+ * wait out the lease the holder keeps overlaps it), or a second at `againAtMs` and a third (a quarter), or one late
+ * (a quarter): up to a minute after the first execution closed, or hours after the first.
  */
 function drawnAgain(againAtMs: number, aws: () => number): Delivery[] {
   const s = FLOW_SETTINGS;
   const u = aws();
-  if (u < 0.5) return [{ atMs: againAtMs }];
+  if (u < 0.5) {
+    const { upTo, withinMs } = s.againAfterRenewal;
+    return [{ renewal: 1 + Math.floor(aws() * upTo), afterRenewalMs: Math.floor(aws() * withinMs) }];
+  }
   if (u < 0.75) return [{ atMs: againAtMs }, { atMs: Math.floor(aws() * s.duplicateWithinMs) }];
   if (aws() < 0.5) return [{ afterEndMs: Math.floor(aws() * s.lateAfterEndMs) }];
   return [{ atMs: s.lateHoursMs.from + Math.floor(aws() * (s.lateHoursMs.to - s.lateHoursMs.from)) }];

@@ -14,11 +14,14 @@
  *                    the batch's check and the raises refuse a token equal to the fence;
  *   stop-time-from-answer  the lease counts its stop time from when a claim's or renewal's answer arrived, not from
  *                    when it was sent: an answer that comes late moves the stop time past the lease the store granted.
- * The night world's own (NIGHT_MUTATIONS; the workflow world takes done-mark-first too):
+ * The night world's own (NIGHT_MUTATIONS; the workflow world takes them too):
  *   lease-in-seconds the claim writes its lease into lease_ms in seconds (`leaseMs / 1000`, as a TTL attribute
  *                    would be): a claimant waits out the lease the item declares, 10 ms, and takes a live lease over;
  *   done-mark-first  a chunk recorded done as its work starts, not after its last batch (the mark sent with the
- *                    chunk's first batch): a holder stopped inside the chunk leaves it marked done and half written.
+ *                    chunk's first batch): a holder stopped inside the chunk leaves it marked done and half written;
+ *   puts-unconditional  the fenced batch's puts sent without `attribute_not_exists`: the fence's check still guards
+ *                    the batch, but an item already recorded (by an earlier holder, or a retry under a new request
+ *                    token) is overwritten instead of refused, so it is recorded twice.
  */
 import type { Clock } from '../../lib/core/clock';
 import type { LeaseConfig } from '../../lib/core/config';
@@ -32,8 +35,9 @@ import type { ManifestStore } from '../../lib/core/store/manifest';
 import { copyOf, transactionCanceled } from '../../lib/testing/dynamo-rules';
 import type { LedgerEntry, LedgerHead, LedgerStore } from '../../lib/core/store/ledger';
 import type { MemoryLockStore } from '../../lib/testing/lock-store';
+import type { MemoryJobStore } from '../../lib/testing/job-store';
 import { Attr } from '../../lib/core/schema';
-import type { Conditional, FenceItem, JobRow, JobStore, RequeueSighting } from '../../lib/core/store/jobs';
+import type { BatchPut, Conditional, FenceItem, JobRow, JobStore, RequeueSighting } from '../../lib/core/store/jobs';
 import type { ClaimOn, LockItem, LockStore } from '../../lib/core/store/lock';
 import { type Broken, plainStores } from '../../lib/testing/broken';
 
@@ -51,9 +55,16 @@ export const MUTATIONS = [
 ] as const;
 export type Mutation = (typeof MUTATIONS)[number];
 
-/** The night world's own broken variants (see the header); the workflow world does not take them. */
-export const NIGHT_MUTATIONS = ['lease-in-seconds', 'done-mark-first'] as const;
+/** The night world's own broken variants (see the header); the workflow world takes them too. */
+export const NIGHT_MUTATIONS = ['lease-in-seconds', 'done-mark-first', 'puts-unconditional'] as const;
 export type NightMutation = (typeof NIGHT_MUTATIONS)[number];
+
+/** A put's key value as the store keeps it: a wire item's string or number, or the document's value. */
+function keyOfPut(p: BatchPut): unknown {
+  if (!p.item) return p.document[p.keyAttribute];
+  const v = p.item[p.keyAttribute] as { S?: string; N?: string };
+  return v.S ?? Number(v.N);
+}
 
 /** `target` with some of its methods replaced: how a broken variant changes a store. */
 export const override = <T extends object>(target: T, methods: Partial<T>): T =>
@@ -227,6 +238,27 @@ export function applyMutation(
           });
         },
       };
+    case 'puts-unconditional': {
+      // DynamoDB would overwrite; the in-memory store refuses an item already there, so the variant reaches behind
+      // it: where the fence's check will pass, the items go first and the batch then writes every one of them. Not
+      // for a resend of a request already applied (its replay writes nothing: the items would be lost).
+      const memory = jobs as unknown as MemoryJobStore;
+      const sent = new Set<string>();
+      const passes = (item: { readonly [Attr.fence]?: unknown } | undefined, token: number) =>
+        item?.[Attr.fence] === undefined || Number(item[Attr.fence]) <= token;
+      return {
+        ...plain,
+        jobsFor: () =>
+          override(jobs, {
+            recordBatch: async (fence, token, puts, requestToken) => {
+              if (!sent.has(requestToken) && passes(await jobs.readFence(fence), token))
+                for (const p of puts) await memory.deleteItem(p.table, { [p.keyAttribute]: keyOfPut(p) });
+              sent.add(requestToken);
+              return jobs.recordBatch(fence, token, puts, requestToken);
+            },
+          }),
+      };
+    }
     case 'fence-lt': {
       // `fence < :t` differs from `fence <= :t` only at equality: refuse exactly that, as the store would refuse it.
       const equal = (item: { readonly [Attr.fence]?: unknown } | undefined, token: number) =>

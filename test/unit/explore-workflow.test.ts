@@ -140,6 +140,37 @@ for (const mutation of WORKFLOW_WORLD_MUTATIONS) {
   });
 }
 
+// A write delivered twice (the SDK's resend after a lost answer: the second answer is the one the code sees) and the
+// wall faults, placed on the run's own calls: the claim's resend meets its own landing, the batch's its request
+// token, the manifest commit's If-Match its own ETag (412), complete's the row already DONE; a wall clock stepped
+// back 15 s and one running 1.5 times fast change only what the handlers write. The run completes with no violation.
+test('a write delivered twice and wall faults in the workflow: each fires, and the run completes', async () => {
+  const placed: WorkflowPlaced = {
+    faults: [
+      { actor: nightA('Claim'), method: 'claim', kind: 'twice' },
+      { actor: nightA('RunChunk'), method: 'recordBatch', kind: 'twice' },
+      { actor: nightA('Complete'), method: 'putIfMatch', kind: 'twice' },
+      { actor: nightA('Complete'), method: 'complete', kind: 'twice' },
+      { actor: nightA('RaiseFence'), method: 'renew', kind: 'wall-step', ms: -15_000 },
+      { actor: nightA('RunChunk'), method: 'renew', kind: 'wall-rate', rate: 1.5 },
+    ],
+  };
+  for (const seed of SEEDS) {
+    const r = await runWorkflowSchedule(seed, undefined, placed);
+    for (const fired of [/claim TWICE/, /recordBatch TWICE/, /putIfMatch TWICE/, /complete TWICE/, /WALL-STEP -15000 ms/, /WALL-RATE x1\.5/])
+      assert.ok(
+        r.trace.some((l) => fired.test(l)),
+        `${String(fired)} fired:\n${r.trace.join('\n')}`,
+      );
+    assert.deepEqual(r.violations, []);
+    assert.equal(r.state, 'DONE');
+    assert.ok(
+      r.trace.some((l) => / exec-a ends SUCCEEDED at Completed$/.test(l)),
+      r.trace.join('\n'),
+    );
+  }
+});
+
 // The trigger's duplicate steered right after a renewal of the first run's lease: a claimant starts watching a fresh
 // rvn while the holder writes on. The real claimant waits out the lease the holder keeps renewing; with the claim's
 // lease declared in seconds (10 ms), the claimant takes over at its next look, 1 s later, while the holder's chunks

@@ -92,6 +92,9 @@ export const ELECTION_SETTINGS = {
     maxPauseMs: 15_000,
     lateMs: 5_000,
     windowMs: 25_000,
+    // The SDK resends a request whose answer it lost: any write can land twice, and the code sees the second answer
+    // (a conditional write's own first landing makes its resend fail its condition; an S3 conditional PUT's, 412).
+    twice: ['join', 'removeCandidate', 'claim', 'renew', 'release', 'raise', 'append', 'create', 'putIfMatch'],
     emphasis: [
       { methods: ['join', 'claim', 'renew'], kind: 'late', weight: 4 },
       { methods: ['put', 'create', 'putIfMatch'], kind: 'pause', weight: 4 },
@@ -699,10 +702,13 @@ function actors(w: ElectionState): void {
         throw err;
       }
       if (name === 'w2') answered.at = clock.monotonicMs();
-      bumps.push({ writer: name, epoch: writer.epoch, order: order++ });
+      // The epoch its flip took, as the lock table applied it (not as the handover says): the last writer-lease claim
+      // of this process the table granted.
+      const epoch = grants.findLast((g) => g.actor === name && g.key === `writer/${s.writerRole}`)?.epoch ?? 0;
+      bumps.push({ writer: name, epoch, order: order++ });
       // The handover's promise when it answers: the store it writes already refuses every lower epoch.
       const fenced = (await ledgers.head(writerLedgerKey(s.writerRole))).epoch;
-      if (fenced < writer.epoch) violations.push(`${name}'s handover answered at epoch ${writer.epoch} with the fence still at ${fenced}`);
+      if (fenced < epoch) violations.push(`${name}'s handover answered at epoch ${epoch} with the fence still at ${fenced}`);
       scheduler.log(`${name} is the writer with epoch ${writer.epoch}`);
       try {
         for (let i = 0; i < writes; i++) {

@@ -130,6 +130,12 @@ const FLOW_SETTINGS = {
     maxPauseMs: 240_000,
     lateMs: 10_000,
     windowMs: 120_000,
+    // Exaggerated as the night world's (an NTP step is rarely seconds, a drift rarely 1%): each invocation's wall
+    // clock, which the handlers only write (renewed_at, claimed_since) and never time anything by.
+    wall: { maxStepMs: 15_000, maxRateError: 0.5 },
+    // The SDK resends a request whose answer it lost: any write can land twice, and the code sees the second answer
+    // (a conditional write's own first landing makes its resend fail its condition; an S3 conditional PUT's, 412).
+    twice: ['claim', 'renew', 'release', 'raiseJob', 'raiseFence', 'recordBatch', 'markChunkDone', 'complete', 'requeue', 'create', 'putIfMatch'],
     // Each invocation's monotonic clock runs fast or slow by up to half of what the margin covers.
     monoRate: rateErrorCovered(LEASE_DEFAULTS) / 2,
     emphasis: [

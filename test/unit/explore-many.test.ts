@@ -1,5 +1,5 @@
 /**
- * The explorer at scale, in every CI run: 10,000 schedules over all three worlds (the seed picks each schedule's
+ * The explorer at scale, in every CI run: 10,000 schedules over all four worlds (the seed picks each schedule's
  * world) on the real code, from a fixed seed, so a red run is the same on any machine and any day. A failure prints
  * each failing schedule's replay command.
  *

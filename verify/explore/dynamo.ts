@@ -45,7 +45,9 @@ export const DYNAMO_MUTATIONS: readonly Mutation[] = MUTATIONS.filter(
 );
 
 /** The workflow world's broken variants that run on any store (epoch-deleted and puts-unconditional reach behind the memory stores). */
-export const WORKFLOW_DYNAMO_MUTATIONS: readonly string[] = WORKFLOW_WORLD_MUTATIONS.filter((m) => m !== 'epoch-deleted' && m !== 'puts-unconditional');
+export const WORKFLOW_DYNAMO_MUTATIONS: readonly string[] = WORKFLOW_WORLD_MUTATIONS.filter(
+  (m) => m !== 'epoch-deleted' && m !== 'puts-unconditional',
+);
 
 /** The night's items: a table keyed as the job table is. */
 const ITEMS_TABLE: TableDescription = { suffix: 'items', partitionKey: { name: Attr.pk, type: 'S' }, purpose: "the explored night's items" };

@@ -18,6 +18,10 @@ import { postgresFence } from '../../lib/postgres/fence';
 import type { PgPool, PgPoolClient, PgResult } from '../../lib/postgres/driver';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { MemoryPostgres, type MemoryPgClient } from '../../lib/testing/postgres-fence';
+import { epochChecks } from '../../lib/testing/checks';
+import { override } from './mutations';
+import { LockHistory, leaseOverlapChecks, rateErrorCovered } from '../../lib/testing/history';
+import type { LockStore } from '../../lib/core/store/lock';
 import { Scheduler, type Actor, type Placed } from '../../lib/testing/scheduler';
 import type { World, WorldState } from '../../lib/testing/world';
 
@@ -35,6 +39,8 @@ export const POSTGRES_MUTATIONS = [
   // The transaction's connection rolled back and given back only on success (no catch, no finally): a statement that
   // fails leaves its transaction open on a connection nobody holds, with the fence row's lock (PostgreSQL keeps it).
   'pg-leak-on-error',
+  // The lease's rule under the fence: the release deletes the lock item, so its epoch starts again at 1.
+  'lease-epoch-deleted',
 ] as const;
 type PostgresMutation = (typeof POSTGRES_MUTATIONS)[number];
 
@@ -53,6 +59,8 @@ const SETTINGS = {
     budget: 4,
     maxPauseMs: 2_500,
     windowMs: 4_000,
+    // Each holder's monotonic clock runs fast or slow by up to half of what the lease's margin covers (11 %).
+    monoRate: rateErrorCovered({ leaseMs: 1_000, marginMs: 200 }) / 2,
     lateMs: 200,
     // A pause as a transaction takes its connection, right after the holder's passed check: the stale holder's gap.
     emphasis: [{ methods: ['connect'], kind: 'pause', weight: 12 }],
@@ -68,8 +76,12 @@ const HORIZON_MS = SETTINGS.faults.windowMs + SETTINGS.faults.maxPauseMs + 20 * 
 interface PostgresState extends WorldState {
   readonly clock: VirtualClock;
   readonly random: () => number;
+  /** The holders' clock rates' own stream, so the schedule's other draws stay as they were. */
+  readonly rates: () => number;
   readonly db: MemoryPostgres;
-  readonly locks: MemoryLockStore;
+  /** The lock table every holder's lease uses, its applied writes kept in `lockWrites` (the lease checks read them). */
+  readonly locks: LockStore;
+  readonly lockWrites: LockHistory;
   readonly mutation: PostgresMutation | undefined;
   /** Faults placed by a test: the holders then start 100 ms apart instead of at drawn times. */
   readonly placed: boolean;
@@ -89,6 +101,7 @@ function setup(seed: number, mutation: string | undefined, placed?: Placed): Pos
     return undefined;
   };
   const scheduler = new Scheduler(clock, random, SETTINGS.faults, onCrash, new Set(['query']), placed);
+  const lockWrites = new LockHistory(clock);
   const db = new MemoryPostgres({ concurrency: prng(seed + 7)() < 0.5 ? 'locking' : 'optimistic' });
   void db.query(fenceTableSql());
   scheduler.log(`postgres world: ${db.concurrency === 'locking' ? 'PostgreSQL (row locks)' : 'Aurora DSQL (optimistic)'}`);
@@ -96,8 +109,10 @@ function setup(seed: number, mutation: string | undefined, placed?: Placed): Pos
     scheduler,
     clock,
     random,
+    rates: prng(seed + 13),
     db,
-    locks: new MemoryLockStore(),
+    locks: lockWrites.observe(brokenLocks(mutation, new MemoryLockStore())),
+    lockWrites,
     mutation: mutation as PostgresMutation | undefined,
     placed: placed !== undefined,
     holders: [],
@@ -105,6 +120,20 @@ function setup(seed: number, mutation: string | undefined, placed?: Placed): Pos
     broken: { restore: () => undefined },
     violations: [],
   };
+}
+
+/** The lock table as every holder sees it: the memory store, or one of the lease's rules broken behind it. */
+function brokenLocks(mutation: string | undefined, locks: MemoryLockStore): LockStore {
+  if (mutation === 'lease-epoch-deleted')
+    return override(locks, {
+      release: async (key, holding, rvn, wallIso) => {
+        const out = await locks.release(key, holding, rvn, wallIso);
+        // The in-memory store keeps its items in a private map: the variant reaches behind it.
+        if (out.ok) (locks as unknown as { items: Map<string, unknown> }).items.delete(key);
+        return out;
+      },
+    });
+  return locks;
 }
 
 /** The twin's pool as one holder reaches it: every statement a step boundary of its actor. */
@@ -164,7 +193,7 @@ async function unguardedRaise(db: MemoryPostgres, inner: MemoryPgClient, values:
 
 function startHolder(w: PostgresState, name: string): void {
   const { scheduler } = w;
-  const actor = scheduler.actor(name, () => 0.5);
+  const actor = scheduler.actor(name, w.rates);
   w.holders.push(actor);
   const clock: Clock = actor;
   scheduler.log(`${name} starts`);
@@ -218,6 +247,9 @@ export const POSTGRES_WORLD: World<PostgresState> = {
   horizonMs: () => HORIZON_MS,
   maxTurns: 20_000,
   checks: [
+    // The lease's own promises, from the lock table's applied writes (as in the night world).
+    { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes, SETTINGS.faults.monoRate) },
+    { name: 'epochs never repeat', check: (w) => epochChecks(w.lockWrites.claims()) },
     {
       name: 'no row commits below the fence',
       check: (w) => {

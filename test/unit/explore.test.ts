@@ -598,5 +598,8 @@ test('simulate explore bad input: one clear line per problem, and nothing run', 
     '--mutation fence-lt is not applied in the election world; it is in: night, workflow',
   ]);
   const [unknown] = await problems(['--mutation', 'no-such-rule']);
-  assert.match(unknown!, /^--mutation must be one of fence-below, .*pg-count-unchecked, .*pg-leak-on-error, got "no-such-rule"$/);
+  assert.match(
+    unknown!,
+    /^--mutation must be one of fence-below, .*pg-count-unchecked, .*pg-leak-on-error, lease-epoch-deleted, got "no-such-rule"$/,
+  );
 });

@@ -130,7 +130,7 @@ const FLOW_SETTINGS = {
     maxPauseMs: 240_000,
     lateMs: 10_000,
     windowMs: 120_000,
-    // Exaggerated as the night world's (an NTP step is rarely seconds, a drift rarely 1%): each invocation's wall
+    // Exaggerated (an NTP step is rarely seconds, a drift rarely 1%) so a run of a minute meets them: each invocation's wall
     // clock, which the handlers only write (renewed_at, claimed_since) and never time anything by.
     wall: { maxStepMs: 15_000, maxRateError: 0.5 },
     // The SDK resends a request whose answer it lost: any write can land twice, and the code sees the second answer

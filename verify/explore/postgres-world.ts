@@ -19,7 +19,7 @@ import type { PgPool, PgPoolClient, PgResult } from '../../lib/postgres/driver';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { MemoryPostgres, type MemoryPgClient } from '../../lib/testing/postgres-fence';
 import { epochChecks } from '../../lib/testing/checks';
-import { override } from './mutations';
+import { applyMutation } from './mutations';
 import { LockHistory, leaseOverlapChecks, rateErrorCovered } from '../../lib/testing/history';
 import type { LockStore } from '../../lib/core/store/lock';
 import { Scheduler, type Actor, type Placed } from '../../lib/testing/scheduler';
@@ -122,18 +122,10 @@ function setup(seed: number, mutation: string | undefined, placed?: Placed): Pos
   };
 }
 
-/** The lock table as every holder sees it: the memory store, or one of the lease's rules broken behind it. */
+/** The lock table as every holder sees it: the memory store, or with the release deleting the item (mutations.ts). */
 function brokenLocks(mutation: string | undefined, locks: MemoryLockStore): LockStore {
-  if (mutation === 'lease-epoch-deleted')
-    return override(locks, {
-      release: async (key, holding, rvn, wallIso) => {
-        const out = await locks.release(key, holding, rvn, wallIso);
-        // The in-memory store keeps its items in a private map: the variant reaches behind it.
-        if (out.ok) (locks as unknown as { items: Map<string, unknown> }).items.delete(key);
-        return out;
-      },
-    });
-  return locks;
+  // epoch-deleted touches the lock store only: this world has no job store to give it.
+  return mutation === 'lease-epoch-deleted' ? applyMutation('epoch-deleted', { locks, jobs: undefined as never }).locks : locks;
 }
 
 /** The twin's pool as one holder reaches it: every statement a step boundary of its actor. */

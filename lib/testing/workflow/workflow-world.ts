@@ -496,7 +496,6 @@ interface StartError {
   readonly status?: 500 | 503;
 }
 
-/** One delivery of the daily trigger after the first: at a time from the first, or after the first execution closed. */
 /** A delivery of the trigger after the first: at a time, a time after the first execution closed, or after a renewal. */
 type Delivery = { readonly atMs: number } | { readonly afterEndMs: number } | { readonly renewal: number; readonly afterRenewalMs: number };
 

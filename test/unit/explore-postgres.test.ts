@@ -107,3 +107,24 @@ test('pg-begin-with-isolation-only (no BEGIN at the default isolation): every ba
     r.violations.join('; '),
   );
 });
+
+// holder-1's first transaction slow on the wire for 1.5 s (its process runs on: its heartbeat renews every 300 ms)
+// while holder-2, started at 100 ms, watches the lock's rvn. The real renewals change the rvn: holder-2 waits for
+// holder-1's release. A renewal that keeps the rvn shows holder-2 a lease unchanged for a whole lease: it claims at
+// 1.1 s while holder-1's lease runs, and only the lease check, read from the lock table's applied writes, sees it (the
+// fence refuses holder-1 afterwards: the rows stay safe, the lease's promise does not).
+const SLOW_FIRST_TRANSACTION: Placed = { faults: [{ actor: 'holder-1', method: 'connect', kind: 'slow', ms: 1_500 }] };
+
+test('lease-renew-keeps-rvn, placed: a claimant takes a live lease over, and only "no claim while another lease runs" sees it', async () => {
+  for (const seed of [1, 2, 3]) {
+    const honest = await run(seed, undefined, SLOW_FIRST_TRANSACTION);
+    assert.deepEqual(honest.violations, [], `seed ${seed}`);
+    assert.ok(
+      honest.trace.some((l) => / holder-1 connect SLOW 1500 ms /.test(l)),
+      honest.trace.join('\n'),
+    );
+    const r = await run(seed, 'lease-renew-keeps-rvn', SLOW_FIRST_TRANSACTION);
+    assert.deepEqual(r.caughtBy, ['no claim while another lease runs'], r.violations.join('; '));
+    assert.match(r.violations[0], /^holder-2 claimed ship#2026-12-01 at 1100 ms while holder-1's lease ran to \d+(\.\d+)? ms$/);
+  }
+});

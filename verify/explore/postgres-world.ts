@@ -19,7 +19,7 @@ import type { PgPool, PgPoolClient, PgResult } from '../../lib/postgres/driver';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { MemoryPostgres, type MemoryPgClient } from '../../lib/testing/postgres-fence';
 import { epochChecks } from '../../lib/testing/checks';
-import { applyMutation } from './mutations';
+import { applyMutation, override } from './mutations';
 import { LockHistory, leaseOverlapChecks, rateErrorCovered } from '../../lib/testing/history';
 import type { LockStore } from '../../lib/core/store/lock';
 import { Scheduler, type Actor, type Placed } from '../../lib/testing/scheduler';
@@ -42,7 +42,14 @@ export const POSTGRES_MUTATIONS = [
   // The lease's rule under the fence: the release deletes the lock item, so its epoch starts again at 1.
   'lease-epoch-deleted',
 ] as const;
-type PostgresMutation = (typeof POSTGRES_MUTATIONS)[number];
+/**
+ * A broken variant for placed schedules only: a renewal that touches renewed_at and keeps the rvn, so a claimant
+ * watching the rvn sees a live holder's lease unchanged for a whole lease and takes it over. Only "no claim while
+ * another lease runs" catches it, but drawn it bites in 44 of 1,000 (a holder's work here lasts about half a lease),
+ * under the table's bar of 1 in 20: test/unit/explore-postgres.test.ts places its case.
+ */
+type PlacedPostgresMutation = 'lease-renew-keeps-rvn';
+type PostgresMutation = (typeof POSTGRES_MUTATIONS)[number] | PlacedPostgresMutation;
 
 const JOB = 'ship#2026-12-01';
 const ROWS = 'shipments';
@@ -122,9 +129,11 @@ function setup(seed: number, mutation: string | undefined, placed?: Placed): Pos
   };
 }
 
-/** The lock table as every holder sees it: the memory store, or with the release deleting the item (mutations.ts). */
+/** The lock table as every holder sees it: the memory store, or with the release deleting the item (mutations.ts), or a renewal keeping the rvn. */
 function brokenLocks(mutation: string | undefined, locks: MemoryLockStore): LockStore {
   // epoch-deleted touches the lock store only: this world has no job store to give it.
+  if (mutation === 'lease-renew-keeps-rvn')
+    return override(locks, { renew: async (key, holding, rvn, wallIso) => locks.renew(key, holding, (await locks.read(key))?.rvn ?? rvn, wallIso) });
   return mutation === 'lease-epoch-deleted' ? applyMutation('epoch-deleted', { locks, jobs: undefined as never }).locks : locks;
 }
 

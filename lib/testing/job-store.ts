@@ -364,6 +364,6 @@ function notDone(old: StoredItem | undefined): boolean {
   return old?.[Attr.state] !== 'DONE';
 }
 /** The fence comparison (fence <= :t): a missing fence accepts nothing. */
-function fenceAccepts(item: StoredItem | undefined, token: number): boolean {
+export function fenceAccepts(item: StoredItem | undefined, token: number): boolean {
   return item?.[Attr.fence] !== undefined && Number(item[Attr.fence]) <= token;
 }

@@ -24,6 +24,7 @@ import type { LeaseConfig } from '../../lib/core/config';
 import { candidateKey, Election, Leadership, ledgerKey, roleKey, type ElectionDeps } from '../../lib/election/election';
 import { EpochFence, type LedgerEntry, LedgerWriter, ledgerViolations } from '../../lib/election/epoch-fence';
 import { handover, writerLedgerKey, type HandoverConfig, type Writer } from '../../lib/election/handover';
+import { writerKey } from '../../lib/core/election-keys';
 import { pollMsOf } from '../../lib/core/lease';
 import { ManifestWriter, type ManifestBody } from '../../lib/core/manifest';
 import { MemoryLedgerStore } from '../../lib/testing/ledger-store';
@@ -698,7 +699,7 @@ function actors(w: ElectionState): void {
     let writer: Writer | undefined;
     const run = async () => {
       try {
-        if (name === 'w2' && broken.politeHandover) await politeWait(deps.locks, actorClock, `writer/${s.writerRole}`, s.writer);
+        if (name === 'w2' && broken.politeHandover) await politeWait(deps.locks, actorClock, writerKey(s.writerRole), s.writer);
         writer = await handover(deps, s.writerRole, name, broken.handover(s.writer), fence);
       } catch (err) {
         if (name === 'w2') answered.at = clock.monotonicMs();
@@ -707,7 +708,7 @@ function actors(w: ElectionState): void {
       if (name === 'w2') answered.at = clock.monotonicMs();
       // The epoch its flip took, as the lock table applied it (not as the handover says): the last writer-lease claim
       // of this process the table granted.
-      const epoch = grants.findLast((g) => g.actor === name && g.key === `writer/${s.writerRole}`)?.epoch ?? 0;
+      const epoch = grants.findLast((g) => g.actor === name && g.key === writerKey(s.writerRole))?.epoch ?? 0;
       bumps.push({ writer: name, epoch, order: order++ });
       // The handover's promise when it answers: the store it writes already refuses every lower epoch.
       const fenced = (await ledgers.head(writerLedgerKey(s.writerRole))).epoch;
@@ -782,7 +783,7 @@ function actors(w: ElectionState): void {
     // The backup is taken once the role and the writer's lock items exist, so the bump raises them; the early backup
     // above lacks both, and only the epoch floor keeps their epochs from repeating (docs/TESTING.md).
     const takeBackup = () =>
-      andThen(restore.backup(table.current, [roleKey(s.role), `writer/${s.writerRole}`]), (backup) => {
+      andThen(restore.backup(table.current, [roleKey(s.role), writerKey(s.writerRole)]), (backup) => {
         if (backup === undefined) return void clock.after(500, takeBackup);
         scheduler.log(`backup of the lock table taken (${backup.size} items)`);
         clock.after(restoreAfter, () => startRestore(backup, 1));
@@ -1021,7 +1022,7 @@ const checks: readonly Check<ElectionState>[] = [
         w.lockWrites.writes,
         w.calls.calls,
         {
-          key: `writer/${ELECTION_SETTINGS.writerRole}`,
+          key: writerKey(ELECTION_SETTINGS.writerRole),
           ledger: writerLedgerKey(ELECTION_SETTINGS.writerRole),
           waitMarginMs: ELECTION_SETTINGS.writer.waitMarginMs,
           maxRateError: MAX_RATE_ERROR,

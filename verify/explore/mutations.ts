@@ -35,7 +35,7 @@ import type { ManifestStore } from '../../lib/core/store/manifest';
 import { copyOf, transactionCanceled } from '../../lib/testing/dynamo-rules';
 import type { LedgerEntry, LedgerHead, LedgerStore } from '../../lib/core/store/ledger';
 import type { MemoryLockStore } from '../../lib/testing/lock-store';
-import type { MemoryJobStore } from '../../lib/testing/job-store';
+import { fenceAccepts, type MemoryJobStore } from '../../lib/testing/job-store';
 import { Attr } from '../../lib/core/schema';
 import type { BatchPut, Conditional, FenceItem, JobRow, JobStore, RequeueSighting } from '../../lib/core/store/jobs';
 import type { ClaimOn, LockItem, LockStore } from '../../lib/core/store/lock';
@@ -64,6 +64,18 @@ function keyOfPut(p: BatchPut): unknown {
   if (!p.item) return p.document[p.keyAttribute];
   const v = p.item[p.keyAttribute] as { S?: string; N?: string };
   return v.S ?? Number(v.N);
+}
+
+/** epoch-deleted's lock store: a release that lands deletes the lock item, so the key's epoch starts again at 1. */
+export function releaseDeletes(locks: LockStore): LockStore {
+  return override(locks, {
+    release: async (key, holding, rvn, wallIso) => {
+      const out = await locks.release(key, holding, rvn, wallIso);
+      // The in-memory store keeps its items in a private map: the variant reaches behind it.
+      if (out.ok) (locks as unknown as { items: Map<string, unknown> }).items.delete(key);
+      return out;
+    },
+  } satisfies Partial<MemoryLockStore>);
 }
 
 /** `target` with some of its methods replaced: how a broken variant changes a store. */
@@ -97,14 +109,7 @@ export function applyMutation(
       return { ...plain, restore: () => Object.defineProperty(Lease.prototype, 'check', check) };
     }
     case 'epoch-deleted': {
-      const deleting = override(locks, {
-        release: async (key, holding, rvn, wallIso) => {
-          const out = await locks.release(key, holding, rvn, wallIso);
-          // The in-memory store keeps its items in a private map: the variant reaches behind it.
-          if (out.ok) (locks as unknown as { items: Map<string, unknown> }).items.delete(key);
-          return out;
-        },
-      } satisfies Partial<MemoryLockStore>);
+      const deleting = releaseDeletes(locks);
       return { ...plain, locks: deleting, locksFor: () => deleting };
     }
     case 'raise-after':
@@ -244,14 +249,12 @@ export function applyMutation(
       // for a resend of a request already applied (its replay writes nothing: the items would be lost).
       const memory = jobs as unknown as MemoryJobStore;
       const sent = new Set<string>();
-      const passes = (item: { readonly [Attr.fence]?: unknown } | undefined, token: number) =>
-        item?.[Attr.fence] === undefined || Number(item[Attr.fence]) <= token;
       return {
         ...plain,
         jobsFor: () =>
           override(jobs, {
             recordBatch: async (fence, token, puts, requestToken) => {
-              if (!sent.has(requestToken) && passes(await jobs.readFence(fence), token))
+              if (!sent.has(requestToken) && fenceAccepts(await jobs.readFence(fence), token))
                 for (const p of puts) await memory.deleteItem(p.table, { [p.keyAttribute]: keyOfPut(p) });
               sent.add(requestToken);
               return jobs.recordBatch(fence, token, puts, requestToken);

@@ -19,7 +19,7 @@ import type { PgPool, PgPoolClient, PgResult } from '../../lib/postgres/driver';
 import { MemoryLockStore } from '../../lib/testing/lock-store';
 import { MemoryPostgres, type MemoryPgClient } from '../../lib/testing/postgres-fence';
 import { epochChecks } from '../../lib/testing/checks';
-import { applyMutation, override } from './mutations';
+import { override, releaseDeletes } from './mutations';
 import { LockHistory, leaseOverlapChecks, rateErrorCovered } from '../../lib/testing/history';
 import type { LockStore } from '../../lib/core/store/lock';
 import { Scheduler, type Actor, type Placed } from '../../lib/testing/scheduler';
@@ -131,10 +131,9 @@ function setup(seed: number, mutation: string | undefined, placed?: Placed): Pos
 
 /** The lock table as every holder sees it: the memory store, or with the release deleting the item (mutations.ts), or a renewal keeping the rvn. */
 function brokenLocks(mutation: string | undefined, locks: MemoryLockStore): LockStore {
-  // epoch-deleted touches the lock store only: this world has no job store to give it.
   if (mutation === 'lease-renew-keeps-rvn')
     return override(locks, { renew: async (key, holding, rvn, wallIso) => locks.renew(key, holding, (await locks.read(key))?.rvn ?? rvn, wallIso) });
-  return mutation === 'lease-epoch-deleted' ? applyMutation('epoch-deleted', { locks, jobs: undefined as never }).locks : locks;
+  return mutation === 'lease-epoch-deleted' ? releaseDeletes(locks) : locks;
 }
 
 /** The twin's pool as one holder reaches it: every statement a step boundary of its actor. */

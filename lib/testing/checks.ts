@@ -2,8 +2,11 @@
  * The safety checks the worlds share, each written once: what the stores accepted under a fence, and the epochs the
  * lock handed out. Each returns its violations as sentences for the schedule's report.
  */
+import type { LeaseConfig } from '../core/config';
 import { jobKeys } from '../core/job-keys';
 import type { BatchOutcome, FenceItem, JobStore } from '../core/store/jobs';
+import { type CallLog, type FenceHistory, fenceOrderChecks, HOLDER_ACTS, type LockHistory, leaseOverlapChecks, stopTimeChecks } from './history';
+import type { Check } from './world';
 
 /** A fenced batch the store accepted, with the fence item's value just before it. */
 export interface Accepted {
@@ -22,7 +25,7 @@ export interface Grant {
 }
 
 /** No batch below its fence, none below a batch already accepted under the same fence, each item recorded once. */
-export function acceptedChecks(accepted: readonly Accepted[]): string[] {
+function acceptedChecks(accepted: readonly Accepted[]): string[] {
   const violations: string[] = [];
   const recordedBy = new Map<string, number>();
   const lastToken = new Map<string, number>();
@@ -50,6 +53,35 @@ export function epochChecks(grants: readonly Grant[]): string[] {
     lastEpoch.set(g.key, Math.max(g.epoch, last ?? -Infinity));
   }
   return violations;
+}
+
+/** The outside records a world of fenced holders keeps for its checks. */
+export interface HolderRecords {
+  /** Each batch the store accepted, with the fence just before it (recordingBatches). */
+  readonly accepted: readonly Accepted[];
+  readonly fenceWrites: FenceHistory;
+  readonly calls: CallLog;
+  readonly lockWrites: LockHistory;
+}
+
+/**
+ * The safety checks every world of fenced holders runs, named once: the batches against their fences, never two
+ * holders at once, no act past its stop time, no claim while another lease runs, epochs never repeat.
+ * @param settings - the schedule's lease, and the largest rate error its clocks were drawn with
+ * @param twoHolders - "never two holders at once" over the world's own lock keys (twoHoldersChecks, per key)
+ */
+export function holderChecks<S extends HolderRecords>(
+  settings: (w: S) => { readonly lease: Pick<LeaseConfig, 'leaseMs' | 'marginMs'>; readonly monoRate: number },
+  twoHolders: Check<S>['check'],
+): Check<S>[] {
+  return [
+    { name: 'batches: none below its fence or a newer one, each item once', check: (w) => acceptedChecks(w.accepted) },
+    { name: "batches: each under its fence as raised, from the store's writes", check: (w) => fenceOrderChecks(w.fenceWrites.writes) },
+    { name: 'never two holders at once', check: twoHolders },
+    { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, settings(w).lease, HOLDER_ACTS) },
+    { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes, settings(w).monoRate) },
+    { name: 'epochs never repeat', check: (w) => epochChecks(w.lockWrites.claims()) },
+  ];
 }
 
 /** What a DONE run's items are: how many, in `itemsTable`, those whose `pk` starts with `itemPrefix` (other runs' share the table). */

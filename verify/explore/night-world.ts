@@ -32,18 +32,8 @@ import { prng } from '../../lib/core/prng';
 import { requeueRunName } from '../../lib/lambda/sweep-verify';
 import { type Broken, type Mutation, type NightMutation, applyMutation } from './mutations';
 import { Actor, type Placed, Scheduler } from '../../lib/testing/scheduler';
-import { type Accepted, acceptedChecks, doneChecks, epochChecks, recordingBatches } from '../../lib/testing/checks';
-import {
-  CallLog,
-  FenceHistory,
-  fenceOrderChecks,
-  HOLDER_ACTS,
-  LockHistory,
-  leaseOverlapChecks,
-  rateErrorCovered,
-  stopTimeChecks,
-  twoHoldersChecks,
-} from '../../lib/testing/history';
+import { type Accepted, doneChecks, holderChecks, recordingBatches } from '../../lib/testing/checks';
+import { CallLog, FenceHistory, HOLDER_ACTS, LockHistory, rateErrorCovered, twoHoldersChecks } from '../../lib/testing/history';
 import { type Check, runWorld, type ScheduleResult, type World, type WorldState } from '../../lib/testing/world';
 
 /** The world's settings: the night's size, the lease, the sweeper, the faults. */
@@ -422,15 +412,10 @@ async function doneInTime(w: NightState, night: Night): Promise<string[]> {
 const callsOf = (w: NightState, night: Night) => w.calls.calls.filter((c) => night.holders.some((h) => h.name === c.actor));
 
 const checks: readonly Check<NightState>[] = [
-  { name: 'batches: none below its fence or a newer one, each item once', check: (w) => acceptedChecks(w.accepted) },
-  { name: "batches: each under its fence as raised, from the store's writes", check: (w) => fenceOrderChecks(w.fenceWrites.writes) },
-  {
-    name: 'never two holders at once',
-    check: (w) => eachNight(w, (night) => twoHoldersChecks(callsOf(w, night), w.lockWrites, night.jobId, HOLDER_ACTS)),
-  },
-  { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, EXPLORE_SETTINGS.lease, HOLDER_ACTS) },
-  { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes, EXPLORE_SETTINGS.faults.monoRate) },
-  { name: 'epochs never repeat', check: (w) => epochChecks(w.lockWrites.claims()) },
+  ...holderChecks<NightState>(
+    () => ({ lease: EXPLORE_SETTINGS.lease, monoRate: EXPLORE_SETTINGS.faults.monoRate }),
+    (w) => eachNight(w, (night) => twoHoldersChecks(callsOf(w, night), w.lockWrites, night.jobId, HOLDER_ACTS)),
+  ),
   {
     name: 'a DONE night is whole',
     check: (w) =>

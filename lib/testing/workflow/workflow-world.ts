@@ -92,18 +92,8 @@ import { through } from '../process';
 import { interpreter, maxDelayMs, StateError, tasksOf, type MachineDef, type Retrier, type StateDef } from './sfn';
 import { type Broken, plainStores } from '../broken';
 import { Actor, type FaultPlan, named, type Placed, PlacedCounts, Scheduler } from '../scheduler';
-import {
-  CallLog,
-  FenceHistory,
-  fenceOrderChecks,
-  HOLDER_ACTS,
-  LockHistory,
-  leaseOverlapChecks,
-  rateErrorCovered,
-  stopTimeChecks,
-  twoHoldersChecks,
-} from '../history';
-import { type Accepted, acceptedChecks, doneChecks, epochChecks, recordingBatches } from '../checks';
+import { CallLog, FenceHistory, HOLDER_ACTS, LockHistory, rateErrorCovered, twoHoldersChecks } from '../history';
+import { type Accepted, doneChecks, holderChecks, recordingBatches } from '../checks';
 import type { Check, World, WorldState } from '../world';
 
 type Json = Record<string, unknown>;
@@ -1197,12 +1187,10 @@ function closedInTime(w: WorkflowState): string[] {
 }
 
 const safety: readonly Check<WorkflowState>[] = [
-  { name: 'batches: none below its fence or a newer one, each item once', check: (w) => acceptedChecks(w.accepted) },
-  { name: "batches: each under its fence as raised, from the store's writes", check: (w) => fenceOrderChecks(w.fenceWrites.writes) },
-  { name: 'never two holders at once', check: (w) => twoHoldersChecks(w.calls.calls, w.lockWrites, w.jobId, HOLDER_ACTS) },
-  { name: 'epochs never repeat', check: (w) => epochChecks(w.lockWrites.claims()) },
-  { name: 'no act past its stop time', check: (w) => stopTimeChecks(w.calls.calls, w.lease, HOLDER_ACTS) },
-  { name: 'no claim while another lease runs', check: (w) => leaseOverlapChecks(w.lockWrites.writes, w.faults.monoRate) },
+  ...holderChecks<WorkflowState>(
+    (w) => ({ lease: w.lease, monoRate: w.faults.monoRate ?? 0 }),
+    (w) => twoHoldersChecks(w.calls.calls, w.lockWrites, w.jobId, HOLDER_ACTS),
+  ),
   {
     name: 'a DONE run is whole',
     check: async (w) => {
